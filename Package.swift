@@ -1,0 +1,78 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "LocationTracker",
+    platforms: [.macOS(.v14), .iOS(.v17)],
+    products: [
+        .executable(name: "lt", targets: ["lt"]),
+        .library(name: "CouchJSON", targets: ["CouchJSON"]),
+        .library(name: "CouchEngine", targets: ["CouchEngine"]),
+        .library(name: "CouchServer", targets: ["CouchServer"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        // Ordered JSON values: parse, serialize, compare. No dependencies.
+        .target(name: "CouchJSON", swiftSettings: strict),
+        // The document database engine on SQLite: revision trees, changes, attachments, Mango. No HTTP.
+        .target(
+            name: "CouchEngine",
+            dependencies: [
+                "CouchJSON",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The CouchDB 3 HTTP API over the engine: routing, auth, sessions, security.
+        .target(
+            name: "CouchServer",
+            dependencies: [
+                "CouchJSON", "CouchEngine",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The command line: serve, bench.
+        .executableTarget(
+            name: "lt",
+            dependencies: [
+                "CouchJSON", "CouchEngine", "CouchServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON"], swiftSettings: strict),
+        .testTarget(
+            name: "CouchServerTests",
+            dependencies: [
+                "CouchJSON",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: strict
+        ),
+    ]
+)

@@ -1,0 +1,103 @@
+import CouchJSON
+import Foundation
+import GRDB
+
+extension Database {
+    // MARK: _local documents
+
+    /// Reads a `_local` document (its `_id` includes the `_local/` prefix).
+    public func localDocument(id: String) async throws -> JSONObject {
+        try await pool.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT rev, body FROM local_docs WHERE id = ?", arguments: [id]),
+                  var body = try JSON.parse(row[1] as Data).objectValue else { throw EngineError.missing }
+            body.prepend("_rev", .string("0-\(row[0] as Int)"))
+            body.prepend("_id", .string(id))
+            return body
+        }
+    }
+
+    /// Writes or deletes a `_local` document. Local documents have no revision tree: `_rev`
+    /// is `0-N` and must match the stored one when the document exists.
+    public func putLocalDocument(id: String, rev: String?, body: JSONObject, deleted: Bool) async throws -> String {
+        try await writer.write { db, _ in
+            let current = try Int.fetchOne(db, sql: "SELECT rev FROM local_docs WHERE id = ?", arguments: [id])
+            if let current {
+                if let rev, rev != "0-\(current)" { throw EngineError.conflict }
+            } else if deleted {
+                throw EngineError.missing
+            }
+            if deleted {
+                try db.execute(sql: "DELETE FROM local_docs WHERE id = ?", arguments: [id])
+                return "0-0"
+            }
+            let next = (current ?? 0) + 1
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO local_docs(id, rev, body) VALUES (?, ?, ?)",
+                arguments: [id, next, Data(JSON.object(body).bytes)])
+            return "0-\(next)"
+        }
+    }
+
+    // MARK: Purge
+
+    /// Removes leaf revisions for good (`_purge`): not replicated, no tombstone left. Returns
+    /// what was purged and the new purge sequence.
+    public func purge(_ request: [(id: String, revs: [Revision])]) async throws -> (purgeSeq: Int, purged: JSONObject) {
+        try await writer.write { db, context in
+            var purged = JSONObject()
+            for (id, revs) in request {
+                guard var row = try DocRow.fetch(db, id: id) else {
+                    purged.members.append((id, .array([])))
+                    continue
+                }
+                let leaves = Set(row.tree.leaves.map(\.rev))
+                let targets = revs.filter { leaves.contains($0) }
+                let removed = row.tree.remove(leaves: targets)
+                for rev in removed { try Database.deleteBody(db, id: id, rev: rev) }
+                purged.members.append((id, .array(targets.map { .string($0.description) })))
+                guard !targets.isEmpty else { continue }
+                context.purgeSeq += 1
+                try db.execute(
+                    sql: "INSERT INTO purges(purge_seq, doc_id, revs) VALUES (?, ?, ?)",
+                    arguments: [context.purgeSeq, id, JSON.array(targets.map { .string($0.description) }).text])
+                if let winner = row.tree.winner {
+                    context.seq += 1
+                    try db.execute(
+                        sql: "UPDATE docs SET seq = ?, winner = ?, deleted = ?, tree = ? WHERE id = ?",
+                        arguments: [context.seq, winner.rev.description, winner.deleted ? 1 : 0, row.tree.encoded, id])
+                    Database.adjustCounts(context, before: row.winnerDeleted, after: winner.deleted)
+                    row.winnerDeleted = winner.deleted
+                } else {
+                    try db.execute(sql: "DELETE FROM docs WHERE id = ?", arguments: [id])
+                    Database.adjustCounts(context, before: row.winnerDeleted, after: nil)
+                }
+            }
+            return (context.purgeSeq, purged)
+        }
+    }
+
+    // MARK: Compaction
+
+    /// Drops bodies of non-leaf revisions and attachment bodies no revision uses, then
+    /// returns the freed pages to the file system.
+    public func compact() async throws {
+        _ = try await writer.write { db, _ in
+            let docs = try Row.fetchAll(db, sql: "SELECT id, tree FROM docs")
+            for doc in docs {
+                let id: String = doc[0]
+                let tree = try RevisionTree(encoded: doc[1])
+                let leaves = Set(tree.leaves.map { $0.rev.description })
+                let stored = try String.fetchAll(db, sql: "SELECT rev FROM revs WHERE doc_id = ?", arguments: [id])
+                for rev in stored where !leaves.contains(rev) {
+                    if let revision = Revision(rev) { try Database.deleteBody(db, id: id, rev: revision) }
+                }
+            }
+            try db.execute(sql: "DELETE FROM attachments WHERE digest NOT IN (SELECT digest FROM att_refs)")
+            return true
+        }
+        try await pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+            try db.execute(sql: "VACUUM")
+        }
+    }
+}

@@ -1,0 +1,224 @@
+import CouchJSON
+import Foundation
+import GRDB
+
+/// Options of `_all_docs`, `_design_docs` and `_local_docs`.
+public struct AllDocsOptions: Sendable {
+    public var startKey: String?
+    public var endKey: String?
+    public var inclusiveEnd = true
+    public var descending = false
+    public var limit: Int?
+    public var skip = 0
+    public var includeDocs = false
+    public var keys: [JSON]?
+    public var read = ReadOptions()
+    public init() {}
+}
+
+/// Options of `_changes`.
+public struct ChangesOptions: Sendable {
+    public var since = 0
+    public var limit: Int?
+    public var descending = false
+    /// `style=all_docs`: every leaf revision, not only the winner.
+    public var allLeaves = false
+    public var includeDocs = false
+    public var read = ReadOptions()
+    /// Keeps only rows this filter accepts (`_doc_ids`, `_selector`, `_design`).
+    public var filter: ChangesFilter?
+    public init() {}
+}
+
+/// A built-in `_changes` filter.
+public enum ChangesFilter: Sendable {
+    case docIDs(Set<String>)
+    case selector(Selector)
+    case design
+}
+
+/// One page of a changes feed.
+public struct ChangesPage: Sendable {
+    public var rows: [JSON]
+    /// The sequence to pass back as `since` to continue after this page.
+    public var lastSeq: Int
+    /// Rows left after this page (`pending`).
+    public var pending: Int
+}
+
+extension Database {
+    /// `_all_docs` (and `_design_docs` with a key range): rows of non-deleted documents in id
+    /// order, or rows for `keys` in the order given.
+    public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
+        try await pool.read { db in
+            let total = try Database.metaInt(db, "doc_count")
+            if let keys = options.keys {
+                var rows: [JSON] = []
+                let selected = options.descending ? keys.reversed() : keys
+                for key in selected.dropFirst(options.skip).prefix(options.limit ?? Int.max) {
+                    guard case let .string(id) = key, let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner else {
+                        rows.append(["key": key, "error": "not_found"])
+                        continue
+                    }
+                    var value: JSONObject = ["rev": .string(winner.rev.description)]
+                    var out: JSONObject = ["id": .string(id), "key": .string(id)]
+                    if winner.deleted {
+                        value["deleted"] = true
+                        out["value"] = .object(value)
+                        if options.includeDocs { out["doc"] = .null }
+                    } else {
+                        out["value"] = .object(value)
+                        if options.includeDocs {
+                            out["doc"] = try Database.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
+                                .map(JSON.object) ?? .null
+                        }
+                    }
+                    rows.append(.object(out))
+                }
+                return (total, 0, rows)
+            }
+            var conditions = ["d.deleted = 0"]
+            var arguments: [any DatabaseValueConvertible] = []
+            let (low, high) = options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
+            let lowInclusive = options.descending ? options.inclusiveEnd : true
+            let highInclusive = options.descending ? true : options.inclusiveEnd
+            if let low {
+                conditions.append(lowInclusive ? "d.id >= ?" : "d.id > ?")
+                arguments.append(low)
+            }
+            if let high {
+                conditions.append(highInclusive ? "d.id <= ?" : "d.id < ?")
+                arguments.append(high)
+            }
+            // offset: rows before the range start in the requested direction.
+            var offset = 0
+            if let start = options.startKey {
+                offset = try Int.fetchOne(
+                    db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id \(options.descending ? ">" : "<") ?",
+                    arguments: [start]) ?? 0
+            }
+            offset += options.skip
+            let join = options.includeDocs ? "LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner" : ""
+            let sql = """
+                SELECT d.id, d.winner, d.seq, d.tree\(options.includeDocs ? ", r.body" : "") FROM docs d \(join)
+                WHERE \(conditions.joined(separator: " AND "))
+                ORDER BY d.id \(options.descending ? "DESC" : "ASC") LIMIT ? OFFSET ?
+                """
+            arguments.append(options.limit ?? -1)
+            arguments.append(options.skip)
+            var rows: [JSON] = []
+            let cursor = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(arguments))
+            while let row = try cursor.next() {
+                let id: String = row[0]
+                let rev: String = row[1]
+                var out: JSONObject = ["id": .string(id), "key": .string(id), "value": ["rev": .string(rev)]]
+                if options.includeDocs, let data = row[4] as Data?, let body = try JSON.parse(data).objectValue {
+                    out["doc"] = try Database.assembleWinnerRow(db, id: id, row: row, body: body, deleted: false, options: options.read)
+                }
+                rows.append(.object(out))
+            }
+            return (total, offset, rows)
+        }
+    }
+
+    /// `_local_docs`: the `_local` documents in id order.
+    public func localDocs(_ options: AllDocsOptions) async throws -> [JSON] {
+        try await pool.read { db in
+            var conditions: [String] = ["1"]
+            var arguments: [any DatabaseValueConvertible] = []
+            let (low, high) = options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
+            if let low { conditions.append("id >= ?"); arguments.append(low) }
+            if let high { conditions.append(options.inclusiveEnd || options.descending ? "id <= ?" : "id < ?"); arguments.append(high) }
+            arguments.append(options.limit ?? -1)
+            arguments.append(options.skip)
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT id, rev, body FROM local_docs WHERE \(conditions.joined(separator: " AND ")) ORDER BY id \(options.descending ? "DESC" : "ASC") LIMIT ? OFFSET ?",
+                arguments: StatementArguments(arguments))
+            return try rows.map { row in
+                let id: String = row[0]
+                let rev = "0-\(row[1] as Int)"
+                var out: JSONObject = ["id": .string(id), "key": .string(id), "value": ["rev": .string(rev)]]
+                if options.includeDocs, var body = try JSON.parse(row[2] as Data).objectValue {
+                    body.prepend("_rev", .string(rev))
+                    body.prepend("_id", .string(id))
+                    out["doc"] = .object(body)
+                }
+                return .object(out)
+            }
+        }
+    }
+
+    /// Reads the changes feed after `options.since`, in sequence order (or reversed), filtered.
+    public func changes(_ options: ChangesOptions) async throws -> ChangesPage {
+        try await pool.read { db in
+            let updateSeq = try Database.metaInt(db, "update_seq")
+            var rows: [JSON] = []
+            var lastSeq = options.descending ? 0 : options.since
+            let limit = options.limit ?? Int.max
+            let needsBody = options.includeDocs || {
+                if case .selector = options.filter { return true }
+                return false
+            }()
+            var cursorSeq = options.descending ? Int.max : options.since
+            var exhausted = false
+            let batch = 1000
+            while rows.count < limit, !exhausted {
+                let sql = """
+                    SELECT d.id, d.winner, d.seq, d.tree\(needsBody ? ", r.body" : ", NULL"), d.deleted FROM docs d
+                    \(needsBody ? "LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner" : "")
+                    WHERE d.seq \(options.descending ? "<" : ">") ? ORDER BY d.seq \(options.descending ? "DESC" : "ASC") LIMIT ?
+                    """
+                let fetched = try Row.fetchAll(db, sql: sql, arguments: [cursorSeq, batch])
+                if fetched.count < batch { exhausted = true }
+                for row in fetched {
+                    let id: String = row[0]
+                    let seq: Int = row[2]
+                    cursorSeq = seq
+                    let deleted = (row[5] as Int) != 0
+                    var body: JSONObject?
+                    if needsBody, let data = row[4] as Data? { body = try JSON.parse(data).objectValue }
+                    switch options.filter {
+                    case let .docIDs(ids)?: if !ids.contains(id) { continue }
+                    case .design?: if !id.hasPrefix("_design/") { continue }
+                    case let .selector(selector)?:
+                        guard !deleted, var doc = body else { continue }
+                        doc.prepend("_rev", .string(row[1] as String))
+                        doc.prepend("_id", .string(id))
+                        if !selector.matches(.object(doc)) { continue }
+                    case nil: break
+                    }
+                    var changes: [JSON]
+                    if options.allLeaves {
+                        let tree = try RevisionTree(encoded: row[3])
+                        changes = tree.leaves.map { ["rev": .string($0.rev.description)] }
+                    } else {
+                        changes = [["rev": .string(row[1] as String)]]
+                    }
+                    var out: JSONObject = ["seq": .string(sequenceString(seq)), "id": .string(id), "changes": .array(changes)]
+                    if deleted { out["deleted"] = true }
+                    if options.includeDocs {
+                        out["doc"] = body == nil ? .null : try Database.assembleWinnerRow(
+                            db, id: id, row: row, body: body!, deleted: deleted, options: options.read)
+                    }
+                    rows.append(.object(out))
+                    lastSeq = seq
+                    if rows.count >= limit { break }
+                }
+            }
+            // A page that ran out of rows has seen everything up to the snapshot's update_seq.
+            if !options.descending, rows.count < limit { lastSeq = max(options.since, updateSeq) }
+            let pending = options.descending ? 0 : (try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [lastSeq]) ?? 0)
+            return ChangesPage(rows: rows, lastSeq: lastSeq, pending: pending)
+        }
+    }
+
+    /// Builds the winning document from a `docs` row (columns id, winner, seq, tree) and its body.
+    static func assembleWinnerRow(
+        _ db: GRDB.Database, id: String, row: Row, body: JSONObject, deleted: Bool, options: ReadOptions
+    ) throws -> JSON {
+        guard let rev = Revision(row[1] as String) else { return .null }
+        let docRow = DocRow(seq: row[2], tree: try RevisionTree(encoded: row[3]), winnerDeleted: deleted)
+        return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body).map(JSON.object) ?? .null
+    }
+}

@@ -1,0 +1,201 @@
+import CouchJSON
+import Foundation
+import GRDB
+
+/// One result of an `open_revs` read: the revision's document, or a revision we do not have.
+public enum OpenRevision: Sendable {
+    case ok(JSONObject)
+    case missing(Revision)
+}
+
+extension Database {
+    /// Reads a document: the winning revision, or `rev`. Throws 404 `missing`/`deleted`.
+    public func document(id: String, rev: Revision? = nil, options: ReadOptions = ReadOptions()) async throws -> JSONObject {
+        try await pool.read { db in
+            guard let row = try DocRow.fetch(db, id: id) else { throw EngineError.missing }
+            let target: Revision
+            if let rev {
+                guard row.tree.contains(rev) else { throw EngineError.missing }
+                target = rev
+            } else {
+                guard let winner = row.tree.winner else { throw EngineError.missing }
+                if winner.deleted { throw EngineError.deleted }
+                target = winner.rev
+            }
+            guard let doc = try Database.assemble(db, id: id, rev: target, row: row, options: options) else {
+                throw EngineError.missing
+            }
+            return doc
+        }
+    }
+
+    /// Reads several revisions of a document (`open_revs`): `nil` means every leaf. With
+    /// `latest`, a requested revision that has descendants is replaced by its leaves.
+    public func openRevisions(
+        id: String, revs: [Revision]?, latest: Bool, options: ReadOptions
+    ) async throws -> [OpenRevision] {
+        try await pool.read { db in
+            guard let row = try DocRow.fetch(db, id: id) else {
+                if let revs { return revs.map { OpenRevision.missing($0) } }
+                throw EngineError.missing
+            }
+            let wanted: [Revision]
+            if let revs {
+                var list: [Revision] = []
+                for rev in revs {
+                    if latest, row.tree.contains(rev), !row.tree.isLeaf(rev) {
+                        for leaf in row.tree.leaves where row.tree.path(to: leaf.rev).contains(rev) && !list.contains(leaf.rev) {
+                            list.append(leaf.rev)
+                        }
+                    } else if !list.contains(rev) {
+                        list.append(rev)
+                    }
+                }
+                wanted = list
+            } else {
+                wanted = row.tree.leaves.map(\.rev)
+            }
+            return try wanted.map { rev in
+                if let doc = try Database.assemble(db, id: id, rev: rev, row: row, options: options) {
+                    return .ok(doc)
+                }
+                return .missing(rev)
+            }
+        }
+    }
+
+    /// Builds the JSON of one stored revision with the requested extras; nil when the body of
+    /// that revision is not stored (unknown, or compacted away).
+    static func assemble(
+        _ db: GRDB.Database, id: String, rev: Revision, row: DocRow, options: ReadOptions,
+        storedBody: JSONObject? = nil
+    ) throws -> JSONObject? {
+        guard let node = row.tree.node(rev) else { return nil }
+        guard let body = try storedBody ?? Database.storedBody(db, id: id, rev: rev) else { return nil }
+        var doc = JSONObject()
+        doc.members.reserveCapacity(body.count + 4)
+        doc.members.append(("_id", .string(id)))
+        doc.members.append(("_rev", .string(rev.description)))
+        if node.deleted { doc.members.append(("_deleted", true)) }
+        var attachmentsMeta: JSONObject?
+        for member in body.members {
+            if member.key == "_attachments" {
+                attachmentsMeta = member.value.objectValue
+            } else {
+                doc.members.append(member)
+            }
+        }
+        if let attachmentsMeta, !attachmentsMeta.isEmpty {
+            doc.members.append(("_attachments", .object(try renderAttachments(
+                db, meta: attachmentsMeta, options: options, path: row.tree.path(to: rev)))))
+        }
+        if options.conflicts, rev == row.tree.winner?.rev {
+            let conflicts = row.tree.leaves.dropFirst().filter { !$0.deleted }.map { JSON.string($0.rev.description) }
+            if !conflicts.isEmpty { doc.members.append(("_conflicts", .array(conflicts))) }
+        }
+        if options.deletedConflicts, rev == row.tree.winner?.rev {
+            let deleted = row.tree.leaves.dropFirst().filter(\.deleted).map { JSON.string($0.rev.description) }
+            if !deleted.isEmpty { doc.members.append(("_deleted_conflicts", .array(deleted))) }
+        }
+        if options.localSeq { doc.members.append(("_local_seq", .int(row.seq))) }
+        if options.revs {
+            let path = row.tree.path(to: rev)
+            doc.members.append(("_revisions", [
+                "start": .int(rev.pos),
+                "ids": .array(path.map { .string($0.hash) }),
+            ]))
+        }
+        if options.revsInfo {
+            var info: [JSON] = []
+            for ancestor in row.tree.path(to: rev) {
+                let status: String
+                if row.tree.node(ancestor)?.deleted == true {
+                    status = "deleted"
+                } else if try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM revs WHERE doc_id = ? AND rev = ?", arguments: [id, ancestor.description]) == true {
+                    status = "available"
+                } else {
+                    status = "missing"
+                }
+                info.append(["rev": .string(ancestor.description), "status": .string(status)])
+            }
+            doc.members.append(("_revs_info", .array(info)))
+        }
+        return doc
+    }
+
+    static func renderAttachments(
+        _ db: GRDB.Database, meta: JSONObject, options: ReadOptions, path: [Revision]
+    ) throws -> JSONObject {
+        // With atts_since, bodies go out only for attachments newer than the newest revision
+        // the client already has on this document's path.
+        var knownPos: Int? = nil
+        if let since = options.attsSince {
+            knownPos = since.filter { path.contains($0) }.map(\.pos).max() ?? 0
+        }
+        var out = JSONObject()
+        for (name, value) in meta.members {
+            guard case var .object(att) = value else { continue }
+            let revpos = att["revpos"]?.intValue ?? 0
+            let inline = options.attachments || (knownPos.map { revpos > $0 } ?? false)
+            if inline, let digest = att["digest"]?.stringValue {
+                let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest]) ?? Data()
+                att.removeValue(forKey: "length")
+                att["data"] = .string(data.base64EncodedString())
+            } else {
+                att["stub"] = true
+            }
+            out.members.append((name, .object(att)))
+        }
+        return out
+    }
+
+    /// An attachment's metadata and body, from the winning revision or `rev`.
+    public func attachment(docID: String, rev: Revision?, name: String) async throws -> (meta: JSONObject, data: [UInt8]) {
+        try await pool.read { db in
+            guard let row = try DocRow.fetch(db, id: docID), let winner = row.tree.winner else { throw EngineError.missing }
+            let target = rev ?? winner.rev
+            if rev == nil, winner.deleted { throw EngineError.deleted }
+            guard let meta = try Database.storedAttachments(db, id: docID, rev: target)?[name]?.objectValue,
+                  let digest = meta["digest"]?.stringValue,
+                  let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest])
+            else {
+                throw EngineError(status: 404, error: "not_found", reason: "Document is missing attachment")
+            }
+            return (meta, Array(data))
+        }
+    }
+
+    /// The current winning revision of a document, if it exists (deleted or not).
+    public func winningRevision(id: String) async throws -> (rev: Revision, deleted: Bool)? {
+        try await pool.read { db in
+            guard let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner else { return nil }
+            return (winner.rev, winner.deleted)
+        }
+    }
+
+    /// `_revs_diff`: for each document, the revisions this database lacks, and the leaves that
+    /// could be their ancestors.
+    public func revsDiff(_ request: [(id: String, revs: [Revision])]) async throws -> JSONObject {
+        try await pool.read { db in
+            var out = JSONObject()
+            for (id, revs) in request {
+                let row = try DocRow.fetch(db, id: id)
+                let missing = row.map { $0.tree.missing(revs) } ?? revs
+                guard !missing.isEmpty else { continue }
+                var entry: JSONObject = ["missing": .array(missing.map { .string($0.description) })]
+                if let tree = row?.tree {
+                    var ancestors: [Revision] = []
+                    for rev in missing {
+                        for leaf in tree.possibleAncestors(of: rev) where !ancestors.contains(leaf) { ancestors.append(leaf) }
+                    }
+                    if !ancestors.isEmpty {
+                        entry["possible_ancestors"] = .array(ancestors.map { .string($0.description) })
+                    }
+                }
+                out.members.append((id, .object(entry)))
+            }
+            return out
+        }
+    }
+}

@@ -1,0 +1,252 @@
+import CouchJSON
+import Crypto
+import Foundation
+import GRDB
+
+/// The stored state of one document id.
+struct DocRow {
+    var seq: Int
+    var tree: RevisionTree
+    var winnerDeleted: Bool
+
+    static func fetch(_ db: GRDB.Database, id: String) throws -> DocRow? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT seq, deleted, tree FROM docs WHERE id = ?", arguments: [id]) else {
+            return nil
+        }
+        return DocRow(seq: row[0], tree: try RevisionTree(encoded: row[2]), winnerDeleted: (row[1] as Int) != 0)
+    }
+}
+
+extension Database {
+    /// Writes documents, each atomically, all in one transaction. With `newEdits` each document
+    /// edits its `_rev` (or creates the document) and gets a new revision; without it, each
+    /// document is a revision from elsewhere (replication), added to the tree as it is.
+    /// Returns each document's new revision or its error, in input order.
+    public func update(_ documents: [DocumentInput], newEdits: Bool) async throws -> [Result<Revision, EngineError>] {
+        let revsLimit = self.revsLimit
+        return try await writer.write { db, context in
+            var results: [Result<Revision, EngineError>] = []
+            results.reserveCapacity(documents.count)
+            for document in documents {
+                do {
+                    var rev: Revision?
+                    try db.inSavepoint {
+                        rev = try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, db: db, context: context)
+                        return .commit
+                    }
+                    results.append(.success(rev!))
+                } catch let error as EngineError {
+                    results.append(.failure(error))
+                }
+            }
+            return results
+        }
+    }
+
+    /// Writes one document and returns its new revision, or throws its error.
+    public func update(_ document: DocumentInput, newEdits: Bool = true) async throws -> Revision {
+        try await update([document], newEdits: newEdits)[0].get()
+    }
+
+    static func apply(
+        _ input: DocumentInput, newEdits: Bool, revsLimit: Int, db: GRDB.Database, context: WriteQueue.Context
+    ) throws -> Revision {
+        guard let id = input.id else { throw EngineError.badRequest("Document id is missing") }
+        try DocumentInput.validate(id: id)
+        let existing = try DocRow.fetch(db, id: id)
+        var tree = existing?.tree ?? RevisionTree()
+        let newRev: Revision
+        let path: [Revision]
+        var attachments: JSONObject?
+
+        if newEdits {
+            var parent: Revision?
+            if let rev = input.rev {
+                guard tree.isLeaf(rev) else { throw EngineError.conflict }
+                if let node = tree.node(rev), node.deleted, !input.deleted, existing?.winnerDeleted == false {
+                    // Editing a deleted branch of a live document is a conflict, as in CouchDB.
+                    throw EngineError.conflict
+                }
+                parent = rev
+            } else if let winner = tree.winner {
+                guard winner.deleted else { throw EngineError.conflict }
+                parent = winner.rev  // recreate on top of the tombstone
+            }
+            let previous = try parent.flatMap { try storedAttachments(db, id: id, rev: $0) }
+            attachments = try resolveAttachments(
+                input, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
+            let body = bodyForStorage(input.body, attachments: attachments)
+            newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: revisionHash(
+                deleted: input.deleted, parent: parent, body: body))
+            path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
+            guard !tree.contains(newRev) else { return newRev }
+            tree.merge(path: path, deleted: input.deleted)
+            try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
+        } else {
+            guard let rev = input.rev else {
+                throw EngineError.badRequest("Replicated documents (new_edits=false) need a _rev")
+            }
+            newRev = rev
+            path = input.revisions ?? [rev]
+            if tree.contains(rev) { return rev }
+            // Stubs refer to attachments of an ancestor on this path that we already have.
+            var previous: JSONObject?
+            for ancestor in path.dropFirst() where tree.contains(ancestor) {
+                if let found = try storedAttachments(db, id: id, rev: ancestor) {
+                    previous = found
+                    break
+                }
+            }
+            attachments = try resolveAttachments(input, newPos: rev.pos, previous: previous, db: db)
+            let body = bodyForStorage(input.body, attachments: attachments)
+            tree.merge(path: path, deleted: input.deleted)
+            try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
+        }
+
+        for removed in tree.stem(limit: revsLimit) {
+            try deleteBody(db, id: id, rev: removed)
+        }
+        guard let winner = tree.winner else { throw EngineError.corrupt("revision tree") }
+        context.seq += 1
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)",
+            arguments: [id, context.seq, winner.rev.description, winner.deleted ? 1 : 0, tree.encoded])
+        adjustCounts(context, before: existing.map { $0.winnerDeleted }, after: winner.deleted)
+        return newRev
+    }
+
+    static func adjustCounts(_ context: WriteQueue.Context, before: Bool?, after: Bool?) {
+        switch before {
+        case .some(true): context.delCount -= 1
+        case .some(false): context.docCount -= 1
+        case .none: break
+        }
+        switch after {
+        case .some(true): context.delCount += 1
+        case .some(false): context.docCount += 1
+        case .none: break
+        }
+    }
+
+    /// The stored body of a revision: the document's members with attachment metadata
+    /// (`content_type`, `digest`, `length`, `revpos`) under `_attachments`.
+    static func bodyForStorage(_ body: JSONObject, attachments: JSONObject?) -> [UInt8] {
+        var stored = body
+        if let attachments, !attachments.isEmpty {
+            stored.members.append(("_attachments", .object(attachments)))
+        }
+        return JSON.object(stored).bytes
+    }
+
+    /// CouchDB derives a new revision's hash from its content, so the same edit made on two
+    /// replicas yields the same revision id.
+    static func revisionHash(deleted: Bool, parent: Revision?, body: [UInt8]) -> String {
+        var md5 = Insecure.MD5()
+        md5.update(data: [deleted ? 1 : 0])
+        md5.update(data: Array((parent?.description ?? "").utf8))
+        md5.update(data: [0])
+        md5.update(data: body)
+        return hex(md5.finalize())
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Lowercase hex of a byte sequence.
+    public static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        var out: [UInt8] = []
+        for byte in bytes {
+            out.append(hexDigits[Int(byte >> 4)])
+            out.append(hexDigits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func storeBody(_ db: GRDB.Database, id: String, rev: Revision, body: [UInt8], attachments: JSONObject?) throws {
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO revs(doc_id, rev, body) VALUES (?, ?, ?)",
+            arguments: [id, rev.description, Data(body)])
+        guard let attachments else { return }
+        for (_, meta) in attachments.members {
+            if let digest = meta["digest"]?.stringValue {
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO att_refs(doc_id, rev, digest) VALUES (?, ?, ?)",
+                    arguments: [id, rev.description, digest])
+            }
+        }
+    }
+
+    static func deleteBody(_ db: GRDB.Database, id: String, rev: Revision) throws {
+        try db.execute(sql: "DELETE FROM revs WHERE doc_id = ? AND rev = ?", arguments: [id, rev.description])
+        try db.execute(sql: "DELETE FROM att_refs WHERE doc_id = ? AND rev = ?", arguments: [id, rev.description])
+    }
+
+    static func storedAttachments(_ db: GRDB.Database, id: String, rev: Revision) throws -> JSONObject? {
+        guard let body = try storedBody(db, id: id, rev: rev) else { return nil }
+        return body["_attachments"]?.objectValue
+    }
+
+    static func storedBody(_ db: GRDB.Database, id: String, rev: Revision) throws -> JSONObject? {
+        guard let data = try Data.fetchOne(
+            db, sql: "SELECT body FROM revs WHERE doc_id = ? AND rev = ?", arguments: [id, rev.description])
+        else { return nil }
+        return try JSON.parse(data).objectValue
+    }
+
+    /// Turns the `_attachments` a client sent into stored metadata, saving new bodies.
+    static func resolveAttachments(
+        _ input: DocumentInput, newPos: Int, previous: JSONObject?, db: GRDB.Database
+    ) throws -> JSONObject? {
+        guard let sent = input.attachments else { return nil }
+        var resolved = JSONObject()
+        for (name, value) in sent.members {
+            guard case let .object(att) = value else { throw EngineError.badRequest("Invalid attachment \(name)") }
+            if att["stub"] == .bool(true) {
+                if let old = previous?[name]?.objectValue,
+                   att["digest"] == nil || att["digest"] == old["digest"] {
+                    resolved.members.append((name, .object(old)))
+                } else if let digest = att["digest"]?.stringValue,
+                          try Bool.fetchOne(db, sql: "SELECT 1 FROM attachments WHERE digest = ?", arguments: [digest]) == true {
+                    var meta = att
+                    meta.removeValue(forKey: "stub")
+                    if meta["revpos"] == nil { meta["revpos"] = .int(newPos) }
+                    resolved.members.append((name, .object(meta)))
+                } else {
+                    throw EngineError.missingStub(name)
+                }
+                continue
+            }
+            let bytes: [UInt8]
+            if case let .string(base64)? = att["data"] {
+                guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else {
+                    throw EngineError.badRequest("Invalid attachment data for \(name)")
+                }
+                bytes = Array(data)
+            } else if att["follows"] == .bool(true) {
+                guard let body = input.attachmentBodies[name] else {
+                    throw EngineError.badRequest("Attachment \(name) follows, but its body is missing")
+                }
+                bytes = body
+            } else {
+                throw EngineError.badRequest("Attachment \(name) needs data, follows or stub")
+            }
+            let digest = attachmentDigest(bytes)
+            try db.execute(
+                sql: "INSERT OR IGNORE INTO attachments(digest, data) VALUES (?, ?)",
+                arguments: [digest, Data(bytes)])
+            let contentType = att["content_type"]?.stringValue ?? "application/octet-stream"
+            let revpos = input.revisions != nil ? (att["revpos"]?.intValue ?? newPos) : newPos
+            resolved.members.append((name, [
+                "content_type": .string(contentType),
+                "revpos": .int(revpos),
+                "digest": .string(digest),
+                "length": .int(bytes.count),
+            ]))
+        }
+        return resolved
+    }
+
+    /// `md5-<base64>` as CouchDB writes attachment digests.
+    public static func attachmentDigest(_ bytes: [UInt8]) -> String {
+        "md5-" + Data(Insecure.MD5.hash(data: bytes)).base64EncodedString()
+    }
+}

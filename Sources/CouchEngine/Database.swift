@@ -1,0 +1,207 @@
+import CouchJSON
+import Foundation
+import GRDB
+
+/// One CouchDB database: a SQLite file in WAL mode.
+///
+/// Tables:
+/// - `docs`: one row per document id with its revision tree, winning revision and latest
+///   sequence (the unique index on `seq` is the changes index);
+/// - `revs`: revision bodies (JSON, attachment stubs included), kept for non-leaf revisions
+///   until compaction;
+/// - `attachments`: attachment bodies by digest, stored once however many revisions share them,
+///   with `att_refs` recording which revision uses which digest;
+/// - `local_docs`: `_local` documents, outside the changes index;
+/// - `meta`: counters, `_security`, `_revs_limit`, the database's uuid.
+public final class Database: Sendable {
+    public let name: String
+    let pool: DatabasePool
+    let writer: WriteQueue
+    public let notifier: ChangeNotifier
+    /// A random tag, created with the database, that makes its sequence strings opaque and
+    /// distinguishes two databases of the same name created at different times.
+    public let uuid: String
+    private let cachedMeta: Locked<CachedMeta>
+
+    struct CachedMeta {
+        var revsLimit: Int
+        var security: JSONObject
+    }
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS docs(
+            id TEXT PRIMARY KEY NOT NULL,
+            seq INTEGER NOT NULL,
+            winner TEXT NOT NULL,
+            deleted INTEGER NOT NULL,
+            tree TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX IF NOT EXISTS docs_by_seq ON docs(seq);
+        CREATE TABLE IF NOT EXISTS revs(
+            doc_id TEXT NOT NULL,
+            rev TEXT NOT NULL,
+            body BLOB NOT NULL,
+            PRIMARY KEY(doc_id, rev)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS attachments(
+            digest TEXT PRIMARY KEY NOT NULL,
+            data BLOB NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS att_refs(
+            doc_id TEXT NOT NULL,
+            rev TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            PRIMARY KEY(doc_id, rev, digest)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS att_refs_by_digest ON att_refs(digest);
+        CREATE TABLE IF NOT EXISTS local_docs(
+            id TEXT PRIMARY KEY NOT NULL,
+            rev INTEGER NOT NULL,
+            body BLOB NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS purges(
+            purge_seq INTEGER PRIMARY KEY,
+            doc_id TEXT NOT NULL,
+            revs TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS meta(
+            key TEXT PRIMARY KEY NOT NULL,
+            value TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """
+
+    /// The `_security` object a new database gets: admin-only, as in CouchDB 3.
+    public static let defaultSecurity: JSONObject = [
+        "members": ["roles": ["_admin"]],
+        "admins": ["roles": ["_admin"]],
+    ]
+
+    init(name: String, path: String, create: Bool, notifier: ChangeNotifier, durability: Durability) throws {
+        self.name = name
+        self.notifier = notifier
+        var config = Configuration()
+        config.busyMode = .timeout(30)
+        config.maximumReaderCount = 4
+        config.label = name
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
+        }
+        let pool = try DatabasePool(path: path, configuration: config)
+        self.pool = pool
+        let (uuid, meta, seq) = try pool.write { db -> (String, CachedMeta, Int) in
+            if create {
+                try db.execute(sql: Database.schema)
+                let uuid = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+                try Database.setMeta(db, "uuid", uuid)
+                try Database.setMeta(db, "created", String(Int(Date().timeIntervalSince1970 * 1_000_000)))
+                try Database.setMeta(db, "security", JSON.object(Database.defaultSecurity).text)
+            }
+            guard let uuid = try Database.meta(db, "uuid") else { throw EngineError.databaseNotFound }
+            let revsLimit = try Database.meta(db, "revs_limit").flatMap(Int.init) ?? 1000
+            let security = try Database.meta(db, "security").flatMap { try JSON.parse($0).objectValue } ?? JSONObject()
+            return (uuid, CachedMeta(revsLimit: revsLimit, security: security), try Database.metaInt(db, "update_seq"))
+        }
+        self.uuid = uuid
+        self.cachedMeta = Locked(meta)
+        self.writer = WriteQueue(pool: pool, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
+        notifier.publish(seq: seq)
+    }
+
+    static func meta(_ db: GRDB.Database, _ key: String) throws -> String? {
+        try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key])
+    }
+
+    static func setMeta(_ db: GRDB.Database, _ key: String, _ value: String) throws {
+        try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key, value])
+    }
+
+    static func metaInt(_ db: GRDB.Database, _ key: String) throws -> Int {
+        try meta(db, key).flatMap(Int.init) ?? 0
+    }
+
+    // MARK: Sequences
+
+    /// The opaque sequence string for `seq`, as clients see it.
+    public func sequenceString(_ seq: Int) -> String {
+        "\(seq)-\(uuid.prefix(12))"
+    }
+
+    /// Parses a sequence a client passed back: our strings, plain integers, or `now`.
+    public func parseSequence(_ value: JSON) throws -> Int {
+        switch value {
+        case let .int(i): return max(0, i)
+        case let .string(s):
+            if s == "now" { return -1 }
+            if let i = Int(s) { return max(0, i) }
+            if let dash = s.firstIndex(of: "-"), let i = Int(s[s.startIndex..<dash]) { return max(0, i) }
+            throw EngineError.badRequest("Malformed sequence supplied in 'since' parameter.")
+        case .array(let parts) where !parts.isEmpty:
+            return try parseSequence(parts[0])
+        default:
+            throw EngineError.badRequest("Malformed sequence supplied in 'since' parameter.")
+        }
+    }
+
+    // MARK: Metadata
+
+    public var revsLimit: Int { cachedMeta.withLock { $0.revsLimit } }
+    public var security: JSONObject { cachedMeta.withLock { $0.security } }
+
+    public func setRevsLimit(_ limit: Int) async throws {
+        guard limit > 0 else { throw EngineError.badRequest("revs_limit must be a positive integer") }
+        try await pool.write { db in try Database.setMeta(db, "revs_limit", String(limit)) }
+        cachedMeta.withLock { $0.revsLimit = limit }
+    }
+
+    public func setSecurity(_ security: JSONObject) async throws {
+        try await pool.write { db in try Database.setMeta(db, "security", JSON.object(security).text) }
+        cachedMeta.withLock { $0.security = security }
+    }
+
+    /// Database information as `GET /{db}` returns it.
+    public func info() async throws -> JSONObject {
+        let (seq, docs, deleted, purgeSeq, pages, pageSize, active) = try await pool.read { db in
+            (
+                try Database.metaInt(db, "update_seq"),
+                try Database.metaInt(db, "doc_count"),
+                try Database.metaInt(db, "doc_del_count"),
+                try Database.metaInt(db, "purge_seq"),
+                try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
+                try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096,
+                try Int.fetchOne(db, sql: "SELECT coalesce(sum(length(body)), 0) FROM revs") ?? 0
+            )
+        }
+        let file = pages * pageSize
+        let info: JSONObject = [
+            "db_name": .string(name),
+            "purge_seq": .string(sequenceString(purgeSeq)),
+            "update_seq": .string(sequenceString(seq)),
+            "sizes": ["file": .int(file), "external": .int(active), "active": .int(min(active, file))],
+            "props": [:],
+            "doc_del_count": .int(deleted),
+            "doc_count": .int(docs),
+            "disk_format_version": 8,
+            "compact_running": false,
+            "cluster": ["q": 1, "n": 1, "w": 1, "r": 1],
+            "instance_start_time": "0",
+        ]
+        return info
+    }
+
+    /// The current update sequence number.
+    public func updateSeq() async throws -> Int {
+        try await pool.read { db in try Database.metaInt(db, "update_seq") }
+    }
+
+    func close() {
+        try? pool.close()
+    }
+}
+
+/// How hard SQLite works to make a commit durable. `full` fsyncs the WAL on every commit
+/// (survives power loss); `normal` survives a killed process but may lose the last commits on
+/// power loss.
+public enum Durability: String, Sendable {
+    case full = "FULL"
+    case normal = "NORMAL"
+}

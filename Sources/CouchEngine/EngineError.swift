@@ -1,0 +1,44 @@
+/// An error with CouchDB's meaning: an HTTP status, a short `error` word and a human `reason`.
+/// The engine speaks no HTTP, but CouchDB defines its errors this way and every layer above
+/// reports them unchanged.
+public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let status: Int
+    public let error: String
+    public let reason: String
+
+    public init(status: Int, error: String, reason: String) {
+        self.status = status
+        self.error = error
+        self.reason = reason
+    }
+
+    public var description: String { "\(status) \(error): \(reason)" }
+
+    public static let conflict = EngineError(status: 409, error: "conflict", reason: "Document update conflict.")
+    public static let missing = EngineError(status: 404, error: "not_found", reason: "missing")
+    public static let deleted = EngineError(status: 404, error: "not_found", reason: "deleted")
+    public static let databaseNotFound = EngineError(status: 404, error: "not_found", reason: "Database does not exist.")
+    public static let databaseExists = EngineError(
+        status: 412, error: "file_exists", reason: "The database could not be created, the file already exists.")
+
+    public static func badRequest(_ reason: String) -> EngineError {
+        EngineError(status: 400, error: "bad_request", reason: reason)
+    }
+    public static func invalidDocument(_ reason: String) -> EngineError {
+        EngineError(status: 400, error: "doc_validation", reason: reason)
+    }
+    public static func illegalDatabaseName(_ name: String) -> EngineError {
+        EngineError(
+            status: 400, error: "illegal_database_name",
+            reason: "Name: '\(name)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+    }
+    public static func missingStub(_ name: String) -> EngineError {
+        EngineError(status: 412, error: "missing_stub", reason: "Invalid attachment stub in the document for \(name)")
+    }
+    public static func corrupt(_ what: String) -> EngineError {
+        EngineError(status: 500, error: "internal_server_error", reason: "Corrupt \(what) in storage.")
+    }
+    public static func forbidden(_ reason: String) -> EngineError {
+        EngineError(status: 403, error: "forbidden", reason: reason)
+    }
+}

@@ -1,0 +1,255 @@
+import CouchJSON
+import Foundation
+
+/// A Mango selector, parsed once and matched against many documents.
+///
+/// The semantics follow CouchDB's `mango_selector.erl`: comparisons use view collation (so
+/// values of different types compare by type order), a condition on a missing field fails
+/// except `{"$exists": false}`, and `$in`/`$nin` on an array value look at its elements.
+public indirect enum Selector: Sendable {
+    case and([Selector])
+    case or([Selector])
+    case nor([Selector])
+    case not(Selector)
+    /// Applies the inner selector to the value at a dotted path.
+    case field([String], Selector)
+    /// A condition on the current value.
+    case condition(Condition)
+
+    public enum Condition: Sendable {
+        case eq(JSON), ne(JSON), lt(JSON), lte(JSON), gt(JSON), gte(JSON)
+        case exists(Bool)
+        case type(String)
+        case `in`([JSON]), nin([JSON])
+        case all([JSON])
+        case size(Int)
+        case mod(divisor: Int, remainder: Int)
+        case regex(RegexBox)
+        case beginsWith(String)
+        case elemMatch(Selector)
+        case allMatch(Selector)
+        case keyMapMatch(Selector)
+    }
+
+    /// A compiled regular expression that can cross task boundaries (it is immutable).
+    public final class RegexBox: @unchecked Sendable {
+        let pattern: String
+        let regex: NSRegularExpression
+        init(_ pattern: String) throws(EngineError) {
+            self.pattern = pattern
+            do { regex = try NSRegularExpression(pattern: pattern) } catch {
+                throw EngineError.badRequest("Invalid regular expression: \(pattern)")
+            }
+        }
+        func matches(_ s: String) -> Bool {
+            regex.firstMatch(in: s, range: NSRange(s.startIndex..., in: s)) != nil
+        }
+    }
+
+    static let types: Set<String> = ["null", "boolean", "number", "string", "array", "object"]
+
+    /// Parses a selector object as sent to `_find`, `_changes` or `_index`.
+    public init(json: JSON) throws(EngineError) {
+        guard case let .object(object) = json else { throw EngineError.badRequest("Selector must be a JSON object") }
+        self = try Selector.parse(object)
+    }
+
+    static func parse(_ object: JSONObject) throws(EngineError) -> Selector {
+        var parts: [Selector] = []
+        for (key, value) in object.members {
+            if key.hasPrefix("$") {
+                parts.append(try parseOperator(key, value))
+            } else {
+                let path = Selector.splitPath(key)
+                parts.append(.field(path, try parseValueSelector(value)))
+            }
+        }
+        return parts.count == 1 ? parts[0] : .and(parts)
+    }
+
+    /// A field's selector: an object of operators (and nested fields), or a value meaning `$eq`.
+    static func parseValueSelector(_ value: JSON) throws(EngineError) -> Selector {
+        if case let .object(object) = value, !object.isEmpty {
+            return try parse(object)
+        }
+        return .condition(.eq(value))
+    }
+
+    static func selectorList(_ op: String, _ value: JSON) throws(EngineError) -> [Selector] {
+        guard case let .array(items) = value else { throw EngineError.badRequest("\(op) requires an array argument") }
+        var result: [Selector] = []
+        for item in items {
+            guard case let .object(object) = item else { throw EngineError.badRequest("\(op) requires an array of objects") }
+            result.append(try parse(object))
+        }
+        return result
+    }
+
+    static func parseOperator(_ op: String, _ value: JSON) throws(EngineError) -> Selector {
+        switch op {
+        case "$and": return .and(try selectorList(op, value))
+        case "$or": return .or(try selectorList(op, value))
+        case "$nor": return .nor(try selectorList(op, value))
+        case "$not":
+            guard case let .object(object) = value else { throw EngineError.badRequest("$not requires an object argument") }
+            return .not(try parse(object))
+        case "$eq": return .condition(.eq(value))
+        case "$ne": return .condition(.ne(value))
+        case "$lt": return .condition(.lt(value))
+        case "$lte": return .condition(.lte(value))
+        case "$gt": return .condition(.gt(value))
+        case "$gte": return .condition(.gte(value))
+        case "$exists":
+            guard case let .bool(flag) = value else { throw EngineError.badRequest("$exists requires a boolean") }
+            return .condition(.exists(flag))
+        case "$type":
+            guard case let .string(name) = value, types.contains(name) else {
+                throw EngineError.badRequest("$type must be one of null, boolean, number, string, array, object")
+            }
+            return .condition(.type(name))
+        case "$in", "$nin", "$all":
+            guard case let .array(items) = value else { throw EngineError.badRequest("\(op) requires an array argument") }
+            return .condition(op == "$in" ? .in(items) : op == "$nin" ? .nin(items) : .all(items))
+        case "$size":
+            guard let n = value.intValue, n >= 0 else { throw EngineError.badRequest("$size requires a non-negative integer") }
+            return .condition(.size(n))
+        case "$mod":
+            guard case let .array(args) = value, args.count == 2, let d = args[0].intValue, let r = args[1].intValue, d != 0,
+                  case .int = args[0], case .int = args[1] else {
+                throw EngineError.badRequest("$mod requires [Divisor, Remainder] integers with a non-zero divisor")
+            }
+            return .condition(.mod(divisor: d, remainder: r))
+        case "$regex":
+            guard case let .string(pattern) = value else { throw EngineError.badRequest("$regex requires a string") }
+            return .condition(.regex(try RegexBox(pattern)))
+        case "$beginsWith":
+            guard case let .string(prefix) = value else { throw EngineError.badRequest("$beginsWith requires a string") }
+            return .condition(.beginsWith(prefix))
+        case "$elemMatch", "$allMatch", "$keyMapMatch":
+            guard case .object = value else { throw EngineError.badRequest("\(op) requires an object argument") }
+            let inner = try parseValueSelector(value)
+            return .condition(op == "$elemMatch" ? .elemMatch(inner) : op == "$allMatch" ? .allMatch(inner) : .keyMapMatch(inner))
+        case "$text":
+            throw EngineError.badRequest("$text requires a text index, which this server does not provide")
+        default:
+            throw EngineError.badRequest("Invalid operator: \(op)")
+        }
+    }
+
+    /// Splits `a.b\.c` into `["a", "b.c"]`.
+    public static func splitPath(_ key: String) -> [String] {
+        var parts: [String] = []
+        var current = ""
+        var escaped = false
+        for ch in key {
+            if escaped {
+                current.append(ch)
+                escaped = false
+            } else if ch == "\\" {
+                escaped = true
+            } else if ch == "." {
+                parts.append(current)
+                current = ""
+            } else {
+                current.append(ch)
+            }
+        }
+        parts.append(current)
+        return parts
+    }
+
+    /// True when this selector is exactly `{"$exists": false}`, the one condition a missing
+    /// field satisfies.
+    var isExistsFalse: Bool {
+        if case .condition(.exists(false)) = self { return true }
+        return false
+    }
+
+    /// Matches a whole document (or any value).
+    public func matches(_ value: JSON) -> Bool { matches(Optional(value)) }
+
+    func matches(_ value: JSON?) -> Bool {
+        switch self {
+        case let .and(parts): return parts.allSatisfy { $0.matches(value) }
+        case let .or(parts): return parts.contains { $0.matches(value) }
+        case let .nor(parts): return !parts.contains { $0.matches(value) }
+        case let .not(inner): return !inner.matches(value)
+        case let .field(path, inner):
+            guard let found = Selector.lookup(value, path) else { return inner.isExistsFalse || inner.isNegatedMissingOK }
+            return inner.matches(found)
+        case let .condition(condition):
+            guard let value else { return condition.isExistsFalse }
+            return condition.matches(value)
+        }
+    }
+
+    /// `$and` of conditions containing only `$exists: false` (e.g. from a two-key object).
+    private var isNegatedMissingOK: Bool {
+        if case let .and(parts) = self { return parts.allSatisfy { $0.isExistsFalse } }
+        return false
+    }
+
+    /// The value at `path`, or nil when some step is missing.
+    public static func lookup(_ value: JSON?, _ path: [String]) -> JSON? {
+        var current = value
+        for key in path {
+            guard case let .object(object)? = current, let next = object[key] else { return nil }
+            current = next
+        }
+        return current
+    }
+}
+
+extension Selector.Condition {
+    var isExistsFalse: Bool {
+        if case .exists(false) = self { return true }
+        return false
+    }
+
+    func matches(_ value: JSON) -> Bool {
+        switch self {
+        case let .eq(arg): return JSON.collate(value, arg) == 0
+        case let .ne(arg): return JSON.collate(value, arg) != 0
+        case let .lt(arg): return JSON.collate(value, arg) < 0
+        case let .lte(arg): return JSON.collate(value, arg) <= 0
+        case let .gt(arg): return JSON.collate(value, arg) > 0
+        case let .gte(arg): return JSON.collate(value, arg) >= 0
+        case let .exists(flag): return flag
+        case let .type(name): return value.typeName == name
+        case let .in(args):
+            if case let .array(values) = value {
+                return args.contains { arg in values.contains { JSON.collate($0, arg) == 0 } }
+            }
+            return args.contains { JSON.collate(value, $0) == 0 }
+        case let .nin(args):
+            if case let .array(values) = value {
+                return !args.contains { arg in values.contains { JSON.collate($0, arg) == 0 } }
+            }
+            return !args.contains { JSON.collate(value, $0) == 0 }
+        case let .all(args):
+            guard case let .array(values) = value else { return false }
+            return args.allSatisfy { arg in values.contains { JSON.collate($0, arg) == 0 } }
+        case let .size(n):
+            guard case let .array(values) = value else { return false }
+            return values.count == n
+        case let .mod(divisor, remainder):
+            guard case let .int(i) = value else { return false }
+            return i % divisor == remainder
+        case let .regex(box):
+            guard case let .string(s) = value else { return false }
+            return box.matches(s)
+        case let .beginsWith(prefix):
+            guard case let .string(s) = value else { return false }
+            return s.hasPrefix(prefix)
+        case let .elemMatch(inner):
+            guard case let .array(values) = value else { return false }
+            return values.contains { inner.matches($0) }
+        case let .allMatch(inner):
+            guard case let .array(values) = value, !values.isEmpty else { return false }
+            return values.allSatisfy { inner.matches($0) }
+        case let .keyMapMatch(inner):
+            guard case let .object(object) = value else { return false }
+            return object.members.contains { inner.matches(.string($0.key)) }
+        }
+    }
+}

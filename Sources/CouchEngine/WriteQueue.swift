@@ -1,0 +1,115 @@
+import GRDB
+
+/// Group commit: writes submitted while a transaction is running are gathered and committed
+/// together in the next transaction, each in its own savepoint. Many concurrent writers then
+/// share one fsync instead of paying one each, and a failing write rolls back only itself.
+///
+/// A write's caller resumes only after its transaction commits, so an acknowledged write is
+/// on disk (in the WAL) before the client hears about it.
+final class WriteQueue: Sendable {
+    /// Counters a transaction updates; loaded at its start and stored at its end.
+    final class Context {
+        var seq: Int
+        var docCount: Int
+        var delCount: Int
+        var purgeSeq: Int
+        init(seq: Int, docCount: Int, delCount: Int, purgeSeq: Int) {
+            self.seq = seq
+            self.docCount = docCount
+            self.delCount = delCount
+            self.purgeSeq = purgeSeq
+        }
+    }
+
+    /// Resumes the writer after the commit.
+    private typealias Finish = @Sendable () -> Void
+
+    private struct Item: Sendable {
+        /// Runs the write inside the group transaction; returns how to resume its caller.
+        let run: @Sendable (GRDB.Database, Context) -> Finish
+        /// Resumes the caller with the error when the group transaction fails.
+        let fail: @Sendable (any Error) -> Void
+    }
+
+    private struct State {
+        var pending: [Item] = []
+        var draining = false
+    }
+
+    private let pool: DatabasePool
+    private let state = Locked(State())
+    /// Called after each commit with the new update sequence.
+    private let onCommit: @Sendable (Int) -> Void
+
+    init(pool: DatabasePool, onCommit: @escaping @Sendable (Int) -> Void) {
+        self.pool = pool
+        self.onCommit = onCommit
+    }
+
+    /// Runs `work` in a savepoint of the next group transaction and returns its result once
+    /// that transaction has committed. If `work` throws, only its own changes roll back.
+    func write<T: Sendable>(_ work: @escaping @Sendable (GRDB.Database, Context) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            let run: @Sendable (GRDB.Database, Context) -> Finish = { db, context in
+                let before = (context.seq, context.docCount, context.delCount, context.purgeSeq)
+                do {
+                    var value: T?
+                    try db.inSavepoint {
+                        value = try work(db, context)
+                        return .commit
+                    }
+                    let result = value!
+                    return { continuation.resume(returning: result) }
+                } catch {
+                    (context.seq, context.docCount, context.delCount, context.purgeSeq) = before
+                    return { continuation.resume(throwing: error) }
+                }
+            }
+            let item = Item(run: run, fail: { continuation.resume(throwing: $0) })
+            let startDrain = state.withLock { state -> Bool in
+                state.pending.append(item)
+                if state.draining { return false }
+                state.draining = true
+                return true
+            }
+            if startDrain {
+                Task { await self.drain() }
+            }
+        }
+    }
+
+    private func drain() async {
+        while true {
+            let batch = state.withLock { state -> [Item] in
+                let batch = state.pending
+                state.pending.removeAll()
+                if batch.isEmpty { state.draining = false }
+                return batch
+            }
+            if batch.isEmpty { return }
+            do {
+                let (finishers, seq) = try await pool.write { db -> ([Finish], Int) in
+                    let context = Context(
+                        seq: try Database.metaInt(db, "update_seq"),
+                        docCount: try Database.metaInt(db, "doc_count"),
+                        delCount: try Database.metaInt(db, "doc_del_count"),
+                        purgeSeq: try Database.metaInt(db, "purge_seq"))
+                    let start = (context.seq, context.docCount, context.delCount, context.purgeSeq)
+                    let finishers = batch.map { $0.run(db, context) }
+                    if (context.seq, context.docCount, context.delCount, context.purgeSeq) != start {
+                        try Database.setMeta(db, "update_seq", String(context.seq))
+                        try Database.setMeta(db, "doc_count", String(context.docCount))
+                        try Database.setMeta(db, "doc_del_count", String(context.delCount))
+                        try Database.setMeta(db, "purge_seq", String(context.purgeSeq))
+                    }
+                    return (finishers, context.seq)
+                }
+                for finish in finishers { finish() }
+                onCommit(seq)
+            } catch {
+                // The transaction itself failed (disk full, I/O error): nobody's write happened.
+                for item in batch { item.fail(error) }
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+import CouchEngine
+import CouchJSON
+import Crypto
+import Foundation
+import Hummingbird
+
+/// Who is making a request: a name (nil for anonymous) and roles; `_admin` marks a server admin.
+public struct UserContext: Sendable, Equatable {
+    public var name: String?
+    public var roles: [String]
+
+    public static let anonymous = UserContext(name: nil, roles: [])
+    public var isServerAdmin: Bool { roles.contains("_admin") }
+    public var json: JSON {
+        ["name": name.map(JSON.string) ?? .null, "roles": .array(roles.map(JSON.string))]
+    }
+}
+
+/// Checks credentials (basic auth and `AuthSession` cookies) against server admins and the
+/// `_users` database, as CouchDB's `chttpd_auth` does.
+///
+/// Verifying a password costs a full PBKDF2 run, so a successful check is remembered for a
+/// few minutes (keyed by a SHA-256 of name, password and stored key, never the password
+/// itself); replication and repeated requests then pay it once.
+final class Authenticator: Sendable {
+    let settings: Locked<ServerSettings>
+    let store: DatabaseStore
+    let cookieLifetime: TimeInterval
+    private let verified = Locked<[String: (context: UserContext, expires: Date)]>([:])
+    static let cacheLifetime: TimeInterval = 300
+
+    init(settings: Locked<ServerSettings>, store: DatabaseStore, cookieLifetime: TimeInterval = 600) {
+        self.settings = settings
+        self.store = store
+        self.cookieLifetime = cookieLifetime
+    }
+
+    /// A user's stored credentials: admin hash or `_users` document fields.
+    struct Credentials {
+        var hash: Passwords.Hash
+        var roles: [String]
+    }
+
+    func credentials(for name: String) async -> Credentials? {
+        if let hash = settings.withLock({ $0.admins[name] }) {
+            return Credentials(hash: hash, roles: ["_admin"])
+        }
+        guard let users = try? store.open("_users"),
+              let doc = try? await users.document(id: "org.couchdb.user:\(name)"),
+              let key = doc["derived_key"]?.stringValue, let salt = doc["salt"]?.stringValue
+        else { return nil }
+        let iterations = doc["iterations"]?.intValue ?? 10
+        let prf = doc["pbkdf2_prf"]?.stringValue ?? "sha"
+        let roles = doc["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        return Credentials(hash: Passwords.Hash(derivedKey: key, salt: salt, iterations: iterations, prf: prf), roles: roles)
+    }
+
+    /// Verifies a name and password; nil when they do not match.
+    func login(name: String, password: String) async -> UserContext? {
+        guard let credentials = await credentials(for: name) else {
+            // Spend comparable time on unknown names so they cannot be told apart by timing.
+            _ = Passwords.verify(password, against: Passwords.Hash(
+                derivedKey: "", salt: "00", iterations: Passwords.defaultIterations / 10, prf: "sha256"))
+            return nil
+        }
+        var hasher = SHA256()
+        hasher.update(data: Array(name.utf8) + [0] + Array(password.utf8) + [0] + Array(credentials.hash.derivedKey.utf8))
+        let cacheKey = Database.hex(hasher.finalize())
+        let now = Date()
+        if let hit = verified.withLock({ $0[cacheKey] }), hit.expires > now {
+            return hit.context
+        }
+        guard Passwords.verify(password, against: credentials.hash) else { return nil }
+        let context = UserContext(name: name, roles: credentials.roles)
+        verified.withLock { cache in
+            if cache.count > 10_000 { cache = cache.filter { $0.value.expires > now } }
+            cache[cacheKey] = (context, now.addingTimeInterval(Authenticator.cacheLifetime))
+        }
+        return context
+    }
+
+    /// Works out the user of a request. Throws 401 for wrong credentials; no credentials is
+    /// the anonymous user.
+    func authenticate(headers: HTTPFields) async throws -> (UserContext, refreshCookie: Bool) {
+        if let authorization = headers[.authorization], authorization.lowercased().hasPrefix("basic ") {
+            let encoded = authorization.dropFirst("basic ".count).trimmingCharacters(in: .whitespaces)
+            guard let data = Data(base64Encoded: encoded), let text = String(data: data, encoding: .utf8),
+                  let colon = text.firstIndex(of: ":") else { throw EngineError.badCredentials }
+            let name = String(text[..<colon])
+            let password = String(text[text.index(after: colon)...])
+            guard let user = await login(name: name, password: password) else { throw EngineError.badCredentials }
+            return (user, false)
+        }
+        if let cookie = Self.cookieValue(headers, name: "AuthSession") {
+            if let (user, issued) = await verifyCookie(cookie) {
+                return (user, Date().timeIntervalSince(issued) > cookieLifetime * 0.1)
+            }
+            // An expired or forged cookie counts as no credentials, as in CouchDB.
+        }
+        return (.anonymous, false)
+    }
+
+    static func cookieValue(_ headers: HTTPFields, name: String) -> String? {
+        for field in headers[values: .cookie] {
+            for part in field.split(separator: ";") {
+                let pair = part.trimmingCharacters(in: .whitespaces)
+                if pair.hasPrefix(name + "=") { return String(pair.dropFirst(name.count + 1)) }
+            }
+        }
+        return nil
+    }
+
+    /// `AuthSession` value: base64url of `name:HEXTIME:HMAC`, where the HMAC-SHA256 key is the
+    /// server secret plus the user's password salt (a password change ends old sessions).
+    func makeCookie(for name: String) async -> String? {
+        guard let credentials = await credentials(for: name) else { return nil }
+        let time = String(Int(Date().timeIntervalSince1970), radix: 16, uppercase: true)
+        let payload = "\(name):\(time)"
+        let mac = signature(payload, salt: credentials.hash.salt)
+        return Self.base64url(Array("\(payload):\(mac)".utf8))
+    }
+
+    func signature(_ payload: String, salt: String) -> String {
+        let secret = settings.withLock { $0.secret }
+        let key = SymmetricKey(data: Array((secret + salt).utf8))
+        return Database.hex(HMAC<SHA256>.authenticationCode(for: Array(payload.utf8), using: key))
+    }
+
+    func verifyCookie(_ value: String) async -> (UserContext, issued: Date)? {
+        guard let bytes = Self.base64urlDecode(value), let text = String(bytes: bytes, encoding: .utf8) else { return nil }
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count >= 3 else { return nil }
+        let mac = String(parts[parts.count - 1])
+        let timeHex = String(parts[parts.count - 2])
+        let name = parts[0..<(parts.count - 2)].joined(separator: ":")
+        guard let time = Int(timeHex, radix: 16) else { return nil }
+        let issued = Date(timeIntervalSince1970: TimeInterval(time))
+        guard Date().timeIntervalSince(issued) < cookieLifetime, let credentials = await credentials(for: name) else { return nil }
+        let expected = signature("\(name):\(timeHex)", salt: credentials.hash.salt)
+        guard Passwords.constantTimeEquals(Array(expected.utf8), Array(mac.utf8)) else { return nil }
+        return (UserContext(name: name, roles: credentials.roles), issued)
+    }
+
+    func setCookieHeader(_ value: String) -> String {
+        "AuthSession=\(value); Version=1; Path=/; HttpOnly; Max-Age=\(Int(cookieLifetime)); SameSite=Lax"
+    }
+
+    static func base64url(_ bytes: [UInt8]) -> String {
+        Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    static func base64urlDecode(_ text: String) -> [UInt8]? {
+        var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while s.count % 4 != 0 { s += "=" }
+        return Data(base64Encoded: s).map(Array.init)
+    }
+}

@@ -1,0 +1,139 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Hummingbird
+
+extension CouchAPI {
+    /// `/{db}/_changes` with every feed type. Waiting feeds sleep on the database's change
+    /// notifier, so idle listeners cost no polling.
+    func changes(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .post)
+        try authorize(db, request.user, .read)
+        let body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : nil
+        var options = ChangesOptions()
+        let feed = request.query["feed"] ?? "normal"
+        guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {
+            throw EngineError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
+        }
+        options.limit = try request.int("limit")
+        if options.limit == 0 { options.limit = 1 }
+        options.descending = try request.bool("descending")
+        options.includeDocs = try request.bool("include_docs")
+        options.read.conflicts = try request.bool("conflicts")
+        options.read.attachments = try request.bool("attachments")
+        switch request.query["style"] ?? "main_only" {
+        case "main_only": options.allLeaves = false
+        case "all_docs": options.allLeaves = true
+        default: throw EngineError.badRequest("Supported `style` values: main_only, all_docs")
+        }
+        let lastEventID = request.header("Last-Event-ID")
+        if let since = request.query["since"] ?? lastEventID {
+            let parsed = since == "now" ? JSON.string("now") : ((try? JSON.parse(since)) ?? .string(since))
+            let value = try db.parseSequence(parsed)
+            options.since = value < 0 ? try await db.updateSeq() : value
+        }
+        if options.descending, request.query["since"] == nil { options.since = Int.max }
+        switch request.query["filter"] {
+        case nil: break
+        case "_doc_ids":
+            let fromQuery = try request.jsonParam("doc_ids")
+            let ids = body?["doc_ids"] ?? fromQuery
+            guard case let .array(list)? = ids, list.allSatisfy({ $0.stringValue != nil }) else {
+                throw EngineError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+            }
+            options.filter = .docIDs(Set(list.compactMap(\.stringValue)))
+        case "_selector":
+            guard let selector = body?["selector"] else { throw EngineError.badRequest("Selector must be specified in POST payload") }
+            options.filter = .selector(try Selector(json: selector))
+        case "_design":
+            options.filter = .design
+        case let other?:
+            throw EngineError.notImplemented("Filter \(other) needs JavaScript design documents, which arrive with the design-documents issue")
+        }
+        let heartbeat: Duration? = try {
+            guard let raw = request.query["heartbeat"] else { return nil }
+            if raw == "true" { return .milliseconds(60000) }
+            guard let ms = Int(raw), ms > 0 else { throw EngineError.badRequest("Invalid heartbeat value") }
+            return .milliseconds(max(ms, 100))
+        }()
+        let timeout: Duration = try request.int("timeout").map { .milliseconds(max($0, 0)) } ?? .milliseconds(60000)
+
+        if feed == "normal" {
+            let page = try await db.changes(options)
+            return .json(changesResult(db, page))
+        }
+        let contentType = feed == "eventsource" ? "text/event-stream" : "application/json"
+        var headers = HTTPFields()
+        headers[.contentType] = contentType
+        headers[.cacheControl] = "must-revalidate"
+        let feedOptions = options
+        let stream = ResponseBody { writer in
+            try await self.streamChanges(db, options: feedOptions, feed: feed, heartbeat: heartbeat, timeout: timeout, writer: &writer)
+            try await writer.finish(nil)
+        }
+        return APIResponse(status: .ok, headers: headers, body: stream)
+    }
+
+    func changesResult(_ db: Database, _ page: ChangesPage) -> JSON {
+        ["results": .array(page.rows), "last_seq": .string(db.sequenceString(page.lastSeq)), "pending": .int(page.pending)]
+    }
+
+    /// Runs a longpoll, continuous or eventsource feed until its limit, timeout or the client
+    /// going away. Heartbeats are newlines (continuous, longpoll) or heartbeat events.
+    func streamChanges(
+        _ db: Database, options: ChangesOptions, feed: String, heartbeat: Duration?, timeout: Duration,
+        writer: inout any ResponseBodyWriter
+    ) async throws {
+        var options = options
+        var remaining = options.limit ?? Int.max
+        let clock = ContinuousClock()
+        var idleSince = clock.now
+        while true {
+            options.limit = remaining == Int.max ? nil : remaining
+            let page = try await db.changes(options)
+            if feed == "longpoll" {
+                if !page.rows.isEmpty || clock.now - idleSince >= timeout {
+                    try await writer.write(ByteBuffer(bytes: changesResult(db, page).bytes + [10]))
+                    return
+                }
+            } else if !page.rows.isEmpty {
+                var out: [UInt8] = []
+                for row in page.rows {
+                    if feed == "eventsource" {
+                        out += Array("data: ".utf8) + row.bytes + Array("\nid: \(row["seq"]?.stringValue ?? "")\n\n".utf8)
+                    } else {
+                        out += row.bytes + [10]
+                    }
+                }
+                try await writer.write(ByteBuffer(bytes: out))
+                remaining -= min(remaining, page.rows.count)
+                idleSince = clock.now
+            }
+            options.since = page.lastSeq
+            if remaining == 0 || options.descending {
+                if feed == "continuous" {
+                    try await writer.write(ByteBuffer(bytes: JSON.object(["last_seq": .string(db.sequenceString(page.lastSeq))]).bytes + [10]))
+                }
+                return
+            }
+            // Wait for the next commit, a heartbeat, or the end of the timeout.
+            let untilTimeout = timeout - (clock.now - idleSince)
+            if heartbeat == nil, untilTimeout <= .zero {
+                if feed == "continuous" {
+                    try await writer.write(ByteBuffer(bytes: JSON.object(["last_seq": .string(db.sequenceString(page.lastSeq))]).bytes + [10]))
+                }
+                return
+            }
+            let wait = heartbeat.map { min($0, heartbeat == nil ? untilTimeout : $0) } ?? untilTimeout
+            let changed = await db.notifier.wait(after: page.lastSeq, timeout: wait)
+            if Task.isCancelled { return }
+            if !changed, heartbeat != nil {
+                if feed == "eventsource" {
+                    try await writer.write(ByteBuffer(bytes: Array("event: heartbeat\ndata: \n\n".utf8)))
+                } else {
+                    try await writer.write(ByteBuffer(bytes: [10]))
+                }
+            }
+        }
+    }
+}

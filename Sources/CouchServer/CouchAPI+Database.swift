@@ -1,0 +1,388 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Hummingbird
+
+extension CouchAPI {
+    /// `/{db}`: info, create, delete, and POST of a new document.
+    func databaseEndpoint(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
+        switch request.method {
+        case .get, .head:
+            let db = try store.open(name)
+            try authorize(db, request.user, .read)
+            return .json(.object(try await db.info()))
+        case .put:
+            try requireServerAdmin(request)
+            if let q = request.query["q"], Int(q) == nil { throw EngineError.badRequest("q must be an integer") }
+            try store.create(name)
+            var headers = HTTPFields()
+            headers[.location] = "/\(name)"
+            return .json(["ok": true], status: .created, headers: headers)
+        case .delete:
+            try requireServerAdmin(request)
+            if request.query["rev"] != nil {
+                throw EngineError.badRequest("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
+            }
+            try store.delete(name)
+            return .json(["ok": true])
+        case .post:
+            let db = try store.open(name)
+            var input = try DocumentInput(json: try request.json())
+            if input.id == nil { input.id = ServerSettings.randomHex(16) }
+            let id = input.id!
+            let rev = try await writeDocument(db, input, request: request)
+            var headers = HTTPFields()
+            headers[.location] = "/\(name)/\(id)"
+            headers[.eTag] = "\"\(rev)\""
+            let status: HTTPResponse.Status = request.query["batch"] == "ok" ? .accepted : .created
+            return .json(["ok": true, "id": .string(id), "rev": .string(rev.description)], status: status, headers: headers)
+        default:
+            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
+        }
+    }
+
+    /// `/{db}/...`: special endpoints, design and local documents, documents and attachments.
+    func databaseSubresource(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
+        let db = try store.open(name)
+        let path = request.path
+        let second = path[1]
+        switch second {
+        case "_all_docs": return try await allDocs(db, request, designOnly: false)
+        case "_design_docs": return try await allDocs(db, request, designOnly: true)
+        case "_local_docs": return try await localDocs(db, request)
+        case "_bulk_docs": return try await bulkDocs(db, request)
+        case "_bulk_get": return try await bulkGet(db, request)
+        case "_revs_diff", "_missing_revs": return try await revsDiff(db, request, legacy: second == "_missing_revs")
+        case "_changes": return try await changes(db, request)
+        case "_find": return try await find(db, request)
+        case "_explain": return try await explain(db, request)
+        case "_index": return try await index(db, &request)
+        case "_ensure_full_commit":
+            try requireMethod(request, .post)
+            try authorize(db, request.user, .write)
+            return .json(["ok": true, "instance_start_time": "0"], status: .created)
+        case "_revs_limit":
+            try requireMethod(request, .get, .put)
+            if request.method == .put {
+                try authorize(db, request.user, .admin)
+                guard case let .int(limit) = try request.json(), limit > 0 else {
+                    throw EngineError.badRequest("The revs_limit must be a positive integer")
+                }
+                try await db.setRevsLimit(limit)
+                return .ok()
+            }
+            try authorize(db, request.user, .read)
+            return .json(.int(db.revsLimit))
+        case "_security":
+            try requireMethod(request, .get, .put)
+            if request.method == .put {
+                try authorize(db, request.user, .admin)
+                let security = try request.jsonObject()
+                for group in ["admins", "members"] {
+                    guard let value = security[group] else { continue }
+                    guard case let .object(object) = value else { throw EngineError.badRequest("\(group) must be a JSON object") }
+                    for list in ["names", "roles"] {
+                        if let entries = object[list], !(entries.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false) {
+                            throw EngineError.badRequest("\(group).\(list) must be a JSON list of strings")
+                        }
+                    }
+                }
+                try await db.setSecurity(security)
+                return .ok()
+            }
+            try authorize(db, request.user, .read)
+            return .json(.object(db.security))
+        case "_purge":
+            try requireMethod(request, .post)
+            try requireServerAdmin(request)
+            let body = try request.jsonObject()
+            var purgeRequest: [(id: String, revs: [Revision])] = []
+            for (id, value) in body.members {
+                guard let list = value.arrayValue else { throw EngineError.badRequest("Each purge entry must be a list of revisions") }
+                purgeRequest.append((id, try list.map { try parseRev($0) }))
+            }
+            let (purgeSeq, purged) = try await db.purge(purgeRequest)
+            return .json(["purge_seq": .string(db.sequenceString(purgeSeq)), "purged": .object(purged)], status: .created)
+        case "_compact":
+            try requireMethod(request, .post)
+            try authorize(db, request.user, .admin)
+            guard request.header("Content-Type")?.hasPrefix("application/json") == true else {
+                throw EngineError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
+            }
+            if path.count == 2 {
+                let database = db
+                let logger = self.logger
+                Task {
+                    do { try await database.compact() } catch { logger.error("compaction of \(database.name) failed: \(error)") }
+                }
+            }
+            return .ok(status: .accepted)
+        case "_view_cleanup":
+            try requireMethod(request, .post)
+            try authorize(db, request.user, .admin)
+            return .ok(status: .accepted)
+        case "_local":
+            guard path.count >= 3 else { throw EngineError.badRequest("Missing _local document id") }
+            return try await localDocument(db, "_local/" + path[2...].joined(separator: "/"), &request)
+        case "_design":
+            guard path.count >= 3 else { throw EngineError.badRequest("Missing design document id") }
+            let id = "_design/\(path[2])"
+            if path.count == 3 { return try await documentEndpoint(db, id, &request) }
+            if path[3].hasPrefix("_") {
+                return try await designSubresource(db, id, Array(path[3...]), request)
+            }
+            return try await attachmentEndpoint(db, id, path[3...].joined(separator: "/"), request)
+        default:
+            if second.hasPrefix("_") {
+                throw EngineError.badRequest("Only reserved document ids may start with underscore.")
+            }
+            if path.count == 2 { return try await documentEndpoint(db, second, &request) }
+            return try await attachmentEndpoint(db, second, path[2...].joined(separator: "/"), request)
+        }
+    }
+
+    func designSubresource(_ db: Database, _ id: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+        try authorize(db, request.user, .read)
+        switch rest[0] {
+        case "_info":
+            guard (try? await db.document(id: id)) != nil else { throw EngineError.missing }
+            return .json(["name": .string(String(id.dropFirst("_design/".count))), "view_index": [
+                "signature": "", "language": "javascript", "sizes": ["file": 0, "external": 0, "active": 0],
+                "update_seq": 0, "purge_seq": 0, "updater_running": false, "compact_running": false,
+                "waiting_clients": 0, "waiting_commit": false,
+            ]])
+        case "_view", "_show", "_list", "_update", "_rewrite", "_geo", "_search":
+            throw EngineError.notImplemented("\(rest[0]) needs JavaScript design documents, which arrive with the design-documents issue")
+        default:
+            throw EngineError.notFound("missing")
+        }
+    }
+
+    func parseRev(_ value: JSON) throws -> Revision {
+        guard case let .string(text) = value, let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+        return rev
+    }
+
+    func parseRevList(_ value: JSON?) throws -> [Revision] {
+        guard let value else { return [] }
+        guard case let .array(items) = value else { throw EngineError.badRequest("Expected a list of revisions") }
+        return try items.map(parseRev)
+    }
+
+    // MARK: _all_docs
+
+    func allDocsOptions(_ request: APIRequest, body: JSONObject?) throws -> AllDocsOptions {
+        var options = AllDocsOptions()
+        func param(_ names: String...) throws -> JSON? {
+            for name in names {
+                if let value = body?[name] { return value }
+                if let value = try request.jsonParam(name) { return value }
+            }
+            return nil
+        }
+        func keyString(_ value: JSON?, _ name: String) throws -> String? {
+            guard let value else { return nil }
+            guard case let .string(s) = value else {
+                // Non-string keys sort before (numbers, null) or after (arrays, objects) every id.
+                switch value {
+                case .array, .object: return "\u{10FFFF}"
+                default: return ""
+                }
+            }
+            return s
+        }
+        options.startKey = try keyString(param("startkey", "start_key"), "startkey")
+        options.endKey = try keyString(param("endkey", "end_key"), "endkey")
+        if let key = try param("key") {
+            guard case .string = key else { throw EngineError.badRequest("key must be a string for _all_docs") }
+            options.keys = [key]
+        }
+        if let keys = try param("keys") {
+            guard case let .array(list) = keys else { throw EngineError.badRequest("`keys` member must be an array.") }
+            options.keys = list
+        }
+        func bool(_ name: String) throws -> Bool {
+            if let value = body?[name] {
+                guard case let .bool(b) = value else { throw EngineError.badRequest("Invalid boolean parameter: \(name)") }
+                return b
+            }
+            return try request.bool(name)
+        }
+        func int(_ name: String) throws -> Int? {
+            if let value = body?[name] {
+                guard let i = value.intValue, i >= 0 else { throw EngineError.badRequest("Invalid value for integer parameter \(name)") }
+                return i
+            }
+            return try request.int(name)
+        }
+        options.includeDocs = try bool("include_docs")
+        options.descending = try bool("descending")
+        options.inclusiveEnd = request.query["inclusive_end"] == "false" || body?["inclusive_end"] == .bool(false) ? false : true
+        options.limit = try int("limit")
+        options.skip = try int("skip") ?? 0
+        options.read.conflicts = try bool("conflicts")
+        options.read.attachments = try bool("attachments")
+        return options
+    }
+
+    func allDocs(_ db: Database, _ request: APIRequest, designOnly: Bool) async throws -> APIResponse {
+        try requireMethod(request, .get, .post)
+        try authorize(db, request.user, .read)
+        let body = request.method == .post ? try request.jsonObject() : nil
+        var options = try allDocsOptions(request, body: body)
+        if designOnly, options.keys == nil {
+            let low = options.startKey.map { max($0, "_design/") } ?? "_design/"
+            let high = options.endKey.map { min($0, "_design0") } ?? "_design0"
+            if options.descending {
+                options.startKey = options.startKey.map { min($0, "_design0") } ?? "_design0"
+                options.endKey = options.endKey.map { max($0, "_design/") } ?? "_design/"
+            } else {
+                options.startKey = low
+                options.endKey = high
+            }
+        }
+        let result = try await db.allDocs(options)
+        var out: JSONObject = ["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)]
+        if try request.bool("update_seq") { out["update_seq"] = .string(db.sequenceString(try await db.updateSeq())) }
+        return .json(.object(out))
+    }
+
+    func localDocs(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .post)
+        try authorize(db, request.user, .read)
+        let options = try allDocsOptions(request, body: request.method == .post ? try request.jsonObject() : nil)
+        let rows = try await db.localDocs(options)
+        return .json(["total_rows": .null, "offset": .null, "rows": .array(rows)])
+    }
+
+    // MARK: _bulk_docs, _bulk_get, _revs_diff
+
+    func bulkDocs(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        let body = try request.jsonObject()
+        guard case let .array(docs)? = body["docs"] else { throw EngineError.badRequest("POST body must include `docs` parameter.") }
+        var newEdits = true
+        if let value = body["new_edits"] {
+            guard case let .bool(flag) = value else { throw EngineError.badRequest("`new_edits` parameter must be a boolean.") }
+            newEdits = flag
+        }
+        if request.query["new_edits"] == "false" { newEdits = false }
+        let isDbAdmin = (try? authorize(db, request.user, .admin)) != nil
+        if !isDbAdmin { try authorize(db, request.user, .write) }
+
+        // Parse and check every document; failures become per-document errors.
+        var results = [Result<Revision, EngineError>?](repeating: nil, count: docs.count)
+        var ids = [String](repeating: "", count: docs.count)
+        var batch: [DocumentInput] = []
+        var batchIndex: [Int] = []
+        for (i, json) in docs.enumerated() {
+            do {
+                var input = try DocumentInput(json: json)
+                if input.id == nil {
+                    if !newEdits { throw EngineError.badRequest("Document id is missing") }
+                    input.id = ServerSettings.randomHex(16)
+                }
+                ids[i] = input.id!
+                if input.id!.hasPrefix("_local/") {
+                    let rev = try await db.putLocalDocument(
+                        id: input.id!, rev: input.rev?.description, body: input.body, deleted: input.deleted)
+                    results[i] = .success(Revision(rev)!)
+                    continue
+                }
+                if input.id!.hasPrefix("_design/"), !isDbAdmin {
+                    throw EngineError(status: 403, error: "forbidden", reason: "Only admins can write design documents.")
+                }
+                if db.name == "_users" { input = try await prepareUserDocument(db, input, user: request.user) }
+                batch.append(input)
+                batchIndex.append(i)
+            } catch let error as EngineError {
+                if case let .string(id)? = json["_id"] { ids[i] = id }
+                results[i] = .failure(error)
+            }
+        }
+        let written = try await db.update(batch, newEdits: newEdits)
+        for (offset, result) in written.enumerated() { results[batchIndex[offset]] = result }
+
+        var out: [JSON] = []
+        for (i, result) in results.enumerated() {
+            switch result! {
+            case let .success(rev):
+                if newEdits { out.append(["ok": true, "id": .string(ids[i]), "rev": .string(rev.description)]) }
+            case let .failure(error):
+                var row: JSONObject = ["id": .string(ids[i]), "error": .string(error.error), "reason": .string(error.reason)]
+                if let rev = docs[i]["_rev"] { row["rev"] = rev }
+                out.append(.object(row))
+            }
+        }
+        return .json(.array(out), status: .created)
+    }
+
+    func bulkGet(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        try authorize(db, request.user, .read)
+        let body = try request.jsonObject()
+        guard case let .array(docs)? = body["docs"] else { throw EngineError.badRequest("Missing JSON list of 'docs'.") }
+        var options = ReadOptions()
+        options.revs = try request.bool("revs") || body["revs"] == .bool(true)
+        options.attachments = try request.bool("attachments") || body["attachments"] == .bool(true)
+        let latest = try request.bool("latest") || body["latest"] == .bool(true)
+        var results: [JSON] = []
+        for entry in docs {
+            guard case let .string(id)? = entry["id"] else {
+                results.append(["id": entry["id"] ?? .null, "docs": [["error": [
+                    "id": entry["id"] ?? .null, "rev": entry["rev"] ?? .null, "error": "bad_request", "reason": "Document id must be a string",
+                ]]]])
+                continue
+            }
+            var docOptions = options
+            if let since = entry["atts_since"] { docOptions.attsSince = try parseRevList(since) }
+            let revs: [Revision]?
+            if let rev = entry["rev"] {
+                revs = [try parseRev(rev)]
+            } else {
+                revs = nil
+            }
+            var docsOut: [JSON] = []
+            do {
+                let opened: [OpenRevision]
+                if id.hasPrefix("_local/") {
+                    opened = [.ok(try await db.localDocument(id: id))]
+                } else if revs == nil {
+                    opened = [.ok(try await db.document(id: id, options: docOptions))]
+                } else {
+                    opened = try await db.openRevisions(id: id, revs: revs, latest: latest, options: docOptions)
+                }
+                for item in opened {
+                    switch item {
+                    case let .ok(doc): docsOut.append(["ok": .object(doc)])
+                    case let .missing(rev):
+                        docsOut.append(["error": ["id": .string(id), "rev": .string(rev.description), "error": "not_found", "reason": "missing"]])
+                    }
+                }
+            } catch let error as EngineError {
+                docsOut.append(["error": [
+                    "id": .string(id), "rev": entry["rev"] ?? "undefined", "error": .string(error.error), "reason": .string(error.reason),
+                ]])
+            }
+            results.append(["id": .string(id), "docs": .array(docsOut)])
+        }
+        return .json(["results": .array(results)])
+    }
+
+    func revsDiff(_ db: Database, _ request: APIRequest, legacy: Bool) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        try authorize(db, request.user, .read)
+        let body = try request.jsonObject()
+        var query: [(id: String, revs: [Revision])] = []
+        for (id, value) in body.members {
+            query.append((id, try parseRevList(value)))
+        }
+        let diff = try await db.revsDiff(query)
+        if legacy {
+            var missing = JSONObject()
+            for (id, entry) in diff.members { missing[id] = entry["missing"] }
+            return .json(["missing_revs": .object(missing)])
+        }
+        return .json(.object(diff))
+    }
+}

@@ -1,0 +1,303 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+extension CouchAPI {
+    /// Checks who may write `input` and writes it (interactive edit unless `new_edits=false`).
+    func writeDocument(_ db: Database, _ input: DocumentInput, request: APIRequest, newEdits: Bool = true) async throws -> Revision {
+        var input = input
+        guard let id = input.id else { throw EngineError.badRequest("Document id is missing") }
+        try DocumentInput.validate(id: id)
+        if id.hasPrefix("_design/") {
+            try authorize(db, request.user, .admin)
+        } else if db.name == "_users" {
+            input = try await prepareUserDocument(db, input, user: request.user)
+        } else {
+            try authorize(db, request.user, .write)
+        }
+        return try await db.update(input, newEdits: newEdits)
+    }
+
+    func readOptions(_ request: APIRequest) throws -> ReadOptions {
+        var options = ReadOptions()
+        let meta = try request.bool("meta")
+        options.revs = try request.bool("revs")
+        options.revsInfo = try request.bool("revs_info") || meta
+        options.conflicts = try request.bool("conflicts") || meta
+        options.deletedConflicts = try request.bool("deleted_conflicts") || meta
+        options.localSeq = try request.bool("local_seq")
+        options.attachments = try request.bool("attachments")
+        options.attEncodingInfo = try request.bool("att_encoding_info")
+        if let since = try request.jsonParam("atts_since") { options.attsSince = try parseRevList(since) }
+        return options
+    }
+
+    /// `/{db}/{docid}`: GET, HEAD, PUT, DELETE.
+    func documentEndpoint(_ db: Database, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
+        switch request.method {
+        case .get, .head:
+            try authorizeRead(db, id, request.user)
+            let options = try readOptions(request)
+            if let openRevs = request.query["open_revs"] {
+                return try await openRevisions(db, id, openRevs, options: options, request: request)
+            }
+            let rev = try request.query["rev"].map { text -> Revision in
+                guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+                return rev
+            }
+            let doc = try await db.document(id: id, rev: rev, options: options)
+            let etag = "\"\(doc["_rev"]?.stringValue ?? "")\""
+            if request.header("If-None-Match") == etag, rev == nil {
+                var headers = HTTPFields()
+                headers[.eTag] = etag
+                return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
+            }
+            var headers = HTTPFields()
+            headers[.eTag] = etag
+            return .json(.object(doc), headers: headers)
+        case .put:
+            var input: DocumentInput
+            let contentType = request.header("Content-Type") ?? ""
+            if contentType.lowercased().hasPrefix("multipart/related") {
+                input = try multipartDocument(request, contentType: contentType)
+            } else {
+                input = try DocumentInput(json: try request.json())
+            }
+            if let bodyID = input.id, bodyID != id {
+                throw EngineError.badRequest("Document id in the body (\(bodyID)) does not match the URL (\(id))")
+            }
+            input.id = id
+            if let rev = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) {
+                guard let parsed = Revision(rev) else { throw EngineError.badRequest("Invalid rev format") }
+                if let bodyRev = input.rev, bodyRev != parsed {
+                    throw EngineError.badRequest("Document rev from request body and query string have different values")
+                }
+                input.rev = parsed
+            }
+            let newEdits = request.query["new_edits"] != "false"
+            let rev = try await writeDocument(db, input, request: request, newEdits: newEdits)
+            return documentWritten(db, id, rev, request: request)
+        case .delete:
+            guard let text = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) else {
+                throw EngineError.conflict
+            }
+            guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+            guard try await db.winningRevision(id: id) != nil else { throw EngineError.missing }
+            let newRev = try await writeDocument(db, DocumentInput(id: id, rev: rev, deleted: true), request: request)
+            return documentWritten(db, id, newRev, request: request, status: .ok)
+        default:
+            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    func documentWritten(_ db: Database, _ id: String, _ rev: Revision, request: APIRequest, status: HTTPResponse.Status = .created) -> APIResponse {
+        var headers = HTTPFields()
+        headers[.eTag] = "\"\(rev)\""
+        headers[.location] = "/\(db.name)/\(id)"
+        let code: HTTPResponse.Status = request.query["batch"] == "ok" ? .accepted : status
+        return .json(["ok": true, "id": .string(id), "rev": .string(rev.description)], status: code, headers: headers)
+    }
+
+    func authorizeRead(_ db: Database, _ id: String, _ user: UserContext) throws {
+        if db.name == "_users", !user.isServerAdmin, id.hasPrefix("org.couchdb.user:") {
+            guard let name = user.name else { throw EngineError.unauthorized }
+            guard id == "org.couchdb.user:\(name)" else {
+                throw EngineError.forbidden("You may only read your own user document.")
+            }
+            return
+        }
+        try authorize(db, user, .read)
+    }
+
+    /// `open_revs`: several revisions, as a JSON array or as `multipart/mixed`.
+    func openRevisions(_ db: Database, _ id: String, _ raw: String, options: ReadOptions, request: APIRequest) async throws -> APIResponse {
+        let revs: [Revision]?
+        if raw == "all" {
+            revs = nil
+        } else {
+            guard let json = try? JSON.parse(raw) else { throw EngineError.badRequest("Invalid open_revs") }
+            revs = try parseRevList(json)
+        }
+        let results = try await db.openRevisions(id: id, revs: revs, latest: try request.bool("latest"), options: options)
+        if request.header("Accept")?.contains("multipart/mixed") == true {
+            let boundary = ServerSettings.randomHex(16)
+            var parts: [(headers: [(String, String)], body: [UInt8])] = []
+            for result in results {
+                switch result {
+                case let .ok(doc):
+                    parts.append(([("Content-Type", "application/json")], JSON.object(doc).bytes))
+                case let .missing(rev):
+                    parts.append(([("Content-Type", "application/json; error=\"true\"")], JSON.object(["missing": .string(rev.description)]).bytes))
+                }
+            }
+            var headers = HTTPFields()
+            headers[.contentType] = "multipart/mixed; boundary=\"\(boundary)\""
+            return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: Multipart.build(parts, boundary: boundary))))
+        }
+        return .json(.array(results.map { result in
+            switch result {
+            case let .ok(doc): return ["ok": .object(doc)]
+            case let .missing(rev): return ["missing": .string(rev.description)]
+            }
+        }))
+    }
+
+    /// A `multipart/related` document upload: the JSON document first, then the bodies of
+    /// attachments marked `follows`, in the order they appear in `_attachments`.
+    func multipartDocument(_ request: APIRequest, contentType: String) throws -> DocumentInput {
+        guard let boundary = Multipart.boundary(of: contentType) else { throw EngineError.badRequest("Multipart body without boundary") }
+        let parts = try Multipart.parse(request.body, boundary: boundary)
+        guard let first = parts.first else { throw EngineError.badRequest("Empty multipart body") }
+        let json: JSON
+        do { json = try JSON.parse(first.body) } catch { throw EngineError.badRequest("The first multipart part must be the JSON document") }
+        var input = try DocumentInput(json: json)
+        let following = (input.attachments ?? JSONObject()).members.filter { $0.value["follows"] == .bool(true) }.map(\.key)
+        var remaining = Array(parts.dropFirst())
+        for name in following {
+            // Prefer the part that names the attachment; else take them in order.
+            if let index = remaining.firstIndex(where: { $0.headers["content-disposition"]?.contains("filename=\"\(name)\"") == true }) {
+                input.attachmentBodies[name] = remaining.remove(at: index).body
+            } else if !remaining.isEmpty {
+                input.attachmentBodies[name] = remaining.removeFirst().body
+            } else {
+                throw EngineError.badRequest("Attachment \(name) follows, but its part is missing")
+            }
+        }
+        return input
+    }
+
+    // MARK: Attachments
+
+    /// `/{db}/{docid}/{attachment}`: GET, HEAD, PUT, DELETE.
+    func attachmentEndpoint(_ db: Database, _ id: String, _ name: String, _ request: APIRequest) async throws -> APIResponse {
+        let rev = try request.query["rev"].map { text -> Revision in
+            guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+            return rev
+        }
+        switch request.method {
+        case .get, .head:
+            try authorizeRead(db, id, request.user)
+            let (meta, data) = try await db.attachment(docID: id, rev: rev, name: name)
+            var headers = HTTPFields()
+            headers[.contentType] = meta["content_type"]?.stringValue ?? "application/octet-stream"
+            if let digest = meta["digest"]?.stringValue {
+                headers[.eTag] = "\"\(digest)\""
+                if digest.hasPrefix("md5-") { headers[HTTPField.Name("Content-MD5")!] = String(digest.dropFirst(4)) }
+            }
+            headers[.acceptRanges] = "none"
+            headers[.cacheControl] = "must-revalidate"
+            return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        case .put, .delete:
+            var input: DocumentInput
+            if let current = try await db.winningRevision(id: id), !current.deleted || rev != nil {
+                guard let rev else { throw EngineError.conflict }
+                let doc = try await db.document(id: id, rev: rev)
+                input = try DocumentInput(json: .object(doc))
+            } else {
+                if request.method == .delete { throw EngineError.missing }
+                if rev != nil { throw EngineError.conflict }
+                input = DocumentInput(id: id)
+                if let current = try await db.winningRevision(id: id) { input.rev = current.rev }
+            }
+            var attachments = input.attachments ?? JSONObject()
+            if request.method == .delete {
+                guard attachments.removeValue(forKey: name) != nil else {
+                    throw EngineError.notFound("Document is missing attachment")
+                }
+            } else {
+                attachments[name] = [
+                    "content_type": .string(request.header("Content-Type") ?? "application/octet-stream"),
+                    "follows": true,
+                ]
+                input.attachmentBodies[name] = request.body
+            }
+            input.attachments = attachments
+            let newRev = try await writeDocument(db, input, request: request)
+            return documentWritten(db, id, newRev, request: request, status: request.method == .delete ? .ok : .created)
+        default:
+            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    // MARK: _local documents
+
+    func localDocument(_ db: Database, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
+        switch request.method {
+        case .get, .head:
+            try authorize(db, request.user, .read)
+            return .json(.object(try await db.localDocument(id: id)))
+        case .put:
+            try authorize(db, request.user, .write)
+            let input = try DocumentInput(json: try request.json())
+            let rev = try await db.putLocalDocument(
+                id: id, rev: request.query["rev"] ?? input.rev?.description, body: input.body, deleted: input.deleted)
+            return .json(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created)
+        case .delete:
+            try authorize(db, request.user, .write)
+            _ = try await db.putLocalDocument(id: id, rev: request.query["rev"], body: JSONObject(), deleted: true)
+            return .json(["ok": true, "id": .string(id), "rev": "0-0"])
+        default:
+            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    // MARK: _users
+
+    /// Applies the `_users` rules before a write: the id names the user, `type` is `user`,
+    /// only admins set roles, a user edits only their own document (anyone may sign up), and
+    /// a plaintext `password` is replaced by its PBKDF2-SHA256 hash.
+    func prepareUserDocument(_ db: Database, _ input: DocumentInput, user: UserContext) async throws -> DocumentInput {
+        var input = input
+        guard let id = input.id else { throw EngineError.badRequest("Document id is missing") }
+        if id.hasPrefix("_design/") {
+            try authorize(db, user, .admin)
+            return input
+        }
+        let prefix = "org.couchdb.user:"
+        guard id.hasPrefix(prefix) else {
+            throw EngineError.forbidden("Document ID must be of the form org.couchdb.user:name")
+        }
+        let name = String(id.dropFirst(prefix.count))
+        let existing = try? await db.document(id: id)
+        if !user.isServerAdmin, (try? authorize(db, user, .admin)) == nil {
+            if let existing {
+                guard user.name == name else {
+                    if user.name == nil { throw EngineError.unauthorized }
+                    throw EngineError.forbidden("You may only update your own user document.")
+                }
+                if !input.deleted, input.body["roles"] != existing["roles"] {
+                    throw EngineError.forbidden("Only _admin may edit roles")
+                }
+            } else if !input.deleted, let roles = input.body["roles"]?.arrayValue, !roles.isEmpty {
+                throw EngineError.forbidden("Only _admin may set roles")
+            }
+        }
+        if input.deleted { return input }
+        guard input.body["type"] == .string("user") else { throw EngineError.forbidden("doc.type must be user") }
+        guard input.body["name"] == .string(name) else { throw EngineError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
+        guard let roles = input.body["roles"], roles.arrayValue?.allSatisfy({ $0.stringValue != nil }) == true else {
+            throw EngineError.forbidden("doc.roles must be an array of strings")
+        }
+        _ = roles
+        if let password = input.body.removeValue(forKey: "password") {
+            guard case let .string(plain) = password else { throw EngineError.forbidden("doc.password must be a string") }
+            let hash = try Passwords.hash(plain, iterations: options.pbkdf2Iterations)
+            for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key", "password_sha"] {
+                input.body.removeValue(forKey: key)
+            }
+            input.body["password_scheme"] = "pbkdf2"
+            input.body["iterations"] = .int(hash.iterations)
+            input.body["pbkdf2_prf"] = .string(hash.prf)
+            input.body["salt"] = .string(hash.salt)
+            input.body["derived_key"] = .string(hash.derivedKey)
+        } else if let existing, input.body["derived_key"] == nil {
+            // Keep the stored hash when a user edits other fields without a new password.
+            for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key"] {
+                if let value = existing[key] { input.body[key] = value }
+            }
+        }
+        return input
+    }
+}

@@ -1,0 +1,330 @@
+import CouchEngine
+import CouchJSON
+import Crypto
+import Foundation
+import Hummingbird
+
+extension CouchAPI {
+    /// Parsed `_find` / `_explain` request.
+    struct FindRequest {
+        var selectorJSON: JSON
+        var selector: Selector
+        var limit = 25
+        var skip = 0
+        var sort: [(field: String, descending: Bool)] = []
+        var fields: [String]?
+        var bookmark: String?
+        var useIndex: [String]?
+        var executionStats = false
+        var conflicts = false
+
+        init(_ body: JSONObject) throws {
+            guard let selector = body["selector"] else { throw EngineError.badRequest("Missing required key: selector") }
+            selectorJSON = selector
+            self.selector = try Selector(json: selector)
+            if let value = body["limit"] {
+                guard let n = value.intValue, n >= 0 else { throw EngineError.badRequest("Invalid value for limit") }
+                limit = n
+            }
+            if let value = body["skip"] {
+                guard let n = value.intValue, n >= 0 else { throw EngineError.badRequest("Invalid value for skip") }
+                skip = n
+            }
+            if let value = body["sort"] {
+                guard case let .array(items) = value else { throw EngineError.badRequest("Invalid sort: must be an array") }
+                for item in items {
+                    switch item {
+                    case let .string(field): sort.append((field, false))
+                    case let .object(object) where object.count == 1:
+                        let (field, direction) = object.members[0]
+                        guard let d = direction.stringValue, d == "asc" || d == "desc" else {
+                            throw EngineError.badRequest("Invalid sort direction for \(field)")
+                        }
+                        sort.append((field, d == "desc"))
+                    default: throw EngineError.badRequest("Invalid sort field: \(item)")
+                    }
+                }
+                if Set(sort.map(\.descending)).count > 1 {
+                    throw EngineError.badRequest("Sorts currently only support a single direction for all fields.")
+                }
+            }
+            if let value = body["fields"] {
+                guard case let .array(items) = value, items.allSatisfy({ $0.stringValue != nil }) else {
+                    throw EngineError.badRequest("Invalid fields: must be an array of strings")
+                }
+                fields = items.compactMap(\.stringValue)
+            }
+            if let value = body["bookmark"] {
+                guard case let .string(text) = value else { throw EngineError.badRequest("Invalid bookmark") }
+                bookmark = text == "nil" ? nil : text
+            }
+            if let value = body["use_index"] {
+                switch value {
+                case let .string(s): useIndex = [s]
+                case let .array(items) where items.allSatisfy({ $0.stringValue != nil }): useIndex = items.compactMap(\.stringValue)
+                default: throw EngineError.badRequest("Invalid use_index")
+                }
+            }
+            executionStats = body["execution_stats"] == .bool(true)
+            conflicts = body["conflicts"] == .bool(true)
+        }
+    }
+
+    /// The JSON indexes of a database: design documents with `"language": "query"`.
+    func mangoIndexes(_ db: Database) async throws -> [JSON] {
+        var options = AllDocsOptions()
+        options.startKey = "_design/"
+        options.endKey = "_design0"
+        options.includeDocs = true
+        var indexes: [JSON] = [[
+            "ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]],
+        ]]
+        for row in try await db.allDocs(options).rows {
+            guard let doc = row["doc"], doc["language"] == .string("query"), let views = doc["views"]?.objectValue,
+                  let id = doc["_id"]?.stringValue else { continue }
+            for (name, view) in views.members {
+                guard let def = view["options"]?["def"] else { continue }
+                indexes.append(["ddoc": .string(id), "name": .string(name), "type": "json", "partitioned": false, "def": def])
+            }
+        }
+        return indexes
+    }
+
+    /// Fields of an index definition (`["a", {"b": "desc"}]`) as names.
+    static func indexFields(_ def: JSON) -> [String] {
+        (def["fields"]?.arrayValue ?? []).compactMap { field in
+            if case let .string(s) = field { return s }
+            return field.objectValue?.members.first?.key
+        }
+    }
+
+    /// The index `_find` would use: the named one, else one whose fields begin with the sort
+    /// fields; `_all_docs` when there is no sort.
+    func chooseIndex(_ db: Database, _ find: FindRequest) async throws -> JSON {
+        let indexes = try await mangoIndexes(db)
+        let sortFields = find.sort.map(\.field)
+        if let useIndex = find.useIndex {
+            let ddoc = useIndex[0].hasPrefix("_design/") ? useIndex[0] : "_design/\(useIndex[0])"
+            if let match = indexes.first(where: {
+                $0["ddoc"]?.stringValue == ddoc && (useIndex.count < 2 || $0["name"]?.stringValue == useIndex[1])
+            }) { return match }
+        }
+        if sortFields.isEmpty || sortFields == ["_id"] { return indexes[0] }
+        if let match = indexes.dropFirst().first(where: { index in
+            let fields = Self.indexFields(index["def"] ?? .null)
+            return fields.starts(with: sortFields) && index["def"]?["partial_filter_selector"] == nil
+        }) {
+            return match
+        }
+        throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
+    }
+
+    func find(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        try authorize(db, request.user, .read)
+        let find = try FindRequest(try request.jsonObject())
+        let index = try await chooseIndex(db, find)
+        let started = ContinuousClock.now
+        var offset = 0
+        if let bookmark = find.bookmark {
+            guard let bytes = Authenticator.base64urlDecode(bookmark), let json = try? JSON.parse(bytes), let n = json["offset"]?.intValue else {
+                throw EngineError.badRequest("Invalid bookmark value: \(bookmark)")
+            }
+            offset = n
+        }
+        // Scan documents in id order and match the selector (and any partial filter).
+        var options = AllDocsOptions()
+        options.includeDocs = true
+        options.read.conflicts = find.conflicts
+        let partial = try index["def"]?["partial_filter_selector"].map { try Selector(json: $0) }
+        var matched: [JSON] = []
+        var examined = 0
+        let rows = try await db.allDocs(options).rows
+        for row in rows {
+            guard let doc = row["doc"], case .object = doc, row["id"]?.stringValue?.hasPrefix("_design/") == false else { continue }
+            examined += 1
+            if find.selector.matches(doc), partial?.matches(doc) ?? true { matched.append(doc) }
+        }
+        if !find.sort.isEmpty {
+            let keys = find.sort.map { Selector.splitPath($0.field) }
+            let descending = find.sort[0].descending
+            matched.sort { a, b in
+                for path in keys {
+                    let c = JSON.collate(Selector.lookup(a, path) ?? .null, Selector.lookup(b, path) ?? .null)
+                    if c != 0 { return descending ? c > 0 : c < 0 }
+                }
+                return false
+            }
+        }
+        let start = offset + find.skip
+        let page = Array(matched.dropFirst(start).prefix(find.limit))
+        let docs: [JSON] = page.map { doc in
+            guard let fields = find.fields else { return doc }
+            var projected = JSONObject()
+            for field in fields {
+                let path = Selector.splitPath(field)
+                guard let value = Selector.lookup(doc, path) else { continue }
+                Self.setPath(&projected, path, value)
+            }
+            return .object(projected)
+        }
+        var out: JSONObject = ["docs": .array(docs)]
+        let nextOffset = start + page.count
+        out["bookmark"] = .string(Authenticator.base64url(JSON.object(["offset": .int(nextOffset)]).bytes))
+        if index["name"] == .string("_all_docs") {
+            out["warning"] = "No matching index found, create an index to optimize query time."
+        }
+        if find.executionStats {
+            let elapsed = ContinuousClock.now - started
+            out["execution_stats"] = [
+                "total_keys_examined": .int(0),
+                "total_docs_examined": .int(examined),
+                "total_quorum_docs_examined": .int(0),
+                "results_returned": .int(docs.count),
+                "execution_time_ms": .double(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
+            ]
+        }
+        return .json(.object(out))
+    }
+
+    static func setPath(_ object: inout JSONObject, _ path: [String], _ value: JSON) {
+        guard let first = path.first else { return }
+        if path.count == 1 {
+            object[first] = value
+            return
+        }
+        var child = object[first]?.objectValue ?? JSONObject()
+        setPath(&child, Array(path.dropFirst()), value)
+        object[first] = .object(child)
+    }
+
+    func explain(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        try authorize(db, request.user, .read)
+        let find = try FindRequest(try request.jsonObject())
+        let index = try await chooseIndex(db, find)
+        return .json([
+            "dbname": .string(db.name),
+            "index": index,
+            "partitioned": false,
+            "selector": find.selectorJSON,
+            "opts": ["use_index": .array((find.useIndex ?? []).map(JSON.string)), "bookmark": "nil", "limit": .int(find.limit),
+                     "skip": .int(find.skip), "sort": [:], "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
+                     "r": [49], "conflicts": .bool(find.conflicts), "execution_stats": .bool(find.executionStats)],
+            "limit": .int(find.limit),
+            "skip": .int(find.skip),
+            "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
+            "covering": false,
+            "index_candidates": [],
+            "selector_hints": [],
+        ])
+    }
+
+    /// `_index`: list (GET), create (POST), delete (`DELETE /_index/{ddoc}/json/{name}`).
+    func index(_ db: Database, _ request: inout APIRequest) async throws -> APIResponse {
+        let path = request.path
+        if path.count == 2 {
+            switch request.method {
+            case .get, .head:
+                try authorize(db, request.user, .read)
+                let indexes = try await mangoIndexes(db)
+                return .json(["total_rows": .int(indexes.count), "indexes": .array(indexes)])
+            case .post:
+                try authorize(db, request.user, .admin)
+                return try await createIndex(db, try request.jsonObject(), request: request)
+            default:
+                throw EngineError.methodNotAllowed("GET,HEAD,POST")
+            }
+        }
+        if path.count == 3, path[2] == "_bulk_delete" {
+            try requireMethod(request, .post)
+            try authorize(db, request.user, .admin)
+            var success: [JSON] = []
+            var fail: [JSON] = []
+            for ddoc in try request.jsonObject()["docids"]?.arrayValue ?? [] {
+                guard let id = ddoc.stringValue else { continue }
+                do {
+                    try await deleteIndex(db, id.hasPrefix("_design/") ? id : "_design/\(id)", name: nil, request: request)
+                    success.append(["id": .string(id), "ok": true])
+                } catch let error as EngineError {
+                    fail.append(["id": .string(id), "error": .string(error.error)])
+                }
+            }
+            return .json(["success": .array(success), "fail": .array(fail)])
+        }
+        guard request.method == .delete, path.count >= 4 else { throw EngineError.methodNotAllowed("DELETE") }
+        try authorize(db, request.user, .admin)
+        let ddoc = path[2] == "_design" ? "_design/\(path[3])" : "_design/\(path[2])"
+        let rest = path[2] == "_design" ? Array(path.dropFirst(4)) : Array(path.dropFirst(3))
+        guard rest.count == 2, rest[0] == "json" else { throw EngineError.badRequest("Index type must be json") }
+        try await deleteIndex(db, ddoc, name: rest[1], request: request)
+        return .ok()
+    }
+
+    func createIndex(_ db: Database, _ body: JSONObject, request: APIRequest) async throws -> APIResponse {
+        guard case let .object(index)? = body["index"], case let .array(fields)? = index["fields"], !fields.isEmpty else {
+            throw EngineError.badRequest("Index definition must include an `index` object with a non-empty `fields` list")
+        }
+        if let type = body["type"]?.stringValue, type != "json" {
+            throw EngineError.badRequest("Only json indexes are supported (type \(type) is not)")
+        }
+        var normalized: [JSON] = []
+        for field in fields {
+            switch field {
+            case let .string(name): normalized.append([name: "asc"])
+            case let .object(o) where o.count == 1 && (o.members[0].value == "asc" || o.members[0].value == "desc"):
+                normalized.append(field)
+            default: throw EngineError.badRequest("Invalid index field: \(field)")
+            }
+        }
+        var def: JSONObject = ["fields": .array(normalized)]
+        if let partial = index["partial_filter_selector"] {
+            _ = try Selector(json: partial)
+            def["partial_filter_selector"] = partial
+        }
+        // Named after its definition, so creating the same index again answers "exists".
+        let signature = Database.hex(Insecure.MD5.hash(data: JSON.object(def).bytes))
+        var ddocID = body["ddoc"]?.stringValue ?? "_design/\(signature)"
+        if !ddocID.hasPrefix("_design/") { ddocID = "_design/\(ddocID)" }
+        let name = body["name"]?.stringValue ?? signature
+        let existing = try? await db.document(id: ddocID)
+        if let view = existing?["views"]?[name], view["options"]?["def"] == .object(def) {
+            return .json(["result": "exists", "id": .string(ddocID), "name": .string(name)])
+        }
+        var doc = existing ?? ["_id": .string(ddocID), "language": "query", "views": [:]]
+        guard doc["language"] == .string("query") else {
+            throw EngineError.badRequest("Design document \(ddocID) is not a query-language design document")
+        }
+        var views = doc["views"]?.objectValue ?? JSONObject()
+        views[name] = [
+            "map": ["fields": .object(JSONObject(normalized.compactMap { $0.objectValue?.members.first })),
+                    "partial_filter_selector": def["partial_filter_selector"] ?? [:]],
+            "reduce": "_count",
+            "options": ["def": .object(def)],
+        ]
+        doc["views"] = .object(views)
+        _ = try await writeDocument(db, try DocumentInput(json: .object(doc)), request: request)
+        return .json(["result": "created", "id": .string(ddocID), "name": .string(name)])
+    }
+
+    func deleteIndex(_ db: Database, _ ddocID: String, name: String?, request: APIRequest) async throws {
+        guard var doc = try? await db.document(id: ddocID), doc["language"] == .string("query") else {
+            throw EngineError.notFound("Index not found")
+        }
+        var views = doc["views"]?.objectValue ?? JSONObject()
+        if let name {
+            guard views.removeValue(forKey: name) != nil else { throw EngineError.notFound("Index not found") }
+        } else {
+            views = JSONObject()
+        }
+        var input: DocumentInput
+        if views.isEmpty {
+            input = DocumentInput(id: ddocID, rev: doc["_rev"]?.stringValue.flatMap(Revision.init), deleted: true)
+        } else {
+            doc["views"] = .object(views)
+            input = try DocumentInput(json: .object(doc))
+        }
+        input.id = ddocID
+        _ = try await writeDocument(db, input, request: request)
+    }
+}

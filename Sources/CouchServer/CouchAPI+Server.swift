@@ -1,0 +1,114 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Hummingbird
+
+extension CouchAPI {
+    /// Endpoints under `/_...`.
+    func serverEndpoint(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
+        switch name {
+        case "_up":
+            try requireMethod(request, .get)
+            return .json(["status": "ok", "seeds": [:]])
+        case "_uuids":
+            try requireMethod(request, .get)
+            let count = try request.int("count") ?? 1
+            guard count <= 1000 else { throw EngineError.badRequest("count parameter too large") }
+            return .json(["uuids": .array((0..<count).map { _ in .string(ServerSettings.randomHex(16)) })])
+        case "_all_dbs":
+            try requireMethod(request, .get)
+            try requireServerAdmin(request)
+            var names = store.allNames()
+            let descending = try request.bool("descending")
+            if descending { names.reverse() }
+            if let start = try request.jsonParam("startkey")?.stringValue ?? request.jsonParam("start_key")?.stringValue {
+                names = names.filter { descending ? $0 <= start : $0 >= start }
+            }
+            if let end = try request.jsonParam("endkey")?.stringValue ?? request.jsonParam("end_key")?.stringValue {
+                names = names.filter { descending ? $0 >= end : $0 <= end }
+            }
+            let skip = try request.int("skip") ?? 0
+            let limit = try request.int("limit") ?? Int.max
+            return .json(.array(names.dropFirst(skip).prefix(limit).map(JSON.string)))
+        case "_dbs_info":
+            try requireMethod(request, .get, .post)
+            try requireServerAdmin(request)
+            let names: [String]
+            if request.method == .post {
+                guard let keys = try request.jsonObject()["keys"]?.arrayValue else {
+                    throw EngineError.badRequest("`keys` member must exist.")
+                }
+                names = keys.compactMap(\.stringValue)
+            } else {
+                names = store.allNames()
+            }
+            var rows: [JSON] = []
+            for name in names {
+                if let db = try? store.open(name) {
+                    rows.append(["key": .string(name), "info": .object(try await db.info())])
+                } else {
+                    rows.append(["key": .string(name), "error": "not_found"])
+                }
+            }
+            return .json(.array(rows))
+        case "_session":
+            return try await session(&request)
+        case "_active_tasks":
+            try requireMethod(request, .get)
+            try requireServerAdmin(request)
+            return .json([])
+        case "_membership":
+            try requireMethod(request, .get)
+            try requireServerAdmin(request)
+            return .json(["all_nodes": ["lt@localhost"], "cluster_nodes": ["lt@localhost"]])
+        case "_replicate", "_scheduler":
+            throw EngineError.notImplemented("Replication endpoints arrive with the replication issue.")
+        default:
+            throw EngineError.badRequest("Database names must not start with an underscore unless they are system databases: \(name)")
+        }
+    }
+
+    /// `/_session`: cookie login (form or JSON), session info, logout.
+    func session(_ request: inout APIRequest) async throws -> APIResponse {
+        switch request.method {
+        case .get, .head:
+            let handlers: JSON = ["cookie", "default"]
+            var info: JSONObject = ["authentication_handlers": handlers]
+            if request.user.name != nil {
+                info["authenticated"] = request.header("Authorization") != nil ? "default" : "cookie"
+                info["authentication_db"] = "_users"
+            }
+            return .json(["ok": true, "userCtx": request.user.json, "info": .object(info)])
+        case .post:
+            var name: String?
+            var password: String?
+            let contentType = request.header("Content-Type") ?? ""
+            if contentType.contains("application/x-www-form-urlencoded") {
+                let form = PercentDecoding.query(String(decoding: request.body, as: UTF8.self))
+                name = form["name"] ?? form["username"]
+                password = form["password"]
+            } else {
+                let body = try request.jsonObject()
+                name = body["name"]?.stringValue ?? body["username"]?.stringValue
+                password = body["password"]?.stringValue
+            }
+            guard let name, let password else { throw EngineError.badCredentials }
+            guard let user = await auth.login(name: name, password: password), let cookie = await auth.makeCookie(for: name) else {
+                throw EngineError.badCredentials
+            }
+            var headers = HTTPFields()
+            headers[.setCookie] = auth.setCookieHeader(cookie)
+            if let next = request.query["next"], next.hasPrefix("/") {
+                headers[.location] = next
+                return .json(["ok": true, "name": .string(name), "roles": .array(user.roles.map(JSON.string))], status: .found, headers: headers)
+            }
+            return .json(["ok": true, "name": .string(name), "roles": .array(user.roles.map(JSON.string))], headers: headers)
+        case .delete:
+            var headers = HTTPFields()
+            headers[.setCookie] = "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0"
+            return .json(["ok": true], headers: headers)
+        default:
+            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,POST")
+        }
+    }
+}

@@ -1,0 +1,147 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Hummingbird
+import Logging
+
+/// The CouchDB 3 HTTP API over a `DatabaseStore`: request decoding, authentication,
+/// authorization and dispatch to the endpoint handlers in the `CouchAPI+*.swift` files.
+public final class CouchAPI: Sendable {
+    public struct Options: Sendable {
+        /// Largest request body accepted (413 beyond it).
+        public var maxBodySize = 64 * 1024 * 1024
+        /// Origins allowed by CORS; empty turns CORS off, `*` allows any origin.
+        public var corsOrigins: [String] = []
+        public var pbkdf2Iterations = Passwords.defaultIterations
+        /// Lifetime of `AuthSession` cookies, seconds.
+        public var sessionTimeout: TimeInterval = 600
+        public init() {}
+    }
+
+    public let store: DatabaseStore
+    let settings: Locked<ServerSettings>
+    let auth: Authenticator
+    let options: Options
+    let logger: Logger
+    static let version = "3.4.3"
+
+    public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
+        self.store = store
+        self.settings = Locked(settings)
+        self.auth = Authenticator(settings: self.settings, store: store, cookieLifetime: options.sessionTimeout)
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Creates the system databases CouchDB 3 expects (`_users`, `_replicator`) if missing.
+    public func prepareSystemDatabases() throws {
+        for name in ["_users", "_replicator"] where !store.exists(name) {
+            try store.create(name)
+        }
+    }
+
+    /// A Hummingbird responder for this API.
+    public var responder: CallbackResponder<BasicRequestContext> {
+        CallbackResponder { request, _ in await self.respond(to: request) }
+    }
+
+    func respond(to request: Request) async -> Response {
+        var request = request
+        var response: APIResponse
+        let origin = request.headers[.origin]
+        do {
+            if request.method == .options, origin != nil {
+                response = preflight(request)
+            } else {
+                let body: [UInt8]
+                do {
+                    body = Array(buffer: try await request.collectBody(upTo: options.maxBodySize))
+                } catch {
+                    throw EngineError.tooLarge
+                }
+                let (user, refresh) = try await auth.authenticate(headers: request.headers)
+                var api = APIRequest(
+                    method: request.method, headers: request.headers, path: PercentDecoding.path(request.uri.path),
+                    query: PercentDecoding.query(request.uri.query), body: body, user: user)
+                response = try await route(&api)
+                if refresh, let name = user.name, response.headers[.setCookie] == nil, let cookie = await auth.makeCookie(for: name) {
+                    response.headers[.setCookie] = auth.setCookieHeader(cookie)
+                }
+            }
+        } catch let error as EngineError {
+            if error.status >= 500 { logger.error("\(request.method) \(request.uri.path): \(error)") }
+            response = .error(error)
+        } catch {
+            logger.error("\(request.method) \(request.uri.path): \(error)")
+            response = .error(EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
+        }
+        response.headers[.server] = "CouchDB/\(CouchAPI.version) (LocationTracker)"
+        if let origin, corsAllows(origin) {
+            response.headers[.accessControlAllowOrigin] = origin
+            response.headers[.accessControlAllowCredentials] = "true"
+            response.headers[.accessControlExposeHeaders] = "content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"
+        }
+        if request.method == .head {
+            response.body = ResponseBody()
+        }
+        return response.response
+    }
+
+    func corsAllows(_ origin: String) -> Bool {
+        !options.corsOrigins.isEmpty && (options.corsOrigins.contains("*") || options.corsOrigins.contains(origin))
+    }
+
+    func preflight(_ request: Request) -> APIResponse {
+        var headers = HTTPFields()
+        if let origin = request.headers[.origin], corsAllows(origin) {
+            headers[.accessControlAllowOrigin] = origin
+            headers[.accessControlAllowCredentials] = "true"
+            headers[.accessControlAllowMethods] = "GET, PUT, POST, HEAD, DELETE, COPY"
+            headers[.accessControlAllowHeaders] = request.headers[.accessControlRequestHeaders]
+                ?? "accept, authorization, content-type, origin, referer"
+            headers[.accessControlMaxAge] = "600"
+        }
+        return APIResponse(status: .noContent, headers: headers, body: ResponseBody())
+    }
+
+    /// Dispatches on the first path segments, CouchDB's URL layout.
+    func route(_ request: inout APIRequest) async throws -> APIResponse {
+        let path = request.path
+        guard let first = path.first else { return try welcome(request) }
+        if first.hasPrefix("_"), !DatabaseStore.systemDatabases.contains(first) {
+            return try await serverEndpoint(first, &request)
+        }
+        guard DatabaseStore.isValidName(first) else {
+            if request.method == .put { throw EngineError.illegalDatabaseName(first) }
+            throw EngineError.databaseNotFound
+        }
+        if path.count == 1 { return try await databaseEndpoint(first, &request) }
+        return try await databaseSubresource(first, &request)
+    }
+
+    func requireMethod(_ request: APIRequest, _ allowed: HTTPRequest.Method...) throws {
+        guard allowed.contains(request.method) || (request.method == .head && allowed.contains(.get)) else {
+            throw EngineError.methodNotAllowed(allowed.map(\.rawValue).joined(separator: ","))
+        }
+    }
+
+    func requireServerAdmin(_ request: APIRequest) throws {
+        guard request.user.isServerAdmin else {
+            if request.user.name == nil { throw EngineError.unauthorized }
+            throw EngineError.forbidden("You are not a server admin.")
+        }
+    }
+
+    func welcome(_ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .get)
+        let uuid = settings.withLock { $0.uuid }
+        return .json([
+            "couchdb": "Welcome",
+            "version": .string(CouchAPI.version),
+            "git_sha": "locationtracker",
+            "uuid": .string(uuid),
+            "features": ["access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
+            "vendor": ["name": "LocationTracker", "version": "0.1.0"],
+        ])
+    }
+}

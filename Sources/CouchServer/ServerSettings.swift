@@ -1,0 +1,52 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+
+/// Node settings kept in `<data>/server.json`: the server's stable uuid (PouchDB derives
+/// replication ids from it), server admins (hashed only) and the secret that signs session
+/// cookies. Written with mode 0600.
+public struct ServerSettings: Sendable {
+    public var uuid: String
+    public var admins: [String: Passwords.Hash]
+    public var secret: String
+
+    static func fileURL(in directory: URL) -> URL { directory.appendingPathComponent("server.json") }
+
+    /// Loads the settings, creating them (new uuid and secret, no admins) on first start.
+    public static func load(from directory: URL) throws -> ServerSettings {
+        let url = fileURL(in: directory)
+        guard let data = try? Data(contentsOf: url) else {
+            return ServerSettings(uuid: randomHex(16), admins: [:], secret: randomHex(32))
+        }
+        let json = try JSON.parse(Array(data))
+        var admins: [String: Passwords.Hash] = [:]
+        for (name, value) in json["admins"]?.objectValue ?? JSONObject() {
+            if let text = value.stringValue, let hash = Passwords.parseAdminString(text) { admins[name] = hash }
+        }
+        guard let uuid = json["uuid"]?.stringValue, let secret = json["secret"]?.stringValue else {
+            throw EngineError.corrupt("server.json")
+        }
+        return ServerSettings(uuid: uuid, admins: admins, secret: secret)
+    }
+
+    public func save(to directory: URL) throws {
+        var admins = JSONObject()
+        for (name, hash) in self.admins.sorted(by: { $0.key < $1.key }) {
+            admins[name] = .string(Passwords.adminString(hash))
+        }
+        let json: JSON = ["uuid": .string(uuid), "secret": .string(secret), "admins": .object(admins)]
+        let url = ServerSettings.fileURL(in: directory)
+        let temporary = url.appendingPathExtension("tmp")
+        guard FileManager.default.createFile(
+            atPath: temporary.path, contents: Data(json.bytes), attributes: [.posixPermissions: 0o600])
+        else { throw EngineError(status: 500, error: "file_error", reason: "Cannot write \(temporary.path)") }
+        // rename(2) replaces the old file atomically.
+        guard rename(temporary.path, url.path) == 0 else {
+            throw EngineError(status: 500, error: "file_error", reason: "Cannot replace \(url.path)")
+        }
+    }
+
+    public static func randomHex(_ bytes: Int) -> String {
+        Database.hex((0..<bytes).map { _ in UInt8.random(in: 0...255) })
+    }
+}

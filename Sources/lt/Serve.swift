@@ -1,0 +1,149 @@
+import ArgumentParser
+import CouchEngine
+import CouchServer
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// `lt serve`: the database API and the application API, with embedded SQLite storage.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the server: the CouchDB-compatible database API and the application API.",
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY).")
+
+    @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
+    var data: String?
+
+    @Option(help: "Address to listen on. (LT_HOST, default 127.0.0.1)")
+    var host: String?
+
+    @Option(name: .customLong("db-port"), help: "Port of the database API; 0 picks a free one. (LT_DB_PORT, default 5984)")
+    var dbPort: Int?
+
+    @Option(help: "Port of the application API and dashboard; 0 picks a free one. (LT_PORT, default 8080)")
+    var port: Int?
+
+    @Option(help: "Server admin as NAME:PASSWORD; stored hashed. (LT_ADMIN)")
+    var admin: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical. (LT_LOG_LEVEL, default info)")
+    var logLevel: String?
+
+    @Option(name: .customLong("cors-origins"), help: "Comma-separated origins allowed by CORS, or *; empty disables CORS. (LT_CORS_ORIGINS)")
+    var corsOrigins: String?
+
+    @Option(name: .customLong("max-body-size"), help: "Largest request body in bytes. (LT_MAX_BODY_SIZE, default 67108864)")
+    var maxBodySize: Int?
+
+    @Option(help: "full: fsync every commit; normal: survive a killed process, not power loss. (LT_DURABILITY, default full)")
+    var durability: String?
+
+    func value(_ option: String?, _ variable: String) -> String? {
+        option ?? ProcessInfo.processInfo.environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    func intValue(_ option: Int?, _ variable: String, default fallback: Int) throws -> Int {
+        if let option { return option }
+        guard let raw = value(nil, variable) else { return fallback }
+        guard let parsed = Int(raw) else { throw ValidationError("\(variable) must be an integer, not \(raw)") }
+        return parsed
+    }
+
+    func run() async throws {
+        let levelName = value(logLevel, "LT_LOG_LEVEL") ?? "info"
+        guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("Unknown log level \(levelName)") }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "lt")
+        let directory = URL(fileURLWithPath: value(data, "LT_DATA") ?? "./lt-data", isDirectory: true)
+        let host = value(host, "LT_HOST") ?? "127.0.0.1"
+        let dbPort = try intValue(dbPort, "LT_DB_PORT", default: 5984)
+        let appPort = try intValue(port, "LT_PORT", default: 8080)
+        guard let durabilityMode = Durability(rawValue: (value(durability, "LT_DURABILITY") ?? "full").uppercased()) else {
+            throw ValidationError("--durability must be full or normal")
+        }
+
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var settings = try ServerSettings.load(from: directory)
+        var options = CouchAPI.Options()
+        options.maxBodySize = try intValue(maxBodySize, "LT_MAX_BODY_SIZE", default: options.maxBodySize)
+        options.corsOrigins = (value(corsOrigins, "LT_CORS_ORIGINS") ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        if let admin = value(admin, "LT_ADMIN") {
+            guard let colon = admin.firstIndex(of: ":"), colon != admin.startIndex else {
+                throw ValidationError("--admin must be NAME:PASSWORD")
+            }
+            let name = String(admin[..<colon])
+            let password = String(admin[admin.index(after: colon)...])
+            if let existing = settings.admins[name], Passwords.verify(password, against: existing) {
+                // Unchanged: keep the stored hash.
+            } else {
+                settings.admins[name] = try Passwords.hash(password, iterations: options.pbkdf2Iterations)
+            }
+        }
+        if settings.admins.isEmpty {
+            let password = ServerSettings.randomHex(12)
+            settings.admins["admin"] = try Passwords.hash(password, iterations: options.pbkdf2Iterations)
+            FileHandle.standardError.write(Data("""
+                lt: no server admin was configured, so one was created:
+                      name:     admin
+                      password: \(password)
+                    It is stored only as a PBKDF2 hash in \(directory.path)/server.json and will not be shown again.
+                    Use --admin NAME:PASSWORD to choose your own.
+
+                """.utf8))
+        }
+        try settings.save(to: directory)
+
+        let store = try DatabaseStore(directory: directory, durability: durabilityMode, logger: logger)
+        let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
+        try api.prepareSystemDatabases()
+
+        let dbApp = Application(
+            responder: api.responder,
+            configuration: .init(address: .hostname(host, port: dbPort), serverName: nil),
+            onServerRunning: { channel in
+                Serve.announce("database API", host: host, port: channel.localAddress?.port ?? dbPort)
+            },
+            logger: logger)
+        let appApp = Application(
+            responder: ApplicationPlaceholder().responder,
+            configuration: .init(address: .hostname(host, port: appPort), serverName: "LocationTracker"),
+            onServerRunning: { channel in
+                Serve.announce("application API", host: host, port: channel.localAddress?.port ?? appPort)
+            },
+            logger: logger)
+        let group = ServiceGroup(configuration: .init(
+            services: [dbApp, appApp], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+    }
+
+    /// Prints where a listener is, on stdout, so scripts and tests can find an ephemeral port.
+    static func announce(_ what: String, host: String, port: Int) {
+        FileHandle.standardOutput.write(Data("lt: \(what) listening on http://\(host):\(port)\n".utf8))
+    }
+}
+
+/// The application port's placeholder until the application issue fills it.
+struct ApplicationPlaceholder {
+    var responder: CallbackResponder<BasicRequestContext> {
+        CallbackResponder { request, _ in
+            if request.uri.path == "/" || request.uri.path.hasPrefix("/dashboard") {
+                var headers = HTTPFields()
+                headers[.contentType] = "text/html; charset=utf-8"
+                let page = """
+                    <!doctype html><html><head><meta charset="utf-8"><title>LocationTracker</title></head>
+                    <body><h1>LocationTracker</h1><p>The dashboard is not built yet. The database API is running.</p></body></html>
+                    """
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
+            }
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            return Response(status: .notFound, headers: headers, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"not_found","reason":"missing"}"#)))
+        }
+    }
+}

@@ -158,6 +158,29 @@ public indirect enum Selector: Sendable {
         return parts
     }
 
+    /// The normalized form CouchDB reports (in `_explain`): implicit `$and` and `$eq` made
+    /// explicit, nested field objects flattened to dotted paths.
+    public var normalizedJSON: JSON { normalized(prefix: []) }
+
+    private func normalized(prefix: [String]) -> JSON {
+        switch self {
+        case let .and(parts): return wrapField(prefix, ["$and": .array(parts.map { $0.normalized(prefix: prefix.isEmpty ? [] : prefix) })])
+        case let .or(parts): return wrapField(prefix, ["$or": .array(parts.map { $0.normalized(prefix: []) })])
+        case let .nor(parts): return wrapField(prefix, ["$nor": .array(parts.map { $0.normalized(prefix: []) })])
+        case let .not(inner): return wrapField(prefix, ["$not": inner.normalized(prefix: [])])
+        case let .field(path, inner):
+            return inner.normalized(prefix: prefix + path)
+        case let .condition(condition):
+            return wrapField(prefix, condition.json)
+        }
+    }
+
+    private func wrapField(_ path: [String], _ value: JSON) -> JSON {
+        guard !path.isEmpty else { return value }
+        let name = path.map { $0.replacingOccurrences(of: ".", with: "\\.") }.joined(separator: ".")
+        return .object(JSONObject([(name, value)]))
+    }
+
     /// True when this selector is exactly `{"$exists": false}`, the one condition a missing
     /// field satisfies.
     var isExistsFalse: Bool {
@@ -201,6 +224,32 @@ public indirect enum Selector: Sendable {
 }
 
 extension Selector.Condition {
+    /// `{"$op": argument}`.
+    var json: JSON {
+        let (op, arg): (String, JSON)
+        switch self {
+        case let .eq(v): (op, arg) = ("$eq", v)
+        case let .ne(v): (op, arg) = ("$ne", v)
+        case let .lt(v): (op, arg) = ("$lt", v)
+        case let .lte(v): (op, arg) = ("$lte", v)
+        case let .gt(v): (op, arg) = ("$gt", v)
+        case let .gte(v): (op, arg) = ("$gte", v)
+        case let .exists(b): (op, arg) = ("$exists", .bool(b))
+        case let .type(t): (op, arg) = ("$type", .string(t))
+        case let .in(v): (op, arg) = ("$in", .array(v))
+        case let .nin(v): (op, arg) = ("$nin", .array(v))
+        case let .all(v): (op, arg) = ("$all", .array(v))
+        case let .size(n): (op, arg) = ("$size", .int(n))
+        case let .mod(d, r): (op, arg) = ("$mod", [.int(d), .int(r)])
+        case let .regex(box): (op, arg) = ("$regex", .string(box.pattern))
+        case let .beginsWith(p): (op, arg) = ("$beginsWith", .string(p))
+        case let .elemMatch(s): (op, arg) = ("$elemMatch", s.normalizedJSON)
+        case let .allMatch(s): (op, arg) = ("$allMatch", s.normalizedJSON)
+        case let .keyMapMatch(s): (op, arg) = ("$keyMapMatch", s.normalizedJSON)
+        }
+        return .object(JSONObject([(op, arg)]))
+    }
+
     var isExistsFalse: Bool {
         if case .exists(false) = self { return true }
         return false

@@ -122,6 +122,12 @@ extension JSON {
         return nil
     }
 
+    /// Element lookup on arrays; nil out of range or for anything else.
+    public subscript(index: Int) -> JSON? {
+        if case let .array(a) = self, a.indices.contains(index) { return a[index] }
+        return nil
+    }
+
     /// The name CouchDB's Mango `$type` operator uses for this value.
     public var typeName: String {
         switch self {

@@ -31,11 +31,7 @@ extension CouchAPI {
             if input.id == nil { input.id = ServerSettings.randomHex(16) }
             let id = input.id!
             let rev = try await writeDocument(db, input, request: request)
-            var headers = HTTPFields()
-            headers[.location] = "/\(name)/\(id)"
-            headers[.eTag] = "\"\(rev)\""
-            let status: HTTPResponse.Status = request.query["batch"] == "ok" ? .accepted : .created
-            return .json(["ok": true, "id": .string(id), "rev": .string(rev.description)], status: status, headers: headers)
+            return documentWritten(db, id, rev, request: request)
         default:
             throw EngineError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
         }

@@ -87,17 +87,51 @@ extension CouchAPI {
             guard try await db.winningRevision(id: id) != nil else { throw EngineError.missing }
             let newRev = try await writeDocument(db, DocumentInput(id: id, rev: rev, deleted: true), request: request)
             return documentWritten(db, id, newRev, request: request, status: .ok)
+        case HTTPRequest.Method("COPY")!:
+            return try await copyDocument(db, id, request)
         default:
-            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+            throw EngineError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
         }
+    }
+
+    /// `COPY /{db}/{docid}` with a `Destination: target[?rev=R]` header.
+    func copyDocument(_ db: Database, _ id: String, _ request: APIRequest) async throws -> APIResponse {
+        try authorizeRead(db, id, request.user)
+        guard let destination = request.header("Destination"), !destination.isEmpty else {
+            throw EngineError.badRequest("Destination header is mandatory for COPY.")
+        }
+        var targetID = destination
+        var targetRev: Revision?
+        if let question = destination.firstIndex(of: "?") {
+            targetID = String(destination[..<question])
+            let query = PercentDecoding.query(String(destination[destination.index(after: question)...]))
+            if let rev = query["rev"] {
+                guard let parsed = Revision(rev) else { throw EngineError.badRequest("Invalid rev format") }
+                targetRev = parsed
+            }
+        }
+        targetID = PercentDecoding.decode(Substring(targetID), plusAsSpace: false)
+        let sourceRev = try request.query["rev"].map { text -> Revision in
+            guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+            return rev
+        }
+        let source = try await db.document(id: id, rev: sourceRev)
+        var input = try DocumentInput(json: .object(source))
+        input.id = targetID
+        input.rev = targetRev
+        let rev = try await writeDocument(db, input, request: request)
+        return documentWritten(db, targetID, rev, request: request)
     }
 
     func documentWritten(_ db: Database, _ id: String, _ rev: Revision, request: APIRequest, status: HTTPResponse.Status = .created) -> APIResponse {
         var headers = HTTPFields()
         headers[.eTag] = "\"\(rev)\""
         headers[.location] = "/\(db.name)/\(id)"
-        let code: HTTPResponse.Status = request.query["batch"] == "ok" ? .accepted : status
-        return .json(["ok": true, "id": .string(id), "rev": .string(rev.description)], status: code, headers: headers)
+        if request.query["batch"] == "ok" {
+            // CouchDB answers batch mode before the write is durable, without the revision.
+            return .json(["ok": true, "id": .string(id)], status: .accepted, headers: headers)
+        }
+        return .json(["ok": true, "id": .string(id), "rev": .string(rev.description)], status: status, headers: headers)
     }
 
     func authorizeRead(_ db: Database, _ id: String, _ user: UserContext) throws {

@@ -7,7 +7,6 @@ import Hummingbird
 extension CouchAPI {
     /// Parsed `_find` / `_explain` request.
     struct FindRequest {
-        var selectorJSON: JSON
         var selector: Selector
         var limit = 25
         var skip = 0
@@ -20,7 +19,6 @@ extension CouchAPI {
 
         init(_ body: JSONObject) throws {
             guard let selector = body["selector"] else { throw EngineError.badRequest("Missing required key: selector") }
-            selectorJSON = selector
             self.selector = try Selector(json: selector)
             if let value = body["limit"] {
                 guard let n = value.intValue, n >= 0 else { throw EngineError.badRequest("Invalid value for limit") }
@@ -207,7 +205,7 @@ extension CouchAPI {
             "dbname": .string(db.name),
             "index": index,
             "partitioned": false,
-            "selector": find.selectorJSON,
+            "selector": find.selector.normalizedJSON,
             "opts": ["use_index": .array((find.useIndex ?? []).map(JSON.string)), "bookmark": "nil", "limit": .int(find.limit),
                      "skip": .int(find.skip), "sort": [:], "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
                      "r": [49], "conflicts": .bool(find.conflicts), "execution_stats": .bool(find.executionStats)],

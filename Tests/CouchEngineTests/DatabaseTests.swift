@@ -1,0 +1,182 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Testing
+
+@Suite("Engine on real SQLite files")
+struct DatabaseTests {
+    func withStore(_ body: (DatabaseStore) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        try await body(try DatabaseStore(directory: directory.url, maxOpen: 4))
+    }
+
+    func doc(_ text: String) throws -> DocumentInput { try DocumentInput(json: try JSON.parse(text)) }
+
+    @Test("Create, update, conflict and delete follow CouchDB's MVCC rules")
+    func mvcc() async throws {
+        try await withStore { store in
+            let db = try store.create("mvcc")
+            let r1 = try await db.update(try doc(#"{"_id":"a","v":1}"#))
+            #expect(r1.pos == 1 && r1.hash.count == 32)
+            await #expect(throws: EngineError.conflict) { _ = try await db.update(try doc(#"{"_id":"a","v":2}"#)) }
+            let r2 = try await db.update(try doc(#"{"_id":"a","_rev":"\#(r1)","v":2}"#))
+            await #expect(throws: EngineError.conflict) { _ = try await db.update(try doc(#"{"_id":"a","_rev":"\#(r1)","v":3}"#)) }
+            #expect(try await db.document(id: "a")["v"] == 2)
+            // The old body is still readable until compaction.
+            #expect(try await db.document(id: "a", rev: r1)["v"] == 1)
+            let r3 = try await db.update(DocumentInput(id: "a", rev: r2, deleted: true))
+            await #expect(throws: EngineError.deleted) { _ = try await db.document(id: "a") }
+            let info = try await db.info()
+            #expect(info["doc_count"] == 0 && info["doc_del_count"] == 1)
+            // Recreating a deleted document extends the tombstone's branch.
+            let r4 = try await db.update(try doc(#"{"_id":"a","v":4}"#))
+            #expect(r4.pos == r3.pos + 1)
+            try await db.compact()
+            await #expect(throws: EngineError.missing) { _ = try await db.document(id: "a", rev: r1) }
+            #expect(try await db.document(id: "a")["v"] == 4)
+        }
+    }
+
+    @Test("Replicated revisions build conflicts; the winner and _conflicts match CouchDB")
+    func replicatedConflicts() async throws {
+        try await withStore { store in
+            let db = try store.create("repl")
+            _ = try await db.update([
+                try doc(#"{"_id":"d","_rev":"2-aaa","_revisions":{"start":2,"ids":["aaa","root"]},"side":"a"}"#),
+                try doc(#"{"_id":"d","_rev":"2-bbb","_revisions":{"start":2,"ids":["bbb","root"]},"side":"b"}"#),
+                try doc(#"{"_id":"d","_rev":"3-ccc","_revisions":{"start":3,"ids":["ccc","zzz","root"]},"_deleted":true}"#),
+            ], newEdits: false)
+            var options = ReadOptions()
+            options.conflicts = true
+            options.deletedConflicts = true
+            options.revs = true
+            let winner = try await db.document(id: "d", options: options)
+            #expect(winner["_rev"] == "2-bbb")  // live beats a deleted higher generation; "bbb" > "aaa"
+            #expect(winner["_conflicts"] == ["2-aaa"])
+            #expect(winner["_deleted_conflicts"] == ["3-ccc"])
+            #expect(winner["_revisions"] == ["start": 2, "ids": ["bbb", "root"]])
+            // Replaying the same revisions is a no-op: no new sequence.
+            let seq = try await db.updateSeq()
+            _ = try await db.update([try doc(#"{"_id":"d","_rev":"2-aaa","_revisions":{"start":2,"ids":["aaa","root"]}}"#)], newEdits: false)
+            #expect(try await db.updateSeq() == seq)
+            let diff = try await db.revsDiff([("d", [Revision("2-aaa")!, Revision("3-new")!]), ("x", [Revision("1-a")!])])
+            #expect(diff["d"]?["missing"] == ["3-new"])
+            #expect(diff["x"]?["missing"] == ["1-a"])
+            var changes = ChangesOptions()
+            changes.allLeaves = true
+            let page = try await db.changes(changes)
+            #expect(page.rows.count == 1)
+            #expect(page.rows[0]["changes"]?.arrayValue?.count == 3)
+        }
+    }
+
+    @Test("Attachments are stored once, kept across edits as stubs, and served with CouchDB digests")
+    func attachments() async throws {
+        try await withStore { store in
+            let db = try store.create("atts")
+            let data = Data("hello world".utf8).base64EncodedString()
+            let r1 = try await db.update(try doc(#"{"_id":"a","_attachments":{"t.txt":{"content_type":"text/plain","data":"\#(data)"}}}"#))
+            let r2 = try await db.update(try doc(#"{"_id":"a","_rev":"\#(r1)","x":1,"_attachments":{"t.txt":{"stub":true}}}"#))
+            _ = try await db.update(try doc(#"{"_id":"b","_attachments":{"same.txt":{"content_type":"text/plain","data":"\#(data)"}}}"#))
+            let (meta, bytes) = try await db.attachment(docID: "a", rev: nil, name: "t.txt")
+            #expect(String(decoding: bytes, as: UTF8.self) == "hello world")
+            #expect(meta["digest"] == "md5-XrY7u+Ae7tCTyyK7j1rNww==")
+            #expect(meta["revpos"] == 1)
+            let current = try await db.document(id: "a")
+            #expect(current["_rev"] == .string(r2.description))
+            #expect(current["_attachments"]?["t.txt"]?["stub"] == true)
+            await #expect(throws: EngineError.self) {
+                _ = try await db.update(try doc(#"{"_id":"c","_attachments":{"x":{"stub":true}}}"#))
+            }
+            var since = ReadOptions()
+            since.attsSince = [r1]
+            #expect(try await db.document(id: "a", options: since)["_attachments"]?["t.txt"]?["stub"] == true)
+            var all = ReadOptions()
+            all.attachments = true
+            #expect(try await db.document(id: "a", options: all)["_attachments"]?["t.txt"]?["data"] == .string(data))
+        }
+    }
+
+    @Test("Bulk writes are atomic per document; failures leave the database unchanged")
+    func bulkAtomicity() async throws {
+        try await withStore { store in
+            let db = try store.create("bulk")
+            let results = try await db.update([
+                try doc(#"{"_id":"ok1"}"#),
+                DocumentInput(id: "_bad"),
+                try doc(#"{"_id":"ok2"}"#),
+                try doc(#"{"_id":"ok1"}"#),
+            ], newEdits: true)
+            #expect((try? results[0].get()) != nil)
+            #expect(throws: EngineError.self) { try results[1].get() }
+            #expect((try? results[2].get()) != nil)
+            #expect(throws: EngineError.conflict) { try results[3].get() }
+            let info = try await db.info()
+            #expect(info["doc_count"] == 2)
+            #expect(info["update_seq"]?.stringValue?.hasPrefix("2-") == true)
+        }
+    }
+
+    @Test("Changes, all_docs, local docs and purge")
+    func feedsAndLocalDocs() async throws {
+        try await withStore { store in
+            let db = try store.create("feeds")
+            for i in 0..<30 { _ = try await db.update(try doc(#"{"_id":"doc\#(String(format: "%02d", i))","i":\#(i)}"#)) }
+            var options = ChangesOptions()
+            options.since = 10
+            options.limit = 5
+            let page = try await db.changes(options)
+            #expect(page.rows.map { $0["id"]?.stringValue } == ["doc10", "doc11", "doc12", "doc13", "doc14"])
+            #expect(page.pending == 15)
+            var all = AllDocsOptions()
+            all.startKey = "doc05"
+            all.endKey = "doc07"
+            all.inclusiveEnd = false
+            let (total, offset, rows) = try await db.allDocs(all)
+            #expect(total == 30 && offset == 5 && rows.count == 2)
+            let rev = try await db.putLocalDocument(id: "_local/cp", rev: nil, body: ["last_seq": 5], deleted: false)
+            #expect(rev == "0-1")
+            await #expect(throws: EngineError.conflict) {
+                _ = try await db.putLocalDocument(id: "_local/cp", rev: "0-9", body: [:], deleted: false)
+            }
+            #expect(try await db.localDocument(id: "_local/cp")["last_seq"] == 5)
+            #expect(try await db.changes(ChangesOptions()).rows.count == 30)  // local docs are not in changes
+            let r = try await db.winningRevision(id: "doc00")!.rev
+            let (purgeSeq, purged) = try await db.purge([("doc00", [r])])
+            #expect(purgeSeq == 1 && purged["doc00"] == .array([.string(r.description)]))
+            await #expect(throws: EngineError.missing) { _ = try await db.document(id: "doc00") }
+        }
+    }
+
+    @Test("Many databases: creation is cheap and idle ones are closed")
+    func manyDatabases() async throws {
+        try await withStore { store in
+            for i in 0..<40 {
+                let db = try store.create("user_\(i)")
+                _ = try await db.update(try doc(#"{"_id":"x"}"#))
+            }
+            #expect(store.allNames().count == 40)
+            for i in 0..<40 { #expect(try await store.open("user_\(i)").info()["doc_count"] == 1) }
+            #expect(throws: EngineError.databaseExists) { try store.create("user_1") }
+            #expect(throws: EngineError.self) { try store.create("Bad") }
+            try store.delete("user_1")
+            #expect(throws: EngineError.databaseNotFound) { try store.open("user_1") }
+        }
+    }
+
+    @Test("Stemming to _revs_limit drops old bodies")
+    func revsLimit() async throws {
+        try await withStore { store in
+            let db = try store.create("stem")
+            try await db.setRevsLimit(3)
+            var rev = try await db.update(try doc(#"{"_id":"a","n":0}"#))
+            for n in 1...6 { rev = try await db.update(try doc(#"{"_id":"a","_rev":"\#(rev)","n":\#(n)}"#)) }
+            var options = ReadOptions()
+            options.revs = true
+            let current = try await db.document(id: "a", options: options)
+            #expect(current["_revisions"]?["ids"]?.arrayValue?.count == 3)
+            #expect(current["_revisions"]?["start"] == 7)
+        }
+    }
+}

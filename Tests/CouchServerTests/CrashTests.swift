@@ -1,0 +1,68 @@
+import AsyncHTTPClient
+import CouchJSON
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Testing
+
+@Suite("Durability", .serialized)
+struct CrashTests {
+    /// Eight clients write as fast as they can; the server is killed with SIGKILL mid-stream.
+    /// After a restart every write that had been acknowledged must be there with its revision.
+    @Test("Every acknowledged write survives kill -9")
+    func acknowledgedWritesSurviveSIGKILL() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-crash-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let server = try TestServer(dataDirectory: directory)
+        _ = try await server.request(.PUT, "/crash")
+        let acknowledged = try await withThrowingTaskGroup(of: [(String, String)].self) { group in
+            for client in 0..<8 {
+                group.addTask {
+                    var acked: [(String, String)] = []
+                    var i = 0
+                    while true {
+                        let id = "c\(client)-\(i)"
+                        let reply: TestServer.Reply
+                        do {
+                            if i % 10 == 9 {
+                                reply = try await server.request(.POST, "/crash/_bulk_docs", json: ["docs": .array((0..<20).map {
+                                    ["_id": .string("\(id)-b\($0)"), "lat": 37.4, "lon": -122.3]
+                                })], timeout: .seconds(5))
+                                if reply.status == 201 {
+                                    for row in reply.json.arrayValue ?? [] {
+                                        if let id = row["id"]?.stringValue, let rev = row["rev"]?.stringValue { acked.append((id, rev)) }
+                                    }
+                                }
+                            } else {
+                                reply = try await server.request(.PUT, "/crash/\(id)", json: ["lat": 37.4, "lon": -122.3, "i": .int(i)], timeout: .seconds(5))
+                                if reply.status == 201, let rev = reply.json["rev"]?.stringValue { acked.append((id, rev)) }
+                            }
+                        } catch {
+                            return acked  // the server is gone
+                        }
+                        i += 1
+                    }
+                }
+            }
+            try await Task.sleep(for: .milliseconds(1500))
+            server.kill()
+            var all: [(String, String)] = []
+            for try await part in group { all += part }
+            return all
+        }
+        #expect(acknowledged.count > 50, "too few writes happened before the kill to mean anything")
+        let restarted = try TestServer(dataDirectory: directory)
+        defer { restarted.stop() }
+        var missing = 0
+        for chunk in stride(from: 0, to: acknowledged.count, by: 500) {
+            let slice = acknowledged[chunk..<min(chunk + 500, acknowledged.count)]
+            let reply = try await restarted.request(.POST, "/crash/_all_docs", json: ["keys": .array(slice.map { .string($0.0) })])
+            for (row, expected) in zip(reply.json["rows"]?.arrayValue ?? [], slice) where row["value"]?["rev"] != .string(expected.1) {
+                missing += 1
+            }
+        }
+        #expect(missing == 0, "\(missing) of \(acknowledged.count) acknowledged writes were lost")
+        let info = try await restarted.request(.GET, "/crash").json
+        #expect((info["doc_count"]?.intValue ?? 0) >= acknowledged.count)
+    }
+}

@@ -1,0 +1,86 @@
+import AsyncHTTPClient
+import CouchJSON
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Testing
+
+@Suite("Authentication and _security", .serialized)
+struct SecurityTests {
+    @Test("Users sign up, passwords are hashed, and _security decides who reads and writes")
+    func usersAndSecurity() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        let alice = TestServer.Auth.basic("alice", "wonderland")
+        let bob = TestServer.Auth.basic("bob", "builder")
+        for (name, password) in [("alice", "wonderland"), ("bob", "builder")] {
+            let signup = try await s.request(.PUT, "/_users/org.couchdb.user:\(name)", json: [
+                "_id": .string("org.couchdb.user:\(name)"), "name": .string(name), "type": "user", "roles": [], "password": .string(password),
+            ], auth: .none)
+            #expect(signup.status == 201, "\(signup.text)")
+        }
+        let stored = try await s.request(.GET, "/_users/org.couchdb.user:alice").json
+        #expect(stored["password"] == nil)
+        #expect(stored["password_scheme"] == "pbkdf2" && stored["pbkdf2_prf"] == "sha256")
+        #expect(stored["derived_key"]?.stringValue?.count == 64 && (stored["iterations"]?.intValue ?? 0) >= 600_000)
+        #expect(try await s.request(.GET, "/_session", auth: alice).json["userCtx"]?["name"] == "alice")
+        #expect(try await s.request(.GET, "/_session", auth: .basic("alice", "wrong")).status == 401)
+        #expect(try await s.request(.GET, "/_users/org.couchdb.user:alice", auth: bob).status == 403)
+        #expect(try await s.request(.GET, "/_users/org.couchdb.user:alice", auth: alice).status == 200)
+        let escalate = try await s.request(.PUT, "/_users/org.couchdb.user:alice?rev=\(stored["_rev"]!.stringValue!)", json: [
+            "_id": "org.couchdb.user:alice", "name": "alice", "type": "user", "roles": ["_admin"], "password": "x",
+        ], auth: alice)
+        #expect(escalate.status == 403)
+
+        // New databases are admin-only until _security says otherwise.
+        _ = try await s.request(.PUT, "/private")
+        #expect(try await s.request(.GET, "/private", auth: alice).status == 403)
+        #expect(try await s.request(.GET, "/private", auth: .none).status == 401)
+        #expect(try await s.request(.PUT, "/other", auth: alice).status == 403)
+        let security: JSON = ["admins": ["names": [], "roles": []], "members": ["names": ["alice"], "roles": []]]
+        #expect(try await s.request(.PUT, "/private/_security", json: security, auth: alice).status == 403)
+        #expect(try await s.request(.PUT, "/private/_security", json: security).status == 200)
+        #expect(try await s.request(.PUT, "/private/note", json: ["text": "hi"], auth: alice).status == 201)
+        #expect(try await s.request(.GET, "/private/note", auth: alice).json["text"] == "hi")
+        #expect(try await s.request(.GET, "/private/note", auth: bob).status == 403)
+        #expect(try await s.request(.GET, "/private/_changes", auth: bob).status == 403)
+        #expect(try await s.request(.POST, "/private/_bulk_docs", json: ["docs": [["_id": "x"]]], auth: bob).status == 403)
+        #expect(try await s.request(.PUT, "/private/_design/app", json: ["views": [:]], auth: alice).status == 403)
+        let bulkDesign = try await s.request(.POST, "/private/_bulk_docs", json: ["docs": [["_id": "_design/x"], ["_id": "y"]]], auth: alice)
+        #expect(bulkDesign.json.arrayValue?.map { $0["error"] ?? "ok" } == ["forbidden", "ok"])
+
+        // Cookie sessions.
+        let login = try await s.request(.POST, "/_session", body: Array("name=alice&password=wonderland".utf8), auth: .none,
+                                        headers: [("Content-Type", "application/x-www-form-urlencoded")])
+        #expect(login.status == 200 && login.json["name"] == "alice")
+        let setCookie = login.headers["Set-Cookie"].first ?? ""
+        #expect(setCookie.hasPrefix("AuthSession=") && setCookie.contains("HttpOnly"))
+        let cookie = String(setCookie.split(separator: ";")[0])
+        #expect(try await s.request(.GET, "/private/note", auth: .cookie(cookie)).status == 200)
+        #expect(try await s.request(.GET, "/_session", auth: .cookie(cookie)).json["userCtx"]?["name"] == "alice")
+        let forged = "AuthSession=" + Data("alice:FFFFFFFF:00".utf8).base64EncodedString()
+        #expect(try await s.request(.GET, "/private/note", auth: .cookie(forged)).status == 401)
+        let bad = try await s.request(.POST, "/_session", json: ["name": "alice", "password": "nope"], auth: .none)
+        #expect(bad.status == 401 && bad.json["error"] == "unauthorized")
+        #expect(try await s.request(.DELETE, "/_session", auth: .cookie(cookie)).headers["Set-Cookie"].first?.contains("Max-Age=0") == true)
+    }
+
+    @Test("CORS is off by default and answers preflights for configured origins")
+    func cors() async throws {
+        let plain = try TestServer()
+        defer { plain.stop() }
+        let none = try await plain.request(.GET, "/", auth: .none, headers: [("Origin", "http://app.example")])
+        #expect(none.headers["Access-Control-Allow-Origin"].isEmpty)
+        let s = try TestServer(extraArguments: ["--cors-origins", "http://app.example"])
+        defer { s.stop() }
+        let preflight = try await s.request(.OPTIONS, "/db/_changes", auth: .none, headers: [
+            ("Origin", "http://app.example"), ("Access-Control-Request-Method", "GET"),
+        ])
+        #expect(preflight.status == 204)
+        #expect(preflight.headers["Access-Control-Allow-Origin"].first == "http://app.example")
+        let get = try await s.request(.GET, "/", auth: .none, headers: [("Origin", "http://app.example")])
+        #expect(get.headers["Access-Control-Allow-Credentials"].first == "true")
+        let other = try await s.request(.GET, "/", auth: .none, headers: [("Origin", "http://evil.example")])
+        #expect(other.headers["Access-Control-Allow-Origin"].isEmpty)
+    }
+}

@@ -1,0 +1,126 @@
+import AsyncHTTPClient
+import CouchJSON
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// A real `lt serve` process on ephemeral ports with its own data directory.
+final class TestServer: @unchecked Sendable {
+    let process = Process()
+    let dataDirectory: URL
+    let ownsDirectory: Bool
+    private(set) var port = 0
+    private(set) var appPort = 0
+    static let admin = ("admin", "s3cr3t-pw")
+
+    /// The `lt` binary built next to the test bundle (or `LT_BINARY`).
+    static var binary: URL {
+        if let path = ProcessInfo.processInfo.environment["LT_BINARY"] { return URL(fileURLWithPath: path) }
+        var candidates: [URL] = []
+        if let first = CommandLine.arguments.first { candidates.append(URL(fileURLWithPath: first).deletingLastPathComponent()) }
+        candidates.append(Bundle.main.bundleURL)
+        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent())
+        for directory in candidates {
+            var url = directory
+            for _ in 0..<4 {
+                let candidate = url.appendingPathComponent("lt")
+                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
+                url = url.deletingLastPathComponent()
+            }
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/lt")
+    }
+
+    init(dataDirectory: URL? = nil, extraArguments: [String] = []) throws {
+        if let dataDirectory {
+            self.dataDirectory = dataDirectory
+            ownsDirectory = false
+        } else {
+            self.dataDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-srv-\(UUID().uuidString)")
+            ownsDirectory = true
+        }
+        process.executableURL = Self.binary
+        process.arguments = ["serve", "--data", self.dataDirectory.path, "--db-port", "0", "--port", "0",
+                             "--admin", "\(Self.admin.0):\(Self.admin.1)", "--log-level", "warning"] + extraArguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Read the announced ports.
+        var buffer = ""
+        let deadline = Date().addingTimeInterval(30)
+        while (port == 0 || appPort == 0) && Date() < deadline {
+            let data = output.fileHandleForReading.availableData
+            if data.isEmpty { break }
+            buffer += String(decoding: data, as: UTF8.self)
+            for line in buffer.split(separator: "\n") {
+                if let p = line.split(separator: ":").last.flatMap({ Int($0) }) {
+                    if line.contains("database API") { port = p }
+                    if line.contains("application API") { appPort = p }
+                }
+            }
+        }
+        guard port != 0 else {
+            process.terminate()
+            throw TestServerError.didNotStart
+        }
+    }
+
+    enum TestServerError: Error { case didNotStart }
+
+    var baseURL: String { "http://127.0.0.1:\(port)" }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        if ownsDirectory { try? FileManager.default.removeItem(at: dataDirectory) }
+    }
+
+    /// SIGKILL, no chance to flush anything.
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+    }
+
+    struct Reply: Sendable {
+        let status: Int
+        let headers: HTTPHeaders
+        let body: [UInt8]
+        var json: JSON { (try? JSON.parse(body)) ?? .null }
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    enum Auth { case admin, none, basic(String, String), cookie(String) }
+
+    /// One HTTP request; `body` may be JSON or raw bytes.
+    func request(
+        _ method: HTTPMethod, _ path: String, json: JSON? = nil, body: [UInt8]? = nil, auth: Auth = .admin,
+        headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60)
+    ) async throws -> Reply {
+        var request = HTTPClientRequest(url: baseURL + path)
+        request.method = method
+        switch auth {
+        case .admin: request.headers.add(name: "Authorization", value: Self.basic(Self.admin.0, Self.admin.1))
+        case let .basic(name, password): request.headers.add(name: "Authorization", value: Self.basic(name, password))
+        case let .cookie(value): request.headers.add(name: "Cookie", value: value)
+        case .none: break
+        }
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: json.bytes))
+        } else if let body {
+            request.body = .bytes(ByteBuffer(bytes: body))
+        }
+        for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+        let collected = try await response.body.collect(upTo: 64 * 1024 * 1024)
+        return Reply(status: Int(response.status.code), headers: response.headers, body: Array(buffer: collected))
+    }
+
+    static func basic(_ name: String, _ password: String) -> String {
+        "Basic " + Data("\(name):\(password)".utf8).base64EncodedString()
+    }
+}

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The project's whole test run: CouchDB-Python's own suite against a real `lt serve`, then the
+# Swift test suite (unit, property-based, HTTP integration and crash tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+swift build --product lt
+LT_BINARY="$(swift build --show-bin-path)/lt" scripts/couchdb-python-compat.sh
+swift test

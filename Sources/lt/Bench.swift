@@ -1,8 +1,251 @@
 import ArgumentParser
+import AsyncHTTPClient
+import CouchEngine
+import CouchJSON
+import CouchServer
+import Foundation
+import GRDB
+import Hummingbird
+import Logging
+import NIOCore
+import NIOHTTP1
 
+/// `lt bench`: measures the database API over HTTP, with raw SQLite inserts of the same JSON in
+/// one transaction as the ceiling, measured in the same run. Prints medians and ratios.
 struct Bench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Measure the server over HTTP against a raw SQLite baseline.")
+    static let configuration = CommandConfiguration(
+        abstract: "Measure the database API over HTTP against a raw SQLite baseline.",
+        discussion: "Without --url, starts a server in this process on an ephemeral port with a temporary data directory.")
+
+    @Option(help: "Server to measure, e.g. http://admin:secret@127.0.0.1:5984 (default: an in-process server).")
+    var url: String?
+
+    @Option(help: "Documents for the bulk, changes and all_docs measurements.")
+    var docs = 100_000
+
+    @Option(name: .customLong("puts"), help: "Documents written with single PUTs.")
+    var puts = 20_000
+
+    @Option(help: "Repetitions of each measurement; the median is reported.")
+    var runs = 3
+
+    @Option(help: "full or normal (only for the in-process server).")
+    var durability = "full"
+
     func run() async throws {
-        print("not yet")
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .warning
+            return handler
+        }
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+
+        var serverTask: Task<Void, any Error>?
+        var base: String
+        var authorization = ""
+        if let url {
+            var components = URLComponents(string: url)!
+            if let user = components.user, let password = components.password {
+                authorization = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+            }
+            components.user = nil
+            components.password = nil
+            base = components.string!.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        } else {
+            let (task, port) = try await startServer(scratch.appendingPathComponent("server"))
+            serverTask = task
+            base = "http://127.0.0.1:\(port)"
+            authorization = "Basic " + Data("bench:bench-password".utf8).base64EncodedString()
+        }
+        defer { serverTask?.cancel() }
+        let client = Client(base: base, authorization: authorization)
+        let documents = (0..<docs).map(Bench.locationDocument)
+        let bodies = documents.map(\.bytes)
+        let averageSize = bodies.reduce(0) { $0 + $1.count } / max(1, bodies.count)
+        print("lt bench: \(docs) location documents of ~\(averageSize) bytes; server \(url == nil ? "in-process (durability \(durability))" : base); median of \(runs) runs")
+
+        // Ceiling: raw SQLite inserts of the same JSON in one transaction.
+        let sqlite = try median(runs) { run in
+            let path = scratch.appendingPathComponent("raw-\(run).sqlite").path
+            let queue = try DatabaseQueue(path: path)
+            try queue.write { db in try db.execute(sql: "CREATE TABLE docs(id TEXT PRIMARY KEY, body BLOB)") }
+            let start = ContinuousClock.now
+            try queue.write { db in
+                let statement = try db.makeStatement(sql: "INSERT INTO docs(id, body) VALUES (?, ?)")
+                for (i, body) in bodies.enumerated() {
+                    try statement.execute(arguments: [documents[i]["_id"]!.stringValue!, Data(body)])
+                }
+            }
+            return Double(bodies.count) / start.duration(to: .now).seconds
+        }
+        report("raw SQLite inserts, one transaction (ceiling)", sqlite, unit: "docs/s")
+
+        // _bulk_docs, batches of 1,000, 4 clients.
+        let bulk = try await medianAsync(runs) { run in
+            let db = "bulk\(run)"
+            try await client.send(.PUT, "/\(db)", expect: 201)
+            let batches = stride(from: 0, to: documents.count, by: 1000).map { Array(documents[$0..<min($0 + 1000, documents.count)]) }
+            let start = ContinuousClock.now
+            try await client.concurrently(4, batches.count) { i in
+                try await client.send(.POST, "/\(db)/_bulk_docs", json: ["docs": .array(batches[i])], expect: 201)
+            }
+            return Double(documents.count) / start.duration(to: .now).seconds
+        }
+        report("_bulk_docs, batches of 1,000, 4 clients", bulk, unit: "docs/s", ceiling: sqlite)
+
+        // Single-document PUTs, 8 clients.
+        let single = try await medianAsync(runs) { run in
+            let db = "puts\(run)"
+            try await client.send(.PUT, "/\(db)", expect: 201)
+            let count = min(puts, documents.count)
+            let start = ContinuousClock.now
+            try await client.concurrently(8, count) { i in
+                var doc = documents[i].objectValue!
+                let id = doc.removeValue(forKey: "_id")!.stringValue!
+                try await client.send(.PUT, "/\(db)/\(id)", json: .object(doc), expect: 201)
+            }
+            return Double(count) / start.duration(to: .now).seconds
+        }
+        report("single-document PUT, 8 clients", single, unit: "docs/s", ceiling: sqlite)
+
+        // Full reads of the bulk-loaded database.
+        let changes = try await medianAsync(runs) { _ in
+            let start = ContinuousClock.now
+            let reply = try await client.send(.GET, "/bulk0/_changes", expect: 200)
+            let rows = try JSON.parse(reply)["results"]?.arrayValue?.count ?? 0
+            guard rows == documents.count else { throw ValidationError("_changes returned \(rows) rows") }
+            return Double(rows) / start.duration(to: .now).seconds
+        }
+        report("_changes, full read", changes, unit: "rows/s", ceiling: sqlite)
+
+        let allDocs = try await medianAsync(runs) { _ in
+            let start = ContinuousClock.now
+            let reply = try await client.send(.GET, "/bulk0/_all_docs?include_docs=true", expect: 200)
+            let rows = try JSON.parse(reply)["rows"]?.arrayValue?.count ?? 0
+            guard rows == documents.count else { throw ValidationError("_all_docs returned \(rows) rows") }
+            return Double(rows) / start.duration(to: .now).seconds
+        }
+        report("_all_docs?include_docs=true, full read", allDocs, unit: "rows/s", ceiling: sqlite)
+
+        // A selective _find with a JSON index on the queried field.
+        try await client.send(.POST, "/bulk0/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user"], expect: 200)
+        let find = try await medianAsync(runs) { _ in
+            let queries = 20
+            let start = ContinuousClock.now
+            for q in 0..<queries {
+                let reply = try await client.send(.POST, "/bulk0/_find", json: [
+                    "selector": ["properties.username": .string("user\(q % 50)")], "limit": 25,
+                ], expect: 200)
+                guard (try JSON.parse(reply)["docs"]?.arrayValue?.count ?? 0) > 0 else { throw ValidationError("_find found nothing") }
+            }
+            return Double(queries) / start.duration(to: .now).seconds
+        }
+        report("indexed _find (1 of 50 users, limit 25)", find, unit: "queries/s")
     }
+
+    /// A location document shaped like the tracker app's (~250 bytes).
+    static func locationDocument(_ i: Int) -> JSON {
+        let lat = 37.3318 + Double(i % 1000) * 0.0007
+        let lon = -122.0312 - Double(i % 997) * 0.0005
+        return [
+            "_id": .string(String(format: "loc-%08d", i)),
+            "type": "Feature",
+            "created_at": .double(1_700_000_000_000 + Double(i) * 15_000),
+            "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]],
+            "properties": [
+                "username": .string("user\(i % 50)"),
+                "timestamp": .double(1_700_000_000_000 + Double(i) * 15_000),
+                "background": .bool(i % 3 == 0),
+                "session_id": .string("s-\(i / 500)"),
+                "accuracy": .double(5 + Double(i % 20)),
+            ],
+        ]
+    }
+
+    func report(_ what: String, _ value: Double, unit: String, ceiling: Double? = nil) {
+        var line = what.padding(toLength: 48, withPad: " ", startingAt: 0) + String(format: "%12.0f %@", value, unit)
+        if let ceiling { line += String(format: "   (%.2f× raw SQLite)", value / ceiling) }
+        print(line)
+    }
+
+    func median(_ runs: Int, _ body: (Int) throws -> Double) throws -> Double {
+        var values: [Double] = []
+        for run in 0..<max(1, runs) { values.append(try body(run)) }
+        return values.sorted()[values.count / 2]
+    }
+
+    func medianAsync(_ runs: Int, _ body: (Int) async throws -> Double) async throws -> Double {
+        var values: [Double] = []
+        for run in 0..<max(1, runs) { values.append(try await body(run)) }
+        return values.sorted()[values.count / 2]
+    }
+
+    /// Runs the database API in this process on an ephemeral port.
+    func startServer(_ directory: URL) async throws -> (Task<Void, any Error>, Int) {
+        guard let mode = Durability(rawValue: durability.uppercased()) else { throw ValidationError("--durability must be full or normal") }
+        var settings = try ServerSettings.load(from: directory.deletingLastPathComponent())
+        settings.admins["bench"] = try Passwords.hash("bench-password")
+        let store = try DatabaseStore(directory: directory, durability: mode)
+        let api = CouchAPI(store: store, settings: settings, options: CouchAPI.Options(), logger: Logger(label: "lt.bench"))
+        try api.prepareSystemDatabases()
+        let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let app = Application(
+            responder: api.responder,
+            configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in portContinuation.yield(channel.localAddress?.port ?? 0) },
+            logger: Logger(label: "lt.bench"))
+        let task = Task { try await app.run() }
+        var iterator = portStream.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw ValidationError("server did not start") }
+        return (task, port)
+    }
+
+    /// A minimal HTTP client for the benchmark loops.
+    struct Client: Sendable {
+        let base: String
+        let authorization: String
+
+        @discardableResult
+        func send(_ method: HTTPMethod, _ path: String, json: JSON? = nil, expect: Int) async throws -> [UInt8] {
+            var request = HTTPClientRequest(url: base + path)
+            request.method = method
+            if !authorization.isEmpty { request.headers.add(name: "Authorization", value: authorization) }
+            if let json {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(bytes: json.bytes))
+            }
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(600))
+            let body = try await response.body.collect(upTo: 1 << 30)
+            guard Int(response.status.code) == expect || (expect == 200 && response.status.code == 201) else {
+                throw ValidationError("\(method) \(path): \(response.status.code) \(String(buffer: body))")
+            }
+            return Array(buffer: body)
+        }
+
+        /// Runs `count` jobs on `width` concurrent workers.
+        func concurrently(_ width: Int, _ count: Int, _ job: @escaping @Sendable (Int) async throws -> Void) async throws {
+            let next = Locked(0)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<width {
+                    group.addTask {
+                        while true {
+                            let i = next.withLock { value -> Int in
+                                defer { value += 1 }
+                                return value
+                            }
+                            if i >= count { return }
+                            try await job(i)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

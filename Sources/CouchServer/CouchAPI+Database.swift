@@ -116,6 +116,7 @@ extension CouchAPI {
         case "_view_cleanup":
             try requireMethod(request, .post)
             try authorize(db, request.user, .admin)
+            try await db.dropIndexes(except: try await mangoIndexes(db))
             return .ok(status: .accepted)
         case "_local":
             guard path.count >= 3 else { throw EngineError.badRequest("Missing _local document id") }

@@ -68,60 +68,84 @@ extension CouchAPI {
         }
     }
 
-    /// The JSON indexes of a database: design documents with `"language": "query"`.
-    func mangoIndexes(_ db: Database) async throws -> [JSON] {
+    /// The JSON indexes of a database: design documents with `"language": "query"`, as
+    /// `_index` lists them (the special `_all_docs` index first).
+    func mangoIndexList(_ db: Database) async throws -> [JSON] {
+        var list: [JSON] = [[
+            "ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]],
+        ]]
+        for index in try await mangoIndexes(db) {
+            list.append(["ddoc": .string(index.designDocument), "name": .string(index.name), "type": "json",
+                         "partitioned": false, "def": index.definition])
+        }
+        return list
+    }
+
+    func mangoIndexes(_ db: Database) async throws -> [MangoIndex] {
         var options = AllDocsOptions()
         options.startKey = "_design/"
         options.endKey = "_design0"
         options.includeDocs = true
-        var indexes: [JSON] = [[
-            "ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]],
-        ]]
+        var indexes: [MangoIndex] = []
         for row in try await db.allDocs(options).rows {
             guard let doc = row["doc"], doc["language"] == .string("query"), let views = doc["views"]?.objectValue,
                   let id = doc["_id"]?.stringValue else { continue }
             for (name, view) in views.members {
-                guard let def = view["options"]?["def"] else { continue }
-                indexes.append(["ddoc": .string(id), "name": .string(name), "type": "json", "partitioned": false, "def": def])
+                guard let def = view["options"]?["def"], let index = try? MangoIndex(designDocument: id, name: name, definition: def) else {
+                    continue
+                }
+                indexes.append(index)
             }
         }
         return indexes
     }
 
-    /// Fields of an index definition (`["a", {"b": "desc"}]`) as names.
-    static func indexFields(_ def: JSON) -> [String] {
-        (def["fields"]?.arrayValue ?? []).compactMap { field in
-            if case let .string(s) = field { return s }
-            return field.objectValue?.members.first?.key
-        }
-    }
-
-    /// The index `_find` would use: the named one, else one whose fields begin with the sort
-    /// fields; `_all_docs` when there is no sort.
-    func chooseIndex(_ db: Database, _ find: FindRequest) async throws -> JSON {
+    /// The index `_find` uses, as CouchDB chooses: the one named by `use_index` if it can
+    /// answer the query; for a sort, one whose fields begin with the sort fields; otherwise one
+    /// whose fields the selector requires, preferring one that narrows the first field's range.
+    /// Nil means a full scan (`_all_docs`). An index that skips documents the selector could
+    /// match (a field the selector does not require, a partial filter not asked for) is never
+    /// chosen implicitly.
+    func chooseIndex(_ db: Database, _ find: FindRequest) async throws -> (index: MangoIndex?, warning: String?) {
         let indexes = try await mangoIndexes(db)
-        let sortFields = find.sort.map(\.field)
+        let sortFields = find.sort.map { Selector.splitPath($0.field) }
+        func usable(_ index: MangoIndex) -> Bool {
+            index.fields.allSatisfy { find.selector.requiresField($0) }
+                && (sortFields.isEmpty || index.fields.starts(with: sortFields))
+        }
         if let useIndex = find.useIndex {
             let ddoc = useIndex[0].hasPrefix("_design/") ? useIndex[0] : "_design/\(useIndex[0])"
-            if let match = indexes.first(where: {
-                $0["ddoc"]?.stringValue == ddoc && (useIndex.count < 2 || $0["name"]?.stringValue == useIndex[1])
-            }) { return match }
+            if let named = indexes.first(where: { $0.designDocument == ddoc && (useIndex.count < 2 || $0.name == useIndex[1]) }),
+               usable(named) {
+                return (named, nil)
+            }
+            if !sortFields.isEmpty { throw EngineError(status: 400, error: "no_usable_index", reason: "The index specified with use_index cannot answer this query's sort.") }
+            return (nil, "\(useIndex.joined(separator: "/")) was not used because it does not contain a valid index for this query.")
         }
-        if sortFields.isEmpty || sortFields == ["_id"] { return indexes[0] }
-        if let match = indexes.dropFirst().first(where: { index in
-            let fields = Self.indexFields(index["def"] ?? .null)
-            return fields.starts(with: sortFields) && index["def"]?["partial_filter_selector"] == nil
-        }) {
-            return match
+        let candidates = indexes.filter { $0.partialFilter == nil && usable($0) }
+        if !sortFields.isEmpty, sortFields != [["_id"]] {
+            guard let index = candidates.first else {
+                throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
+            }
+            return (index, nil)
         }
-        throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
+        let ranged = candidates.first { index in
+            find.selector.conditions(on: index.fields[0]).contains { condition in
+                switch condition {
+                case .eq, .gt, .gte, .lt, .lte, .beginsWith: return true
+                default: return false
+                }
+            }
+        }
+        if let index = ranged ?? candidates.first { return (index, nil) }
+        return (nil, "No matching index found, create an index to optimize query time.")
     }
 
     func find(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
         let find = try FindRequest(try request.jsonObject())
-        let index = try await chooseIndex(db, find)
+        let (index, warning) = try await chooseIndex(db, find)
         let started = ContinuousClock.now
         var offset = 0
         if let bookmark = find.bookmark {
@@ -130,33 +154,14 @@ extension CouchAPI {
             }
             offset = n
         }
-        // Scan documents in id order and match the selector (and any partial filter).
-        var options = AllDocsOptions()
-        options.includeDocs = true
-        options.read.conflicts = find.conflicts
-        let partial = try index["def"]?["partial_filter_selector"].map { try Selector(json: $0) }
-        var matched: [JSON] = []
-        var examined = 0
-        let rows = try await db.allDocs(options).rows
-        for row in rows {
-            guard let doc = row["doc"], case .object = doc, row["id"]?.stringValue?.hasPrefix("_design/") == false else { continue }
-            examined += 1
-            if find.selector.matches(doc), partial?.matches(doc) ?? true { matched.append(doc) }
-        }
-        if !find.sort.isEmpty {
-            let keys = find.sort.map { Selector.splitPath($0.field) }
-            let descending = find.sort[0].descending
-            matched.sort { a, b in
-                for path in keys {
-                    let c = JSON.collate(Selector.lookup(a, path) ?? .null, Selector.lookup(b, path) ?? .null)
-                    if c != 0 { return descending ? c > 0 : c < 0 }
-                }
-                return false
-            }
-        }
-        let start = offset + find.skip
-        let page = Array(matched.dropFirst(start).prefix(find.limit))
-        let docs: [JSON] = page.map { doc in
+        var query = FindQuery(selector: find.selector)
+        query.sort = find.sort.map { Selector.splitPath($0.field) }
+        query.descending = find.sort.first?.descending ?? false
+        query.skip = offset + find.skip
+        query.limit = find.limit
+        query.conflicts = find.conflicts
+        let result = try await db.find(query, index: index)
+        let docs: [JSON] = result.docs.map { doc in
             guard let fields = find.fields else { return doc }
             var projected = JSONObject()
             for field in fields {
@@ -167,19 +172,16 @@ extension CouchAPI {
             return .object(projected)
         }
         var out: JSONObject = ["docs": .array(docs)]
-        let nextOffset = start + page.count
-        out["bookmark"] = .string(Authenticator.base64url(JSON.object(["offset": .int(nextOffset)]).bytes))
-        if index["name"] == .string("_all_docs") {
-            out["warning"] = "No matching index found, create an index to optimize query time."
-        }
+        out["bookmark"] = .string(Authenticator.base64url(JSON.object(["offset": .int(query.skip + docs.count)]).bytes))
+        if let warning { out["warning"] = .string(warning) }
         if find.executionStats {
-            let elapsed = ContinuousClock.now - started
+            let elapsed = started.duration(to: .now)
             out["execution_stats"] = [
-                "total_keys_examined": .int(0),
-                "total_docs_examined": .int(examined),
+                "total_keys_examined": .int(result.keysExamined),
+                "total_docs_examined": .int(result.docsExamined),
                 "total_quorum_docs_examined": .int(0),
                 "results_returned": .int(docs.count),
-                "execution_time_ms": .double(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
+                "execution_time_ms": .double(Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15),
             ]
         }
         return .json(.object(out))
@@ -200,10 +202,13 @@ extension CouchAPI {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
         let find = try FindRequest(try request.jsonObject())
-        let index = try await chooseIndex(db, find)
+        let (index, _) = try await chooseIndex(db, find)
+        let indexJSON: JSON = index.map {
+            ["ddoc": .string($0.designDocument), "name": .string($0.name), "type": "json", "partitioned": false, "def": $0.definition]
+        } ?? ["ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]]]
         return .json([
             "dbname": .string(db.name),
-            "index": index,
+            "index": indexJSON,
             "partitioned": false,
             "selector": find.selector.normalizedJSON,
             "opts": ["use_index": .array((find.useIndex ?? []).map(JSON.string)), "bookmark": "nil", "limit": .int(find.limit),
@@ -225,7 +230,7 @@ extension CouchAPI {
             switch request.method {
             case .get, .head:
                 try authorize(db, request.user, .read)
-                let indexes = try await mangoIndexes(db)
+                let indexes = try await mangoIndexList(db)
                 return .json(["total_rows": .int(indexes.count), "indexes": .array(indexes)])
             case .post:
                 try authorize(db, request.user, .admin)

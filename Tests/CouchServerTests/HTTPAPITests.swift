@@ -209,6 +209,18 @@ struct HTTPAPITests {
             let sorted = try await s.request(.POST, "/db/_find", json: ["selector": ["n": ["$gt": 0]], "sort": [["n": "desc"]], "limit": 2, "execution_stats": true])
             #expect(sorted.json["docs"]?.arrayValue?.map { $0["n"] } == [39, 38])
             #expect(sorted.json["execution_stats"]?["results_returned"] == 2)
+            // A selective query reads only its key range of the index.
+            let ranged = try await s.request(.POST, "/db/_find", json: ["selector": ["n": ["$gte": 35]], "execution_stats": true])
+            #expect(ranged.json["docs"]?.arrayValue?.count == 5)
+            #expect(ranged.json["execution_stats"]?["total_docs_examined"] == 5)
+            #expect(ranged.json["execution_stats"]?["total_keys_examined"] == 5)
+            #expect(ranged.json["warning"] == nil)
+            // The index follows later writes.
+            _ = try await s.request(.PUT, "/db/late", json: ["n": 100, "type": "even"])
+            let late = try await s.request(.POST, "/db/_find", json: ["selector": ["n": ["$gt": 39]]])
+            #expect(late.json["docs"]?.arrayValue?.map { $0["_id"] } == ["late"])
+            let scan = try await s.request(.POST, "/db/_find", json: ["selector": ["type": "odd"], "execution_stats": true])
+            #expect(scan.json["execution_stats"]?["total_docs_examined"] == 41 && scan.json["warning"] != nil)
             let indexes = try await s.request(.GET, "/db/_index")
             #expect(indexes.json["total_rows"] == 2 && indexes.json["indexes"]?[0]?["name"] == "_all_docs")
             let explain = try await s.request(.POST, "/db/_explain", json: ["selector": ["type": "odd"]])

@@ -10,7 +10,8 @@ struct DocRow {
     var winnerDeleted: Bool
 
     static func fetch(_ db: GRDB.Database, id: String) throws -> DocRow? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT seq, deleted, tree FROM docs WHERE id = ?", arguments: [id]) else {
+        let statement = try db.cachedStatement(sql: "SELECT seq, deleted, tree FROM docs WHERE id = ?")
+        guard let row = try Row.fetchOne(statement, arguments: [id]) else {
             return nil
         }
         return DocRow(seq: row[0], tree: try RevisionTree(encoded: row[2]), winnerDeleted: (row[1] as Int) != 0)
@@ -27,15 +28,13 @@ extension Database {
         return try await writer.write { db, context in
             var results: [Result<Revision, EngineError>] = []
             results.reserveCapacity(documents.count)
+            // `apply` validates a document completely before it writes anything, so a rejected
+            // document leaves no trace without a savepoint of its own; a storage error aborts
+            // the whole write.
             for document in documents {
                 do {
-                    var rev: Revision?
-                    try db.inSavepoint {
-                        rev = try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, db: db, context: context)
-                        return .commit
-                    }
-                    results.append(.success(rev!))
-                } catch let error as EngineError {
+                    results.append(.success(try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, db: db, context: context)))
+                } catch let error as EngineError where error.status < 500 {
                     results.append(.failure(error))
                 }
             }
@@ -57,7 +56,7 @@ extension Database {
         var tree = existing?.tree ?? RevisionTree()
         let newRev: Revision
         let path: [Revision]
-        var attachments: JSONObject?
+        var attachments: ResolvedAttachments?
 
         if newEdits {
             var parent: Revision?
@@ -75,12 +74,13 @@ extension Database {
             let previous = try parent.flatMap { try storedAttachments(db, id: id, rev: $0) }
             attachments = try resolveAttachments(
                 input, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
-            let body = bodyForStorage(input.body, attachments: attachments)
+            let body = bodyForStorage(input.body, attachments: attachments?.meta)
             newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: revisionHash(
                 deleted: input.deleted, parent: parent, body: body))
             path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
             guard !tree.contains(newRev) else { return newRev }
             tree.merge(path: path, deleted: input.deleted)
+            // Everything is checked; from here on only storage errors can happen.
             try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
         } else {
             guard let rev = input.rev else {
@@ -98,7 +98,7 @@ extension Database {
                 }
             }
             attachments = try resolveAttachments(input, newPos: rev.pos, previous: previous, db: db)
-            let body = bodyForStorage(input.body, attachments: attachments)
+            let body = bodyForStorage(input.body, attachments: attachments?.meta)
             tree.merge(path: path, deleted: input.deleted)
             try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
         }
@@ -108,9 +108,8 @@ extension Database {
         }
         guard let winner = tree.winner else { throw EngineError.corrupt("revision tree") }
         context.seq += 1
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)",
-            arguments: [id, context.seq, winner.rev.description, winner.deleted ? 1 : 0, tree.encoded])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [id, context.seq, winner.rev.description, winner.deleted ? 1 : 0, tree.encoded])
         adjustCounts(context, before: existing.map { $0.winnerDeleted }, after: winner.deleted)
         return newRev
     }
@@ -161,23 +160,25 @@ extension Database {
         return String(decoding: out, as: UTF8.self)
     }
 
-    static func storeBody(_ db: GRDB.Database, id: String, rev: Revision, body: [UInt8], attachments: JSONObject?) throws {
-        try db.execute(
-            sql: "INSERT OR REPLACE INTO revs(doc_id, rev, body) VALUES (?, ?, ?)",
-            arguments: [id, rev.description, Data(body)])
+    static func storeBody(_ db: GRDB.Database, id: String, rev: Revision, body: [UInt8], attachments: ResolvedAttachments?) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO revs(doc_id, rev, body) VALUES (?, ?, ?)")
+            .execute(arguments: [id, rev.description, Data(body)])
         guard let attachments else { return }
-        for (_, meta) in attachments.members {
+        for (digest, data) in attachments.newBodies {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO attachments(digest, data) VALUES (?, ?)")
+                .execute(arguments: [digest, data])
+        }
+        for (_, meta) in attachments.meta.members {
             if let digest = meta["digest"]?.stringValue {
-                try db.execute(
-                    sql: "INSERT OR IGNORE INTO att_refs(doc_id, rev, digest) VALUES (?, ?, ?)",
-                    arguments: [id, rev.description, digest])
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO att_refs(doc_id, rev, digest) VALUES (?, ?, ?)")
+                    .execute(arguments: [id, rev.description, digest])
             }
         }
     }
 
     static func deleteBody(_ db: GRDB.Database, id: String, rev: Revision) throws {
-        try db.execute(sql: "DELETE FROM revs WHERE doc_id = ? AND rev = ?", arguments: [id, rev.description])
-        try db.execute(sql: "DELETE FROM att_refs WHERE doc_id = ? AND rev = ?", arguments: [id, rev.description])
+        try db.cachedStatement(sql: "DELETE FROM revs WHERE doc_id = ? AND rev = ?").execute(arguments: [id, rev.description])
+        try db.cachedStatement(sql: "DELETE FROM att_refs WHERE doc_id = ? AND rev = ?").execute(arguments: [id, rev.description])
     }
 
     static func storedAttachments(_ db: GRDB.Database, id: String, rev: Revision) throws -> JSONObject? {
@@ -187,16 +188,24 @@ extension Database {
 
     static func storedBody(_ db: GRDB.Database, id: String, rev: Revision) throws -> JSONObject? {
         guard let data = try Data.fetchOne(
-            db, sql: "SELECT body FROM revs WHERE doc_id = ? AND rev = ?", arguments: [id, rev.description])
+            db.cachedStatement(sql: "SELECT body FROM revs WHERE doc_id = ? AND rev = ?"), arguments: [id, rev.description])
         else { return nil }
         return try JSON.parse(data).objectValue
     }
 
-    /// Turns the `_attachments` a client sent into stored metadata, saving new bodies.
+    /// Attachment metadata for a new revision, and the bodies it adds (not yet stored).
+    struct ResolvedAttachments {
+        var meta = JSONObject()
+        var newBodies: [(digest: String, data: Data)] = []
+    }
+
+    /// Turns the `_attachments` a client sent into stored metadata and new bodies, checking
+    /// every stub and encoding; writes nothing.
     static func resolveAttachments(
         _ input: DocumentInput, newPos: Int, previous: JSONObject?, db: GRDB.Database
-    ) throws -> JSONObject? {
+    ) throws -> ResolvedAttachments? {
         guard let sent = input.attachments else { return nil }
+        var result = ResolvedAttachments()
         var resolved = JSONObject()
         for (name, value) in sent.members {
             guard case let .object(att) = value else { throw EngineError.badRequest("Invalid attachment \(name)") }
@@ -205,7 +214,7 @@ extension Database {
                    att["digest"] == nil || att["digest"] == old["digest"] {
                     resolved.members.append((name, .object(old)))
                 } else if let digest = att["digest"]?.stringValue,
-                          try Bool.fetchOne(db, sql: "SELECT 1 FROM attachments WHERE digest = ?", arguments: [digest]) == true {
+                          try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM attachments WHERE digest = ?"), arguments: [digest]) == true {
                     var meta = att
                     meta.removeValue(forKey: "stub")
                     if meta["revpos"] == nil { meta["revpos"] = .int(newPos) }
@@ -230,9 +239,7 @@ extension Database {
                 throw EngineError.badRequest("Attachment \(name) needs data, follows or stub")
             }
             let digest = attachmentDigest(bytes)
-            try db.execute(
-                sql: "INSERT OR IGNORE INTO attachments(digest, data) VALUES (?, ?)",
-                arguments: [digest, Data(bytes)])
+            result.newBodies.append((digest, Data(bytes)))
             let contentType = att["content_type"]?.stringValue ?? "application/octet-stream"
             let revpos = input.revisions != nil ? (att["revpos"]?.intValue ?? newPos) : newPos
             resolved.members.append((name, [
@@ -242,7 +249,8 @@ extension Database {
                 "length": .int(bytes.count),
             ]))
         }
-        return resolved
+        result.meta = resolved
+        return result
     }
 
     /// `md5-<base64>` as CouchDB writes attachment digests.

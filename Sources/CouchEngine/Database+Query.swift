@@ -169,9 +169,10 @@ extension Database {
                     \(needsBody ? "LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner" : "")
                     WHERE d.seq \(options.descending ? "<" : ">") ? ORDER BY d.seq \(options.descending ? "DESC" : "ASC") LIMIT ?
                     """
-                let fetched = try Row.fetchAll(db, sql: sql, arguments: [cursorSeq, batch])
-                if fetched.count < batch { exhausted = true }
-                for row in fetched {
+                let cursor = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: [cursorSeq, batch])
+                var fetched = 0
+                while let row = try cursor.next() {
+                    fetched += 1
                     let id: String = row[0]
                     let seq: Int = row[2]
                     cursorSeq = seq
@@ -196,6 +197,7 @@ extension Database {
                         changes = [["rev": .string(row[1] as String)]]
                     }
                     var out: JSONObject = ["seq": .string(sequenceString(seq)), "id": .string(id), "changes": .array(changes)]
+                    out.members.reserveCapacity(5)
                     if deleted { out["deleted"] = true }
                     if options.includeDocs {
                         out["doc"] = body == nil ? .null : try Database.assembleWinnerRow(
@@ -205,6 +207,7 @@ extension Database {
                     lastSeq = seq
                     if rows.count >= limit { break }
                 }
+                if fetched < batch { exhausted = true }
             }
             // A page that ran out of rows has seen everything up to the snapshot's update_seq.
             if !options.descending, rows.count < limit { lastSeq = max(options.since, updateSeq) }

@@ -21,6 +21,7 @@ public final class Database: Sendable {
     /// A random tag, created with the database, that makes its sequence strings opaque and
     /// distinguishes two databases of the same name created at different times.
     public let uuid: String
+    private let sequenceSuffix: String
     private let cachedMeta: Locked<CachedMeta>
 
     struct CachedMeta {
@@ -102,6 +103,7 @@ public final class Database: Sendable {
             return (uuid, CachedMeta(revsLimit: revsLimit, security: security), try Database.metaInt(db, "update_seq"))
         }
         self.uuid = uuid
+        self.sequenceSuffix = "-" + uuid.prefix(12)
         self.cachedMeta = Locked(meta)
         self.writer = WriteQueue(pool: pool, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
         notifier.publish(seq: seq)
@@ -123,8 +125,10 @@ public final class Database: Sendable {
 
     /// The opaque sequence string for `seq`, as clients see it.
     public func sequenceString(_ seq: Int) -> String {
-        "\(seq)-\(uuid.prefix(12))"
+        String(seq) + sequenceSuffix
     }
+
+
 
     /// Parses a sequence a client passed back: our strings, plain integers, or `now`.
     public func parseSequence(_ value: JSON) throws -> Int {

@@ -138,7 +138,9 @@ extension Database {
             guard case var .object(att) = value else { continue }
             let revpos = att["revpos"]?.intValue ?? 0
             let inline = options.attachments || (knownPos.map { revpos > $0 } ?? false)
-            if inline, let digest = att["digest"]?.stringValue {
+            if inline, options.attachmentsFollow {
+                att["follows"] = true
+            } else if inline, let digest = att["digest"]?.stringValue {
                 let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest]) ?? Data()
                 att.removeValue(forKey: "length")
                 att["data"] = .string(data.base64EncodedString())

@@ -47,8 +47,20 @@ extension CouchAPI {
                 guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
                 return rev
             }
-            let doc = try await db.document(id: id, rev: rev, options: options)
+            var readOptions = options
+            let wantsMultipart = request.header("Accept")?.contains("multipart/related") == true
+            readOptions.attachmentsFollow = wantsMultipart
+            let doc = try await db.document(id: id, rev: rev, options: readOptions)
             let etag = "\"\(doc["_rev"]?.stringValue ?? "")\""
+            if wantsMultipart {
+                let part = try await documentPart(db, doc)
+                if part.headers[0].1.hasPrefix("multipart/related") {
+                    var headers = HTTPFields()
+                    headers[.contentType] = part.headers[0].1
+                    headers[.eTag] = etag
+                    return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: part.body)))
+                }
+            }
             if request.header("If-None-Match") == etag, rev == nil {
                 var headers = HTTPFields()
                 headers[.eTag] = etag
@@ -154,14 +166,17 @@ extension CouchAPI {
             guard let json = try? JSON.parse(raw) else { throw EngineError.badRequest("Invalid open_revs") }
             revs = try parseRevList(json)
         }
+        let multipart = request.header("Accept")?.contains("multipart/mixed") == true
+        var options = options
+        options.attachmentsFollow = multipart
         let results = try await db.openRevisions(id: id, revs: revs, latest: try request.bool("latest"), options: options)
-        if request.header("Accept")?.contains("multipart/mixed") == true {
+        if multipart {
             let boundary = ServerSettings.randomHex(16)
             var parts: [(headers: [(String, String)], body: [UInt8])] = []
             for result in results {
                 switch result {
                 case let .ok(doc):
-                    parts.append(([("Content-Type", "application/json")], JSON.object(doc).bytes))
+                    parts.append(try await documentPart(db, doc))
                 case let .missing(rev):
                     parts.append(([("Content-Type", "application/json; error=\"true\"")], JSON.object(["missing": .string(rev.description)]).bytes))
                 }
@@ -176,6 +191,27 @@ extension CouchAPI {
             case let .missing(rev): return ["missing": .string(rev.description)]
             }
         }))
+    }
+
+    /// One document as a MIME part: plain JSON, or, when attachments follow, a nested
+    /// `multipart/related` body with the JSON first and each attachment body after it, as
+    /// CouchDB sends `open_revs` to replicators.
+    func documentPart(_ db: Database, _ doc: JSONObject) async throws -> (headers: [(String, String)], body: [UInt8]) {
+        let following = (doc["_attachments"]?.objectValue ?? JSONObject()).members.filter { $0.value["follows"] == .bool(true) }
+        guard !following.isEmpty, let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue.flatMap(Revision.init) else {
+            return ([("Content-Type", "application/json")], JSON.object(doc).bytes)
+        }
+        let boundary = ServerSettings.randomHex(16)
+        var parts: [(headers: [(String, String)], body: [UInt8])] = [([("Content-Type", "application/json")], JSON.object(doc).bytes)]
+        for (name, meta) in following {
+            let (_, data) = try await db.attachment(docID: id, rev: rev, name: name)
+            parts.append(([
+                ("Content-Disposition", "attachment; filename=\"\(name)\""),
+                ("Content-Type", meta["content_type"]?.stringValue ?? "application/octet-stream"),
+                ("Content-Length", String(data.count)),
+            ], data))
+        }
+        return ([("Content-Type", "multipart/related; boundary=\"\(boundary)\"")], Multipart.build(parts, boundary: boundary))
     }
 
     /// A `multipart/related` document upload: the JSON document first, then the bodies of

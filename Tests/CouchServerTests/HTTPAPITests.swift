@@ -149,6 +149,20 @@ struct HTTPAPITests {
             let multipart = try await s.request(.PUT, "/db/mp", body: body, headers: [("Content-Type", "multipart/related; boundary=\"\(boundary)\"")])
             #expect(multipart.status == 201)
             #expect(try await s.request(.GET, "/db/mp/a.txt").text == "hello")
+            // open_revs as a replicator asks for it: each leaf a part; attachment bodies follow
+            // in a nested multipart/related part.
+            let openRevs = try await s.request(.GET, "/db/photo?open_revs=all&revs=true&attachments=true", headers: [("Accept", "multipart/mixed")])
+            #expect(openRevs.status == 200)
+            let raw = openRevs.body
+            #expect(openRevs.text.contains("Content-Type: multipart/related; boundary="))
+            #expect(openRevs.text.contains("\"follows\":true"))
+            #expect(openRevs.text.contains("Content-Disposition: attachment; filename=\"image.png\""))
+            #expect(raw.containsBytes(png))
+            let related = try await s.request(.GET, "/db/mp?attachments=true", headers: [("Accept", "multipart/related")])
+            #expect(related.headers["Content-Type"].first?.hasPrefix("multipart/related") == true)
+            #expect(related.text.contains("\r\n\r\nhello\r\n"))
+            let inline = try await s.request(.GET, "/db/mp?attachments=true")
+            #expect(inline.json["_attachments"]?["a.txt"]?["data"] == .string(Data("hello".utf8).base64EncodedString()))
             let removed = try await s.request(.DELETE, "/db/photo/image.png?rev=\(rev)")
             #expect(removed.status == 200)
             #expect(try await s.request(.GET, "/db/photo/image.png").status == 404)
@@ -186,6 +200,41 @@ struct HTTPAPITests {
             #expect(lines.last?["last_seq"] != nil)
             let timedOut = try await s.request(.GET, "/db/_changes?feed=longpoll&since=now&timeout=200")
             #expect(timedOut.json["results"] == [])
+        }
+    }
+
+    @Test("A thousand idle longpoll listeners cost nothing, and one write wakes them all")
+    func manyIdleListeners() async throws {
+        try await withServer { s in
+            _ = try await s.request(.PUT, "/busy")
+            var configuration = HTTPClient.Configuration()
+            configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 1200)
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            let listeners = 1000
+            let since = try await s.request(.GET, "/busy").json["update_seq"]!.stringValue!
+            let woken = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<listeners {
+                    group.addTask {
+                        var request = HTTPClientRequest(url: s.baseURL + "/busy/_changes?feed=longpoll&timeout=60000&since=\(since)")
+                        request.headers.add(name: "Authorization", value: TestServer.basic(TestServer.admin.0, TestServer.admin.1))
+                        let response = try await client.execute(request, timeout: .seconds(90))
+                        let body = try await response.body.collect(upTo: 1 << 20)
+                        return (try JSON.parse(Array(buffer: body))["results"]?.arrayValue?.count) ?? 0
+                    }
+                }
+                // Let every listener connect and park, then check the server still answers at once.
+                try await Task.sleep(for: .seconds(3))
+                let clock = ContinuousClock()
+                let start = clock.now
+                #expect(try await s.request(.GET, "/busy").status == 200)
+                #expect(start.duration(to: clock.now) < .seconds(1))
+                _ = try await s.request(.PUT, "/busy/wake", json: ["now": true])
+                var total = 0
+                for try await count in group { total += count }
+                return total
+            }
+            try await client.shutdown()
+            #expect(woken == listeners)
         }
     }
 

@@ -124,3 +124,14 @@ final class TestServer: @unchecked Sendable {
         "Basic " + Data("\(name):\(password)".utf8).base64EncodedString()
     }
 }
+
+extension Array where Element == UInt8 {
+    /// True when `needle` occurs somewhere in these bytes.
+    func containsBytes(_ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, count >= needle.count else { return needle.isEmpty }
+        for start in 0...(count - needle.count) where self[start] == needle[0] && Array(self[start..<(start + needle.count)]) == needle {
+            return true
+        }
+        return false
+    }
+}

@@ -310,6 +310,47 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("Maintenance: _dbs_info, _design_docs, _revs_limit, _purge, _compact, eventsource")
+    func maintenance() async throws {
+        try await withServer { s in
+            _ = try await s.request(.PUT, "/m")
+            let dbsInfo = try await s.request(.POST, "/_dbs_info", json: ["keys": ["m", "nope"]])
+            #expect(dbsInfo.json[0]?["info"]?["db_name"] == "m" && dbsInfo.json[1]?["error"] == "not_found")
+            _ = try await s.request(.PUT, "/m/_design/app", json: ["language": "javascript"])
+            _ = try await s.request(.PUT, "/m/plain", json: ["v": 1])
+            let design = try await s.request(.GET, "/m/_design_docs")
+            #expect(design.json["rows"]?.arrayValue?.map { $0["id"] } == ["_design/app"])
+            #expect(try await s.request(.GET, "/m/_revs_limit").json == 1000)
+            #expect(try await s.request(.PUT, "/m/_revs_limit", json: 5).status == 200)
+            #expect(try await s.request(.PUT, "/m/_revs_limit", json: "x").status == 400)
+            #expect(try await s.request(.GET, "/m/_revs_limit").json == 5)
+            // Compaction drops old revision bodies.
+            var rev = try await s.request(.PUT, "/m/doc", json: ["n": 0]).json["rev"]!.stringValue!
+            let first = rev
+            for n in 1...3 { rev = try await s.request(.PUT, "/m/doc?rev=\(rev)", json: ["n": .int(n)]).json["rev"]!.stringValue! }
+            #expect(try await s.request(.GET, "/m/doc?rev=\(first)").status == 200)
+            #expect(try await s.request(.POST, "/m/_compact", json: [:]).status == 202)
+            var compacted = false
+            for _ in 0..<50 where !compacted {
+                compacted = try await s.request(.GET, "/m/doc?rev=\(first)").status == 404
+                if !compacted { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(compacted)
+            #expect(try await s.request(.GET, "/m/doc").json["n"] == 3)
+            // Purge: gone for good, purge_seq moves.
+            let purge = try await s.request(.POST, "/m/_purge", json: ["plain": [.string(try await s.request(.GET, "/m/plain").json["_rev"]!.stringValue!)]])
+            #expect(purge.status == 201 && purge.json["purged"]?["plain"]?.arrayValue?.count == 1)
+            #expect(try await s.request(.GET, "/m/plain").json["reason"] == "missing")
+            #expect(try await s.request(.GET, "/m").json["purge_seq"]?.stringValue?.hasPrefix("1-") == true)
+            // eventsource: data lines with ids.
+            let events = try await s.request(.GET, "/m/_changes?feed=eventsource&timeout=300")
+            #expect(events.headers["Content-Type"].first == "text/event-stream")
+            #expect(events.text.contains("data: {\"seq\"") && events.text.contains("\nid: "))
+            #expect(try await s.request(.HEAD, "/m/doc").status == 200)
+            #expect(try await s.request(.POST, "/m/_view_cleanup", json: [:]).status == 202)
+        }
+    }
+
     @Test("Request bodies over the configured limit get 413")
     func bodyLimit() async throws {
         let server = try TestServer(extraArguments: ["--max-body-size", "1024"])

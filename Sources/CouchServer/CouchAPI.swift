@@ -111,10 +111,7 @@ public final class CouchAPI: Sendable {
         if first.hasPrefix("_"), !DatabaseStore.systemDatabases.contains(first) {
             return try await serverEndpoint(first, &request)
         }
-        guard DatabaseStore.isValidName(first) else {
-            if request.method == .put { throw EngineError.illegalDatabaseName(first) }
-            throw EngineError.databaseNotFound
-        }
+        guard DatabaseStore.isValidName(first) else { throw EngineError.illegalDatabaseName(first) }
         if path.count == 1 { return try await databaseEndpoint(first, &request) }
         return try await databaseSubresource(first, &request)
     }

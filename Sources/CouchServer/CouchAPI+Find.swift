@@ -109,8 +109,10 @@ extension CouchAPI {
     func chooseIndex(_ db: Database, _ find: FindRequest) async throws -> (index: MangoIndex?, warning: String?) {
         let indexes = try await mangoIndexes(db)
         let sortFields = find.sort.map { Selector.splitPath($0.field) }
+        // As in CouchDB, sorting on a field implies it exists: documents without it are not
+        // in the results, so an index on sort fields the selector does not mention is usable.
         func usable(_ index: MangoIndex) -> Bool {
-            index.fields.allSatisfy { find.selector.requiresField($0) }
+            index.fields.allSatisfy { find.selector.requiresField($0) || sortFields.contains($0) }
                 && (sortFields.isEmpty || index.fields.starts(with: sortFields))
         }
         if let useIndex = find.useIndex {

@@ -161,6 +161,18 @@ struct Bench: AsyncParsableCommand {
         report("_all_docs?include_docs=true, full read", try await fullRead("/bulk0/_all_docs?include_docs=true", rowsKey: "rows"),
                unit: "rows/s", ceiling: sqliteRead, baseline: "raw SQLite read")
 
+        // Per-user databases: creation over HTTP (one SQLite file each, WAL, full schema).
+        let creations = 500
+        let creation = try await medianAsync(runs) { run in
+            let start = ContinuousClock.now
+            try await client.concurrently(1, creations) { connection, i in
+                let reply = try connection.send("PUT", "/userdb-\(run)-\(i)", authorization: client.authorization)
+                try Client.check(reply, 201, "PUT", "/userdb-\(run)-\(i)")
+            }
+            return Double(creations) / start.duration(to: .now).seconds
+        }
+        report("database creation (PUT /{db}), 1 client", creation, unit: "dbs/s")
+
         // A selective _find with a JSON index on the queried field.
         try await client.send("POST", "/bulk0/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user"], expect: 200)
         // The first query builds the index; the measurement is of queries on a built index.

@@ -123,6 +123,23 @@ struct HTTPAPITests {
             #expect(try await s.request(.GET, "/db/_local/repid").json["history"]?[0]?["recorded_seq"] == "5")
             #expect(try await s.request(.GET, "/db/_all_docs").json["rows"]?.arrayValue?.count == 1)
             #expect(try await s.request(.GET, "/db/_local_docs").json["rows"]?.arrayValue?.count == 1)
+            for i in 0..<6 { _ = try await s.request(.PUT, "/db/k\(i)", json: [:]) }
+            let keys = try await s.request(.POST, "/db/_all_docs", json: ["keys": ["k3", "zz", "k1"], "include_docs": true])
+            #expect(keys.json["rows"]?.arrayValue?.map { $0["id"] ?? $0["error"] ?? .null } == ["k3", "not_found", "k1"])
+            #expect(keys.json["rows"]?[0]?["doc"]?["_id"] == "k3")
+            let range = try await s.request(.GET, "/db/_all_docs?startkey=%22k4%22&endkey=%22k1%22&descending=true&skip=1&limit=2&inclusive_end=false")
+            #expect(range.json["rows"]?.arrayValue?.map { $0["id"] } == ["k3", "k2"])
+            let newestFirst = try await s.request(.GET, "/db/_changes?descending=true&limit=2")
+            #expect(newestFirst.json["results"]?.arrayValue?.map { $0["id"] } == ["k5", "k4"])
+            // PouchDB's and Cloudant Sync's checkpoint shapes are stored as they are.
+            let pouch: JSON = ["last_seq": "5", "session_id": "p", "history": [["last_seq": "5", "session_id": "p"]], "replicator": "pouchdb", "version": 1]
+            #expect(try await s.request(.PUT, "/db/_local/pouch", json: pouch).status == 201)
+            #expect(try await s.request(.PUT, "/db/_local/android", json: ["lastSequence": "5"]).status == 201)
+            var pouchBack = try await s.request(.GET, "/db/_local/pouch").json.objectValue!
+            #expect(pouchBack.removeValue(forKey: "_id") == "_local/pouch" && pouchBack.removeValue(forKey: "_rev") == "0-1")
+            #expect(JSON.object(pouchBack) == pouch)
+            let stale = try await s.request(.PUT, "/db/_local/pouch", json: ["_rev": "0-7"])
+            #expect(stale.status == 409)
             let commit = try await s.request(.POST, "/db/_ensure_full_commit", json: [:])
             #expect(commit.status == 201 && commit.json["instance_start_time"] == "0")
         }

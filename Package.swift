@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CouchJSON", targets: ["CouchJSON"]),
         .library(name: "CouchEngine", targets: ["CouchEngine"]),
         .library(name: "CouchServer", targets: ["CouchServer"]),
+        .library(name: "Replication", targets: ["Replication"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -40,11 +41,24 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The replicator: CouchDB's replication protocol between local databases and HTTP peers.
+        .target(
+            name: "Replication",
+            dependencies: [
+                "CouchJSON", "CouchEngine",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The CouchDB 3 HTTP API over the engine: routing, auth, sessions, security.
         .target(
             name: "CouchServer",
             dependencies: [
-                "CouchJSON", "CouchEngine",
+                "CouchJSON", "CouchEngine", "Replication",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -56,7 +70,7 @@ let package = Package(
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchServer",
+                "CouchJSON", "CouchEngine", "CouchServer", "Replication",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -66,6 +80,7 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON"], swiftSettings: strict),
+        .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON"], swiftSettings: strict),
         .testTarget(
             name: "CouchServerTests",
             dependencies: [

@@ -137,7 +137,9 @@ extension Database {
         for (name, value) in meta.members {
             guard case var .object(att) = value else { continue }
             let revpos = att["revpos"]?.intValue ?? 0
-            let inline = options.attachments || (knownPos.map { revpos > $0 } ?? false)
+            // With atts_since, only attachments newer than what the client has are included,
+            // whether or not `attachments=true` was also given (CouchDB's replicator sends both).
+            let inline = knownPos.map { revpos > $0 } ?? options.attachments
             if inline, options.attachmentsFollow {
                 att["follows"] = true
             } else if inline, let digest = att["digest"]?.stringValue {

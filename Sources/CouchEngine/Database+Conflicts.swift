@@ -1,0 +1,61 @@
+import CouchJSON
+import GRDB
+
+extension Database {
+    /// Ids of documents with more than one live leaf (conflicts made by replication).
+    public func conflictedDocumentIDs() async throws -> [String] {
+        try await pool.read { db in
+            var ids: [String] = []
+            let cursor = try Row.fetchCursor(db, sql: "SELECT id, tree FROM docs WHERE deleted = 0 ORDER BY id")
+            while let row = try cursor.next() {
+                let tree = try RevisionTree(encoded: row[1])
+                if tree.leaves.filter({ !$0.deleted }).count > 1 { ids.append(row[0]) }
+            }
+            return ids
+        }
+    }
+
+    /// Resolves a document's conflicts in one transaction, as Cloudant Sync's
+    /// `resolveConflictsForDocument:resolver:` does: `resolver` gets the winning revision and
+    /// the losing live ones and returns the body to keep (or nil to leave things as they are).
+    /// The returned body becomes a new revision on the winning branch and every other live leaf
+    /// is deleted, so all replicas converge on it. Returns the new winning revision.
+    @discardableResult
+    public func resolveConflicts(
+        id: String, resolver: @escaping @Sendable (_ winner: JSONObject, _ losers: [JSONObject]) -> JSONObject?
+    ) async throws -> Revision? {
+        let revsLimit = self.revsLimit
+        return try await writer.write { db, context in
+            guard let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner, !winner.deleted else {
+                throw EngineError.missing
+            }
+            let losers = row.tree.leaves.dropFirst().filter { !$0.deleted }
+            guard !losers.isEmpty else { return nil }
+            let options = ReadOptions()
+            guard let winnerDoc = try Database.assemble(db, id: id, rev: winner.rev, row: row, options: options) else {
+                throw EngineError.missing
+            }
+            let loserDocs = try losers.compactMap { try Database.assemble(db, id: id, rev: $0.rev, row: row, options: options) }
+            guard var resolved = resolver(winnerDoc, loserDocs) else { return nil }
+            // Tombstones for the losing branches first, then the resolution on the winner.
+            for loser in losers {
+                _ = try Database.apply(DocumentInput(id: id, rev: loser.rev, deleted: true), newEdits: true,
+                                       revsLimit: revsLimit, db: db, context: context)
+            }
+            resolved["_id"] = .string(id)
+            resolved["_rev"] = .string(winner.rev.description)
+            resolved.removeValue(forKey: "_deleted")
+            // Attachments the resolution keeps are stubs pointing at bodies we already have.
+            if case var .object(attachments)? = resolved["_attachments"] {
+                for (name, value) in attachments.members where value["data"] == nil {
+                    var stub = value.objectValue ?? JSONObject()
+                    stub["stub"] = true
+                    attachments[name] = .object(stub)
+                }
+                resolved["_attachments"] = .object(attachments)
+            }
+            return try Database.apply(try DocumentInput(json: .object(resolved)), newEdits: true,
+                                      revsLimit: revsLimit, db: db, context: context)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import CouchEngine
+import CouchJSON
+
+/// A database in this process, read and written through the engine without HTTP.
+public struct LocalEndpoint: ReplicationEndpoint {
+    public let store: DatabaseStore
+    public let name: String
+
+    public init(store: DatabaseStore, name: String) {
+        self.store = store
+        self.name = name
+    }
+
+    public var displayName: String { "local:\(name)" }
+
+    func database() throws -> Database {
+        do { return try store.open(name) } catch let error as EngineError where error.status == 404 {
+            throw ReplicationError(.notFound, "Database \(name) does not exist")
+        }
+    }
+
+    public func prepare(create: Bool) async throws {
+        if create, !store.exists(name) {
+            do { try store.create(name) } catch let error as EngineError where error.status == 412 {}
+        }
+        _ = try database()
+    }
+
+    public func identity() async throws -> String {
+        "local:\(try database().uuid)"
+    }
+
+    public func localDocument(_ id: String) async throws -> JSONObject? {
+        do { return try await database().localDocument(id: id) } catch let error as EngineError where error.status == 404 {
+            return nil
+        }
+    }
+
+    public func saveLocalDocument(_ id: String, _ body: JSONObject) async throws {
+        var body = body
+        body.removeValue(forKey: "_id")
+        body.removeValue(forKey: "_rev")
+        _ = try await database().putLocalDocument(id: id, rev: nil, body: body, deleted: false)
+    }
+
+    public func changes(since: JSON, limit: Int, filter: ReplicationFilter?) async throws -> ChangesBatch {
+        let db = try database()
+        var options = ChangesOptions()
+        options.since = try db.parseSequence(since)
+        options.limit = limit
+        options.allLeaves = true
+        switch filter {
+        case let .docIDs(ids)?: options.filter = .docIDs(Set(ids))
+        case let .selector(json)?: options.filter = .selector(try Selector(json: json))
+        case nil: break
+        }
+        let page = try await db.changes(options)
+        let entries = page.rows.compactMap { row -> ChangeEntry? in
+            guard let id = row["id"]?.stringValue, let seq = row["seq"] else { return nil }
+            let revs = (row["changes"]?.arrayValue ?? []).compactMap { $0["rev"]?.stringValue.flatMap(Revision.init) }
+            return ChangeEntry(id: id, revs: revs, seq: seq, deleted: row["deleted"] == .bool(true))
+        }
+        return ChangesBatch(entries: entries, lastSeq: .string(db.sequenceString(page.lastSeq)), pending: page.pending)
+    }
+
+    public func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool {
+        let db = try database()
+        return await db.notifier.wait(after: try db.parseSequence(since), timeout: timeout)
+    }
+
+    public func revsDiff(_ request: [(id: String, revs: [Revision])]) async throws -> [RevsDiffEntry] {
+        let diff = try await database().revsDiff(request)
+        return diff.members.map { id, entry in
+            RevsDiffEntry(
+                id: id,
+                missing: (entry["missing"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) },
+                possibleAncestors: (entry["possible_ancestors"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) })
+        }
+    }
+
+    public func fetch(_ requests: [FetchRequest]) async throws -> [JSON] {
+        let db = try database()
+        var docs: [JSON] = []
+        for request in requests {
+            var options = ReadOptions()
+            options.revs = true
+            options.attsSince = request.attsSince
+            for result in try await db.openRevisions(id: request.id, revs: request.revs, latest: true, options: options) {
+                if case let .ok(doc) = result { docs.append(.object(doc)) }
+            }
+        }
+        return docs
+    }
+
+    public func write(_ documents: [JSON]) async throws -> [WriteFailure] {
+        let db = try database()
+        var inputs: [DocumentInput] = []
+        var failures: [WriteFailure] = []
+        for document in documents {
+            do { inputs.append(try DocumentInput(json: document)) } catch {
+                failures.append(WriteFailure(id: document["_id"]?.stringValue ?? "", error: error.error, reason: error.reason))
+            }
+        }
+        for (input, result) in zip(inputs, try await db.update(inputs, newEdits: false)) {
+            if case let .failure(error) = result {
+                failures.append(WriteFailure(id: input.id ?? "", error: error.error, reason: error.reason))
+            }
+        }
+        return failures
+    }
+}

@@ -1,0 +1,223 @@
+import AsyncHTTPClient
+import CouchEngine
+import CouchJSON
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// A CouchDB-compatible database over HTTP: `lt serve`, Apache CouchDB, or anything that
+/// speaks the replication protocol. Credentials come from the URL (`http://user:pw@host/db`)
+/// or are passed in, and go out as basic auth.
+public struct RemoteEndpoint: ReplicationEndpoint {
+    /// The database URL without credentials, no trailing slash.
+    public let url: String
+    let authorization: String?
+    let client: HTTPClient
+    /// Whether `_bulk_get` works on this peer; probed on first use.
+    private let bulkGetSupported = Locked<Bool?>(nil)
+
+    public init(url: String, username: String? = nil, password: String? = nil, client: HTTPClient = .shared) throws {
+        guard var components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme),
+              components.host != nil else {
+            throw ReplicationError(.fatal, "Not an http(s) database URL: \(url)")
+        }
+        let user = username ?? components.user.map { $0.removingPercentEncoding ?? $0 }
+        let pass = password ?? components.password.map { $0.removingPercentEncoding ?? $0 }
+        components.user = nil
+        components.password = nil
+        var text = components.string ?? url
+        while text.hasSuffix("/") { text.removeLast() }
+        self.url = text
+        if let user, let pass {
+            authorization = "Basic " + Data("\(user):\(pass)".utf8).base64EncodedString()
+        } else {
+            authorization = nil
+        }
+        self.client = client
+    }
+
+    public var displayName: String { url }
+
+    /// The server's root URL and the database's path segment.
+    var serverURL: String {
+        guard let slash = url.range(of: "/", options: .backwards), slash.lowerBound > url.index(url.startIndex, offsetBy: 8) else { return url }
+        return String(url[..<slash.lowerBound])
+    }
+
+    struct Reply {
+        var status: Int
+        var body: [UInt8]
+        var json: JSON { (try? JSON.parse(body)) ?? .null }
+    }
+
+    /// One request; network failures become transient errors, error statuses are returned.
+    func send(_ method: HTTPMethod, _ path: String, json: JSON? = nil, base: String? = nil, accept: String = "application/json",
+              timeout: TimeAmount = .seconds(120)) async throws -> Reply {
+        var request = HTTPClientRequest(url: (base ?? url) + path)
+        request.method = method
+        request.headers.add(name: "Accept", value: accept)
+        if let authorization { request.headers.add(name: "Authorization", value: authorization) }
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: json.bytes))
+        }
+        do {
+            let response = try await client.execute(request, timeout: timeout)
+            let body = try await response.body.collect(upTo: 1 << 30)
+            return Reply(status: Int(response.status.code), body: Array(buffer: body))
+        } catch {
+            throw ReplicationError(.transient, "\(method) \(displayName)\(path): \(error)")
+        }
+    }
+
+    /// Turns an unexpected status into the error kind the replicator acts on.
+    func failure(_ reply: Reply, _ what: String) -> ReplicationError {
+        let reason = reply.json["reason"]?.stringValue ?? String(decoding: reply.body.prefix(200), as: UTF8.self)
+        switch reply.status {
+        case 401, 403: return ReplicationError(.unauthorized, "\(what): \(reply.status) \(reason)")
+        case 404: return ReplicationError(.notFound, "\(what): \(reason)")
+        case 408, 429, 500...599: return ReplicationError(.transient, "\(what): \(reply.status) \(reason)")
+        default: return ReplicationError(.fatal, "\(what): \(reply.status) \(reason)")
+        }
+    }
+
+    static func encode(_ value: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove(charactersIn: "/?#&=+")
+        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+    }
+
+    static func query(_ json: JSON) -> String {
+        var allowed = CharacterSet.urlQueryAllowed
+        allowed.remove(charactersIn: "&=+#")
+        return json.text.addingPercentEncoding(withAllowedCharacters: allowed) ?? json.text
+    }
+
+    public func prepare(create: Bool) async throws {
+        let head = try await send(.GET, "")
+        if head.status == 200 { return }
+        if head.status == 404, create {
+            let created = try await send(.PUT, "")
+            if created.status == 201 || created.status == 202 || created.status == 412 { return }
+            throw failure(created, "create \(displayName)")
+        }
+        throw failure(head, "open \(displayName)")
+    }
+
+    public func identity() async throws -> String {
+        let root = try await send(.GET, "/", base: serverURL)
+        let name = url.split(separator: "/").last.map(String.init) ?? url
+        if root.status == 200, let uuid = root.json["uuid"]?.stringValue { return "\(uuid)/\(name)" }
+        return url
+    }
+
+    public func localDocument(_ id: String) async throws -> JSONObject? {
+        let reply = try await send(.GET, "/" + id)
+        if reply.status == 404 { return nil }
+        guard reply.status == 200, let object = reply.json.objectValue else { throw failure(reply, "read \(id)") }
+        return object
+    }
+
+    public func saveLocalDocument(_ id: String, _ body: JSONObject) async throws {
+        var body = body
+        if let current = try await localDocument(id), let rev = current["_rev"] { body["_rev"] = rev } else { body.removeValue(forKey: "_rev") }
+        body["_id"] = .string(id)
+        let reply = try await send(.PUT, "/" + id, json: .object(body))
+        guard reply.status == 201 || reply.status == 200 else { throw failure(reply, "save checkpoint \(id)") }
+    }
+
+    public func changes(since: JSON, limit: Int, filter: ReplicationFilter?) async throws -> ChangesBatch {
+        try await readChanges(feed: "normal", since: since, limit: limit, filter: filter, timeout: nil)
+    }
+
+    func readChanges(feed: String, since: JSON, limit: Int, filter: ReplicationFilter?, timeout: Duration?) async throws -> ChangesBatch {
+        // A string sequence goes out as it came (CouchDB's are opaque strings); others as JSON.
+        let sinceParam = since.stringValue.map(RemoteEndpoint.encode) ?? RemoteEndpoint.query(since)
+        var path = "/_changes?style=all_docs&feed=\(feed)&limit=\(limit)&since=\(sinceParam)"
+        if let timeout { path += "&timeout=\(timeout.components.seconds * 1000)" }
+        var body: JSON? = nil
+        switch filter {
+        case let .docIDs(ids)?:
+            path += "&filter=_doc_ids"
+            body = ["doc_ids": .array(ids.map(JSON.string))]
+        case let .selector(selector)?:
+            path += "&filter=_selector"
+            body = ["selector": selector]
+        case nil: break
+        }
+        let reply = try await send(body == nil ? .GET : .POST, path, json: body, timeout: .seconds(Int64((timeout?.components.seconds ?? 60) + 60)))
+        guard reply.status == 200 else { throw failure(reply, "read changes") }
+        let json = reply.json
+        let entries = (json["results"]?.arrayValue ?? []).compactMap { row -> ChangeEntry? in
+            guard let id = row["id"]?.stringValue else { return nil }
+            let revs = (row["changes"]?.arrayValue ?? []).compactMap { $0["rev"]?.stringValue.flatMap(Revision.init) }
+            return ChangeEntry(id: id, revs: revs, seq: row["seq"] ?? .null, deleted: row["deleted"] == .bool(true))
+        }
+        return ChangesBatch(entries: entries, lastSeq: json["last_seq"] ?? since, pending: json["pending"]?.intValue)
+    }
+
+    public func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool {
+        let batch = try await readChanges(feed: "longpoll", since: since, limit: 1, filter: nil, timeout: timeout)
+        return !batch.entries.isEmpty
+    }
+
+    public func revsDiff(_ request: [(id: String, revs: [Revision])]) async throws -> [RevsDiffEntry] {
+        var body = JSONObject()
+        for (id, revs) in request { body.members.append((id, .array(revs.map { .string($0.description) }))) }
+        let reply = try await send(.POST, "/_revs_diff", json: .object(body))
+        guard reply.status == 200, case let .object(diff) = reply.json else { throw failure(reply, "_revs_diff") }
+        return diff.members.map { id, entry in
+            RevsDiffEntry(
+                id: id,
+                missing: (entry["missing"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) },
+                possibleAncestors: (entry["possible_ancestors"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) })
+        }
+    }
+
+    public func fetch(_ requests: [FetchRequest]) async throws -> [JSON] {
+        if bulkGetSupported.withLock({ $0 }) != false {
+            var entries: [JSON] = []
+            for request in requests {
+                for rev in request.revs {
+                    entries.append(["id": .string(request.id), "rev": .string(rev.description),
+                                    "atts_since": .array(request.attsSince.map { .string($0.description) })])
+                }
+            }
+            let reply = try await send(.POST, "/_bulk_get?revs=true&latest=true&attachments=true", json: ["docs": .array(entries)])
+            if reply.status == 200 {
+                bulkGetSupported.withLock { $0 = true }
+                var docs: [JSON] = []
+                var seen = Set<String>()
+                for result in reply.json["results"]?.arrayValue ?? [] {
+                    for item in result["docs"]?.arrayValue ?? [] {
+                        guard let doc = item["ok"], let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue else { continue }
+                        if seen.insert(id + "\u{0}" + rev).inserted { docs.append(doc) }
+                    }
+                }
+                return docs
+            }
+            guard [400, 404, 405, 501].contains(reply.status) else { throw failure(reply, "_bulk_get") }
+            bulkGetSupported.withLock { $0 = false }
+        }
+        // Peers without _bulk_get: one open_revs request per document, as PouchDB falls back.
+        var docs: [JSON] = []
+        for request in requests {
+            let revs = JSON.array(request.revs.map { .string($0.description) })
+            let since = JSON.array(request.attsSince.map { .string($0.description) })
+            let path = "/\(RemoteEndpoint.encode(request.id))?revs=true&latest=true&attachments=true&open_revs=\(RemoteEndpoint.query(revs))&atts_since=\(RemoteEndpoint.query(since))"
+            let reply = try await send(.GET, path)
+            guard reply.status == 200 else { throw failure(reply, "open_revs \(request.id)") }
+            for item in reply.json.arrayValue ?? [] { if let doc = item["ok"] { docs.append(doc) } }
+        }
+        return docs
+    }
+
+    public func write(_ documents: [JSON]) async throws -> [WriteFailure] {
+        let reply = try await send(.POST, "/_bulk_docs", json: ["docs": .array(documents), "new_edits": false])
+        guard reply.status == 201 || reply.status == 202 else { throw failure(reply, "_bulk_docs") }
+        return (reply.json.arrayValue ?? []).compactMap { row in
+            guard let error = row["error"]?.stringValue else { return nil }
+            return WriteFailure(id: row["id"]?.stringValue ?? "", error: error, reason: row["reason"]?.stringValue ?? "")
+        }
+    }
+}

@@ -1,0 +1,120 @@
+import CouchEngine
+import CouchJSON
+
+/// One side of a replication: a database the replicator reads from or writes to, in this
+/// process (`LocalEndpoint`) or over HTTP (`RemoteEndpoint`). The replicator sees only this
+/// interface, as PouchDB's replicator sees only its adapter API.
+public protocol ReplicationEndpoint: Sendable {
+    /// A name for logs and status, without credentials.
+    var displayName: String { get }
+
+    /// Checks that the database exists, creating it first when `create` is true.
+    func prepare(create: Bool) async throws
+
+    /// A stable identity for replication ids: the same database gives the same string.
+    func identity() async throws -> String
+
+    /// Reads a `_local` document (replication checkpoints); nil when there is none.
+    func localDocument(_ id: String) async throws -> JSONObject?
+
+    /// Writes a `_local` document, replacing any previous version.
+    func saveLocalDocument(_ id: String, _ body: JSONObject) async throws
+
+    /// Changes after `since` with every leaf revision (`style=all_docs`), at most `limit` rows.
+    func changes(since: JSON, limit: Int, filter: ReplicationFilter?) async throws -> ChangesBatch
+
+    /// Waits until there may be changes after `since` (or `timeout` passes); true if so.
+    func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool
+
+    /// The revisions this database lacks, with leaves that may be their ancestors.
+    func revsDiff(_ request: [(id: String, revs: [Revision])]) async throws -> [RevsDiffEntry]
+
+    /// Revisions with their `_revisions` history; attachment bodies inline (base64) for
+    /// attachments newer than `attsSince`, stubs for the rest.
+    func fetch(_ requests: [FetchRequest]) async throws -> [JSON]
+
+    /// Writes replicated revisions as they are (`new_edits=false`). Returns the rejected ones.
+    func write(_ documents: [JSON]) async throws -> [WriteFailure]
+}
+
+/// Revisions to fetch for one document.
+public struct FetchRequest: Sendable {
+    public var id: String
+    public var revs: [Revision]
+    /// Revisions the target already has; attachments not newer than these stay stubs.
+    public var attsSince: [Revision]
+
+    public init(id: String, revs: [Revision], attsSince: [Revision]) {
+        self.id = id
+        self.revs = revs
+        self.attsSince = attsSince
+    }
+}
+
+public struct RevsDiffEntry: Sendable {
+    public var id: String
+    public var missing: [Revision]
+    public var possibleAncestors: [Revision]
+}
+
+public struct WriteFailure: Sendable {
+    public var id: String
+    public var error: String
+    public var reason: String
+}
+
+/// One `_changes` row: a document id and its leaf revisions.
+public struct ChangeEntry: Sendable {
+    public var id: String
+    public var revs: [Revision]
+    public var seq: JSON
+    public var deleted: Bool
+}
+
+public struct ChangesBatch: Sendable {
+    public var entries: [ChangeEntry]
+    public var lastSeq: JSON
+    /// Rows the source still has after this batch, when it says.
+    public var pending: Int?
+}
+
+/// What a filtered replication carries.
+public enum ReplicationFilter: Sendable {
+    case docIDs([String])
+    /// A Mango selector (as JSON, so it can be sent to a remote `_changes`).
+    case selector(JSON)
+
+    /// Text that enters the replication id, so differently filtered replications keep
+    /// separate checkpoints.
+    var identity: String {
+        switch self {
+        case let .docIDs(ids): return "doc_ids:" + JSON.array(ids.sorted().map(JSON.string)).text
+        case let .selector(selector): return "selector:" + selector.text
+        }
+    }
+}
+
+/// Why a replication step failed, and whether trying again can help.
+public struct ReplicationError: Error, Sendable, CustomStringConvertible {
+    public enum Kind: Sendable {
+        /// 401/403: credentials or permissions; retrying cannot help.
+        case unauthorized
+        /// The database does not exist.
+        case notFound
+        /// Network errors, 5xx, 429: worth retrying with backoff.
+        case transient
+        /// Anything else the peer rejected.
+        case fatal
+    }
+
+    public var kind: Kind
+    public var message: String
+
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+    public var isRetryable: Bool { kind == .transient }
+}

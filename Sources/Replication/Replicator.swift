@@ -1,0 +1,293 @@
+import CouchEngine
+import CouchJSON
+import Crypto
+import Foundation
+import Logging
+
+/// How a replication runs.
+public struct ReplicationOptions: Sendable {
+    /// Keep following the source's changes after catching up, until cancelled.
+    public var continuous = false
+    /// Create the target database if it does not exist.
+    public var createTarget = false
+    public var filter: ReplicationFilter?
+    /// Changes read per batch.
+    public var batchSize = 500
+    /// Transient failures tolerated in a row before a one-shot replication gives up
+    /// (continuous replications keep retrying, backing off up to `maxBackoff`).
+    public var maxRetries = 10
+    public var initialBackoff: Duration = .milliseconds(250)
+    public var maxBackoff: Duration = .seconds(30)
+    /// How long a continuous replication waits on the source's feed before asking again.
+    public var heartbeat: Duration = .seconds(30)
+
+    public init() {}
+}
+
+/// What a replication is doing, as apps show it (CouchDB's states; Couchbase Lite's
+/// activity levels).
+public enum ReplicationState: String, Sendable {
+    case connecting, busy, idle, offline, stopped, error
+}
+
+/// A snapshot of a replication's progress.
+public struct ReplicationStatus: Sendable {
+    public var state: ReplicationState
+    public var docsRead = 0
+    public var docsWritten = 0
+    public var docWriteFailures = 0
+    public var missingChecked = 0
+    public var missingFound = 0
+    /// Changes the source still has for us, when it says.
+    public var changesPending: Int?
+    public var lastSeq: JSON?
+    public var error: String?
+}
+
+/// The outcome of a replication run, in the shape of a CouchDB checkpoint history entry.
+public struct ReplicationResult: Sendable {
+    public var replicationID: String
+    public var sessionID: String
+    public var startSeq: JSON
+    public var sourceLastSeq: JSON
+    public var status: ReplicationStatus
+    public var startTime: Date
+    public var endTime: Date
+
+    /// `{"ok":true,"session_id",...,"history":[...]}` as `POST /_replicate` answers.
+    public var json: JSON {
+        [
+            "ok": true,
+            "session_id": .string(sessionID),
+            "source_last_seq": sourceLastSeq,
+            "replication_id_version": 3,
+            "history": [historyEntry],
+        ]
+    }
+
+    var historyEntry: JSON {
+        [
+            "session_id": .string(sessionID),
+            "start_time": .string(Replication.httpDate(startTime)),
+            "end_time": .string(Replication.httpDate(endTime)),
+            "start_last_seq": startSeq,
+            "end_last_seq": sourceLastSeq,
+            "recorded_seq": sourceLastSeq,
+            "missing_checked": .int(status.missingChecked),
+            "missing_found": .int(status.missingFound),
+            "docs_read": .int(status.docsRead),
+            "docs_written": .int(status.docsWritten),
+            "doc_write_failures": .int(status.docWriteFailures),
+        ]
+    }
+}
+
+/// One replication from a source to a target, following CouchDB's replication protocol:
+/// compare checkpoints, read changes in batches, ask the target which revisions it lacks
+/// (`_revs_diff`), fetch those with their history and only the attachments the target lacks,
+/// write them as they are (`new_edits=false`), and checkpoint on both sides after each batch so
+/// an interrupted run resumes where it stopped. Two-way sync is two replications.
+public final class Replication: Sendable {
+    public let source: any ReplicationEndpoint
+    public let target: any ReplicationEndpoint
+    public let options: ReplicationOptions
+    let logger: Logger
+
+    private struct State {
+        var status = ReplicationStatus(state: .stopped)
+        var observers: [UUID: AsyncStream<ReplicationStatus>.Continuation] = [:]
+    }
+    private let state = Locked(State())
+    static let historyLimit = 50
+
+    public init(source: any ReplicationEndpoint, target: any ReplicationEndpoint, options: ReplicationOptions = ReplicationOptions(),
+                logger: Logger = Logger(label: "lt.replication")) {
+        self.source = source
+        self.target = target
+        self.options = options
+        self.logger = logger
+    }
+
+    /// The current status.
+    public var status: ReplicationStatus { state.withLock { $0.status } }
+
+    /// Every status change from now on; the stream ends when the replication stops.
+    public func statusUpdates() -> AsyncStream<ReplicationStatus> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ReplicationStatus.self, bufferingPolicy: .bufferingNewest(64))
+        let id = UUID()
+        let current = state.withLock { state -> ReplicationStatus in
+            state.observers[id] = continuation
+            return state.status
+        }
+        continuation.yield(current)
+        continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.observers.removeValue(forKey: id) } }
+        return stream
+    }
+
+    private func update(_ change: (inout ReplicationStatus) -> Void) {
+        let (status, observers) = state.withLock { state -> (ReplicationStatus, [AsyncStream<ReplicationStatus>.Continuation]) in
+            change(&state.status)
+            return (state.status, Array(state.observers.values))
+        }
+        for observer in observers {
+            observer.yield(status)
+            if status.state == .stopped || status.state == .error { observer.finish() }
+        }
+    }
+
+    /// The replication id: a digest of both endpoints' identities and the filter, so the
+    /// same replication finds its checkpoints again and a different one does not.
+    public func replicationID() async throws -> String {
+        let sourceID = try await retrying { try await self.source.identity() }
+        let targetID = try await retrying { try await self.target.identity() }
+        var md5 = Insecure.MD5()
+        md5.update(data: Array("\(sourceID)\n\(targetID)\n\(options.filter?.identity ?? "")".utf8))
+        return Database.hex(md5.finalize())
+    }
+
+    /// Runs the replication. One-shot: returns when the target has everything the source had
+    /// at the start. Continuous: runs until the task is cancelled, then checkpoints and returns.
+    /// Throws on errors retrying cannot fix (401/403, a missing database, too many failures).
+    public func run() async throws -> ReplicationResult {
+        let startTime = Date()
+        let sessionID = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        update { $0 = ReplicationStatus(state: .connecting) }
+        do {
+            try await retrying { try await self.source.prepare(create: false) }
+            try await retrying { try await self.target.prepare(create: self.options.createTarget) }
+            let repID = try await replicationID()
+            let checkpointID = "_local/\(repID)"
+            let sourceLog = try await retrying { try await self.source.localDocument(checkpointID) }
+            let targetLog = try await retrying { try await self.target.localDocument(checkpointID) }
+            let startSeq = Replication.startSequence(source: sourceLog, target: targetLog)
+            var since = startSeq
+            var checkpointed = since
+            logger.info("replicating \(source.displayName) → \(target.displayName) from \(since.text)")
+
+            func result() -> ReplicationResult {
+                ReplicationResult(replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: since,
+                                  status: status, startTime: startTime, endTime: Date())
+            }
+            func checkpoint() async throws {
+                guard since != checkpointed else { return }
+                try await writeCheckpoint(checkpointID, result: result(), previous: (sourceLog, targetLog))
+                checkpointed = since
+            }
+
+            do {
+                while true {
+                    try Task.checkCancellation()
+                    let from = since
+                    let batch = try await retrying { try await self.source.changes(since: from, limit: self.options.batchSize, filter: self.options.filter) }
+                    if batch.entries.isEmpty {
+                        if !batch.lastSeq.isNull { since = batch.lastSeq }
+                        try await checkpoint()
+                        guard options.continuous else { break }
+                        update { $0.state = .idle; $0.changesPending = 0; $0.lastSeq = since }
+                        let waitFrom = since
+                        _ = try await retrying { try await self.source.waitForChanges(since: waitFrom, timeout: self.options.heartbeat) }
+                        continue
+                    }
+                    update { $0.state = .busy; $0.changesPending = batch.pending }
+                    try await transfer(batch)
+                    since = batch.lastSeq
+                    try await checkpoint()
+                    update { $0.lastSeq = since; $0.changesPending = batch.pending }
+                }
+            } catch is CancellationError {
+                try? await checkpoint()
+            }
+            update { $0.state = .stopped; $0.lastSeq = since }
+            logger.info("replication \(repID) done: \(status.docsWritten) written, \(status.docWriteFailures) failures")
+            return result()
+        } catch {
+            let message = "\(error)"
+            update { $0.state = .error; $0.error = message }
+            throw error
+        }
+    }
+
+    /// Moves one batch of changes: revs_diff, fetch what is missing, write it.
+    private func transfer(_ batch: ChangesBatch) async throws {
+        let request = batch.entries.map { (id: $0.id, revs: $0.revs) }
+        let checked = request.reduce(0) { $0 + $1.revs.count }
+        let diff = try await retrying { try await self.target.revsDiff(request) }
+        let found = diff.reduce(0) { $0 + $1.missing.count }
+        update { $0.missingChecked += checked; $0.missingFound += found }
+        for chunk in stride(from: 0, to: diff.count, by: 100) {
+            let fetches = diff[chunk..<min(chunk + 100, diff.count)].map {
+                FetchRequest(id: $0.id, revs: $0.missing, attsSince: $0.possibleAncestors)
+            }
+            let docs = try await retrying { try await self.source.fetch(fetches) }
+            update { $0.docsRead += docs.count }
+            guard !docs.isEmpty else { continue }
+            let failures = try await retrying { try await self.target.write(docs) }
+            for failure in failures { logger.warning("target rejected \(failure.id): \(failure.error) \(failure.reason)") }
+            update { $0.docsWritten += docs.count - failures.count; $0.docWriteFailures += failures.count }
+        }
+    }
+
+    /// Retries transient failures with exponential backoff and jitter; other errors at once.
+    @discardableResult
+    func retrying<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            do {
+                let value = try await body()
+                if attempt > 0 { update { $0.state = .busy; $0.error = nil } }
+                return value
+            } catch let error as ReplicationError where error.isRetryable {
+                attempt += 1
+                if !options.continuous, attempt > options.maxRetries { throw error }
+                update { $0.state = .offline; $0.error = error.message }
+                let base = options.initialBackoff * (1 << min(attempt - 1, 16))
+                let capped = min(base, options.maxBackoff)
+                let jittered = capped * Double.random(in: 0.5...1.5)
+                logger.notice("retrying in \(jittered): \(error.message)")
+                try await Task.sleep(for: jittered)
+            }
+        }
+    }
+
+    /// Where to resume: the sequence recorded by the latest session both checkpoints share.
+    static func startSequence(source: JSONObject?, target: JSONObject?) -> JSON {
+        guard let source, let target else { return 0 }
+        if let session = source["session_id"], session == target["session_id"] {
+            return source["source_last_seq"] ?? source["last_seq"] ?? 0
+        }
+        let targetSessions = Set((target["history"]?.arrayValue ?? []).compactMap { $0["session_id"]?.stringValue })
+        for entry in source["history"]?.arrayValue ?? [] {
+            if let session = entry["session_id"]?.stringValue, targetSessions.contains(session) {
+                return entry["recorded_seq"] ?? entry["last_seq"] ?? 0
+            }
+        }
+        return 0
+    }
+
+    /// Writes the checkpoint on the target, then the source (a read-only source is fine).
+    private func writeCheckpoint(_ id: String, result: ReplicationResult, previous: (JSONObject?, JSONObject?)) async throws {
+        var history = [result.historyEntry]
+        let earlier = (previous.1?["history"]?.arrayValue ?? []).filter { $0["session_id"] != .string(result.sessionID) }
+        history += earlier.prefix(Replication.historyLimit - 1)
+        let body: JSONObject = [
+            "session_id": .string(result.sessionID),
+            "source_last_seq": result.sourceLastSeq,
+            "replication_id_version": 3,
+            "history": .array(history),
+        ]
+        try await retrying { try await self.target.saveLocalDocument(id, body) }
+        do {
+            try await retrying { try await self.source.saveLocalDocument(id, body) }
+        } catch let error as ReplicationError where error.kind == .unauthorized {
+            logger.notice("cannot checkpoint on the source (\(error.message)); resuming will rely on the target's checkpoint")
+        }
+    }
+
+    static func httpDate(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
+    }
+}

@@ -56,13 +56,15 @@ extension CouchAPI {
         case "_active_tasks":
             try requireMethod(request, .get)
             try requireServerAdmin(request)
-            return .json([])
+            return .json(.array(jobs.activeTasks()))
         case "_membership":
             try requireMethod(request, .get)
             try requireServerAdmin(request)
             return .json(["all_nodes": ["lt@localhost"], "cluster_nodes": ["lt@localhost"]])
-        case "_replicate", "_scheduler":
-            throw EngineError.notImplemented("Replication endpoints arrive with the replication issue.")
+        case "_replicate":
+            return try await replicate(request)
+        case "_scheduler":
+            return try scheduler(request)
         default:
             throw EngineError.badRequest("Database names must not start with an underscore unless they are system databases: \(name)")
         }

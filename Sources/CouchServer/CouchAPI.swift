@@ -23,6 +23,7 @@ public final class CouchAPI: Sendable {
     let auth: Authenticator
     let options: Options
     let logger: Logger
+    let jobs = ReplicationJobs()
     static let version = "3.4.3"
 
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {

@@ -26,8 +26,10 @@ public struct LocalEndpoint: ReplicationEndpoint {
         _ = try database()
     }
 
+    /// The data directory and name: known before the database exists (so a replication that
+    /// creates its target has the same id before and after).
     public func identity() async throws -> String {
-        "local:\(try database().uuid)"
+        "local:\(store.directory.standardizedFileURL.path)/\(name)"
     }
 
     public func localDocument(_ id: String) async throws -> JSONObject? {

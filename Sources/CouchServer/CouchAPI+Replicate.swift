@@ -1,0 +1,73 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Replication
+
+extension CouchAPI {
+    /// `POST /_replicate`: one-shot (answers when done), continuous (starts a job), cancel.
+    func replicate(_ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        guard request.user.name != nil else { throw EngineError.unauthorized }
+        let replicationRequest: ReplicationRequest
+        do {
+            replicationRequest = try ReplicationRequest(json: try request.jsonObject(), store: store)
+        } catch let error as ReplicationError {
+            throw EngineError.badRequest(error.message)
+        }
+        if replicationRequest.usesLocalEndpoints { try requireServerAdmin(request) }
+        let replication = Replication(source: replicationRequest.source, target: replicationRequest.target,
+                                      options: replicationRequest.options, logger: logger)
+        let id = try await mapReplicationErrors { try await replication.replicationID() }
+        let jobID = id + (replicationRequest.options.continuous ? "+continuous" : "")
+        if replicationRequest.cancel {
+            guard jobs.cancel(jobID) else {
+                throw EngineError.notFound("Replication \(jobID) is not running")
+            }
+            return .json(["ok": true, "_local_id": .string(jobID)])
+        }
+        if replicationRequest.options.continuous {
+            if jobs.job(jobID) != nil { return .json(["ok": true, "_local_id": .string(jobID)], status: .accepted) }
+            let logger = self.logger
+            let jobs = self.jobs
+            let task = Task {
+                do { _ = try await replication.run() } catch { logger.error("replication \(jobID) stopped: \(error)") }
+                jobs.remove(jobID)
+            }
+            jobs.add(.init(id: jobID, replication: replication, task: task, continuous: true, user: request.user.name, started: Date()))
+            return .json(["ok": true, "_local_id": .string(jobID)], status: .accepted)
+        }
+        jobs.add(.init(id: jobID, replication: replication, task: nil, continuous: false, user: request.user.name, started: Date()))
+        defer { jobs.remove(jobID) }
+        let result = try await mapReplicationErrors { try await replication.run() }
+        return .json(result.json)
+    }
+
+    /// Turns replication failures into CouchDB's answers.
+    func mapReplicationErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as ReplicationError {
+            switch error.kind {
+            case .notFound: throw EngineError(status: 404, error: "db_not_found", reason: error.message)
+            case .unauthorized: throw EngineError(status: 401, error: "unauthorized", reason: error.message)
+            case .transient: throw EngineError(status: 500, error: "replication_failed", reason: error.message)
+            case .fatal: throw EngineError(status: 400, error: "bad_request", reason: error.message)
+            }
+        }
+    }
+
+    /// `/_scheduler/jobs` (and `/_scheduler/docs`, empty until `_replicator` jobs exist).
+    func scheduler(_ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .get)
+        try requireServerAdmin(request)
+        switch request.path.count > 1 ? request.path[1] : "" {
+        case "jobs":
+            let rows = jobs.schedulerJobs()
+            return .json(["total_rows": .int(rows.count), "offset": 0, "jobs": .array(rows)])
+        case "docs":
+            return .json(["total_rows": 0, "offset": 0, "docs": []])
+        default:
+            throw EngineError.notFound("missing")
+        }
+    }
+}

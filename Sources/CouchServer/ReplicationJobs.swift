@@ -1,0 +1,98 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Logging
+import Replication
+
+/// Replications the server runs for `POST /_replicate`: one-shot ones while their request
+/// waits, continuous ones until cancelled. Listed by `_active_tasks` and `_scheduler/jobs`.
+final class ReplicationJobs: Sendable {
+    struct Job: Sendable {
+        let id: String
+        let replication: Replication
+        let task: Task<Void, Never>?
+        let continuous: Bool
+        let user: String?
+        let started: Date
+    }
+
+    private let jobs = Locked<[String: Job]>([:])
+
+    func add(_ job: Job) { jobs.withLock { $0[job.id] = job } }
+    func remove(_ id: String) { jobs.withLock { _ = $0.removeValue(forKey: id) } }
+    func job(_ id: String) -> Job? { jobs.withLock { $0[id] } }
+    var all: [Job] { jobs.withLock { Array($0.values) }.sorted { $0.started < $1.started } }
+
+    /// Stops and forgets a job; false when there is none.
+    func cancel(_ id: String) -> Bool {
+        guard let job = jobs.withLock({ $0.removeValue(forKey: id) }) else { return false }
+        job.task?.cancel()
+        return true
+    }
+
+    func cancelAll() {
+        for job in jobs.withLock({ state in defer { state.removeAll() }; return Array(state.values) }) { job.task?.cancel() }
+    }
+
+    /// `_active_tasks` rows.
+    func activeTasks() -> [JSON] {
+        all.map { job in
+            let status = job.replication.status
+            return [
+                "type": "replication",
+                "replication_id": .string(job.id),
+                "source": .string(job.replication.source.displayName),
+                "target": .string(job.replication.target.displayName),
+                "continuous": .bool(job.continuous),
+                "docs_read": .int(status.docsRead),
+                "docs_written": .int(status.docsWritten),
+                "doc_write_failures": .int(status.docWriteFailures),
+                "missing_revisions_found": .int(status.missingFound),
+                "revisions_checked": .int(status.missingChecked),
+                "changes_pending": status.changesPending.map(JSON.int) ?? .null,
+                "checkpointed_source_seq": status.lastSeq ?? .null,
+                "started_on": .int(Int(job.started.timeIntervalSince1970)),
+                "updated_on": .int(Int(Date().timeIntervalSince1970)),
+                "user": job.user.map(JSON.string) ?? .null,
+                "node": "lt@localhost",
+                "pid": .string(job.id),
+            ]
+        }
+    }
+
+    /// `_scheduler/jobs` rows.
+    func schedulerJobs() -> [JSON] {
+        all.map { job in
+            let status = job.replication.status
+            let state: String
+            switch status.state {
+            case .error: state = "crashing"
+            case .offline: state = "crashing"
+            case .stopped: state = "completed"
+            default: state = "running"
+            }
+            return [
+                "id": .string(job.id),
+                "database": .null,
+                "doc_id": .null,
+                "node": "lt@localhost",
+                "source": .string(job.replication.source.displayName),
+                "target": .string(job.replication.target.displayName),
+                "user": job.user.map(JSON.string) ?? .null,
+                "state": .string(state),
+                "info": [
+                    "revisions_checked": .int(status.missingChecked),
+                    "missing_revisions_found": .int(status.missingFound),
+                    "docs_read": .int(status.docsRead),
+                    "docs_written": .int(status.docsWritten),
+                    "doc_write_failures": .int(status.docWriteFailures),
+                    "changes_pending": status.changesPending.map(JSON.int) ?? .null,
+                    "checkpointed_source_seq": status.lastSeq ?? .null,
+                    "error": status.error.map(JSON.string) ?? .null,
+                ],
+                "start_time": .string(ISO8601DateFormatter().string(from: job.started)),
+                "history": [["type": "started", "timestamp": .string(ISO8601DateFormatter().string(from: job.started))]],
+            ]
+        }
+    }
+}

@@ -1,0 +1,64 @@
+import CouchEngine
+import CouchJSON
+
+/// A replication described as JSON, in the shape of `POST /_replicate` bodies and
+/// `_replicator` documents: `source`/`target` as URLs (credentials in the URL or as
+/// `{"url", "auth": {"basic": {"username", "password"}}}`) or local database names,
+/// `continuous`, `create_target`, `doc_ids`, `selector`, `cancel`.
+public struct ReplicationRequest: Sendable {
+    public var source: any ReplicationEndpoint
+    public var target: any ReplicationEndpoint
+    public var options: ReplicationOptions
+    public var cancel: Bool
+    /// True when either side is a database in this process (server admins only).
+    public var usesLocalEndpoints: Bool
+
+    public init(json: JSONObject, store: DatabaseStore?) throws {
+        var local = false
+        func endpoint(_ name: String) throws -> any ReplicationEndpoint {
+            guard let spec = json[name] else { throw ReplicationError(.fatal, "Missing `\(name)` in the replication request") }
+            var url: String
+            var username: String?
+            var password: String?
+            switch spec {
+            case let .string(text): url = text
+            case let .object(object):
+                guard let text = object["url"]?.stringValue else { throw ReplicationError(.fatal, "`\(name)` needs a `url`") }
+                url = text
+                username = object["auth"]?["basic"]?["username"]?.stringValue
+                password = object["auth"]?["basic"]?["password"]?.stringValue
+            default: throw ReplicationError(.fatal, "`\(name)` must be a URL or an object with a `url`")
+            }
+            if url.hasPrefix("http://") || url.hasPrefix("https://") {
+                return try RemoteEndpoint(url: url, username: username, password: password)
+            }
+            guard let store else { throw ReplicationError(.fatal, "`\(name)` must be an http(s) URL") }
+            guard DatabaseStore.isValidName(url) else { throw ReplicationError(.fatal, "`\(name)` is neither a URL nor a database name: \(url)") }
+            local = true
+            return LocalEndpoint(store: store, name: url)
+        }
+        source = try endpoint("source")
+        target = try endpoint("target")
+        usesLocalEndpoints = local
+        var options = ReplicationOptions()
+        options.continuous = json["continuous"] == .bool(true)
+        options.createTarget = json["create_target"] == .bool(true)
+        if let ids = json["doc_ids"], !ids.isNull {
+            guard case let .array(list) = ids, list.allSatisfy({ $0.stringValue != nil }) else {
+                throw ReplicationError(.fatal, "`doc_ids` must be an array of strings")
+            }
+            options.filter = .docIDs(list.compactMap(\.stringValue))
+        }
+        if let selector = json["selector"], !selector.isNull {
+            guard case .object = selector else { throw ReplicationError(.fatal, "`selector` must be an object") }
+            do { _ = try Selector(json: selector) } catch { throw ReplicationError(.fatal, "Invalid selector: \(error.reason)") }
+            options.filter = .selector(selector)
+        }
+        if let filter = json["filter"]?.stringValue {
+            throw ReplicationError(.fatal, "Filter functions (\(filter)) need JavaScript design documents, which arrive with the design-documents issue; use doc_ids or selector")
+        }
+        if let batch = json["worker_batch_size"]?.intValue, batch > 0 { options.batchSize = batch }
+        self.options = options
+        cancel = json["cancel"] == .bool(true)
+    }
+}

@@ -1,0 +1,119 @@
+import AsyncHTTPClient
+import CouchEngine
+import CouchJSON
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Replication
+import Testing
+
+@Suite("Replication over HTTP", .serialized)
+struct ReplicationHTTPTests {
+    func temporaryStore() throws -> (DatabaseStore, URL) {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("lt-rh-\(UUID().uuidString)")
+        return (try DatabaseStore(directory: url), url)
+    }
+
+    @Test("Push a local database to lt serve and pull it back, with attachments, deletions and conflicts")
+    func pushAndPull() async throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let (store, directory) = try temporaryStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let device = try store.create("device")
+        for i in 0..<250 { _ = try await device.update(DocumentInput(id: "loc\(i)", body: ["i": .int(i)])) }
+        let gone = try await device.update(DocumentInput(id: "gone", body: [:]))
+        _ = try await device.update(DocumentInput(id: "gone", rev: gone, deleted: true))
+        _ = try await device.update(try DocumentInput(json: try JSON.parse(
+            #"{"_id":"photo","_attachments":{"a.txt":{"content_type":"text/plain","data":"aGVsbG8="}}}"#)))
+        _ = try await device.update([
+            try DocumentInput(json: try JSON.parse(#"{"_id":"c","_rev":"2-x","_revisions":{"start":2,"ids":["x","r"]},"v":1}"#)),
+            try DocumentInput(json: try JSON.parse(#"{"_id":"c","_rev":"2-y","_revisions":{"start":2,"ids":["y","r"]},"v":2}"#)),
+        ], newEdits: false)
+
+        let url = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(server.port)/cloud"
+        var options = ReplicationOptions()
+        options.createTarget = true
+        options.batchSize = 100
+        let push = try await Replication(source: LocalEndpoint(store: store, name: "device"), target: try RemoteEndpoint(url: url), options: options).run()
+        #expect(push.status.docsWritten == 254 && push.status.docWriteFailures == 0)
+        let info = try await server.request(.GET, "/cloud").json
+        #expect(info["doc_count"] == 252 && info["doc_del_count"] == 1)
+        #expect(try await server.request(.GET, "/cloud/photo/a.txt").text == "hello")
+        #expect(try await server.request(.GET, "/cloud/c?conflicts=true").json["_conflicts"] == ["2-x"])
+        // The server side changes; pull brings it back, and only that.
+        _ = try await server.request(.PUT, "/cloud/from-server", json: ["made": "there"])
+        let pull = try await Replication(source: try RemoteEndpoint(url: url), target: LocalEndpoint(store: store, name: "device")).run()
+        #expect(pull.status.docsWritten == 1)
+        #expect(try await device.document(id: "from-server")["made"] == "there")
+        let again = try await Replication(source: LocalEndpoint(store: store, name: "device"), target: try RemoteEndpoint(url: url)).run()
+        #expect(again.status.docsWritten == 0 && again.startSeq != 0)
+        // Wrong credentials fail at once instead of retrying.
+        let bad = "http://admin:wrong@127.0.0.1:\(server.port)/cloud"
+        let clock = ContinuousClock()
+        let start = clock.now
+        await #expect(throws: ReplicationError.self) {
+            _ = try await Replication(source: try RemoteEndpoint(url: bad), target: LocalEndpoint(store: store, name: "device")).run()
+        }
+        #expect(start.duration(to: clock.now) < .seconds(5))
+    }
+
+    @Test("POST /_replicate: one-shot, continuous with _active_tasks and _scheduler/jobs, cancel")
+    func serverReplicate() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/a")
+        for i in 0..<20 { _ = try await s.request(.PUT, "/a/d\(i)", json: ["i": .int(i)]) }
+        let once = try await s.request(.POST, "/_replicate", json: ["source": "a", "target": "b", "create_target": true])
+        #expect(once.status == 200 && once.json["ok"] == true)
+        #expect(once.json["history"]?[0]?["docs_written"] == 20)
+        #expect(try await s.request(.GET, "/b").json["doc_count"] == 20)
+        let self_url = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.port)"
+        let viaHTTP = try await s.request(.POST, "/_replicate", json: ["source": .string("\(self_url)/a"), "target": .string("\(self_url)/c"),
+                                                                        "create_target": true, "doc_ids": ["d1", "d2"]])
+        #expect(viaHTTP.json["history"]?[0]?["docs_written"] == 2)
+        let live = try await s.request(.POST, "/_replicate", json: ["source": "a", "target": "b", "continuous": true])
+        #expect(live.status == 202)
+        let jobID = live.json["_local_id"]!.stringValue!
+        #expect(jobID.hasSuffix("+continuous"))
+        _ = try await s.request(.PUT, "/a/late", json: [:])
+        var arrived = false
+        for _ in 0..<60 where !arrived {
+            arrived = try await s.request(.GET, "/b/late").status == 200
+            if !arrived { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(arrived)
+        let tasks = try await s.request(.GET, "/_active_tasks").json
+        #expect(tasks.arrayValue?.first?["type"] == "replication" && tasks[0]?["continuous"] == true)
+        #expect(try await s.request(.GET, "/_scheduler/jobs").json["jobs"]?[0]?["id"] == .string(jobID))
+        let cancel = try await s.request(.POST, "/_replicate", json: ["source": "a", "target": "b", "continuous": true, "cancel": true])
+        #expect(cancel.json["_local_id"] == .string(jobID))
+        #expect(try await s.request(.GET, "/_active_tasks").json == [])
+        #expect(try await s.request(.POST, "/_replicate", json: ["source": "missing", "target": "b"]).status == 404)
+        #expect(try await s.request(.POST, "/_replicate", json: ["source": "a"]).status == 400)
+        #expect(try await s.request(.POST, "/_replicate", json: ["source": "a", "target": "b"], auth: .none).status == 401)
+    }
+
+    @Test("lt replicate copies a local database to a server and reports JSON")
+    func commandLine() async throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let (store, directory) = try temporaryStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let local = try store.create("tracks")
+        for i in 0..<30 { _ = try await local.update(DocumentInput(id: "t\(i)")) }
+        let process = Process()
+        process.executableURL = TestServer.binary
+        process.arguments = ["replicate", directory.appendingPathComponent("tracks").path,
+                             "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(server.port)/tracks", "--create-target", "--json"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        let result = try JSON.parse(Array(data))
+        #expect(result["ok"] == true && result["history"]?[0]?["docs_written"] == 30)
+        #expect(try await server.request(.GET, "/tracks").json["doc_count"] == 30)
+    }
+}

@@ -8,6 +8,18 @@ public enum OpenRevision: Sendable {
     case missing(Revision)
 }
 
+/// Revisions of one document to read: `revs` nil means every leaf.
+public struct RevisionsRequest: Sendable {
+    public var id: String
+    public var revs: [Revision]?
+    public var attsSince: [Revision]?
+    public init(id: String, revs: [Revision]?, attsSince: [Revision]? = nil) {
+        self.id = id
+        self.revs = revs
+        self.attsSince = attsSince
+    }
+}
+
 extension Database {
     /// Reads a document: the winning revision, or `rev`. Throws 404 `missing`/`deleted`.
     public func document(id: String, rev: Revision? = nil, options: ReadOptions = ReadOptions()) async throws -> JSONObject {
@@ -34,33 +46,53 @@ extension Database {
     public func openRevisions(
         id: String, revs: [Revision]?, latest: Bool, options: ReadOptions
     ) async throws -> [OpenRevision] {
+        let result = try await openRevisions([RevisionsRequest(id: id, revs: revs, attsSince: options.attsSince)], latest: latest, options: options)[0]
+        return try result.get()
+    }
+
+    /// `open_revs` for many documents in one read transaction (`_bulk_get`, replication).
+    /// Each request may name its own `atts_since`; a document that does not exist gives
+    /// `missing` for each named revision, or a 404 error when no revision was named.
+    public func openRevisions(
+        _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
+    ) async throws -> [Result<[OpenRevision], EngineError>] {
         try await pool.read { db in
-            guard let row = try DocRow.fetch(db, id: id) else {
-                if let revs { return revs.map { OpenRevision.missing($0) } }
-                throw EngineError.missing
+            try requests.map { request in
+                var options = options
+                if let since = request.attsSince { options.attsSince = since }
+                guard let row = try DocRow.fetch(db, id: request.id) else {
+                    if let revs = request.revs { return .success(revs.map { OpenRevision.missing($0) }) }
+                    return .failure(EngineError.missing)
+                }
+                return .success(try Database.openRevisions(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options))
             }
-            let wanted: [Revision]
-            if let revs {
-                var list: [Revision] = []
-                for rev in revs {
-                    if latest, row.tree.contains(rev), !row.tree.isLeaf(rev) {
-                        for leaf in row.tree.leaves where row.tree.path(to: leaf.rev).contains(rev) && !list.contains(leaf.rev) {
-                            list.append(leaf.rev)
-                        }
-                    } else if !list.contains(rev) {
-                        list.append(rev)
+        }
+    }
+
+    static func openRevisions(
+        _ db: GRDB.Database, id: String, row: DocRow, revs: [Revision]?, latest: Bool, options: ReadOptions
+    ) throws -> [OpenRevision] {
+        let wanted: [Revision]
+        if let revs {
+            var list: [Revision] = []
+            for rev in revs {
+                if latest, row.tree.contains(rev), !row.tree.isLeaf(rev) {
+                    for leaf in row.tree.leaves where row.tree.path(to: leaf.rev).contains(rev) && !list.contains(leaf.rev) {
+                        list.append(leaf.rev)
                     }
+                } else if !list.contains(rev) {
+                    list.append(rev)
                 }
-                wanted = list
-            } else {
-                wanted = row.tree.leaves.map(\.rev)
             }
-            return try wanted.map { rev in
-                if let doc = try Database.assemble(db, id: id, rev: rev, row: row, options: options) {
-                    return .ok(doc)
-                }
-                return .missing(rev)
+            wanted = list
+        } else {
+            wanted = row.tree.leaves.map(\.rev)
+        }
+        return try wanted.map { rev in
+            if let doc = try Database.assemble(db, id: id, rev: rev, row: row, options: options) {
+                return .ok(doc)
             }
+            return .missing(rev)
         }
     }
 

@@ -323,31 +323,40 @@ extension CouchAPI {
         options.revs = try request.bool("revs") || body["revs"] == .bool(true)
         options.attachments = try request.bool("attachments") || body["attachments"] == .bool(true)
         let latest = try request.bool("latest") || body["latest"] == .bool(true)
+        // Entries naming a revision are read together in one transaction; the rest (no rev:
+        // the winner; `_local` documents) one by one.
+        var batch: [RevisionsRequest] = []
+        var batchIndex: [Int: Int] = [:]
+        for (i, entry) in docs.enumerated() {
+            guard case let .string(id)? = entry["id"], !id.hasPrefix("_local/"), let rev = entry["rev"] else { continue }
+            batchIndex[i] = batch.count
+            batch.append(RevisionsRequest(id: id, revs: [try parseRev(rev)], attsSince: try entry["atts_since"].map(parseRevList)))
+        }
+        let batchResults = try await db.openRevisions(batch, latest: latest, options: options)
         var results: [JSON] = []
-        for entry in docs {
+        for (i, entry) in docs.enumerated() {
             guard case let .string(id)? = entry["id"] else {
                 results.append(["id": entry["id"] ?? .null, "docs": [["error": [
                     "id": entry["id"] ?? .null, "rev": entry["rev"] ?? .null, "error": "bad_request", "reason": "Document id must be a string",
                 ]]]])
                 continue
             }
-            var docOptions = options
-            if let since = entry["atts_since"] { docOptions.attsSince = try parseRevList(since) }
-            let revs: [Revision]?
-            if let rev = entry["rev"] {
-                revs = [try parseRev(rev)]
-            } else {
-                revs = nil
-            }
             var docsOut: [JSON] = []
+            func fail(_ error: EngineError) {
+                docsOut.append(["error": [
+                    "id": .string(id), "rev": entry["rev"] ?? "undefined", "error": .string(error.error), "reason": .string(error.reason),
+                ]])
+            }
             do {
                 let opened: [OpenRevision]
-                if id.hasPrefix("_local/") {
+                if let index = batchIndex[i] {
+                    opened = try batchResults[index].get()
+                } else if id.hasPrefix("_local/") {
                     opened = [.ok(try await db.localDocument(id: id))]
-                } else if revs == nil {
-                    opened = [.ok(try await db.document(id: id, options: docOptions))]
                 } else {
-                    opened = try await db.openRevisions(id: id, revs: revs, latest: latest, options: docOptions)
+                    var docOptions = options
+                    if let since = entry["atts_since"] { docOptions.attsSince = try parseRevList(since) }
+                    opened = [.ok(try await db.document(id: id, options: docOptions))]
                 }
                 for item in opened {
                     switch item {
@@ -357,9 +366,7 @@ extension CouchAPI {
                     }
                 }
             } catch let error as EngineError {
-                docsOut.append(["error": [
-                    "id": .string(id), "rev": entry["rev"] ?? "undefined", "error": .string(error.error), "reason": .string(error.reason),
-                ]])
+                fail(error)
             }
             results.append(["id": .string(id), "docs": .array(docsOut)])
         }

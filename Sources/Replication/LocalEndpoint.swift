@@ -81,14 +81,14 @@ public struct LocalEndpoint: ReplicationEndpoint {
     }
 
     public func fetch(_ requests: [FetchRequest]) async throws -> [JSON] {
-        let db = try database()
+        var options = ReadOptions()
+        options.revs = true
+        let results = try await database().openRevisions(
+            requests.map { RevisionsRequest(id: $0.id, revs: $0.revs, attsSince: $0.attsSince) }, latest: true, options: options)
         var docs: [JSON] = []
-        for request in requests {
-            var options = ReadOptions()
-            options.revs = true
-            options.attsSince = request.attsSince
-            for result in try await db.openRevisions(id: request.id, revs: request.revs, latest: true, options: options) {
-                if case let .ok(doc) = result { docs.append(.object(doc)) }
+        for result in results {
+            for item in (try? result.get()) ?? [] {
+                if case let .ok(doc) = item { docs.append(.object(doc)) }
             }
         }
         return docs

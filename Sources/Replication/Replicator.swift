@@ -12,7 +12,7 @@ public struct ReplicationOptions: Sendable {
     public var createTarget = false
     public var filter: ReplicationFilter?
     /// Changes read per batch.
-    public var batchSize = 500
+    public var batchSize = 1000
     /// Transient failures tolerated in a row before a one-shot replication gives up
     /// (continuous replications keep retrying, backing off up to `maxBackoff`).
     public var maxRetries = 10
@@ -20,6 +20,10 @@ public struct ReplicationOptions: Sendable {
     public var maxBackoff: Duration = .seconds(30)
     /// How long a continuous replication waits on the source's feed before asking again.
     public var heartbeat: Duration = .seconds(30)
+    /// Checkpoints are written at most this often while batches flow (and always when the
+    /// replication catches up, stops or is cancelled). An interruption repeats at most this
+    /// much work; writing them after every batch would cost two extra writes per batch.
+    public var checkpointInterval: Duration = .seconds(5)
 
     public init() {}
 }
@@ -168,19 +172,31 @@ public final class Replication: Sendable {
                 ReplicationResult(replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: since,
                                   status: status, startTime: startTime, endTime: Date())
             }
-            func checkpoint() async throws {
-                guard since != checkpointed else { return }
+            let clock = ContinuousClock()
+            var lastCheckpoint = clock.now
+            func checkpoint(force: Bool = true) async throws {
+                guard since != checkpointed, force || clock.now - lastCheckpoint >= options.checkpointInterval else { return }
                 try await writeCheckpoint(checkpointID, result: result(), previous: (sourceLog, targetLog))
                 checkpointed = since
+                lastCheckpoint = clock.now
             }
 
             do {
+                // One batch is read (changes, revs_diff, fetch) while the one before it is
+                // written: the two halves of the protocol overlap instead of taking turns.
+                var prefetch: Task<Fetched, any Error>?
+                defer { prefetch?.cancel() }
                 while true {
                     try Task.checkCancellation()
-                    let from = since
-                    let batch = try await retrying { try await self.source.changes(since: from, limit: self.options.batchSize, filter: self.options.filter) }
-                    if batch.entries.isEmpty {
-                        if !batch.lastSeq.isNull { since = batch.lastSeq }
+                    let fetched: Fetched
+                    if let pending = prefetch {
+                        prefetch = nil
+                        fetched = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
+                    } else {
+                        fetched = try await read(from: since)
+                    }
+                    if fetched.batch.entries.isEmpty {
+                        if !fetched.batch.lastSeq.isNull { since = fetched.batch.lastSeq }
                         try await checkpoint()
                         guard options.continuous else { break }
                         update { $0.state = .idle; $0.changesPending = 0; $0.lastSeq = since }
@@ -188,11 +204,13 @@ public final class Replication: Sendable {
                         _ = try await retrying { try await self.source.waitForChanges(since: waitFrom, timeout: self.options.heartbeat) }
                         continue
                     }
-                    update { $0.state = .busy; $0.changesPending = batch.pending }
-                    try await transfer(batch)
-                    since = batch.lastSeq
-                    try await checkpoint()
-                    update { $0.lastSeq = since; $0.changesPending = batch.pending }
+                    update { $0.state = .busy; $0.changesPending = fetched.batch.pending }
+                    let next = fetched.batch.lastSeq
+                    prefetch = Task { try await self.read(from: next) }
+                    try await write(fetched.docs)
+                    since = fetched.batch.lastSeq
+                    try await checkpoint(force: false)
+                    update { $0.lastSeq = since; $0.changesPending = fetched.batch.pending }
                 }
             } catch is CancellationError {
                 try? await checkpoint()
@@ -207,24 +225,41 @@ public final class Replication: Sendable {
         }
     }
 
-    /// Moves one batch of changes: revs_diff, fetch what is missing, write it.
-    private func transfer(_ batch: ChangesBatch) async throws {
+    /// A batch of changes and the revisions the target lacks from it, fetched from the source.
+    struct Fetched: Sendable {
+        var batch: ChangesBatch
+        var docs: [JSON]
+    }
+
+    /// Reads the next batch: changes after `since`, `_revs_diff` against the target, and the
+    /// missing revisions with only the attachments the target lacks.
+    private func read(from since: JSON) async throws -> Fetched {
+        let batch = try await retrying { try await self.source.changes(since: since, limit: self.options.batchSize, filter: self.options.filter) }
+        guard !batch.entries.isEmpty else { return Fetched(batch: batch, docs: []) }
         let request = batch.entries.map { (id: $0.id, revs: $0.revs) }
         let checked = request.reduce(0) { $0 + $1.revs.count }
         let diff = try await retrying { try await self.target.revsDiff(request) }
         let found = diff.reduce(0) { $0 + $1.missing.count }
         update { $0.missingChecked += checked; $0.missingFound += found }
-        for chunk in stride(from: 0, to: diff.count, by: 100) {
-            let fetches = diff[chunk..<min(chunk + 100, diff.count)].map {
+        var docs: [JSON] = []
+        let chunkSize = max(1, min(options.batchSize, 1000))
+        for chunk in stride(from: 0, to: diff.count, by: chunkSize) {
+            let fetches = diff[chunk..<min(chunk + chunkSize, diff.count)].map {
                 FetchRequest(id: $0.id, revs: $0.missing, attsSince: $0.possibleAncestors)
             }
-            let docs = try await retrying { try await self.source.fetch(fetches) }
-            update { $0.docsRead += docs.count }
-            guard !docs.isEmpty else { continue }
-            let failures = try await retrying { try await self.target.write(docs) }
-            for failure in failures { logger.warning("target rejected \(failure.id): \(failure.error) \(failure.reason)") }
-            update { $0.docsWritten += docs.count - failures.count; $0.docWriteFailures += failures.count }
+            docs += try await retrying { try await self.source.fetch(fetches) }
         }
+        let count = docs.count
+        update { $0.docsRead += count }
+        return Fetched(batch: batch, docs: docs)
+    }
+
+    /// Writes fetched revisions as they are; rejected ones are counted, not fatal.
+    private func write(_ docs: [JSON]) async throws {
+        guard !docs.isEmpty else { return }
+        let failures = try await retrying { try await self.target.write(docs) }
+        for failure in failures { logger.warning("target rejected \(failure.id): \(failure.error) \(failure.reason)") }
+        update { $0.docsWritten += docs.count - failures.count; $0.docWriteFailures += failures.count }
     }
 
     /// Retries transient failures with exponential backoff and jitter; other errors at once.

@@ -6,6 +6,7 @@ import Foundation
 import GRDB
 import Hummingbird
 import Logging
+import Replication
 
 /// `lt bench`: measures the database API over HTTP, with raw SQLite inserts of the same JSON in
 /// one transaction as the ceiling, measured in the same run. Prints medians and ratios.
@@ -160,6 +161,36 @@ struct Bench: AsyncParsableCommand {
                unit: "rows/s", ceiling: sqliteRead, baseline: "raw SQLite read")
         report("_all_docs?include_docs=true, full read", try await fullRead("/bulk0/_all_docs?include_docs=true", rowsKey: "rows"),
                unit: "rows/s", ceiling: sqliteRead, baseline: "raw SQLite read")
+
+        // Replication: pull everything into a fresh local database, then push it to an empty
+        // server database, through the replicator over HTTP.
+        let replicationStore = try DatabaseStore(directory: scratch.appendingPathComponent("replicas"))
+        let remoteBase = "http://\(client.host):\(client.port)"
+        let credentials = Data(client.authorization.dropFirst("Basic ".count).utf8)
+        let userPassword = String(decoding: Data(base64Encoded: credentials) ?? Data(), as: UTF8.self).split(separator: ":", maxSplits: 1)
+        let (user, password) = (userPassword.first.map(String.init), userPassword.count > 1 ? String(userPassword[1]) : nil)
+        let pull = try await medianAsync(runs) { run in
+            let replication = Replication(
+                source: try RemoteEndpoint(url: "\(remoteBase)/bulk0", username: user, password: password),
+                target: LocalEndpoint(store: replicationStore, name: "pulled\(run)"),
+                options: { var o = ReplicationOptions(); o.createTarget = true; return o }())
+            let start = ContinuousClock.now
+            let result = try await replication.run()
+            guard result.status.docsWritten == documents.count else { throw ValidationError("pull wrote \(result.status.docsWritten)") }
+            return Double(documents.count) / start.duration(to: .now).seconds
+        }
+        report("replication pull, server → new local database", pull, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
+        let push = try await medianAsync(runs) { run in
+            let replication = Replication(
+                source: LocalEndpoint(store: replicationStore, name: "pulled0"),
+                target: try RemoteEndpoint(url: "\(remoteBase)/pushed\(run)", username: user, password: password),
+                options: { var o = ReplicationOptions(); o.createTarget = true; return o }())
+            let start = ContinuousClock.now
+            let result = try await replication.run()
+            guard result.status.docsWritten == documents.count else { throw ValidationError("push wrote \(result.status.docsWritten)") }
+            return Double(documents.count) / start.duration(to: .now).seconds
+        }
+        report("replication push, local → empty server database", push, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
 
         // Per-user databases: creation over HTTP (one SQLite file each, WAL, full schema).
         let creations = 500

@@ -56,8 +56,8 @@ extension CouchAPI {
         }
     }
 
-    /// `/_scheduler/jobs` (and `/_scheduler/docs`, empty until `_replicator` jobs exist).
-    func scheduler(_ request: APIRequest) throws -> APIResponse {
+    /// `/_scheduler/jobs` and `/_scheduler/docs`.
+    func scheduler(_ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
         try requireServerAdmin(request)
         switch request.path.count > 1 ? request.path[1] : "" {
@@ -65,7 +65,8 @@ extension CouchAPI {
             let rows = jobs.schedulerJobs()
             return .json(["total_rows": .int(rows.count), "offset": 0, "jobs": .array(rows)])
         case "docs":
-            return .json(["total_rows": 0, "offset": 0, "docs": []])
+            let rows = try await replicatorDatabase.schedulerDocs()
+            return .json(["total_rows": .int(rows.count), "offset": 0, "docs": .array(rows)])
         default:
             throw EngineError.notFound("missing")
         }

@@ -64,7 +64,7 @@ extension CouchAPI {
         case "_replicate":
             return try await replicate(request)
         case "_scheduler":
-            return try scheduler(request)
+            return try await scheduler(request)
         default:
             throw EngineError.badRequest("Database names must not start with an underscore unless they are system databases: \(name)")
         }

@@ -23,7 +23,8 @@ public final class CouchAPI: Sendable {
     let auth: Authenticator
     let options: Options
     let logger: Logger
-    let jobs = ReplicationJobs()
+    let jobs: ReplicationJobs
+    let replicatorDatabase: ReplicatorDatabase
     static let version = "3.4.3"
 
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
@@ -32,6 +33,20 @@ public final class CouchAPI: Sendable {
         self.auth = Authenticator(settings: self.settings, store: store, cookieLifetime: options.sessionTimeout)
         self.options = options
         self.logger = logger
+        let jobs = ReplicationJobs()
+        self.jobs = jobs
+        self.replicatorDatabase = ReplicatorDatabase(store: store, jobs: jobs, logger: logger)
+    }
+
+    /// Starts the server's background work: the `_replicator` database's jobs.
+    public func startBackgroundJobs() {
+        replicatorDatabase.start()
+    }
+
+    /// Stops background work and running replications.
+    public func stopBackgroundJobs() {
+        replicatorDatabase.stop()
+        jobs.cancelAll()
     }
 
     /// Creates the system databases CouchDB 3 expects (`_users`, `_replicator`) if missing.

@@ -69,7 +69,7 @@ public struct ReplicationResult: Sendable {
         ]
     }
 
-    var historyEntry: JSON {
+    public var historyEntry: JSON {
         [
             "session_id": .string(sessionID),
             "start_time": .string(Replication.httpDate(startTime)),

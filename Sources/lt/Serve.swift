@@ -102,6 +102,8 @@ struct Serve: AsyncParsableCommand {
         let store = try DatabaseStore(directory: directory, durability: durabilityMode, logger: logger)
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
+        api.startBackgroundJobs()
+        defer { api.stopBackgroundJobs() }
 
         let dbApp = Application(
             responder: api.responder,

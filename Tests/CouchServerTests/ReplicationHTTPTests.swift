@@ -94,6 +94,49 @@ struct ReplicationHTTPTests {
         #expect(try await s.request(.POST, "/_replicate", json: ["source": "a", "target": "b"], auth: .none).status == 401)
     }
 
+    /// Polls until `condition` holds, up to `seconds`.
+    func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return false
+    }
+
+    @Test("_replicator documents run jobs, record their state, and continuous jobs survive a restart")
+    func replicatorDatabase() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-rdb-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var s = try TestServer(dataDirectory: directory)
+        _ = try await s.request(.PUT, "/a")
+        for i in 0..<10 { _ = try await s.request(.PUT, "/a/d\(i)", json: [:]) }
+        #expect(try await s.request(.PUT, "/_replicator/once", json: ["source": "a", "target": "b", "create_target": true]).status == 201)
+        let server = s
+        #expect(try await eventually { try await server.request(.GET, "/_replicator/once").json["_replication_state"] == "completed" })
+        #expect(try await s.request(.GET, "/b").json["doc_count"] == 10)
+        #expect(try await s.request(.GET, "/_replicator/once").json["_replication_stats"]?["docs_written"] == 10)
+        _ = try await s.request(.PUT, "/_replicator/live", json: ["source": "a", "target": "c", "create_target": true, "continuous": true])
+        #expect(try await eventually { try await server.request(.GET, "/c").json["doc_count"] == 10 })
+        let docs = try await s.request(.GET, "/_scheduler/docs").json["docs"]?.arrayValue ?? []
+        #expect(docs.first { $0["doc_id"] == "once" }?["state"] == "completed")
+        #expect(docs.first { $0["doc_id"] == "live" }?["state"] == "running")
+        // Restart: the continuous job comes back and picks up new writes.
+        s.stop()
+        s = try TestServer(dataDirectory: directory)
+        let restarted = s
+        defer { restarted.stop() }
+        _ = try await s.request(.PUT, "/a/after-restart", json: [:])
+        #expect(try await eventually { try await restarted.request(.GET, "/c/after-restart").status == 200 })
+        // Deleting the document stops the job.
+        let rev = try await s.request(.GET, "/_replicator/live").json["_rev"]!.stringValue!
+        _ = try await s.request(.DELETE, "/_replicator/live?rev=\(rev)")
+        #expect(try await eventually { try await restarted.request(.GET, "/_active_tasks").json == [] })
+        _ = try await s.request(.PUT, "/a/after-delete", json: [:])
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(try await s.request(.GET, "/c/after-delete").status == 404)
+    }
+
     @Test("lt replicate copies a local database to a server and reports JSON")
     func commandLine() async throws {
         let server = try TestServer()

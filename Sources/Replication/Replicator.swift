@@ -166,7 +166,7 @@ public final class Replication: Sendable {
             let startSeq = Replication.startSequence(source: sourceLog, target: targetLog)
             var since = startSeq
             var checkpointed = since
-            logger.info("replicating \(source.displayName) → \(target.displayName) from \(since.text)")
+            logger.debug("replicating \(source.displayName) → \(target.displayName) from \(since.text)")
 
             func result() -> ReplicationResult {
                 ReplicationResult(replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: since,
@@ -214,9 +214,13 @@ public final class Replication: Sendable {
                 }
             } catch is CancellationError {
                 try? await checkpoint()
+            } catch {
+                // Keep the progress made so far: the next run resumes from it.
+                try? await checkpoint()
+                throw error
             }
             update { $0.state = .stopped; $0.lastSeq = since }
-            logger.info("replication \(repID) done: \(status.docsWritten) written, \(status.docWriteFailures) failures")
+            logger.debug("replication \(repID) done: \(status.docsWritten) written, \(status.docWriteFailures) failures")
             return result()
         } catch {
             let message = "\(error)"

@@ -94,6 +94,59 @@ struct ReplicationHTTPTests {
         #expect(try await s.request(.POST, "/_replicate", json: ["source": "a", "target": "b"], auth: .none).status == 401)
     }
 
+    @Test("10,000 documents with attachments cross a proxy that drops, cuts and delays connections: nothing lost, nothing duplicated, resumed from checkpoints")
+    func faultyNetwork() async throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let proxy = try FaultyProxy(targetPort: server.port, faultRate: 0.25, seed: 7)
+        defer { proxy.stop() }
+        let (store, directory) = try temporaryStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let source = try store.create("field")
+        let count = 10_000
+        for start in stride(from: 0, to: count, by: 1000) {
+            let batch = try (start..<(start + 1000)).map { i -> DocumentInput in
+                let data = Data("attachment of \(i) ".utf8 + Array(repeating: UInt8(i % 256), count: 64)).base64EncodedString()
+                return try DocumentInput(json: try JSON.parse(
+                    #"{"_id":"f\#(i)","i":\#(i),"_attachments":{"note.bin":{"content_type":"application/octet-stream","data":"\#(data)"}}}"#))
+            }
+            _ = try await source.update(batch, newEdits: true)
+        }
+        let url = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(proxy.port)/field"
+        var options = ReplicationOptions()
+        options.createTarget = true
+        options.batchSize = 250
+        options.maxRetries = 0  // every fault ends the run; the next run must resume, not start over
+        options.initialBackoff = .milliseconds(20)
+        options.maxBackoff = .milliseconds(200)
+        options.checkpointInterval = .zero
+        var runs: [ReplicationResult] = []
+        var failedRuns = 0
+        var totalRead = 0
+        while runs.isEmpty && failedRuns < 200 {
+            let replication = Replication(source: LocalEndpoint(store: store, name: "field"), target: try RemoteEndpoint(url: url), options: options)
+            do {
+                runs.append(try await replication.run())
+            } catch {
+                failedRuns += 1
+            }
+            totalRead += replication.status.docsRead
+        }
+        #expect(runs.count == 1, "no run completed in \(failedRuns) attempts")
+        #expect(proxy.faultsInjected > 10)
+        // Nothing lost, nothing duplicated: every document once, with its attachment, no conflicts.
+        let info = try await server.request(.GET, "/field").json
+        #expect(info["doc_count"] == .int(count))
+        let changes = try await server.request(.GET, "/field/_changes?style=all_docs").json["results"]?.arrayValue ?? []
+        #expect(changes.count == count && changes.allSatisfy { $0["changes"]?.arrayValue?.count == 1 })
+        for i in [0, 4242, 9999] {
+            let body = try await server.request(.GET, "/field/f\(i)/note.bin")
+            #expect(body.body.starts(with: Array("attachment of \(i) ".utf8)))
+        }
+        // Interrupted runs resumed from their checkpoints instead of starting over.
+        #expect(totalRead < 2 * count, "read \(totalRead) revisions for \(count) documents over \(failedRuns + runs.count) runs")
+    }
+
     /// Polls until `condition` holds, up to `seconds`.
     func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
         let deadline = Date().addingTimeInterval(seconds)

@@ -2,6 +2,7 @@ import CouchEngine
 import CouchJSON
 import Foundation
 import Hummingbird
+import ServiceLifecycle
 
 extension CouchAPI {
     /// `/{db}/_changes` with every feed type. Waiting feeds sleep on the database's change
@@ -68,7 +69,17 @@ extension CouchAPI {
         headers[.cacheControl] = "must-revalidate"
         let feedOptions = options
         let stream = ResponseBody { writer in
-            try await self.streamChanges(db, options: feedOptions, feed: feed, heartbeat: heartbeat, timeout: timeout, writer: &writer)
+            // On server shutdown, waiting feeds end at once (with a proper last answer) instead
+            // of holding the shutdown up until their timeout.
+            let stopping = Locked(false)
+            try await withGracefulShutdownHandler {
+                try await self.streamChanges(
+                    db, options: feedOptions, feed: feed, heartbeat: heartbeat, timeout: timeout,
+                    stopping: { stopping.withLock { $0 } }, writer: &writer)
+            } onGracefulShutdown: {
+                stopping.withLock { $0 = true }
+                db.notifier.wakeAll()
+            }
             try await writer.finish(nil)
         }
         return APIResponse(status: .ok, headers: headers, body: stream)
@@ -82,7 +93,7 @@ extension CouchAPI {
     /// going away. Heartbeats are newlines (continuous, longpoll) or heartbeat events.
     func streamChanges(
         _ db: Database, options: ChangesOptions, feed: String, heartbeat: Duration?, timeout: Duration,
-        writer: inout any ResponseBodyWriter
+        stopping: @Sendable () -> Bool, writer: inout any ResponseBodyWriter
     ) async throws {
         var options = options
         var remaining = options.limit ?? Int.max
@@ -92,7 +103,7 @@ extension CouchAPI {
             options.limit = remaining == Int.max ? nil : remaining
             let page = try await db.changes(options)
             if feed == "longpoll" {
-                if !page.rows.isEmpty || clock.now - idleSince >= timeout {
+                if !page.rows.isEmpty || clock.now - idleSince >= timeout || stopping() {
                     try await writer.write(ByteBuffer(bytes: changesResult(db, page).bytes + [10]))
                     return
                 }
@@ -110,7 +121,7 @@ extension CouchAPI {
                 idleSince = clock.now
             }
             options.since = page.lastSeq
-            if remaining == 0 || options.descending {
+            if remaining == 0 || options.descending || stopping() {
                 if feed == "continuous" {
                     try await writer.write(ByteBuffer(bytes: JSON.object(["last_seq": .string(db.sequenceString(page.lastSeq))]).bytes + [10]))
                 }
@@ -127,7 +138,7 @@ extension CouchAPI {
             let wait = heartbeat.map { min($0, heartbeat == nil ? untilTimeout : $0) } ?? untilTimeout
             let changed = await db.notifier.wait(after: page.lastSeq, timeout: wait)
             if Task.isCancelled { return }
-            if !changed, heartbeat != nil {
+            if !changed, heartbeat != nil, !stopping() {
                 if feed == "eventsource" {
                     try await writer.write(ByteBuffer(bytes: Array("event: heartbeat\ndata: \n\n".utf8)))
                 } else {

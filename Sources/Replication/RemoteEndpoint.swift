@@ -9,14 +9,27 @@ import NIOHTTP1
 /// speaks the replication protocol. Credentials come from the URL (`http://user:pw@host/db`)
 /// or are passed in, and go out as basic auth.
 public struct RemoteEndpoint: ReplicationEndpoint {
+    /// How credentials go to the peer.
+    public enum Authentication: Sendable {
+        /// `Authorization: Basic` on every request.
+        case basic
+        /// Log in once with `POST /_session` and send the `AuthSession` cookie; log in again
+        /// when the server answers 401 (an expired session).
+        case cookie
+    }
+
     /// The database URL without credentials, no trailing slash.
     public let url: String
     let authorization: String?
+    let credentials: (user: String, password: String)?
+    let authentication: Authentication
+    private let sessionCookie = Locked<String?>(nil)
     let client: HTTPClient
     /// Whether `_bulk_get` works on this peer; probed on first use.
     private let bulkGetSupported = Locked<Bool?>(nil)
 
-    public init(url: String, username: String? = nil, password: String? = nil, client: HTTPClient = .shared) throws {
+    public init(url: String, username: String? = nil, password: String? = nil, authentication: Authentication = .basic,
+                client: HTTPClient = .shared) throws {
         guard var components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme),
               components.host != nil else {
             throw ReplicationError(.fatal, "Not an http(s) database URL: \(url)")
@@ -30,9 +43,12 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         self.url = text
         if let user, let pass {
             authorization = "Basic " + Data("\(user):\(pass)".utf8).base64EncodedString()
+            credentials = (user, pass)
         } else {
             authorization = nil
+            credentials = nil
         }
+        self.authentication = authentication
         self.client = client
     }
 
@@ -53,10 +69,49 @@ public struct RemoteEndpoint: ReplicationEndpoint {
     /// One request; network failures become transient errors, error statuses are returned.
     func send(_ method: HTTPMethod, _ path: String, json: JSON? = nil, base: String? = nil, accept: String = "application/json",
               timeout: TimeAmount = .seconds(120)) async throws -> Reply {
+        guard authentication == .cookie, credentials != nil else {
+            return try await execute(method, path, json: json, base: base, accept: accept, timeout: timeout, auth: authorization.map { ("Authorization", $0) })
+        }
+        var cookie = sessionCookie.withLock { $0 }
+        if cookie == nil { cookie = try await logIn() }
+        let reply = try await execute(method, path, json: json, base: base, accept: accept, timeout: timeout, auth: cookie.map { ("Cookie", $0) })
+        guard reply.status == 401 else { return reply }
+        // The session expired: log in again once.
+        let fresh = try await logIn()
+        return try await execute(method, path, json: json, base: base, accept: accept, timeout: timeout, auth: fresh.map { ("Cookie", $0) })
+    }
+
+    /// `POST /_session`; returns the `AuthSession=...` cookie, or nil when the server set none.
+    private func logIn() async throws -> String? {
+        guard let credentials else { return nil }
+        var request = HTTPClientRequest(url: serverURL + "/_session")
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(bytes: JSON.object(["name": .string(credentials.user), "password": .string(credentials.password)]).bytes))
+        let response: HTTPClientResponse
+        do {
+            response = try await client.execute(request, timeout: .seconds(60))
+            _ = try await response.body.collect(upTo: 1 << 20)
+        } catch {
+            throw ReplicationError(.transient, "POST \(serverURL)/_session: \(error)")
+        }
+        guard response.status == .ok else {
+            throw failure(Reply(status: Int(response.status.code), body: []), "log in to \(serverURL)")
+        }
+        let cookie = response.headers["Set-Cookie"].lazy.compactMap { header -> String? in
+            let pair = header.split(separator: ";").first.map(String.init) ?? ""
+            return pair.hasPrefix("AuthSession=") ? pair : nil
+        }.first
+        sessionCookie.withLock { $0 = cookie }
+        return cookie
+    }
+
+    private func execute(_ method: HTTPMethod, _ path: String, json: JSON?, base: String?, accept: String, timeout: TimeAmount,
+                         auth: (String, String)?) async throws -> Reply {
         var request = HTTPClientRequest(url: (base ?? url) + path)
         request.method = method
         request.headers.add(name: "Accept", value: accept)
-        if let authorization { request.headers.add(name: "Authorization", value: authorization) }
+        if let auth { request.headers.add(name: auth.0, value: auth.1) }
         if let json {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: json.bytes))

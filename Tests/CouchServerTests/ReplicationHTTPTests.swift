@@ -48,6 +48,11 @@ struct ReplicationHTTPTests {
         #expect(try await device.document(id: "from-server")["made"] == "there")
         let again = try await Replication(source: LocalEndpoint(store: store, name: "device"), target: try RemoteEndpoint(url: url)).run()
         #expect(again.status.docsWritten == 0 && again.startSeq != 0)
+        // Cookie sessions: one login, then the AuthSession cookie.
+        _ = try await server.request(.PUT, "/cloud/by-cookie", json: [:])
+        let cookiePull = try await Replication(
+            source: try RemoteEndpoint(url: url, authentication: .cookie), target: LocalEndpoint(store: store, name: "device")).run()
+        #expect(cookiePull.status.docsWritten == 1)
         // Wrong credentials fail at once instead of retrying.
         let bad = "http://admin:wrong@127.0.0.1:\(server.port)/cloud"
         let clock = ContinuousClock()
@@ -145,6 +150,38 @@ struct ReplicationHTTPTests {
         }
         // Interrupted runs resumed from their checkpoints instead of starting over.
         #expect(totalRead < 2 * count, "read \(totalRead) revisions for \(count) documents over \(failedRuns + runs.count) runs")
+    }
+
+    @Test("A continuous pull survives the server going away and coming back")
+    func continuousSurvivesRestart() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-away-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var server = try TestServer(dataDirectory: directory)
+        let port = server.port
+        _ = try await server.request(.PUT, "/feed")
+        _ = try await server.request(.PUT, "/feed/before", json: [:])
+        let (store, storeDirectory) = try temporaryStore()
+        defer { try? FileManager.default.removeItem(at: storeDirectory) }
+        var options = ReplicationOptions()
+        options.continuous = true
+        options.createTarget = true
+        options.initialBackoff = .milliseconds(100)
+        options.maxBackoff = .milliseconds(500)
+        options.heartbeat = .seconds(2)
+        let replication = Replication(
+            source: try RemoteEndpoint(url: "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(port)/feed"),
+            target: LocalEndpoint(store: store, name: "mirror"), options: options)
+        let running = Task { try await replication.run() }
+        #expect(try await eventually { (try? await store.open("mirror").winningRevision(id: "before")) != nil })
+        server.stop()
+        #expect(try await eventually { replication.status.state == .offline }, "state \(replication.status.state) \(replication.status.error ?? "")")
+        server = try TestServer(dataDirectory: directory, extraArguments: ["--db-port", String(port)])
+        let back = server
+        defer { back.stop() }
+        _ = try await server.request(.PUT, "/feed/after", json: [:])
+        #expect(try await eventually(20) { (try? await store.open("mirror").winningRevision(id: "after")) != nil })
+        running.cancel()
+        _ = try? await running.value
     }
 
     /// Polls until `condition` holds, up to `seconds`.

@@ -28,8 +28,19 @@ public struct RemoteEndpoint: ReplicationEndpoint {
     /// Whether `_bulk_get` works on this peer; probed on first use.
     private let bulkGetSupported = Locked<Bool?>(nil)
 
+    /// The HTTP client replications share. Connection attempts are not retried inside the
+    /// client: a peer that is down fails the request at once, and the replicator's own
+    /// backoff decides when to try again (and reports the replication as offline meanwhile).
+    public static let sharedClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 8)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.timeout.connect = .seconds(10)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
     public init(url: String, username: String? = nil, password: String? = nil, authentication: Authentication = .basic,
-                client: HTTPClient = .shared) throws {
+                client: HTTPClient = RemoteEndpoint.sharedClient) throws {
         guard var components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme),
               components.host != nil else {
             throw ReplicationError(.fatal, "Not an http(s) database URL: \(url)")

@@ -171,10 +171,15 @@ struct ReplicationHTTPTests {
         let replication = Replication(
             source: try RemoteEndpoint(url: "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(port)/feed"),
             target: LocalEndpoint(store: store, name: "mirror"), options: options)
+        let seen = Locked<Set<ReplicationState>>([])
+        let updates = replication.statusUpdates()
+        let watcher = Task { for await status in updates { seen.withLock { _ = $0.insert(status.state) } } }
+        defer { watcher.cancel() }
         let running = Task { try await replication.run() }
         #expect(try await eventually { (try? await store.open("mirror").winningRevision(id: "before")) != nil })
         server.stop()
-        #expect(try await eventually { replication.status.state == .offline }, "state \(replication.status.state) \(replication.status.error ?? "")")
+        // Give the replicator time to notice (its next request fails) before the server returns.
+        #expect(try await eventually { seen.withLock { $0.contains(.offline) } }, "states seen: \(seen.withLock { $0 })")
         server = try TestServer(dataDirectory: directory, extraArguments: ["--db-port", String(port)])
         let back = server
         defer { back.stop() }

@@ -11,14 +11,25 @@ public struct Revision: Hashable, Sendable, Comparable, CustomStringConvertible 
         self.hash = hash
     }
 
-    /// Parses `N-hash`; nil when the text is not a revision id.
+    /// Parses `N-hash`; nil when the text is not a revision id. Works on UTF-8 bytes: this
+    /// runs for every revision of every change, diff and fetch.
     public init?(_ text: String) {
-        guard let dash = text.firstIndex(of: "-"),
-              let pos = Int(text[text.startIndex..<dash]), pos >= 0 else { return nil }
-        let hash = String(text[text.index(after: dash)...])
-        guard !hash.isEmpty, !hash.contains(where: { $0.isWhitespace }) else { return nil }
+        let utf8 = text.utf8
+        var index = utf8.startIndex
+        var pos = 0
+        var digits = 0
+        while index != utf8.endIndex, utf8[index] != UInt8(ascii: "-") {
+            let byte = utf8[index]
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 18 else { return nil }
+            pos = pos * 10 + Int(byte - UInt8(ascii: "0"))
+            digits += 1
+            index = utf8.index(after: index)
+        }
+        guard digits > 0, index != utf8.endIndex else { return nil }
+        let hashStart = utf8.index(after: index)
+        guard hashStart != utf8.endIndex, !utf8[hashStart...].contains(where: { $0 <= 0x20 }) else { return nil }
         self.pos = pos
-        self.hash = hash
+        self.hash = String(text[hashStart...])
     }
 
     public var description: String { "\(pos)-\(hash)" }

@@ -13,6 +13,8 @@ public struct ReplicationOptions: Sendable {
     public var filter: ReplicationFilter?
     /// Changes read per batch.
     public var batchSize = 1000
+    /// Batches being diffed and fetched ahead of the one being written.
+    public var pipelineDepth = 3
     /// Transient failures tolerated in a row before a one-shot replication gives up
     /// (continuous replications keep retrying, backing off up to `maxBackoff`).
     public var maxRetries = 10
@@ -182,21 +184,29 @@ public final class Replication: Sendable {
             }
 
             do {
-                // One batch is read (changes, revs_diff, fetch) while the one before it is
-                // written: the two halves of the protocol overlap instead of taking turns.
-                var prefetch: Task<Fetched, any Error>?
-                defer { prefetch?.cancel() }
+                // Batches flow through a pipeline: changes are read in order, each batch's
+                // revs_diff and fetch run as their own task (up to `pipelineDepth` ahead), and
+                // the writer takes them in order, so reading and writing overlap.
+                var queue: [(batch: ChangesBatch, docs: Task<[JSON], any Error>)] = []
+                defer { for item in queue { item.docs.cancel() } }
+                var readFrom = since
+                var caughtUp: ChangesBatch?
                 while true {
                     try Task.checkCancellation()
-                    let fetched: Fetched
-                    if let pending = prefetch {
-                        prefetch = nil
-                        fetched = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
-                    } else {
-                        fetched = try await read(from: since)
+                    while queue.count < options.pipelineDepth, caughtUp == nil {
+                        let from = readFrom
+                        let batch = try await retrying { try await self.source.changes(since: from, limit: self.options.batchSize, filter: self.options.filter) }
+                        if batch.entries.isEmpty {
+                            caughtUp = batch
+                        } else {
+                            readFrom = batch.lastSeq
+                            queue.append((batch, Task { try await self.diffAndFetch(batch) }))
+                        }
                     }
-                    if fetched.batch.entries.isEmpty {
-                        if !fetched.batch.lastSeq.isNull { since = fetched.batch.lastSeq }
+                    guard !queue.isEmpty else {
+                        if let last = caughtUp?.lastSeq, !last.isNull { since = last }
+                        readFrom = since
+                        caughtUp = nil
                         try await checkpoint()
                         guard options.continuous else { break }
                         update { $0.state = .idle; $0.changesPending = 0; $0.lastSeq = since }
@@ -204,13 +214,13 @@ public final class Replication: Sendable {
                         _ = try await retrying { try await self.source.waitForChanges(since: waitFrom, timeout: self.options.heartbeat) }
                         continue
                     }
-                    update { $0.state = .busy; $0.changesPending = fetched.batch.pending }
-                    let next = fetched.batch.lastSeq
-                    prefetch = Task { try await self.read(from: next) }
-                    try await write(fetched.docs)
-                    since = fetched.batch.lastSeq
+                    let (batch, pending) = queue.removeFirst()
+                    update { $0.state = .busy; $0.changesPending = batch.pending }
+                    let docs = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
+                    try await write(docs)
+                    since = batch.lastSeq
                     try await checkpoint(force: false)
-                    update { $0.lastSeq = since; $0.changesPending = fetched.batch.pending }
+                    update { $0.lastSeq = since; $0.changesPending = batch.pending }
                 }
             } catch is CancellationError {
                 try? await checkpoint()
@@ -229,17 +239,9 @@ public final class Replication: Sendable {
         }
     }
 
-    /// A batch of changes and the revisions the target lacks from it, fetched from the source.
-    struct Fetched: Sendable {
-        var batch: ChangesBatch
-        var docs: [JSON]
-    }
-
-    /// Reads the next batch: changes after `since`, `_revs_diff` against the target, and the
-    /// missing revisions with only the attachments the target lacks.
-    private func read(from since: JSON) async throws -> Fetched {
-        let batch = try await retrying { try await self.source.changes(since: since, limit: self.options.batchSize, filter: self.options.filter) }
-        guard !batch.entries.isEmpty else { return Fetched(batch: batch, docs: []) }
+    /// The revisions of a batch that the target lacks (`_revs_diff`), fetched from the source
+    /// with only the attachments the target lacks.
+    private func diffAndFetch(_ batch: ChangesBatch) async throws -> [JSON] {
         let request = batch.entries.map { (id: $0.id, revs: $0.revs) }
         let checked = request.reduce(0) { $0 + $1.revs.count }
         let diff = try await retrying { try await self.target.revsDiff(request) }
@@ -255,7 +257,7 @@ public final class Replication: Sendable {
         }
         let count = docs.count
         update { $0.docsRead += count }
-        return Fetched(batch: batch, docs: docs)
+        return docs
     }
 
     /// Writes fetched revisions as they are; rejected ones are counted, not fatal.

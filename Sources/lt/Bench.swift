@@ -271,11 +271,14 @@ struct Bench: AsyncParsableCommand {
         let api = CouchAPI(store: store, settings: settings, options: CouchAPI.Options(), logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()
         let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        // The server is stopped by cancelling its task, which it would log as an error.
+        var serverLogger = Logger(label: "lt.bench")
+        serverLogger.logLevel = .critical
         let app = Application(
             responder: api.responder,
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in portContinuation.yield(channel.localAddress?.port ?? 0) },
-            logger: Logger(label: "lt.bench"))
+            logger: serverLogger)
         let task = Task { try await app.run() }
         var iterator = portStream.makeAsyncIterator()
         guard let port = await iterator.next() else { throw ValidationError("server did not start") }

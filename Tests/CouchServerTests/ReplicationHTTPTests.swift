@@ -63,6 +63,28 @@ struct ReplicationHTTPTests {
         #expect(start.duration(to: clock.now) < .seconds(5))
     }
 
+    @Test("Documents the target rejects are counted as write failures, not fatal")
+    func rejectedDocuments() async throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        _ = try await server.request(.PUT, "/_users/org.couchdb.user:alice", json: [
+            "name": "alice", "type": "user", "roles": [], "password": "wonderland"])
+        _ = try await server.request(.PUT, "/guarded")
+        _ = try await server.request(.PUT, "/guarded/_security", json: [
+            "admins": ["names": [], "roles": []], "members": ["names": ["alice"], "roles": []]])
+        let (store, directory) = try temporaryStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let local = try store.create("phone")
+        for i in 0..<5 { _ = try await local.update(DocumentInput(id: "p\(i)")) }
+        _ = try await local.update(DocumentInput(id: "_design/app", body: ["language": "javascript"]))
+        // alice is a member, not a database admin: she may not write design documents.
+        let result = try await Replication(
+            source: LocalEndpoint(store: store, name: "phone"),
+            target: try RemoteEndpoint(url: "http://alice:wonderland@127.0.0.1:\(server.port)/guarded")).run()
+        #expect(result.status.docsWritten == 5 && result.status.docWriteFailures == 1)
+        #expect(try await server.request(.GET, "/guarded").json["doc_count"] == 5)
+    }
+
     @Test("POST /_replicate: one-shot, continuous with _active_tasks and _scheduler/jobs, cancel")
     func serverReplicate() async throws {
         let s = try TestServer()

@@ -80,8 +80,10 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON"], swiftSettings: strict),
-        .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON"], swiftSettings: strict),
+        // Helpers shared by the test targets (deterministic random numbers for property tests).
+        .target(name: "LTTestSupport", path: "Tests/LTTestSupport", swiftSettings: strict),
+        .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(
             name: "CouchServerTests",
             dependencies: [

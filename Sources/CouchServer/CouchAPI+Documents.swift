@@ -347,10 +347,9 @@ extension CouchAPI {
         if input.deleted { return input }
         guard input.body["type"] == .string("user") else { throw EngineError.forbidden("doc.type must be user") }
         guard input.body["name"] == .string(name) else { throw EngineError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
-        guard let roles = input.body["roles"], roles.arrayValue?.allSatisfy({ $0.stringValue != nil }) == true else {
+        guard input.body["roles"]?.arrayValue?.allSatisfy({ $0.stringValue != nil }) == true else {
             throw EngineError.forbidden("doc.roles must be an array of strings")
         }
-        _ = roles
         if let password = input.body.removeValue(forKey: "password") {
             guard case let .string(plain) = password else { throw EngineError.forbidden("doc.password must be a string") }
             let hash = try Passwords.hash(plain, iterations: options.pbkdf2Iterations)

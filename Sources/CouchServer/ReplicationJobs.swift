@@ -37,27 +37,28 @@ final class ReplicationJobs: Sendable {
     /// `_active_tasks` rows.
     func activeTasks() -> [JSON] {
         all.map { job in
-            let status = job.replication.status
-            return [
+            var task: JSONObject = [
                 "type": "replication",
                 "replication_id": .string(job.id),
                 "source": .string(job.replication.source.displayName),
                 "target": .string(job.replication.target.displayName),
                 "continuous": .bool(job.continuous),
-                "docs_read": .int(status.docsRead),
-                "docs_written": .int(status.docsWritten),
-                "doc_write_failures": .int(status.docWriteFailures),
-                "missing_revisions_found": .int(status.missingFound),
-                "revisions_checked": .int(status.missingChecked),
-                "changes_pending": status.changesPending.map(JSON.int) ?? .null,
-                "checkpointed_source_seq": status.lastSeq ?? .null,
                 "started_on": .int(Int(job.started.timeIntervalSince1970)),
                 "updated_on": .int(Int(Date().timeIntervalSince1970)),
                 "user": job.user.map(JSON.string) ?? .null,
                 "node": "lt@localhost",
                 "pid": .string(job.id),
             ]
+            task.members += job.replication.status.counters.members
+            return .object(task)
         }
+    }
+
+    /// A job's `info` object: its counters and last error.
+    static func info(_ status: ReplicationStatus) -> JSONObject {
+        var info = status.counters
+        info["error"] = status.error.map(JSON.string) ?? .null
+        return info
     }
 
     /// `_scheduler/jobs` rows.
@@ -80,16 +81,7 @@ final class ReplicationJobs: Sendable {
                 "target": .string(job.replication.target.displayName),
                 "user": job.user.map(JSON.string) ?? .null,
                 "state": .string(state),
-                "info": [
-                    "revisions_checked": .int(status.missingChecked),
-                    "missing_revisions_found": .int(status.missingFound),
-                    "docs_read": .int(status.docsRead),
-                    "docs_written": .int(status.docsWritten),
-                    "doc_write_failures": .int(status.docWriteFailures),
-                    "changes_pending": status.changesPending.map(JSON.int) ?? .null,
-                    "checkpointed_source_seq": status.lastSeq ?? .null,
-                    "error": status.error.map(JSON.string) ?? .null,
-                ],
+                "info": .object(Self.info(status)),
                 "start_time": .string(ISO8601DateFormatter().string(from: job.started)),
                 "history": [["type": "started", "timestamp": .string(ISO8601DateFormatter().string(from: job.started))]],
             ]

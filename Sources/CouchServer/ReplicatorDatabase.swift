@@ -153,12 +153,7 @@ final class ReplicatorDatabase: Sendable {
                 return value.stringValue.map(JSON.string) ?? value["url"] ?? .null
             }
             var info: JSON = doc["_replication_stats"] ?? .null
-            if let status = job?.replication.status {
-                let pending: JSON = status.changesPending.map(JSON.int) ?? .null
-                let error: JSON = status.error.map(JSON.string) ?? .null
-                info = ["docs_read": .int(status.docsRead), "docs_written": .int(status.docsWritten),
-                        "doc_write_failures": .int(status.docWriteFailures), "changes_pending": pending, "error": error]
-            }
+            if let status = job?.replication.status { info = .object(ReplicationJobs.info(status)) }
             var row: JSONObject = ["database": "_replicator", "doc_id": .string(id), "id": .string(job?.id ?? id), "node": "lt@localhost"]
             row["source"] = endpoint(doc["source"])
             row["target"] = endpoint(doc["target"])

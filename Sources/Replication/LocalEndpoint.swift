@@ -57,12 +57,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
         case nil: break
         }
         let page = try await db.changes(options)
-        let entries = page.rows.compactMap { row -> ChangeEntry? in
-            guard let id = row["id"]?.stringValue, let seq = row["seq"] else { return nil }
-            let revs = (row["changes"]?.arrayValue ?? []).compactMap { $0["rev"]?.stringValue.flatMap(Revision.init) }
-            return ChangeEntry(id: id, revs: revs, seq: seq, deleted: row["deleted"] == .bool(true))
-        }
-        return ChangesBatch(entries: entries, lastSeq: .string(db.sequenceString(page.lastSeq)), pending: page.pending)
+        return ChangesBatch(entries: page.rows.compactMap(ChangeEntry.init(row:)), lastSeq: .string(db.sequenceString(page.lastSeq)), pending: page.pending)
     }
 
     public func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool {
@@ -71,13 +66,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
     }
 
     public func revsDiff(_ request: [(id: String, revs: [Revision])]) async throws -> [RevsDiffEntry] {
-        let diff = try await database().revsDiff(request)
-        return diff.members.map { id, entry in
-            RevsDiffEntry(
-                id: id,
-                missing: (entry["missing"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) },
-                possibleAncestors: (entry["possible_ancestors"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) })
-        }
+        RevsDiffEntry.parse(try await database().revsDiff(request))
     }
 
     public func fetch(_ requests: [FetchRequest]) async throws -> [JSON] {

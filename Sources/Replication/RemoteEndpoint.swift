@@ -214,12 +214,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         let reply = try await send(body == nil ? .GET : .POST, path, json: body, timeout: .seconds(Int64((timeout?.components.seconds ?? 60) + 60)))
         guard reply.status == 200 else { throw failure(reply, "read changes") }
         let json = reply.json
-        let entries = (json["results"]?.arrayValue ?? []).compactMap { row -> ChangeEntry? in
-            guard let id = row["id"]?.stringValue else { return nil }
-            let revs = (row["changes"]?.arrayValue ?? []).compactMap { $0["rev"]?.stringValue.flatMap(Revision.init) }
-            return ChangeEntry(id: id, revs: revs, seq: row["seq"] ?? .null, deleted: row["deleted"] == .bool(true))
-        }
-        return ChangesBatch(entries: entries, lastSeq: json["last_seq"] ?? since, pending: json["pending"]?.intValue)
+        return ChangesBatch(entries: (json["results"]?.arrayValue ?? []).compactMap(ChangeEntry.init(row:)), lastSeq: json["last_seq"] ?? since, pending: json["pending"]?.intValue)
     }
 
     public func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool {
@@ -232,12 +227,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         for (id, revs) in request { body.members.append((id, .array(revs.map { .string($0.description) }))) }
         let reply = try await send(.POST, "/_revs_diff", json: .object(body))
         guard reply.status == 200, case let .object(diff) = reply.json else { throw failure(reply, "_revs_diff") }
-        return diff.members.map { id, entry in
-            RevsDiffEntry(
-                id: id,
-                missing: (entry["missing"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) },
-                possibleAncestors: (entry["possible_ancestors"]?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) })
-        }
+        return RevsDiffEntry.parse(diff)
     }
 
     public func fetch(_ requests: [FetchRequest]) async throws -> [JSON] {

@@ -55,6 +55,18 @@ public struct RevsDiffEntry: Sendable {
     public var id: String
     public var missing: [Revision]
     public var possibleAncestors: [Revision]
+
+    /// Entries of a `_revs_diff` answer (`{id: {"missing": [...], "possible_ancestors": [...]}}`).
+    static func parse(_ diff: JSONObject) -> [RevsDiffEntry] {
+        diff.members.map { id, entry in
+            RevsDiffEntry(id: id, missing: revisions(entry["missing"]), possibleAncestors: revisions(entry["possible_ancestors"]))
+        }
+    }
+}
+
+/// Revision ids from a JSON array of strings, skipping anything else.
+func revisions(_ list: JSON?) -> [Revision] {
+    (list?.arrayValue ?? []).compactMap { $0.stringValue.flatMap(Revision.init) }
 }
 
 public struct WriteFailure: Sendable {
@@ -69,6 +81,15 @@ public struct ChangeEntry: Sendable {
     public var revs: [Revision]
     public var seq: JSON
     public var deleted: Bool
+
+    /// A `_changes` row (`{"seq","id","changes":[{"rev"}],"deleted"?}`); nil without an id.
+    init?(row: JSON) {
+        guard let id = row["id"]?.stringValue else { return nil }
+        self.id = id
+        revs = revisions(.array((row["changes"]?.arrayValue ?? []).compactMap { $0["rev"] }))
+        seq = row["seq"] ?? .null
+        deleted = row["deleted"] == .bool(true)
+    }
 }
 
 public struct ChangesBatch: Sendable {

@@ -48,6 +48,19 @@ public struct ReplicationStatus: Sendable {
     public var changesPending: Int?
     public var lastSeq: JSON?
     public var error: String?
+
+    /// The counters under CouchDB's names, as `_active_tasks` and `_scheduler` show them.
+    public var counters: JSONObject {
+        [
+            "revisions_checked": .int(missingChecked),
+            "missing_revisions_found": .int(missingFound),
+            "docs_read": .int(docsRead),
+            "docs_written": .int(docsWritten),
+            "doc_write_failures": .int(docWriteFailures),
+            "changes_pending": changesPending.map(JSON.int) ?? .null,
+            "checkpointed_source_seq": lastSeq ?? .null,
+        ]
+    }
 }
 
 /// The outcome of a replication run, in the shape of a CouchDB checkpoint history entry.

@@ -1,21 +1,9 @@
 import CouchEngine
 import CouchJSON
 import Foundation
+import LTTestSupport
 import Replication
 import Testing
-
-/// SplitMix64, so a failing seed can be replayed.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 func withStore(_ body: (DatabaseStore) async throws -> Void) async throws {
     let url = FileManager.default.temporaryDirectory.appendingPathComponent("lt-repl-\(UUID().uuidString)")

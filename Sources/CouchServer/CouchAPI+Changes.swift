@@ -60,8 +60,49 @@ extension CouchAPI {
         let timeout: Duration = try request.int("timeout").map { .milliseconds(max($0, 0)) } ?? .milliseconds(60000)
 
         if feed == "normal" {
-            let page = try await db.changes(options)
-            return .json(changesResult(db, page))
+            // Small answers in one piece; large ones streamed in pages, so reading the whole
+            // feed of a big database does not hold it all in memory.
+            let pageSize = 5000
+            if let limit = options.limit, limit <= pageSize {
+                return .json(changesResult(db, try await db.changes(options)))
+            }
+            var first = options
+            first.limit = pageSize
+            let firstPage = try await db.changes(first)
+            if firstPage.rows.count < pageSize {
+                return .json(changesResult(db, firstPage))
+            }
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            headers[.cacheControl] = "must-revalidate"
+            let all = options
+            let body = ResponseBody { writer in
+                let total = all.limit ?? Int.max
+                var page = firstPage
+                var requested = pageSize
+                var sent = 0
+                var next = all
+                try await writer.write(ByteBuffer(string: "{\"results\":[\n"))
+                while true {
+                    var out: [UInt8] = []
+                    for row in page.rows {
+                        if sent > 0 { out.append(contentsOf: ",\n".utf8) }
+                        sent += 1
+                        row.write(to: &out)
+                    }
+                    try await writer.write(ByteBuffer(bytes: out))
+                    if page.rows.count < requested || sent >= total { break }
+                    requested = min(pageSize, total - sent)
+                    next.since = page.lastSeq
+                    next.limit = requested
+                    page = try await db.changes(next)
+                }
+                // Close the array, then the members of {"last_seq","pending"} without its "{".
+                let tail: JSON = ["last_seq": .string(db.sequenceString(page.lastSeq)), "pending": .int(page.pending)]
+                try await writer.write(ByteBuffer(bytes: Array("\n],".utf8) + tail.bytes.dropFirst() + [UInt8(ascii: "\n")]))
+                try await writer.finish(nil)
+            }
+            return APIResponse(status: .ok, headers: headers, body: body)
         }
         let contentType = feed == "eventsource" ? "text/event-stream" : "application/json"
         var headers = HTTPFields()

@@ -92,6 +92,7 @@ public final class CouchAPI: Sendable {
             response = .error(EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
         }
         response.headers[.server] = "CouchDB/\(CouchAPI.version) (LocationTracker)"
+        logger.debug("\(request.method) \(request.uri.path) \(response.status.code)")
         if let origin, corsAllows(origin) {
             response.headers[.accessControlAllowOrigin] = origin
             response.headers[.accessControlAllowCredentials] = "true"

@@ -368,6 +368,25 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("Large _changes answers are streamed in pages and stay one valid JSON document")
+    func largeChanges() async throws {
+        try await withServer { s in
+            _ = try await s.request(.PUT, "/big")
+            for start in stride(from: 0, to: 12_000, by: 4000) {
+                _ = try await s.request(.POST, "/big/_bulk_docs", json: ["docs": .array((start..<(start + 4000)).map { ["_id": .string("b\($0)")] })])
+            }
+            let all = try await s.request(.GET, "/big/_changes")
+            let rows = all.json["results"]?.arrayValue ?? []
+            #expect(rows.count == 12_000 && Set(rows.compactMap { $0["id"]?.stringValue }).count == 12_000)
+            #expect(all.json["last_seq"] == (try await s.request(.GET, "/big").json["update_seq"]) && all.json["pending"] == 0)
+            let limited = try await s.request(.GET, "/big/_changes?limit=7000")
+            #expect(limited.json["results"]?.arrayValue?.count == 7000)
+            #expect(limited.json["last_seq"] == limited.json["results"]?[6999]?["seq"] && limited.json["pending"] == 5000)
+            let rest = try await s.request(.GET, "/big/_changes?since=\(limited.json["last_seq"]!.stringValue!)")
+            #expect(rest.json["results"]?.arrayValue?.count == 5000)
+        }
+    }
+
     @Test("Request bodies over the configured limit get 413")
     func bodyLimit() async throws {
         let server = try TestServer(extraArguments: ["--max-body-size", "1024"])

@@ -13,6 +13,9 @@ public struct AllDocsOptions: Sendable {
     public var includeDocs = false
     public var keys: [JSON]?
     public var read = ReadOptions()
+    /// Whether to count the rows before the range (`offset`); later pages of a streamed
+    /// answer skip it.
+    public var computeOffset = true
     public init() {}
 }
 
@@ -92,7 +95,7 @@ extension Database {
             }
             // offset: rows before the range start in the requested direction.
             var offset = 0
-            if let start = options.startKey {
+            if options.computeOffset, let start = options.startKey {
                 offset = try Int.fetchOne(
                     db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id \(options.descending ? ">" : "<") ?",
                     arguments: [start]) ?? 0

@@ -238,10 +238,53 @@ extension CouchAPI {
                 options.endKey = high
             }
         }
-        let result = try await db.allDocs(options)
-        var out: JSONObject = ["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)]
-        if try request.bool("update_seq") { out["update_seq"] = .string(db.sequenceString(try await db.updateSeq())) }
-        return .json(.object(out))
+        let updateSeq: JSON? = try request.bool("update_seq") ? .string(db.sequenceString(try await db.updateSeq())) : nil
+        // Answers larger than a page are streamed, page by page in key order.
+        let pageSize = 5000
+        let requested = options.limit ?? Int.max
+        var first = options
+        if options.keys == nil { first.limit = min(requested, pageSize) }
+        let result = try await db.allDocs(first)
+        if options.keys != nil || result.rows.count < pageSize || requested <= pageSize {
+            var out: JSONObject = ["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)]
+            if let updateSeq { out["update_seq"] = updateSeq }
+            return .json(.object(out))
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[.cacheControl] = "must-revalidate"
+        let all = options
+        let firstLimit = first.limit ?? pageSize
+        let stream = ResponseBody { writer in
+            var head: JSONObject = ["total_rows": .int(result.totalRows), "offset": .int(result.offset)]
+            if let updateSeq { head["update_seq"] = updateSeq }
+            // `{"total_rows":..,"offset":..,` then the rows array.
+            try await writer.write(ByteBuffer(bytes: JSON.object(head).bytes.dropLast() + Array(",\"rows\":[\n".utf8)))
+            var rows = result.rows
+            var sent = 0
+            var next = all
+            next.computeOffset = false
+            var pageRequested = firstLimit
+            while true {
+                var out: [UInt8] = []
+                for row in rows {
+                    if sent > 0 { out.append(contentsOf: ",\n".utf8) }
+                    sent += 1
+                    row.write(to: &out)
+                }
+                try await writer.write(ByteBuffer(bytes: out))
+                guard rows.count == pageRequested, sent < requested, let lastID = rows.last?["id"]?.stringValue else { break }
+                // Continue after the last id: start there and skip it (ids are unique).
+                pageRequested = min(pageSize, requested - sent)
+                next.startKey = lastID
+                next.skip = 1
+                next.limit = pageRequested
+                rows = try await db.allDocs(next).rows
+            }
+            try await writer.write(ByteBuffer(string: "\n]}\n"))
+            try await writer.finish(nil)
+        }
+        return APIResponse(status: .ok, headers: headers, body: stream)
     }
 
     func localDocs(_ db: Database, _ request: APIRequest) async throws -> APIResponse {

@@ -384,6 +384,15 @@ struct HTTPAPITests {
             #expect(limited.json["last_seq"] == limited.json["results"]?[6999]?["seq"] && limited.json["pending"] == 5000)
             let rest = try await s.request(.GET, "/big/_changes?since=\(limited.json["last_seq"]!.stringValue!)")
             #expect(rest.json["results"]?.arrayValue?.count == 5000)
+            // _all_docs streams the same way, in key order, with offset and ranges intact.
+            let docs = try await s.request(.GET, "/big/_all_docs?include_docs=true")
+            let ids = docs.json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+            #expect(ids.count == 12_000 && ids == ids.sorted() && docs.json["total_rows"] == 12_000)
+            #expect(docs.json["rows"]?[11_999]?["doc"]?["_id"] == .string(ids[11_999]))
+            let page = try await s.request(.GET, "/big/_all_docs?startkey=%22b5%22&limit=6000&descending=true")
+            let pageIDs = page.json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+            #expect(pageIDs == Array(ids.filter { $0 <= "b5" }.reversed().prefix(6000)))
+            #expect(pageIDs.count == 6000)
         }
     }
 

@@ -31,34 +31,30 @@ struct Bench: AsyncParsableCommand {
     var durability = "full"
 
     func run() async throws {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = .warning
-            return handler
-        }
+        LT.bootstrapLogging(level: .warning)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
 
         var serverTask: Task<Void, any Error>?
         var base: String
-        var authorization = ""
+        var user: String?
+        var password: String?
         if let url {
-            var components = URLComponents(string: url)!
-            if let user = components.user, let password = components.password {
-                authorization = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
-            }
+            guard var components = URLComponents(string: url) else { throw ValidationError("Cannot parse --url \(url)") }
+            (user, password) = (components.user, components.password)
             components.user = nil
             components.password = nil
-            base = components.string!.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+            base = (components.string ?? url).trimmingCharacters(in: CharacterSet(charactersIn: "/"))
         } else {
             let (task, port) = try await startServer(scratch.appendingPathComponent("server"))
             guard port > 0 else { throw ValidationError("the in-process server did not report its port") }
             serverTask = task
             base = "http://127.0.0.1:\(port)"
-            authorization = "Basic " + Data("bench:bench-password".utf8).base64EncodedString()
+            (user, password) = ("bench", "bench-password")
         }
         defer { serverTask?.cancel() }
+        let authorization = user.flatMap { user in password.map { "Basic " + Data("\(user):\($0)".utf8).base64EncodedString() } } ?? ""
         let client = try Client(base: base, authorization: authorization)
         let documents = (0..<docs).map(Bench.locationDocument)
         let bodies = documents.map(\.bytes)
@@ -165,30 +161,27 @@ struct Bench: AsyncParsableCommand {
         // Replication: pull everything into a fresh local database, then push it to an empty
         // server database, through the replicator over HTTP.
         let replicationStore = try DatabaseStore(directory: scratch.appendingPathComponent("replicas"))
-        let remoteBase = "http://\(client.host):\(client.port)"
-        let credentials = Data(client.authorization.dropFirst("Basic ".count).utf8)
-        let userPassword = String(decoding: Data(base64Encoded: credentials) ?? Data(), as: UTF8.self).split(separator: ":", maxSplits: 1)
-        let (user, password) = (userPassword.first.map(String.init), userPassword.count > 1 ? String(userPassword[1]) : nil)
-        let pull = try await medianAsync(runs) { run in
-            let replication = Replication(
-                source: try RemoteEndpoint(url: "\(remoteBase)/bulk0", username: user, password: password),
-                target: LocalEndpoint(store: replicationStore, name: "pulled\(run)"),
-                options: { var o = ReplicationOptions(); o.createTarget = true; return o }())
-            let start = ContinuousClock.now
-            let result = try await replication.run()
-            guard result.status.docsWritten == documents.count else { throw ValidationError("pull wrote \(result.status.docsWritten)") }
-            return Double(documents.count) / start.duration(to: .now).seconds
+        func replicationRate(_ endpoints: (Int) throws -> (any ReplicationEndpoint, any ReplicationEndpoint)) async throws -> Double {
+            try await medianAsync(runs) { run in
+                let (source, target) = try endpoints(run)
+                var options = ReplicationOptions()
+                options.createTarget = true
+                let start = ContinuousClock.now
+                let result = try await Replication(source: source, target: target, options: options).run()
+                guard result.status.docsWritten == documents.count else {
+                    throw ValidationError("replication wrote \(result.status.docsWritten) of \(documents.count)")
+                }
+                return Double(documents.count) / start.duration(to: .now).seconds
+            }
+        }
+        let pull = try await replicationRate { run in
+            (try RemoteEndpoint(url: "\(base)/bulk0", username: user, password: password),
+             LocalEndpoint(store: replicationStore, name: "pulled\(run)"))
         }
         report("replication pull, server → new local database", pull, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
-        let push = try await medianAsync(runs) { run in
-            let replication = Replication(
-                source: LocalEndpoint(store: replicationStore, name: "pulled0"),
-                target: try RemoteEndpoint(url: "\(remoteBase)/pushed\(run)", username: user, password: password),
-                options: { var o = ReplicationOptions(); o.createTarget = true; return o }())
-            let start = ContinuousClock.now
-            let result = try await replication.run()
-            guard result.status.docsWritten == documents.count else { throw ValidationError("push wrote \(result.status.docsWritten)") }
-            return Double(documents.count) / start.duration(to: .now).seconds
+        let push = try await replicationRate { run in
+            (LocalEndpoint(store: replicationStore, name: "pulled0"),
+             try RemoteEndpoint(url: "\(base)/pushed\(run)", username: user, password: password))
         }
         report("replication push, local → empty server database", push, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
 

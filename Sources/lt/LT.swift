@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 
 /// `lt`: the LocationTracker command line.
 @main
@@ -8,4 +9,15 @@ struct LT: AsyncParsableCommand {
         abstract: "LocationTracker: an offline-first location tracking server with a CouchDB-compatible database.",
         subcommands: [Serve.self, Replicate.self, Bench.self],
         defaultSubcommand: Serve.self)
+}
+
+extension LT {
+    /// Logs go to stderr at `level`, for every command.
+    static func bootstrapLogging(level: Logger.Level) {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
 }

@@ -54,11 +54,7 @@ struct Replicate: AsyncParsableCommand {
     }
 
     func run() async throws {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = .warning
-            return handler
-        }
+        LT.bootstrapLogging(level: .warning)
         var stores: [String: DatabaseStore] = [:]
         let sourceEndpoint = try endpoint(source, stores: &stores)
         let targetEndpoint = try endpoint(target, stores: &stores)

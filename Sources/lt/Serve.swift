@@ -53,11 +53,7 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         let levelName = value(logLevel, "LT_LOG_LEVEL") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("Unknown log level \(levelName)") }
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LT.bootstrapLogging(level: level)
         let logger = Logger(label: "lt")
         let directory = URL(fileURLWithPath: value(data, "LT_DATA") ?? "./lt-data", isDirectory: true)
         let host = value(host, "LT_HOST") ?? "127.0.0.1"

@@ -29,6 +29,8 @@ let package = Package(
     targets: [
         // Ordered JSON values: parse, serialize, compare. No dependencies.
         .target(name: "CouchJSON", swiftSettings: strict),
+        // MIME multipart bodies (documents with attachment bodies, open_revs answers).
+        .target(name: "MIMEMultipart", swiftSettings: strict),
         // The document database engine on SQLite: revision trees, changes, attachments, Mango. No HTTP.
         .target(
             name: "CouchEngine",
@@ -45,7 +47,7 @@ let package = Package(
         .target(
             name: "Replication",
             dependencies: [
-                "CouchJSON", "CouchEngine",
+                "CouchJSON", "CouchEngine", "MIMEMultipart",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -58,7 +60,7 @@ let package = Package(
         .target(
             name: "CouchServer",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication",
+                "CouchJSON", "CouchEngine", "Replication", "MIMEMultipart",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

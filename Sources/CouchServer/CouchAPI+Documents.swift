@@ -3,6 +3,7 @@ import CouchJSON
 import Foundation
 import HTTPTypes
 import Hummingbird
+import MIMEMultipart
 
 extension CouchAPI {
     /// Checks who may write `input` and writes it (interactive edit unless `new_edits=false`).
@@ -218,7 +219,8 @@ extension CouchAPI {
     /// attachments marked `follows`, in the order they appear in `_attachments`.
     func multipartDocument(_ request: APIRequest, contentType: String) throws -> DocumentInput {
         guard let boundary = Multipart.boundary(of: contentType) else { throw EngineError.badRequest("Multipart body without boundary") }
-        let parts = try Multipart.parse(request.body, boundary: boundary)
+        let parts: [Multipart.Part]
+        do { parts = try Multipart.parse(request.body, boundary: boundary) } catch { throw EngineError.badRequest(error.description) }
         guard let first = parts.first else { throw EngineError.badRequest("Empty multipart body") }
         let json: JSON
         do { json = try JSON.parse(first.body) } catch { throw EngineError.badRequest("The first multipart part must be the JSON document") }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CouchEngine
 import CouchJSON
 import Foundation
+import MIMEMultipart
 import NIOCore
 import NIOHTTP1
 
@@ -25,8 +26,8 @@ public struct RemoteEndpoint: ReplicationEndpoint {
     let authentication: Authentication
     private let sessionCookie = Locked<String?>(nil)
     let client: HTTPClient
-    /// Whether `_bulk_get` works on this peer; probed on first use.
-    private let bulkGetSupported = Locked<Bool?>(nil)
+    /// Whether `_bulk_get` works on this peer; probed on first use (false: never try it).
+    private let bulkGetSupported: Locked<Bool?>
 
     /// The HTTP client replications share. Connection attempts are not retried inside the
     /// client: a peer that is down fails the request at once, and the replicator's own
@@ -39,8 +40,11 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
+    /// - Parameter bulkGet: use `_bulk_get` when the peer has it (false: always fetch with
+    ///   per-document `open_revs`, as for peers without it).
     public init(url: String, username: String? = nil, password: String? = nil, authentication: Authentication = .basic,
-                client: HTTPClient = RemoteEndpoint.sharedClient) throws {
+                bulkGet: Bool = true, client: HTTPClient = RemoteEndpoint.sharedClient) throws {
+        bulkGetSupported = Locked(bulkGet ? nil : false)
         guard var components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme),
               components.host != nil else {
             throw ReplicationError(.fatal, "Not an http(s) database URL: \(url)")
@@ -74,6 +78,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
     struct Reply {
         var status: Int
         var body: [UInt8]
+        var contentType = ""
         var json: JSON { (try? JSON.parse(body)) ?? .null }
     }
 
@@ -130,7 +135,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         do {
             let response = try await client.execute(request, timeout: timeout)
             let body = try await response.body.collect(upTo: 1 << 30)
-            return Reply(status: Int(response.status.code), body: Array(buffer: body))
+            return Reply(status: Int(response.status.code), body: Array(buffer: body), contentType: response.headers["Content-Type"].first ?? "")
         } catch {
             throw ReplicationError(.transient, "\(method) \(displayName)\(path): \(error)")
         }
@@ -255,17 +260,64 @@ public struct RemoteEndpoint: ReplicationEndpoint {
             guard [400, 404, 405, 501].contains(reply.status) else { throw failure(reply, "_bulk_get") }
             bulkGetSupported.withLock { $0 = false }
         }
-        // Peers without _bulk_get: one open_revs request per document, as PouchDB falls back.
+        // Peers without _bulk_get: one open_revs request per document, as CouchDB's replicator
+        // falls back, asking for multipart/mixed (attachment bodies as binary parts).
         var docs: [JSON] = []
         for request in requests {
             let revs = JSON.array(request.revs.map { .string($0.description) })
             let since = JSON.array(request.attsSince.map { .string($0.description) })
             let path = "/\(RemoteEndpoint.encode(request.id))?revs=true&latest=true&attachments=true&open_revs=\(RemoteEndpoint.query(revs))&atts_since=\(RemoteEndpoint.query(since))"
-            let reply = try await send(.GET, path)
+            let reply = try await send(.GET, path, accept: "multipart/mixed, application/json")
             guard reply.status == 200 else { throw failure(reply, "open_revs \(request.id)") }
-            for item in reply.json.arrayValue ?? [] { if let doc = item["ok"] { docs.append(doc) } }
+            docs += try RemoteEndpoint.openRevisionsDocuments(reply)
         }
         return docs
+    }
+
+    /// The documents of an `open_revs` answer: a JSON array (`[{"ok": doc}, {"missing": rev}]`)
+    /// or `multipart/mixed`, whose parts are JSON documents or `multipart/related` documents
+    /// followed by their attachment bodies (which go back inline, as base64).
+    static func openRevisionsDocuments(_ reply: Reply) throws -> [JSON] {
+        guard reply.contentType.lowercased().hasPrefix("multipart/"), let boundary = Multipart.boundary(of: reply.contentType) else {
+            return (reply.json.arrayValue ?? []).compactMap { $0["ok"] }
+        }
+        var docs: [JSON] = []
+        for part in try parts(reply.body, boundary: boundary) {
+            let type = part.headers["content-type"] ?? "application/json"
+            if type.lowercased().hasPrefix("multipart/related"), let inner = Multipart.boundary(of: type) {
+                let related = try parts(part.body, boundary: inner)
+                guard let first = related.first, case var .object(doc) = (try? JSON.parse(first.body)) ?? .null else { continue }
+                var attachments = doc["_attachments"]?.objectValue ?? JSONObject()
+                let following = attachments.members.filter { $0.value["follows"] == .bool(true) }.map(\.key)
+                for (index, body) in related.dropFirst().enumerated() {
+                    let named = body.headers["content-disposition"].flatMap(filename)
+                    guard let name = named ?? (index < following.count ? following[index] : nil),
+                          var attachment = attachments[name]?.objectValue else { continue }
+                    attachment.removeValue(forKey: "follows")
+                    attachment["data"] = .string(Data(body.body).base64EncodedString())
+                    attachments[name] = .object(attachment)
+                }
+                if !attachments.isEmpty { doc["_attachments"] = .object(attachments) }
+                docs.append(.object(doc))
+            } else if !type.contains("error=\"true\""), let doc = try? JSON.parse(part.body), doc["_id"] != nil {
+                docs.append(doc)
+            }
+        }
+        return docs
+    }
+
+    static func parts(_ body: [UInt8], boundary: String) throws -> [Multipart.Part] {
+        do { return try Multipart.parse(body, boundary: boundary) } catch {
+            throw ReplicationError(.transient, "open_revs: \(error.description)")
+        }
+    }
+
+    /// The `filename` of a `Content-Disposition: attachment; filename="..."` header.
+    static func filename(_ disposition: String) -> String? {
+        guard let range = disposition.range(of: "filename=") else { return nil }
+        var name = disposition[range.upperBound...].trimmingCharacters(in: .whitespaces)
+        if let semicolon = name.firstIndex(of: ";") { name = String(name[..<semicolon]) }
+        return name.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
     }
 
     public func write(_ documents: [JSON]) async throws -> [WriteFailure] {

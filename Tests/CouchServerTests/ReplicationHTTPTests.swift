@@ -48,6 +48,17 @@ struct ReplicationHTTPTests {
         #expect(try await device.document(id: "from-server")["made"] == "there")
         let again = try await Replication(source: LocalEndpoint(store: store, name: "device"), target: try RemoteEndpoint(url: url)).run()
         #expect(again.status.docsWritten == 0 && again.startSeq != 0)
+        // Without _bulk_get (older peers): per-document open_revs as multipart, attachment
+        // bodies as binary parts.
+        var fallbackOptions = ReplicationOptions()
+        fallbackOptions.createTarget = true
+        let fallback = try await Replication(
+            source: try RemoteEndpoint(url: url, bulkGet: false), target: LocalEndpoint(store: store, name: "fallback"), options: fallbackOptions).run()
+        #expect(fallback.status.docsWritten == fallback.status.missingFound && fallback.status.docWriteFailures == 0)
+        let copy = try store.open("fallback")
+        #expect(String(decoding: try await copy.attachment(docID: "photo", rev: nil, name: "a.txt").data, as: UTF8.self) == "hello")
+        #expect(try await copy.conflictedDocumentIDs() == ["c"])
+        #expect(try await copy.info()["doc_count"] == (try await server.request(.GET, "/cloud").json["doc_count"]))
         // Cookie sessions: one login, then the AuthSession cookie.
         _ = try await server.request(.PUT, "/cloud/by-cookie", json: [:])
         let cookiePull = try await Replication(

@@ -1,16 +1,21 @@
-import CouchEngine
 import Foundation
 
 /// MIME multipart bodies, as CouchDB uses them for documents with attachment bodies
 /// (`multipart/related` uploads) and for `open_revs` responses (`multipart/mixed`).
-enum Multipart {
-    struct Part {
-        var headers: [String: String]  // lowercased names
-        var body: [UInt8]
+public enum Multipart {
+    public struct Part: Sendable {
+        /// Header values by lowercased name.
+        public var headers: [String: String]
+        public var body: [UInt8]
+    }
+
+    /// Why a body could not be split into parts.
+    public struct MalformedBody: Error, Sendable, CustomStringConvertible {
+        public let description: String
     }
 
     /// The `boundary` parameter of a multipart content type.
-    static func boundary(of contentType: String) -> String? {
+    public static func boundary(of contentType: String) -> String? {
         for parameter in contentType.split(separator: ";").dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1)
             guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "boundary" else { continue }
@@ -21,8 +26,8 @@ enum Multipart {
         return nil
     }
 
-    /// Splits a multipart body into parts; 400 when it is malformed.
-    static func parse(_ body: [UInt8], boundary: String) throws -> [Part] {
+    /// Splits a multipart body into parts.
+    public static func parse(_ body: [UInt8], boundary: String) throws(MalformedBody) -> [Part] {
         let delimiter = Array("--\(boundary)".utf8)
         var positions: [Int] = []
         var searchFrom = 0
@@ -30,7 +35,7 @@ enum Multipart {
             positions.append(found)
             searchFrom = found + delimiter.count
         }
-        guard positions.count >= 2 else { throw EngineError.badRequest("Malformed multipart body") }
+        guard positions.count >= 2 else { throw MalformedBody(description: "Malformed multipart body") }
         var parts: [Part] = []
         for (start, end) in zip(positions, positions.dropFirst()) {
             var partStart = start + delimiter.count
@@ -40,7 +45,7 @@ enum Multipart {
             var partEnd = end
             if partEnd >= 2, body[partEnd - 2] == 13, body[partEnd - 1] == 10 { partEnd -= 2 }
             else if partEnd >= 1, body[partEnd - 1] == 10 { partEnd -= 1 }
-            guard partStart <= partEnd else { throw EngineError.badRequest("Malformed multipart body") }
+            guard partStart <= partEnd else { throw MalformedBody(description: "Malformed multipart body") }
             let slice = Array(body[partStart..<partEnd])
             let separator: [UInt8] = [13, 10, 13, 10]
             var headers: [String: String] = [:]
@@ -80,7 +85,7 @@ enum Multipart {
     }
 
     /// Builds a multipart body from parts (headers, body).
-    static func build(_ parts: [(headers: [(String, String)], body: [UInt8])], boundary: String) -> [UInt8] {
+    public static func build(_ parts: [(headers: [(String, String)], body: [UInt8])], boundary: String) -> [UInt8] {
         var out: [UInt8] = []
         for part in parts {
             out += Array("--\(boundary)\r\n".utf8)

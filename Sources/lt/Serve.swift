@@ -10,7 +10,7 @@ import ServiceLifecycle
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY).")
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES).")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -38,6 +38,9 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "full: fsync every commit; normal: survive a killed process, not power loss. (LT_DURABILITY, default full)")
     var durability: String?
+
+    @Option(name: .customLong("max-open-databases"), help: "Databases kept open at once; idle ones beyond it are closed (each open one holds a few file descriptors). (LT_MAX_OPEN_DATABASES, default 128)")
+    var maxOpenDatabases: Int?
 
     func value(_ option: String?, _ variable: String) -> String? {
         option ?? ProcessInfo.processInfo.environment[variable].flatMap { $0.isEmpty ? nil : $0 }
@@ -95,7 +98,9 @@ struct Serve: AsyncParsableCommand {
         }
         try settings.save(to: directory)
 
-        let store = try DatabaseStore(directory: directory, durability: durabilityMode, logger: logger)
+        let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: 128)
+        guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
+        let store = try DatabaseStore(directory: directory, maxOpen: maxOpen, durability: durabilityMode, logger: logger)
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()

@@ -1,0 +1,268 @@
+import CouchJSON
+import Crypto
+import Foundation
+import GRDB
+
+/// A view's map function: the key/value rows a document emits. Thrown errors skip the
+/// document (CouchDB logs and skips it; the rest of the index is built).
+public typealias MapFunction = @Sendable (JSONObject) throws -> [(key: JSON, value: JSON)]
+
+/// CouchDB's built-in reduce functions, computed natively.
+public enum BuiltinReducer: String, Sendable {
+    case count = "_count"
+    case sum = "_sum"
+    case stats = "_stats"
+    case approxCountDistinct = "_approx_count_distinct"
+}
+
+/// A map/reduce view. The index behind it is named by `signature` (a digest of the view's
+/// code): changed code is a new index, built from scratch; the same code reuses its index.
+public struct ViewDefinition: Sendable {
+    public var signature: String
+    public var map: MapFunction
+    public var reduce: BuiltinReducer?
+
+    public init(code: String, map: @escaping MapFunction, reduce: BuiltinReducer? = nil) {
+        var md5 = Insecure.MD5()
+        md5.update(data: Array(code.utf8) + [0] + Array((reduce?.rawValue ?? "").utf8))
+        signature = Database.hex(md5.finalize())
+        self.map = map
+        self.reduce = reduce
+    }
+
+    var table: String { "view_" + signature }
+}
+
+/// Query options of `_view`, named after CouchDB's parameters.
+public struct ViewQuery: Sendable {
+    public var key: JSON?
+    public var keys: [JSON]?
+    public var startKey: JSON?
+    public var startKeyDocID: String?
+    public var endKey: JSON?
+    public var endKeyDocID: String?
+    public var inclusiveEnd = true
+    public var descending = false
+    public var limit: Int?
+    public var skip = 0
+    public var includeDocs = false
+    /// nil: reduce when the view has a reducer.
+    public var reduce: Bool?
+    public var group = false
+    public var groupLevel: Int?
+    public init() {}
+}
+
+public struct ViewResult: Sendable {
+    public var totalRows: Int
+    public var offset: Int
+    public var rows: [JSON]
+}
+
+extension Database {
+    /// Brings a view's index up to date with the changes feed, as CouchDB updates views
+    /// lazily: each changed document's old rows are replaced by what the map emits now.
+    /// Returns how many documents failed to map (skipped).
+    @discardableResult
+    public func updateView(_ view: ViewDefinition) async throws -> Int {
+        let table = view.table
+        let (indexed, current) = try await pool.read { db -> (Int, Int) in
+            let indexed = try db.tableExists("view_indexes")
+                ? (try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? -1) : -1
+            return (indexed, try Database.metaInt(db, "update_seq"))
+        }
+        if indexed >= current { return 0 }
+        return try await writer.write { db, _ in
+            try db.execute(sql: """
+                CREATE TABLE IF NOT EXISTS view_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+                CREATE TABLE IF NOT EXISTS \(table)(
+                    key BLOB NOT NULL, doc_id TEXT NOT NULL, n INTEGER NOT NULL, key_json TEXT NOT NULL, value_json TEXT NOT NULL,
+                    PRIMARY KEY(key, doc_id, n)) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
+                """)
+            var since = try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
+            let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
+            let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
+            var failures = 0
+            while true {
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT d.id, d.seq, d.deleted, d.winner, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
+                    WHERE d.seq > ? ORDER BY d.seq LIMIT 2000
+                    """, arguments: [since])
+                if rows.isEmpty { break }
+                for row in rows {
+                    let id: String = row[0]
+                    since = row[1]
+                    try delete.execute(arguments: [id])
+                    guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
+                          var body = try JSON.parse(data).objectValue else { continue }
+                    body.prepend("_rev", .string(row[3] as String))
+                    body.prepend("_id", .string(id))
+                    let emitted: [(key: JSON, value: JSON)]
+                    do { emitted = try view.map(body) } catch {
+                        failures += 1
+                        continue
+                    }
+                    for (n, (key, value)) in emitted.enumerated() {
+                        try insert.execute(arguments: [Data(key.collationKey), id, n, key.text, value.text])
+                    }
+                }
+            }
+            try db.execute(sql: "INSERT OR REPLACE INTO view_indexes(name, seq) VALUES (?, ?)", arguments: [table, since])
+            return failures
+        }
+    }
+
+    /// Queries a view (bringing it up to date first unless `stale`): rows in CouchDB's
+    /// collation order of keys, then document ids; reduced (whole range, `group`, or
+    /// `group_level`) when the view has a reducer and `reduce` is not false.
+    public func queryView(_ view: ViewDefinition, _ query: ViewQuery, stale: Bool = false) async throws -> ViewResult {
+        if !stale { try await updateView(view) }
+        let reducing = query.reduce ?? (view.reduce != nil)
+        if reducing, view.reduce == nil { throw EngineError.badRequest("Reduce is invalid for map-only views.") }
+        if reducing, query.includeDocs { throw EngineError.badRequest("`include_docs` is invalid for reduce") }
+        let table = view.table
+        return try await pool.read { db in
+            guard try db.tableExists(table) else { return ViewResult(totalRows: 0, offset: 0, rows: []) }
+            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
+            // Rows of one key (for key/keys) or of a range, in index order.
+            func fetch(_ where: String, _ arguments: [any DatabaseValueConvertible], descending: Bool) throws -> [Row] {
+                let order = descending ? "DESC" : "ASC"
+                return try Row.fetchAll(
+                    db, sql: "SELECT key, doc_id, key_json, value_json FROM \(table) WHERE \(`where`) ORDER BY key \(order), doc_id \(order), n \(order)",
+                    arguments: StatementArguments(arguments))
+            }
+            var rows: [Row] = []
+            if let keys = query.keys ?? query.key.map({ [$0] }) {
+                for key in keys {
+                    rows += try fetch("key = ?", [Data(key.collationKey)], descending: query.descending)
+                }
+            } else {
+                var conditions = ["1"]
+                var arguments: [any DatabaseValueConvertible] = []
+                let (low, lowID, high, highID) = query.descending
+                    ? (query.endKey, query.endKeyDocID, query.startKey, query.startKeyDocID)
+                    : (query.startKey, query.startKeyDocID, query.endKey, query.endKeyDocID)
+                let lowInclusive = query.descending ? query.inclusiveEnd : true
+                let highInclusive = query.descending ? true : query.inclusiveEnd
+                if let low {
+                    let key = Data(low.collationKey)
+                    if let lowID {
+                        conditions.append(lowInclusive ? "(key > ? OR (key = ? AND doc_id >= ?))" : "(key > ? OR (key = ? AND doc_id > ?))")
+                        arguments += [key, key, lowID]
+                    } else {
+                        conditions.append(lowInclusive ? "key >= ?" : "key > ?")
+                        arguments.append(key)
+                    }
+                }
+                if let high {
+                    let key = Data(high.collationKey)
+                    if let highID {
+                        conditions.append(highInclusive ? "(key < ? OR (key = ? AND doc_id <= ?))" : "(key < ? OR (key = ? AND doc_id < ?))")
+                        arguments += [key, key, highID]
+                    } else {
+                        conditions.append(highInclusive ? "key <= ?" : "key < ?")
+                        arguments.append(key)
+                    }
+                }
+                rows = try fetch(conditions.joined(separator: " AND "), arguments, descending: query.descending)
+            }
+            let parsed: [(key: JSON, id: String, value: JSON)] = try rows.map {
+                (try JSON.parse($0[2] as String), $0[1] as String, try JSON.parse($0[3] as String))
+            }
+            if reducing, let reducer = view.reduce {
+                let groups = Database.group(parsed, group: query.group, level: query.groupLevel)
+                let reduced: [JSON] = try groups.map { key, values in
+                    let value = try Database.reduce(reducer, values)
+                    return query.group || query.groupLevel != nil ? ["key": key, "value": value] : ["key": .null, "value": value]
+                }
+                let page = Array(reduced.dropFirst(query.skip).prefix(query.limit ?? Int.max))
+                return ViewResult(totalRows: total, offset: 0, rows: page)
+            }
+            let page = parsed.dropFirst(query.skip).prefix(query.limit ?? Int.max)
+            var out: [JSON] = []
+            for row in page {
+                var item: JSONObject = ["id": .string(row.id), "key": row.key, "value": row.value]
+                if query.includeDocs {
+                    // `{"_id": ...}` values include that document instead, as CouchDB does.
+                    let docID = row.value["_id"]?.stringValue ?? row.id
+                    if let docRow = try DocRow.fetch(db, id: docID), let winner = docRow.tree.winner, !winner.deleted {
+                        item["doc"] = try Database.assemble(db, id: docID, rev: winner.rev, row: docRow, options: ReadOptions()).map(JSON.object) ?? .null
+                    } else {
+                        item["doc"] = .null
+                    }
+                }
+                out.append(.object(item))
+            }
+            return ViewResult(totalRows: total, offset: query.skip, rows: out)
+        }
+    }
+
+    /// Groups rows for reduction: one group for everything, by exact key (`group=true`), or by
+    /// the first `level` elements of array keys (`group_level`).
+    static func group(_ rows: [(key: JSON, id: String, value: JSON)], group: Bool, level: Int?) -> [(JSON, [JSON])] {
+        guard group || level != nil else { return rows.isEmpty ? [] : [(.null, rows.map(\.value))] }
+        var groups: [(JSON, [JSON])] = []
+        for row in rows {
+            var key = row.key
+            if let level, case let .array(items) = key { key = .array(Array(items.prefix(level))) }
+            if let last = groups.last, JSON.collate(last.0, key) == 0 {
+                groups[groups.count - 1].1.append(row.value)
+            } else {
+                groups.append((key, [row.value]))
+            }
+        }
+        return groups
+    }
+
+    /// Applies a built-in reducer to a group's values, as CouchDB defines them.
+    static func reduce(_ reducer: BuiltinReducer, _ values: [JSON]) throws -> JSON {
+        switch reducer {
+        case .count:
+            return .int(values.count)
+        case .sum:
+            return try values.reduce(JSON.int(0)) { try sum($0, $1) }
+        case .stats:
+            var count = 0, total = 0.0, sumsqr = 0.0, minimum = Double.infinity, maximum = -Double.infinity
+            for value in values {
+                guard let x = value.doubleValue else {
+                    throw EngineError(status: 500, error: "builtin_reduce_error", reason: "_stats can only reduce numbers: \(value)")
+                }
+                count += 1
+                total += x
+                sumsqr += x * x
+                minimum = Swift.min(minimum, x)
+                maximum = Swift.max(maximum, x)
+            }
+            return ["sum": .double(total), "count": .int(count), "min": count > 0 ? .double(minimum) : .null,
+                    "max": count > 0 ? .double(maximum) : .null, "sumsqr": .double(sumsqr)]
+        case .approxCountDistinct:
+            // Exact here (CouchDB uses HyperLogLog; exact is within any approximation).
+            var seen = Set<[UInt8]>()
+            for value in values { seen.insert(value.collationKey) }
+            return .int(seen.count)
+        }
+    }
+
+    /// `_sum`: numbers add; arrays of numbers add element-wise (the shorter padded with 0).
+    static func sum(_ a: JSON, _ b: JSON) throws -> JSON {
+        switch (a, b) {
+        case let (.int(x), .int(y)):
+            let (result, overflow) = x.addingReportingOverflow(y)
+            return overflow ? .double(Double(x) + Double(y)) : .int(result)
+        case let (.array(x), .array(y)):
+            return .array(try (0..<Swift.max(x.count, y.count)).map { i in
+                try sum(i < x.count ? x[i] : .int(0), i < y.count ? y[i] : .int(0))
+            })
+        case let (.array(x), _) where b.isNumber:
+            return try sum(.array(x), .array([b]))
+        case let (_, .array(y)) where a.isNumber:
+            return try sum(.array([a]), .array(y))
+        default:
+            guard let x = a.doubleValue, let y = b.doubleValue else {
+                throw EngineError(status: 500, error: "builtin_reduce_error", reason: "_sum can only reduce numbers or arrays of numbers: \(b)")
+            }
+            return .double(x + y)
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Testing
+
+@Suite("Map/reduce view indexes")
+struct ViewIndexTests {
+    func withStore(_ body: (DatabaseStore, URL) async throws -> Void) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        try await body(try DatabaseStore(directory: directory.url), directory.url)
+    }
+
+    /// `function(doc) { if (doc.type == "fix") emit([doc.user, doc.day], doc.km) }`, natively.
+    static let byUserDay = ViewDefinition(code: "by-user-day", map: { doc in
+        guard doc["type"] == "fix" else { return [] }
+        return [(key: [doc["user"] ?? .null, doc["day"] ?? .null], value: doc["km"] ?? .null)]
+    }, reduce: .sum)
+
+    func load(_ db: Database) async throws {
+        var docs: [DocumentInput] = []
+        for (i, (user, day, km)) in [("ann", 1, 3), ("ann", 1, 4), ("ann", 2, 5), ("bob", 1, 10), ("bob", 3, 1)].enumerated() {
+            docs.append(DocumentInput(id: "f\(i)", body: ["type": "fix", "user": .string(user), "day": .int(day), "km": .int(km)]))
+        }
+        docs.append(DocumentInput(id: "other", body: ["type": "place"]))
+        _ = try await db.update(docs, newEdits: true)
+    }
+
+    @Test("Rows come in key collation order; ranges, descending, limit, skip and include_docs work")
+    func mapQueries() async throws {
+        try await withStore { store, _ in
+            let db = try store.create("v")
+            let keys: [JSON] = [.null, false, true, 2, 10, "A", "a", "b", [1], ["a": 1]]
+            _ = try await db.update(keys.enumerated().map { DocumentInput(id: "k\($0.offset)", body: ["k": $0.element]) }, newEdits: true)
+            let view = ViewDefinition(code: "by-k", map: { doc in [(key: doc["k"] ?? .null, value: 1)] })
+            var query = ViewQuery()
+            let all = try await db.queryView(view, query)
+            #expect(all.rows.map { $0["key"]! } == [.null, false, true, 2, 10, "a", "A", "b", [1], ["a": 1]])
+            #expect(all.totalRows == 10)
+            query.startKey = "a"
+            query.endKey = "b"
+            query.inclusiveEnd = false
+            #expect(try await db.queryView(view, query).rows.map { $0["key"]! } == ["a", "A"])
+            query = ViewQuery()
+            query.descending = true
+            query.limit = 2
+            query.skip = 1
+            query.includeDocs = true
+            let page = try await db.queryView(view, query)
+            #expect(page.rows.map { $0["key"]! } == [[1], "b"])
+            #expect(page.rows[0]["doc"]?["_id"] == "k8")
+            query = ViewQuery()
+            query.keys = [10, "A", "missing"]
+            #expect(try await db.queryView(view, query).rows.map { $0["id"]! } == ["k4", "k5"])
+        }
+    }
+
+    @Test("Built-in reducers: _count, _sum, _stats, _approx_count_distinct, with group and group_level")
+    func reducers() async throws {
+        try await withStore { store, _ in
+            let db = try store.create("r")
+            try await load(db)
+            var query = ViewQuery()
+            #expect(try await db.queryView(Self.byUserDay, query).rows == [["key": .null, "value": 23]])
+            query.groupLevel = 1
+            #expect(try await db.queryView(Self.byUserDay, query).rows == [["key": ["ann"], "value": 12], ["key": ["bob"], "value": 11]])
+            query.groupLevel = nil
+            query.group = true
+            #expect(try await db.queryView(Self.byUserDay, query).rows.count == 4)  // [ann,1] [ann,2] [bob,1] [bob,3]
+            query = ViewQuery()
+            query.reduce = false
+            #expect(try await db.queryView(Self.byUserDay, query).rows.count == 5)
+            let code = "by-user"
+            let userKM: MapFunction = { doc in doc["type"] == "fix" ? [(key: doc["user"] ?? .null, value: doc["km"] ?? .null)] : [] }
+            let count = try await db.queryView(ViewDefinition(code: code, map: userKM, reduce: .count), ViewQuery())
+            #expect(count.rows[0]["value"] == 5)
+            let stats = try await db.queryView(ViewDefinition(code: code, map: userKM, reduce: .stats), ViewQuery())
+            #expect(stats.rows[0]["value"] == ["sum": 23.0, "count": 5, "min": 1.0, "max": 10.0, "sumsqr": 151.0])
+            let distinct = try await db.queryView(
+                ViewDefinition(code: code, map: { doc in [(key: 0, value: doc["user"] ?? .null)] }, reduce: .approxCountDistinct), ViewQuery())
+            #expect(distinct.rows[0]["value"] == 3)  // ann, bob, null (the place)
+            var arrays = ViewQuery()
+            arrays.group = true
+            let vectors = try await db.queryView(
+                ViewDefinition(code: "vectors", map: { doc in [(key: 0, value: [doc["km"] ?? 0, 1])] }, reduce: .sum), arrays)
+            #expect(vectors.rows[0]["value"] == [23, 6])
+        }
+    }
+
+    @Test("Indexes follow writes incrementally, skip documents whose map throws, and survive a restart")
+    func incrementalAndPersistent() async throws {
+        try await withStore { store, directory in
+            let db = try store.create("p")
+            try await load(db)
+            let calls = Locked(0)
+            let failing = ViewDefinition(code: "counting", map: { doc in
+                calls.withLock { $0 += 1 }
+                if doc["_id"] == "f2" { throw EngineError.badRequest("boom") }
+                return doc["km"].map { [(key: $0, value: JSON.int(1))] } ?? []
+            }, reduce: .count)
+            #expect(try await db.updateView(failing) == 1)
+            #expect(try await db.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
+            #expect(calls.withLock { $0 } == 6)
+            // One edit maps one document again.
+            let rev = try await db.winningRevision(id: "f0")!.rev
+            _ = try await db.update(DocumentInput(id: "f0", rev: rev, deleted: true))
+            #expect(try await db.queryView(failing, ViewQuery()).rows[0]["value"] == 3)
+            #expect(calls.withLock { $0 } == 6)  // a deleted document is not mapped
+            _ = try await db.update(DocumentInput(id: "new", body: ["km": 7]))
+            #expect(try await db.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
+            #expect(calls.withLock { $0 } == 7)
+            // A new store on the same files finds the index built: nothing is mapped again.
+            let reopened = try DatabaseStore(directory: directory).open("p")
+            #expect(try await reopened.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
+            #expect(calls.withLock { $0 } == 7)
+        }
+    }
+}

@@ -1,5 +1,10 @@
 // swift-tools-version: 6.1
+import Foundation
 import PackageDescription
+
+// JavaScript (design-document functions) runs on Duktape from Debian's duktape-dev. Without
+// it the package still builds; JavaScript requests then answer with a clear error.
+let javascriptEngine = FileManager.default.fileExists(atPath: "/usr/include/duktape.h")
 
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -31,6 +36,12 @@ let package = Package(
         .target(name: "CouchJSON", swiftSettings: strict),
         // MIME multipart bodies (documents with attachment bodies, open_revs answers).
         .target(name: "MIMEMultipart", swiftSettings: strict),
+        // JavaScript query server processes (CouchDB's query server protocol), and their client.
+        .target(
+            name: "JavaScript",
+            dependencies: ["CouchJSON", "CouchEngine", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
         // The document database engine on SQLite: revision trees, changes, attachments, Mango. No HTTP.
         .target(
             name: "CouchEngine",
@@ -73,7 +84,7 @@ let package = Package(
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchServer", "Replication",
+                "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -89,7 +100,7 @@ let package = Package(
         .testTarget(
             name: "CouchServerTests",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication", "lt",
+                "CouchJSON", "CouchEngine", "Replication", "JavaScript", "lt",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -98,3 +109,8 @@ let package = Package(
         ),
     ]
 )
+
+if javascriptEngine {
+    package.targets.append(.systemLibrary(name: "CDuktape", path: "Sources/CDuktape", providers: [.apt(["duktape-dev"])]))
+    package.targets.first { $0.name == "lt" }?.dependencies.append("CDuktape")
+}

@@ -71,7 +71,7 @@ let package = Package(
         .target(
             name: "CouchServer",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication", "MIMEMultipart",
+                "CouchJSON", "CouchEngine", "Replication", "MIMEMultipart", "JavaScript",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -7,6 +7,10 @@ import GRDB
 /// document (CouchDB logs and skips it; the rest of the index is built).
 public typealias MapFunction = @Sendable (JSONObject) throws -> [(key: JSON, value: JSON)]
 
+/// A map function applied to a batch of documents at once (a JavaScript query server maps a
+/// batch per round trip): the rows of each document, or nil for one that failed to map.
+public typealias BatchMapFunction = @Sendable ([JSONObject]) async throws -> [[(key: JSON, value: JSON)]?]
+
 /// CouchDB's built-in reduce functions, computed natively.
 public enum BuiltinReducer: String, Sendable {
     case count = "_count"
@@ -19,14 +23,20 @@ public enum BuiltinReducer: String, Sendable {
 /// code): changed code is a new index, built from scratch; the same code reuses its index.
 public struct ViewDefinition: Sendable {
     public var signature: String
-    public var map: MapFunction
+    public var map: BatchMapFunction
     public var reduce: BuiltinReducer?
 
+    /// A view from a per-document map closure.
     public init(code: String, map: @escaping MapFunction, reduce: BuiltinReducer? = nil) {
+        self.init(code: code, batchMap: { docs in docs.map { try? map($0) } }, reduce: reduce)
+    }
+
+    /// A view from a batch map function (JavaScript).
+    public init(code: String, batchMap: @escaping BatchMapFunction, reduce: BuiltinReducer? = nil) {
         var md5 = Insecure.MD5()
         md5.update(data: Array(code.utf8) + [0] + Array((reduce?.rawValue ?? "").utf8))
         signature = Database.hex(md5.finalize())
-        self.map = map
+        self.map = batchMap
         self.reduce = reduce
     }
 
@@ -66,50 +76,75 @@ extension Database {
     @discardableResult
     public func updateView(_ view: ViewDefinition) async throws -> Int {
         let table = view.table
-        let (indexed, current) = try await pool.read { db -> (Int, Int) in
-            let indexed = try db.tableExists("view_indexes")
-                ? (try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? -1) : -1
-            return (indexed, try Database.metaInt(db, "update_seq"))
-        }
-        if indexed >= current { return 0 }
-        return try await writer.write { db, _ in
-            try db.execute(sql: """
-                CREATE TABLE IF NOT EXISTS view_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
-                CREATE TABLE IF NOT EXISTS \(table)(
-                    key BLOB NOT NULL, doc_id TEXT NOT NULL, n INTEGER NOT NULL, key_json TEXT NOT NULL, value_json TEXT NOT NULL,
-                    PRIMARY KEY(key, doc_id, n)) WITHOUT ROWID;
-                CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
-                """)
-            var since = try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
-            let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-            let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
-            var failures = 0
-            while true {
+        var failures = 0
+        while true {
+            // Read a batch of changed documents, map them outside any transaction (the map may
+            // be a JavaScript round trip), then store their rows and the new checkpoint.
+            let (since, changed) = try await pool.read { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
+                let since = try db.tableExists("view_indexes")
+                    ? (try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0) : 0
                 let rows = try Row.fetchAll(db, sql: """
                     SELECT d.id, d.seq, d.deleted, d.winner, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-                    WHERE d.seq > ? ORDER BY d.seq LIMIT 2000
+                    WHERE d.seq > ? ORDER BY d.seq LIMIT 1000
                     """, arguments: [since])
-                if rows.isEmpty { break }
-                for row in rows {
+                return (since, try rows.map { row in
                     let id: String = row[0]
-                    since = row[1]
-                    try delete.execute(arguments: [id])
                     guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
-                          var body = try JSON.parse(data).objectValue else { continue }
+                          var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
                     body.prepend("_rev", .string(row[3] as String))
                     body.prepend("_id", .string(id))
-                    let emitted: [(key: JSON, value: JSON)]
-                    do { emitted = try view.map(body) } catch {
-                        failures += 1
-                        continue
-                    }
-                    for (n, (key, value)) in emitted.enumerated() {
-                        try insert.execute(arguments: [Data(key.collationKey), id, n, key.text, value.text])
+                    return (id, row[1], body)
+                })
+            }
+            guard let last = changed.last?.seq else {
+                if !(try await pool.read { db in try db.tableExists(table) }) {
+                    try await createViewTables(table, checkpoint: since)
+                }
+                return failures
+            }
+            let live = changed.compactMap(\.doc)
+            let mapped = live.isEmpty ? [] : try await view.map(live)
+            guard mapped.count == live.count else { throw EngineError.corrupt("view map answer") }
+            failures += mapped.filter { $0 == nil }.count
+            var rowsByID: [String: [(key: JSON, value: JSON)]] = [:]
+            for (doc, rows) in zip(live, mapped) {
+                if let id = doc["_id"]?.stringValue { rowsByID[id] = rows ?? [] }
+            }
+            let ids = changed.map(\.id)
+            let rowsToStore = rowsByID
+            _ = try await writer.write { db, _ -> Bool in
+                try Database.createViewTables(db, table)
+                let current = try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
+                guard current == since else { return false }  // another update got here first
+                let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
+                let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
+                for id in ids {
+                    try delete.execute(arguments: [id])
+                    for (n, row) in (rowsToStore[id] ?? []).enumerated() {
+                        try insert.execute(arguments: [Data(row.key.collationKey), id, n, row.key.text, row.value.text])
                     }
                 }
+                try db.execute(sql: "INSERT OR REPLACE INTO view_indexes(name, seq) VALUES (?, ?)", arguments: [table, last])
+                return true
             }
-            try db.execute(sql: "INSERT OR REPLACE INTO view_indexes(name, seq) VALUES (?, ?)", arguments: [table, since])
-            return failures
+        }
+    }
+
+    static func createViewTables(_ db: GRDB.Database, _ table: String) throws {
+        try db.execute(sql: """
+            CREATE TABLE IF NOT EXISTS view_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS \(table)(
+                key BLOB NOT NULL, doc_id TEXT NOT NULL, n INTEGER NOT NULL, key_json TEXT NOT NULL, value_json TEXT NOT NULL,
+                PRIMARY KEY(key, doc_id, n)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
+            """)
+    }
+
+    private func createViewTables(_ table: String, checkpoint: Int) async throws {
+        _ = try await writer.write { db, _ in
+            try Database.createViewTables(db, table)
+            try db.execute(sql: "INSERT OR IGNORE INTO view_indexes(name, seq) VALUES (?, ?)", arguments: [table, checkpoint])
+            return true
         }
     }
 

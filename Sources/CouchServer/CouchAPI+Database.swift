@@ -148,7 +148,10 @@ extension CouchAPI {
                 "update_seq": 0, "purge_seq": 0, "updater_running": false, "compact_running": false,
                 "waiting_clients": 0, "waiting_commit": false,
             ]])
-        case "_view", "_show", "_list", "_update", "_rewrite", "_geo", "_search":
+        case "_view":
+            guard rest.count == 2 else { throw EngineError.notFound("missing") }
+            return try await view(db, id, rest[1], request)
+        case "_show", "_list", "_update", "_rewrite", "_geo", "_search":
             throw EngineError.notImplemented("\(rest[0]) needs JavaScript design documents, which arrive with the design-documents issue")
         default:
             throw EngineError.notFound("missing")

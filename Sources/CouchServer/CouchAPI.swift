@@ -2,6 +2,7 @@ import CouchEngine
 import CouchJSON
 import Foundation
 import Hummingbird
+import JavaScript
 import Logging
 
 /// The CouchDB 3 HTTP API over a `DatabaseStore`: request decoding, authentication,
@@ -15,6 +16,9 @@ public final class CouchAPI: Sendable {
         public var pbkdf2Iterations = Passwords.defaultIterations
         /// Lifetime of `AuthSession` cookies, seconds.
         public var sessionTimeout: TimeInterval = 600
+        /// The JavaScript query servers for design-document functions; nil when this build
+        /// has no JavaScript engine (those requests then answer 501).
+        public var javascript: QueryServer?
         public init() {}
     }
 

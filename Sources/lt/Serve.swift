@@ -3,6 +3,7 @@ import CouchEngine
 import CouchServer
 import Foundation
 import Hummingbird
+import JavaScript
 import Logging
 import ServiceLifecycle
 
@@ -100,6 +101,7 @@ struct Serve: AsyncParsableCommand {
 
         let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: 128)
         guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
+        options.javascript = Serve.javascriptQueryServer()
         let store = try DatabaseStore(directory: directory, maxOpen: maxOpen, durability: durabilityMode, logger: logger)
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
@@ -123,6 +125,17 @@ struct Serve: AsyncParsableCommand {
         let group = ServiceGroup(configuration: .init(
             services: [dbApp, appApp], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+
+    /// Query servers run this same binary as `lt js-server`, when it was built with Duktape.
+    static func javascriptQueryServer() -> QueryServer? {
+        #if canImport(CDuktape)
+        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let path = FileManager.default.fileExists(atPath: executable.path) ? executable : URL(fileURLWithPath: CommandLine.arguments[0])
+        return QueryServer(executable: path)
+        #else
+        return nil
+        #endif
     }
 
     /// Prints where a listener is, on stdout, so scripts and tests can find an ephemeral port.

@@ -92,12 +92,35 @@ final class FaultyProxy: @unchecked Sendable {
             countFault()
             // Requests are cut too (uploads carry most bytes when pushing).
             let requestCut = 20_000 + Int(random() * 600_000)
-            Thread.detachNewThread { FaultyProxy.pump(from: client, to: server, limit: requestCut, delay: 0) }
-            Thread.detachNewThread { FaultyProxy.pump(from: server, to: client, limit: cutAfter, delay: delay) }
+            let link = Link(client, server)
+            Thread.detachNewThread { FaultyProxy.pump(from: client, to: server, limit: requestCut, delay: 0, link: link) }
+            Thread.detachNewThread { FaultyProxy.pump(from: server, to: client, limit: cutAfter, delay: delay, link: link) }
         }
     }
 
-    private static func pump(from source: Int32, to destination: Int32, limit: Int?, delay: Double) {
+    /// The two sockets of one proxied connection. Both pumps shut them down when they stop; only
+    /// the last one closes them, so a descriptor number is never closed twice (it may already
+    /// belong to a newer connection).
+    final class Link: @unchecked Sendable {
+        let sockets: (Int32, Int32)
+        private let lock = NSLock()
+        private var running = 2
+        init(_ a: Int32, _ b: Int32) { sockets = (a, b) }
+        func finished() {
+            shutdown(sockets.0, Int32(SHUT_RDWR))
+            shutdown(sockets.1, Int32(SHUT_RDWR))
+            lock.lock()
+            running -= 1
+            let last = running == 0
+            lock.unlock()
+            if last {
+                close(sockets.0)
+                close(sockets.1)
+            }
+        }
+    }
+
+    private static func pump(from source: Int32, to destination: Int32, limit: Int?, delay: Double, link: Link) {
         var buffer = [UInt8](repeating: 0, count: 65536)
         var forwarded = 0
         if delay > 0 { Thread.sleep(forTimeInterval: delay) }
@@ -115,9 +138,6 @@ final class FaultyProxy: @unchecked Sendable {
             forwarded += toSend
             if let limit, forwarded >= limit { break }
         }
-        shutdown(source, Int32(SHUT_RDWR))
-        shutdown(destination, Int32(SHUT_RDWR))
-        close(source)
-        close(destination)
+        link.finished()
     }
 }

@@ -155,8 +155,8 @@ struct Bench: AsyncParsableCommand {
         }
         report("_changes, full read", try await fullRead("/bulk0/_changes", rowsKey: "results"),
                unit: "rows/s", ceiling: sqliteRead, baseline: "raw SQLite read")
-        report("_all_docs?include_docs=true, full read", try await fullRead("/bulk0/_all_docs?include_docs=true", rowsKey: "rows"),
-               unit: "rows/s", ceiling: sqliteRead, baseline: "raw SQLite read")
+        let allDocsRate = try await fullRead("/bulk0/_all_docs?include_docs=true", rowsKey: "rows")
+        report("_all_docs?include_docs=true, full read", allDocsRate, unit: "rows/s", ceiling: sqliteRead, baseline: "raw SQLite read")
 
         // Replication: pull everything into a fresh local database, then push it to an empty
         // server database, through the replicator over HTTP.
@@ -196,6 +196,27 @@ struct Bench: AsyncParsableCommand {
             return Double(creations) / start.duration(to: .now).seconds
         }
         report("database creation (PUT /{db}), 1 client", creation, unit: "dbs/s")
+
+        // A JavaScript view: building a _count-reduced index over every document, then queries.
+        try await client.send("PUT", "/bulk0/_design/bench", json: ["views": ["by_user": [
+            "map": "function (doc) { if (doc.properties) { emit(doc.properties.username, null); } }", "reduce": "_count"]]], expect: 201)
+        let viewStart = ContinuousClock.now
+        let built = try await client.send("GET", "/bulk0/_design/bench/_view/by_user", expect: 200)
+        if (try JSON.parse(built))["rows"]?[0]?["value"]?.intValue == documents.count {
+            report("JavaScript view build (_count), all documents", Double(documents.count) / viewStart.duration(to: .now).seconds,
+                   unit: "docs/s", ceiling: allDocsRate, baseline: "_all_docs read")
+            let viewQueries = try await medianAsync(runs) { _ in
+                let start = ContinuousClock.now
+                try await client.concurrently(1, 200) { connection, q in
+                    let reply = try connection.send("GET", "/bulk0/_design/bench/_view/by_user?key=%22user\(q % 50)%22", authorization: client.authorization)
+                    try Client.check(reply, 200, "GET", "_view")
+                }
+                return 200 / start.duration(to: .now).seconds
+            }
+            report("JavaScript view query (one key, reduced)", viewQueries, unit: "queries/s")
+        } else {
+            print("JavaScript view: not measured (\(String(decoding: built.prefix(200), as: UTF8.self)))")
+        }
 
         // A selective _find with a JSON index on the queried field.
         try await client.send("POST", "/bulk0/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user"], expect: 200)
@@ -261,7 +282,9 @@ struct Bench: AsyncParsableCommand {
         var settings = try ServerSettings.load(from: directory.deletingLastPathComponent())
         settings.admins["bench"] = try Passwords.hash("bench-password")
         let store = try DatabaseStore(directory: directory, durability: mode)
-        let api = CouchAPI(store: store, settings: settings, options: CouchAPI.Options(), logger: Logger(label: "lt.bench"))
+        var options = CouchAPI.Options()
+        options.javascript = Serve.javascriptQueryServer()
+        let api = CouchAPI(store: store, settings: settings, options: options, logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()
         let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)
         // The server is stopped by cancelling its task, which it would log as an error.

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 swift build --product lt
 LT_BINARY="$(swift build --show-bin-path)/lt" scripts/couchdb-python-compat.sh
-swift test
+swift test --no-parallel

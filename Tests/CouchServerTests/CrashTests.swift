@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import Testing
 
-@Suite("Durability", .serialized)
+@Suite("Durability", .serialized, .timeLimit(.minutes(3)))
 struct CrashTests {
     /// Eight clients write as fast as they can; the server is killed with SIGKILL mid-stream.
     /// After a restart every write that had been acknowledged must be there with its revision.

@@ -6,7 +6,7 @@ import NIOHTTP1
 import Testing
 
 /// End-to-end tests against a real `lt serve` over HTTP.
-@Suite("CouchDB HTTP API", .serialized)
+@Suite("CouchDB HTTP API", .serialized, .timeLimit(.minutes(3)))
 struct HTTPAPITests {
     func withServer(_ body: (TestServer) async throws -> Void) async throws {
         let server = try TestServer()

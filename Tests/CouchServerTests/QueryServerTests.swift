@@ -3,7 +3,7 @@ import Foundation
 import JavaScript
 import Testing
 
-@Suite("JavaScript query server processes")
+@Suite("JavaScript query server processes", .timeLimit(.minutes(3)))
 struct QueryServerTests {
     func server(timeout: Duration = .seconds(5), memoryLimit: Int = 1024) -> QueryServer {
         QueryServer(executable: TestServer.binary, arguments: ["js-server", "--memory-limit", String(memoryLimit)], timeout: timeout)

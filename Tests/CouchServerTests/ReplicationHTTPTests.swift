@@ -7,7 +7,7 @@ import NIOHTTP1
 import Replication
 import Testing
 
-@Suite("Replication over HTTP", .serialized)
+@Suite("Replication over HTTP", .serialized, .timeLimit(.minutes(3)))
 struct ReplicationHTTPTests {
     func temporaryStore() throws -> (DatabaseStore, URL) {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("lt-rh-\(UUID().uuidString)")

@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import Testing
 
-@Suite("Authentication and _security", .serialized)
+@Suite("Authentication and _security", .serialized, .timeLimit(.minutes(3)))
 struct SecurityTests {
     @Test("Users sign up, passwords are hashed, and _security decides who reads and writes")
     func usersAndSecurity() async throws {

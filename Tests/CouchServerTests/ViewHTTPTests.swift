@@ -5,7 +5,7 @@ import NIOCore
 import NIOHTTP1
 import Testing
 
-@Suite("JavaScript views over HTTP", .serialized)
+@Suite("JavaScript views over HTTP", .serialized, .timeLimit(.minutes(3)))
 struct ViewHTTPTests {
     @Test("Map functions with built-in reducers: ranges, keys, group_level, include_docs; updates follow writes; restarts keep the index; a runaway function is stopped")
     func views() async throws {

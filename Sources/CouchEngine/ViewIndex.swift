@@ -180,26 +180,20 @@ extension Database {
                     : (query.startKey, query.startKeyDocID, query.endKey, query.endKeyDocID)
                 let lowInclusive = query.descending ? query.inclusiveEnd : true
                 let highInclusive = query.descending ? true : query.inclusiveEnd
-                if let low {
-                    let key = Data(low.collationKey)
-                    if let lowID {
-                        conditions.append(lowInclusive ? "(key > ? OR (key = ? AND doc_id >= ?))" : "(key > ? OR (key = ? AND doc_id > ?))")
-                        arguments += [key, key, lowID]
+                // One end of the range: by key, refined by document id when one is given.
+                func bound(_ end: JSON, _ docID: String?, lower: Bool, inclusive: Bool) {
+                    let key = Data(end.collationKey)
+                    let op = (lower ? ">" : "<") + (inclusive ? "=" : "")
+                    if let docID {
+                        conditions.append("(key \(lower ? ">" : "<") ? OR (key = ? AND doc_id \(op) ?))")
+                        arguments += [key, key, docID]
                     } else {
-                        conditions.append(lowInclusive ? "key >= ?" : "key > ?")
+                        conditions.append("key \(op) ?")
                         arguments.append(key)
                     }
                 }
-                if let high {
-                    let key = Data(high.collationKey)
-                    if let highID {
-                        conditions.append(highInclusive ? "(key < ? OR (key = ? AND doc_id <= ?))" : "(key < ? OR (key = ? AND doc_id < ?))")
-                        arguments += [key, key, highID]
-                    } else {
-                        conditions.append(highInclusive ? "key <= ?" : "key < ?")
-                        arguments.append(key)
-                    }
-                }
+                if let low { bound(low, lowID, lower: true, inclusive: lowInclusive) }
+                if let high { bound(high, highID, lower: false, inclusive: highInclusive) }
                 rows = try fetch(conditions.joined(separator: " AND "), arguments, descending: query.descending)
             }
             let parsed: [(key: JSON, id: String, value: JSON)] = try rows.map {

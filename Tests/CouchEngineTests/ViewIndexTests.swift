@@ -70,6 +70,14 @@ struct ViewIndexTests {
             query = ViewQuery()
             query.reduce = false
             #expect(try await db.queryView(Self.byUserDay, query).rows.count == 5)
+            // Rows with the same key are ordered by document id; *_docid narrows within a key.
+            query.startKey = ["ann", 1]
+            query.startKeyDocID = "f1"
+            query.endKey = ["ann", 2]
+            query.endKeyDocID = "f1"
+            #expect(try await db.queryView(Self.byUserDay, query).rows.map { $0["id"]! } == ["f1"])
+            query.endKeyDocID = nil
+            #expect(try await db.queryView(Self.byUserDay, query).rows.map { $0["id"]! } == ["f1", "f2"])
             let code = "by-user"
             let userKM: MapFunction = { doc in doc["type"] == "fix" ? [(key: doc["user"] ?? .null, value: doc["km"] ?? .null)] : [] }
             let count = try await db.queryView(ViewDefinition(code: code, map: userKM, reduce: .count), ViewQuery())

@@ -102,7 +102,6 @@ public struct ReadOptions: Sendable {
     public var attachments = false
     /// Inline only attachments changed since these revisions (`atts_since`).
     public var attsSince: [Revision]? = nil
-    public var attEncodingInfo = false
     /// Mark included attachments `"follows": true` instead of inlining base64, for multipart
     /// responses that send the bodies as parts of their own.
     public var attachmentsFollow = false

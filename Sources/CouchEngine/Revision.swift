@@ -221,11 +221,6 @@ public struct RevisionTree: Sendable, Equatable {
     public func possibleAncestors(of rev: Revision) -> [Revision] {
         leaves.map(\.rev).filter { $0.pos < rev.pos }
     }
-
-    /// The maximum depth of any branch.
-    public var depth: Int {
-        leafIndices.map { path(to: nodes[$0].rev).count }.max() ?? 0
-    }
 }
 
 extension RevisionTree {

@@ -30,7 +30,6 @@ extension CouchAPI {
         options.deletedConflicts = try request.bool("deleted_conflicts") || meta
         options.localSeq = try request.bool("local_seq")
         options.attachments = try request.bool("attachments")
-        options.attEncodingInfo = try request.bool("att_encoding_info")
         if let since = try request.jsonParam("atts_since") { options.attsSince = try parseRevList(since) }
         return options
     }

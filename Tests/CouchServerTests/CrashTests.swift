@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchJSON
 import Foundation
+import LTTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -11,8 +12,9 @@ struct CrashTests {
     /// After a restart every write that had been acknowledged must be there with its revision.
     @Test("Every acknowledged write survives kill -9")
     func acknowledgedWritesSurviveSIGKILL() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-crash-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let directoryHolder = try TemporaryDirectory("lt-crash")
+        defer { directoryHolder.cleanup() }
+        let directory = directoryHolder.url
         let server = try TestServer(dataDirectory: directory)
         _ = try await server.request(.PUT, "/crash")
         let acknowledged = try await withThrowingTaskGroup(of: [(String, String)].self) { group in

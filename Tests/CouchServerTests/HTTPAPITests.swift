@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchJSON
 import Foundation
+import LTTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -16,8 +17,9 @@ struct HTTPAPITests {
 
     @Test("Server endpoints: welcome with a stable uuid, _up, _uuids, _all_dbs")
     func serverEndpoints() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-uuid-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let directoryHolder = try TemporaryDirectory("lt-uuid")
+        defer { directoryHolder.cleanup() }
+        let directory = directoryHolder.url
         var firstUUID: JSON?
         for _ in 0..<2 {
             let server = try TestServer(dataDirectory: directory)

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CouchEngine
 import CouchJSON
 import Foundation
+import LTTestSupport
 import NIOCore
 import NIOHTTP1
 import Replication
@@ -10,7 +11,7 @@ import Testing
 @Suite("Replication over HTTP", .serialized, .timeLimit(.minutes(3)))
 struct ReplicationHTTPTests {
     func temporaryStore() throws -> (DatabaseStore, URL) {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("lt-rh-\(UUID().uuidString)")
+        let url = try TemporaryDirectory("lt-rh").url
         return (try DatabaseStore(directory: url), url)
     }
 
@@ -187,8 +188,9 @@ struct ReplicationHTTPTests {
 
     @Test("A continuous pull survives the server going away and coming back")
     func continuousSurvivesRestart() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-away-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let directoryHolder = try TemporaryDirectory("lt-away")
+        defer { directoryHolder.cleanup() }
+        let directory = directoryHolder.url
         var server = try TestServer(dataDirectory: directory)
         let port = server.port
         _ = try await server.request(.PUT, "/feed")
@@ -234,8 +236,9 @@ struct ReplicationHTTPTests {
 
     @Test("_replicator documents run jobs, record their state, and continuous jobs survive a restart")
     func replicatorDatabase() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-rdb-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let directoryHolder = try TemporaryDirectory("lt-rdb")
+        defer { directoryHolder.cleanup() }
+        let directory = directoryHolder.url
         var s = try TestServer(dataDirectory: directory)
         _ = try await s.request(.PUT, "/a")
         for i in 0..<10 { _ = try await s.request(.PUT, "/a/d\(i)", json: [:]) }

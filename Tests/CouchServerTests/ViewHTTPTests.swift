@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchJSON
 import Foundation
+import LTTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing
@@ -9,8 +10,9 @@ import Testing
 struct ViewHTTPTests {
     @Test("Map functions with built-in reducers: ranges, keys, group_level, include_docs; updates follow writes; restarts keep the index; a runaway function is stopped")
     func views() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-views-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
+        let directoryHolder = try TemporaryDirectory("lt-views")
+        defer { directoryHolder.cleanup() }
+        let directory = directoryHolder.url
         var s = try TestServer(dataDirectory: directory)
         _ = try await s.request(.PUT, "/trips")
         let probe = try await s.request(.PUT, "/trips/_design/probe", json: ["views": ["all": ["map": "function (doc) { emit(doc._id, null); }"]]])

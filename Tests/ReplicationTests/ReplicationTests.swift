@@ -6,9 +6,9 @@ import Replication
 import Testing
 
 func withStore(_ body: (DatabaseStore) async throws -> Void) async throws {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("lt-repl-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: url) }
-    try await body(try DatabaseStore(directory: url))
+    let directory = try TemporaryDirectory("lt-repl")
+    defer { directory.cleanup() }
+    try await body(try DatabaseStore(directory: directory.url))
 }
 
 func replicate(_ store: DatabaseStore, _ from: String, _ to: String, _ configure: (inout ReplicationOptions) -> Void = { _ in }) async throws -> ReplicationResult {

@@ -102,6 +102,7 @@ let package = Package(
             dependencies: [
                 "CouchJSON", "CouchEngine", "Replication", "JavaScript", "LTTestSupport", "lt",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Installs what the build and the tests need beyond Swift, where it is missing:
-# duktape-dev (the JavaScript engine for design documents; without it lt builds, and
-# JavaScript requests answer with an error) and CouchDB-Python 1.2 (for its test suite).
+# Installs what lt needs beyond Swift, where it is missing: duktape-dev (the JavaScript engine
+# for design documents; without it lt builds, and JavaScript requests answer with a clear
+# error) and libsqlite3-dev. With --for-tests, also CouchDB-Python 1.2 (for its test suite).
 set -euo pipefail
+cd "$(dirname "$0")/.."
 if [ ! -f /usr/include/duktape.h ] || [ ! -f /usr/include/sqlite3.h ]; then
-  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && apt-get install -y -qq duktape-dev libsqlite3-dev >/dev/null
+  if command -v apt-get >/dev/null 2>&1; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "installing duktape-dev and libsqlite3-dev" >&2
+    $sudo apt-get update -qq && $sudo apt-get install -y -qq duktape-dev libsqlite3-dev >/dev/null
+    # Package.swift looks for duktape.h, and SwiftPM caches what the manifest said (keyed by
+    # its text): drop that cache and mark the manifest changed so an earlier build looks again.
+    rm -f "${HOME:-/root}/.cache/org.swift.swiftpm/manifests/manifest.db" .build/manifest.db
+    touch Package.swift
   else
     echo "install duktape-dev and libsqlite3-dev (Debian/Ubuntu) for the full build" >&2
   fi
 fi
-if ! python3 -c "import couchdb" 2>/dev/null; then
+if [ "${1:-}" = "--for-tests" ] && ! python3 -c "import couchdb" 2>/dev/null; then
   python3 -m pip install --quiet couchdb==1.2
 fi

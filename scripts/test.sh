@@ -3,7 +3,7 @@
 # Swift test suite (unit, property-based, HTTP integration and crash tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --for-tests
 swift build --product lt
 LT_BINARY="$(swift build --show-bin-path)/lt" scripts/couchdb-python-compat.sh
 swift test --no-parallel

@@ -43,7 +43,8 @@ extension Database {
     /// Removes leaf revisions for good (`_purge`): not replicated, no tombstone left. Returns
     /// what was purged and the new purge sequence.
     public func purge(_ request: [(id: String, revs: [Revision])]) async throws -> (purgeSeq: Int, purged: JSONObject) {
-        try await writer.write { db, context in
+        defer { if request.contains(where: { $0.id.hasPrefix("_design/") }) { designDocumentsChanged() } }
+        return try await writer.write { db, context in
             var purged = JSONObject()
             for (id, revs) in request {
                 guard var row = try DocRow.fetch(db, id: id) else {

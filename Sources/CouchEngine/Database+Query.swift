@@ -33,11 +33,16 @@ public struct ChangesOptions: Sendable {
     public init() {}
 }
 
-/// A built-in `_changes` filter.
+/// Decides for a batch of documents which pass (a design document's filter function); a
+/// deleted document is `{"_id", "_rev", "_deleted": true}`.
+public typealias DocumentFilter = @Sendable ([JSONObject]) async throws -> [Bool]
+
+/// A `_changes` filter: built in, or a function over documents (`filter=ddoc/name`, `_view`).
 public enum ChangesFilter: Sendable {
     case docIDs(Set<String>)
     case selector(Selector)
     case design
+    case documents(DocumentFilter)
 }
 
 /// One page of a changes feed.
@@ -154,6 +159,46 @@ extension Database {
 
     /// Reads the changes feed after `options.since`, in sequence order (or reversed), filtered.
     public func changes(_ options: ChangesOptions) async throws -> ChangesPage {
+        guard case let .documents(filter)? = options.filter else { return try await unfilteredChanges(options) }
+        // A filter function runs outside the read: pages of rows with their documents go
+        // through it until enough rows passed or the feed is exhausted.
+        let limit = options.limit ?? Int.max
+        var rows: [JSON] = []
+        var page = options
+        page.filter = nil
+        page.includeDocs = true
+        page.read = options.includeDocs ? options.read : ReadOptions()
+        while true {
+            page.limit = min(1000, max(100, limit - rows.count))
+            let batch = try await unfilteredChanges(page)
+            let docs: [JSONObject] = batch.rows.map { row in
+                if let doc = row["doc"]?.objectValue { return doc }
+                var stub: JSONObject = ["_id": row["id"] ?? .null, "_rev": row["changes"]?[0]?["rev"] ?? .null]
+                if row["deleted"] == true { stub["_deleted"] = true }
+                return stub
+            }
+            let verdicts = docs.isEmpty ? [] : try await filter(docs)
+            guard verdicts.count == docs.count else { throw EngineError.corrupt("filter answer") }
+            var lastSeq = batch.lastSeq
+            for (row, passes) in zip(batch.rows, verdicts) where passes {
+                guard rows.count < limit else { break }
+                var out = row.objectValue ?? JSONObject()
+                if !options.includeDocs { out.removeValue(forKey: "doc") }
+                rows.append(.object(out))
+                if rows.count == limit, let seq = row["seq"] { lastSeq = try parseSequence(seq) }
+            }
+            if rows.count >= limit || batch.rows.count < (page.limit ?? 0) {
+                var rest = ChangesOptions()
+                rest.since = lastSeq
+                rest.limit = 0
+                let pending = rows.count >= limit && !options.descending ? try await unfilteredChanges(rest).pending : batch.pending
+                return ChangesPage(rows: rows, lastSeq: lastSeq, pending: pending)
+            }
+            page.since = batch.lastSeq
+        }
+    }
+
+    private func unfilteredChanges(_ options: ChangesOptions) async throws -> ChangesPage {
         try await pool.read { db in
             let updateSeq = try Database.metaInt(db, "update_seq")
             var rows: [JSON] = []
@@ -163,7 +208,7 @@ extension Database {
                 if case .selector = options.filter { return true }
                 return false
             }()
-            var cursorSeq = options.descending ? Int.max : options.since
+            var cursorSeq = options.descending ? (options.since > 0 ? options.since : Int.max) : options.since
             var exhausted = false
             let batch = 1000
             while rows.count < limit, !exhausted {
@@ -185,6 +230,7 @@ extension Database {
                     switch options.filter {
                     case let .docIDs(ids)?: if !ids.contains(id) { continue }
                     case .design?: if !id.hasPrefix("_design/") { continue }
+                    case .documents?: break  // applied by `changes`
                     case let .selector(selector)?:
                         guard !deleted, var doc = body else { continue }
                         doc.prepend("_rev", .string(row[1] as String))

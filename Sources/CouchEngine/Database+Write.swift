@@ -22,16 +22,21 @@ extension Database {
     /// Writes documents, each atomically, all in one transaction. With `newEdits` each document
     /// edits its `_rev` (or creates the document) and gets a new revision; without it, each
     /// document is a revision from elsewhere (replication), added to the tree as it is.
+    /// The database's validator (design documents' `validate_doc_update`) sees each write
+    /// first, as `user` (by default the server itself, a server admin); a rejected document
+    /// is not written.
     /// Returns each document's new revision or its error, in input order.
-    public func update(_ documents: [DocumentInput], newEdits: Bool) async throws -> [Result<Revision, EngineError>] {
+    public func update(_ documents: [DocumentInput], newEdits: Bool, user: UserContext = .system) async throws -> [Result<Revision, EngineError>] {
+        let rejected = try await rejectedWrites(documents, newEdits: newEdits, user: user)
+        let accepted = rejected.isEmpty ? documents : documents.indices.filter { rejected[$0] == nil }.map { documents[$0] }
         let revsLimit = self.revsLimit
-        return try await writer.write { db, context in
+        let written = try await writer.write { db, context in
             var results: [Result<Revision, EngineError>] = []
-            results.reserveCapacity(documents.count)
+            results.reserveCapacity(accepted.count)
             // `apply` validates a document completely before it writes anything, so a rejected
             // document leaves no trace without a savepoint of its own; a storage error aborts
             // the whole write.
-            for document in documents {
+            for document in accepted {
                 do {
                     results.append(.success(try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, db: db, context: context)))
                 } catch let error as EngineError where error.status < 500 {
@@ -40,11 +45,15 @@ extension Database {
             }
             return results
         }
+        if documents.contains(where: { $0.id?.hasPrefix("_design/") == true }) { designDocumentsChanged() }
+        guard !rejected.isEmpty else { return written }
+        var next = written.makeIterator()
+        return documents.indices.map { index in rejected[index].map { .failure($0) } ?? next.next()! }
     }
 
     /// Writes one document and returns its new revision, or throws its error.
-    public func update(_ document: DocumentInput, newEdits: Bool = true) async throws -> Revision {
-        try await update([document], newEdits: newEdits)[0].get()
+    public func update(_ document: DocumentInput, newEdits: Bool = true, user: UserContext = .system) async throws -> Revision {
+        try await update([document], newEdits: newEdits, user: user)[0].get()
     }
 
     static func apply(

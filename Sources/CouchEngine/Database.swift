@@ -23,6 +23,9 @@ public final class Database: Sendable {
     public let uuid: String
     private let sequenceSuffix: String
     private let cachedMeta: Locked<CachedMeta>
+    /// Checks writes before they are stored (`validate_doc_update`); nil: no checks.
+    let validator: (any WriteValidator)?
+    let designCache = Locked(DesignCache())
 
     struct CachedMeta {
         var revsLimit: Int
@@ -77,9 +80,13 @@ public final class Database: Sendable {
         "admins": ["roles": ["_admin"]],
     ]
 
-    init(name: String, path: String, create: Bool, notifier: ChangeNotifier, durability: Durability) throws {
+    init(
+        name: String, path: String, create: Bool, notifier: ChangeNotifier, durability: Durability,
+        validator: (any WriteValidator)? = nil
+    ) throws {
         self.name = name
         self.notifier = notifier
+        self.validator = validator
         var config = Configuration()
         config.busyMode = .timeout(30)
         config.maximumReaderCount = 4

@@ -11,6 +11,8 @@ public final class DatabaseStore: Sendable {
     let maxOpen: Int
     let durability: Durability
     let logger: Logger
+    /// Checks every database's writes (`validate_doc_update`); nil: no checks.
+    let validator: (any WriteValidator)?
 
     private struct State {
         var open: [String: (database: Database, lastUse: UInt64)] = [:]
@@ -22,8 +24,12 @@ public final class DatabaseStore: Sendable {
     /// System databases CouchDB allows despite the leading underscore.
     public static let systemDatabases: Set<String> = ["_users", "_replicator", "_global_changes"]
 
-    public init(directory: URL, maxOpen: Int = 256, durability: Durability = .full, logger: Logger = Logger(label: "lt.engine")) throws {
+    public init(
+        directory: URL, maxOpen: Int = 256, durability: Durability = .full, validator: (any WriteValidator)? = nil,
+        logger: Logger = Logger(label: "lt.engine")
+    ) throws {
         self.directory = directory
+        self.validator = validator
         self.maxOpen = maxOpen
         self.durability = durability
         self.logger = logger
@@ -61,7 +67,7 @@ public final class DatabaseStore: Sendable {
             if FileManager.default.fileExists(atPath: path) { throw EngineError.databaseExists }
             do {
                 let database = try Database(
-                    name: name, path: path, create: true, notifier: notifier(name, &state), durability: durability)
+                    name: name, path: path, create: true, notifier: notifier(name, &state), durability: durability, validator: validator)
                 remember(database, &state)
                 return database
             } catch {
@@ -82,7 +88,7 @@ public final class DatabaseStore: Sendable {
             guard DatabaseStore.isValidName(name) else { throw EngineError.databaseNotFound }
             let path = path(for: name)
             guard FileManager.default.fileExists(atPath: path) else { throw EngineError.databaseNotFound }
-            let database = try Database(name: name, path: path, create: false, notifier: notifier(name, &state), durability: durability)
+            let database = try Database(name: name, path: path, create: false, notifier: notifier(name, &state), durability: durability, validator: validator)
             remember(database, &state)
             return database
         }

@@ -21,6 +21,9 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     public static let databaseExists = EngineError(
         status: 412, error: "file_exists", reason: "The database could not be created, the file already exists.")
 
+    public static func notFound(_ reason: String) -> EngineError {
+        EngineError(status: 404, error: "not_found", reason: reason)
+    }
     public static func badRequest(_ reason: String) -> EngineError {
         EngineError(status: 400, error: "bad_request", reason: reason)
     }

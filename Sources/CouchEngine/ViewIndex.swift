@@ -19,25 +19,44 @@ public enum BuiltinReducer: String, Sendable {
     case approxCountDistinct = "_approx_count_distinct"
 }
 
-/// A map/reduce view. The index behind it is named by `signature` (a digest of the view's
+/// A view's reduce function: built in, or custom (JavaScript) with `reduce` over rows and
+/// `rereduce` over earlier reductions, as CouchDB calls them.
+public enum ViewReducer: Sendable {
+    case builtin(BuiltinReducer)
+    case custom(
+        reduce: @Sendable ([(key: JSON, id: String, value: JSON)]) async throws -> JSON,
+        rereduce: @Sendable ([JSON]) async throws -> JSON)
+
+    public static let count = ViewReducer.builtin(.count)
+    public static let sum = ViewReducer.builtin(.sum)
+    public static let stats = ViewReducer.builtin(.stats)
+    public static let approxCountDistinct = ViewReducer.builtin(.approxCountDistinct)
+}
+
+/// A map/reduce view. The index behind it is named by `signature` (a digest of the map
 /// code): changed code is a new index, built from scratch; the same code reuses its index.
+/// The reducer runs at query time, so changing it does not rebuild anything.
 public struct ViewDefinition: Sendable {
     public var signature: String
     public var map: BatchMapFunction
-    public var reduce: BuiltinReducer?
+    public var reduce: ViewReducer?
 
     /// A view from a per-document map closure.
-    public init(code: String, map: @escaping MapFunction, reduce: BuiltinReducer? = nil) {
+    public init(code: String, map: @escaping MapFunction, reduce: ViewReducer? = nil) {
         self.init(code: code, batchMap: { docs in docs.map { try? map($0) } }, reduce: reduce)
     }
 
-    /// A view from a batch map function (JavaScript).
-    public init(code: String, batchMap: @escaping BatchMapFunction, reduce: BuiltinReducer? = nil) {
-        var md5 = Insecure.MD5()
-        md5.update(data: Array(code.utf8) + [0] + Array((reduce?.rawValue ?? "").utf8))
-        signature = Database.hex(md5.finalize())
+    /// A view from a batch map function (JavaScript). `code` is everything the map depends
+    /// on (its source and any library code it may `require`).
+    public init(code: String, batchMap: @escaping BatchMapFunction, reduce: ViewReducer? = nil) {
+        signature = ViewDefinition.signature(code: code)
         self.map = batchMap
         self.reduce = reduce
+    }
+
+    /// The index name for map code, without building a definition (`_view_cleanup`, `_info`).
+    public static func signature(code: String) -> String {
+        Database.hex(Insecure.MD5.hash(data: Array(code.utf8)))
     }
 
     var table: String { "view_" + signature }
@@ -118,13 +137,17 @@ extension Database {
                 guard current == since else { return false }  // another update got here first
                 let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
                 let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
+                var delta = 0
                 for id in ids {
                     try delete.execute(arguments: [id])
+                    delta -= db.changesCount
                     for (n, row) in (rowsToStore[id] ?? []).enumerated() {
                         try insert.execute(arguments: [Data(row.key.collationKey), id, n, row.key.text, row.value.text])
+                        delta += 1
                     }
                 }
-                try db.execute(sql: "INSERT OR REPLACE INTO view_indexes(name, seq) VALUES (?, ?)", arguments: [table, last])
+                try db.execute(
+                    sql: "UPDATE view_indexes SET seq = ?, rows = rows + ? WHERE name = ?", arguments: [last, delta, table])
                 return true
             }
         }
@@ -132,18 +155,19 @@ extension Database {
 
     static func createViewTables(_ db: GRDB.Database, _ table: String) throws {
         try db.execute(sql: """
-            CREATE TABLE IF NOT EXISTS view_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+            CREATE TABLE IF NOT EXISTS view_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, rows INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE IF NOT EXISTS \(table)(
                 key BLOB NOT NULL, doc_id TEXT NOT NULL, n INTEGER NOT NULL, key_json TEXT NOT NULL, value_json TEXT NOT NULL,
                 PRIMARY KEY(key, doc_id, n)) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
+            INSERT OR IGNORE INTO view_indexes(name, seq, rows) VALUES ('\(table)', 0, 0);
             """)
     }
 
     private func createViewTables(_ table: String, checkpoint: Int) async throws {
         _ = try await writer.write { db, _ in
             try Database.createViewTables(db, table)
-            try db.execute(sql: "INSERT OR IGNORE INTO view_indexes(name, seq) VALUES (?, ?)", arguments: [table, checkpoint])
+            try db.execute(sql: "UPDATE view_indexes SET seq = max(seq, ?) WHERE name = ?", arguments: [checkpoint, table])
             return true
         }
     }
@@ -156,61 +180,60 @@ extension Database {
         let reducing = query.reduce ?? (view.reduce != nil)
         if reducing, view.reduce == nil { throw EngineError.badRequest("Reduce is invalid for map-only views.") }
         if reducing, query.includeDocs { throw EngineError.badRequest("`include_docs` is invalid for reduce") }
+        let grouped = query.group || query.groupLevel != nil
+        if reducing, query.keys != nil, !grouped {
+            throw EngineError.badRequest("Multi-key fetches for reduce views must use `group=true`")
+        }
         let table = view.table
-        return try await pool.read { db in
-            guard try db.tableExists(table) else { return ViewResult(totalRows: 0, offset: 0, rows: []) }
-            let total = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table)") ?? 0
-            // Rows of one key (for key/keys) or of a range, in index order.
-            func fetch(_ where: String, _ arguments: [any DatabaseValueConvertible], descending: Bool) throws -> [Row] {
-                let order = descending ? "DESC" : "ASC"
-                return try Row.fetchAll(
-                    db, sql: "SELECT key, doc_id, key_json, value_json FROM \(table) WHERE \(`where`) ORDER BY key \(order), doc_id \(order), n \(order)",
-                    arguments: StatementArguments(arguments))
-            }
-            var rows: [Row] = []
+        // Without grouping, _count needs no rows at all: SQLite counts the range.
+        let countOnly: Bool = {
+            if case .builtin(.count)? = view.reduce, reducing, !grouped { return true }
+            return false
+        }()
+        let (total, rows, count) = try await pool.read { db -> (Int, [(key: JSON, id: String, value: JSON)], Int) in
+            guard try db.tableExists(table) else { return (0, [], 0) }
+            let total = try Int.fetchOne(db, sql: "SELECT rows FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
+            let order = query.descending ? "DESC" : "ASC"
+            var parts: [(condition: String, arguments: [any DatabaseValueConvertible])] = []
             if let keys = query.keys ?? query.key.map({ [$0] }) {
-                for key in keys {
-                    rows += try fetch("key = ?", [Data(key.collationKey)], descending: query.descending)
-                }
+                parts = keys.map { ("key = ?", [Data($0.collationKey)]) }
             } else {
-                var conditions = ["1"]
-                var arguments: [any DatabaseValueConvertible] = []
-                let (low, lowID, high, highID) = query.descending
-                    ? (query.endKey, query.endKeyDocID, query.startKey, query.startKeyDocID)
-                    : (query.startKey, query.startKeyDocID, query.endKey, query.endKeyDocID)
-                let lowInclusive = query.descending ? query.inclusiveEnd : true
-                let highInclusive = query.descending ? true : query.inclusiveEnd
-                // One end of the range: by key, refined by document id when one is given.
-                func bound(_ end: JSON, _ docID: String?, lower: Bool, inclusive: Bool) {
-                    let key = Data(end.collationKey)
-                    let op = (lower ? ">" : "<") + (inclusive ? "=" : "")
-                    if let docID {
-                        conditions.append("(key \(lower ? ">" : "<") ? OR (key = ? AND doc_id \(op) ?))")
-                        arguments += [key, key, docID]
-                    } else {
-                        conditions.append("key \(op) ?")
-                        arguments.append(key)
-                    }
+                parts = [Database.viewRange(query)]
+            }
+            if countOnly {
+                var count = 0
+                for part in parts {
+                    count += try Int.fetchOne(
+                        db, sql: "SELECT count(*) FROM \(table) WHERE \(part.condition)", arguments: StatementArguments(part.arguments)) ?? 0
                 }
-                if let low { bound(low, lowID, lower: true, inclusive: lowInclusive) }
-                if let high { bound(high, highID, lower: false, inclusive: highInclusive) }
-                rows = try fetch(conditions.joined(separator: " AND "), arguments, descending: query.descending)
+                return (total, [], count)
             }
-            let parsed: [(key: JSON, id: String, value: JSON)] = try rows.map {
-                (try JSON.parse($0[2] as String), $0[1] as String, try JSON.parse($0[3] as String))
-            }
-            if reducing, let reducer = view.reduce {
-                let groups = Database.group(parsed, group: query.group, level: query.groupLevel)
-                let reduced: [JSON] = try groups.map { key, values in
-                    let value = try Database.reduce(reducer, values)
-                    return query.group || query.groupLevel != nil ? ["key": key, "value": value] : ["key": .null, "value": value]
+            var rows: [(key: JSON, id: String, value: JSON)] = []
+            for part in parts {
+                let cursor = try Row.fetchCursor(
+                    db, sql: "SELECT doc_id, key_json, value_json FROM \(table) WHERE \(part.condition) ORDER BY key \(order), doc_id \(order), n \(order)",
+                    arguments: StatementArguments(part.arguments))
+                while let row = try cursor.next() {
+                    rows.append((try JSON.parse(row[1] as String), row[0] as String, try JSON.parse(row[2] as String)))
                 }
-                let page = Array(reduced.dropFirst(query.skip).prefix(query.limit ?? Int.max))
-                return ViewResult(totalRows: total, offset: 0, rows: page)
             }
-            let page = parsed.dropFirst(query.skip).prefix(query.limit ?? Int.max)
-            var out: [JSON] = []
-            for row in page {
+            return (total, rows, 0)
+        }
+        if reducing, let reducer = view.reduce {
+            if countOnly {
+                return ViewResult(totalRows: total, offset: 0, rows: count == 0 ? [] : [["key": .null, "value": .int(count)]])
+            }
+            var reduced: [JSON] = []
+            for (key, members) in Database.group(rows, group: query.group, level: query.groupLevel) {
+                let value = try await Database.reduce(reducer, members)
+                reduced.append(["key": grouped ? key : .null, "value": value])
+            }
+            let page = Array(reduced.dropFirst(query.skip).prefix(query.limit ?? Int.max))
+            return ViewResult(totalRows: total, offset: 0, rows: page)
+        }
+        let page = Array(rows.dropFirst(query.skip).prefix(query.limit ?? Int.max))
+        let out: [JSON] = try await pool.read { db in
+            try page.map { row in
                 var item: JSONObject = ["id": .string(row.id), "key": row.key, "value": row.value]
                 if query.includeDocs {
                     // `{"_id": ...}` values include that document instead, as CouchDB does.
@@ -221,27 +244,119 @@ extension Database {
                         item["doc"] = .null
                     }
                 }
-                out.append(.object(item))
+                return .object(item)
             }
-            return ViewResult(totalRows: total, offset: query.skip, rows: out)
         }
+        return ViewResult(totalRows: total, offset: query.skip, rows: out)
+    }
+
+    /// The state of the view indexes with these signatures (one design document's views):
+    /// the sequence all of them have indexed up to, their size on disk, and how many changes
+    /// they still have to index.
+    public func viewIndexState(signatures: [String]) async throws -> (updateSeq: Int, bytes: Int, pending: Int) {
+        try await pool.read { db in
+            let tables = signatures.map { "view_" + $0 }
+            var seqs: [Int] = []
+            if try db.tableExists("view_indexes") {
+                for table in tables {
+                    seqs.append(try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0)
+                }
+            }
+            let updateSeq = tables.isEmpty ? try Database.metaInt(db, "update_seq") : (seqs.count == tables.count ? seqs.min() ?? 0 : 0)
+            let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [updateSeq]) ?? 0
+            // Page sizes from SQLite's dbstat table where it is compiled in; 0 where it is not.
+            var bytes = 0
+            for table in tables {
+                bytes += (try? Int.fetchOne(
+                    db, sql: "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (?, ?)", arguments: [table, table + "_by_doc"])) ?? 0
+            }
+            return (updateSeq, bytes, pending)
+        }
+    }
+
+    /// Drops the view indexes whose signature is not in `keep` (`_view_cleanup`).
+    public func dropViewIndexes(except keep: Set<String>) async throws {
+        _ = try await writer.write { db, _ in
+            guard try db.tableExists("view_indexes") else { return true }
+            for table in try String.fetchAll(db, sql: "SELECT name FROM view_indexes") where !keep.contains(String(table.dropFirst("view_".count))) {
+                try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
+                try db.execute(sql: "DELETE FROM view_indexes WHERE name = ?", arguments: [table])
+            }
+            return true
+        }
+    }
+
+    /// The SQL condition for a query's key range (`startkey`/`endkey`, `*_docid`,
+    /// `inclusive_end`, `descending`).
+    static func viewRange(_ query: ViewQuery) -> (condition: String, arguments: [any DatabaseValueConvertible]) {
+        var conditions = ["1"]
+        var arguments: [any DatabaseValueConvertible] = []
+        let (low, lowID, high, highID) = query.descending
+            ? (query.endKey, query.endKeyDocID, query.startKey, query.startKeyDocID)
+            : (query.startKey, query.startKeyDocID, query.endKey, query.endKeyDocID)
+        let lowInclusive = query.descending ? query.inclusiveEnd : true
+        let highInclusive = query.descending ? true : query.inclusiveEnd
+        // One end of the range: by key, refined by document id when one is given.
+        func bound(_ end: JSON, _ docID: String?, lower: Bool, inclusive: Bool) {
+            let key = Data(end.collationKey)
+            let op = (lower ? ">" : "<") + (inclusive ? "=" : "")
+            if let docID {
+                conditions.append("(key \(lower ? ">" : "<") ? OR (key = ? AND doc_id \(op) ?))")
+                arguments += [key, key, docID]
+            } else {
+                conditions.append("key \(op) ?")
+                arguments.append(key)
+            }
+        }
+        if let low { bound(low, lowID, lower: true, inclusive: lowInclusive) }
+        if let high { bound(high, highID, lower: false, inclusive: highInclusive) }
+        return (conditions.joined(separator: " AND "), arguments)
     }
 
     /// Groups rows for reduction: one group for everything, by exact key (`group=true`), or by
     /// the first `level` elements of array keys (`group_level`).
-    static func group(_ rows: [(key: JSON, id: String, value: JSON)], group: Bool, level: Int?) -> [(JSON, [JSON])] {
-        guard group || level != nil else { return rows.isEmpty ? [] : [(.null, rows.map(\.value))] }
-        var groups: [(JSON, [JSON])] = []
+    static func group(
+        _ rows: [(key: JSON, id: String, value: JSON)], group: Bool, level: Int?
+    ) -> [(JSON, [(key: JSON, id: String, value: JSON)])] {
+        guard group || level != nil else { return rows.isEmpty ? [] : [(.null, rows)] }
+        var groups: [(JSON, [(key: JSON, id: String, value: JSON)])] = []
         for row in rows {
             var key = row.key
             if let level, case let .array(items) = key { key = .array(Array(items.prefix(level))) }
             if let last = groups.last, JSON.collate(last.0, key) == 0 {
-                groups[groups.count - 1].1.append(row.value)
+                groups[groups.count - 1].1.append(row)
             } else {
-                groups.append((key, [row.value]))
+                groups.append((key, [row]))
             }
         }
         return groups
+    }
+
+    /// Rows a custom reduce function sees at once; larger groups are reduced in chunks
+    /// whose results are combined with `rereduce`, as CouchDB reduces b-tree nodes.
+    static let reduceChunk = 500
+
+    /// Reduces one group's rows: natively for built-in reducers; for custom ones in chunks,
+    /// combining the chunks' results with rereduce until one value is left.
+    static func reduce(_ reducer: ViewReducer, _ rows: [(key: JSON, id: String, value: JSON)]) async throws -> JSON {
+        switch reducer {
+        case let .builtin(builtin):
+            return try reduce(builtin, rows.map(\.value))
+        case let .custom(reduce, rereduce):
+            guard rows.count > reduceChunk else { return try await reduce(rows) }
+            var values: [JSON] = []
+            for start in stride(from: 0, to: rows.count, by: reduceChunk) {
+                values.append(try await reduce(Array(rows[start..<min(start + reduceChunk, rows.count)])))
+            }
+            while values.count > 1 {
+                var next: [JSON] = []
+                for start in stride(from: 0, to: values.count, by: reduceChunk) {
+                    next.append(try await rereduce(Array(values[start..<min(start + reduceChunk, values.count)])))
+                }
+                values = next
+            }
+            return values[0]
+        }
     }
 
     /// Applies a built-in reducer to a group's values, as CouchDB defines them.

@@ -4,18 +4,6 @@ import Crypto
 import Foundation
 import Hummingbird
 
-/// Who is making a request: a name (nil for anonymous) and roles; `_admin` marks a server admin.
-public struct UserContext: Sendable, Equatable {
-    public var name: String?
-    public var roles: [String]
-
-    public static let anonymous = UserContext(name: nil, roles: [])
-    public var isServerAdmin: Bool { roles.contains("_admin") }
-    public var json: JSON {
-        ["name": name.map(JSON.string) ?? .null, "roles": .array(roles.map(JSON.string))]
-    }
-}
-
 /// Checks credentials (basic auth and `AuthSession` cookies) against server admins and the
 /// `_users` database, as CouchDB's `chttpd_auth` does.
 ///

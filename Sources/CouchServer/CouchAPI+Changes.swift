@@ -48,8 +48,8 @@ extension CouchAPI {
             options.filter = .selector(try Selector(json: selector))
         case "_design":
             options.filter = .design
-        case let other?:
-            throw EngineError.notImplemented("Filter \(other) needs JavaScript design documents, which arrive with the design-documents issue")
+        case let name?:
+            options.filter = .documents(try await designFilter(db, name, request))
         }
         let heartbeat: Duration? = try {
             guard let raw = request.query["heartbeat"] else { return nil }

@@ -116,7 +116,7 @@ extension CouchAPI {
         case "_view_cleanup":
             try requireMethod(request, .post)
             try authorize(db, request.user, .admin)
-            try await db.dropIndexes(except: try await mangoIndexes(db))
+            try await viewCleanup(db)
             return .ok(status: .accepted)
         case "_local":
             guard path.count >= 3 else { throw EngineError.badRequest("Missing _local document id") }
@@ -142,17 +142,21 @@ extension CouchAPI {
         try authorize(db, request.user, .read)
         switch rest[0] {
         case "_info":
-            guard (try? await db.document(id: id)) != nil else { throw EngineError.missing }
-            return .json(["name": .string(String(id.dropFirst("_design/".count))), "view_index": [
-                "signature": "", "language": "javascript", "sizes": ["file": 0, "external": 0, "active": 0],
-                "update_seq": 0, "purge_seq": 0, "updater_running": false, "compact_running": false,
-                "waiting_clients": 0, "waiting_commit": false,
-            ]])
+            try requireMethod(request, .get)
+            return try await designInfo(db, id)
         case "_view":
             guard rest.count == 2 else { throw EngineError.notFound("missing") }
             return try await view(db, id, rest[1], request)
-        case "_show", "_list", "_update", "_rewrite", "_geo", "_search":
-            throw EngineError.notImplemented("\(rest[0]) needs JavaScript design documents, which arrive with the design-documents issue")
+        case "_show":
+            return try await show(db, id, rest, request)
+        case "_list":
+            return try await list(db, id, rest, request)
+        case "_update":
+            return try await updateHandler(db, id, rest, request)
+        case "_rewrite":
+            throw EngineError.notImplemented("_rewrite is deprecated in CouchDB 3 and not supported")
+        case "_geo", "_search":
+            throw EngineError.notImplemented("\(rest[0]) is not available yet")
         default:
             throw EngineError.notFound("missing")
         }
@@ -343,7 +347,7 @@ extension CouchAPI {
                 results[i] = .failure(error)
             }
         }
-        let written = try await db.update(batch, newEdits: newEdits)
+        let written = try await db.update(batch, newEdits: newEdits, user: request.user)
         for (offset, result) in written.enumerated() { results[batchIndex[offset]] = result }
 
         var out: [JSON] = []

@@ -18,7 +18,7 @@ extension CouchAPI {
         } else {
             try authorize(db, request.user, .write)
         }
-        return try await db.update(input, newEdits: newEdits)
+        return try await db.update(input, newEdits: newEdits, user: request.user)
     }
 
     func readOptions(_ request: APIRequest) throws -> ReadOptions {

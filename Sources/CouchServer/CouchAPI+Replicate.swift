@@ -10,7 +10,8 @@ extension CouchAPI {
         guard request.user.name != nil else { throw EngineError.unauthorized }
         let replicationRequest: ReplicationRequest
         do {
-            replicationRequest = try ReplicationRequest(json: try request.jsonObject(), store: store)
+            replicationRequest = try ReplicationRequest(
+                json: try request.jsonObject(), store: store, user: request.user, filters: filterResolver)
         } catch let error as ReplicationError {
             throw EngineError.badRequest(error.message)
         }

@@ -1,41 +1,62 @@
 import CouchEngine
 import CouchJSON
 import Foundation
+import HTTPTypes
+import Hummingbird
 import JavaScript
+import Replication
 
+/// Design documents' HTTP resources: views, `_info`, `_view_cleanup`, shows, lists, update
+/// handlers, and the filter functions of `_changes`. JavaScript runs in the query server
+/// processes; indexes are the engine's.
 extension CouchAPI {
-    /// `GET|POST /{db}/_design/{ddoc}/_view/{view}`: a JavaScript map function (run by the query
-    /// server processes, batch by batch) with an optional built-in reducer, indexed
-    /// incrementally and persistently by the engine.
-    func view(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
-        try authorize(db, request.user, .read)
+    /// The query server's functions, or 501 where this server has no JavaScript engine.
+    func designFunctions() throws -> DesignFunctions {
         guard let javascript = options.javascript else {
             throw EngineError.notImplemented("JavaScript is not available on this server (build lt with Debian's duktape-dev)")
         }
-        let ddoc = try await db.document(id: ddocID)
-        guard let definition = ddoc["views"]?[name]?.objectValue, let mapSource = definition["map"]?.stringValue else {
-            throw EngineError.notFound("missing_named_view")
-        }
-        if let language = ddoc["language"]?.stringValue, language != "javascript" {
-            throw EngineError.badRequest("Design document language \(language) is not supported for views")
-        }
-        var reducer: BuiltinReducer?
-        if let reduceSource = definition["reduce"]?.stringValue {
-            guard let builtin = BuiltinReducer(rawValue: reduceSource.trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                throw EngineError.notImplemented("JavaScript reduce functions are not supported yet; use _count, _sum, _stats or _approx_count_distinct")
-            }
-            reducer = builtin
-        }
-        let view = ViewDefinition(code: mapSource, batchMap: { docs in
-            let commands: [JSON] = [["reset"], ["add_fun", .string(mapSource)]] + docs.map { ["map_doc", .object($0)] }
-            let answers = try await javascript.run(commands)
-            return answers.dropFirst(2).map { answer in
-                (answer[0]?.arrayValue ?? []).map { pair in (key: pair[0] ?? .null, value: pair[1] ?? .null) }
-            }
-        }, reduce: reducer)
+        return DesignFunctions(queryServer: javascript)
+    }
 
-        let body = request.method == .post ? try request.jsonObject() : nil
+    /// A design document from the database's cache (`not_found` if there is none).
+    func designDocument(_ db: Database, _ id: String) async throws -> JSONObject {
+        guard let ddoc = try await db.designDocuments().first(where: { $0["_id"]?.stringValue == id }) else {
+            throw EngineError.missing
+        }
+        return ddoc
+    }
+
+    /// `GET|POST /{db}/_design/{ddoc}/_view/{view}`: a JavaScript map function (run by the query
+    /// server processes, batch by batch) with an optional reducer, indexed incrementally and
+    /// persistently by the engine.
+    func view(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .post)
+        let (result, reduced) = try await runView(db, ddocID, name, request)
+        if reduced { return .json(["rows": .array(result.rows)]) }
+        return .json(["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)])
+    }
+
+    /// Runs a view query as `_view` (and `_list`) parameters describe it.
+    func runView(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest) async throws -> (ViewResult, Bool) {
+        let functions = try designFunctions()
+        let view = try functions.view(try await designDocument(db, ddocID), name)
+        let query = try viewQuery(request)
+        let stale = request.query["stale"] == "ok" || request.query["stale"] == "update_after"
+            || request.query["update"] == "false" || request.query["update"] == "lazy"
+        if let update = request.query["update"], !["true", "false", "lazy"].contains(update) {
+            throw EngineError.badRequest("Invalid value for `update`: \(update) (true, false or lazy)")
+        }
+        let result = try await db.queryView(view, query, stale: stale)
+        if request.query["update"] == "lazy" || request.query["stale"] == "update_after" {
+            let logger = self.logger
+            Task { do { try await db.updateView(view) } catch { logger.warning("view update failed: \(error)") } }
+        }
+        return (result, query.reduce ?? (view.reduce != nil))
+    }
+
+    /// `_view` query parameters, from the query string or a POST body.
+    func viewQuery(_ request: APIRequest) throws -> ViewQuery {
+        let body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : nil
         func param(_ names: String...) throws -> JSON? {
             for name in names {
                 if let value = body?[name] { return value }
@@ -61,20 +82,201 @@ extension CouchAPI {
         if request.query["reduce"] != nil { query.reduce = try request.bool("reduce") }
         query.group = try request.bool("group")
         query.groupLevel = try request.int("group_level")
-        let stale = request.query["stale"] == "ok" || request.query["stale"] == "update_after"
-            || request.query["update"] == "false" || request.query["update"] == "lazy"
-        do {
-            let result = try await db.queryView(view, query, stale: stale)
-            if request.query["update"] == "lazy" || request.query["stale"] == "update_after" {
-                let logger = self.logger
-                Task { do { try await db.updateView(view) } catch { logger.warning("view update failed: \(error)") } }
-            }
-            if query.reduce ?? (reducer != nil) {
-                return .json(["rows": .array(result.rows)])
-            }
-            return .json(["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)])
-        } catch let failure as QueryServer.Failure {
-            throw EngineError(status: 500, error: failure.error, reason: failure.reason)
+        return query
+    }
+
+    /// `GET /{db}/_design/{ddoc}/_info`: the state of the design document's view index.
+    func designInfo(_ db: Database, _ ddocID: String) async throws -> APIResponse {
+        let ddoc = try await designDocument(db, ddocID)
+        let signatures = DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) }
+        let state = try await db.viewIndexState(signatures: signatures)
+        let signature = ViewDefinition.signature(code: signatures.sorted().joined(separator: ","))
+        return .json(["name": .string(String(ddocID.dropFirst("_design/".count))), "view_index": [
+            "signature": .string(signature), "language": .string(ddoc["language"]?.stringValue ?? "javascript"),
+            "sizes": ["file": .int(state.bytes), "external": .int(state.bytes), "active": .int(state.bytes)],
+            "update_seq": .int(state.updateSeq), "purge_seq": 0, "updater_running": false, "compact_running": false,
+            "waiting_clients": 0, "waiting_commit": false, "updates_pending": ["minimum": .int(state.pending), "preferred": .int(state.pending), "total": .int(state.pending)],
+        ]])
+    }
+
+    /// `POST /{db}/_view_cleanup`: drops view indexes no design document uses any more, and
+    /// Mango indexes without their design document.
+    func viewCleanup(_ db: Database) async throws {
+        let ddocs = try await db.designDocuments()
+        let live = Set(ddocs.flatMap { ddoc in DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) } })
+        try await db.dropViewIndexes(except: live)
+        try await db.dropIndexes(except: try await mangoIndexes(db))
+    }
+
+    // MARK: Shows, lists, updates
+
+    /// `GET|POST /{db}/_design/{ddoc}/_show/{name}[/{docid}]`.
+    func show(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .post)
+        let (_, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "shows")
+        guard answer[0] == "resp", let response = answer[1]?.objectValue else {
+            throw EngineError(status: 500, error: "render_error", reason: "Unexpected show answer")
         }
+        return try functionResponse(response)
+    }
+
+    /// Calls the show or update function `rest[1]` (`kind`: `shows`, `updates`) with the
+    /// document `rest[2...]` (null when there is none) and the request; returns the document
+    /// id and the function's answer.
+    private func callDocumentFunction(
+        _ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest, kind: String
+    ) async throws -> (String?, JSON) {
+        guard rest.count >= 2 else { throw EngineError.notFound("missing \(kind) function name") }
+        let functions = try designFunctions()
+        let ddoc = try await designDocument(db, ddocID)
+        guard ddoc[kind]?[rest[1]]?.stringValue != nil else { throw EngineError.notFound("missing \(kind) function \(rest[1])") }
+        let docID = rest.count > 2 ? rest[2...].joined(separator: "/") : nil
+        var doc: JSON = .null
+        if let docID, let found = try? await db.document(id: docID) { doc = .object(found) }
+        let req = try await javascriptRequest(db, request, id: docID)
+        let answer = try await DesignFunctions.translating {
+            try await functions.queryServer.call(designDocument: ddoc, path: [kind, rest[1]], arguments: [doc, req])
+        }
+        return (docID, answer)
+    }
+
+    /// `POST|PUT /{db}/_design/{ddoc}/_update/{name}[/{docid}]`: the function returns
+    /// `[doc, response]`; a non-null doc is saved (with the caller's rights and validation).
+    func updateHandler(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post, .put)
+        let (docID, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "updates")
+        guard answer[0] == "up", let response = answer[2]?.objectValue else {
+            throw EngineError(status: 500, error: "render_error", reason: "Unexpected update answer")
+        }
+        var result = try functionResponse(response)
+        if case let .object(newDoc)? = answer[1] {
+            var input = try DocumentInput(json: .object(newDoc))
+            if input.id == nil { input.id = docID ?? ServerSettings.randomHex(16) }
+            let rev = try await writeDocument(db, input, request: request)
+            result.headers[HTTPField.Name("X-Couch-Id")!] = input.id
+            result.headers[HTTPField.Name("X-Couch-Update-NewRev")!] = rev.description
+            if response["code"] == nil { result.status = .created }
+        }
+        return result
+    }
+
+    /// `GET|POST /{db}/_design/{ddoc}/_list/{list}/{view}` (or `.../{list}/{other ddoc}/{view}`):
+    /// the view's rows rendered by a list function (`start`, `send`, `getRow`).
+    func list(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .post)
+        guard rest.count == 3 || rest.count == 4 else { throw EngineError.notFound("bad list path: _list/{list}/[{ddoc}/]{view}") }
+        let functions = try designFunctions()
+        let ddoc = try await designDocument(db, ddocID)
+        guard ddoc["lists"]?[rest[1]]?.stringValue != nil else { throw EngineError.notFound("missing list function \(rest[1])") }
+        let viewDDoc = rest.count == 4 ? "_design/\(rest[2])" : ddocID
+        let (result, reduced) = try await runView(db, viewDDoc, rest.count == 4 ? rest[3] : rest[2], request)
+        var head: JSONObject = ["offset": .int(result.offset)]
+        if !reduced { head.prepend("total_rows", .int(result.totalRows)) }
+        let req = try await javascriptRequest(db, request, id: nil)
+        let answer = try await DesignFunctions.translating {
+            try await functions.queryServer.call(
+                designDocument: ddoc, path: ["lists", rest[1]], arguments: [.object(head), req, .array(result.rows)])
+        }
+        guard answer[0] == "list", var response = answer[1]?.objectValue, let chunks = answer[2]?.arrayValue else {
+            throw EngineError(status: 500, error: "render_error", reason: "Unexpected list answer")
+        }
+        response["body"] = .string(chunks.compactMap(\.stringValue).joined())
+        return try functionResponse(response)
+    }
+
+    /// A show, list or update function's response object (`code`, `headers`, and `body`,
+    /// `json` or `base64`) as HTTP.
+    func functionResponse(_ response: JSONObject) throws -> APIResponse {
+        var headers = HTTPFields()
+        var bytes: [UInt8]
+        var contentType = "text/html; charset=utf-8"
+        if let json = response["json"] {
+            bytes = json.bytes
+            contentType = "application/json"
+        } else if let base64 = response["base64"]?.stringValue {
+            bytes = Array(Data(base64Encoded: base64) ?? Data())
+            contentType = "application/binary"
+        } else {
+            bytes = Array((response["body"]?.stringValue ?? "").utf8)
+        }
+        headers[.contentType] = contentType
+        for (name, value) in response["headers"]?.objectValue?.members ?? [] {
+            if let field = HTTPField.Name(name), let text = value.stringValue { headers[field] = text }
+        }
+        let code = response["code"]?.intValue ?? 200
+        guard (100...599).contains(code) else { throw EngineError(status: 500, error: "render_error", reason: "Invalid status code \(code)") }
+        return APIResponse(status: HTTPResponse.Status(code: code), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// CouchDB's request object for design functions (`req`): query, headers, body, the
+    /// caller's `userCtx`, the database's `info` and `secObj`.
+    func javascriptRequest(_ db: Database, _ request: APIRequest, id: String?) async throws -> JSON {
+        var userContext = request.user.json.objectValue ?? JSONObject()
+        userContext.prepend("db", .string(db.name))
+        var headers = JSONObject()
+        for field in request.headers where field.name != .authorization && field.name != .cookie {
+            headers[field.name.canonicalName] = .string(field.value)
+        }
+        let query = JSONObject(request.query.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSON.string($0.value)) })
+        var form = JSONObject()
+        if request.header("Content-Type")?.hasPrefix("application/x-www-form-urlencoded") == true {
+            let pairs = PercentDecoding.query(String(decoding: request.body, as: UTF8.self)).sorted { $0.key < $1.key }
+            form = JSONObject(pairs.map { (key: $0.key, value: JSON.string($0.value)) })
+        }
+        let path = JSON.array(request.path.map(JSON.string))
+        return [
+            "info": .object(try await db.info()),
+            "id": id.map(JSON.string) ?? .null,
+            "uuid": .string(ServerSettings.randomHex(16)),
+            "method": .string(request.method.rawValue),
+            "requested_path": path,
+            "path": path,
+            "raw_path": .string("/" + request.path.joined(separator: "/")),
+            "query": .object(query),
+            "headers": .object(headers),
+            "body": request.body.isEmpty ? "undefined" : .string(String(decoding: request.body, as: UTF8.self)),
+            "peer": "127.0.0.1",
+            "form": .object(form),
+            "cookie": [:],
+            "userCtx": .object(userContext),
+            "secObj": .object(db.security),
+        ]
+    }
+
+    /// Filter functions for replications from local databases: `req.query` is the
+    /// replication's `query_params`.
+    static func makeFilterResolver(_ javascript: QueryServer?) -> FilterResolver? {
+        guard let javascript else { return nil }
+        let functions = DesignFunctions(queryServer: javascript)
+        return { db, name, queryParams in
+            let (ddocID, function) = try ReplicationFilter.designPath(name, queryParams)
+            guard let ddoc = try await db.designDocuments().first(where: { $0["_id"]?.stringValue == ddocID }) else {
+                throw ReplicationError(.fatal, "The filter's design document \(ddocID) does not exist in \(db.name)")
+            }
+            if name == "_view" { return try functions.viewFilter(ddoc, function) }
+            let req: JSON = [
+                "info": .object(try await db.info()), "id": .null, "method": "GET", "query": .object(queryParams),
+                "headers": [:], "body": "undefined", "form": [:], "cookie": [:],
+                "userCtx": ["db": .string(db.name), "name": .null, "roles": ["_admin"]], "secObj": .object(db.security),
+            ]
+            return try functions.filter(ddoc, function, request: req)
+        }
+    }
+
+    /// The `_changes` filter named by `filter=ddoc/name` or `filter=_view&view=ddoc/name`.
+    func designFilter(_ db: Database, _ name: String, _ request: APIRequest) async throws -> DocumentFilter {
+        let functions = try designFunctions()
+        if name == "_view" {
+            guard let view = request.query["view"], let slash = view.firstIndex(of: "/") else {
+                throw EngineError.badRequest("`view` filter parameter is not provided.")
+            }
+            let ddoc = try await designDocument(db, "_design/" + view[..<slash])
+            return try functions.viewFilter(ddoc, String(view[view.index(after: slash)...]))
+        }
+        guard let slash = name.firstIndex(of: "/") else {
+            throw EngineError.badRequest("`filter` parameter is not correct: \(name) (use ddoc/name, _view, _doc_ids, _selector or _design)")
+        }
+        let ddoc = try await designDocument(db, "_design/" + name[..<slash])
+        return try functions.filter(ddoc, String(name[name.index(after: slash)...]), request: try await javascriptRequest(db, request, id: nil))
     }
 }

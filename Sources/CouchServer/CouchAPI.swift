@@ -4,6 +4,7 @@ import Foundation
 import Hummingbird
 import JavaScript
 import Logging
+import Replication
 
 /// The CouchDB 3 HTTP API over a `DatabaseStore`: request decoding, authentication,
 /// authorization and dispatch to the endpoint handlers in the `CouchAPI+*.swift` files.
@@ -29,6 +30,8 @@ public final class CouchAPI: Sendable {
     let logger: Logger
     let jobs: ReplicationJobs
     let replicatorDatabase: ReplicatorDatabase
+    /// Runs filter functions for replications from local databases.
+    let filterResolver: FilterResolver?
     static let version = "3.4.3"
 
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
@@ -39,7 +42,9 @@ public final class CouchAPI: Sendable {
         self.logger = logger
         let jobs = ReplicationJobs()
         self.jobs = jobs
-        self.replicatorDatabase = ReplicatorDatabase(store: store, jobs: jobs, logger: logger)
+        let filterResolver = CouchAPI.makeFilterResolver(options.javascript)
+        self.filterResolver = filterResolver
+        self.replicatorDatabase = ReplicatorDatabase(store: store, jobs: jobs, filters: filterResolver, logger: logger)
     }
 
     /// Starts the server's background work: the `_replicator` database's jobs.

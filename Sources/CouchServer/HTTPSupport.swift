@@ -97,7 +97,6 @@ extension EngineError {
     static let unauthorized = EngineError(status: 401, error: "unauthorized", reason: "You are not authorized to access this db.")
     static let badCredentials = EngineError(status: 401, error: "unauthorized", reason: "Name or password is incorrect.")
     static let tooLarge = EngineError(status: 413, error: "too_large", reason: "the request entity is too large")
-    static func notFound(_ reason: String) -> EngineError { EngineError(status: 404, error: "not_found", reason: reason) }
     static func notImplemented(_ reason: String) -> EngineError {
         EngineError(status: 501, error: "not_implemented", reason: reason)
     }

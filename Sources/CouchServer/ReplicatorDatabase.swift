@@ -15,6 +15,8 @@ final class ReplicatorDatabase: Sendable {
     let store: DatabaseStore
     let jobs: ReplicationJobs
     let logger: Logger
+    /// Runs filter functions of local sources.
+    let filters: FilterResolver?
 
     private struct Running {
         var jobID: String
@@ -24,7 +26,8 @@ final class ReplicatorDatabase: Sendable {
     private let running = Locked<[String: Running]>([:])
     private let follower = Locked<Task<Void, Never>?>(nil)
 
-    init(store: DatabaseStore, jobs: ReplicationJobs, logger: Logger) {
+    init(store: DatabaseStore, jobs: ReplicationJobs, filters: FilterResolver?, logger: Logger) {
+        self.filters = filters
         self.store = store
         self.jobs = jobs
         self.logger = logger
@@ -80,7 +83,7 @@ final class ReplicatorDatabase: Sendable {
         stopJob(for: id)
         let request: ReplicationRequest
         do {
-            request = try ReplicationRequest(json: doc, store: store)
+            request = try ReplicationRequest(json: doc, store: store, user: .system, filters: filters)
         } catch {
             Task { await self.record(id, state: "failed", reason: "\(error)", stats: nil) }
             return
@@ -121,7 +124,7 @@ final class ReplicatorDatabase: Sendable {
             if let stats { doc["_replication_stats"] = stats }
             var input = try DocumentInput(json: .object(doc.filter { !$0.key.hasPrefix("_replication") }))
             for (key, value) in doc.members where key.hasPrefix("_replication") { input.body[key] = value }
-            _ = try await db.update(input)
+            _ = try await db.update(input, user: .system)
         } catch {
             logger.warning("could not record the state of _replicator/\(id): \(error)")
         }

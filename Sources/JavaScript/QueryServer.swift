@@ -9,12 +9,16 @@ import Glibc
 import Darwin
 #endif
 
-/// A JavaScript query server process (`lt js-server`), spoken to with CouchDB's query server
-/// protocol. JavaScript runs in that separate process, as CouchDB runs `couchjs`: a function
-/// that loops forever or exhausts memory is stopped by killing the process (after `timeout`,
-/// or by its own memory limit), and the server itself is never at risk. A killed or crashed
+/// JavaScript query server processes (`lt js-server`), spoken to with CouchDB's query server
+/// protocol. JavaScript runs in separate processes, as CouchDB runs `couchjs`: a function that
+/// loops forever or exhausts memory is stopped by killing its process (after `timeout`, or by
+/// the process's own memory limit), and the server itself is never at risk. A killed or crashed
 /// process is replaced on the next use.
-public final class QueryServer: @unchecked Sendable {
+///
+/// Requests go to the least busy of `workers` processes. Each process keeps what it compiled:
+/// a design document revision is sent (and its functions compiled) once per process, and a
+/// view's map functions stay loaded while the same view is being indexed.
+public final class QueryServer: Sendable {
     /// Why a request failed.
     public struct Failure: Error, Sendable, CustomStringConvertible {
         public enum Kind: Sendable { case unavailable, timeout, crashed, javascript }
@@ -25,47 +29,141 @@ public final class QueryServer: @unchecked Sendable {
         public var description: String { "\(error): \(reason)" }
     }
 
-    let executable: URL
-    let arguments: [String]
     public let timeout: Duration
-    let logger: Logger
-    private let queue = DispatchQueue(label: "lt.query-server")
-    // Touched only on `queue`.
-    private var process: Process?
-    private var input: FileHandle?
-    private var outputFD: Int32 = -1
-    private var buffer: [UInt8] = []
+    private let workers: [Worker]
+    private let busy: Locked<[Int]>
 
     /// - Parameters:
     ///   - executable: the `lt` binary; the server starts `lt js-server`.
-    ///   - timeout: how long one command may run before the process is killed.
-    public init(executable: URL, arguments: [String] = ["js-server"], timeout: Duration = .seconds(5),
+    ///   - timeout: how long one command may run before its process is killed.
+    ///   - workers: how many processes may run JavaScript at the same time.
+    public init(executable: URL, arguments: [String] = ["js-server"], timeout: Duration = .seconds(5), workers: Int = 2,
                 logger: Logger = Logger(label: "lt.javascript")) {
-        self.executable = executable
-        self.arguments = arguments
         self.timeout = timeout
-        self.logger = logger
+        self.workers = (0..<max(1, workers)).map { Worker(executable: executable, arguments: arguments, timeout: timeout, logger: logger, index: $0) }
+        busy = Locked(Array(repeating: 0, count: max(1, workers)))
     }
 
-    deinit {
-        process?.terminate()
+    /// Runs `body` on the least busy process, with exclusive use of it.
+    private func withWorker<T: Sendable>(_ body: @escaping @Sendable (Worker) throws -> T) async throws -> T {
+        let index = busy.withLock { counts in
+            let index = counts.indices.min { counts[$0] < counts[$1] }!
+            counts[index] += 1
+            return index
+        }
+        defer { busy.withLock { $0[index] -= 1 } }
+        return try await workers[index].perform(body)
     }
 
-    /// Runs commands in order in one process session and returns their answers. A command
-    /// answered with `["error", error, reason]` throws a `javascript` failure.
+    /// Runs commands in order in one process and returns their answers. A command answered
+    /// with `["error", error, reason]` throws a `javascript` failure.
     public func run(_ commands: [JSON]) async throws -> [JSON] {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async {
-                do {
-                    continuation.resume(returning: try commands.map { try self.send($0) })
-                } catch {
-                    continuation.resume(throwing: error)
+        try await withWorker { worker in
+            worker.mapFunctionsKey = nil  // raw commands may change what is loaded
+            return try commands.map { try worker.send($0) }
+        }
+    }
+
+    /// Applies a view's map functions to a batch of documents: for each document, each
+    /// function's rows, or nil where the function threw (the document is skipped and logged).
+    /// `key` names the set of functions (their code); a process that has them loaded under
+    /// that key does not compile them again.
+    public func map(key: String, functions: [String], lib: JSON?, documents: [JSONObject]) async throws -> [[[(key: JSON, value: JSON)]?]] {
+        try await withWorker { worker in
+            if worker.mapFunctionsKey != key {
+                worker.mapFunctionsKey = nil
+                _ = try worker.send(["reset"])
+                if let lib { _ = try worker.send(["add_lib", lib]) }
+                for source in functions { _ = try worker.send(["add_fun", .string(source)]) }
+                worker.mapFunctionsKey = key
+            }
+            let answer = try worker.send(["map_docs", .array(documents.map(JSON.object))])
+            guard let perDocument = answer.arrayValue, perDocument.count == documents.count else {
+                throw Failure(kind: .crashed, error: "os_process_error", reason: "Unexpected map answer")
+            }
+            return perDocument.map { functions in
+                (functions.arrayValue ?? []).map { rows in
+                    rows.arrayValue.map { $0.map { pair in (key: pair[0] ?? .null, value: pair[1] ?? .null) } }
                 }
             }
         }
     }
 
-    // MARK: On `queue`
+    /// Reduces rows (`[key, docid]` and value) with each of `functions`.
+    public func reduce(functions: [String], rows: [(key: JSON, id: String, value: JSON)]) async throws -> [JSON] {
+        let pairs = JSON.array(rows.map { [[$0.key, .string($0.id)], $0.value] })
+        return try await reduceCommand(["reduce", .array(functions.map(JSON.string)), pairs])
+    }
+
+    /// Combines earlier reductions with each of `functions` (`rereduce` = true).
+    public func rereduce(functions: [String], values: [JSON]) async throws -> [JSON] {
+        try await reduceCommand(["rereduce", .array(functions.map(JSON.string)), .array(values)])
+    }
+
+    private func reduceCommand(_ command: JSON) async throws -> [JSON] {
+        let answer = try await withWorker { worker in try worker.send(command) }
+        guard answer[0] == true, let results = answer[1]?.arrayValue else {
+            throw Failure(kind: .javascript, error: "reduce_error", reason: "Unexpected reduce answer \(answer)")
+        }
+        return results
+    }
+
+    /// Calls the function at `path` of a design document (`["validate_doc_update"]`,
+    /// `["filters", name]`, `["shows", name]`, ...) with `arguments`, and returns its answer.
+    /// The design document is identified by its id and revision: a new revision is compiled
+    /// afresh, an unchanged one is not sent again.
+    public func call(designDocument ddoc: JSONObject, path: [String], arguments: [JSON]) async throws -> JSON {
+        let key = "\(ddoc["_id"]?.stringValue ?? "")@\(ddoc["_rev"]?.stringValue ?? "")"
+        return try await withWorker { worker in
+            if !worker.designDocuments.contains(key) {
+                // Keep a bounded number of design documents compiled in each process.
+                if worker.designDocuments.count >= 64 {
+                    for old in worker.designDocuments { _ = try worker.send(["ddoc", "drop", .string(old)]) }
+                    worker.designDocuments.removeAll()
+                }
+                _ = try worker.send(["ddoc", "new", .string(key), .object(ddoc)])
+                worker.designDocuments.insert(key)
+            }
+            return try worker.send(["ddoc", .string(key), .array(path.map(JSON.string)), .array(arguments)])
+        }
+    }
+}
+
+/// One `lt js-server` process and what it has loaded. Used only on its own serial queue.
+private final class Worker: @unchecked Sendable {
+    let executable: URL
+    let arguments: [String]
+    let timeout: Duration
+    let logger: Logger
+    private let queue: DispatchQueue
+    private var process: Process?
+    private var input: FileHandle?
+    private var outputFD: Int32 = -1
+    private var buffer: [UInt8] = []
+    /// The map functions loaded by `reset`/`add_fun`, named by their caller.
+    var mapFunctionsKey: String?
+    /// Design documents (`id@rev`) this process has been sent.
+    var designDocuments: Set<String> = []
+
+    init(executable: URL, arguments: [String], timeout: Duration, logger: Logger, index: Int) {
+        self.executable = executable
+        self.arguments = arguments
+        self.timeout = timeout
+        self.logger = logger
+        queue = DispatchQueue(label: "lt.query-server.\(index)")
+    }
+
+    deinit {
+        if let process, process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    func perform<T: Sendable>(_ body: @escaping @Sendable (Worker) throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async {
+                do { continuation.resume(returning: try body(self)) } catch { continuation.resume(throwing: error) }
+            }
+        }
+    }
 
     private func start() throws {
         let process = Process()
@@ -77,12 +175,14 @@ public final class QueryServer: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = FileHandle.standardError
         do { try process.run() } catch {
-            throw Failure(kind: .unavailable, error: "os_process_error", reason: "Cannot start the JavaScript query server: \(error)")
+            throw QueryServer.Failure(kind: .unavailable, error: "os_process_error", reason: "Cannot start the JavaScript query server: \(error)")
         }
         self.process = process
         input = stdin.fileHandleForWriting
         outputFD = stdout.fileHandleForReading.fileDescriptor
         buffer = []
+        mapFunctionsKey = nil
+        designDocuments = []
     }
 
     private func stop() {
@@ -94,15 +194,20 @@ public final class QueryServer: @unchecked Sendable {
         input = nil
         outputFD = -1
         buffer = []
+        mapFunctionsKey = nil
+        designDocuments = []
     }
 
-    private func send(_ command: JSON) throws -> JSON {
+    /// Sends one command and waits for its answer, killing the process if it takes longer
+    /// than `timeout`.
+    func send(_ command: JSON) throws -> JSON {
         if process?.isRunning != true {
             stop()
             try start()
         }
-        guard let input, let process else { throw Failure(kind: .unavailable, error: "os_process_error", reason: "No query server") }
-        // A watchdog kills the process if the answer does not come in time.
+        guard let input, let process else {
+            throw QueryServer.Failure(kind: .unavailable, error: "os_process_error", reason: "No query server")
+        }
         let finished = Locked(false)
         let timedOut = Locked(false)
         let pid = process.processIdentifier
@@ -118,27 +223,27 @@ public final class QueryServer: @unchecked Sendable {
             try input.write(contentsOf: command.bytes + [10])
         } catch {
             stop()
-            throw Failure(kind: .crashed, error: "os_process_error", reason: "The JavaScript query server exited")
+            throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "The JavaScript query server exited")
         }
         while true {
             guard let line = readLine() else {
                 let wasTimeout = timedOut.withLock { $0 }
                 stop()
                 if wasTimeout {
-                    throw Failure(kind: .timeout, error: "os_process_error", reason: "OS process timed out.")
+                    throw QueryServer.Failure(kind: .timeout, error: "os_process_error", reason: "OS process timed out.")
                 }
-                throw Failure(kind: .crashed, error: "os_process_error", reason: "The JavaScript query server exited (out of memory or crashed)")
+                throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "The JavaScript query server exited (out of memory or crashed)")
             }
             guard let answer = try? JSON.parse(line) else {
                 stop()
-                throw Failure(kind: .crashed, error: "os_process_error", reason: "Unreadable answer from the query server")
+                throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "Unreadable answer from the query server")
             }
             if case let .array(items) = answer, items.first == "log" {
                 logger.info("\(items.dropFirst().first?.stringValue ?? "")")
                 continue
             }
             if case let .array(items) = answer, items.count == 3, items[0] == "error" {
-                throw Failure(kind: .javascript, error: items[1].stringValue ?? "error", reason: items[2].stringValue ?? "")
+                throw QueryServer.Failure(kind: .javascript, error: items[1].stringValue ?? "error", reason: items[2].stringValue ?? "")
             }
             return answer
         }

@@ -1,14 +1,25 @@
 import CouchEngine
 import CouchJSON
 
+/// Resolves a filter function (`ddoc/name` or `_view`) with its query parameters on a local
+/// database.
+public typealias FilterResolver = @Sendable (Database, _ name: String, _ queryParams: JSONObject) async throws -> DocumentFilter
+
 /// A database in this process, read and written through the engine without HTTP.
 public struct LocalEndpoint: ReplicationEndpoint {
     public let store: DatabaseStore
     public let name: String
+    /// Whom writes are made as, for validation functions (`userCtx`).
+    public let user: UserContext
+    /// Turns a filter function's name and parameters into a filter (JavaScript); nil where
+    /// filter functions cannot run.
+    public let filters: FilterResolver?
 
-    public init(store: DatabaseStore, name: String) {
+    public init(store: DatabaseStore, name: String, user: UserContext = .system, filters: FilterResolver? = nil) {
         self.store = store
         self.name = name
+        self.user = user
+        self.filters = filters
     }
 
     public var displayName: String { "local:\(name)" }
@@ -54,10 +65,24 @@ public struct LocalEndpoint: ReplicationEndpoint {
         switch filter {
         case let .docIDs(ids)?: options.filter = .docIDs(Set(ids))
         case let .selector(json)?: options.filter = .selector(try Selector(json: json))
+        case let .function(name, queryParams)?:
+            guard let filters else { throw ReplicationError(.fatal, "Filter functions need JavaScript, which this server does not have") }
+            options.filter = .documents(try await filters(db, name, queryParams))
         case nil: break
         }
         let page = try await db.changes(options)
         return ChangesBatch(entries: page.rows.compactMap(ChangeEntry.init(row:)), lastSeq: .string(db.sequenceString(page.lastSeq)), pending: page.pending)
+    }
+
+    public func filterCode(_ name: String, queryParams: JSONObject) async throws -> String {
+        let (ddocID, function) = try ReplicationFilter.designPath(name, queryParams)
+        guard let ddoc = try await database().designDocuments().first(where: { $0["_id"]?.stringValue == ddocID }) else {
+            throw ReplicationError(.fatal, "The filter's design document \(ddocID) does not exist in \(self.name)")
+        }
+        var code: JSON? = .object(ddoc)
+        for key in ReplicationFilter.codePath(name, function) { code = code?[key] }
+        guard let text = code?.stringValue else { throw ReplicationError(.fatal, "\(ddocID) has no filter function \(function)") }
+        return text
     }
 
     public func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool {
@@ -92,7 +117,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
                 failures.append(WriteFailure(id: document["_id"]?.stringValue ?? "", error: error.error, reason: error.reason))
             }
         }
-        for (input, result) in zip(inputs, try await db.update(inputs, newEdits: false)) {
+        for (input, result) in zip(inputs, try await db.update(inputs, newEdits: false, user: user)) {
             if case let .failure(error) = result {
                 failures.append(WriteFailure(id: input.id ?? "", error: error.error, reason: error.reason))
             }

@@ -214,12 +214,27 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         case let .selector(selector)?:
             path += "&filter=_selector"
             body = ["selector": selector]
+        case let .function(name, queryParams)?:
+            path += "&filter=" + RemoteEndpoint.encode(name)
+            for (key, value) in queryParams.members {
+                path += "&" + RemoteEndpoint.encode(key) + "=" + RemoteEndpoint.encode(value.stringValue ?? value.text)
+            }
         case nil: break
         }
         let reply = try await send(body == nil ? .GET : .POST, path, json: body, timeout: .seconds(Int64((timeout?.components.seconds ?? 60) + 60)))
         guard reply.status == 200 else { throw failure(reply, "read changes") }
         let json = reply.json
         return ChangesBatch(entries: (json["results"]?.arrayValue ?? []).compactMap(ChangeEntry.init(row:)), lastSeq: json["last_seq"] ?? since, pending: json["pending"]?.intValue)
+    }
+
+    public func filterCode(_ name: String, queryParams: JSONObject) async throws -> String {
+        let (ddocID, function) = try ReplicationFilter.designPath(name, queryParams)
+        let reply = try await send(.GET, "/" + ddocID.split(separator: "/").map { RemoteEndpoint.encode(String($0)) }.joined(separator: "/"))
+        guard reply.status == 200 else { throw failure(reply, "read the filter's design document \(ddocID)") }
+        var code: JSON? = reply.json
+        for key in ReplicationFilter.codePath(name, function) { code = code?[key] }
+        guard let text = code?.stringValue else { throw ReplicationError(.fatal, "\(ddocID) has no filter function \(function)") }
+        return text
     }
 
     public func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool {

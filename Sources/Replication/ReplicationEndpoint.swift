@@ -23,6 +23,10 @@ public protocol ReplicationEndpoint: Sendable {
     /// Changes after `since` with every leaf revision (`style=all_docs`), at most `limit` rows.
     func changes(since: JSON, limit: Int, filter: ReplicationFilter?) async throws -> ChangesBatch
 
+    /// The source code of a filter function (`ddoc/name`, or `_view` with `view` in the
+    /// parameters), which enters the replication id: edited code is a new replication.
+    func filterCode(_ name: String, queryParams: JSONObject) async throws -> String
+
     /// Waits until there may be changes after `since` (or `timeout` passes); true if so.
     func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool
 
@@ -104,14 +108,33 @@ public enum ReplicationFilter: Sendable {
     case docIDs([String])
     /// A Mango selector (as JSON, so it can be sent to a remote `_changes`).
     case selector(JSON)
+    /// A design document's filter function (`ddoc/name`, or `_view`) with its `query_params`.
+    case function(name: String, queryParams: JSONObject)
 
     /// Text that enters the replication id, so differently filtered replications keep
-    /// separate checkpoints.
-    var identity: String {
+    /// separate checkpoints (for a filter function, with its source code).
+    func identity(source: any ReplicationEndpoint) async throws -> String {
         switch self {
         case let .docIDs(ids): return "doc_ids:" + JSON.array(ids.sorted().map(JSON.string)).text
         case let .selector(selector): return "selector:" + selector.text
+        case let .function(name, queryParams):
+            let code = try await source.filterCode(name, queryParams: queryParams)
+            return "filter:\(name)\n\(code)\n" + JSON.object(queryParams).text
         }
+    }
+
+    /// `ddoc/name` split in two; for `_view`, the `view` parameter split.
+    public static func designPath(_ name: String, _ queryParams: JSONObject) throws -> (ddoc: String, function: String) {
+        let path = name == "_view" ? queryParams["view"]?.stringValue ?? "" : name
+        guard let slash = path.firstIndex(of: "/"), slash != path.startIndex, path.index(after: slash) != path.endIndex else {
+            throw ReplicationError(.fatal, name == "_view" ? "The _view filter needs query_params.view as ddoc/view" : "`filter` must be ddoc/name, not \(name)")
+        }
+        return ("_design/" + path[..<slash], String(path[path.index(after: slash)...]))
+    }
+
+    /// Where the function's code lives in its design document.
+    static func codePath(_ name: String, _ function: String) -> [String] {
+        name == "_view" ? ["views", function, "map"] : ["filters", function]
     }
 }
 

@@ -4,7 +4,7 @@ import CouchJSON
 /// A replication described as JSON, in the shape of `POST /_replicate` bodies and
 /// `_replicator` documents: `source`/`target` as URLs (credentials in the URL or as
 /// `{"url", "auth": {"basic": {"username", "password"}}}`) or local database names,
-/// `continuous`, `create_target`, `doc_ids`, `selector`, `cancel`.
+/// `continuous`, `create_target`, `doc_ids`, `selector`, `filter` with `query_params`, `cancel`.
 public struct ReplicationRequest: Sendable {
     public var source: any ReplicationEndpoint
     public var target: any ReplicationEndpoint
@@ -13,7 +13,11 @@ public struct ReplicationRequest: Sendable {
     /// True when either side is a database in this process (server admins only).
     public var usesLocalEndpoints: Bool
 
-    public init(json: JSONObject, store: DatabaseStore?) throws {
+    /// - Parameters:
+    ///   - store: this server's databases, for local names; nil allows only URLs.
+    ///   - user: whom the replication writes as into local databases (validation's `userCtx`).
+    ///   - filters: runs filter functions on local sources.
+    public init(json: JSONObject, store: DatabaseStore?, user: UserContext = .system, filters: FilterResolver? = nil) throws {
         var local = false
         func endpoint(_ name: String) throws -> any ReplicationEndpoint {
             guard let spec = json[name] else { throw ReplicationError(.fatal, "Missing `\(name)` in the replication request") }
@@ -35,7 +39,7 @@ public struct ReplicationRequest: Sendable {
             guard let store else { throw ReplicationError(.fatal, "`\(name)` must be an http(s) URL") }
             guard DatabaseStore.isValidName(url) else { throw ReplicationError(.fatal, "`\(name)` is neither a URL nor a database name: \(url)") }
             local = true
-            return LocalEndpoint(store: store, name: url)
+            return LocalEndpoint(store: store, name: url, user: user, filters: filters)
         }
         source = try endpoint("source")
         target = try endpoint("target")
@@ -54,8 +58,15 @@ public struct ReplicationRequest: Sendable {
             do { _ = try Selector(json: selector) } catch { throw ReplicationError(.fatal, "Invalid selector: \(error.reason)") }
             options.filter = .selector(selector)
         }
-        if let filter = json["filter"]?.stringValue {
-            throw ReplicationError(.fatal, "Filter functions (\(filter)) need JavaScript design documents, which arrive with the design-documents issue; use doc_ids or selector")
+        if let filter = json["filter"], !filter.isNull {
+            guard let name = filter.stringValue else { throw ReplicationError(.fatal, "`filter` must be a string (ddoc/name or _view)") }
+            var queryParams = JSONObject()
+            if let params = json["query_params"], !params.isNull {
+                guard case let .object(object) = params else { throw ReplicationError(.fatal, "`query_params` must be an object") }
+                queryParams = object
+            }
+            _ = try ReplicationFilter.designPath(name, queryParams)
+            options.filter = .function(name: name, queryParams: queryParams)
         }
         if let batch = json["worker_batch_size"]?.intValue, batch > 0 { options.batchSize = batch }
         self.options = options

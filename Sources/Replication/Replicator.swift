@@ -160,7 +160,8 @@ public final class Replication: Sendable {
         let sourceID = try await retrying { try await self.source.identity() }
         let targetID = try await retrying { try await self.target.identity() }
         var md5 = Insecure.MD5()
-        md5.update(data: Array("\(sourceID)\n\(targetID)\n\(options.filter?.identity ?? "")".utf8))
+        let filterID = try await options.filter?.identity(source: source) ?? ""
+        md5.update(data: Array("\(sourceID)\n\(targetID)\n\(filterID)".utf8))
         return Database.hex(md5.finalize())
     }
 

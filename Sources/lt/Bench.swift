@@ -4,6 +4,7 @@ import CouchJSON
 import CouchServer
 import Foundation
 import GRDB
+import JavaScript
 import Hummingbird
 import Logging
 import Replication
@@ -100,7 +101,7 @@ struct Bench: AsyncParsableCommand {
             let inputs = try documents.map { try DocumentInput(json: $0) }
             let start = ContinuousClock.now
             for batch in stride(from: 0, to: inputs.count, by: 1000) {
-                _ = try await db.update(Array(inputs[batch..<min(batch + 1000, inputs.count)]), newEdits: true)
+                _ = try await db.update(Array(inputs[batch..<min(batch + 1000, inputs.count)]), newEdits: true, user: .system)
             }
             return Double(inputs.count) / start.duration(to: .now).seconds
         }
@@ -281,9 +282,9 @@ struct Bench: AsyncParsableCommand {
         guard let mode = Durability(rawValue: durability.uppercased()) else { throw ValidationError("--durability must be full or normal") }
         var settings = try ServerSettings.load(from: directory.deletingLastPathComponent())
         settings.admins["bench"] = try Passwords.hash("bench-password")
-        let store = try DatabaseStore(directory: directory, durability: mode)
         var options = CouchAPI.Options()
         options.javascript = Serve.javascriptQueryServer()
+        let store = try DatabaseStore(directory: directory, durability: mode, validator: DesignDocumentValidator(queryServer: options.javascript))
         let api = CouchAPI(store: store, settings: settings, options: options, logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()
         let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)

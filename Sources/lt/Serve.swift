@@ -102,7 +102,9 @@ struct Serve: AsyncParsableCommand {
         let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: 128)
         guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
         options.javascript = Serve.javascriptQueryServer()
-        let store = try DatabaseStore(directory: directory, maxOpen: maxOpen, durability: durabilityMode, logger: logger)
+        let store = try DatabaseStore(
+            directory: directory, maxOpen: maxOpen, durability: durabilityMode,
+            validator: DesignDocumentValidator(queryServer: options.javascript), logger: logger)
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()

@@ -78,6 +78,7 @@ struct ViewIndexTests {
             #expect(try await db.queryView(Self.byUserDay, query).rows.map { $0["id"]! } == ["f1"])
             query.endKeyDocID = nil
             #expect(try await db.queryView(Self.byUserDay, query).rows.map { $0["id"]! } == ["f1", "f2"])
+            // Views with the same map code share one index, whatever their reducers.
             let code = "by-user"
             let userKM: MapFunction = { doc in doc["type"] == "fix" ? [(key: doc["user"] ?? .null, value: doc["km"] ?? .null)] : [] }
             let count = try await db.queryView(ViewDefinition(code: code, map: userKM, reduce: .count), ViewQuery())
@@ -85,7 +86,7 @@ struct ViewIndexTests {
             let stats = try await db.queryView(ViewDefinition(code: code, map: userKM, reduce: .stats), ViewQuery())
             #expect(stats.rows[0]["value"] == ["sum": 23.0, "count": 5, "min": 1.0, "max": 10.0, "sumsqr": 151.0])
             let distinct = try await db.queryView(
-                ViewDefinition(code: code, map: { doc in [(key: 0, value: doc["user"] ?? .null)] }, reduce: .approxCountDistinct), ViewQuery())
+                ViewDefinition(code: "users", map: { doc in [(key: 0, value: doc["user"] ?? .null)] }, reduce: .approxCountDistinct), ViewQuery())
             #expect(distinct.rows[0]["value"] == 3)  // ann, bob, null (the place)
             var arrays = ViewQuery()
             arrays.group = true

@@ -26,27 +26,40 @@ public struct DesignDocumentValidator: WriteValidator {
         var userContext = user.json.objectValue ?? JSONObject()
         userContext.prepend("db", .string(database.name))
         let security = JSON.object(database.security)
-        var verdicts: [EngineError?] = []
-        verdicts.reserveCapacity(writes.count)
-        for write in writes {
-            var verdict: EngineError?
-            for ddoc in designDocuments where verdict == nil {
-                let arguments: [JSON] = [
-                    .object(write.newDocument), write.oldDocument.map(JSON.object) ?? .null, .object(userContext), security,
-                ]
-                do {
-                    let answer = try await queryServer.call(designDocument: ddoc, path: ["validate_doc_update"], arguments: arguments)
-                    if let reason = answer["forbidden"] {
-                        verdict = EngineError(status: 403, error: "forbidden", reason: reason.stringValue ?? reason.text)
-                    } else if let reason = answer["unauthorized"] {
-                        verdict = EngineError(status: 401, error: "unauthorized", reason: reason.stringValue ?? reason.text)
-                    }
-                } catch let failure as QueryServer.Failure {
-                    verdict = EngineError(status: 500, error: failure.error, reason: failure.reason)
+        // One round trip per design document for the whole batch of writes; the first
+        // design document (in id order) that rejects a write gives its error.
+        var verdicts = [EngineError?](repeating: nil, count: writes.count)
+        let pairs = JSON.array(writes.map { [.object($0.newDocument), $0.oldDocument.map(JSON.object) ?? .null] })
+        for ddoc in designDocuments {
+            let answers: [JSON]
+            do {
+                let answer = try await queryServer.call(
+                    designDocument: ddoc, path: ["validate_doc_update", "batch"], arguments: [pairs, .object(userContext), security])
+                guard let list = answer.arrayValue, list.count == writes.count else {
+                    throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "Unexpected validation answer")
                 }
+                answers = list
+            } catch let failure as QueryServer.Failure {
+                answers = Array(repeating: ["error", .string(failure.error), .string(failure.reason)], count: writes.count)
             }
-            verdicts.append(verdict)
+            for (index, answer) in answers.enumerated() where verdicts[index] == nil {
+                verdicts[index] = DesignDocumentValidator.verdict(answer)
+            }
         }
         return verdicts
+    }
+
+    /// A function's answer for one write: nil (accepted) or the error that rejects it.
+    static func verdict(_ answer: JSON) -> EngineError? {
+        if let reason = answer["forbidden"] {
+            return EngineError(status: 403, error: "forbidden", reason: reason.stringValue ?? reason.text)
+        }
+        if let reason = answer["unauthorized"] {
+            return EngineError(status: 401, error: "unauthorized", reason: reason.stringValue ?? reason.text)
+        }
+        if case let .array(items) = answer, items.count == 3, items[0] == "error" {
+            return EngineError(status: 500, error: items[1].stringValue ?? "error", reason: items[2].stringValue ?? "")
+        }
+        return nil
     }
 }

@@ -13,7 +13,9 @@
 /// - `["ddoc", "new", key, ddoc]` caches a design document under `key`; its functions compile
 ///   on first use and stay compiled until the key is dropped (`["ddoc", "drop", key]`).
 /// - `["ddoc", key, path, args]` calls the function at `path` in that design document:
-///   `validate_doc_update` → `1` or `{"forbidden"|"unauthorized": reason}`; `filters` and
+///   `validate_doc_update` → `1` or `{"forbidden"|"unauthorized": reason}` (and
+///   `["validate_doc_update", "batch"]` with `[[newDoc, oldDoc], ...], userCtx, secObj` → one
+///   such verdict, or `["error", ...]`, per write); `filters` and
 ///   `views` (a view's map as a filter) → `[true, [bool, ...]]` for a batch of documents;
 ///   `shows` → `["resp", response]`; `updates` → `["up", doc, response]`; `lists` (given every
 ///   row at once) → `["list", startResponse, [chunk, ...]]`.
@@ -123,24 +125,24 @@ public enum QueryServerScript {
     function __lt_ddoc(key, path, args) {
         var entry = __lt.ddocs[key];
         if (!entry) { throw { error: "query_protocol_error", reason: "uncached design doc: " + key }; }
-        var name = path.join("/");
+        // `["validate_doc_update", "batch"]` is the same function over many writes.
+        var batch = path[0] === "validate_doc_update" && path[1] === "batch";
+        var functionPath = batch ? ["validate_doc_update"] : path;
+        var name = functionPath.join("/");
         var fn = entry.funs[name];
         if (!fn) {
             var source = entry.doc;
-            for (var i = 0; i < path.length; i++) { source = source === null || typeof source !== "object" ? undefined : source[path[i]]; }
+            for (var i = 0; i < functionPath.length; i++) { source = source === null || typeof source !== "object" ? undefined : source[functionPath[i]]; }
             if (typeof source !== "string") { throw { error: "not_found", reason: "missing function " + name + " in " + entry.doc._id }; }
             fn = entry.funs[name] = __lt_compile(source, entry.require);
         }
         switch (path[0]) {
         case "validate_doc_update":
-            try {
-                fn(args[0], args[1], args[2], args[3]);
-                return 1;
-            } catch (e) {
-                if (e && e.forbidden !== undefined) { return { forbidden: e.forbidden }; }
-                if (e && e.unauthorized !== undefined) { return { unauthorized: e.unauthorized }; }
-                throw { error: "validation_error", reason: "validate_doc_update in " + entry.doc._id + " raised " + __lt_describe(e) };
-            }
+            if (!batch) { return __lt_validate(entry, fn, args[0], args[1], args[2], args[3]); }
+            // args: [[newDoc, oldDoc], ...], userCtx, secObj; an exception is that write's verdict.
+            return args[0].map(function (write) {
+                try { return __lt_validate(entry, fn, write[0], write[1], args[1], args[2]); } catch (e) { return __lt_error(e); }
+            });
         case "filters":
             return [true, args[0].map(function (doc) {
                 try { return !!fn(doc, args[1]); } catch (e) {
@@ -167,6 +169,16 @@ public enum QueryServerScript {
             }
         default:
             throw { error: "unknown_command", reason: "unknown ddoc function type '" + path[0] + "'" };
+        }
+    }
+    function __lt_validate(entry, fn, newDoc, oldDoc, userCtx, secObj) {
+        try {
+            fn(newDoc, oldDoc, userCtx, secObj);
+            return 1;
+        } catch (e) {
+            if (e && e.forbidden !== undefined) { return { forbidden: e.forbidden }; }
+            if (e && e.unauthorized !== undefined) { return { unauthorized: e.unauthorized }; }
+            throw { error: "validation_error", reason: "validate_doc_update in " + entry.doc._id + " raised " + __lt_describe(e) };
         }
     }
     // A show or update result as a response object: strings become the body.

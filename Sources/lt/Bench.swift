@@ -219,6 +219,27 @@ struct Bench: AsyncParsableCommand {
             print("JavaScript view: not measured (\(String(decoding: built.prefix(200), as: UTF8.self)))")
         }
 
+        // _bulk_docs into a database whose design document validates every write.
+        try await client.send("PUT", "/validated", expect: 201)
+        try await client.send("PUT", "/validated/_design/rules", json: ["validate_doc_update": """
+            function (newDoc, oldDoc, userCtx) {
+                if (!newDoc._deleted && !(newDoc.properties && typeof newDoc.properties.username === "string")) {
+                    throw({forbidden: "properties.username is required"});
+                }
+            }
+            """], expect: 201)
+        let validatedBatches = stride(from: 0, to: documents.count, by: 1000).map {
+            JSON.object(["docs": .array(Array(documents[$0..<min($0 + 1000, documents.count)]))]).bytes
+        }
+        let validatedStart = ContinuousClock.now
+        try await client.concurrently(4, validatedBatches.count) { connection, i in
+            let reply = try connection.send("POST", "/validated/_bulk_docs", authorization: client.authorization, body: validatedBatches[i])
+            try Client.check(reply, 201, "POST", "_bulk_docs")
+            guard !String(decoding: reply.body, as: UTF8.self).contains("\"error\"") else { throw ValidationError("a valid document was rejected") }
+        }
+        report("_bulk_docs + validate_doc_update, 4 clients",
+               Double(documents.count) / validatedStart.duration(to: .now).seconds, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
+
         // A selective _find with a JSON index on the queried field.
         try await client.send("POST", "/bulk0/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user"], expect: 200)
         // The first query builds the index; the measurement is of queries on a built index.

@@ -229,6 +229,11 @@ struct DesignDocumentTests {
         ])
         #expect(remote.json["ok"] == true, "\(remote.text)")
         #expect(try await s.request(.GET, "/f_long/_all_docs").json["rows"]?.arrayValue?.map { $0["id"] } == ["t28", "t29"])
+        let byViewReplication = try await s.request(.POST, "/_replicate", json: [
+            "source": "f", "target": "f_ann", "create_target": true, "filter": "_view", "query_params": ["view": "app/deleted_or_ann"],
+        ])
+        #expect(byViewReplication.json["history"]?[0]?["docs_written"] == 16, "\(byViewReplication.text)")  // 15 of ann's, t1's deletion
+        #expect(try await s.request(.GET, "/f_ann").json["doc_count"] == 15)
         let missing = try await s.request(.POST, "/_replicate", json: ["source": "f", "target": "f_x", "create_target": true, "filter": "app/none"])
         #expect(missing.status >= 400)
 

@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "CouchEngine", targets: ["CouchEngine"]),
         .library(name: "CouchServer", targets: ["CouchServer"]),
         .library(name: "Replication", targets: ["Replication"]),
+        .library(name: "Geo", targets: ["Geo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -34,6 +35,8 @@ let package = Package(
     targets: [
         // Ordered JSON values: parse, serialize, compare. No dependencies.
         .target(name: "CouchJSON", swiftSettings: strict),
+        // Geometry: GeoJSON, WKT, distances on the sphere, spatial relations, the in-memory point index.
+        .target(name: "Geo", dependencies: ["CouchJSON"], swiftSettings: strict),
         // MIME multipart bodies (documents with attachment bodies, open_revs answers).
         .target(name: "MIMEMultipart", swiftSettings: strict),
         // JavaScript query server processes (CouchDB's query server protocol), and their client.
@@ -95,6 +98,7 @@ let package = Package(
         ),
         // Helpers shared by the test targets (deterministic random numbers for property tests).
         .target(name: "LTTestSupport", path: "Tests/LTTestSupport", swiftSettings: strict),
+        .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(

@@ -1,0 +1,290 @@
+import Foundation
+
+/// An immutable k-d tree of points on the unit sphere (3-D vectors), in the flat, implicit
+/// layout of KDBush: points are reordered so that every node's median sits in the middle of
+/// its range, so the tree needs no node objects. Distances are chords in 3-D, which grow with
+/// great-circle distance: the antimeridian and the poles are not special anywhere.
+///
+/// Per point it keeps the unit vector (24 bytes), the original lon/lat (16 bytes, to answer
+/// with the exact coordinates indexed), its document id (bytes plus a 4-byte end offset) and
+/// a 12-byte hash entry to find a document's point again when it changes.
+public final class PointTree: Sendable {
+    public let count: Int
+    let xyz: [Double]
+    let lonLat: [Double]
+    let idEnds: [UInt32]
+    let idBytes: [UInt8]
+    /// Id hashes, sorted, with the point each belongs to.
+    let hashes: [UInt64]
+    let hashPoints: [UInt32]
+    static let leafSize = 16
+
+    /// Builds the tree; `points` may be in any order.
+    public init(_ points: [(id: String, coordinate: Coordinate)]) {
+        let n = points.count
+        count = n
+        var vectors = [Double](repeating: 0, count: 3 * n)
+        for (i, p) in points.enumerated() {
+            let v = Sphere.unitVector(p.coordinate)
+            vectors[3 * i] = v.x
+            vectors[3 * i + 1] = v.y
+            vectors[3 * i + 2] = v.z
+        }
+        var order = [Int32](0..<Int32(n))
+        vectors.withUnsafeMutableBufferPointer { coordinates in
+            order.withUnsafeMutableBufferPointer { ids in
+                PointTree.sort(ids, coordinates, left: 0, right: n - 1, axis: 0)
+            }
+        }
+        var lonLat = [Double](repeating: 0, count: 2 * n)
+        var idEnds = [UInt32](repeating: 0, count: n)
+        var idBytes: [UInt8] = []
+        idBytes.reserveCapacity(points.reduce(0) { $0 + $1.id.utf8.count })
+        var hashed: [(UInt64, UInt32)] = []
+        hashed.reserveCapacity(n)
+        for (position, original) in order.enumerated() {
+            let p = points[Int(original)]
+            lonLat[2 * position] = p.coordinate.lon
+            lonLat[2 * position + 1] = p.coordinate.lat
+            idBytes.append(contentsOf: p.id.utf8)
+            idEnds[position] = UInt32(idBytes.count)
+            hashed.append((PointTree.hash(p.id), UInt32(position)))
+        }
+        hashed.sort { $0.0 < $1.0 }
+        xyz = vectors
+        self.lonLat = lonLat
+        self.idEnds = idEnds
+        self.idBytes = idBytes
+        hashes = hashed.map(\.0)
+        hashPoints = hashed.map(\.1)
+    }
+
+    /// FNV-1a, 64 bits.
+    static func hash(_ id: String) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in id.utf8 {
+            h ^= UInt64(byte)
+            h = h &* 0x0000_0100_0000_01b3
+        }
+        return h
+    }
+
+    public func id(_ point: Int) -> String {
+        let start = point == 0 ? 0 : Int(idEnds[point - 1])
+        return String(decoding: idBytes[start..<Int(idEnds[point])], as: UTF8.self)
+    }
+
+    public func coordinate(_ point: Int) -> Coordinate {
+        Coordinate(lon: lonLat[2 * point], lat: lonLat[2 * point + 1])
+    }
+
+    /// The point that holds document `id`, if any.
+    public func point(for id: String) -> Int? {
+        let h = PointTree.hash(id)
+        var low = 0, high = hashes.count
+        while low < high {
+            let mid = (low + high) / 2
+            if hashes[mid] < h { low = mid + 1 } else { high = mid }
+        }
+        while low < hashes.count, hashes[low] == h {
+            if self.id(Int(hashPoints[low])) == id { return Int(hashPoints[low]) }
+            low += 1
+        }
+        return nil
+    }
+
+    /// Approximate bytes held per point (for `_geo_info` and the benchmark).
+    public var bytes: Int {
+        xyz.count * 8 + lonLat.count * 8 + idEnds.count * 4 + idBytes.count + hashes.count * 8 + hashPoints.count * 4
+    }
+
+    // MARK: Building
+
+    static func sort(_ ids: UnsafeMutableBufferPointer<Int32>, _ coordinates: UnsafeMutableBufferPointer<Double>, left: Int, right: Int, axis: Int) {
+        if right - left <= leafSize { return }
+        let m = (left + right) >> 1
+        select(ids, coordinates, k: m, left: left, right: right, axis: axis)
+        let next = axis == 2 ? 0 : axis + 1
+        sort(ids, coordinates, left: left, right: m - 1, axis: next)
+        sort(ids, coordinates, left: m + 1, right: right, axis: next)
+    }
+
+    /// Floyd–Rivest selection: puts the k-th smallest (on `axis`) at k, smaller ones before it.
+    static func select(_ ids: UnsafeMutableBufferPointer<Int32>, _ c: UnsafeMutableBufferPointer<Double>, k: Int, left: Int, right: Int, axis: Int) {
+        var left = left, right = right
+        while right > left {
+            if right - left > 600 {
+                let n = Double(right - left + 1)
+                let m = Double(k - left + 1)
+                let z = log(n)
+                let s = 0.5 * exp(2 * z / 3)
+                let sd = 0.5 * (z * s * (n - s) / n).squareRoot() * (m - n / 2 < 0 ? -1 : 1)
+                let newLeft = max(left, Int((Double(k) - m * s / n + sd).rounded(.down)))
+                let newRight = min(right, Int((Double(k) + (n - m) * s / n + sd).rounded(.down)))
+                select(ids, c, k: k, left: newLeft, right: newRight, axis: axis)
+            }
+            let t = c[3 * k + axis]
+            var i = left, j = right
+            swap(ids, c, left, k)
+            if c[3 * right + axis] > t { swap(ids, c, left, right) }
+            while i < j {
+                swap(ids, c, i, j)
+                i += 1
+                j -= 1
+                while c[3 * i + axis] < t { i += 1 }
+                while c[3 * j + axis] > t { j -= 1 }
+            }
+            if c[3 * left + axis] == t {
+                swap(ids, c, left, j)
+            } else {
+                j += 1
+                swap(ids, c, j, right)
+            }
+            if j <= k { left = j + 1 }
+            if k <= j { right = j - 1 }
+        }
+    }
+
+    @inline(__always)
+    static func swap(_ ids: UnsafeMutableBufferPointer<Int32>, _ c: UnsafeMutableBufferPointer<Double>, _ i: Int, _ j: Int) {
+        ids.swapAt(i, j)
+        c.swapAt(3 * i, 3 * j)
+        c.swapAt(3 * i + 1, 3 * j + 1)
+        c.swapAt(3 * i + 2, 3 * j + 2)
+    }
+
+    // MARK: Nearest first
+
+    /// Visits points in increasing distance from `center` (squared chord), up to `maxChordSquared`,
+    /// calling `visit` with each point and its squared chord until it returns false.
+    public func nearest(
+        to center: (x: Double, y: Double, z: Double), maxChordSquared: Double, _ visit: (Int, Double) -> Bool
+    ) {
+        guard count > 0 else { return }
+        var heap = Heap()
+        heap.push(.init(distance: 0, left: 0, right: Int32(count - 1), axis: 0, point: -1,
+                        box: Box(min: (-1, -1, -1), max: (1, 1, 1))))
+        xyz.withUnsafeBufferPointer { c in
+            while let item = heap.pop() {
+                if item.distance > maxChordSquared { return }
+                if item.point >= 0 {
+                    if !visit(Int(item.point), item.distance) { return }
+                    continue
+                }
+                let left = Int(item.left), right = Int(item.right)
+                if right - left <= PointTree.leafSize {
+                    for i in left...right {
+                        let d = PointTree.distance(c, i, center)
+                        if d <= maxChordSquared { heap.push(.init(distance: d, left: 0, right: 0, axis: 0, point: Int32(i), box: item.box)) }
+                    }
+                    continue
+                }
+                let m = (left + right) >> 1
+                let axis = Int(item.axis)
+                let split = c[3 * m + axis]
+                let d = PointTree.distance(c, m, center)
+                if d <= maxChordSquared { heap.push(.init(distance: d, left: 0, right: 0, axis: 0, point: Int32(m), box: item.box)) }
+                let next = Int8(axis == 2 ? 0 : axis + 1)
+                var lowBox = item.box, highBox = item.box
+                lowBox.setMax(axis, split)
+                highBox.setMin(axis, split)
+                if m - 1 >= left {
+                    let bound = lowBox.distance(center)
+                    if bound <= maxChordSquared {
+                        heap.push(.init(distance: bound, left: Int32(left), right: Int32(m - 1), axis: next, point: -1, box: lowBox))
+                    }
+                }
+                if right >= m + 1 {
+                    let bound = highBox.distance(center)
+                    if bound <= maxChordSquared {
+                        heap.push(.init(distance: bound, left: Int32(m + 1), right: Int32(right), axis: next, point: -1, box: highBox))
+                    }
+                }
+            }
+        }
+    }
+
+    @inline(__always)
+    static func distance(_ c: UnsafeBufferPointer<Double>, _ i: Int, _ q: (x: Double, y: Double, z: Double)) -> Double {
+        let dx = c[3 * i] - q.x, dy = c[3 * i + 1] - q.y, dz = c[3 * i + 2] - q.z
+        return dx * dx + dy * dy + dz * dz
+    }
+
+    struct Box {
+        var min: (Double, Double, Double)
+        var max: (Double, Double, Double)
+
+        mutating func setMax(_ axis: Int, _ value: Double) {
+            switch axis {
+            case 0: max.0 = value
+            case 1: max.1 = value
+            default: max.2 = value
+            }
+        }
+
+        mutating func setMin(_ axis: Int, _ value: Double) {
+            switch axis {
+            case 0: min.0 = value
+            case 1: min.1 = value
+            default: min.2 = value
+            }
+        }
+
+        /// Squared distance from q to the box (0 inside).
+        @inline(__always)
+        func distance(_ q: (x: Double, y: Double, z: Double)) -> Double {
+            let dx = q.x < min.0 ? min.0 - q.x : (q.x > max.0 ? q.x - max.0 : 0)
+            let dy = q.y < min.1 ? min.1 - q.y : (q.y > max.1 ? q.y - max.1 : 0)
+            let dz = q.z < min.2 ? min.2 - q.z : (q.z > max.2 ? q.z - max.2 : 0)
+            return dx * dx + dy * dy + dz * dz
+        }
+    }
+
+    struct Item {
+        var distance: Double
+        var left: Int32
+        var right: Int32
+        var axis: Int8
+        /// The point, or -1 for a node.
+        var point: Int32
+        var box: Box
+    }
+
+    /// A binary min-heap on distance.
+    struct Heap {
+        var items: [Item] = []
+
+        init() { items.reserveCapacity(64) }
+
+        mutating func push(_ item: Item) {
+            items.append(item)
+            var i = items.count - 1
+            while i > 0 {
+                let parent = (i - 1) >> 1
+                if items[parent].distance <= item.distance { break }
+                items[i] = items[parent]
+                i = parent
+            }
+            items[i] = item
+        }
+
+        mutating func pop() -> Item? {
+            guard let top = items.first else { return nil }
+            let last = items.removeLast()
+            if items.isEmpty { return top }
+            var i = 0
+            let n = items.count
+            while true {
+                let l = 2 * i + 1
+                if l >= n { break }
+                let r = l + 1
+                let child = r < n && items[r].distance < items[l].distance ? r : l
+                if items[child].distance >= last.distance { break }
+                items[i] = items[child]
+                i = child
+            }
+            items[i] = last
+            return top
+        }
+    }
+}

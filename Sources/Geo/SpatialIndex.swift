@@ -1,0 +1,218 @@
+import Foundation
+
+/// A geo query: a shape, an optional relation, and which page of the answer to return.
+public struct GeoSearch: Sendable {
+    public var shape: QueryShape
+    /// nil: every document in distance order from the shape's centre (Cloudant's `nearest`
+    /// without a relation).
+    public var relation: Relation?
+    public var limit: Int
+    public var skip: Int
+    /// Continue after this hit (a bookmark): results come ordered by (distance, id).
+    public var after: GeoPosition?
+
+    public init(shape: QueryShape, relation: Relation?, limit: Int = 25, skip: Int = 0, after: GeoPosition? = nil) {
+        self.shape = shape
+        self.relation = relation
+        self.limit = limit
+        self.skip = skip
+        self.after = after
+    }
+}
+
+/// A place in the (distance, id) order of results, for bookmarks.
+public struct GeoPosition: Sendable, Equatable, Comparable {
+    /// Squared chord on the unit sphere from the query centre (orders like distance, exact).
+    public var chord: Double
+    public var id: String
+
+    public init(chord: Double, id: String) {
+        self.chord = chord
+        self.id = id
+    }
+
+    public static func < (a: GeoPosition, b: GeoPosition) -> Bool {
+        a.chord != b.chord ? a.chord < b.chord : a.id < b.id
+    }
+}
+
+/// One document in a geo answer.
+public struct GeoHit: Sendable {
+    public var id: String
+    public var geometry: Geometry
+    public var position: GeoPosition
+    /// Great-circle distance in metres from the query centre.
+    public var distance: Double { Sphere.metres(chordSquared: position.chord) }
+}
+
+/// The documents' geometries of one geo index, in memory: points in a `PointTree`, changes
+/// since it was built in a small delta (with the tree's replaced points masked out), other
+/// geometries in a list. Queries read a consistent snapshot without holding a lock while they
+/// search; updates replace the snapshot, and the tree is rebuilt when the delta grows past an
+/// eighth of it.
+public final class SpatialIndex: @unchecked Sendable {
+    struct Snapshot {
+        var tree: PointTree
+        var removed: Set<Int32> = []
+        var delta: [String: Coordinate] = [:]
+        var others: [String: Geometry] = [:]
+    }
+
+    private let lock = NSLock()
+    private var snapshot: Snapshot
+
+    /// Builds the index from every document's geometry.
+    public init(_ entries: [(id: String, geometry: Geometry)]) {
+        var points: [(id: String, coordinate: Coordinate)] = []
+        points.reserveCapacity(entries.count)
+        var others: [String: Geometry] = [:]
+        for entry in entries {
+            if case let .point(c) = entry.geometry { points.append((entry.id, c)) } else { others[entry.id] = entry.geometry }
+        }
+        snapshot = Snapshot(tree: PointTree(points), others: others)
+    }
+
+    private func current() -> Snapshot {
+        lock.lock()
+        defer { lock.unlock() }
+        return snapshot
+    }
+
+    /// Documents in the index.
+    public var count: Int {
+        let s = current()
+        return s.tree.count - s.removed.count + s.delta.count + s.others.count
+    }
+
+    /// Approximate memory held, in bytes.
+    public var bytes: Int {
+        let s = current()
+        return s.tree.bytes + s.delta.count * 64 + s.removed.count * 8 + s.others.count * 256
+    }
+
+    /// Applies changed documents: a new geometry, or nil for a document no longer indexed.
+    public func apply(_ changes: [(id: String, geometry: Geometry?)]) {
+        lock.lock()
+        var s = snapshot
+        lock.unlock()
+        for (id, geometry) in changes {
+            if let point = s.tree.point(for: id) { s.removed.insert(Int32(point)) }
+            s.delta.removeValue(forKey: id)
+            s.others.removeValue(forKey: id)
+            switch geometry {
+            case let .point(c)?: s.delta[id] = c
+            case let other?: s.others[id] = other
+            case nil: break
+            }
+        }
+        if s.delta.count + s.removed.count > max(4096, s.tree.count / 8) {
+            var points: [(id: String, coordinate: Coordinate)] = []
+            points.reserveCapacity(s.tree.count - s.removed.count + s.delta.count)
+            for i in 0..<s.tree.count where !s.removed.contains(Int32(i)) { points.append((s.tree.id(i), s.tree.coordinate(i))) }
+            for (id, c) in s.delta { points.append((id, c)) }
+            s = Snapshot(tree: PointTree(points), others: s.others)
+        }
+        lock.lock()
+        snapshot = s
+        lock.unlock()
+    }
+
+    /// Answers a query: the page of matching documents in (distance, id) order, and whether
+    /// more follow.
+    public func search(_ query: GeoSearch) -> (hits: [GeoHit], more: Bool) {
+        let s = current()
+        guard let center = query.shape.center else { return ([], false) }
+        let c = Sphere.unitVector(center)
+        let reach = query.relation == nil || query.relation == .disjoint ? Double.infinity : SpatialIndex.reach(query.shape, center)
+        let maxChord = reach.isInfinite ? 4.0 : Sphere.chordSquared(metres: reach) * (1 + 1e-9) + 1e-18
+        let wanted = query.skip + query.limit + 1
+        var hits: [GeoHit] = []
+
+        // Points changed since the tree was built, and other geometries: all candidates.
+        for (id, coordinate) in s.delta {
+            let v = Sphere.unitVector(coordinate)
+            let chord = (v.x - c.x) * (v.x - c.x) + (v.y - c.y) * (v.y - c.y) + (v.z - c.z) * (v.z - c.z)
+            let position = GeoPosition(chord: chord, id: id)
+            if chord <= maxChord, query.after.map({ position > $0 }) ?? true, SpatialIndex.matches(query, .point(coordinate)) {
+                hits.append(GeoHit(id: id, geometry: .point(coordinate), position: position))
+            }
+        }
+        for (id, geometry) in s.others {
+            let chord = SpatialIndex.chord(from: center, to: geometry)
+            let position = GeoPosition(chord: chord, id: id)
+            if query.after.map({ position > $0 }) ?? true, SpatialIndex.matches(query, geometry) {
+                hits.append(GeoHit(id: id, geometry: geometry, position: position))
+            }
+        }
+
+        // The tree, nearest first: stop once enough matches are in hand and the next point is
+        // farther than the last of them (so ties at that distance are all seen).
+        var found = 0
+        var lastChord = -1.0
+        let tree = s.tree
+        tree.nearest(to: c, maxChordSquared: maxChord) { point, chord in
+            if found >= wanted, chord > lastChord { return false }
+            if !s.removed.isEmpty, s.removed.contains(Int32(point)) { return true }
+            let coordinate = tree.coordinate(point)
+            if let after = query.after, chord < after.chord { return true }
+            guard SpatialIndex.matches(query, .point(coordinate), chord: chord) else { return true }
+            let id = tree.id(point)
+            let position = GeoPosition(chord: chord, id: id)
+            if let after = query.after, !(position > after) { return true }
+            hits.append(GeoHit(id: id, geometry: .point(coordinate), position: position))
+            found += 1
+            lastChord = chord
+            return true
+        }
+        hits.sort { $0.position < $1.position }
+        let page = Array(hits.dropFirst(query.skip).prefix(query.limit))
+        return (page, hits.count > query.skip + query.limit)
+    }
+
+    /// Whether a document geometry satisfies the query's relation (no relation: every one).
+    static func matches(_ query: GeoSearch, _ geometry: Geometry, chord: Double? = nil) -> Bool {
+        guard let relation = query.relation else { return true }
+        // A point well inside or outside a circle is decided by its chord; near the edge by
+        // the haversine distance, as an independent check would measure it.
+        if case let .circle(_, radius) = query.shape, let chord, case .point = geometry {
+            let edge = Sphere.chordSquared(metres: radius)
+            if chord < edge * (1 - 1e-9) { return QueryShape.pointRelation(relation, .interior, queryIsPoint: false) }
+            if chord > edge * (1 + 1e-9) { return QueryShape.pointRelation(relation, .exterior, queryIsPoint: false) }
+        }
+        return query.shape.matches(relation, geometry)
+    }
+
+    /// The farthest a matching document can be from the centre, in metres (with a margin).
+    static func reach(_ shape: QueryShape, _ center: Coordinate) -> Double {
+        switch shape {
+        case let .circle(_, radius): return radius
+        case let .ellipse(_, rx, ry): return max(rx, ry)
+        case let .box(box): return farthest(box.geometry, from: center)
+        case let .geometry(g): return farthest(g, from: center)
+        }
+    }
+
+    /// Farthest distance from `center` to any point of the geometry's outline (edges sampled),
+    /// plus a margin; for shapes spanning most of the globe, everything.
+    static func farthest(_ geometry: Geometry, from center: Coordinate) -> Double {
+        var best = 0.0
+        for c in geometry.coordinates { best = max(best, Sphere.distance(center, c)) }
+        for (a, b) in Planar.segments(geometry) {
+            for i in 1..<16 {
+                let t = Double(i) / 16
+                best = max(best, Sphere.distance(center, Coordinate(lon: a.lon + (b.lon - a.lon) * t, lat: a.lat + (b.lat - a.lat) * t)))
+            }
+        }
+        if best > 5_000_000 { return .infinity }
+        return best * 1.01 + 1
+    }
+
+    /// Squared chord from the centre to the nearest part of a geometry.
+    static func chord(from center: Coordinate, to geometry: Geometry) -> Double {
+        var best = Double.infinity
+        for c in geometry.coordinates { best = min(best, Sphere.distance(center, c)) }
+        for (a, b) in Planar.segments(geometry) { best = min(best, Sphere.distance(center, segment: a, b)) }
+        if Planar.dimension(geometry) == 2, Planar.locate(center, in: geometry) != .exterior { best = 0 }
+        return Sphere.chordSquared(metres: best)
+    }
+}

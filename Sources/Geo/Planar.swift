@@ -110,41 +110,30 @@ enum Planar {
         }
     }
 
-    /// A point strictly inside each polygon (for testing whether interiors meet): the middle of
-    /// the widest inside stretch of a horizontal line through the polygon.
-    static func interiorPoints(_ geometry: Geometry) -> [Coordinate] {
-        func of(_ rings: [[Coordinate]]) -> Coordinate? {
-            guard let shell = rings.first, let box = BoundingBox(enclosing: shell) else { return nil }
-            for fraction in [0.5, 0.25, 0.75, 0.125, 0.375, 0.625, 0.875] {
-                let y = box.minLat + (box.maxLat - box.minLat) * fraction
-                var xs: [Double] = []
-                for ring in rings {
-                    for i in 1..<ring.count {
-                        let a = ring[i - 1], b = ring[i]
-                        if (a.lat > y) != (b.lat > y) { xs.append(a.lon + (y - a.lat) * (b.lon - a.lon) / (b.lat - a.lat)) }
-                    }
-                }
-                xs.sort()
-                var best: Coordinate?
-                var width = 0.0
-                var i = 0
-                while i + 1 < xs.count {
-                    if xs[i + 1] - xs[i] > width {
-                        width = xs[i + 1] - xs[i]
-                        best = Coordinate(lon: (xs[i] + xs[i + 1]) / 2, lat: y)
-                    }
-                    i += 2
-                }
-                if let best, locate(best, polygon: rings) == .interior { return best }
+    /// Points strictly inside the polygons of `geometry`, spread over the cells its outline and
+    /// `other`'s cut it into: along horizontal lines between the two geometries' vertex
+    /// latitudes, the middles of the stretches between consecutive crossings of either outline.
+    static func interiorPoints(_ geometry: Geometry, against other: Geometry) -> [Coordinate] {
+        guard dimension(geometry) == 2, let box = geometry.bounds else { return [] }
+        let edges = segments(geometry) + segments(other)
+        var latitudes = Set(geometry.coordinates.map(\.lat))
+        for c in other.coordinates where c.lat > box.minLat && c.lat < box.maxLat { latitudes.insert(c.lat) }
+        let sorted = latitudes.sorted()
+        var lines = zip(sorted, sorted.dropFirst()).map { ($0 + $1) / 2 }
+        if lines.count > 16 { lines = (0..<16).map { lines[$0 * lines.count / 16] } }
+        var points: [Coordinate] = []
+        for y in lines {
+            var xs: [Double] = []
+            for (a, b) in edges where (a.lat > y) != (b.lat > y) {
+                xs.append(a.lon + (y - a.lat) * (b.lon - a.lon) / (b.lat - a.lat))
             }
-            return nil
+            xs.sort()
+            for (x0, x1) in zip(xs, xs.dropFirst()) where x1 > x0 {
+                let p = Coordinate(lon: (x0 + x1) / 2, lat: y)
+                if locate(p, in: geometry) == .interior { points.append(p) }
+            }
         }
-        switch geometry {
-        case let .polygon(rs): return of(rs).map { [$0] } ?? []
-        case let .multiPolygon(ps): return ps.compactMap(of)
-        case let .collection(gs): return gs.flatMap(interiorPoints)
-        default: return []
-        }
+        return points
     }
 
     /// Points that stand for every piece of `geometry` relative to `other`: its vertices, the
@@ -166,6 +155,6 @@ enum Planar {
                 points.append((Coordinate(lon: (cuts[i - 1].lon + cuts[i].lon) / 2, lat: (cuts[i - 1].lat + cuts[i].lat) / 2), true))
             }
         }
-        return points + interiorPoints(geometry).map { (point: $0, middle: true) }
+        return points + interiorPoints(geometry, against: other).map { (point: $0, middle: true) }
     }
 }

@@ -49,7 +49,7 @@ let package = Package(
         .target(
             name: "CouchEngine",
             dependencies: [
-                "CouchJSON",
+                "CouchJSON", "Geo",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
@@ -74,7 +74,7 @@ let package = Package(
         .target(
             name: "CouchServer",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication", "MIMEMultipart", "JavaScript",
+                "CouchJSON", "CouchEngine", "Replication", "MIMEMultipart", "JavaScript", "Geo",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

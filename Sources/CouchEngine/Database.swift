@@ -1,5 +1,6 @@
 import CouchJSON
 import Foundation
+import Geo
 import GRDB
 
 /// One CouchDB database: a SQLite file in WAL mode.
@@ -26,6 +27,8 @@ public final class Database: Sendable {
     /// Checks writes before they are stored (`validate_doc_update`); nil: no checks.
     let validator: (any WriteValidator)?
     let designCache = Locked(DesignCache())
+    /// Loaded geo indexes by table name, with the sequence each reflects.
+    let geoCache = Locked<[String: (seq: Int, index: SpatialIndex)]>([:])
 
     struct CachedMeta {
         var revsLimit: Int

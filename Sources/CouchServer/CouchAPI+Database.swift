@@ -113,6 +113,11 @@ extension CouchAPI {
                 }
             }
             return .ok(status: .accepted)
+        case "_geo_cleanup":
+            try requireMethod(request, .post)
+            try authorize(db, request.user, .admin)
+            try await geoCleanup(db)
+            return .ok(status: .accepted)
         case "_view_cleanup":
             try requireMethod(request, .post)
             try authorize(db, request.user, .admin)
@@ -155,8 +160,12 @@ extension CouchAPI {
             return try await updateHandler(db, id, rest, request)
         case "_rewrite":
             throw EngineError.notImplemented("_rewrite is deprecated in CouchDB 3 and not supported")
-        case "_geo", "_search":
-            throw EngineError.notImplemented("\(rest[0]) is not available yet")
+        case "_geo":
+            return try await geo(db, id, rest, request)
+        case "_geo_info":
+            return try await geoInfo(db, id, rest, request)
+        case "_search":
+            throw EngineError.notImplemented("_search (Lucene full-text search) is not supported")
         default:
             throw EngineError.notFound("missing")
         }

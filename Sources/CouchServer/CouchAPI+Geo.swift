@@ -1,0 +1,127 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Geo
+import HTTPTypes
+import Hummingbird
+import JavaScript
+
+/// Cloudant Geo's HTTP API: `_geo`, `_geo_info`, `_geo_cleanup`, over `st_indexes` in design
+/// documents.
+extension CouchAPI {
+    /// An `st_indexes` function's source, and the code its index is named after: the source,
+    /// plus the `views.lib` modules a JavaScript function may `require`.
+    static func geoIndexCode(_ ddoc: JSONObject, _ name: String) -> (source: String, code: String)? {
+        guard let source = ddoc["st_indexes"]?[name]?["index"]?.stringValue else { return nil }
+        if GeoIndexDefinition.native(source) != nil { return (source, source) }
+        return (source, source + "\u{0}" + (ddoc["views"]?["lib"]?.text ?? ""))
+    }
+
+    /// The geo index `name` of a design document. Index functions that only call
+    /// `st_index(doc.geometry)` are read natively; others run in the query server.
+    func geoIndex(_ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
+        guard let (source, code) = CouchAPI.geoIndexCode(ddoc, name) else {
+            throw EngineError.notFound("missing st_index function \(name) in \(ddoc["_id"]?.stringValue ?? "the design document")")
+        }
+        if let native = GeoIndexDefinition.native(source) { return GeoIndexDefinition(code: code, extract: native) }
+        let functions = try designFunctions()
+        let lib = ddoc["views"]?["lib"]
+        let key = ViewDefinition.signature(code: "geo\u{0}" + code)
+        return GeoIndexDefinition(code: code) { docs in
+            let results = try await DesignFunctions.translating {
+                try await functions.queryServer.map(key: key, functions: [source], lib: lib, documents: docs)
+            }
+            return results.map { perFunction in perFunction.first.flatMap { $0 }.map { rows in rows.map(\.key) } }
+        }
+    }
+
+    /// `GET /{db}/_design/{ddoc}/_geo/{index}`.
+    func geo(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get)
+        guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
+        let index = try geoIndex(try await designDocument(db, ddocID), rest[1])
+        let geoRequest: GeoRequest
+        do { geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept")) } catch let error as GeometryError {
+            throw EngineError.badRequest(error.reason)
+        }
+        let result = try await db.geoQuery(index, geoRequest)
+        logSkipped(result.update, db: db, index: "\(ddocID)/\(rest[1])")
+        let bookmark = GeoRequest.bookmark(after: result.hits.last?.hit.position ?? geoRequest.search.after)
+        switch geoRequest.format {
+        case .view:
+            let rows: [JSON] = result.hits.map { hit, doc in
+                var row: JSONObject = ["id": .string(hit.id), "geometry": hit.geometry.geoJSON]
+                if geoRequest.includeDocs { row["doc"] = doc.map(JSON.object) ?? .null }
+                return .object(row)
+            }
+            return .json(["bookmark": .string(bookmark), "rows": .array(rows)])
+        case .geojson:
+            let features: [JSON] = result.hits.map { hit, doc in
+                var feature: JSONObject = ["_id": .string(hit.id)]
+                if let doc {
+                    feature["_rev"] = doc["_rev"] ?? .null
+                    feature["geometry"] = hit.geometry.geoJSON
+                    feature["type"] = doc["type"] ?? "Feature"
+                    feature["properties"] = doc["properties"] ?? [:]
+                } else {
+                    feature["geometry"] = hit.geometry.geoJSON
+                    feature["type"] = "Feature"
+                    feature["properties"] = [:]
+                }
+                return .object(feature)
+            }
+            var headers = HTTPFields()
+            if request.header("Accept")?.contains("application/vnd.geo+json") == true || request.query["format"] == "application/vnd.geo+json" {
+                headers[.contentType] = "application/vnd.geo+json"
+            }
+            var response = APIResponse.json(["bookmark": .string(bookmark), "type": "FeatureCollection", "features": .array(features)])
+            if let type = headers[.contentType] { response.headers[.contentType] = type }
+            return response
+        case .legacy:
+            let features: [JSON] = result.hits.map { hit, doc in
+                var feature: JSONObject = ["id": .string(hit.id)]
+                if let doc {
+                    for (key, value) in doc.members where key != "_id" && key != "_rev" { feature[key] = value }
+                    if feature["type"] == nil { feature["type"] = "Feature" }
+                }
+                return .object(feature)
+            }
+            return .json(["bookmark": .string(bookmark), "features": .array(features), "type": "FeatureCollection"])
+        }
+    }
+
+    /// Documents whose geometry could not be indexed are skipped and logged (the first ten of
+    /// an update one by one, then a count).
+    func logSkipped(_ update: GeoIndexUpdate, db: Database, index: String) {
+        for (id, reason) in update.skipped.prefix(10) {
+            logger.warning("geo index \(db.name)/\(index): skipped \(id): \(reason)")
+        }
+        if update.skipped.count > 10 {
+            logger.warning("geo index \(db.name)/\(index): skipped \(update.skipped.count - 10) more documents")
+        }
+    }
+
+    /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
+    func geoInfo(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get)
+        guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
+        let index = try geoIndex(try await designDocument(db, ddocID), rest[1])
+        let update = try await db.updateGeoIndex(index)
+        logSkipped(update, db: db, index: "\(ddocID)/\(rest[1])")
+        let info = try await db.geoIndexInfo(index)
+        return .json(["name": .string("\(ddocID)/\(rest[1])"), "geo_index": [
+            "doc_count": .int(info.docCount), "disk_size": .int(info.diskSize), "data_size": .int(info.dataSize),
+        ]])
+    }
+
+    /// `POST /{db}/_geo_cleanup`: drops geo indexes no design document defines any more.
+    func geoCleanup(_ db: Database) async throws {
+        var live: Set<String> = []
+        for ddoc in try await db.designDocuments() {
+            for name in ddoc["st_indexes"]?.objectValue?.keys ?? [] {
+                if let (_, code) = CouchAPI.geoIndexCode(ddoc, name) { live.insert(GeoIndexDefinition(code: code) { _ in [] }.signature) }
+            }
+        }
+        try await db.dropGeoIndexes(except: live)
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+
+/// A Cloudant Geo query (`GET /{db}/_design/{ddoc}/_geo/{index}?...`) in parsed form, the same
+/// for HTTP and for Swift in-process callers.
+public struct GeoRequest: Sendable {
+    /// How results are shaped (`format`, or the `Accept` header).
+    public enum Format: String, Sendable {
+        case view, geojson, legacy
+    }
+
+    public var search: GeoSearch
+    public var includeDocs = false
+    public var format = Format.view
+    /// `stale=ok`: answer from the index as it is, without bringing it up to date.
+    public var stale = false
+
+    /// Cloudant's limits: 25 results unless asked, at most 200.
+    public static let defaultLimit = 25
+    public static let maxLimit = 200
+
+    public init(search: GeoSearch) {
+        self.search = search
+    }
+
+    /// Parses query parameters, with Cloudant's names and aliases: `lat`/`y`, `lon`/`x`,
+    /// `radius`/`r`, `rangex`/`x_range`, `rangey`/`y_range`, `bbox` (minLon,minLat,maxLon,maxLat,
+    /// RFC 7946 order), `g`/`geometry` (WKT), `relation`/`filter`, `nearest`, `limit`, `skip`,
+    /// `bookmark`, `include_docs`, `format`, `stale`. Exactly one query geometry is allowed.
+    public init(parameters: [String: String], accept: String? = nil) throws {
+        func value(_ names: String...) -> String? {
+            for name in names { if let v = parameters[name] { return v } }
+            return nil
+        }
+        func number(_ names: String...) throws -> Double? {
+            for name in names {
+                guard let text = parameters[name] else { continue }
+                guard let v = Double(text), v.isFinite else { throw GeometryError("`\(name)` must be a number, not \(text)") }
+                return v
+            }
+            return nil
+        }
+        func flag(_ name: String) throws -> Bool {
+            switch parameters[name] {
+            case nil, "false": return false
+            case "true": return true
+            case let other?: throw GeometryError("`\(name)` must be true or false, not \(other)")
+            }
+        }
+        let lat = try number("lat", "y"), lon = try number("lon", "x")
+        let radius = try number("radius", "r")
+        let rangeX = try number("rangex", "x_range"), rangeY = try number("rangey", "y_range")
+        var shapes: [QueryShape] = []
+        if lat != nil || lon != nil || radius != nil || rangeX != nil || rangeY != nil {
+            guard let lat, let lon else { throw GeometryError("`lat` and `lon` must be given together") }
+            let center = Coordinate(lon: lon, lat: lat)
+            try center.validate()
+            if let radius {
+                guard radius >= 0 else { throw GeometryError("`radius` must not be negative") }
+                guard rangeX == nil, rangeY == nil else { throw GeometryError("Multiple geometry queries specified.") }
+                shapes.append(.circle(center: center, radius: radius))
+            } else if rangeX != nil || rangeY != nil {
+                guard let rangeX, let rangeY, rangeX >= 0, rangeY >= 0 else {
+                    throw GeometryError("An ellipse needs both `rangex` and `rangey`, in metres")
+                }
+                shapes.append(.ellipse(center: center, rangeX: rangeX, rangeY: rangeY))
+            } else {
+                shapes.append(.geometry(.point(center)))
+            }
+        }
+        if let bbox = value("bbox") {
+            let parts = bbox.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard parts.count == 4, let w = parts[0], let s = parts[1], let e = parts[2], let n = parts[3] else {
+                throw GeometryError("`bbox` must be four numbers: minLon,minLat,maxLon,maxLat")
+            }
+            for c in [Coordinate(lon: w, lat: s), Coordinate(lon: e, lat: n)] { try c.validate() }
+            guard s <= n else { throw GeometryError("`bbox` must be minLon,minLat,maxLon,maxLat with minLat <= maxLat") }
+            shapes.append(.box(BoundingBox(minLon: w, minLat: s, maxLon: e, maxLat: n)))
+        }
+        if let wkt = value("g", "geometry") { shapes.append(.geometry(try WKT.parse(wkt))) }
+        guard !shapes.isEmpty else { throw GeometryError("No geometry query specified.") }
+        guard shapes.count == 1 else { throw GeometryError("Multiple geometry queries specified.") }
+        let shape = shapes[0]
+
+        let nearest = try flag("nearest")
+        var relation: Relation?
+        if let name = value("relation", "filter") {
+            guard let parsed = Relation(rawValue: name) else {
+                throw GeometryError("Unknown relation \(name); use one of " + Relation.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            relation = parsed
+        } else if case .geometry(.point) = shape, nearest {
+            relation = nil  // every document, nearest first
+        } else {
+            relation = .intersects
+        }
+        var limit = GeoRequest.defaultLimit
+        if let text = parameters["limit"] {
+            guard let parsed = Int(text), parsed >= 0 else { throw GeometryError("`limit` must be a non-negative integer") }
+            guard parsed <= GeoRequest.maxLimit else { throw GeometryError("Limit must be less than or equal to \(GeoRequest.maxLimit)") }
+            limit = parsed
+        }
+        var skip = 0
+        if let text = value("skip", "startIndex") {
+            guard let parsed = Int(text), parsed >= 0 else { throw GeometryError("`skip` must be a non-negative integer") }
+            skip = parsed
+        }
+        var after: GeoPosition?
+        if let bookmark = parameters["bookmark"], !bookmark.isEmpty {
+            after = try GeoRequest.decodeBookmark(bookmark)
+        }
+        search = GeoSearch(shape: shape, relation: relation, limit: limit, skip: skip, after: after)
+        includeDocs = try flag("include_docs")
+        let formatName = parameters["format"] ?? (accept?.contains("application/vnd.geo+json") == true ? "application/vnd.geo+json" : "view")
+        switch formatName {
+        case "view": format = .view
+        case "geojson", "application/vnd.geo+json": format = .geojson
+        case "legacy": format = .legacy
+        default: throw GeometryError("Unknown format \(formatName); use view, geojson, legacy or application/vnd.geo+json")
+        }
+        switch parameters["stale"] {
+        case nil, "false": stale = false
+        case "ok", "update_after", "true": stale = true
+        case let other?: throw GeometryError("`stale` must be ok, update_after or false, not \(other)")
+        }
+    }
+
+    /// A bookmark: where the last page ended, opaque to clients (base64url of distance and id).
+    public static func bookmark(after position: GeoPosition?) -> String {
+        guard let position else { return "" }
+        let text = "\(position.chord.bitPattern) \(position.id)"
+        return Data(text.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+    }
+
+    static func decodeBookmark(_ text: String) throws -> GeoPosition {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64), let decoded = String(data: data, encoding: .utf8),
+              let space = decoded.firstIndex(of: " "), let bits = UInt64(decoded[..<space]) else {
+            throw GeometryError("Invalid bookmark")
+        }
+        return GeoPosition(chord: Double(bitPattern: bits), id: String(decoded[decoded.index(after: space)...]))
+    }
+}

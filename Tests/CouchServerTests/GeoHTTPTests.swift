@@ -1,0 +1,169 @@
+import AsyncHTTPClient
+import CouchJSON
+import Foundation
+import GRDB
+import LTTestSupport
+import NIOCore
+import NIOHTTP1
+import Testing
+
+/// Cloudant Geo's API against a real `lt serve`, with the original app's design document and
+/// its 50 sample places.
+@Suite("Geo queries over HTTP", .serialized, .timeLimit(.minutes(3)))
+struct GeoHTTPTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let pointIndex = "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}"
+
+    static func samplePlaces() throws -> [JSON] {
+        let data = try Data(contentsOf: repository.appendingPathComponent("data/sample-places.json"))
+        return try JSON.parse(Array(data))["places"]?.arrayValue ?? []
+    }
+
+    /// Haversine, written here independently of the server's geometry code.
+    static func haversine(_ lat1: Double, _ lon1: Double, _ lat2: Double, _ lon2: Double) -> Double {
+        let r = 6_371_008.8, rad = Double.pi / 180
+        let h = pow(sin((lat2 - lat1) * rad / 2), 2) + cos(lat1 * rad) * cos(lat2 * rad) * pow(sin((lon2 - lon1) * rad / 2), 2)
+        return 2 * r * asin(min(1, h.squareRoot()))
+    }
+
+    func loadPlaces(_ s: TestServer) async throws -> [String: (lon: Double, lat: Double)] {
+        _ = try await s.request(.PUT, "/lt_places")
+        let places = try Self.samplePlaces()
+        #expect(places.count == 50)
+        let written = try await s.request(.POST, "/lt_places/_bulk_docs", json: ["docs": .array(places)])
+        var coordinates: [String: (lon: Double, lat: Double)] = [:]
+        for (row, place) in zip(written.json.arrayValue ?? [], places) {
+            let c = place["geometry"]?["coordinates"]
+            coordinates[row["id"]!.stringValue!] = (c![0]!.doubleValue!, c![1]!.doubleValue!)
+        }
+        let ddoc = try await s.request(.PUT, "/lt_places/_design/points", json: ["st_indexes": ["pointidx": ["index": .string(Self.pointIndex)]]])
+        #expect(ddoc.status == 201)
+        return coordinates
+    }
+
+    @Test("The original app's query returns exactly the places the haversine oracle finds, nearest first; the index survives a restart")
+    func originalQuery() async throws {
+        let directory = try TemporaryDirectory("lt-geo")
+        defer { directory.cleanup() }
+        var s = try TestServer(dataDirectory: directory.url)
+        let coordinates = try await loadPlaces(s)
+        let (lat, lon, radius) = (37.49453457, -122.30464079, 4023.35)
+        let query = "/lt_places/_design/points/_geo/pointidx?lat=\(lat)&lon=\(lon)&radius=\(radius)&relation=contains&nearest=true&include_docs=true"
+        let reply = try await s.request(.GET, query)
+        #expect(reply.status == 200)
+        let rows = reply.json["rows"]?.arrayValue ?? []
+        let expected = coordinates.map { ($0.key, Self.haversine(lat, lon, $0.value.lat, $0.value.lon)) }.filter { $0.1 < radius }.sorted { $0.1 < $1.1 }
+        #expect(!expected.isEmpty && rows.count == expected.count)
+        #expect(Set(rows.compactMap { $0["id"]?.stringValue }) == Set(expected.map(\.0)))
+        let distances = rows.compactMap { row -> Double? in
+            guard let id = row["id"]?.stringValue, let c = coordinates[id] else { return nil }
+            return Self.haversine(lat, lon, c.lat, c.lon)
+        }
+        #expect(distances == distances.sorted(), "nearest first")
+        #expect(rows.first?["doc"]?["name"] != nil && rows.first?["geometry"]?["type"] == "Point")
+
+        // After a restart the persisted index answers at once, without an update (stale=ok).
+        s.stop()
+        s = try TestServer(dataDirectory: directory.url)
+        let restarted = s
+        defer { restarted.stop() }
+        let again = try await s.request(.GET, query + "&stale=ok")
+        #expect(again.json["rows"]?.arrayValue?.map { $0["id"] } == rows.map { $0["id"] })
+        // Edits are indexed incrementally: a new place at the query point comes first, a
+        // deleted one is gone.
+        _ = try await s.request(.PUT, "/lt_places/here", json: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]]])
+        let firstID = rows[0]["id"]!.stringValue!
+        let rev = try await s.request(.GET, "/lt_places/\(firstID)").json["_rev"]!.stringValue!
+        _ = try await s.request(.DELETE, "/lt_places/\(firstID)?rev=\(rev)")
+        let edited = try await s.request(.GET, query).json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+        #expect(edited.first == "here" && !edited.contains(firstID) && edited.count == rows.count)
+        let info = try await s.request(.GET, "/lt_places/_design/points/_geo_info/pointidx")
+        #expect(info.json["name"] == "_design/points/pointidx" && info.json["geo_index"]?["doc_count"] == 50)
+    }
+
+    @Test("Shapes, formats, paging with bookmarks, errors, JavaScript index functions, invalid geometries and _geo_cleanup")
+    func apiSurface() async throws {
+        let directory = try TemporaryDirectory("lt-geo")
+        defer { directory.cleanup() }
+        let s = try TestServer(dataDirectory: directory.url)
+        defer { s.stop() }
+        let coordinates = try await loadPlaces(s)
+        let base = "/lt_places/_design/points/_geo/pointidx"
+        // bbox in RFC 7946 order (minLon,minLat,maxLon,maxLat) against a direct count.
+        let box = (w: -122.35, s: 37.45, e: -122.25, n: 37.55)
+        let inBox = coordinates.filter { $0.value.lon >= box.w && $0.value.lon <= box.e && $0.value.lat >= box.s && $0.value.lat <= box.n }
+        let boxed = try await s.request(.GET, "\(base)?bbox=\(box.w),\(box.s),\(box.e),\(box.n)&limit=200")
+        #expect(Set(boxed.json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []) == Set(inBox.keys) && !inBox.isEmpty)
+        // The same area as WKT.
+        let polygon = "POLYGON((\(box.w) \(box.s),\(box.e) \(box.s),\(box.e) \(box.n),\(box.w) \(box.n),\(box.w) \(box.s)))"
+            .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let byWKT = try await s.request(.GET, "\(base)?g=\(polygon)&limit=200")
+        #expect(Set(byWKT.json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []) == Set(inBox.keys))
+
+        // Every document by distance, paged 7 at a time with bookmarks.
+        let everything = "\(base)?lat=37.4&lon=-122.1&nearest=true"
+        let all = try await s.request(.GET, everything + "&limit=200").json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+        #expect(all.count == 50)
+        var paged: [String] = []
+        var bookmark = ""
+        for _ in 0..<10 {
+            let page = try await s.request(.GET, everything + "&limit=7&bookmark=\(bookmark)").json
+            let ids = page["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+            if ids.isEmpty { break }
+            paged += ids
+            bookmark = page["bookmark"]!.stringValue!
+        }
+        #expect(paged == all)
+        let skipped = try await s.request(.GET, everything + "&limit=5&skip=45").json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue }
+        #expect(skipped == Array(all[45...]))
+
+        // Formats.
+        let near = "\(base)?lat=37.4&lon=-122.1&radius=20000&limit=2&include_docs=true"
+        let geojson = try await s.request(.GET, near + "&format=geojson").json
+        #expect(geojson["type"] == "FeatureCollection" && geojson["features"]?[0]?["type"] == "Feature")
+        #expect(geojson["features"]?[0]?["_rev"] != nil && geojson["features"]?[0]?["geometry"]?["type"] == "Point")
+        let viaAccept = try await s.request(.GET, near, headers: [("Accept", "application/vnd.geo+json")])
+        #expect(viaAccept.json["features"] == geojson["features"] && viaAccept.headers["Content-Type"].first == "application/vnd.geo+json")
+        let legacy = try await s.request(.GET, near + "&format=legacy").json
+        #expect(legacy["features"]?[0]?["id"] != nil && legacy["features"]?[0]?["name"] != nil && legacy["features"]?[0]?["_id"] == nil)
+
+        // Errors: a clear 400 for each.
+        for (params, reason) in [
+            ("", "No geometry query specified."),
+            ("lat=1&lon=1&radius=5&bbox=0,0,1,1", "Multiple geometry queries specified."),
+            ("lat=1&lon=1&radius=5&limit=201", "Limit must be less than or equal to 200"),
+            ("g=POLYGON((0%200,1%200,1%201,0%200", "Invalid WKT"),
+            ("lat=1&lon=1&radius=5&relation=near", "Unknown relation"),
+            ("bbox=0,95,1,96", "Latitude"),
+            ("lat=1&lon=1&radius=5&bookmark=@@", "Invalid bookmark"),
+        ] {
+            let reply = try await s.request(.GET, "\(base)?\(params)")
+            #expect(reply.status == 400 && reply.json["error"] == "bad_request" && reply.json["reason"]?.stringValue?.contains(reason) == true,
+                    "\(params): \(reply.text)")
+        }
+        #expect(try await s.request(.GET, "/lt_places/_design/points/_geo/nope?lat=1&lon=1&radius=1").status == 404)
+
+        // A JavaScript index function; a document with an invalid geometry is skipped.
+        _ = try await s.request(.POST, "/lt_places/_bulk_docs", json: ["docs": [
+            ["_id": "fix1", "loc": ["lat": 37.40001, "lng": -122.10001]],
+            ["_id": "broken", "loc": ["lat": 95, "lng": 0]],
+        ]])
+        _ = try await s.request(.PUT, "/lt_places/_design/fixes", json: ["st_indexes": ["byloc": ["index":
+            "function (doc) { if (doc.loc) { st_index({type: 'Point', coordinates: [doc.loc.lng, doc.loc.lat]}); } }"]]])
+        let fixes = try await s.request(.GET, "/lt_places/_design/fixes/_geo/byloc?lat=37.4&lon=-122.1&radius=100")
+        #expect(fixes.json["rows"]?.arrayValue?.map { $0["id"] } == ["fix1"], "\(fixes.text)")
+
+        // _geo_cleanup drops the tables of indexes no design document has any more.
+        func geoTables() throws -> Int {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: directory.url.appendingPathComponent("dbs/lt_places.sqlite").path, configuration: configuration)
+            return try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM geo_indexes") ?? 0 }
+        }
+        #expect(try geoTables() == 2)
+        let rev = try await s.request(.GET, "/lt_places/_design/fixes").json["_rev"]!.stringValue!
+        _ = try await s.request(.DELETE, "/lt_places/_design/fixes?rev=\(rev)")
+        #expect(try await s.request(.POST, "/lt_places/_geo_cleanup", json: [:]).status == 202)
+        #expect(try geoTables() == 1)
+    }
+}

@@ -13,6 +13,9 @@ public final class ChangeNotifier: Sendable {
     public init() {}
 
     /// Records a committed sequence and wakes every waiter it satisfies.
+    /// The last sequence published (committed).
+    public var latest: Int { state.withLock { $0.latest } }
+
     public func publish(seq: Int) {
         let ready: [CheckedContinuation<Int, Never>] = state.withLock { state in
             state.latest = max(state.latest, seq)

@@ -80,18 +80,7 @@ extension Database {
             let (since, changed) = try await pool.read { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
                 let since = try db.tableExists("geo_indexes")
                     ? (try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0) : 0
-                let rows = try Row.fetchAll(db, sql: """
-                    SELECT d.id, d.seq, d.deleted, d.winner, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-                    WHERE d.seq > ? ORDER BY d.seq LIMIT 5000
-                    """, arguments: [since])
-                return (since, try rows.map { row in
-                    let id: String = row[0]
-                    guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
-                          var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
-                    body.prepend("_rev", .string(row[3] as String))
-                    body.prepend("_id", .string(id))
-                    return (id, row[1], body)
-                })
+                return (since, try Database.changedDocuments(db, after: since, limit: 5000))
             }
             guard let last = changed.last?.seq else {
                 if !(try await pool.read { db in try db.tableExists(table) }) {
@@ -193,7 +182,9 @@ extension Database {
     public func geoQuery(
         _ index: GeoIndexDefinition, _ request: GeoRequest
     ) async throws -> (hits: [(hit: GeoHit, doc: JSONObject?)], more: Bool, update: GeoIndexUpdate) {
-        let update = request.stale ? GeoIndexUpdate() : try await updateGeoIndex(index)
+        // A loaded index that has seen the latest commit needs no look at the changes feed.
+        let current = geoCache.withLock { $0[index.table].map { $0.seq >= notifier.latest } } ?? false
+        let update = request.stale || current ? GeoIndexUpdate() : try await updateGeoIndex(index)
         let spatial = try await loadedGeoIndex(index)
         let (hits, more) = spatial.search(request.search)
         guard request.includeDocs else { return (hits.map { ($0, nil) }, more, update) }

@@ -102,18 +102,7 @@ extension Database {
             let (since, changed) = try await pool.read { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
                 let since = try db.tableExists("view_indexes")
                     ? (try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0) : 0
-                let rows = try Row.fetchAll(db, sql: """
-                    SELECT d.id, d.seq, d.deleted, d.winner, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-                    WHERE d.seq > ? ORDER BY d.seq LIMIT 1000
-                    """, arguments: [since])
-                return (since, try rows.map { row in
-                    let id: String = row[0]
-                    guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
-                          var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
-                    body.prepend("_rev", .string(row[3] as String))
-                    body.prepend("_id", .string(id))
-                    return (id, row[1], body)
-                })
+                return (since, try Database.changedDocuments(db, after: since, limit: 1000))
             }
             guard let last = changed.last?.seq else {
                 if !(try await pool.read { db in try db.tableExists(table) }) {
@@ -150,6 +139,24 @@ extension Database {
                     sql: "UPDATE view_indexes SET seq = ?, rows = rows + ? WHERE name = ?", arguments: [last, delta, table])
                 return true
             }
+        }
+    }
+
+    /// Documents changed after `since`, in sequence order, at most `limit`: each with its
+    /// winning body (`_id` and `_rev` first), or nil for deleted and design documents (which
+    /// indexes drop).
+    static func changedDocuments(_ db: GRDB.Database, after since: Int, limit: Int) throws -> [(id: String, seq: Int, doc: JSONObject?)] {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT d.id, d.seq, d.deleted, d.winner, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
+            WHERE d.seq > ? ORDER BY d.seq LIMIT ?
+            """, arguments: [since, limit])
+        return try rows.map { row in
+            let id: String = row[0]
+            guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
+                  var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
+            body.prepend("_rev", .string(row[3] as String))
+            body.prepend("_id", .string(id))
+            return (id, row[1], body)
         }
     }
 

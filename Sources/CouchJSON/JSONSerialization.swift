@@ -37,7 +37,8 @@ extension JSON {
         }
     }
 
-    static func writeDouble(_ d: Double, to out: inout [UInt8]) {
+    /// Appends a number as JSON writes doubles (integral values keep a `.0`).
+    public static func writeDouble(_ d: Double, to out: inout [UInt8]) {
         guard d.isFinite else { out.append(contentsOf: "null".utf8); return }
         if d == d.rounded(), abs(d) < 1e15 {
             // Integral floats keep a fraction so they read back as floats, as jiffy writes them.

@@ -17,6 +17,18 @@ extension CouchAPI {
         return (source, source + "\u{0}" + (ddoc["views"]?["lib"]?.text ?? ""))
     }
 
+    /// The geo index `name` of a design document, remembered per design document revision.
+    func geoIndex(_ db: Database, _ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
+        let key = "\(db.name)\u{0}\(ddoc["_id"]?.stringValue ?? "")\u{0}\(ddoc["_rev"]?.stringValue ?? "")\u{0}\(name)"
+        if let known = geoDefinitions.withLock({ $0[key] }) { return known }
+        let definition = try geoIndex(ddoc, name)
+        geoDefinitions.withLock { cache in
+            if cache.count >= 1000 { cache.removeAll() }
+            cache[key] = definition
+        }
+        return definition
+    }
+
     /// The geo index `name` of a design document. Index functions that only call
     /// `st_index(doc.geometry)` are read natively; others run in the query server.
     func geoIndex(_ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
@@ -39,7 +51,7 @@ extension CouchAPI {
     func geo(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
         guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
-        let index = try geoIndex(try await designDocument(db, ddocID), rest[1])
+        let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
         let geoRequest: GeoRequest
         do { geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept")) } catch let error as GeometryError {
             throw EngineError.badRequest(error.reason)
@@ -49,12 +61,34 @@ extension CouchAPI {
         let bookmark = GeoRequest.bookmark(after: result.hits.last?.hit.position ?? geoRequest.search.after)
         switch geoRequest.format {
         case .view:
-            let rows: [JSON] = result.hits.map { hit, doc in
-                var row: JSONObject = ["id": .string(hit.id), "geometry": hit.geometry.geoJSON]
-                if geoRequest.includeDocs { row["doc"] = doc.map(JSON.object) ?? .null }
-                return .object(row)
+            // The common answer, written straight to bytes: `{"bookmark","rows":[{"id","geometry"[,"doc"]}]}`.
+            var out: [UInt8] = []
+            out.reserveCapacity(64 + result.hits.count * (geoRequest.includeDocs ? 400 : 110))
+            out += #"{"bookmark":"#.utf8
+            JSON.writeString(bookmark, to: &out)
+            out += #","rows":["#.utf8
+            for (i, (hit, doc)) in result.hits.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                out += #"{"id":"#.utf8
+                JSON.writeString(hit.id, to: &out)
+                out += #","geometry":"#.utf8
+                if case let .point(c) = hit.geometry {
+                    out += #"{"type":"Point","coordinates":["#.utf8
+                    JSON.writeDouble(c.lon, to: &out)
+                    out.append(UInt8(ascii: ","))
+                    JSON.writeDouble(c.lat, to: &out)
+                    out += "]}".utf8
+                } else {
+                    hit.geometry.geoJSON.write(to: &out)
+                }
+                if geoRequest.includeDocs {
+                    out += #","doc":"#.utf8
+                    (doc.map(JSON.object) ?? .null).write(to: &out)
+                }
+                out.append(UInt8(ascii: "}"))
             }
-            return .json(["bookmark": .string(bookmark), "rows": .array(rows)])
+            out += "]}\n".utf8
+            return .json(bytes: out)
         case .geojson:
             let features: [JSON] = result.hits.map { hit, doc in
                 var feature: JSONObject = ["_id": .string(hit.id)]
@@ -105,7 +139,7 @@ extension CouchAPI {
     func geoInfo(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
         guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
-        let index = try geoIndex(try await designDocument(db, ddocID), rest[1])
+        let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
         let update = try await db.updateGeoIndex(index)
         logSkipped(update, db: db, index: "\(ddocID)/\(rest[1])")
         let info = try await db.geoIndexInfo(index)

@@ -32,6 +32,8 @@ public final class CouchAPI: Sendable {
     let replicatorDatabase: ReplicatorDatabase
     /// Runs filter functions for replications from local databases.
     let filterResolver: FilterResolver?
+    /// Geo index definitions by database, design document revision and index name.
+    let geoDefinitions = Locked<[String: GeoIndexDefinition]>([:])
     static let version = "3.4.3"
 
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {

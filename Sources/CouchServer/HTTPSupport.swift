@@ -76,6 +76,14 @@ struct APIResponse {
         return APIResponse(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
+    /// A JSON body already written as bytes.
+    static func json(bytes: [UInt8], status: HTTPResponse.Status = .ok) -> APIResponse {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[.cacheControl] = "must-revalidate"
+        return APIResponse(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
     static func error(_ error: EngineError, headers: HTTPFields = [:]) -> APIResponse {
         json(["error": .string(error.error), "reason": .string(error.reason)],
              status: HTTPResponse.Status(code: error.status), headers: headers)
@@ -105,7 +113,7 @@ extension EngineError {
 enum PercentDecoding {
     /// Decodes `%XX` escapes (and `+` as space when `plusAsSpace`); invalid escapes stay as they are.
     static func decode(_ s: Substring, plusAsSpace: Bool) -> String {
-        guard s.contains("%") || (plusAsSpace && s.contains("+")) else { return String(s) }
+        guard s.utf8.contains(UInt8(ascii: "%")) || (plusAsSpace && s.utf8.contains(UInt8(ascii: "+"))) else { return String(s) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(s.utf8.count)
         var iterator = Array(s.utf8)[...]

@@ -127,9 +127,18 @@ public struct GeoRequest: Sendable {
     /// A bookmark: where the last page ended, opaque to clients (base64url of distance and id).
     public static func bookmark(after position: GeoPosition?) -> String {
         guard let position else { return "" }
-        let text = "\(position.chord.bitPattern) \(position.id)"
-        return Data(text.utf8).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let bytes = Array("\(position.chord.bitPattern) \(position.id)".utf8)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 4 / 3 + 3)
+        var i = 0
+        while i < bytes.count {
+            let chunk = (UInt32(bytes[i]) << 16) | (i + 1 < bytes.count ? UInt32(bytes[i + 1]) << 8 : 0) | (i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0)
+            let characters = min(4, (bytes.count - i) * 4 / 3 + ((bytes.count - i) % 3 == 0 ? 0 : 1))
+            for k in 0..<characters { out.append(alphabet[Int((chunk >> (18 - 6 * UInt32(k))) & 63)]) }
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     static func decodeBookmark(_ text: String) throws -> GeoPosition {

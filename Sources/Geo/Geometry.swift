@@ -13,14 +13,14 @@ public struct Coordinate: Sendable, Hashable {
 
 /// A GeoJSON geometry (RFC 7946). Polygons are rings of coordinates, the first the exterior,
 /// the rest holes; every ring is closed (first == last) with at least four positions.
-public indirect enum Geometry: Sendable, Equatable {
+public enum Geometry: Sendable, Equatable {
     case point(Coordinate)
     case multiPoint([Coordinate])
     case lineString([Coordinate])
     case multiLineString([[Coordinate]])
     case polygon([[Coordinate]])
     case multiPolygon([[[Coordinate]]])
-    case collection([Geometry])
+    indirect case collection([Geometry])
 }
 
 /// Why a geometry is not valid, in words for an error reply or a log line.

@@ -17,7 +17,7 @@ public final class PointTree: Sendable {
     /// Id hashes, sorted, with the point each belongs to.
     let hashes: [UInt64]
     let hashPoints: [UInt32]
-    static let leafSize = 16
+    static let leafSize = 32
 
     /// Builds the tree; `points` may be in any order.
     public init(_ points: [(id: String, coordinate: Coordinate)]) {
@@ -33,7 +33,7 @@ public final class PointTree: Sendable {
         var order = [Int32](0..<Int32(n))
         vectors.withUnsafeMutableBufferPointer { coordinates in
             order.withUnsafeMutableBufferPointer { ids in
-                PointTree.sort(ids, coordinates, left: 0, right: n - 1, axis: 0)
+                PointTree.sort(ids, coordinates, left: 0, right: n - 1, box: Box(min: (-1, -1, -1), max: (1, 1, 1)))
             }
         }
         var lonLat = [Double](repeating: 0, count: 2 * n)
@@ -100,13 +100,19 @@ public final class PointTree: Sendable {
 
     // MARK: Building
 
-    static func sort(_ ids: UnsafeMutableBufferPointer<Int32>, _ coordinates: UnsafeMutableBufferPointer<Double>, left: Int, right: Int, axis: Int) {
+    /// Splits on the widest side of the node's box (the box its ancestors' splits imply, so a
+    /// query can work out the same axis without storing it).
+    static func sort(_ ids: UnsafeMutableBufferPointer<Int32>, _ coordinates: UnsafeMutableBufferPointer<Double>, left: Int, right: Int, box: Box) {
         if right - left <= leafSize { return }
         let m = (left + right) >> 1
+        let axis = box.widestAxis
         select(ids, coordinates, k: m, left: left, right: right, axis: axis)
-        let next = axis == 2 ? 0 : axis + 1
-        sort(ids, coordinates, left: left, right: m - 1, axis: next)
-        sort(ids, coordinates, left: m + 1, right: right, axis: next)
+        let split = coordinates[3 * m + axis]
+        var lowBox = box, highBox = box
+        lowBox.setMax(axis, split)
+        highBox.setMin(axis, split)
+        sort(ids, coordinates, left: left, right: m - 1, box: lowBox)
+        sort(ids, coordinates, left: m + 1, right: right, box: highBox)
     }
 
     /// Floyd–Rivest selection: puts the k-th smallest (on `axis`) at k, smaller ones before it.
@@ -157,48 +163,51 @@ public final class PointTree: Sendable {
 
     /// Visits points in increasing distance from `center` (squared chord), up to `maxChordSquared`,
     /// calling `visit` with each point and its squared chord until it returns false.
+    ///
+    /// Best-first search with two heaps: nodes (ordered by the distance to their box) and
+    /// points (ordered by their own distance); the nearer top is taken next, so points come
+    /// out in exact order and the search stops as soon as the caller has enough. (A bounded
+    /// k-nearest search that prunes by the k-th distance measured slower on clustered tracks:
+    /// it must still open every node that reaches within that distance.)
     public func nearest(
         to center: (x: Double, y: Double, z: Double), maxChordSquared: Double, _ visit: (Int, Double) -> Bool
     ) {
         guard count > 0 else { return }
-        var heap = Heap()
-        heap.push(.init(distance: 0, left: 0, right: Int32(count - 1), axis: 0, point: -1,
-                        box: Box(min: (-1, -1, -1), max: (1, 1, 1))))
+        var nodes = Heap<Node>()
+        var points = Heap<PointItem>()
+        nodes.push(Node(distance: 0, left: 0, right: Int32(count - 1), box: Box(min: (-1, -1, -1), max: (1, 1, 1))))
         xyz.withUnsafeBufferPointer { c in
-            while let item = heap.pop() {
-                if item.distance > maxChordSquared { return }
-                if item.point >= 0 {
-                    if !visit(Int(item.point), item.distance) { return }
+            while true {
+                let nodeTop = nodes.top?.distance ?? .infinity
+                if let point = points.top, point.distance <= nodeTop {
+                    _ = points.pop()
+                    if !visit(Int(point.index), point.distance) { return }
                     continue
                 }
-                let left = Int(item.left), right = Int(item.right)
+                guard let node = nodes.pop(), node.distance <= maxChordSquared else { return }
+                let left = Int(node.left), right = Int(node.right)
                 if right - left <= PointTree.leafSize {
                     for i in left...right {
                         let d = PointTree.distance(c, i, center)
-                        if d <= maxChordSquared { heap.push(.init(distance: d, left: 0, right: 0, axis: 0, point: Int32(i), box: item.box)) }
+                        if d <= maxChordSquared { points.push(PointItem(distance: d, index: Int32(i))) }
                     }
                     continue
                 }
                 let m = (left + right) >> 1
-                let axis = Int(item.axis)
+                let axis = node.box.widestAxis
                 let split = c[3 * m + axis]
                 let d = PointTree.distance(c, m, center)
-                if d <= maxChordSquared { heap.push(.init(distance: d, left: 0, right: 0, axis: 0, point: Int32(m), box: item.box)) }
-                let next = Int8(axis == 2 ? 0 : axis + 1)
-                var lowBox = item.box, highBox = item.box
+                if d <= maxChordSquared { points.push(PointItem(distance: d, index: Int32(m))) }
+                var lowBox = node.box, highBox = node.box
                 lowBox.setMax(axis, split)
                 highBox.setMin(axis, split)
                 if m - 1 >= left {
                     let bound = lowBox.distance(center)
-                    if bound <= maxChordSquared {
-                        heap.push(.init(distance: bound, left: Int32(left), right: Int32(m - 1), axis: next, point: -1, box: lowBox))
-                    }
+                    if bound <= maxChordSquared { nodes.push(Node(distance: bound, left: Int32(left), right: Int32(m - 1), box: lowBox)) }
                 }
                 if right >= m + 1 {
                     let bound = highBox.distance(center)
-                    if bound <= maxChordSquared {
-                        heap.push(.init(distance: bound, left: Int32(m + 1), right: Int32(right), axis: next, point: -1, box: highBox))
-                    }
+                    if bound <= maxChordSquared { nodes.push(Node(distance: bound, left: Int32(m + 1), right: Int32(right), box: highBox)) }
                 }
             }
         }
@@ -213,6 +222,12 @@ public final class PointTree: Sendable {
     struct Box {
         var min: (Double, Double, Double)
         var max: (Double, Double, Double)
+
+        /// The axis along which the box is widest (the first of equals).
+        var widestAxis: Int {
+            let wx = max.0 - min.0, wy = max.1 - min.1, wz = max.2 - min.2
+            return wx >= wy ? (wx >= wz ? 0 : 2) : (wy >= wz ? 1 : 2)
+        }
 
         mutating func setMax(_ axis: Int, _ value: Double) {
             switch axis {
@@ -240,21 +255,27 @@ public final class PointTree: Sendable {
         }
     }
 
-    struct Item {
+    protocol HeapItem { var distance: Double { get } }
+
+    struct Node: HeapItem {
         var distance: Double
         var left: Int32
         var right: Int32
-        var axis: Int8
-        /// The point, or -1 for a node.
-        var point: Int32
         var box: Box
     }
 
+    struct PointItem: HeapItem {
+        var distance: Double
+        var index: Int32
+    }
+
     /// A binary min-heap on distance.
-    struct Heap {
+    struct Heap<Item: HeapItem> {
         var items: [Item] = []
 
         init() { items.reserveCapacity(64) }
+
+        var top: Item? { items.first }
 
         mutating func push(_ item: Item) {
             items.append(item)

@@ -150,16 +150,28 @@ public final class SpatialIndex: @unchecked Sendable {
         var found = 0
         var lastChord = -1.0
         let tree = s.tree
+        let after = query.after
+        // For circles, the chords well inside and well outside the edge, computed once.
+        var inner = -1.0, outer = Double.infinity
+        if case let .circle(_, radius) = query.shape, query.relation != nil {
+            let edge = Sphere.chordSquared(metres: radius)
+            (inner, outer) = (edge * (1 - 1e-9), edge * (1 + 1e-9))
+        }
+        let relation = query.relation
         tree.nearest(to: c, maxChordSquared: maxChord) { point, chord in
             if found >= wanted, chord > lastChord { return false }
             if !s.removed.isEmpty, s.removed.contains(Int32(point)) { return true }
+            if let after, chord < after.chord { return true }
             let coordinate = tree.coordinate(point)
-            if let after = query.after, chord < after.chord { return true }
-            guard SpatialIndex.matches(query, .point(coordinate), chord: chord) else { return true }
-            let id = tree.id(point)
-            let position = GeoPosition(chord: chord, id: id)
-            if let after = query.after, !(position > after) { return true }
-            hits.append(GeoHit(id: id, geometry: .point(coordinate), position: position))
+            if let relation {
+                let matches = chord < inner ? QueryShape.pointRelation(relation, .interior, queryIsPoint: false)
+                    : chord > outer ? QueryShape.pointRelation(relation, .exterior, queryIsPoint: false)
+                    : query.shape.matches(relation, .point(coordinate))
+                if !matches { return true }
+            }
+            let position = GeoPosition(chord: chord, id: tree.id(point))
+            if let after, !(position > after) { return true }
+            hits.append(GeoHit(id: position.id, geometry: .point(coordinate), position: position))
             found += 1
             lastChord = chord
             return true
@@ -170,15 +182,8 @@ public final class SpatialIndex: @unchecked Sendable {
     }
 
     /// Whether a document geometry satisfies the query's relation (no relation: every one).
-    static func matches(_ query: GeoSearch, _ geometry: Geometry, chord: Double? = nil) -> Bool {
+    static func matches(_ query: GeoSearch, _ geometry: Geometry) -> Bool {
         guard let relation = query.relation else { return true }
-        // A point well inside or outside a circle is decided by its chord; near the edge by
-        // the haversine distance, as an independent check would measure it.
-        if case let .circle(_, radius) = query.shape, let chord, case .point = geometry {
-            let edge = Sphere.chordSquared(metres: radius)
-            if chord < edge * (1 - 1e-9) { return QueryShape.pointRelation(relation, .interior, queryIsPoint: false) }
-            if chord > edge * (1 + 1e-9) { return QueryShape.pointRelation(relation, .exterior, queryIsPoint: false) }
-        }
         return query.shape.matches(relation, geometry)
     }
 

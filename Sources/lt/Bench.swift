@@ -108,12 +108,12 @@ struct Bench: AsyncParsableCommand {
         report("engine Database.update, batches of 1,000", engine, unit: "docs/s", ceiling: sqlite)
 
         // _bulk_docs, batches of 1,000, 4 clients.
+        let batches = stride(from: 0, to: documents.count, by: 1000).map {
+            JSON.object(["docs": .array(Array(documents[$0..<min($0 + 1000, documents.count)]))]).bytes
+        }
         let bulk = try await medianAsync(runs) { run in
             let db = "bulk\(run)"
             try await client.send("PUT", "/\(db)", expect: 201)
-            let batches = stride(from: 0, to: documents.count, by: 1000).map {
-                JSON.object(["docs": .array(Array(documents[$0..<min($0 + 1000, documents.count)]))]).bytes
-            }
             let start = ContinuousClock.now
             try await client.concurrently(4, batches.count) { connection, i in
                 let reply = try connection.send("POST", "/\(db)/_bulk_docs", authorization: client.authorization, body: batches[i])
@@ -228,12 +228,9 @@ struct Bench: AsyncParsableCommand {
                 }
             }
             """], expect: 201)
-        let validatedBatches = stride(from: 0, to: documents.count, by: 1000).map {
-            JSON.object(["docs": .array(Array(documents[$0..<min($0 + 1000, documents.count)]))]).bytes
-        }
         let validatedStart = ContinuousClock.now
-        try await client.concurrently(4, validatedBatches.count) { connection, i in
-            let reply = try connection.send("POST", "/validated/_bulk_docs", authorization: client.authorization, body: validatedBatches[i])
+        try await client.concurrently(4, batches.count) { connection, i in
+            let reply = try connection.send("POST", "/validated/_bulk_docs", authorization: client.authorization, body: batches[i])
             try Client.check(reply, 201, "POST", "_bulk_docs")
             guard !String(decoding: reply.body, as: UTF8.self).contains("\"error\"") else { throw ValidationError("a valid document was rejected") }
         }

@@ -83,6 +83,41 @@ final class BenchConnection {
         }
     }
 
+    /// Sends Redis commands (RESP) in one write and reads their replies; returns, per command,
+    /// how many elements its reply had (1 for a non-array reply). For comparisons with Redis.
+    func redis(_ commands: [[String]]) throws -> [Int] {
+        var request: [UInt8] = []
+        for command in commands {
+            request += Array("*\(command.count)\r\n".utf8)
+            for argument in command { request += Array("$\(argument.utf8.count)\r\n\(argument)\r\n".utf8) }
+        }
+        try writeAll(request)
+        return try commands.map { _ in try readRedisReply() }
+    }
+
+    private func readRedisReply() throws -> Int {
+        let lineEnd = try readUntil([13, 10])
+        let line = Array(buffer[0..<lineEnd])
+        buffer.removeFirst(lineEnd + 2)
+        guard let kind = line.first else { throw Failure(description: "empty Redis reply") }
+        let number = Int(String(decoding: line.dropFirst(), as: UTF8.self)) ?? 0
+        switch kind {
+        case UInt8(ascii: "*"):
+            for _ in 0..<max(0, number) { _ = try readRedisReply() }
+            return max(0, number)
+        case UInt8(ascii: "$"):
+            if number >= 0 {
+                try fill(number + 2)
+                buffer.removeFirst(number + 2)
+            }
+            return 1
+        case UInt8(ascii: "-"):
+            throw Failure(description: "Redis: " + String(decoding: line.dropFirst(), as: UTF8.self))
+        default:
+            return 1
+        }
+    }
+
     private func writeAll(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {

@@ -28,6 +28,9 @@ struct GeoBench: AsyncParsableCommand {
     @Option(help: "Also load the points as documents and measure building from the database and HTTP queries.")
     var documents = true
 
+    @Option(help: "A Redis server (host:port) to load the same points into and query the same way (GEOSEARCH), for comparison.")
+    var redis: String?
+
     static let radius = 4023.35
     static let limit = 100
 
@@ -100,8 +103,39 @@ struct GeoBench: AsyncParsableCommand {
         print(String(format: "   (%.1f results per query; R*Tree baseline %.1f)", Double(hits) / Double(queryPoints.count),
                      Double(baselineHits) / Double(max(1, min(baselineQueries, queryPoints.count)))))
 
+        if let redis { try await measureRedis(redis, data, queryPoints, helper: helper) }
         guard documents else { return }
         try await measureDocuments(data, queryPoints, helper: helper)
+    }
+
+    /// The same points in Redis (GEOADD), the same queries as GEOSEARCH ... BYRADIUS ... ASC
+    /// COUNT 100 from 2 clients over TCP: what users would pick instead.
+    func measureRedis(_ address: String, _ data: [(id: String, coordinate: Coordinate)], _ queryPoints: [Coordinate], helper: Bench) async throws {
+        let parts = address.split(separator: ":")
+        let host = String(parts.first ?? "127.0.0.1"), port = parts.count > 1 ? Int(parts[1]) ?? 6379 : 6379
+        let loader = try BenchConnection(host: host, port: port)
+        _ = try loader.redis([["DEL", "lt-bench-geo"]])
+        let start = ContinuousClock.now
+        for batch in stride(from: 0, to: data.count, by: 10_000) {
+            var command = ["GEOADD", "lt-bench-geo"]
+            for p in data[batch..<min(batch + 10_000, data.count)] {
+                command += [String(p.coordinate.lon), String(p.coordinate.lat), p.id]
+            }
+            _ = try loader.redis([command])
+        }
+        helper.report("Redis GEOADD (comparison)", Double(data.count) / start.duration(to: .now).seconds, unit: "points/s")
+        let commands = queryPoints.prefix(httpQueries).map { q in
+            ["GEOSEARCH", "lt-bench-geo", "FROMLONLAT", String(q.lon), String(q.lat), "BYRADIUS", String(GeoBench.radius), "m", "ASC", "COUNT", String(GeoBench.limit)]
+        }
+        let results = Locked(0)
+        let queryStart = ContinuousClock.now
+        try await Bench.Client(base: "http://\(host):\(port)", authorization: "").concurrently(2, commands.count) { connection, i in
+            let count = try connection.redis([commands[i]])[0]
+            results.withLock { $0 += count }
+        }
+        helper.report("Redis GEOSEARCH, 2 clients (comparison)", Double(commands.count) / queryStart.duration(to: .now).seconds, unit: "queries/s")
+        print(String(format: "   (%.1f results per query)", Double(results.withLock { $0 }) / Double(max(1, commands.count))))
+        _ = try loader.redis([["DEL", "lt-bench-geo"]])
     }
 
     /// Builds the index from documents in a database, then queries it over HTTP from a server

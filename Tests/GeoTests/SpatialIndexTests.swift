@@ -104,6 +104,23 @@ struct SpatialIndexTests {
         #expect(index.count == data.count + 5000)  // one moved, one deleted, one added, 5,000 more
     }
 
+    @Test("Documents at the same position are ordered by id, and bookmarks page through ties exactly once")
+    func ties() {
+        let spot = Coordinate(lon: -122.3162468, lat: 37.4722645)
+        var entries: [(id: String, geometry: Geometry)] = (0..<10).map { ("same\(9 - $0)", .point(spot)) }
+        entries += (0..<2000).map { ("other\($0)", .point(Coordinate(lon: -122.3 + Double($0 % 50) * 1e-3, lat: 37.5 + Double($0 / 50) * 1e-3))) }
+        let index = SpatialIndex(entries)
+        var seen: [String] = []
+        var after: GeoPosition?
+        for _ in 0..<5 {
+            let page = index.search(GeoSearch(shape: .circle(center: spot, radius: 10), relation: .contains, limit: 3, after: after))
+            seen += page.hits.map(\.id)
+            guard let last = page.hits.last else { break }
+            after = last.position
+        }
+        #expect(seen == (0..<10).map { "same\($0)" })
+    }
+
     @Test("Boxes (also across the antimeridian), polygons with holes and ellipses select the right points")
     func shapes() throws {
         let points: [(id: String, geometry: Geometry)] = [

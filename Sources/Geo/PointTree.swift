@@ -213,40 +213,6 @@ public final class PointTree: Sendable {
         }
     }
 
-    /// Calls `visit` with every point within `chordSquared` of `center` (in tree order): a
-    /// depth-first range search with no heap, cheap when the ball is small.
-    public func within(_ center: (x: Double, y: Double, z: Double), chordSquared: Double, _ visit: (Int, Double) -> Void) {
-        guard count > 0 else { return }
-        var stack: [Node] = [Node(distance: 0, left: 0, right: Int32(count - 1), box: Box(min: (-1, -1, -1), max: (1, 1, 1)))]
-        stack.reserveCapacity(64)
-        xyz.withUnsafeBufferPointer { c in
-            while let node = stack.popLast() {
-                let left = Int(node.left), right = Int(node.right)
-                if right - left <= PointTree.leafSize {
-                    for i in left...right {
-                        let d = PointTree.distance(c, i, center)
-                        if d <= chordSquared { visit(i, d) }
-                    }
-                    continue
-                }
-                let m = (left + right) >> 1
-                let axis = node.box.widestAxis
-                let split = c[3 * m + axis]
-                let d = PointTree.distance(c, m, center)
-                if d <= chordSquared { visit(m, d) }
-                var lowBox = node.box, highBox = node.box
-                lowBox.setMax(axis, split)
-                highBox.setMin(axis, split)
-                if m - 1 >= left, lowBox.distance(center) <= chordSquared {
-                    stack.append(Node(distance: 0, left: Int32(left), right: Int32(m - 1), box: lowBox))
-                }
-                if right >= m + 1, highBox.distance(center) <= chordSquared {
-                    stack.append(Node(distance: 0, left: Int32(m + 1), right: Int32(right), box: highBox))
-                }
-            }
-        }
-    }
-
     @inline(__always)
     static func distance(_ c: UnsafeBufferPointer<Double>, _ i: Int, _ q: (x: Double, y: Double, z: Double)) -> Double {
         let dx = c[3 * i] - q.x, dy = c[3 * i + 1] - q.y, dz = c[3 * i + 2] - q.z

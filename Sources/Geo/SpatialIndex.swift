@@ -145,6 +145,10 @@ public final class SpatialIndex: @unchecked Sendable {
             }
         }
 
+        // The tree, nearest first: stop once enough matches are in hand and the next point is
+        // farther than the last of them (so ties at that distance are all seen).
+        var found = 0
+        var lastChord = -1.0
         let tree = s.tree
         let after = query.after
         // For circles, the chords well inside and well outside the edge, computed once.
@@ -154,79 +158,27 @@ public final class SpatialIndex: @unchecked Sendable {
             (inner, outer) = (edge * (1 - 1e-9), edge * (1 + 1e-9))
         }
         let relation = query.relation
-        /// Whether a tree point is in the answer (and after the bookmark).
-        func accepts(_ point: Int, _ chord: Double) -> Bool {
-            if !s.removed.isEmpty, s.removed.contains(Int32(point)) { return false }
-            if let after {
-                if chord < after.chord { return false }
-                if chord == after.chord, !(tree.id(point) > after.id) { return false }
+        tree.nearest(to: c, maxChordSquared: maxChord) { point, chord in
+            if found >= wanted, chord > lastChord { return false }
+            if !s.removed.isEmpty, s.removed.contains(Int32(point)) { return true }
+            if let after, chord < after.chord { return true }
+            let coordinate = tree.coordinate(point)
+            if let relation {
+                let matches = chord < inner ? QueryShape.pointRelation(relation, .interior, queryIsPoint: false)
+                    : chord > outer ? QueryShape.pointRelation(relation, .exterior, queryIsPoint: false)
+                    : query.shape.matches(relation, .point(coordinate))
+                if !matches { return true }
             }
-            guard let relation else { return true }
-            return chord < inner ? QueryShape.pointRelation(relation, .interior, queryIsPoint: false)
-                : chord > outer ? QueryShape.pointRelation(relation, .exterior, queryIsPoint: false)
-                : query.shape.matches(relation, .point(tree.coordinate(point)))
-        }
-        var nearest: [(point: Int, chord: Double)] = []
-        if maxChord < 4 {
-            // A bounded query: range searches over a growing ball (no heap), starting small and
-            // widening by the density seen, until it holds enough matches or reaches the shape's
-            // extent. Every point in the ball is seen, so the nearest ones and their ties are exact.
-            var radius = min(maxChord.squareRoot(), 2e-5 * Double(wanted).squareRoot())
-            while true {
-                nearest.removeAll(keepingCapacity: true)
-                let ball = min(maxChord, radius * radius)
-                tree.within(c, chordSquared: ball) { point, chord in
-                    if accepts(point, chord) { nearest.append((point, chord)) }
-                }
-                if nearest.count >= wanted || ball >= maxChord { break }
-                let grow = nearest.isEmpty ? 4 : min(4, max(1.25, (Double(wanted) / Double(nearest.count)).squareRoot() * 1.2))
-                radius *= grow
-            }
-            if nearest.count > wanted {
-                // Keep the `wanted` nearest and their ties: select the cut, no full sort.
-                var chords = nearest.map(\.chord)
-                let cut = SpatialIndex.select(&chords, wanted - 1)
-                nearest.removeAll { $0.chord > cut }
-            }
-        } else {
-            // Unbounded (every document by distance): best-first, stopping once the page is
-            // full and the next point is farther than the last taken.
-            var lastChord = -1.0
-            tree.nearest(to: c, maxChordSquared: maxChord) { point, chord in
-                if nearest.count >= wanted, chord > lastChord { return false }
-                guard accepts(point, chord) else { return true }
-                nearest.append((point, chord))
-                lastChord = chord
-                return true
-            }
-        }
-        for (point, chord) in nearest {
-            let id = tree.id(point)
-            hits.append(GeoHit(id: id, geometry: .point(tree.coordinate(point)), position: GeoPosition(chord: chord, id: id)))
+            let position = GeoPosition(chord: chord, id: tree.id(point))
+            if let after, !(position > after) { return true }
+            hits.append(GeoHit(id: position.id, geometry: .point(coordinate), position: position))
+            found += 1
+            lastChord = chord
+            return true
         }
         hits.sort { $0.position < $1.position }
         let page = Array(hits.dropFirst(query.skip).prefix(query.limit))
         return (page, hits.count > query.skip + query.limit)
-    }
-
-    /// The k-th smallest value (0-based), by quickselect; reorders `values`.
-    static func select(_ values: inout [Double], _ k: Int) -> Double {
-        var low = 0, high = values.count - 1
-        while low < high {
-            let pivot = values[(low + high) >> 1]
-            var i = low, j = high
-            while i <= j {
-                while values[i] < pivot { i += 1 }
-                while values[j] > pivot { j -= 1 }
-                if i <= j {
-                    values.swapAt(i, j)
-                    i += 1
-                    j -= 1
-                }
-            }
-            if k <= j { high = j } else if k >= i { low = i } else { return values[k] }
-        }
-        return values[k]
     }
 
     /// Whether a document geometry satisfies the query's relation (no relation: every one).

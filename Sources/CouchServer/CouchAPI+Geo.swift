@@ -58,6 +58,12 @@ extension CouchAPI {
         }
         let result = try await db.geoQuery(index, geoRequest)
         logSkipped(result.update, db: db, index: "\(ddocID)/\(rest[1])")
+        if request.query["stale"] == "update_after" {
+            // Answered from the index as it was; bring it up to date afterwards.
+            Task { [logger] in
+                do { try await db.updateGeoIndex(index) } catch { logger.warning("geo index update failed: \(error)") }
+            }
+        }
         let bookmark = GeoRequest.bookmark(after: result.hits.last?.hit.position ?? geoRequest.search.after)
         switch geoRequest.format {
         case .view:

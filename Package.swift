@@ -83,11 +83,22 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The Location Tracker application (users, private databases, places) over the CouchDB API.
+        .target(
+            name: "TrackerApp",
+            dependencies: [
+                "CouchJSON", "CouchEngine", "CouchServer",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The command line: serve, bench.
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript",
+                "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript", "TrackerApp",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -104,7 +115,7 @@ let package = Package(
         .testTarget(
             name: "CouchServerTests",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication", "JavaScript", "LTTestSupport", "lt",
+                "CouchJSON", "CouchEngine", "Replication", "JavaScript", "LTTestSupport", "lt", "TrackerApp",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -13,6 +13,13 @@ public enum Passwords {
         public var salt: String  // hex
         public var iterations: Int
         public var prf: String  // "sha256" or "sha"
+
+        public init(derivedKey: String, salt: String, iterations: Int, prf: String) {
+            self.derivedKey = derivedKey
+            self.salt = salt
+            self.iterations = iterations
+            self.prf = prf
+        }
     }
 
     /// Hashes a new password with a random 16-byte salt.

@@ -1,11 +1,13 @@
 import ArgumentParser
 import CouchEngine
+import CouchJSON
 import CouchServer
 import Foundation
 import Hummingbird
 import JavaScript
 import Logging
 import ServiceLifecycle
+import TrackerApp
 
 /// `lt serve`: the database API and the application API, with embedded SQLite storage.
 struct Serve: AsyncParsableCommand {
@@ -110,15 +112,20 @@ struct Serve: AsyncParsableCommand {
         api.startBackgroundJobs()
         defer { api.stopBackgroundJobs() }
 
+        let boundDatabasePort = Locked(dbPort)
         let dbApp = Application(
             responder: api.responder,
             configuration: .init(address: .hostname(host, port: dbPort), serverName: nil),
             onServerRunning: { channel in
-                Serve.announce("database API", host: host, port: channel.localAddress?.port ?? dbPort)
+                let port = channel.localAddress?.port ?? dbPort
+                boundDatabasePort.withLock { $0 = port }
+                Serve.announce("database API", host: host, port: port)
             },
             logger: logger)
+        let service = TrackerService(couch: InProcessCouch(api: api), passwordIterations: options.pbkdf2Iterations, logger: logger)
+        try await service.prepare(places: try Serve.samplePlaces())
         let appApp = Application(
-            responder: ApplicationPlaceholder().responder,
+            responder: TrackerHTTP(service: service, databasePort: { boundDatabasePort.withLock { $0 } }).responder,
             configuration: .init(address: .hostname(host, port: appPort), serverName: "LocationTracker"),
             onServerRunning: { channel in
                 Serve.announce("application API", host: host, port: channel.localAddress?.port ?? appPort)
@@ -140,28 +147,24 @@ struct Serve: AsyncParsableCommand {
         #endif
     }
 
+    /// The original system's 50 sample places, shipped in `data/sample-places.json` (Apache-2.0,
+    /// see data/README.md); looked for beside the binary's package, then in the working directory.
+    static func samplePlaces() throws -> [JSON] {
+        let candidates = [
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("data/sample-places.json"),
+            URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("data/sample-places.json"),
+        ]
+        for url in candidates {
+            if let data = try? Data(contentsOf: url) { return try JSON.parse(Array(data))["places"]?.arrayValue ?? [] }
+        }
+        FileHandle.standardError.write(Data("lt: data/sample-places.json not found; lt_places starts empty\n".utf8))
+        return []
+    }
+
     /// Prints where a listener is, on stdout, so scripts and tests can find an ephemeral port.
     static func announce(_ what: String, host: String, port: Int) {
         FileHandle.standardOutput.write(Data("lt: \(what) listening on http://\(host):\(port)\n".utf8))
     }
 }
 
-/// The application port's placeholder until the application issue fills it.
-struct ApplicationPlaceholder {
-    var responder: CallbackResponder<BasicRequestContext> {
-        CallbackResponder { request, _ in
-            if request.uri.path == "/" || request.uri.path.hasPrefix("/dashboard") {
-                var headers = HTTPFields()
-                headers[.contentType] = "text/html; charset=utf-8"
-                let page = """
-                    <!doctype html><html><head><meta charset="utf-8"><title>LocationTracker</title></head>
-                    <body><h1>LocationTracker</h1><p>The dashboard is not built yet. The database API is running.</p></body></html>
-                    """
-                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: page)))
-            }
-            var headers = HTTPFields()
-            headers[.contentType] = "application/json"
-            return Response(status: .notFound, headers: headers, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"not_found","reason":"missing"}"#)))
-        }
-    }
-}

@@ -95,12 +95,17 @@ final class TestServer: @unchecked Sendable {
 
     enum Auth { case admin, none, basic(String, String), cookie(String) }
 
+    /// One request to the application port (no credentials unless given).
+    func app(_ method: HTTPMethod, _ path: String, json: JSON? = nil, auth: Auth = .none) async throws -> Reply {
+        try await request(method, path, json: json, auth: auth, base: "http://127.0.0.1:\(appPort)")
+    }
+
     /// One HTTP request; `body` may be JSON or raw bytes.
     func request(
         _ method: HTTPMethod, _ path: String, json: JSON? = nil, body: [UInt8]? = nil, auth: Auth = .admin,
-        headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60)
+        headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60), base: String? = nil
     ) async throws -> Reply {
-        var request = HTTPClientRequest(url: baseURL + path)
+        var request = HTTPClientRequest(url: (base ?? baseURL) + path)
         request.method = method
         switch auth {
         case .admin: request.headers.add(name: "Authorization", value: Self.basic(Self.admin.0, Self.admin.1))

@@ -1,0 +1,44 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+extension CouchAPI {
+    /// Performs a CouchDB API request in this process, as `user`, without HTTP or a
+    /// credentials check: how the application layer talks to the database it runs on. The
+    /// request and answer are exactly those of the HTTP API (`path` percent-encoded as in a
+    /// URL), so the same application code can run against Apache CouchDB over HTTP.
+    public func perform(
+        _ method: HTTPRequest.Method, _ path: String, query: [String: String] = [:], body: JSON? = nil, user: UserContext = .system
+    ) async -> (status: Int, body: [UInt8]) {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        var request = APIRequest(
+            method: method, headers: headers, path: PercentDecoding.path(path), query: query, body: body?.bytes ?? [], user: user)
+        let response: APIResponse
+        do {
+            response = try await route(&request)
+        } catch let error as EngineError {
+            response = .error(error)
+        } catch {
+            response = .error(EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
+        }
+        let collector = BodyCollector()
+        do { try await response.body.write(collector) } catch {
+            return (500, JSON.object(["error": "internal_server_error", "reason": .string("\(error)")]).bytes)
+        }
+        return (Int(response.status.code), collector.bytes.withLock { $0 })
+    }
+}
+
+/// Gathers a response body in memory (for in-process requests).
+private final class BodyCollector: ResponseBodyWriter, Sendable {
+    let bytes = Locked<[UInt8]>([])
+
+    func write(_ buffer: ByteBuffer) async throws {
+        bytes.withLock { $0 += buffer.readableBytesView }
+    }
+
+    func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}

@@ -1,0 +1,99 @@
+import CouchJSON
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The request context of the application port: remembers the client's address (for login
+/// throttling).
+public struct AppRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    public let clientAddress: String
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        clientAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
+    }
+}
+
+/// The application API of the original Location Tracker server, unchanged for its client:
+/// `PUT /api/users/:id`, `POST /api/login`, `GET /api/places`.
+public struct TrackerHTTP: Sendable {
+    let service: TrackerService
+    /// The database API's port, for the `location_db_host` a login returns (known once that
+    /// listener is up, so asked for each time).
+    let databasePort: @Sendable () -> Int
+
+    public init(service: TrackerService, databasePort: @escaping @Sendable () -> Int) {
+        self.service = service
+        self.databasePort = databasePort
+    }
+
+    public var responder: CallbackResponder<AppRequestContext> {
+        CallbackResponder { request, context in await self.respond(request, context) }
+    }
+
+    func respond(_ request: Request, _ context: AppRequestContext) async -> Response {
+        let path = request.uri.path.split(separator: "/", omittingEmptySubsequences: true).map {
+            $0.removingPercentEncoding ?? String($0)
+        }
+        do {
+            switch (request.method, path.first, path.dropFirst().first) {
+            case (_, nil, _), (_, "dashboard", _):
+                return TrackerHTTP.page
+            case (.put, "api", "users") where path.count == 3:
+                let body = try await TrackerHTTP.json(request)
+                return TrackerHTTP.reply(try await service.register(username: path[2], password: body["password"]), status: .created)
+            case (.post, "api", "login") where path.count == 2:
+                let body = try await TrackerHTTP.json(request)
+                guard let username = body["username"]?.stringValue, let password = body["password"]?.stringValue else {
+                    throw TrackerService.Failure(400, "bad_request", "`username` and `password` strings are required")
+                }
+                let host = (request.head.authority ?? "127.0.0.1").split(separator: ":").first.map(String.init) ?? "127.0.0.1"
+                let answer = try await service.login(
+                    username: username, password: password, client: context.clientAddress,
+                    host: "\(host):\(databasePort())", device: body["device"]?.stringValue)
+                return TrackerHTTP.reply(answer)
+            case (.get, "api", "places") where path.count == 2:
+                let query = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { $1 })
+                let reply = try await service.places(query: query)
+                return TrackerHTTP.reply(bytes: reply.body, status: HTTPResponse.Status(code: reply.status))
+            case (_, "api", _):
+                throw TrackerService.Failure(405, "method_not_allowed", "\(request.method) \(request.uri.path) is not part of the API")
+            default:
+                throw TrackerService.Failure(404, "not_found", "missing")
+            }
+        } catch let failure as TrackerService.Failure {
+            return TrackerHTTP.reply(failure.body, status: HTTPResponse.Status(code: failure.status))
+        } catch {
+            return TrackerHTTP.reply(["error": "Internal Server Error", "reason": .string("\(error)")], status: .internalServerError)
+        }
+    }
+
+    static func json(_ request: Request) async throws -> JSONObject {
+        let buffer = try await request.body.collect(upTo: 1 << 20)
+        guard case let .object(object)? = try? JSON.parse(Array(buffer: buffer)) else {
+            throw TrackerService.Failure(400, "bad_request", "The request body must be a JSON object")
+        }
+        return object
+    }
+
+    static func reply(_ json: JSON, status: HTTPResponse.Status = .ok) -> Response {
+        reply(bytes: json.bytes + [10], status: status)
+    }
+
+    static func reply(bytes: [UInt8], status: HTTPResponse.Status) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    static var page: Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/html; charset=utf-8"
+        let html = """
+            <!doctype html><html><head><meta charset="utf-8"><title>LocationTracker</title></head>
+            <body><h1>LocationTracker</h1><p>Location Tracker Server running. The application API is under /api; the dashboard is not built yet.</p></body></html>
+            """
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
+    }
+}

@@ -1,0 +1,222 @@
+import CouchEngine
+import CouchJSON
+import CouchServer
+import Foundation
+import Logging
+
+/// The Location Tracker application (the reference design's Node.js server): registration,
+/// login with per-device API keys, a private database per user, places near a position.
+/// Everything it stores goes through `CouchClient`, as CouchDB requests.
+public final class TrackerService: Sendable {
+    /// An error for the application API: status and `{"error", "reason"}`.
+    public struct Failure: Error, Sendable {
+        public var status: Int
+        public var body: JSON
+
+        init(_ status: Int, _ error: String, _ reason: String? = nil) {
+            self.status = status
+            var object: JSONObject = ["error": .string(error)]
+            if let reason { object["reason"] = .string(reason) }
+            body = .object(object)
+        }
+    }
+
+    public static let usersDB = "lt_users"
+    public static let placesDB = "lt_places"
+    public static let allLocationsDB = "lt_locations_all"
+    /// The geo design document of the original system, in every location and place database.
+    public static let pointsDesign: JSON = [
+        "_id": "_design/points", "language": "javascript",
+        "st_indexes": ["pointidx": ["index": "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}"]],
+    ]
+
+    let couch: any CouchClient
+    let passwordIterations: Int
+    let throttle = LoginThrottle()
+    let logger: Logger
+
+    /// - Parameters:
+    ///   - passwordIterations: PBKDF2-SHA256 iterations for users' passwords.
+    public init(couch: any CouchClient, passwordIterations: Int = Passwords.defaultIterations, logger: Logger = Logger(label: "lt.app")) {
+        self.couch = couch
+        self.passwordIterations = passwordIterations
+        self.logger = logger
+    }
+
+    /// The private database of a user.
+    public static func locationDB(for username: String) -> String { "lt_locations_user_" + username }
+
+    /// The role that reads and writes a user's database; each of the user's API keys has it.
+    static func ownerRole(_ username: String) -> String { "lt_owner_" + username }
+
+    // MARK: Setup
+
+    /// Creates the application's databases on first start, as the original `admin.js` did:
+    /// `lt_users` (admins only), `lt_places` seeded with `places` (each given `created_at`,
+    /// which the original client needs), `lt_locations_all` (admins and the `analyst` role),
+    /// and the `_design/points` geo index where locations and places live.
+    public func prepare(places: [JSON]) async throws {
+        _ = try await createDatabase(TrackerService.usersDB)
+        if try await createDatabase(TrackerService.placesDB) {
+            let now = Date().timeIntervalSince1970 * 1000
+            let docs = places.map { place -> JSON in
+                var doc = place.objectValue ?? JSONObject()
+                if doc["created_at"] == nil { doc["created_at"] = .double(now) }
+                return .object(doc)
+            }
+            try await expect(couch.request(.post, "/\(TrackerService.placesDB)/_bulk_docs", body: ["docs": .array(docs)]), "seed places")
+            logger.info("created \(TrackerService.placesDB) with \(docs.count) places")
+        }
+        try await ensureDesign(TrackerService.placesDB)
+        _ = try await createDatabase(TrackerService.allLocationsDB)
+        try await expect(couch.request(.put, "/\(TrackerService.allLocationsDB)/_security", body: [
+            "admins": ["names": [], "roles": ["_admin"]], "members": ["names": [], "roles": ["_admin", "analyst"]],
+        ]), "secure \(TrackerService.allLocationsDB)")
+        try await ensureDesign(TrackerService.allLocationsDB)
+    }
+
+    /// Creates a database; false when it already exists.
+    func createDatabase(_ name: String) async throws -> Bool {
+        let reply = try await couch.request(.put, "/\(name)")
+        if reply.status == 412 { return false }
+        try expect(reply, "create \(name)")
+        return true
+    }
+
+    func ensureDesign(_ db: String) async throws {
+        let reply = try await couch.request(.put, "/\(db)/_design/points", body: TrackerService.pointsDesign)
+        guard reply.ok || reply.status == 409 else { throw failure(reply, "write the geo index of \(db)") }
+    }
+
+    @discardableResult
+    func expect(_ reply: CouchReply, _ what: String) throws -> CouchReply {
+        guard reply.ok else { throw failure(reply, what) }
+        return reply
+    }
+
+    func failure(_ reply: CouchReply, _ what: String) -> Failure {
+        logger.error("\(what) failed: \(reply.status) \(String(decoding: reply.body.prefix(300), as: UTF8.self))")
+        return Failure(500, "Internal Server Error", "could not \(what)")
+    }
+
+    // MARK: Users
+
+    /// Whether a user name can name a database (`lt_locations_user_<name>`) and a CouchDB user.
+    static func validate(username: String) throws {
+        let bytes = Array(username.utf8)
+        guard let first = bytes.first, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first), bytes.count <= 64,
+              bytes.allSatisfy({ (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                  || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") })
+        else {
+            throw Failure(400, "bad_request", "A username is 1 to 64 lowercase letters, digits, _ or -, starting with a letter (it names the user's database)")
+        }
+    }
+
+    /// `PUT /api/users/:id`: creates the user's private database (with the geo index, readable
+    /// and writable only by the user's API keys) and the user, whose password is stored only
+    /// as a PBKDF2-SHA256 hash.
+    public func register(username: String, password: JSON?) async throws -> JSON {
+        try TrackerService.validate(username: username)
+        guard case let .string(password)? = password, !password.isEmpty else {
+            throw Failure(400, "bad_request", "A non-empty `password` string is required")
+        }
+        let existing = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
+        if existing.ok { throw Failure(409, "User already exists") }
+        let db = TrackerService.locationDB(for: username)
+        _ = try await createDatabase(db)
+        try await expect(couch.request(.put, "/\(db)/_security", body: [
+            "admins": ["names": [], "roles": ["_admin"]],
+            "members": ["names": [], "roles": [.string(TrackerService.ownerRole(username))]],
+        ]), "secure \(db)")
+        try await ensureDesign(db)
+        let hash = try Passwords.hash(password, iterations: passwordIterations)
+        let saved = try await couch.request(.put, "/\(TrackerService.usersDB)/\(username)", body: [
+            "type": "user", "username": .string(username), "location_db": .string(db),
+            "password_scheme": "pbkdf2", "pbkdf2_prf": .string(hash.prf), "iterations": .int(hash.iterations),
+            "salt": .string(hash.salt), "derived_key": .string(hash.derivedKey),
+            "created_at": .double(Date().timeIntervalSince1970 * 1000),
+        ])
+        if saved.status == 409 { throw Failure(409, "User already exists") }
+        try expect(saved, "save user \(username)")
+        logger.info("registered \(username)")
+        return ["ok": true, "id": .string(username)]
+    }
+
+    /// `POST /api/login`: checks the password and issues a fresh API key (a random 128-bit
+    /// secret) for this device, which can read and write the user's database and nothing
+    /// else. Repeated failures per user and per client address are throttled.
+    public func login(username: String, password: String, client: String, host: String, device: String?) async throws -> JSON {
+        try throttle.check(user: username, client: client)
+        let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
+        let user = reply.ok ? reply.json : .null
+        let stored = Passwords.Hash(
+            derivedKey: user["derived_key"]?.stringValue ?? "", salt: user["salt"]?.stringValue ?? "00",
+            iterations: user["iterations"]?.intValue ?? passwordIterations, prf: user["pbkdf2_prf"]?.stringValue ?? "sha256")
+        // Unknown users cost a full hash too, so they cannot be told apart by timing.
+        let valid = Passwords.verify(password, against: stored) && user != .null
+        guard valid else {
+            throttle.failed(user: username, client: client)
+            throw Failure(401, "unauthorized", "Name or password is incorrect.")
+        }
+        throttle.succeeded(user: username, client: client)
+        let key = "key-" + ServerSettings.randomHex(16)
+        let secret = ServerSettings.randomHex(16)
+        // A fast hash is enough for a random 128-bit secret (one PBKDF2 iteration, as CouchDB
+        // stores it), so every request with it costs microseconds, not a PBKDF2 run.
+        let hash = try Passwords.hash(secret, iterations: 1)
+        var keyDoc: JSONObject = [
+            "type": "user", "name": .string(key), "roles": [.string(TrackerService.ownerRole(username))],
+            "password_scheme": "pbkdf2", "pbkdf2_prf": .string(hash.prf), "iterations": 1,
+            "salt": .string(hash.salt), "derived_key": .string(hash.derivedKey),
+            "lt_user": .string(username), "created_at": .double(Date().timeIntervalSince1970 * 1000),
+        ]
+        if let device { keyDoc["device"] = .string(device) }
+        try await expect(couch.request(.put, "/_users/org.couchdb.user:\(key)", body: .object(keyDoc)), "create an API key")
+        return [
+            "ok": true, "api_key": .string(key), "api_password": .string(secret),
+            "location_db_name": .string(TrackerService.locationDB(for: username)),
+            "location_db_host": .string(host), "location_db_host_protocol": "http",
+        ]
+    }
+
+    /// `GET /api/places?...`: the geo query on `lt_places`, answered as CouchDB answers it.
+    public func places(query: [String: String]) async throws -> CouchReply {
+        try await couch.request(.get, "/\(TrackerService.placesDB)/_design/points/_geo/pointidx", query: query, body: nil)
+    }
+}
+
+/// Counts failed logins per user and per client address; after `limit` failures within
+/// `window` seconds further attempts are refused (429) until the window has passed.
+final class LoginThrottle: Sendable {
+    let limit = 5
+    let window: TimeInterval = 15 * 60
+    private let failures = Locked<[String: [Date]]>([:])
+
+    func check(user: String, client: String) throws {
+        let now = Date()
+        let blocked = failures.withLock { table -> Bool in
+            for key in ["u:" + user, "c:" + client] {
+                let recent = (table[key] ?? []).filter { now.timeIntervalSince($0) < window }
+                table[key] = recent.isEmpty ? nil : recent
+                if recent.count >= limit { return true }
+            }
+            return false
+        }
+        if blocked {
+            throw TrackerService.Failure(429, "too_many_requests", "Too many failed logins; try again in 15 minutes")
+        }
+    }
+
+    func failed(user: String, client: String) {
+        let now = Date()
+        failures.withLock { table in
+            if table.count > 100_000 { table.removeAll() }  // bounded memory under a flood
+            table["u:" + user, default: []].append(now)
+            table["c:" + client, default: []].append(now)
+        }
+    }
+
+    func succeeded(user: String, client: String) {
+        failures.withLock { _ = $0.removeValue(forKey: "u:" + user) }
+    }
+}

@@ -1,0 +1,120 @@
+import AsyncHTTPClient
+import CouchEngine
+import CouchJSON
+import Foundation
+import LTTestSupport
+import NIOCore
+import NIOHTTP1
+import Replication
+import Testing
+
+/// The Location Tracker application on a real `lt serve`: the original client's API, private
+/// databases reached with exactly the credentials a login returns, and who may read what.
+@Suite("Location Tracker application", .serialized, .timeLimit(.minutes(3)))
+struct TrackerAppTests {
+    struct Login {
+        var key: String
+        var secret: String
+        var db: String
+        var host: String
+    }
+
+    func login(_ s: TestServer, _ user: String, _ password: String) async throws -> Login {
+        let reply = try await s.app(.POST, "/api/login", json: ["username": .string(user), "password": .string(password)])
+        #expect(reply.status == 200, "\(reply.text)")
+        let json = reply.json
+        return Login(key: json["api_key"]!.stringValue!, secret: json["api_password"]!.stringValue!,
+                     db: json["location_db_name"]!.stringValue!, host: json["location_db_host"]!.stringValue!)
+    }
+
+    @Test("Register, log in, replicate a device's locations with the returned credentials, query places; errors as documented")
+    func endToEnd() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        // The original client's registration body.
+        let registered = try await s.app(.PUT, "/api/users/alice", json: ["username": "alice", "password": "wonderland", "type": "user", "_id": "alice"])
+        #expect(registered.status == 201 && registered.json == ["ok": true, "id": "alice"])
+        #expect(try await s.app(.PUT, "/api/users/alice", json: ["password": "again"]).json == ["error": "User already exists"])
+        #expect(try await s.app(.PUT, "/api/users/alice", json: ["password": "again"]).status == 409)
+        #expect(try await s.app(.PUT, "/api/users/Not%20A%20Name", json: ["password": "x"]).status == 400)
+        #expect(try await s.app(.PUT, "/api/users/carol", json: ["username": "carol"]).status == 400)
+
+        let alice = try await login(s, "alice", "wonderland")
+        #expect(alice.db == "lt_locations_user_alice" && alice.host == "127.0.0.1:\(s.port)")
+        // A device's local database, replicated with exactly what the login returned.
+        let directory = try TemporaryDirectory("lt-device")
+        defer { directory.cleanup() }
+        let device = try DatabaseStore(directory: directory.url).create("locations")
+        for i in 0..<25 {
+            _ = try await device.update(DocumentInput(id: "fix\(i)", body: [
+                "type": "Feature", "created_at": .double(1_700_000_000_000 + Double(i)),
+                "geometry": ["type": "Point", "coordinates": [.double(-122.3 + Double(i) * 0.001), 37.49]],
+                "properties": ["username": "alice", "background": false],
+            ]))
+        }
+        let target = try RemoteEndpoint(url: "http://\(alice.host)/\(alice.db)", username: alice.key, password: alice.secret)
+        let result = try await Replication(source: LocalEndpoint(store: try DatabaseStore(directory: directory.url), name: "locations"),
+                                           target: target).run()
+        #expect(result.status.docsWritten == 25)
+        let mine = try await s.request(.GET, "/\(alice.db)/_all_docs", auth: .basic(alice.key, alice.secret))
+        #expect(mine.status == 200 && mine.json["total_rows"] == 26)  // 25 fixes and the geo design document
+        let near = try await s.request(.GET, "/\(alice.db)/_design/points/_geo/pointidx?lat=37.49&lon=-122.3&radius=200",
+                                       auth: .basic(alice.key, alice.secret))
+        #expect(near.status == 200 && (near.json["rows"]?.arrayValue?.count ?? 0) > 0)
+
+        // Places: the original query, every row with the created_at the original client needs.
+        let places = try await s.app(.GET, "/api/places?lat=37.49453457&lon=-122.30464079&radius=4023.35&relation=contains&nearest=true&include_docs=true")
+        let rows = places.json["rows"]?.arrayValue ?? []
+        #expect(places.status == 200 && !rows.isEmpty && rows.allSatisfy { $0["doc"]?["created_at"]?.doubleValue != nil })
+        #expect(try await s.app(.GET, "/api/places?lat=1&lon=1&radius=1&limit=500").status == 400)
+    }
+
+    @Test("One user's database is closed to other users, to anonymous requests and to stale keys; the consolidated database to users")
+    func privacy() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        for name in ["alice", "bob"] { _ = try await s.app(.PUT, "/api/users/\(name)", json: ["password": .string("pw-\(name)")]) }
+        let alice = try await login(s, "alice", "pw-alice")
+        let bob = try await login(s, "bob", "pw-bob")
+        #expect(try await s.request(.PUT, "/\(alice.db)/secret", json: ["note": "mine"], auth: .basic(alice.key, alice.secret)).status == 201)
+        let db = alice.db
+        let reads: [(HTTPMethod, String, JSON?)] = [
+            (.GET, "/\(db)", nil), (.GET, "/\(db)/secret", nil), (.GET, "/\(db)/_all_docs", nil), (.GET, "/\(db)/_changes", nil),
+            (.POST, "/\(db)/_find", ["selector": [:]]), (.GET, "/\(db)/_design/points/_geo/pointidx?lat=0&lon=0&radius=1", nil),
+            (.POST, "/\(db)/_bulk_get", ["docs": [["id": "secret"]]]), (.POST, "/\(db)/_revs_diff", ["secret": ["1-x"]]),
+            (.PUT, "/\(db)/intruder", ["x": 1]), (.POST, "/\(db)/_bulk_docs", ["docs": [["_id": "intruder"]]]),
+            (.GET, "/\(db)/secret/attachment", nil), (.GET, "/_all_dbs", nil),
+            (.GET, "/lt_locations_all/_all_docs", nil), (.GET, "/lt_users/alice", nil),
+        ]
+        for (method, path, body) in reads {
+            let asBob = try await s.request(method, path, json: body, auth: .basic(bob.key, bob.secret))
+            #expect(asBob.status == 403, "bob \(method) \(path): \(asBob.status)")
+            let anonymous = try await s.request(method, path, json: body, auth: .none)
+            #expect(anonymous.status == 401, "anonymous \(method) \(path): \(anonymous.status)")
+        }
+        #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic(alice.key, "wrong")).status == 401)
+        // Each login is a key of its own; the user's password itself opens no database.
+        let second = try await login(s, "alice", "pw-alice")
+        #expect(second.key != alice.key)
+        #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic(second.key, second.secret)).status == 200)
+        #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic("alice", "pw-alice")).status == 401)
+        // Neither password nor key is stored readably.
+        let stored = try await s.request(.GET, "/lt_users/alice")
+        #expect(stored.json["password"] == nil && stored.json["derived_key"] != nil && !stored.text.contains("pw-alice"))
+        let keyDoc = try await s.request(.GET, "/_users/org.couchdb.user:\(alice.key)")
+        #expect(keyDoc.json["password"] == nil && !keyDoc.text.contains(alice.secret))
+    }
+
+    @Test("Repeated failed logins are throttled per user, with 429, even for the right password afterwards")
+    func throttling() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.app(.PUT, "/api/users/dave", json: ["password": "right"])
+        for _ in 0..<5 {
+            #expect(try await s.app(.POST, "/api/login", json: ["username": "dave", "password": "wrong"]).status == 401)
+        }
+        let blocked = try await s.app(.POST, "/api/login", json: ["username": "dave", "password": "right"])
+        #expect(blocked.status == 429 && blocked.json["error"] == "too_many_requests")
+        #expect(try await s.app(.POST, "/api/login", json: ["username": "nobody", "password": "x"]).status == 429)  // same client
+    }
+}

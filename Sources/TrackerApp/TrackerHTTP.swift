@@ -43,6 +43,21 @@ public struct TrackerHTTP: Sendable {
             case (.put, "api", "users") where path.count == 3:
                 let body = try await TrackerHTTP.json(request)
                 return TrackerHTTP.reply(try await service.register(username: path[2], password: body["password"]), status: .created)
+            case (.delete, "api", "users") where path.count == 3:
+                // The user's own password (basic auth as the user), as for login.
+                var password: String?
+                if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("basic "),
+                   let data = Data(base64Encoded: String(authorization.dropFirst(6))), let text = String(data: data, encoding: .utf8),
+                   let colon = text.firstIndex(of: ":"), text[..<colon] == path[2] {
+                    password = String(text[text.index(after: colon)...])
+                }
+                try service.throttle.check(user: path[2], client: context.clientAddress)
+                do {
+                    return TrackerHTTP.reply(try await service.deleteUser(username: path[2], password: password, asAdmin: false))
+                } catch let failure as TrackerService.Failure where failure.status == 401 {
+                    service.throttle.failed(user: path[2], client: context.clientAddress)
+                    throw failure
+                }
             case (.post, "api", "login") where path.count == 2:
                 let body = try await TrackerHTTP.json(request)
                 guard let username = body["username"]?.stringValue, let password = body["password"]?.stringValue else {

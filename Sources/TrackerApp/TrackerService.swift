@@ -179,6 +179,36 @@ public final class TrackerService: Sendable {
         ]
     }
 
+    /// `DELETE /api/users/:id`: removes the user's database, their API keys and the user. The
+    /// caller proves who they are with the user's password (or is an admin, `asAdmin`).
+    public func deleteUser(username: String, password: String?, asAdmin: Bool) async throws -> JSON {
+        try TrackerService.validate(username: username)
+        let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
+        guard reply.ok else { throw Failure(404, "not_found", "No user \(username)") }
+        let user = reply.json
+        if !asAdmin {
+            let stored = Passwords.Hash(
+                derivedKey: user["derived_key"]?.stringValue ?? "", salt: user["salt"]?.stringValue ?? "00",
+                iterations: user["iterations"]?.intValue ?? passwordIterations, prf: user["pbkdf2_prf"]?.stringValue ?? "sha256")
+            guard let password, Passwords.verify(password, against: stored) else {
+                throw Failure(401, "unauthorized", "Deleting a user needs that user's password or an admin")
+            }
+        }
+        // API keys first, so nothing can write to the database while it goes.
+        let keys = try await couch.request(.post, "/_users/_find", body: [
+            "selector": ["lt_user": .string(username)], "fields": ["_id", "_rev"], "limit": 100_000,
+        ])
+        try expect(keys, "list the API keys of \(username)")
+        let deletions: [JSON] = (keys.json["docs"]?.arrayValue ?? []).map { ["_id": $0["_id"] ?? .null, "_rev": $0["_rev"] ?? .null, "_deleted": true] }
+        if !deletions.isEmpty { try await expect(couch.request(.post, "/_users/_bulk_docs", body: ["docs": .array(deletions)]), "revoke API keys") }
+        let dropped = try await couch.request(.delete, "/\(TrackerService.locationDB(for: username))")
+        guard dropped.ok || dropped.status == 404 else { throw failure(dropped, "delete the database of \(username)") }
+        try await expect(couch.request(.delete, "/\(TrackerService.usersDB)/\(username)", query: ["rev": user["_rev"]?.stringValue ?? ""], body: nil),
+                         "delete user \(username)")
+        logger.info("deleted user \(username) and \(deletions.count) API keys")
+        return ["ok": true, "id": .string(username)]
+    }
+
     /// `GET /api/places?...`: the geo query on `lt_places`, answered as CouchDB answers it.
     public func places(query: [String: String]) async throws -> CouchReply {
         try await couch.request(.get, "/\(TrackerService.placesDB)/_design/points/_geo/pointidx", query: query, body: nil)

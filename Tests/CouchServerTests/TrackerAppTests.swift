@@ -105,6 +105,25 @@ struct TrackerAppTests {
         #expect(keyDoc.json["password"] == nil && !keyDoc.text.contains(alice.secret))
     }
 
+    @Test("Deleting a user (with their password) removes their database, API keys and account")
+    func deletion() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.app(.PUT, "/api/users/eve", json: ["password": "pw-eve"])
+        let eve = try await login(s, "eve", "pw-eve")
+        #expect(try await s.request(.PUT, "/\(eve.db)/fix", json: ["n": 1], auth: .basic(eve.key, eve.secret)).status == 201)
+        #expect(try await s.app(.DELETE, "/api/users/eve", auth: .basic("eve", "wrong")).status == 401)
+        #expect(try await s.app(.DELETE, "/api/users/eve", auth: .basic(eve.key, eve.secret)).status == 401)  // a key is not the user
+        let deleted = try await s.app(.DELETE, "/api/users/eve", auth: .basic("eve", "pw-eve"))
+        #expect(deleted.status == 200 && deleted.json == ["ok": true, "id": "eve"])
+        #expect(try await s.request(.GET, "/\(eve.db)").status == 404)
+        #expect(try await s.request(.GET, "/lt_users/eve").status == 404)
+        #expect(try await s.request(.GET, "/_users/org.couchdb.user:\(eve.key)").status == 404)
+        #expect(try await s.request(.GET, "/_session", auth: .basic(eve.key, eve.secret)).status == 401)
+        #expect(try await s.app(.POST, "/api/login", json: ["username": "eve", "password": "pw-eve"]).status == 401)
+        #expect(try await s.app(.PUT, "/api/users/eve", json: ["password": "new"]).status == 201)
+    }
+
     @Test("Repeated failed logins are throttled per user, with 429, even for the right password afterwards")
     func throttling() async throws {
         let s = try TestServer()

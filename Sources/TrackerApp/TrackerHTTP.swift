@@ -63,7 +63,7 @@ public struct TrackerHTTP: Sendable {
                 guard let username = body["username"]?.stringValue, let password = body["password"]?.stringValue else {
                     throw TrackerService.Failure(400, "bad_request", "`username` and `password` strings are required")
                 }
-                let host = (request.head.authority ?? "127.0.0.1").split(separator: ":").first.map(String.init) ?? "127.0.0.1"
+                let host = TrackerHTTP.hostname(request.head.authority)
                 let answer = try await service.login(
                     username: username, password: password, client: context.clientAddress,
                     host: "\(host):\(databasePort())", device: body["device"]?.stringValue)
@@ -82,6 +82,13 @@ public struct TrackerHTTP: Sendable {
         } catch {
             return TrackerHTTP.reply(["error": "Internal Server Error", "reason": .string("\(error)")], status: .internalServerError)
         }
+    }
+
+    /// The host the client reached us by (the `Host` header without its port; IPv6 kept in brackets).
+    static func hostname(_ authority: String?) -> String {
+        guard let authority, !authority.isEmpty else { return "127.0.0.1" }
+        if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") { return String(authority[...end]) }
+        return authority.split(separator: ":").first.map(String.init) ?? "127.0.0.1"
     }
 
     static func json(_ request: Request) async throws -> JSONObject {

@@ -27,16 +27,16 @@ struct GeoHTTPTests {
     }
 
     func loadPlaces(_ s: TestServer) async throws -> [String: (lon: Double, lat: Double)] {
-        _ = try await s.request(.PUT, "/lt_places")
+        _ = try await s.request(.PUT, "/geo_places")
         let places = try Self.samplePlaces()
         #expect(places.count == 50)
-        let written = try await s.request(.POST, "/lt_places/_bulk_docs", json: ["docs": .array(places)])
+        let written = try await s.request(.POST, "/geo_places/_bulk_docs", json: ["docs": .array(places)])
         var coordinates: [String: (lon: Double, lat: Double)] = [:]
         for (row, place) in zip(written.json.arrayValue ?? [], places) {
             let c = place["geometry"]?["coordinates"]
             coordinates[row["id"]!.stringValue!] = (c![0]!.doubleValue!, c![1]!.doubleValue!)
         }
-        let ddoc = try await s.request(.PUT, "/lt_places/_design/points", json: ["st_indexes": ["pointidx": ["index": .string(Self.pointIndex)]]])
+        let ddoc = try await s.request(.PUT, "/geo_places/_design/points", json: ["st_indexes": ["pointidx": ["index": .string(Self.pointIndex)]]])
         #expect(ddoc.status == 201)
         return coordinates
     }
@@ -48,7 +48,7 @@ struct GeoHTTPTests {
         var s = try TestServer(dataDirectory: directory.url)
         let coordinates = try await loadPlaces(s)
         let (lat, lon, radius) = (37.49453457, -122.30464079, 4023.35)
-        let query = "/lt_places/_design/points/_geo/pointidx?lat=\(lat)&lon=\(lon)&radius=\(radius)&relation=contains&nearest=true&include_docs=true"
+        let query = "/geo_places/_design/points/_geo/pointidx?lat=\(lat)&lon=\(lon)&radius=\(radius)&relation=contains&nearest=true&include_docs=true"
         let reply = try await s.request(.GET, query)
         #expect(reply.status == 200)
         let rows = reply.json["rows"]?.arrayValue ?? []
@@ -71,13 +71,13 @@ struct GeoHTTPTests {
         #expect(again.json["rows"]?.arrayValue?.map { $0["id"] } == rows.map { $0["id"] })
         // Edits are indexed incrementally: a new place at the query point comes first, a
         // deleted one is gone.
-        _ = try await s.request(.PUT, "/lt_places/here", json: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]]])
+        _ = try await s.request(.PUT, "/geo_places/here", json: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]]])
         let firstID = rows[0]["id"]!.stringValue!
-        let rev = try await s.request(.GET, "/lt_places/\(firstID)").json["_rev"]!.stringValue!
-        _ = try await s.request(.DELETE, "/lt_places/\(firstID)?rev=\(rev)")
+        let rev = try await s.request(.GET, "/geo_places/\(firstID)").json["_rev"]!.stringValue!
+        _ = try await s.request(.DELETE, "/geo_places/\(firstID)?rev=\(rev)")
         let edited = try await s.request(.GET, query).json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
         #expect(edited.first == "here" && !edited.contains(firstID) && edited.count == rows.count)
-        let info = try await s.request(.GET, "/lt_places/_design/points/_geo_info/pointidx")
+        let info = try await s.request(.GET, "/geo_places/_design/points/_geo_info/pointidx")
         #expect(info.json["name"] == "_design/points/pointidx" && info.json["geo_index"]?["doc_count"] == 50)
     }
 
@@ -88,7 +88,7 @@ struct GeoHTTPTests {
         let s = try TestServer(dataDirectory: directory.url)
         defer { s.stop() }
         let coordinates = try await loadPlaces(s)
-        let base = "/lt_places/_design/points/_geo/pointidx"
+        let base = "/geo_places/_design/points/_geo/pointidx"
         // bbox in RFC 7946 order (minLon,minLat,maxLon,maxLat) against a direct count.
         let box = (w: -122.35, s: 37.45, e: -122.25, n: 37.55)
         let inBox = coordinates.filter { $0.value.lon >= box.w && $0.value.lon <= box.e && $0.value.lat >= box.s && $0.value.lat <= box.n }
@@ -141,29 +141,29 @@ struct GeoHTTPTests {
             #expect(reply.status == 400 && reply.json["error"] == "bad_request" && reply.json["reason"]?.stringValue?.contains(reason) == true,
                     "\(params): \(reply.text)")
         }
-        #expect(try await s.request(.GET, "/lt_places/_design/points/_geo/nope?lat=1&lon=1&radius=1").status == 404)
+        #expect(try await s.request(.GET, "/geo_places/_design/points/_geo/nope?lat=1&lon=1&radius=1").status == 404)
 
         // A JavaScript index function; a document with an invalid geometry is skipped.
-        _ = try await s.request(.POST, "/lt_places/_bulk_docs", json: ["docs": [
+        _ = try await s.request(.POST, "/geo_places/_bulk_docs", json: ["docs": [
             ["_id": "fix1", "loc": ["lat": 37.40001, "lng": -122.10001]],
             ["_id": "broken", "loc": ["lat": 95, "lng": 0]],
         ]])
-        _ = try await s.request(.PUT, "/lt_places/_design/fixes", json: ["st_indexes": ["byloc": ["index":
+        _ = try await s.request(.PUT, "/geo_places/_design/fixes", json: ["st_indexes": ["byloc": ["index":
             "function (doc) { if (doc.loc) { st_index({type: 'Point', coordinates: [doc.loc.lng, doc.loc.lat]}); } }"]]])
-        let fixes = try await s.request(.GET, "/lt_places/_design/fixes/_geo/byloc?lat=37.4&lon=-122.1&radius=100")
+        let fixes = try await s.request(.GET, "/geo_places/_design/fixes/_geo/byloc?lat=37.4&lon=-122.1&radius=100")
         #expect(fixes.json["rows"]?.arrayValue?.map { $0["id"] } == ["fix1"], "\(fixes.text)")
 
         // _geo_cleanup drops the tables of indexes no design document has any more.
         func geoTables() throws -> Int {
             var configuration = Configuration()
             configuration.readonly = true
-            let queue = try DatabaseQueue(path: directory.url.appendingPathComponent("dbs/lt_places.sqlite").path, configuration: configuration)
+            let queue = try DatabaseQueue(path: directory.url.appendingPathComponent("dbs/geo_places.sqlite").path, configuration: configuration)
             return try queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM geo_indexes") ?? 0 }
         }
         #expect(try geoTables() == 2)
-        let rev = try await s.request(.GET, "/lt_places/_design/fixes").json["_rev"]!.stringValue!
-        _ = try await s.request(.DELETE, "/lt_places/_design/fixes?rev=\(rev)")
-        #expect(try await s.request(.POST, "/lt_places/_geo_cleanup", json: [:]).status == 202)
+        let rev = try await s.request(.GET, "/geo_places/_design/fixes").json["_rev"]!.stringValue!
+        _ = try await s.request(.DELETE, "/geo_places/_design/fixes?rev=\(rev)")
+        #expect(try await s.request(.POST, "/geo_places/_geo_cleanup", json: [:]).status == 202)
         #expect(try geoTables() == 1)
     }
 }

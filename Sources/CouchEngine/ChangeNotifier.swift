@@ -9,14 +9,20 @@ public final class ChangeNotifier: Sendable {
         var waiters: [UUID: (after: Int, continuation: CheckedContinuation<Int, Never>)] = [:]
     }
     private let state = Locked(State())
+    /// Called after each commit (not for the sequence a database opens at).
+    private let onCommit: (@Sendable () -> Void)?
 
-    public init() {}
+    public init(onCommit: (@Sendable () -> Void)? = nil) {
+        self.onCommit = onCommit
+    }
 
-    /// Records a committed sequence and wakes every waiter it satisfies.
     /// The last sequence published (committed).
     public var latest: Int { state.withLock { $0.latest } }
 
-    public func publish(seq: Int) {
+    /// Records a committed sequence and wakes every waiter it satisfies. `commit` is false
+    /// for the sequence a database already had when it was opened.
+    public func publish(seq: Int, commit: Bool = true) {
+        if commit { onCommit?() }
         let ready: [CheckedContinuation<Int, Never>] = state.withLock { state in
             state.latest = max(state.latest, seq)
             let due = state.waiters.filter { $0.value.after < seq }

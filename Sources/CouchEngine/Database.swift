@@ -116,7 +116,7 @@ public final class Database: Sendable {
         self.sequenceSuffix = "-" + uuid.prefix(12)
         self.cachedMeta = Locked(meta)
         self.writer = WriteQueue(pool: pool, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
-        notifier.publish(seq: seq)
+        notifier.publish(seq: seq, commit: false)
     }
 
     static func meta(_ db: GRDB.Database, _ key: String) throws -> String? {

@@ -21,6 +21,9 @@ public final class DatabaseStore: Sendable {
     }
     private let state = Locked(State())
 
+    /// Which databases were created, updated or deleted (`_db_updates`).
+    public let updates = DatabaseUpdates()
+
     /// System databases CouchDB allows despite the leading underscore.
     public static let systemDatabases: Set<String> = ["_users", "_replicator", "_global_changes"]
 
@@ -69,6 +72,7 @@ public final class DatabaseStore: Sendable {
                 let database = try Database(
                     name: name, path: path, create: true, notifier: notifier(name, &state), durability: durability, validator: validator)
                 remember(database, &state)
+                updates.record(name, .created)
                 return database
             } catch {
                 removeFiles(path)
@@ -104,6 +108,7 @@ public final class DatabaseStore: Sendable {
             if let entry = state.open.removeValue(forKey: name) { entry.database.close() }
             state.notifiers.removeValue(forKey: name)?.wakeAll()
             removeFiles(path)
+            updates.record(name, .deleted)
         }
     }
 
@@ -118,7 +123,7 @@ public final class DatabaseStore: Sendable {
     /// The notifier of a database, shared by every open instance of it.
     private func notifier(_ name: String, _ state: inout State) -> ChangeNotifier {
         if let existing = state.notifiers[name] { return existing }
-        let notifier = ChangeNotifier()
+        let notifier = ChangeNotifier(onCommit: { [updates] in updates.record(name, .updated) })
         state.notifiers[name] = notifier
         return notifier
     }

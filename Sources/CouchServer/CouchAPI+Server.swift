@@ -30,6 +30,8 @@ extension CouchAPI {
             let skip = try request.int("skip") ?? 0
             let limit = try request.int("limit") ?? Int.max
             return .json(.array(names.dropFirst(skip).prefix(limit).map(JSON.string)))
+        case "_db_updates":
+            return try await databaseUpdates(request)
         case "_dbs_info":
             try requireMethod(request, .get, .post)
             try requireServerAdmin(request)
@@ -112,5 +114,31 @@ extension CouchAPI {
         default:
             throw EngineError.methodNotAllowed("DELETE,GET,HEAD,POST")
         }
+    }
+
+    /// `GET /_db_updates` (admins): which databases were created, updated or deleted since
+    /// `since`, one row per database with its latest event. `feed=normal` answers at once,
+    /// `longpoll` waits (up to `timeout` ms, default 60 s) for the first event.
+    func databaseUpdates(_ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .post)
+        try requireServerAdmin(request)
+        let updates = store.updates
+        let feed = request.query["feed"] ?? "normal"
+        guard feed == "normal" || feed == "longpoll" else {
+            throw EngineError.badRequest("Supported `feed` types: normal, longpoll")
+        }
+        let since = updates.parse(since: request.query["since"])
+        let limit = try request.int("limit") ?? Int.max
+        var events = updates.events(after: since, limit: limit)
+        if events.isEmpty, feed == "longpoll" {
+            let timeout = try request.int("timeout").map { Duration.milliseconds($0) } ?? .seconds(60)
+            _ = await updates.notifier.wait(after: since, timeout: timeout)
+            events = updates.events(after: since, limit: limit)
+        }
+        let last = events.last?.seq ?? max(since, updates.seq)
+        return .json([
+            "results": .array(events.map { ["db_name": .string($0.name), "type": .string($0.kind.rawValue), "seq": .string(updates.sequenceString($0.seq))] }),
+            "last_seq": .string(updates.sequenceString(last)),
+        ])
     }
 }

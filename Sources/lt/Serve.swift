@@ -124,6 +124,9 @@ struct Serve: AsyncParsableCommand {
             logger: logger)
         let service = TrackerService(couch: InProcessCouch(api: api), passwordIterations: options.pbkdf2Iterations, logger: logger)
         try await service.prepare(places: try Serve.samplePlaces())
+        // Every user's locations flow into lt_locations_all.
+        let consolidation = Task { await Consolidator(couch: InProcessCouch(api: api), logger: logger).run() }
+        defer { consolidation.cancel() }
         let appApp = Application(
             responder: TrackerHTTP(service: service, databasePort: { boundDatabasePort.withLock { $0 } }).responder,
             configuration: .init(address: .hostname(host, port: appPort), serverName: "LocationTracker"),

@@ -45,12 +45,8 @@ public struct TrackerHTTP: Sendable {
                 return TrackerHTTP.reply(try await service.register(username: path[2], password: body["password"]), status: .created)
             case (.delete, "api", "users") where path.count == 3:
                 // The user's own password (basic auth as the user), as for login.
-                var password: String?
-                if let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("basic "),
-                   let data = Data(base64Encoded: String(authorization.dropFirst(6))), let text = String(data: data, encoding: .utf8),
-                   let colon = text.firstIndex(of: ":"), text[..<colon] == path[2] {
-                    password = String(text[text.index(after: colon)...])
-                }
+                let credentials = TrackerHTTP.basicCredentials(request)
+                let password = credentials?.name == path[2] ? credentials?.secret : nil
                 try service.throttle.check(user: path[2], client: context.clientAddress)
                 do {
                     return TrackerHTTP.reply(try await service.deleteUser(username: path[2], password: password, asAdmin: false))
@@ -58,6 +54,21 @@ public struct TrackerHTTP: Sendable {
                     service.throttle.failed(user: path[2], client: context.clientAddress)
                     throw failure
                 }
+            case (.post, "api", "owntracks") where path.count == 2:
+                guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
+                    throw TrackerService.Failure(401, "unauthorized", "OwnTracks posts need basic auth: an API key and its password, or the user's own")
+                }
+                try service.throttle.check(user: name, client: context.clientAddress)
+                guard let user = try await service.authenticate(name: name, secret: secret) else {
+                    service.throttle.failed(user: name, client: context.clientAddress)
+                    throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
+                }
+                // Identity as OwnTracks sends it: ?u=&d= or X-Limit-U / X-Limit-D; the user must be the authenticated one.
+                let query = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { $1 })
+                let claimed = query["u"] ?? request.headers[HTTPField.Name("X-Limit-U")!] ?? user
+                guard claimed == user else { throw TrackerService.Failure(403, "forbidden", "Credentials of \(user) cannot post as \(claimed)") }
+                let device = query["d"] ?? request.headers[HTTPField.Name("X-Limit-D")!] ?? ""
+                return TrackerHTTP.reply(try await service.ownTracks(user: user, device: device, message: try await TrackerHTTP.json(request)))
             case (.post, "api", "login") where path.count == 2:
                 let body = try await TrackerHTTP.json(request)
                 guard let username = body["username"]?.stringValue, let password = body["password"]?.stringValue else {
@@ -82,6 +93,14 @@ public struct TrackerHTTP: Sendable {
         } catch {
             return TrackerHTTP.reply(["error": "Internal Server Error", "reason": .string("\(error)")], status: .internalServerError)
         }
+    }
+
+    /// The name and password of a basic `Authorization` header.
+    static func basicCredentials(_ request: Request) -> (name: String, secret: String)? {
+        guard let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("basic "),
+              let data = Data(base64Encoded: String(authorization.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+              let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":") else { return nil }
+        return (String(text[..<colon]), String(text[text.index(after: colon)...]))
     }
 
     /// The host the client reached us by (the `Host` header without its port; IPv6 kept in brackets).

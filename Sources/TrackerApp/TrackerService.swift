@@ -209,6 +209,62 @@ public final class TrackerService: Sendable {
         return ["ok": true, "id": .string(username)]
     }
 
+    // MARK: OwnTracks
+
+    /// Who a basic-auth pair is: an API key of a user (`key-…` and its secret, checked with
+    /// its one-iteration hash) or a user's own name and password. nil when neither matches.
+    public func authenticate(name: String, secret: String) async throws -> String? {
+        if name.hasPrefix("key-") {
+            let reply = try await couch.request(.get, "/_users/org.couchdb.user:\(name)")
+            guard reply.ok, let user = reply.json["lt_user"]?.stringValue else { return nil }
+            let json = reply.json
+            let hash = Passwords.Hash(
+                derivedKey: json["derived_key"]?.stringValue ?? "", salt: json["salt"]?.stringValue ?? "00",
+                iterations: json["iterations"]?.intValue ?? 1, prf: json["pbkdf2_prf"]?.stringValue ?? "sha256")
+            return Passwords.verify(secret, against: hash) ? user : nil
+        }
+        guard (try? TrackerService.validate(username: name)) != nil else { return nil }
+        let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(name)")
+        guard reply.ok else { return nil }
+        let json = reply.json
+        let hash = Passwords.Hash(
+            derivedKey: json["derived_key"]?.stringValue ?? "", salt: json["salt"]?.stringValue ?? "00",
+            iterations: json["iterations"]?.intValue ?? passwordIterations, prf: json["pbkdf2_prf"]?.stringValue ?? "sha256")
+        return Passwords.verify(secret, against: hash) ? name : nil
+    }
+
+    /// `POST /api/owntracks`: an OwnTracks app's HTTP-mode message. A `location` becomes a
+    /// location document (GeoJSON Feature, as the original app writes them) in the user's
+    /// database, with an id made of device and fix time, so a message posted twice is stored
+    /// once; other message types are accepted and ignored. Answers `[]` (no friends' positions).
+    public func ownTracks(user: String, device: String, message: JSONObject) async throws -> JSON {
+        guard message["_type"]?.stringValue == "location" else { return [] }
+        guard let lat = message["lat"]?.doubleValue, let lon = message["lon"]?.doubleValue, let tst = message["tst"]?.doubleValue else {
+            throw Failure(400, "bad_request", "A location needs numbers `lat`, `lon` and `tst`")
+        }
+        guard lat.isFinite, lon.isFinite, (-90...90).contains(lat), (-180...180).contains(lon) else {
+            throw Failure(400, "bad_request", "`lat` must be within [-90, 90] and `lon` within [-180, 180]")
+        }
+        let deviceID = device.isEmpty ? "default" : device
+        let id = "owntracks-\(deviceID)-\(Int(tst))"
+        var properties: JSONObject = [
+            "username": .string(user), "timestamp": .double(tst * 1000), "background": true,
+            "device": .string(deviceID), "source": "owntracks",
+        ]
+        let names: [(String, String)] = [("acc", "accuracy"), ("alt", "altitude"), ("vel", "velocity"), ("cog", "course"),
+                                         ("batt", "battery"), ("vac", "vertical_accuracy"), ("t", "trigger"), ("tid", "tracker_id"),
+                                         ("conn", "connection")]
+        for (from, to) in names { if let value = message[from] { properties[to] = value } }
+        let doc: JSON = [
+            "type": "Feature", "created_at": .double(tst * 1000),
+            "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]],
+            "properties": .object(properties),
+        ]
+        let reply = try await couch.request(.put, "/\(TrackerService.locationDB(for: user))/\(id)", body: doc)
+        guard reply.ok || reply.status == 409 else { throw failure(reply, "store an OwnTracks location") }
+        return []
+    }
+
     /// `GET /api/places?...`: the geo query on `lt_places`, answered as CouchDB answers it.
     public func places(query: [String: String]) async throws -> CouchReply {
         try await couch.request(.get, "/\(TrackerService.placesDB)/_design/points/_geo/pointidx", query: query, body: nil)

@@ -184,6 +184,38 @@ struct TrackerAppTests {
         #expect(try await s.app(.PUT, "/api/users/eve", json: ["password": "new"]).status == 201)
     }
 
+    @Test("OwnTracks HTTP mode: locations are stored once in the user's database; other messages are accepted; identity is checked")
+    func ownTracks() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.app(.PUT, "/api/users/frank", json: ["password": "pw-frank"])
+        let frank = try await login(s, "frank", "pw-frank")
+        let fix: JSON = ["_type": "location", "lat": 52.52, "lon": 13.405, "tst": 1_700_000_000, "acc": 12, "batt": 80, "tid": "fr"]
+        for _ in 0..<2 {  // posted twice (OwnTracks retries), stored once
+            let reply = try await s.app(.POST, "/api/owntracks?u=frank&d=phone", json: fix, auth: .basic(frank.key, frank.secret))
+            #expect(reply.status == 200 && reply.json == [])
+        }
+        let stored = try await s.request(.GET, "/\(frank.db)/owntracks-phone-1700000000")
+        #expect(stored.json["geometry"] == ["type": "Point", "coordinates": [13.405, 52.52]])
+        #expect(stored.json["properties"]?["accuracy"] == 12 && stored.json["properties"]?["username"] == "frank")
+        #expect(stored.json["_rev"]?.stringValue?.hasPrefix("1-") == true)
+        // The user's own password with OwnTracks' identity headers.
+        var headers: [(String, String)] = [("X-Limit-U", "frank"), ("X-Limit-D", "watch")]
+        let second = try await s.request(.POST, "/api/owntracks", json: ["_type": "location", "lat": 52.5, "lon": 13.4, "tst": 1_700_000_060],
+                                         auth: .basic("frank", "pw-frank"), headers: headers, base: "http://127.0.0.1:\(s.appPort)")
+        #expect(second.status == 200)
+        #expect(try await s.request(.GET, "/\(frank.db)/owntracks-watch-1700000060").status == 200)
+        headers = [("X-Limit-U", "someone-else")]
+        let impostor = try await s.request(.POST, "/api/owntracks", json: fix, auth: .basic(frank.key, frank.secret), headers: headers,
+                                           base: "http://127.0.0.1:\(s.appPort)")
+        #expect(impostor.status == 403)
+        #expect(try await s.app(.POST, "/api/owntracks", json: fix, auth: .basic(frank.key, "wrong")).status == 401)
+        #expect(try await s.app(.POST, "/api/owntracks", json: fix).status == 401)
+        #expect(try await s.app(.POST, "/api/owntracks", json: ["_type": "transition", "event": "enter"], auth: .basic(frank.key, frank.secret)).json == [])
+        #expect(try await s.app(.POST, "/api/owntracks", json: ["_type": "location", "lat": 95, "lon": 0, "tst": 1], auth: .basic(frank.key, frank.secret)).status == 400)
+        #expect(try await s.request(.GET, "/\(frank.db)").json["doc_count"] == 3)  // two fixes and the geo design document
+    }
+
     @Test("Repeated failed logins are throttled per user, with 429, even for the right password afterwards")
     func throttling() async throws {
         let s = try TestServer()

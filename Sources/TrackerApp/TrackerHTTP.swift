@@ -54,6 +54,8 @@ public struct TrackerHTTP: Sendable {
                     service.throttle.failed(user: path[2], client: context.clientAddress)
                     throw failure
                 }
+            case (.get, "api", "openapi.json") where path.count == 2:
+                return TrackerHTTP.reply(OpenAPI.document)
             case (.post, "api", "owntracks") where path.count == 2:
                 guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
                     throw TrackerService.Failure(401, "unauthorized", "OwnTracks posts need basic auth: an API key and its password, or the user's own")

@@ -67,6 +67,10 @@ struct TrackerAppTests {
         let rows = places.json["rows"]?.arrayValue ?? []
         #expect(places.status == 200 && !rows.isEmpty && rows.allSatisfy { $0["doc"]?["created_at"]?.doubleValue != nil })
         #expect(try await s.app(.GET, "/api/places?lat=1&lon=1&radius=1&limit=500").status == 400)
+        // The API describes itself.
+        let openAPI = try await s.app(.GET, "/api/openapi.json")
+        #expect(openAPI.json["openapi"] == "3.1.0")
+        #expect(Set(openAPI.json["paths"]?.objectValue?.keys ?? []) == ["/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/openapi.json"])
     }
 
     @Test("One user's database is closed to other users, to anonymous requests and to stale keys; the consolidated database to users")

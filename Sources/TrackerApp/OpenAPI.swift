@@ -1,0 +1,93 @@
+import CouchJSON
+
+/// The application API as an OpenAPI 3.1 document, served at `/api/openapi.json`.
+enum OpenAPI {
+    static func error(_ description: String) -> JSON {
+        ["description": .string(description), "content": ["application/json": ["schema": ["$ref": "#/components/schemas/Error"]]]]
+    }
+
+    static let document: JSON = [
+        "openapi": "3.1.0",
+        "info": [
+            "title": "LocationTracker application API",
+            "version": "1.0.0",
+            "description": "The original Location Tracker server's API (registration, login, places) plus user deletion and OwnTracks ingestion. Locations themselves are written to the user's database on the CouchDB-compatible database port with the credentials a login returns.",
+        ],
+        "paths": [
+            "/api/users/{id}": [
+                "put": [
+                    "summary": "Register a user: creates their private database lt_locations_user_{id}",
+                    "parameters": [["name": "id", "in": "path", "required": true,
+                                    "schema": ["type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"]]],
+                    "requestBody": ["required": true, "content": ["application/json": ["schema": [
+                        "type": "object", "required": ["password"],
+                        "properties": ["username": ["type": "string"], "password": ["type": "string", "minLength": 1],
+                                       "type": ["type": "string"], "_id": ["type": "string"]],
+                    ]]]],
+                    "responses": [
+                        "201": ["description": "Registered", "content": ["application/json": ["schema": [
+                            "type": "object", "properties": ["ok": ["type": "boolean"], "id": ["type": "string"]]]]]],
+                        "400": error("Invalid username or missing password"),
+                        "409": error("User already exists"),
+                    ],
+                ],
+                "delete": [
+                    "summary": "Delete a user, their database and API keys (basic auth with the user's own name and password)",
+                    "security": [["basic": []]],
+                    "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "responses": ["200": ["description": "Deleted"], "401": error("Not the user's password"), "404": error("No such user"),
+                                  "429": error("Too many failed attempts")],
+                ],
+            ],
+            "/api/login": [
+                "post": [
+                    "summary": "Log in: issues a fresh API key (per device) for the user's database",
+                    "requestBody": ["required": true, "content": ["application/json": ["schema": [
+                        "type": "object", "required": ["username", "password"],
+                        "properties": ["username": ["type": "string"], "password": ["type": "string"], "device": ["type": "string"]],
+                    ]]]],
+                    "responses": [
+                        "200": ["description": "Credentials for the user's database", "content": ["application/json": ["schema": [
+                            "type": "object",
+                            "properties": ["ok": ["type": "boolean"], "api_key": ["type": "string"], "api_password": ["type": "string"],
+                                           "location_db_name": ["type": "string"], "location_db_host": ["type": "string"],
+                                           "location_db_host_protocol": ["type": "string"]],
+                        ]]]],
+                        "401": error("Name or password is incorrect"),
+                        "429": error("Too many failed logins for this user or client"),
+                    ],
+                ],
+            ],
+            "/api/places": [
+                "get": [
+                    "summary": "Places near a position: the _geo query on lt_places/_design/points/_geo/pointidx, with Cloudant Geo's parameters",
+                    "parameters": .array(["lat", "lon", "radius", "rangex", "rangey", "bbox", "g", "relation", "nearest", "limit", "skip",
+                                          "bookmark", "include_docs", "format", "stale"].map { ["name": .string($0), "in": "query", "schema": ["type": "string"]] }),
+                    "responses": ["200": ["description": "Rows (format=view), or a GeoJSON FeatureCollection"], "400": error("Invalid query")],
+                ],
+            ],
+            "/api/owntracks": [
+                "post": [
+                    "summary": "OwnTracks HTTP mode: a location message stored in the user's database (idempotent); answers []",
+                    "security": [["basic": []]],
+                    "parameters": [["name": "u", "in": "query", "schema": ["type": "string"]], ["name": "d", "in": "query", "schema": ["type": "string"]],
+                                   ["name": "X-Limit-U", "in": "header", "schema": ["type": "string"]],
+                                   ["name": "X-Limit-D", "in": "header", "schema": ["type": "string"]]],
+                    "requestBody": ["required": true, "content": ["application/json": ["schema": [
+                        "type": "object", "required": ["_type"],
+                        "properties": ["_type": ["type": "string"], "lat": ["type": "number"], "lon": ["type": "number"], "tst": ["type": "integer"],
+                                       "acc": ["type": "number"], "alt": ["type": "number"], "batt": ["type": "number"], "tid": ["type": "string"]],
+                    ]]]],
+                    "responses": ["200": ["description": "[]"], "400": error("Invalid location"), "401": error("Bad credentials"),
+                                  "403": error("Credentials of another user")],
+                ],
+            ],
+            "/api/openapi.json": ["get": ["summary": "This document", "responses": ["200": ["description": "OpenAPI 3.1"]]]],
+        ],
+        "components": [
+            "securitySchemes": ["basic": ["type": "http", "scheme": "basic"]],
+            "schemas": ["Error": ["type": "object", "required": ["error"],
+                                  "properties": ["error": ["type": "string"], "reason": ["type": "string"]]]],
+        ],
+    ]
+}

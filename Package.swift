@@ -87,7 +87,7 @@ let package = Package(
         .target(
             name: "TrackerApp",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchServer",
+                "CouchJSON", "CouchEngine", "CouchServer", "Geo",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),

@@ -32,6 +32,14 @@ extension CouchAPI {
     }
 }
 
+extension CouchAPI {
+    /// Checks a name and password as the database API does (server admins, `_users`); the
+    /// user with their roles, or nil.
+    public func verify(name: String, password: String) async -> UserContext? {
+        await auth.login(name: name, password: password)
+    }
+}
+
 /// Gathers a response body in memory (for in-process requests).
 private final class BodyCollector: ResponseBodyWriter, Sendable {
     let bytes = Locked<[UInt8]>([])

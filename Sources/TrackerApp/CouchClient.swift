@@ -8,6 +8,9 @@ import HTTPTypes
 public protocol CouchClient: Sendable {
     /// One request as a server admin. `path` is percent-encoded as in a URL.
     func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply
+
+    /// Who a name and password are to the database (`_session`): name and roles, or nil.
+    func verify(name: String, password: String) async throws -> (name: String, roles: [String])?
 }
 
 /// A CouchDB answer: status and body.
@@ -35,5 +38,10 @@ public struct InProcessCouch: CouchClient {
     public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
         let (status, bytes) = await api.perform(method, path, query: query, body: body)
         return CouchReply(status: status, body: bytes)
+    }
+
+    public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
+        guard let user = await api.verify(name: name, password: password) else { return nil }
+        return (user.name ?? name, user.roles)
     }
 }

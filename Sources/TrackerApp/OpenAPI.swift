@@ -82,6 +82,27 @@ enum OpenAPI {
                                   "403": error("Credentials of another user")],
                 ],
             ],
+            "/api/analysis/locations": [
+                "get": [
+                    "summary": "Export locations (admins and analysts): one user's or everyone's, by time window and area, streamed",
+                    "security": [["basic": []]],
+                    "parameters": .array(["user", "from", "to", "bbox", "lat", "lon", "radius", "format"].map {
+                        ["name": .string($0), "in": "query", "schema": ["type": "string"]]
+                    }),
+                    "responses": ["200": ["description": "GeoJSON FeatureCollection, CSV or GPX (format=geojson|csv|gpx)"],
+                                  "400": error("Invalid filter or format"), "401": error("No or bad credentials"),
+                                  "403": error("Not an admin or analyst"), "404": error("No such user")],
+                ],
+            ],
+            "/api/analysis/users/{name}/stats": [
+                "get": [
+                    "summary": "Per-user statistics (admins and analysts): count, first and last fix, distance travelled",
+                    "security": [["basic": []]],
+                    "parameters": [["name": "name", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "responses": ["200": ["description": "{user, count, first, last, distance_m}"], "401": error("No or bad credentials"),
+                                  "403": error("Not an admin or analyst"), "404": error("No such user")],
+                ],
+            ],
             "/api/openapi.json": ["get": ["summary": "This document", "responses": ["200": ["description": "OpenAPI 3.1"]]]],
         ],
         "components": [

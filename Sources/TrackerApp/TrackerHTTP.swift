@@ -54,6 +54,21 @@ public struct TrackerHTTP: Sendable {
                     service.throttle.failed(user: path[2], client: context.clientAddress)
                     throw failure
                 }
+            case (.get, "api", "analysis") where path.count == 3 && path[2] == "locations":
+                try await requireAnalyst(request, context)
+                let query = TrackerHTTP.query(request)
+                let filter = try LocationFilter(parameters: query)
+                guard let format = ExportFormat(rawValue: query["format"] ?? "geojson") else {
+                    throw TrackerService.Failure(400, "bad_request", "`format` must be geojson, csv or gpx")
+                }
+                if let user = filter.user, !(try await service.couch.request(.head, "/\(TrackerService.locationDB(for: user))").ok) {
+                    throw TrackerService.Failure(404, "not_found", "No user \(user)")
+                }
+                return exportResponse(filter, format)
+            case (.get, "api", "analysis") where path.count == 5 && path[2] == "users" && path[4] == "stats":
+                try await requireAnalyst(request, context)
+                try TrackerService.validate(username: path[3])
+                return TrackerHTTP.reply(try await service.statistics(user: path[3]))
             case (.get, "api", "openapi.json") where path.count == 2:
                 return TrackerHTTP.reply(OpenAPI.document)
             case (.post, "api", "owntracks") where path.count == 2:
@@ -66,7 +81,7 @@ public struct TrackerHTTP: Sendable {
                     throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
                 }
                 // Identity as OwnTracks sends it: ?u=&d= or X-Limit-U / X-Limit-D; the user must be the authenticated one.
-                let query = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { $1 })
+                let query = TrackerHTTP.query(request)
                 let claimed = query["u"] ?? request.headers[HTTPField.Name("X-Limit-U")!] ?? user
                 guard claimed == user else { throw TrackerService.Failure(403, "forbidden", "Credentials of \(user) cannot post as \(claimed)") }
                 let device = query["d"] ?? request.headers[HTTPField.Name("X-Limit-D")!] ?? ""
@@ -82,8 +97,7 @@ public struct TrackerHTTP: Sendable {
                     host: "\(host):\(databasePort())", device: body["device"]?.stringValue)
                 return TrackerHTTP.reply(answer)
             case (.get, "api", "places") where path.count == 2:
-                let query = Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { $1 })
-                let reply = try await service.places(query: query)
+                let reply = try await service.places(query: TrackerHTTP.query(request))
                 return TrackerHTTP.reply(bytes: reply.body, status: HTTPResponse.Status(code: reply.status))
             case (_, "api", _):
                 throw TrackerService.Failure(405, "method_not_allowed", "\(request.method) \(request.uri.path) is not part of the API")
@@ -95,6 +109,47 @@ public struct TrackerHTTP: Sendable {
         } catch {
             return TrackerHTTP.reply(["error": "Internal Server Error", "reason": .string("\(error)")], status: .internalServerError)
         }
+    }
+
+    static func query(_ request: Request) -> [String: String] {
+        Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { $1 })
+    }
+
+    /// Admins and the `analyst` role only (basic auth, checked as the database checks it).
+    func requireAnalyst(_ request: Request, _ context: AppRequestContext) async throws {
+        guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
+            throw TrackerService.Failure(401, "unauthorized", "Analysis needs basic auth as an admin or a user with the analyst role")
+        }
+        try service.throttle.check(user: name, client: context.clientAddress)
+        guard let user = try await service.couch.verify(name: name, password: secret) else {
+            service.throttle.failed(user: name, client: context.clientAddress)
+            throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
+        }
+        guard user.roles.contains("_admin") || user.roles.contains("analyst") else {
+            throw TrackerService.Failure(403, "forbidden", "Analysis is for admins and analysts")
+        }
+    }
+
+    /// Locations streamed page by page in the chosen format.
+    func exportResponse(_ filter: LocationFilter, _ format: ExportFormat) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = format.contentType
+        let service = self.service
+        let body = ResponseBody { writer in
+            try await writer.write(ByteBuffer(string: format.header))
+            var first = true
+            try await service.forEachLocation(filter) { page in
+                var out: [UInt8] = []
+                for (doc, point, time) in page {
+                    out += format.row(doc, point, time, first: first)
+                    first = false
+                }
+                try await writer.write(ByteBuffer(bytes: out))
+            }
+            try await writer.write(ByteBuffer(string: format.footer))
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
     }
 
     /// The name and password of a basic `Authorization` header.

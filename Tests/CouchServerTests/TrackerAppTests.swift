@@ -70,7 +70,10 @@ struct TrackerAppTests {
         // The API describes itself.
         let openAPI = try await s.app(.GET, "/api/openapi.json")
         #expect(openAPI.json["openapi"] == "3.1.0")
-        #expect(Set(openAPI.json["paths"]?.objectValue?.keys ?? []) == ["/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/openapi.json"])
+        #expect(Set(openAPI.json["paths"]?.objectValue?.keys ?? []) == [
+            "/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/analysis/locations", "/api/analysis/users/{name}/stats",
+            "/api/openapi.json",
+        ])
     }
 
     @Test("One user's database is closed to other users, to anonymous requests and to stale keys; the consolidated database to users")
@@ -218,6 +221,42 @@ struct TrackerAppTests {
         #expect(try await s.app(.POST, "/api/owntracks", json: ["_type": "transition", "event": "enter"], auth: .basic(frank.key, frank.secret)).json == [])
         #expect(try await s.app(.POST, "/api/owntracks", json: ["_type": "location", "lat": 95, "lon": 0, "tst": 1], auth: .basic(frank.key, frank.secret)).status == 400)
         #expect(try await s.request(.GET, "/\(frank.db)").json["doc_count"] == 3)  // two fixes and the geo design document
+    }
+
+    @Test("Analysts export locations as GeoJSON, CSV and GPX by user, time and area, and get per-user statistics; users cannot")
+    func analysis() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.app(.PUT, "/api/users/gina", json: ["password": "pw-gina"])
+        let gina = try await login(s, "gina", "pw-gina")
+        let fixes: [JSON] = [(0, 13.400, 52.500), (60_000, 13.401, 52.500), (120_000, 13.500, 52.600)].map { t, lon, lat in
+            ["_id": .string("g\(t)"), "type": "Feature", "created_at": .double(1_700_000_000_000 + Double(t)),
+             "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]], "properties": ["username": "gina", "accuracy": 5]]
+        }
+        _ = try await s.request(.POST, "/\(gina.db)/_bulk_docs", json: ["docs": .array(fixes)], auth: .basic(gina.key, gina.secret))
+        _ = try await s.request(.PUT, "/_users/org.couchdb.user:ann", json: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw-ann"])
+        let ann = TestServer.Auth.basic("ann", "pw-ann")
+        let csv = try await s.app(.GET, "/api/analysis/locations?user=gina&format=csv", auth: ann)
+        #expect(csv.status == 200 && csv.text.split(separator: "\n").count == 4 && csv.text.hasPrefix("id,username,timestamp,latitude,longitude,accuracy"))
+        let geojson = try await s.app(.GET, "/api/analysis/locations?user=gina&bbox=13.3,52.4,13.45,52.55", auth: ann)
+        #expect(geojson.json["type"] == "FeatureCollection" && geojson.json["features"]?.arrayValue?.map { $0["id"] } == ["g0", "g60000"])
+        let window = try await s.app(.GET, "/api/analysis/locations?user=gina&from=1700000030000&format=gpx", auth: ann)
+        #expect(window.text.contains("<gpx") && window.text.components(separatedBy: "<wpt ").count == 3)
+        let stats = try await s.app(.GET, "/api/analysis/users/gina/stats", auth: ann)
+        #expect(stats.json["count"] == 3 && stats.json["first"] == 1_700_000_000_000.0)
+        let distance = stats.json["distance_m"]?.doubleValue ?? 0
+        #expect(distance > 13_000 && distance < 13_300)  // 68 m, then about 13.1 km
+        // Everyone's locations, once consolidated.
+        var everyone = 0
+        for _ in 0..<50 where everyone < 3 {
+            everyone = try await s.app(.GET, "/api/analysis/locations?format=csv", auth: ann).text.split(separator: "\n").count - 1
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(everyone == 3)
+        #expect(try await s.app(.GET, "/api/analysis/locations", auth: .basic(gina.key, gina.secret)).status == 403)
+        #expect(try await s.app(.GET, "/api/analysis/users/gina/stats").status == 401)
+        #expect(try await s.app(.GET, "/api/analysis/locations?user=nobody", auth: ann).status == 404)
+        #expect(try await s.app(.GET, "/api/analysis/locations?format=kml", auth: ann).status == 400)
     }
 
     @Test("Repeated failed logins are throttled per user, with 429, even for the right password afterwards")

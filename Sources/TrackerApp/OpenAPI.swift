@@ -103,6 +103,37 @@ enum OpenAPI {
                                   "403": error("Not an admin or analyst"), "404": error("No such user")],
                 ],
             ],
+            "/api/places/version": ["get": [
+                "summary": "The places dataset's version: pull lt_places only when it is newer than yours",
+                "responses": ["200": ["description": "{dataVersion}"]],
+            ]],
+            "/api/places/{id}/adjustments": ["post": [
+                "summary": "Report a corrected position for a place (any user: an API key or the user's own password)",
+                "security": [["basic": []]],
+                "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]],
+                "requestBody": ["required": true, "content": ["application/json": ["schema": [
+                    "type": "object", "properties": ["latitude": ["type": "number"], "longitude": ["type": "number"], "comment": ["type": "string"]],
+                ]]]],
+                "responses": ["201": ["description": "{ok, id}"], "400": error("Invalid position"), "401": error("Bad credentials"),
+                              "404": error("No such place")],
+            ]],
+            "/api/adjustments/mine": ["get": [
+                "summary": "The caller's own reports", "security": [["basic": []]],
+                "responses": ["200": ["description": "{reports}"], "401": error("Bad credentials")],
+            ]],
+            "/api/adjustments": ["get": [
+                "summary": "Reports with a review status (admins; status=submitted by default)", "security": [["basic": []]],
+                "parameters": [["name": "status", "in": "query", "schema": ["type": "string", "enum": ["submitted", "approved", "rejected"]]]],
+                "responses": ["200": ["description": "{reports}"], "401": error("Bad credentials"), "403": error("Not an admin")],
+            ]],
+            "/api/adjustments/{id}/{decision}": ["post": [
+                "summary": "Approve (moves the place, keeps its old position, bumps dataVersion) or reject a report (admins)",
+                "security": [["basic": []]],
+                "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]],
+                               ["name": "decision", "in": "path", "required": true, "schema": ["type": "string", "enum": ["approve", "reject"]]]],
+                "responses": ["200": ["description": "{ok, reviewStatus, dataVersion}"], "403": error("Not an admin"),
+                              "404": error("No such report"), "409": error("Already reviewed")],
+            ]],
             "/api/openapi.json": ["get": ["summary": "This document", "responses": ["200": ["description": "OpenAPI 3.1"]]]],
         ],
         "components": [

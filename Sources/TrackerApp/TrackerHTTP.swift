@@ -72,14 +72,7 @@ public struct TrackerHTTP: Sendable {
             case (.get, "api", "openapi.json") where path.count == 2:
                 return TrackerHTTP.reply(OpenAPI.document)
             case (.post, "api", "owntracks") where path.count == 2:
-                guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
-                    throw TrackerService.Failure(401, "unauthorized", "OwnTracks posts need basic auth: an API key and its password, or the user's own")
-                }
-                try service.throttle.check(user: name, client: context.clientAddress)
-                guard let user = try await service.authenticate(name: name, secret: secret) else {
-                    service.throttle.failed(user: name, client: context.clientAddress)
-                    throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
-                }
+                let user = try await requireUser(request, context)
                 // Identity as OwnTracks sends it: ?u=&d= or X-Limit-U / X-Limit-D; the user must be the authenticated one.
                 let query = TrackerHTTP.query(request)
                 let claimed = query["u"] ?? request.headers[HTTPField.Name("X-Limit-U")!] ?? user
@@ -96,6 +89,21 @@ public struct TrackerHTTP: Sendable {
                     username: username, password: password, client: context.clientAddress,
                     host: "\(host):\(databasePort())", device: body["device"]?.stringValue)
                 return TrackerHTTP.reply(answer)
+            case (.get, "api", "places") where path.count == 3 && path[2] == "version":
+                return TrackerHTTP.reply(try await service.placesVersion())
+            case (.post, "api", "places") where path.count == 4 && path[3] == "adjustments":
+                let user = try await requireUser(request, context)
+                return TrackerHTTP.reply(try await service.submitAdjustment(place: path[2], by: user, body: try await TrackerHTTP.json(request)),
+                                         status: .created)
+            case (.get, "api", "adjustments") where path.count == 3 && path[2] == "mine":
+                let user = try await requireUser(request, context)
+                return TrackerHTTP.reply(try await service.adjustments(submittedBy: user, status: nil))
+            case (.get, "api", "adjustments") where path.count == 2:
+                _ = try await requireRole(["_admin"], request, context, purpose: "Reviewing place reports is for admins")
+                return TrackerHTTP.reply(try await service.adjustments(submittedBy: nil, status: TrackerHTTP.query(request)["status"] ?? "submitted"))
+            case (.post, "api", "adjustments") where path.count == 4 && (path[3] == "approve" || path[3] == "reject"):
+                let admin = try await requireRole(["_admin"], request, context, purpose: "Reviewing place reports is for admins")
+                return TrackerHTTP.reply(try await service.review(report: path[2], approve: path[3] == "approve", by: admin))
             case (.get, "api", "places") where path.count == 2:
                 let reply = try await service.places(query: TrackerHTTP.query(request))
                 return TrackerHTTP.reply(bytes: reply.body, status: HTTPResponse.Status(code: reply.status))
@@ -117,17 +125,34 @@ public struct TrackerHTTP: Sendable {
 
     /// Admins and the `analyst` role only (basic auth, checked as the database checks it).
     func requireAnalyst(_ request: Request, _ context: AppRequestContext) async throws {
+        _ = try await requireRole(["_admin", "analyst"], request, context, purpose: "Analysis is for admins and analysts")
+    }
+
+    /// Basic-auth credentials the database accepts, of a user with one of `roles`; the name.
+    func requireRole(_ roles: Set<String>, _ request: Request, _ context: AppRequestContext, purpose: String) async throws -> String {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
-            throw TrackerService.Failure(401, "unauthorized", "Analysis needs basic auth as an admin or a user with the analyst role")
+            throw TrackerService.Failure(401, "unauthorized", "\(purpose): send basic auth")
         }
         try service.throttle.check(user: name, client: context.clientAddress)
         guard let user = try await service.couch.verify(name: name, password: secret) else {
             service.throttle.failed(user: name, client: context.clientAddress)
             throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
         }
-        guard user.roles.contains("_admin") || user.roles.contains("analyst") else {
-            throw TrackerService.Failure(403, "forbidden", "Analysis is for admins and analysts")
+        guard !roles.isDisjoint(with: user.roles) else { throw TrackerService.Failure(403, "forbidden", purpose) }
+        return user.name
+    }
+
+    /// The application user behind basic auth: an API key and its password, or the user's own.
+    func requireUser(_ request: Request, _ context: AppRequestContext) async throws -> String {
+        guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
+            throw TrackerService.Failure(401, "unauthorized", "Send basic auth: an API key and its password, or your own")
         }
+        try service.throttle.check(user: name, client: context.clientAddress)
+        guard let user = try await service.authenticate(name: name, secret: secret) else {
+            service.throttle.failed(user: name, client: context.clientAddress)
+            throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
+        }
+        return user
     }
 
     /// Locations streamed page by page in the chosen format.

@@ -73,6 +73,7 @@ public final class TrackerService: Sendable {
             "admins": ["names": [], "roles": ["_admin"]], "members": ["names": [], "roles": ["_admin", "analyst"]],
         ]), "secure \(TrackerService.allLocationsDB)")
         try await ensureDesign(TrackerService.allLocationsDB)
+        try await prepareCorrections()
     }
 
     /// Creates a database; false when it already exists.

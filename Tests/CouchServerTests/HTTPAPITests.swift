@@ -31,7 +31,7 @@ struct HTTPAPITests {
             #expect(try await server.request(.GET, "/_up", auth: .none).json["status"] == "ok")
             #expect(try await server.request(.GET, "/_uuids?count=3").json["uuids"]?.arrayValue?.count == 3)
             // The system databases and the application's, created on first start.
-            #expect(try await server.request(.GET, "/_all_dbs").json == ["_replicator", "_users", "lt_locations_all", "lt_places", "lt_users"])
+            #expect(try await server.request(.GET, "/_all_dbs").json == ["_replicator", "_users", "lt_locations_all", "lt_place_reports", "lt_places", "lt_users"])
             #expect(try await server.request(.GET, "/_all_dbs", auth: .none).status == 401)
             server.stop()
         }

@@ -72,6 +72,7 @@ struct TrackerAppTests {
         #expect(openAPI.json["openapi"] == "3.1.0")
         #expect(Set(openAPI.json["paths"]?.objectValue?.keys ?? []) == [
             "/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/analysis/locations", "/api/analysis/users/{name}/stats",
+            "/api/places/version", "/api/places/{id}/adjustments", "/api/adjustments/mine", "/api/adjustments", "/api/adjustments/{id}/{decision}",
             "/api/openapi.json",
         ])
     }
@@ -257,6 +258,48 @@ struct TrackerAppTests {
         #expect(try await s.app(.GET, "/api/analysis/users/gina/stats").status == 401)
         #expect(try await s.app(.GET, "/api/analysis/locations?user=nobody", auth: ann).status == 404)
         #expect(try await s.app(.GET, "/api/analysis/locations?format=kml", auth: ann).status == 400)
+    }
+
+    @Test("Place corrections: users report, see only their own reports; admins approve (the place moves, old position kept, dataset version bumps) or reject")
+    func corrections() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        for name in ["hank", "ivy"] { _ = try await s.app(.PUT, "/api/users/\(name)", json: ["password": .string("pw-\(name)")]) }
+        let hank = try await login(s, "hank", "pw-hank")
+        let hankAuth = TestServer.Auth.basic(hank.key, hank.secret)
+        let admin = TestServer.Auth.basic(TestServer.admin.0, TestServer.admin.1)
+        let places = try await s.request(.GET, "/lt_places/_all_docs").json["rows"]?.arrayValue ?? []
+        let ids = places.compactMap { $0["id"]?.stringValue }.filter { !$0.hasPrefix("_design/") && $0 != "dataset-release" }
+        let (placeID, otherID) = (ids[0], ids[1])
+        let original = try await s.request(.GET, "/lt_places/\(placeID)").json["geometry"]
+        #expect(try await s.app(.GET, "/api/places/version").json == ["dataVersion": 1])
+
+        let report = try await s.app(.POST, "/api/places/\(placeID)/adjustments", json: ["latitude": 37.5, "longitude": -122.3], auth: hankAuth)
+        #expect(report.status == 201)
+        let reportID = report.json["id"]!.stringValue!
+        _ = try await s.app(.POST, "/api/places/\(otherID)/adjustments", json: ["latitude": 37.6, "longitude": -122.2], auth: .basic("hank", "pw-hank"))
+        #expect(try await s.app(.POST, "/api/places/\(placeID)/adjustments", json: ["latitude": 95, "longitude": 0], auth: hankAuth).status == 400)
+        #expect(try await s.app(.POST, "/api/places/nope/adjustments", json: ["latitude": 1, "longitude": 1], auth: hankAuth).status == 404)
+        #expect(try await s.app(.POST, "/api/places/\(placeID)/adjustments", json: ["latitude": 1, "longitude": 1]).status == 401)
+        // Submitters see their own reports only; the reports database is closed to users.
+        #expect(try await s.app(.GET, "/api/adjustments/mine", auth: hankAuth).json["reports"]?.arrayValue?.count == 2)
+        #expect(try await s.app(.GET, "/api/adjustments/mine", auth: .basic("ivy", "pw-ivy")).json["reports"]?.arrayValue?.count == 0)
+        #expect(try await s.app(.GET, "/api/adjustments", auth: hankAuth).status == 403)  // reviewing is for admins
+        #expect(try await s.request(.GET, "/lt_place_reports/_all_docs", auth: hankAuth).status == 403)
+        // Admins review.
+        let pending = try await s.app(.GET, "/api/adjustments", auth: admin).json["reports"]?.arrayValue ?? []
+        #expect(pending.count == 2 && pending.allSatisfy { $0["reviewStatus"] == "submitted" && $0["submittedBy"] == "hank" })
+        let approved = try await s.app(.POST, "/api/adjustments/\(reportID)/approve", auth: admin)
+        #expect(approved.status == 200 && approved.json["dataVersion"] == 2)
+        let moved = try await s.request(.GET, "/lt_places/\(placeID)").json
+        #expect(moved["geometry"] == ["type": "Point", "coordinates": [-122.3, 37.5]] && moved["verified"] == true)
+        #expect(moved["previousPositions"]?[0]?["geometry"] == original)
+        #expect(try await s.app(.GET, "/api/places/version").json == ["dataVersion": 2])
+        #expect(try await s.app(.POST, "/api/adjustments/\(reportID)/approve", auth: admin).status == 409)
+        let otherReport = pending.first { $0["placeId"] == .string(otherID) }!["_id"]!.stringValue!
+        #expect(try await s.app(.POST, "/api/adjustments/\(otherReport)/reject", auth: admin).json["reviewStatus"] == "rejected")
+        #expect(try await s.request(.GET, "/lt_places/\(otherID)").json["verified"] == nil)
+        #expect(try await s.app(.GET, "/api/places/version").json == ["dataVersion": 2])
     }
 
     @Test("Repeated failed logins are throttled per user, with 429, even for the right password afterwards")

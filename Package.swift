@@ -100,6 +100,8 @@ let package = Package(
             dependencies: [
                 "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript", "TrackerApp",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -71,6 +71,13 @@ public final class Consolidator: Sendable {
         let checkpoint = try await couch.request(.get, "/\(all)/\(checkpointID)")
         var since = checkpoint.ok ? checkpoint.json["seq"]?.stringValue ?? "0" : "0"
         var checkpointRev = checkpoint.ok ? checkpoint.json["_rev"]?.stringValue : nil
+        // A checkpoint of an earlier database of the same name (deleted and created again) does
+        // not apply: its sequences carry another database's tag.
+        if since != "0", let info = try? await couch.request(.get, "/\(db)"), info.ok,
+           let current = info.json["update_seq"]?.stringValue, let tag = current.split(separator: "-", maxSplits: 1).last,
+           since.split(separator: "-", maxSplits: 1).last != tag {
+            since = "0"
+        }
         while true {
             let changes = try await couch.request(.get, "/\(db)/_changes", query: ["since": since, "style": "all_docs", "limit": "500"], body: nil)
             if changes.status == 404 { return }  // deleted meanwhile

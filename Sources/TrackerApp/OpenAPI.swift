@@ -32,9 +32,10 @@ enum OpenAPI {
                     ],
                 ],
                 "delete": [
-                    "summary": "Delete a user, their database and API keys (basic auth with the user's own name and password)",
+                    "summary": "Delete a user, their database and API keys (basic auth as the user, or as a server admin; admins may add locations=purge to purge the user's locations from lt_locations_all)",
                     "security": [["basic": []]],
-                    "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]],
+                                   ["name": "locations", "in": "query", "schema": ["type": "string", "enum": ["purge"]]]],
                     "responses": ["200": ["description": "Deleted"], "401": error("Not the user's password"), "404": error("No such user"),
                                   "429": error("Too many failed attempts")],
                 ],

@@ -44,12 +44,18 @@ public struct TrackerHTTP: Sendable {
                 let body = try await TrackerHTTP.json(request)
                 return TrackerHTTP.reply(try await service.register(username: path[2], password: body["password"]), status: .created)
             case (.delete, "api", "users") where path.count == 3:
-                // The user's own password (basic auth as the user), as for login.
+                // The user themself (their own name and password), or a server admin; admins
+                // may also purge the user's locations from lt_locations_all (?locations=purge).
                 let credentials = TrackerHTTP.basicCredentials(request)
-                let password = credentials?.name == path[2] ? credentials?.secret : nil
+                let purge = TrackerHTTP.query(request)["locations"] == "purge"
+                if let credentials, credentials.name != path[2] {
+                    _ = try await requireRole(["_admin"], request, context, purpose: "Deleting another user is for admins")
+                    return TrackerHTTP.reply(try await service.deleteUser(username: path[2], password: nil, asAdmin: true, purgeLocations: purge))
+                }
                 try service.throttle.check(user: path[2], client: context.clientAddress)
                 do {
-                    return TrackerHTTP.reply(try await service.deleteUser(username: path[2], password: password, asAdmin: false))
+                    return TrackerHTTP.reply(try await service.deleteUser(
+                        username: path[2], password: credentials?.secret, asAdmin: false, purgeLocations: purge))
                 } catch let failure as TrackerService.Failure where failure.status == 401 {
                     service.throttle.failed(user: path[2], client: context.clientAddress)
                     throw failure

@@ -182,7 +182,7 @@ public final class TrackerService: Sendable {
 
     /// `DELETE /api/users/:id`: removes the user's database, their API keys and the user. The
     /// caller proves who they are with the user's password (or is an admin, `asAdmin`).
-    public func deleteUser(username: String, password: String?, asAdmin: Bool) async throws -> JSON {
+    public func deleteUser(username: String, password: String?, asAdmin: Bool, purgeLocations: Bool = false) async throws -> JSON {
         try TrackerService.validate(username: username)
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         guard reply.ok else { throw Failure(404, "not_found", "No user \(username)") }
@@ -202,12 +202,60 @@ public final class TrackerService: Sendable {
         try expect(keys, "list the API keys of \(username)")
         let deletions: [JSON] = (keys.json["docs"]?.arrayValue ?? []).map { ["_id": $0["_id"] ?? .null, "_rev": $0["_rev"] ?? .null, "_deleted": true] }
         if !deletions.isEmpty { try await expect(couch.request(.post, "/_users/_bulk_docs", body: ["docs": .array(deletions)]), "revoke API keys") }
+        var purged = 0
+        if purgeLocations { purged = try await purgeConsolidated(username) }
         let dropped = try await couch.request(.delete, "/\(TrackerService.locationDB(for: username))")
         guard dropped.ok || dropped.status == 404 else { throw failure(dropped, "delete the database of \(username)") }
+        // A user registered again later under this name starts consolidating from scratch.
+        let checkpointPath = "/\(TrackerService.allLocationsDB)/_local/consolidated-\(TrackerService.locationDB(for: username))"
+        let checkpoint = try await couch.request(.get, checkpointPath)
+        if checkpoint.ok, let rev = checkpoint.json["_rev"]?.stringValue {
+            _ = try await couch.request(.delete, checkpointPath, query: ["rev": rev], body: nil)
+        }
         try await expect(couch.request(.delete, "/\(TrackerService.usersDB)/\(username)", query: ["rev": user["_rev"]?.stringValue ?? ""], body: nil),
                          "delete user \(username)")
-        logger.info("deleted user \(username) and \(deletions.count) API keys")
-        return ["ok": true, "id": .string(username)]
+        logger.info("deleted user \(username), \(deletions.count) API keys and \(purged) consolidated locations")
+        var answer: JSONObject = ["ok": true, "id": .string(username)]
+        if purgeLocations { answer["purged_locations"] = .int(purged) }
+        return .object(answer)
+    }
+
+    /// Purges (leaves no tombstone) the user's documents from `lt_locations_all`, page by page
+    /// from the ids in the user's own database, and forgets the consolidation checkpoint.
+    func purgeConsolidated(_ username: String) async throws -> Int {
+        let db = TrackerService.locationDB(for: username)
+        let all = TrackerService.allLocationsDB
+        var purged = 0
+        var startKey: String?
+        while true {
+            var query = ["limit": "1000"]
+            if let startKey {
+                query["startkey"] = JSON.string(startKey).text
+                query["skip"] = "1"
+            }
+            let page = try await couch.request(.get, "/\(db)/_all_docs", query: query, body: nil)
+            if page.status == 404 { break }
+            try expect(page, "list the documents of \(db)")
+            let rows = page.json["rows"]?.arrayValue ?? []
+            let ids = rows.compactMap { $0["id"]?.stringValue }.filter { !$0.hasPrefix("_design/") }
+            if !ids.isEmpty {
+                // Every leaf revision each of those documents has in lt_locations_all (tombstones too).
+                var request: JSONObject = [:]
+                for id in ids {
+                    let doc = try await couch.request(.get, "/\(all)/\(TrackerService.encode(id))", query: ["open_revs": "all"], body: nil)
+                    guard doc.ok else { continue }
+                    let revs = (doc.json.arrayValue ?? []).compactMap { $0["ok"]?["_rev"] ?? $0["missing"] }
+                    if !revs.isEmpty { request[id] = .array(revs) }
+                }
+                if !request.isEmpty {
+                    try await expect(couch.request(.post, "/\(all)/_purge", body: .object(request)), "purge consolidated locations")
+                    purged += request.count
+                }
+            }
+            guard rows.count == 1000, let last = rows.last?["id"]?.stringValue else { break }
+            startKey = last
+        }
+        return purged
     }
 
     // MARK: OwnTracks

@@ -181,7 +181,7 @@ struct TrackerAppTests {
         let eve = try await login(s, "eve", "pw-eve")
         #expect(try await s.request(.PUT, "/\(eve.db)/fix", json: ["n": 1], auth: .basic(eve.key, eve.secret)).status == 201)
         #expect(try await s.app(.DELETE, "/api/users/eve", auth: .basic("eve", "wrong")).status == 401)
-        #expect(try await s.app(.DELETE, "/api/users/eve", auth: .basic(eve.key, eve.secret)).status == 401)  // a key is not the user
+        #expect(try await s.app(.DELETE, "/api/users/eve", auth: .basic(eve.key, eve.secret)).status == 403)  // a key is not the user
         let deleted = try await s.app(.DELETE, "/api/users/eve", auth: .basic("eve", "pw-eve"))
         #expect(deleted.status == 200 && deleted.json == ["ok": true, "id": "eve"])
         #expect(try await s.request(.GET, "/\(eve.db)").status == 404)
@@ -190,6 +190,26 @@ struct TrackerAppTests {
         #expect(try await s.request(.GET, "/_session", auth: .basic(eve.key, eve.secret)).status == 401)
         #expect(try await s.app(.POST, "/api/login", json: ["username": "eve", "password": "pw-eve"]).status == 401)
         #expect(try await s.app(.PUT, "/api/users/eve", json: ["password": "new"]).status == 201)
+
+        // An admin deletes a user with `lt users delete`, purging their consolidated locations.
+        let again = try await login(s, "eve", "new")
+        _ = try await s.request(.PUT, "/\(again.db)/trip", json: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [1, 2]]],
+                                auth: .basic(again.key, again.secret))
+        for _ in 0..<100 where try await s.request(.GET, "/lt_locations_all/trip").status != 200 { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(try await s.request(.GET, "/lt_locations_all/trip").status == 200)
+        let cli = Process()
+        cli.executableURL = TestServer.binary
+        cli.arguments = ["users", "delete", "eve", "--purge-locations",
+                         "--app", "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.appPort)"]
+        let output = Pipe()
+        cli.standardOutput = output
+        try cli.run()
+        cli.waitUntilExit()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(cli.terminationStatus == 0 && printed.contains("deleted eve"), "\(printed)")
+        let gone = try await s.request(.GET, "/lt_locations_all/trip")
+        #expect(gone.status == 404 && gone.json["reason"] == "missing")  // purged: no tombstone
+        #expect(try await s.request(.GET, "/lt_users/eve").status == 404)
     }
 
     @Test("OwnTracks HTTP mode: locations are stored once in the user's database; other messages are accepted; identity is checked")

@@ -197,16 +197,9 @@ struct TrackerAppTests {
                                 auth: .basic(again.key, again.secret))
         for _ in 0..<100 where try await s.request(.GET, "/lt_locations_all/trip").status != 200 { try await Task.sleep(for: .milliseconds(100)) }
         #expect(try await s.request(.GET, "/lt_locations_all/trip").status == 200)
-        let cli = Process()
-        cli.executableURL = TestServer.binary
-        cli.arguments = ["users", "delete", "eve", "--purge-locations",
-                         "--app", "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.appPort)"]
-        let output = Pipe()
-        cli.standardOutput = output
-        try cli.run()
-        cli.waitUntilExit()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        #expect(cli.terminationStatus == 0 && printed.contains("deleted eve"), "\(printed)")
+        let cli = try runLT(["users", "delete", "eve", "--purge-locations",
+                             "--app", "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.appPort)"])
+        #expect(cli.status == 0 && cli.output.contains("deleted eve"), "\(cli.output)")
         let gone = try await s.request(.GET, "/lt_locations_all/trip")
         #expect(gone.status == 404 && gone.json["reason"] == "missing")  // purged: no tombstone
         #expect(try await s.request(.GET, "/lt_users/eve").status == 404)
@@ -317,9 +310,45 @@ struct TrackerAppTests {
         #expect(try await s.app(.GET, "/api/places/version").json == ["dataVersion": 2])
         #expect(try await s.app(.POST, "/api/adjustments/\(reportID)/approve", auth: admin).status == 409)
         let otherReport = pending.first { $0["placeId"] == .string(otherID) }!["_id"]!.stringValue!
-        #expect(try await s.app(.POST, "/api/adjustments/\(otherReport)/reject", auth: admin).json["reviewStatus"] == "rejected")
+        // The same review from the command line.
+        let appURL = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.appPort)"
+        let listed = try runLT(["places", "review", "--app", appURL])
+        #expect(listed.status == 0 && listed.output.contains(otherReport) && !listed.output.contains(reportID))
+        let rejected = try runLT(["places", "review", "--app", appURL, "--reject", otherReport])
+        #expect(rejected.status == 0 && rejected.output.contains("rejected"), "\(rejected.output)")
+        #expect(try await s.app(.GET, "/api/adjustments?status=rejected", auth: admin).json["reports"]?.arrayValue?.count == 1)
         #expect(try await s.request(.GET, "/lt_places/\(otherID)").json["verified"] == nil)
         #expect(try await s.app(.GET, "/api/places/version").json == ["dataVersion": 2])
+
+        // Import and export a GeoJSON FeatureCollection.
+        let dbURL = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.port)"
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("lt-places-\(UUID().uuidString).geojson")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let collection: JSON = ["type": "FeatureCollection", "features": [
+            ["type": "Feature", "id": "fountain", "geometry": ["type": "Point", "coordinates": [-122.68, 45.52]], "properties": ["name": "Fountain"]],
+            ["type": "Feature", "id": "statue", "geometry": ["type": "Point", "coordinates": [-122.67, 45.51]], "properties": ["name": "Statue"]],
+        ]]
+        try Data(collection.bytes).write(to: file)
+        let imported = try runLT(["places", "import", file.path, "--url", dbURL])
+        #expect(imported.status == 0 && imported.output.contains("imported 2 of 2"), "\(imported.output)")
+        #expect(try await s.request(.GET, "/lt_places/fountain").json["created_at"] != nil)
+        let exported = try runLT(["places", "export", "--url", dbURL])
+        let features = (try? JSON.parse(Array(exported.output.utf8)))?["features"]?.arrayValue ?? []
+        #expect(features.count == 52 && features.contains { $0["id"] == "statue" && $0["properties"]?["name"] == "Statue" })
+    }
+
+    /// Runs the lt binary; its exit status and standard output.
+    func runLT(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = TestServer.binary
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
     @Test("Repeated failed logins are throttled per user, with 429, even for the right password afterwards")

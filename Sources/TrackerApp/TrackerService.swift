@@ -320,17 +320,19 @@ public final class TrackerService: Sendable {
     }
 }
 
-/// Counts failed logins per user and per client address; after `limit` failures within
-/// `window` seconds further attempts are refused (429) until the window has passed.
+/// Counts failed logins per user and per client address; after `userLimit` failures for a user,
+/// or `clientLimit` from one address (many devices may share one), within `window` seconds,
+/// further attempts are refused (429) until the window has passed.
 final class LoginThrottle: Sendable {
-    let limit = 5
+    let userLimit = 5
+    let clientLimit = 30
     let window: TimeInterval = 15 * 60
     private let failures = Locked<[String: [Date]]>([:])
 
     func check(user: String, client: String) throws {
         let now = Date()
         let blocked = failures.withLock { table -> Bool in
-            for key in ["u:" + user, "c:" + client] {
+            for (key, limit) in [("u:" + user, userLimit), ("c:" + client, clientLimit)] {
                 let recent = (table[key] ?? []).filter { now.timeIntervalSince($0) < window }
                 table[key] = recent.isEmpty ? nil : recent
                 if recent.count >= limit { return true }

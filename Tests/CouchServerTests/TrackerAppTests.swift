@@ -351,7 +351,44 @@ struct TrackerAppTests {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
-    @Test("Repeated failed logins are throttled per user, with 429, even for the right password afterwards")
+    @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint")
+    func authorizationMatrix() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        for name in ["amy", "ben"] { _ = try await s.app(.PUT, "/api/users/\(name)", json: ["password": .string("pw-\(name)")]) }
+        let amy = try await login(s, "amy", "pw-amy")
+        let ben = try await login(s, "ben", "pw-ben")
+        _ = try await s.request(.PUT, "/_users/org.couchdb.user:ann", json: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw-ann"])
+        let place = try await s.request(.GET, "/lt_places/_all_docs?limit=1").json["rows"]?[0]?["id"]?.stringValue ?? ""
+        let report = try await s.app(.POST, "/api/places/\(place)/adjustments", json: ["latitude": 1, "longitude": 1], auth: .basic(amy.key, amy.secret))
+        let reportID = report.json["id"]?.stringValue ?? ""
+        let who: [(String, TestServer.Auth)] = [
+            ("anonymous", .none), ("amy", .basic(amy.key, amy.secret)), ("ben", .basic(ben.key, ben.secret)),
+            ("analyst", .basic("ann", "pw-ann")), ("admin", .basic(TestServer.admin.0, TestServer.admin.1)),
+        ]
+        // Expected status for each caller, in the order of `who`.
+        let matrix: [(HTTPMethod, String, JSON?, [Int])] = [
+            (.GET, "/api/analysis/locations?user=amy", nil, [401, 403, 403, 200, 200]),
+            (.GET, "/api/analysis/users/amy/stats", nil, [401, 403, 403, 200, 200]),
+            (.GET, "/api/adjustments", nil, [401, 403, 403, 403, 200]),
+            (.GET, "/api/adjustments/mine", nil, [401, 200, 200, 401, 401]),
+            (.POST, "/api/adjustments/\(reportID)/reject", nil, [401, 403, 403, 403, 200]),
+            (.POST, "/api/places/\(place)/adjustments", ["latitude": 2, "longitude": 2], [401, 201, 201, 401, 401]),
+            (.POST, "/api/owntracks?u=amy", ["_type": "location", "lat": 1, "lon": 1, "tst": 5], [401, 200, 403, 401, 401]),
+            (.DELETE, "/api/users/amy", nil, [401, 403, 403, 403, 200]),
+        ]
+        for (method, path, body, expected) in matrix {
+            for ((name, auth), status) in zip(who, expected) {
+                let reply = try await s.app(method, path, json: body, auth: auth)
+                #expect(reply.status == status, "\(name) \(method) \(path): \(reply.status) \(reply.text.prefix(120))")
+            }
+        }
+        // Ben's own report list never shows Amy's reports.
+        let bens = try await s.app(.GET, "/api/adjustments/mine", auth: .basic(ben.key, ben.secret)).json["reports"]?.arrayValue ?? []
+        #expect(bens.allSatisfy { $0["submittedBy"] == "ben" })
+    }
+
+    @Test("Repeated failed logins are throttled per user and per client address, with 429, even for the right password afterwards")
     func throttling() async throws {
         let s = try TestServer()
         defer { s.stop() }
@@ -361,6 +398,10 @@ struct TrackerAppTests {
         }
         let blocked = try await s.app(.POST, "/api/login", json: ["username": "dave", "password": "right"])
         #expect(blocked.status == 429 && blocked.json["error"] == "too_many_requests")
-        #expect(try await s.app(.POST, "/api/login", json: ["username": "nobody", "password": "x"]).status == 429)  // same client
+        // Other users from the same address are refused after 30 failures in all.
+        for i in 0..<25 {
+            #expect(try await s.app(.POST, "/api/login", json: ["username": .string("guess\(i)"), "password": "x"]).status == 401)
+        }
+        #expect(try await s.app(.POST, "/api/login", json: ["username": "nobody", "password": "x"]).status == 429)
     }
 }

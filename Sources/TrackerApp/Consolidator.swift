@@ -39,7 +39,7 @@ public final class Consolidator: Sendable {
                     guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix), row["type"] != "deleted" else { return nil }
                     return name
                 })
-                for name in names.sorted() { await consolidate(name) }
+                await consolidate(names.sorted())
                 since = json["last_seq"]?.stringValue ?? since
             } catch {
                 logger.warning("consolidation: \(error); retrying")
@@ -54,8 +54,23 @@ public final class Consolidator: Sendable {
             logger.error("consolidation: cannot list databases")
             return
         }
-        for name in (reply.json.arrayValue ?? []).compactMap(\.stringValue) where name.hasPrefix(Consolidator.prefix) {
-            await consolidate(name)
+        await consolidate((reply.json.arrayValue ?? []).compactMap(\.stringValue).filter { $0.hasPrefix(Consolidator.prefix) })
+    }
+
+    /// How many user databases are copied at the same time.
+    static let parallelism = 8
+
+    /// Copies several databases' changes, `parallelism` at a time.
+    func consolidate(_ names: [String]) async {
+        await withTaskGroup(of: Void.self) { group in
+            var next = names.makeIterator()
+            for _ in 0..<Consolidator.parallelism {
+                guard let name = next.next() else { break }
+                group.addTask { await self.consolidate(name) }
+            }
+            while await group.next() != nil {
+                if let name = next.next() { group.addTask { await self.consolidate(name) } }
+            }
         }
     }
 
@@ -71,19 +86,20 @@ public final class Consolidator: Sendable {
         let checkpoint = try await couch.request(.get, "/\(all)/\(checkpointID)")
         var since = checkpoint.ok ? checkpoint.json["seq"]?.stringValue ?? "0" : "0"
         var checkpointRev = checkpoint.ok ? checkpoint.json["_rev"]?.stringValue : nil
-        // A checkpoint of an earlier database of the same name (deleted and created again) does
-        // not apply: its sequences carry another database's tag.
-        if since != "0", let info = try? await couch.request(.get, "/\(db)"), info.ok,
-           let current = info.json["update_seq"]?.stringValue, let tag = current.split(separator: "-", maxSplits: 1).last,
-           since.split(separator: "-", maxSplits: 1).last != tag {
-            since = "0"
-        }
         while true {
             let changes = try await couch.request(.get, "/\(db)/_changes", query: ["since": since, "style": "all_docs", "limit": "500"], body: nil)
             if changes.status == 404 { return }  // deleted meanwhile
             guard changes.ok else { throw ConsolidationError("\(db)/_changes answered \(changes.status)") }
             let rows = changes.json["results"]?.arrayValue ?? []
             guard let last = changes.json["last_seq"]?.stringValue else { return }
+            // A checkpoint of an earlier database of the same name (deleted and created again)
+            // does not apply: this server's sequences end in a 12-hex-digit tag of the database,
+            // and a different tag means another database. Start over. (Apache CouchDB's
+            // sequences are opaque and change shape with every update; they are left alone.)
+            if since != "0", let tag = Consolidator.databaseTag(last), let old = Consolidator.databaseTag(since), old != tag {
+                since = "0"
+                continue
+            }
             var wanted: [JSON] = []
             for row in rows {
                 guard let id = row["id"]?.stringValue, !id.hasPrefix("_design/") else { continue }
@@ -110,6 +126,15 @@ public final class Consolidator: Sendable {
             since = last
             if rows.count < 500 { return }
         }
+    }
+}
+
+extension Consolidator {
+    /// The database tag of one of this server's sequence strings (`N-<12 hex digits>`).
+    static func databaseTag(_ seq: String) -> Substring? {
+        let parts = seq.split(separator: "-", maxSplits: 1)
+        guard parts.count == 2, parts[1].count == 12, parts[1].allSatisfy(\.isHexDigit) else { return nil }
+        return parts[1]
     }
 }
 

@@ -1,0 +1,125 @@
+import ArgumentParser
+import CouchEngine
+import CouchJSON
+import CouchServer
+import Foundation
+import Logging
+import TrackerApp
+
+/// `lt bench-app`: the application at scale, in one process: many registered users, then a
+/// steady stream of location writes spread over many of them, measuring how long each write
+/// takes to appear in `lt_locations_all` (the consolidation lag), the server's resident memory,
+/// and what a registration costs without its PBKDF2 part.
+struct AppBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-app",
+        abstract: "Measure registration cost, consolidation lag and memory with many users.")
+
+    @Option(help: "Registered users (each gets a database).")
+    var users = 10_000
+
+    @Option(help: "Users the writes are spread over.")
+    var active = 10_000
+
+    @Option(help: "Location writes per second.")
+    var rate = 1_000
+
+    @Option(help: "Seconds of writing.")
+    var seconds = 60
+
+    @Option(help: "PBKDF2 iterations for user passwords in this run (lowered so registration measures everything else).")
+    var pbkdf2Iterations = 1
+
+    @Option(help: "Databases kept open at once (the server's --max-open-databases).")
+    var maxOpenDatabases = 128
+
+    @Option(help: "Concurrent writers (devices writing at the same time).")
+    var writers = 16
+
+    func run() async throws {
+        LT.bootstrapLogging(level: .error)
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-app-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        var options = CouchAPI.Options()
+        options.pbkdf2Iterations = pbkdf2Iterations
+        let store = try DatabaseStore(directory: scratch.appendingPathComponent("data"), maxOpen: maxOpenDatabases)
+        let api = CouchAPI(store: store, settings: try ServerSettings.load(from: scratch), options: options, logger: Logger(label: "lt.bench"))
+        try api.prepareSystemDatabases()
+        let couch = InProcessCouch(api: api)
+        let service = TrackerService(couch: couch, passwordIterations: pbkdf2Iterations, logger: Logger(label: "lt.bench"))
+        try await service.prepare(places: [])
+        print("lt bench-app: \(users) users, \(rate) writes/s over \(min(active, users)) of them for \(seconds) s by \(writers) writers; "
+              + "PBKDF2 iterations \(pbkdf2Iterations); \(maxOpenDatabases) databases open at most")
+
+        // Registration (database, _security, geo design document, user document).
+        let registrationStart = ContinuousClock.now
+        for i in 0..<users {
+            _ = try await service.register(username: AppBench.name(i), password: .string("password-\(i)"))
+            if (i + 1) % 2000 == 0 { FileHandle.standardError.write(Data("  registered \(i + 1)\n".utf8)) }
+        }
+        let registration = registrationStart.duration(to: .now).seconds / Double(users) * 1000
+        print(String(format: "registration (without PBKDF2)                 %8.2f ms each", registration))
+
+        // Consolidation running, then a steady stream of writes; arrival times come from
+        // lt_locations_all's changes feed.
+        let consolidation = Task { await Consolidator(couch: couch).run() }
+        defer { consolidation.cancel() }
+        try await Task.sleep(for: .seconds(1))
+        let written = Locked<[String: ContinuousClock.Instant]>([:])
+        let lags = Locked<[Double]>([])
+        let watcher = Task {
+            var since = "now"
+            while !Task.isCancelled {
+                let reply = await api.perform(.get, "/lt_locations_all/_changes", query: ["feed": "longpoll", "since": since, "timeout": "1000"])
+                guard let json = try? JSON.parse(reply.body) else { continue }
+                let now = ContinuousClock.now
+                for row in json["results"]?.arrayValue ?? [] {
+                    guard let id = row["id"]?.stringValue, let start = written.withLock({ $0.removeValue(forKey: id) }) else { continue }
+                    lags.withLock { $0.append(start.duration(to: now).seconds * 1000) }
+                }
+                since = json["last_seq"]?.stringValue ?? since
+            }
+        }
+        let total = rate * seconds
+        let spread = min(active, users)
+        let loadStart = ContinuousClock.now
+        // `writers` concurrent writers share the rate; write n is due at n / rate seconds.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for w in 0..<writers {
+                group.addTask {
+                    for n in stride(from: w, to: total, by: writers) {
+                        let due = loadStart + .nanoseconds(Int64(Double(n) / Double(rate) * 1e9))
+                        if ContinuousClock.now < due { try await Task.sleep(until: due) }
+                        let user = AppBench.name((n * 7919) % spread)
+                        let id = "fix-\(n)"
+                        written.withLock { $0[id] = ContinuousClock.now }
+                        let doc: JSON = ["type": "Feature", "created_at": .double(Date().timeIntervalSince1970 * 1000),
+                                         "geometry": ["type": "Point", "coordinates": [.double(-122.3 + Double(n % 1000) * 1e-4), 37.49]],
+                                         "properties": ["username": .string(user)]]
+                        let reply = await api.perform(.put, "/lt_locations_user_\(user)/\(id)", body: doc)
+                        guard reply.status == 201 else { throw ValidationError("write failed: \(reply.status)") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let achieved = Double(total) / loadStart.duration(to: .now).seconds
+        // Wait for the tail to arrive (up to 30 s).
+        for _ in 0..<300 where written.withLock({ !$0.isEmpty }) { try await Task.sleep(for: .milliseconds(100)) }
+        watcher.cancel()
+        let missing = written.withLock { $0.count }
+        let sorted = lags.withLock { $0 }.sorted()
+        func percentile(_ p: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        print(String(format: "writes achieved                               %8.0f per s", achieved))
+        print(String(format: "consolidation lag p50 / p99 / max             %8.1f / %.1f / %.1f ms", percentile(0.5), percentile(0.99), sorted.last ?? .nan))
+        print("writes not consolidated after 30 s                 \(missing)")
+        // Visible in the geo index: the first geo query brings it up to date.
+        let geoStart = ContinuousClock.now
+        let geo = await api.perform(.get, "/lt_locations_all/_design/points/_geo/pointidx", query: ["lat": "37.49", "lon": "-122.3", "radius": "20000", "limit": "1"])
+        print(String(format: "geo index catch-up on first query             %8.0f ms (status %d)", geoStart.duration(to: .now).seconds * 1000, geo.status))
+        print(String(format: "resident memory                               %8.0f MiB", Double(GeoBench.residentBytes()) / 1_048_576))
+    }
+
+    static func name(_ i: Int) -> String { "user\(i)" }
+}

@@ -40,7 +40,7 @@ struct AppBench: AsyncParsableCommand {
         LT.bootstrapLogging(level: .error)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-app-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        defer { try? FileManager.default.removeItem(at: scratch) }  // on errors; normally removed below
         var options = CouchAPI.Options()
         options.pbkdf2Iterations = pbkdf2Iterations
         let store = try DatabaseStore(directory: scratch.appendingPathComponent("data"), maxOpen: maxOpenDatabases)
@@ -64,7 +64,6 @@ struct AppBench: AsyncParsableCommand {
         // Consolidation running, then a steady stream of writes; arrival times come from
         // lt_locations_all's changes feed.
         let consolidation = Task { await Consolidator(couch: couch).run() }
-        defer { consolidation.cancel() }
         try await Task.sleep(for: .seconds(1))
         let written = Locked<[String: ContinuousClock.Instant]>([:])
         let lags = Locked<[Double]>([])
@@ -119,6 +118,10 @@ struct AppBench: AsyncParsableCommand {
         let geo = await api.perform(.get, "/lt_locations_all/_design/points/_geo/pointidx", query: ["lat": "37.49", "lon": "-122.3", "radius": "20000", "limit": "1"])
         print(String(format: "geo index catch-up on first query             %8.0f ms (status %d)", geoStart.duration(to: .now).seconds * 1000, geo.status))
         print(String(format: "resident memory                               %8.0f MiB", Double(GeoBench.residentBytes()) / 1_048_576))
+        // Stop the consolidator before removing its files (it may still be writing).
+        consolidation.cancel()
+        _ = await consolidation.value
+        try? FileManager.default.removeItem(at: scratch)
     }
 
     static func name(_ i: Int) -> String { "user\(i)" }

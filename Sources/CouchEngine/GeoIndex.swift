@@ -15,8 +15,13 @@ public struct GeoIndexDefinition: Sendable {
     public var extract: GeometryExtractor
 
     public init(code: String, extract: @escaping GeometryExtractor) {
-        signature = ViewDefinition.signature(code: "geo\u{0}" + code)
+        signature = GeoIndexDefinition.signature(code: code)
         self.extract = extract
+    }
+
+    /// The index name for an index function's code, without building a definition.
+    public static func signature(code: String) -> String {
+        ViewDefinition.signature(code: "geo\u{0}" + code)
     }
 
     var table: String { "geo_" + signature }

@@ -35,12 +35,10 @@ final class Authenticator: Sendable {
         }
         guard let users = try? store.open("_users"),
               let doc = try? await users.document(id: "org.couchdb.user:\(name)"),
-              let key = doc["derived_key"]?.stringValue, let salt = doc["salt"]?.stringValue
+              doc["derived_key"]?.stringValue != nil, doc["salt"]?.stringValue != nil
         else { return nil }
-        let iterations = doc["iterations"]?.intValue ?? 10
-        let prf = doc["pbkdf2_prf"]?.stringValue ?? "sha"
         let roles = doc["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        return Credentials(hash: Passwords.Hash(derivedKey: key, salt: salt, iterations: iterations, prf: prf), roles: roles)
+        return Credentials(hash: Passwords.Hash(stored: .object(doc), defaultIterations: 10, defaultPRF: "sha"), roles: roles)
     }
 
     /// Verifies a name and password; nil when they do not match.

@@ -82,13 +82,9 @@ extension CouchAPI {
     }
 
     func mangoIndexes(_ db: Database) async throws -> [MangoIndex] {
-        var options = AllDocsOptions()
-        options.startKey = "_design/"
-        options.endKey = "_design0"
-        options.includeDocs = true
         var indexes: [MangoIndex] = []
-        for row in try await db.allDocs(options).rows {
-            guard let doc = row["doc"], doc["language"] == .string("query"), let views = doc["views"]?.objectValue,
+        for doc in try await db.designDocuments() {
+            guard doc["language"] == .string("query"), let views = doc["views"]?.objectValue,
                   let id = doc["_id"]?.stringValue else { continue }
             for (name, view) in views.members {
                 guard let def = view["options"]?["def"], let index = try? MangoIndex(designDocument: id, name: name, definition: def) else {

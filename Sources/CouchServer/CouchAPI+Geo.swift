@@ -38,7 +38,7 @@ extension CouchAPI {
         if let native = GeoIndexDefinition.native(source) { return GeoIndexDefinition(code: code, extract: native) }
         let functions = try designFunctions()
         let lib = ddoc["views"]?["lib"]
-        let key = ViewDefinition.signature(code: "geo\u{0}" + code)
+        let key = GeoIndexDefinition.signature(code: code)
         return GeoIndexDefinition(code: code) { docs in
             let results = try await DesignFunctions.translating {
                 try await functions.queryServer.map(key: key, functions: [source], lib: lib, documents: docs)
@@ -159,7 +159,7 @@ extension CouchAPI {
         var live: Set<String> = []
         for ddoc in try await db.designDocuments() {
             for name in ddoc["st_indexes"]?.objectValue?.keys ?? [] {
-                if let (_, code) = CouchAPI.geoIndexCode(ddoc, name) { live.insert(GeoIndexDefinition(code: code) { _ in [] }.signature) }
+                if let (_, code) = CouchAPI.geoIndexCode(ddoc, name) { live.insert(GeoIndexDefinition.signature(code: code)) }
             }
         }
         try await db.dropGeoIndexes(except: live)

@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchJSON
 import Crypto
 import _CryptoExtras
 import Foundation
@@ -19,6 +20,13 @@ public enum Passwords {
             self.salt = salt
             self.iterations = iterations
             self.prf = prf
+        }
+
+        /// The hash stored in a CouchDB-style user document (`derived_key`, `salt`,
+        /// `iterations`, `pbkdf2_prf`). Missing fields give a hash no password matches.
+        public init(stored doc: JSON, defaultIterations: Int, defaultPRF: String = "sha256") {
+            self.init(derivedKey: doc["derived_key"]?.stringValue ?? "", salt: doc["salt"]?.stringValue ?? "00",
+                      iterations: doc["iterations"]?.intValue ?? defaultIterations, prf: doc["pbkdf2_prf"]?.stringValue ?? defaultPRF)
         }
     }
 

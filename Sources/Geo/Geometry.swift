@@ -173,12 +173,6 @@ public struct BoundingBox: Sendable, Equatable {
         return crossesAntimeridian ? (c.lon >= minLon || c.lon <= maxLon) : (c.lon >= minLon && c.lon <= maxLon)
     }
 
-    /// Whether `c` is strictly inside (not on an edge).
-    func strictlyContains(_ c: Coordinate) -> Bool {
-        guard c.lat > minLat, c.lat < maxLat else { return false }
-        return crossesAntimeridian ? (c.lon > minLon || c.lon < maxLon) : (c.lon > minLon && c.lon < maxLon)
-    }
-
     /// The box as a polygon (split in two across the antimeridian).
     public var geometry: Geometry {
         func ring(_ w: Double, _ e: Double) -> [[Coordinate]] {

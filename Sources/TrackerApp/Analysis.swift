@@ -57,24 +57,34 @@ extension TrackerService {
     /// database in pages of 2,000, so an export of millions holds one page at a time.
     public func forEachLocation(_ filter: LocationFilter, _ visit: ([(doc: JSON, point: Coordinate, time: Double)]) async throws -> Void) async throws {
         let db = filter.user.map(TrackerService.locationDB(for:)) ?? TrackerService.allLocationsDB
-        var startKey: String?
-        while true {
-            var query = ["include_docs": "true", "limit": "2000"]
-            if let startKey {
-                query["startkey"] = JSON.string(startKey).text
-                query["skip"] = "1"
-            }
-            let reply = try await couch.request(.get, "/\(db)/_all_docs", query: query, body: nil)
-            if reply.status == 404 { throw Failure(404, "not_found", "No locations for \(filter.user ?? "anyone")") }
-            try expect(reply, "read \(db)")
-            let rows = reply.json["rows"]?.arrayValue ?? []
+        let found = try await forEachPage(of: db, size: 2000, includeDocs: true) { rows in
             var page: [(doc: JSON, point: Coordinate, time: Double)] = []
             for row in rows {
                 guard let doc = row["doc"], let id = doc["_id"]?.stringValue, !id.hasPrefix("_design/") else { continue }
                 if let (point, time) = filter.accept(doc) { page.append((doc, point, time)) }
             }
             if !page.isEmpty { try await visit(page) }
-            guard rows.count == 2000, let last = rows.last?["id"]?.stringValue else { return }
+        }
+        if !found { throw Failure(404, "not_found", "No locations for \(filter.user ?? "anyone")") }
+    }
+
+    /// Calls `visit` with each page of `_all_docs` rows of a database (`size` rows at a time,
+    /// continuing after the last id of the page before). False when there is no such database.
+    func forEachPage(of db: String, size: Int, includeDocs: Bool, _ visit: ([JSON]) async throws -> Void) async throws -> Bool {
+        var startKey: String?
+        while true {
+            var query = ["limit": String(size)]
+            if includeDocs { query["include_docs"] = "true" }
+            if let startKey {
+                query["startkey"] = JSON.string(startKey).text
+                query["skip"] = "1"
+            }
+            let reply = try await couch.request(.get, "/\(db)/_all_docs", query: query, body: nil)
+            if reply.status == 404 { return false }
+            try expect(reply, "read \(db)")
+            let rows = reply.json["rows"]?.arrayValue ?? []
+            try await visit(rows)
+            guard rows.count == size, let last = rows.last?["id"]?.stringValue else { return true }
             startKey = last
         }
     }

@@ -150,9 +150,7 @@ public final class TrackerService: Sendable {
         try throttle.check(user: username, client: client)
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         let user = reply.ok ? reply.json : .null
-        let stored = Passwords.Hash(
-            derivedKey: user["derived_key"]?.stringValue ?? "", salt: user["salt"]?.stringValue ?? "00",
-            iterations: user["iterations"]?.intValue ?? passwordIterations, prf: user["pbkdf2_prf"]?.stringValue ?? "sha256")
+        let stored = Passwords.Hash(stored: user, defaultIterations: passwordIterations)
         // Unknown users cost a full hash too, so they cannot be told apart by timing.
         let valid = Passwords.verify(password, against: stored) && user != .null
         guard valid else {
@@ -188,9 +186,7 @@ public final class TrackerService: Sendable {
         guard reply.ok else { throw Failure(404, "not_found", "No user \(username)") }
         let user = reply.json
         if !asAdmin {
-            let stored = Passwords.Hash(
-                derivedKey: user["derived_key"]?.stringValue ?? "", salt: user["salt"]?.stringValue ?? "00",
-                iterations: user["iterations"]?.intValue ?? passwordIterations, prf: user["pbkdf2_prf"]?.stringValue ?? "sha256")
+            let stored = Passwords.Hash(stored: user, defaultIterations: passwordIterations)
             guard let password, Passwords.verify(password, against: stored) else {
                 throw Failure(401, "unauthorized", "Deleting a user needs that user's password or an admin")
             }
@@ -226,34 +222,20 @@ public final class TrackerService: Sendable {
         let db = TrackerService.locationDB(for: username)
         let all = TrackerService.allLocationsDB
         var purged = 0
-        var startKey: String?
-        while true {
-            var query = ["limit": "1000"]
-            if let startKey {
-                query["startkey"] = JSON.string(startKey).text
-                query["skip"] = "1"
-            }
-            let page = try await couch.request(.get, "/\(db)/_all_docs", query: query, body: nil)
-            if page.status == 404 { break }
-            try expect(page, "list the documents of \(db)")
-            let rows = page.json["rows"]?.arrayValue ?? []
+        _ = try await forEachPage(of: db, size: 1000, includeDocs: false) { rows in
             let ids = rows.compactMap { $0["id"]?.stringValue }.filter { !$0.hasPrefix("_design/") }
-            if !ids.isEmpty {
-                // Every leaf revision each of those documents has in lt_locations_all (tombstones too).
-                var request: JSONObject = [:]
-                for id in ids {
-                    let doc = try await couch.request(.get, "/\(all)/\(TrackerService.encode(id))", query: ["open_revs": "all"], body: nil)
-                    guard doc.ok else { continue }
-                    let revs = (doc.json.arrayValue ?? []).compactMap { $0["ok"]?["_rev"] ?? $0["missing"] }
-                    if !revs.isEmpty { request[id] = .array(revs) }
-                }
-                if !request.isEmpty {
-                    try await expect(couch.request(.post, "/\(all)/_purge", body: .object(request)), "purge consolidated locations")
-                    purged += request.count
-                }
+            // Every leaf revision each of those documents has in lt_locations_all (tombstones too).
+            var request: JSONObject = [:]
+            for id in ids {
+                let doc = try await couch.request(.get, "/\(all)/\(TrackerService.encode(id))", query: ["open_revs": "all"], body: nil)
+                guard doc.ok else { continue }
+                let revs = (doc.json.arrayValue ?? []).compactMap { $0["ok"]?["_rev"] ?? $0["missing"] }
+                if !revs.isEmpty { request[id] = .array(revs) }
             }
-            guard rows.count == 1000, let last = rows.last?["id"]?.stringValue else { break }
-            startKey = last
+            if !request.isEmpty {
+                try await expect(couch.request(.post, "/\(all)/_purge", body: .object(request)), "purge consolidated locations")
+                purged += request.count
+            }
         }
         return purged
     }
@@ -266,20 +248,12 @@ public final class TrackerService: Sendable {
         if name.hasPrefix("key-") {
             let reply = try await couch.request(.get, "/_users/org.couchdb.user:\(name)")
             guard reply.ok, let user = reply.json["lt_user"]?.stringValue else { return nil }
-            let json = reply.json
-            let hash = Passwords.Hash(
-                derivedKey: json["derived_key"]?.stringValue ?? "", salt: json["salt"]?.stringValue ?? "00",
-                iterations: json["iterations"]?.intValue ?? 1, prf: json["pbkdf2_prf"]?.stringValue ?? "sha256")
-            return Passwords.verify(secret, against: hash) ? user : nil
+            return Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: 1)) ? user : nil
         }
         guard (try? TrackerService.validate(username: name)) != nil else { return nil }
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(name)")
         guard reply.ok else { return nil }
-        let json = reply.json
-        let hash = Passwords.Hash(
-            derivedKey: json["derived_key"]?.stringValue ?? "", salt: json["salt"]?.stringValue ?? "00",
-            iterations: json["iterations"]?.intValue ?? passwordIterations, prf: json["pbkdf2_prf"]?.stringValue ?? "sha256")
-        return Passwords.verify(secret, against: hash) ? name : nil
+        return Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: passwordIterations)) ? name : nil
     }
 
     /// `POST /api/owntracks`: an OwnTracks app's HTTP-mode message. A `location` becomes a

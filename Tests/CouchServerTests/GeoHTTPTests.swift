@@ -77,6 +77,18 @@ struct GeoHTTPTests {
         _ = try await s.request(.DELETE, "/geo_places/\(firstID)?rev=\(rev)")
         let edited = try await s.request(.GET, query).json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
         #expect(edited.first == "here" && !edited.contains(firstID) && edited.count == rows.count)
+        // stale=update_after answers from the index as it is, then brings it up to date.
+        _ = try await s.request(.PUT, "/geo_places/there", json: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]]])
+        let stale = try await s.request(.GET, query + "&stale=update_after").json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+        #expect(!stale.contains("there"))
+        var caughtUp = false
+        for _ in 0..<50 where !caughtUp {
+            caughtUp = (try await s.request(.GET, query + "&stale=ok").json["rows"]?.arrayValue ?? []).contains { $0["id"] == "there" }
+            if !caughtUp { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(caughtUp)
+        let thereRev = try await s.request(.GET, "/geo_places/there").json["_rev"]!.stringValue!
+        _ = try await s.request(.DELETE, "/geo_places/there?rev=\(thereRev)")
         let info = try await s.request(.GET, "/geo_places/_design/points/_geo_info/pointidx")
         #expect(info.json["name"] == "_design/points/pointidx" && info.json["geo_index"]?["doc_count"] == 50)
     }

@@ -204,8 +204,12 @@ extension Database {
             var rows: [JSON] = []
             var lastSeq = options.descending ? 0 : options.since
             let limit = options.limit ?? Int.max
+            let idPrefix: String? = {
+                if case let .selector(selector)? = options.filter { return selector.idPrefix }
+                return nil
+            }()
             let needsBody = options.includeDocs || {
-                if case .selector = options.filter { return true }
+                if case .selector = options.filter { return idPrefix == nil }
                 return false
             }()
             var cursorSeq = options.descending ? (options.since > 0 ? options.since : Int.max) : options.since
@@ -232,10 +236,16 @@ extension Database {
                     case .design?: if !id.hasPrefix("_design/") { continue }
                     case .documents?: break  // applied by `changes`
                     case let .selector(selector)?:
-                        guard !deleted, var doc = body else { continue }
-                        doc.prepend("_rev", .string(row[1] as String))
-                        doc.prepend("_id", .string(id))
-                        if !selector.matches(.object(doc)) { continue }
+                        if let idPrefix {
+                            if !id.hasPrefix(idPrefix) { continue }
+                        } else {
+                            // As CouchDB: a deletion is matched as its tombstone, {_id, _rev, _deleted: true}.
+                            var doc = body ?? JSONObject()
+                            if deleted { doc["_deleted"] = true }
+                            doc.prepend("_rev", .string(row[1] as String))
+                            doc.prepend("_id", .string(id))
+                            if !selector.matches(.object(doc)) { continue }
+                        }
                     case nil: break
                     }
                     var changes: [JSON]

@@ -46,6 +46,13 @@ public indirect enum Selector: Sendable {
         }
     }
 
+    /// The prefix when this selector is exactly `{"_id": {"$beginsWith": prefix}}`: a
+    /// changes feed can then filter on ids alone, without reading any document body.
+    public var idPrefix: String? {
+        guard case let .field(path, .condition(.beginsWith(prefix))) = self, path == ["_id"] else { return nil }
+        return prefix
+    }
+
     static let types: Set<String> = ["null", "boolean", "number", "string", "array", "object"]
 
     /// Parses a selector object as sent to `_find`, `_changes` or `_index`.

@@ -40,8 +40,8 @@ extension CouchAPI {
     }
 }
 
-/// Gathers a response body in memory (for in-process requests).
-private final class BodyCollector: ResponseBodyWriter, Sendable {
+/// Gathers a response body in memory (for in-process requests and rewritten answers).
+final class BodyCollector: ResponseBodyWriter, Sendable {
     let bytes = Locked<[UInt8]>([])
 
     func write(_ buffer: ByteBuffer) async throws {

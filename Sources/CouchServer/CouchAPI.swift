@@ -20,6 +20,8 @@ public final class CouchAPI: Sendable {
         /// The JavaScript query servers for design-document functions; nil when this build
         /// has no JavaScript engine (those requests then answer 501).
         public var javascript: QueryServer?
+        /// Databases shared by many owners, each seeing only their own documents.
+        public var sharedDatabases: [SharedDatabase] = []
         public init() {}
     }
 
@@ -140,6 +142,9 @@ public final class CouchAPI: Sendable {
             return try await serverEndpoint(first, &request)
         }
         guard DatabaseStore.isValidName(first) else { throw EngineError.illegalDatabaseName(first) }
+        if let (db, namespace) = try ownerAccess(first, request.user) {
+            return try await ownerRequest(db, namespace, request)
+        }
         if path.count == 1 { return try await databaseEndpoint(first, &request) }
         return try await databaseSubresource(first, &request)
     }

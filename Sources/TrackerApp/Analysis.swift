@@ -1,4 +1,5 @@
 import CouchJSON
+import CouchServer
 import Foundation
 import Geo
 
@@ -56,8 +57,13 @@ extension TrackerService {
     /// Calls `visit` with each page of location documents the filter keeps, reading the
     /// database in pages of 2,000, so an export of millions holds one page at a time.
     public func forEachLocation(_ filter: LocationFilter, _ visit: ([(doc: JSON, point: Coordinate, time: Double)]) async throws -> Void) async throws {
-        let db = filter.user.map(TrackerService.locationDB(for:)) ?? TrackerService.allLocationsDB
-        let found = try await forEachPage(of: db, size: 2000, includeDocs: true) { rows in
+        var db = filter.user.map(TrackerService.locationDB(for:)) ?? TrackerService.allLocationsDB
+        var range: (String, String)?
+        if mode == .singleDatabase {
+            db = TrackerService.sharedLocationsDB
+            range = filter.user.map { OwnerNamespace(owner: $0) }.map { ($0.prefix, $0.upperBound) }
+        }
+        let found = try await forEachPage(of: db, size: 2000, includeDocs: true, range: range) { rows in
             var page: [(doc: JSON, point: Coordinate, time: Double)] = []
             for row in rows {
                 guard let doc = row["doc"], let id = doc["_id"]?.stringValue, !id.hasPrefix("_design/") else { continue }
@@ -69,12 +75,20 @@ extension TrackerService {
     }
 
     /// Calls `visit` with each page of `_all_docs` rows of a database (`size` rows at a time,
-    /// continuing after the last id of the page before). False when there is no such database.
-    func forEachPage(of db: String, size: Int, includeDocs: Bool, _ visit: ([JSON]) async throws -> Void) async throws -> Bool {
+    /// continuing after the last id of the page before), only ids in `range` (start included,
+    /// end not) if given. False when there is no such database.
+    func forEachPage(
+        of db: String, size: Int, includeDocs: Bool, range: (start: String, end: String)? = nil, _ visit: ([JSON]) async throws -> Void
+    ) async throws -> Bool {
         var startKey: String?
         while true {
             var query = ["limit": String(size)]
             if includeDocs { query["include_docs"] = "true" }
+            if let range {
+                query["startkey"] = JSON.string(range.start).text
+                query["endkey"] = JSON.string(range.end).text
+                query["inclusive_end"] = "false"
+            }
             if let startKey {
                 query["startkey"] = JSON.string(startKey).text
                 query["skip"] = "1"
@@ -92,6 +106,7 @@ extension TrackerService {
     /// Per-user statistics: count, first and last fix, and distance travelled (great-circle
     /// between consecutive fixes in time order; only times and positions are held, 24 bytes each).
     public func statistics(user: String) async throws -> JSON {
+        guard try await couch.request(.head, "/\(TrackerService.usersDB)/\(user)").ok else { throw Failure(404, "not_found", "No user \(user)") }
         var fixes: [(time: Double, point: Coordinate)] = []
         try await forEachLocation(LocationFilter(user: user)) { page in fixes += page.map { ($0.time, $0.point) } }
         fixes.sort { $0.time < $1.time }

@@ -40,6 +40,28 @@ enum OpenAPI {
                                   "429": error("Too many failed attempts")],
                 ],
             ],
+            "/api/keys": [
+                "get": [
+                    "summary": "The caller's API keys (one per login or device), without secrets (basic auth: an API key of the user or their own name and password)",
+                    "security": [["basic": []]],
+                    "responses": [
+                        "200": ["description": "API keys", "content": ["application/json": ["schema": [
+                            "type": "object", "properties": ["keys": ["type": "array", "items": [
+                                "type": "object", "properties": ["api_key": ["type": "string"], "device": ["type": ["string", "null"]],
+                                                                 "created_at": ["type": "number"]]]]],
+                        ]]]],
+                        "401": error("Not authenticated"),
+                    ],
+                ],
+            ],
+            "/api/keys/{key}": [
+                "delete": [
+                    "summary": "Revoke one of the caller's API keys (a lost device); it stops working at once",
+                    "security": [["basic": []]],
+                    "parameters": [["name": "key", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "responses": ["200": ["description": "Revoked"], "401": error("Not authenticated"), "404": error("No such key of the caller")],
+                ],
+            ],
             "/api/login": [
                 "post": [
                     "summary": "Log in: issues a fresh API key (per device) for the user's database",

@@ -67,7 +67,7 @@ public struct TrackerHTTP: Sendable {
                 guard let format = ExportFormat(rawValue: query["format"] ?? "geojson") else {
                     throw TrackerService.Failure(400, "bad_request", "`format` must be geojson, csv or gpx")
                 }
-                if let user = filter.user, !(try await service.couch.request(.head, "/\(TrackerService.locationDB(for: user))").ok) {
+                if let user = filter.user, !(try await service.couch.request(.head, "/\(TrackerService.usersDB)/\(user)").ok) {
                     throw TrackerService.Failure(404, "not_found", "No user \(user)")
                 }
                 return exportResponse(filter, format)
@@ -95,6 +95,12 @@ public struct TrackerHTTP: Sendable {
                     username: username, password: password, client: context.clientAddress,
                     host: "\(host):\(databasePort())", device: body["device"]?.stringValue)
                 return TrackerHTTP.reply(answer)
+            case (.get, "api", "keys") where path.count == 2:
+                let user = try await requireUser(request, context)
+                return TrackerHTTP.reply(try await service.apiKeys(of: user))
+            case (.delete, "api", "keys") where path.count == 3:
+                let user = try await requireUser(request, context)
+                return TrackerHTTP.reply(try await service.revokeKey(path[2], of: user))
             case (.get, "api", "places") where path.count == 3 && path[2] == "version":
                 return TrackerHTTP.reply(try await service.placesVersion())
             case (.post, "api", "places") where path.count == 4 && path[3] == "adjustments":

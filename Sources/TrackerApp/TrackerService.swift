@@ -30,21 +30,60 @@ public final class TrackerService: Sendable {
         "st_indexes": ["pointidx": ["index": "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}"]],
     ]
 
+    /// Where users' locations live.
+    public enum Mode: String, Sendable, CaseIterable {
+        /// A private database per user (`lt_locations_user_<name>`), consolidated into
+        /// `lt_locations_all`: the reference design's Part 1, and the default.
+        case databasePerUser = "db-per-user"
+        /// One database for everyone (`lt_locations_all_envoy`), where each user sees only
+        /// their own documents: the reference design's Part 2, with Envoy.
+        case singleDatabase = "single-db"
+    }
+
+    /// The database every user shares in single-database mode; it is also the one analysts read.
+    public static let sharedLocationsDB = "lt_locations_all_envoy"
+    /// How the database server must treat `sharedLocationsDB`: owners are the users whose
+    /// API keys carry their owner role.
+    public static let sharedLocations = SharedDatabase(name: sharedLocationsDB, ownerRolePrefix: "lt_owner_")
+
+    /// Keeps a database's members (analysts) from writing: CouchDB has no read-only members,
+    /// so a validation function refuses every write but an admin's.
+    static let readOnlyDesign: JSON = [
+        "_id": "_design/read-only", "language": "javascript",
+        "validate_doc_update": "function (newDoc, oldDoc, userCtx) { if (userCtx.roles.indexOf('_admin') === -1) { throw({forbidden: 'Only the server writes here; members read.'}); } }",
+    ]
+
     let couch: any CouchClient
+    public let mode: Mode
     let passwordIterations: Int
     let throttle = LoginThrottle()
     let logger: Logger
 
     /// - Parameters:
     ///   - passwordIterations: PBKDF2-SHA256 iterations for users' passwords.
-    public init(couch: any CouchClient, passwordIterations: Int = Passwords.defaultIterations, logger: Logger = Logger(label: "lt.app")) {
+    ///   - mode: a database per user (default) or one shared database.
+    public init(
+        couch: any CouchClient, mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations,
+        logger: Logger = Logger(label: "lt.app")
+    ) {
         self.couch = couch
+        self.mode = mode
         self.passwordIterations = passwordIterations
         self.logger = logger
     }
 
-    /// The private database of a user.
+    /// The private database of a user (database-per-user mode).
     public static func locationDB(for username: String) -> String { "lt_locations_user_" + username }
+
+    /// The database a user's device replicates with in this mode.
+    public func locationDatabase(for username: String) -> String {
+        mode == .singleDatabase ? TrackerService.sharedLocationsDB : TrackerService.locationDB(for: username)
+    }
+
+    /// The database holding everyone's locations, which analysts read.
+    public var analysisDatabase: String {
+        mode == .singleDatabase ? TrackerService.sharedLocationsDB : TrackerService.allLocationsDB
+    }
 
     /// The role that reads and writes a user's database; each of the user's API keys has it.
     static func ownerRole(_ username: String) -> String { "lt_owner_" + username }
@@ -68,11 +107,17 @@ public final class TrackerService: Sendable {
             logger.info("created \(TrackerService.placesDB) with \(docs.count) places")
         }
         try await ensureDesign(TrackerService.placesDB)
-        _ = try await createDatabase(TrackerService.allLocationsDB)
-        try await expect(couch.request(.put, "/\(TrackerService.allLocationsDB)/_security", body: [
+        // Everyone's locations: members (analysts) read them; in single-database mode users
+        // reach their own documents there as owners, which the database server enforces.
+        let all = analysisDatabase
+        _ = try await createDatabase(all)
+        try await expect(couch.request(.put, "/\(all)/_security", body: [
             "admins": ["names": [], "roles": ["_admin"]], "members": ["names": [], "roles": ["_admin", "analyst"]],
-        ]), "secure \(TrackerService.allLocationsDB)")
-        try await ensureDesign(TrackerService.allLocationsDB)
+        ]), "secure \(all)")
+        try await ensureDesign(all)
+        // Members read; only admins (the server's own consolidation and deletions) write.
+        let readOnly = try await couch.request(.put, "/\(all)/_design/read-only", body: TrackerService.readOnlyDesign)
+        guard readOnly.ok || readOnly.status == 409 else { throw failure(readOnly, "protect \(all) from writes by its readers") }
         try await prepareCorrections()
     }
 
@@ -123,13 +168,15 @@ public final class TrackerService: Sendable {
         }
         let existing = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         if existing.ok { throw Failure(409, "User already exists") }
-        let db = TrackerService.locationDB(for: username)
-        _ = try await createDatabase(db)
-        try await expect(couch.request(.put, "/\(db)/_security", body: [
-            "admins": ["names": [], "roles": ["_admin"]],
-            "members": ["names": [], "roles": [.string(TrackerService.ownerRole(username))]],
-        ]), "secure \(db)")
-        try await ensureDesign(db)
+        let db = locationDatabase(for: username)
+        if mode == .databasePerUser {
+            _ = try await createDatabase(db)
+            try await expect(couch.request(.put, "/\(db)/_security", body: [
+                "admins": ["names": [], "roles": ["_admin"]],
+                "members": ["names": [], "roles": [.string(TrackerService.ownerRole(username))]],
+            ]), "secure \(db)")
+            try await ensureDesign(db)
+        }
         let hash = try Passwords.hash(password, iterations: passwordIterations)
         let saved = try await couch.request(.put, "/\(TrackerService.usersDB)/\(username)", body: [
             "type": "user", "username": .string(username), "location_db": .string(db),
@@ -173,9 +220,35 @@ public final class TrackerService: Sendable {
         try await expect(couch.request(.put, "/_users/org.couchdb.user:\(key)", body: .object(keyDoc)), "create an API key")
         return [
             "ok": true, "api_key": .string(key), "api_password": .string(secret),
-            "location_db_name": .string(TrackerService.locationDB(for: username)),
+            "location_db_name": .string(locationDatabase(for: username)),
             "location_db_host": .string(host), "location_db_host_protocol": "http",
         ]
+    }
+
+    /// `GET /api/keys`: the user's API keys (one per login, usually one per device), never their secrets.
+    public func apiKeys(of username: String) async throws -> JSON {
+        let reply = try await couch.request(.post, "/_users/_find", body: [
+            "selector": ["lt_user": .string(username)], "fields": ["name", "device", "created_at"], "limit": 100_000,
+        ])
+        try expect(reply, "list the API keys of \(username)")
+        let keys = (reply.json["docs"]?.arrayValue ?? []).map { doc -> JSON in
+            ["api_key": doc["name"] ?? .null, "device": doc["device"] ?? .null, "created_at": doc["created_at"] ?? .null]
+        }.sorted { ($0["created_at"]?.doubleValue ?? 0) < ($1["created_at"]?.doubleValue ?? 0) }
+        return ["keys": .array(keys)]
+    }
+
+    /// `DELETE /api/keys/:key`: revokes one of the user's API keys (a lost device); it stops
+    /// opening the database at once.
+    public func revokeKey(_ key: String, of username: String) async throws -> JSON {
+        let path = "/_users/org.couchdb.user:\(TrackerService.encode(key))"
+        let reply = try await couch.request(.get, path)
+        // Another user's key is as unknown as a key that never was.
+        guard key.hasPrefix("key-"), reply.ok, reply.json["lt_user"]?.stringValue == username, let rev = reply.json["_rev"]?.stringValue else {
+            throw Failure(404, "not_found", "No API key \(key) of \(username)")
+        }
+        try await expect(couch.request(.delete, path, query: ["rev": rev], body: nil), "revoke an API key")
+        logger.info("revoked API key \(key) of \(username)")
+        return ["ok": true, "api_key": .string(key)]
     }
 
     /// `DELETE /api/users/:id`: removes the user's database, their API keys and the user. The
@@ -199,45 +272,71 @@ public final class TrackerService: Sendable {
         let deletions: [JSON] = (keys.json["docs"]?.arrayValue ?? []).map { ["_id": $0["_id"] ?? .null, "_rev": $0["_rev"] ?? .null, "_deleted": true] }
         if !deletions.isEmpty { try await expect(couch.request(.post, "/_users/_bulk_docs", body: ["docs": .array(deletions)]), "revoke API keys") }
         var purged = 0
-        if purgeLocations { purged = try await purgeConsolidated(username) }
-        let dropped = try await couch.request(.delete, "/\(TrackerService.locationDB(for: username))")
-        guard dropped.ok || dropped.status == 404 else { throw failure(dropped, "delete the database of \(username)") }
-        // A user registered again later under this name starts consolidating from scratch.
-        let checkpointPath = "/\(TrackerService.allLocationsDB)/_local/consolidated-\(TrackerService.locationDB(for: username))"
-        let checkpoint = try await couch.request(.get, checkpointPath)
-        if checkpoint.ok, let rev = checkpoint.json["_rev"]?.stringValue {
-            _ = try await couch.request(.delete, checkpointPath, query: ["rev": rev], body: nil)
+        switch mode {
+        case .databasePerUser:
+            if purgeLocations { purged = try await purgeConsolidated(username) }
+            let dropped = try await couch.request(.delete, "/\(TrackerService.locationDB(for: username))")
+            guard dropped.ok || dropped.status == 404 else { throw failure(dropped, "delete the database of \(username)") }
+            // A user registered again later under this name starts consolidating from scratch.
+            let checkpointPath = "/\(TrackerService.allLocationsDB)/_local/consolidated-\(TrackerService.locationDB(for: username))"
+            let checkpoint = try await couch.request(.get, checkpointPath)
+            if checkpoint.ok, let rev = checkpoint.json["_rev"]?.stringValue {
+                _ = try await couch.request(.delete, checkpointPath, query: ["rev": rev], body: nil)
+            }
+        case .singleDatabase:
+            // The user's part of the shared database is their database: it goes entirely.
+            purged = try await purgeOwned(username)
         }
         try await expect(couch.request(.delete, "/\(TrackerService.usersDB)/\(username)", query: ["rev": user["_rev"]?.stringValue ?? ""], body: nil),
                          "delete user \(username)")
         logger.info("deleted user \(username), \(deletions.count) API keys and \(purged) consolidated locations")
         var answer: JSONObject = ["ok": true, "id": .string(username)]
-        if purgeLocations { answer["purged_locations"] = .int(purged) }
+        if purgeLocations || mode == .singleDatabase { answer["purged_locations"] = .int(purged) }
         return .object(answer)
     }
 
     /// Purges (leaves no tombstone) the user's documents from `lt_locations_all`, page by page
     /// from the ids in the user's own database, and forgets the consolidation checkpoint.
     func purgeConsolidated(_ username: String) async throws -> Int {
-        let db = TrackerService.locationDB(for: username)
-        let all = TrackerService.allLocationsDB
         var purged = 0
-        _ = try await forEachPage(of: db, size: 1000, includeDocs: false) { rows in
+        _ = try await forEachPage(of: TrackerService.locationDB(for: username), size: 1000, includeDocs: false) { rows in
             let ids = rows.compactMap { $0["id"]?.stringValue }.filter { !$0.hasPrefix("_design/") }
-            // Every leaf revision each of those documents has in lt_locations_all (tombstones too).
-            var request: JSONObject = [:]
-            for id in ids {
-                let doc = try await couch.request(.get, "/\(all)/\(TrackerService.encode(id))", query: ["open_revs": "all"], body: nil)
-                guard doc.ok else { continue }
-                let revs = (doc.json.arrayValue ?? []).compactMap { $0["ok"]?["_rev"] ?? $0["missing"] }
-                if !revs.isEmpty { request[id] = .array(revs) }
-            }
-            if !request.isEmpty {
-                try await expect(couch.request(.post, "/\(all)/_purge", body: .object(request)), "purge consolidated locations")
-                purged += request.count
-            }
+            purged += try await purge(ids, from: TrackerService.allLocationsDB)
         }
         return purged
+    }
+
+    /// Purges a user's documents from the shared database (single-database mode), and
+    /// deletes their `_local` documents (replication checkpoints).
+    func purgeOwned(_ username: String) async throws -> Int {
+        let db = TrackerService.sharedLocationsDB
+        let namespace = OwnerNamespace(owner: username)
+        var purged = 0
+        _ = try await forEachPage(of: db, size: 1000, includeDocs: false, range: (namespace.prefix, namespace.upperBound)) { rows in
+            purged += try await purge(rows.compactMap { $0["id"]?.stringValue }, from: db)
+        }
+        let locals = try await couch.request(.get, "/\(db)/_local_docs", query: [
+            "startkey": JSON.string(namespace.stored("_local/")).text, "endkey": JSON.string("_local/" + namespace.upperBound).text,
+        ], body: nil)
+        for row in locals.json["rows"]?.arrayValue ?? [] {
+            guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"]?.stringValue else { continue }
+            _ = try await couch.request(.delete, "/\(db)/_local/\(TrackerService.encode(String(id.dropFirst(7))))", query: ["rev": rev], body: nil)
+        }
+        return purged
+    }
+
+    /// Purges every leaf revision (tombstones too) of the documents `ids` from `db`; how many were there.
+    func purge(_ ids: [String], from db: String) async throws -> Int {
+        var request: JSONObject = [:]
+        for id in ids {
+            let doc = try await couch.request(.get, "/\(db)/\(TrackerService.encode(id))", query: ["open_revs": "all"], body: nil)
+            guard doc.ok else { continue }
+            let revs = (doc.json.arrayValue ?? []).compactMap { $0["ok"]?["_rev"] ?? $0["missing"] }
+            if !revs.isEmpty { request[id] = .array(revs) }
+        }
+        guard !request.isEmpty else { return 0 }
+        try await expect(couch.request(.post, "/\(db)/_purge", body: .object(request)), "purge locations")
+        return request.count
     }
 
     // MARK: OwnTracks
@@ -283,7 +382,8 @@ public final class TrackerService: Sendable {
             "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]],
             "properties": .object(properties),
         ]
-        let reply = try await couch.request(.put, "/\(TrackerService.locationDB(for: user))/\(id)", body: doc)
+        let stored = mode == .singleDatabase ? OwnerNamespace(owner: user).stored(id) : id
+        let reply = try await couch.request(.put, "/\(locationDatabase(for: user))/\(TrackerService.encode(stored))", body: doc)
         guard reply.ok || reply.status == 409 else { throw failure(reply, "store an OwnTracks location") }
         return []
     }

@@ -13,7 +13,7 @@ import TrackerApp
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES).")
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE).")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -45,6 +45,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-open-databases"), help: "Databases kept open at once; idle ones beyond it are closed (each open one holds a few file descriptors). (LT_MAX_OPEN_DATABASES, default 128)")
     var maxOpenDatabases: Int?
 
+    @Option(help: "Where users' locations live: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, where each user sees only their own documents). (LT_MODE, default db-per-user)")
+    var mode: String?
+
     func value(_ option: String?, _ variable: String) -> String? {
         option ?? ProcessInfo.processInfo.environment[variable].flatMap { $0.isEmpty ? nil : $0 }
     }
@@ -67,6 +70,11 @@ struct Serve: AsyncParsableCommand {
         let appPort = try intValue(port, "LT_PORT", default: 8080)
         guard let durabilityMode = Durability(rawValue: (value(durability, "LT_DURABILITY") ?? "full").uppercased()) else {
             throw ValidationError("--durability must be full or normal")
+        }
+
+        let modeName = value(mode, "LT_MODE") ?? TrackerService.Mode.databasePerUser.rawValue
+        guard let appMode = TrackerService.Mode(rawValue: modeName) else {
+            throw ValidationError("--mode must be \(TrackerService.Mode.allCases.map(\.rawValue).joined(separator: " or ")), not \(modeName)")
         }
 
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -104,6 +112,7 @@ struct Serve: AsyncParsableCommand {
         let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: 128)
         guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
         options.javascript = Serve.javascriptQueryServer()
+        if appMode == .singleDatabase { options.sharedDatabases = [TrackerService.sharedLocations] }
         let store = try DatabaseStore(
             directory: directory, maxOpen: maxOpen, durability: durabilityMode,
             validator: DesignDocumentValidator(queryServer: options.javascript), logger: logger)
@@ -122,10 +131,13 @@ struct Serve: AsyncParsableCommand {
                 Serve.announce("database API", host: host, port: port)
             },
             logger: logger)
-        let service = TrackerService(couch: InProcessCouch(api: api), passwordIterations: options.pbkdf2Iterations, logger: logger)
+        let service = TrackerService(couch: InProcessCouch(api: api), mode: appMode, passwordIterations: options.pbkdf2Iterations, logger: logger)
         try await service.prepare(places: try Serve.samplePlaces())
-        // Every user's locations flow into lt_locations_all.
-        let consolidation = Task { await Consolidator(couch: InProcessCouch(api: api), logger: logger).run() }
+        logger.info("mode \(appMode.rawValue): locations in \(appMode == .singleDatabase ? TrackerService.sharedLocationsDB : "lt_locations_user_<name>")")
+        // Every user's locations flow into lt_locations_all (a single shared database needs no consolidation).
+        let consolidation = Task {
+            if appMode == .databasePerUser { await Consolidator(couch: InProcessCouch(api: api), logger: logger).run() }
+        }
         defer { consolidation.cancel() }
         let appApp = Application(
             responder: TrackerHTTP(service: service, databasePort: { boundDatabasePort.withLock { $0 } }).responder,

@@ -73,7 +73,7 @@ struct TrackerAppTests {
         #expect(Set(openAPI.json["paths"]?.objectValue?.keys ?? []) == [
             "/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/analysis/locations", "/api/analysis/users/{name}/stats",
             "/api/places/version", "/api/places/{id}/adjustments", "/api/adjustments/mine", "/api/adjustments", "/api/adjustments/{id}/{decision}",
-            "/api/openapi.json",
+            "/api/openapi.json", "/api/keys", "/api/keys/{key}",
         ])
     }
 
@@ -106,6 +106,16 @@ struct TrackerAppTests {
         #expect(second.key != alice.key)
         #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic(second.key, second.secret)).status == 200)
         #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic("alice", "pw-alice")).status == 401)
+        // Keys are listed per user without secrets, and revoked one by one by their user only.
+        let listed = try await s.app(.GET, "/api/keys", auth: .basic("alice", "pw-alice"))
+        #expect(Set(listed.json["keys"]?.arrayValue?.compactMap { $0["api_key"]?.stringValue } ?? []) == [alice.key, second.key])
+        #expect(!listed.text.contains(alice.secret) && !listed.text.contains("derived_key"))
+        #expect(try await s.app(.DELETE, "/api/keys/\(alice.key)", auth: .basic(bob.key, bob.secret)).status == 404)
+        #expect(try await s.app(.DELETE, "/api/keys/\(alice.key)", auth: .basic(second.key, second.secret)).status == 200)
+        #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic(alice.key, alice.secret)).status == 401)
+        #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic(second.key, second.secret)).status == 200)
+        #expect(try await s.app(.GET, "/api/keys", auth: .basic(second.key, second.secret)).json["keys"]?.arrayValue?.count == 1)
+        #expect(try await s.app(.GET, "/api/keys").status == 401)
         // Neither password nor key is stored readably.
         let stored = try await s.request(.GET, "/lt_users/alice")
         #expect(stored.json["password"] == nil && stored.json["derived_key"] != nil && !stored.text.contains("pw-alice"))
@@ -351,9 +361,10 @@ struct TrackerAppTests {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
-    @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint")
-    func authorizationMatrix() async throws {
-        let s = try TestServer()
+    @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint, in both modes",
+          arguments: ["db-per-user", "single-db"])
+    func authorizationMatrix(mode: String) async throws {
+        let s = try TestServer(extraArguments: ["--mode", mode])
         defer { s.stop() }
         for name in ["amy", "ben"] { _ = try await s.app(.PUT, "/api/users/\(name)", json: ["password": .string("pw-\(name)")]) }
         let amy = try await login(s, "amy", "pw-amy")
@@ -372,11 +383,22 @@ struct TrackerAppTests {
             (.GET, "/api/analysis/users/amy/stats", nil, [401, 403, 403, 200, 200]),
             (.GET, "/api/adjustments", nil, [401, 403, 403, 403, 200]),
             (.GET, "/api/adjustments/mine", nil, [401, 200, 200, 401, 401]),
+            (.GET, "/api/keys", nil, [401, 200, 200, 401, 401]),
             (.POST, "/api/adjustments/\(reportID)/reject", nil, [401, 403, 403, 403, 200]),
             (.POST, "/api/places/\(place)/adjustments", ["latitude": 2, "longitude": 2], [401, 201, 201, 401, 401]),
             (.POST, "/api/owntracks?u=amy", ["_type": "location", "lat": 1, "lon": 1, "tst": 5], [401, 200, 403, 401, 401]),
             (.DELETE, "/api/users/amy", nil, [401, 403, 403, 403, 200]),
         ]
+        // The database everyone's locations are in: analysts read it, only the server writes it.
+        let all = mode == "single-db" ? "lt_locations_all_envoy" : "lt_locations_all"
+        let written = try await s.request(.PUT, "/\(all)/by-admin", json: ["x": 1])
+        #expect(written.status == 201)
+        let rev = written.json["rev"]?.stringValue ?? ""
+        let analyst = TestServer.Auth.basic("ann", "pw-ann")
+        #expect(try await s.request(.GET, "/\(all)/by-admin", auth: analyst).status == 200)
+        #expect(try await s.request(.PUT, "/\(all)/by-analyst", json: ["x": 1], auth: analyst).status == 403)
+        #expect(try await s.request(.DELETE, "/\(all)/by-admin?rev=\(rev)", auth: analyst).status == 403)
+        #expect(try await s.request(.POST, "/\(all)/_bulk_docs", json: ["docs": [["_id": "by-analyst"]]], auth: analyst).json[0]?["error"] == "forbidden")
         for (method, path, body, expected) in matrix {
             for ((name, auth), status) in zip(who, expected) {
                 let reply = try await s.app(method, path, json: body, auth: auth)

@@ -45,12 +45,15 @@ let package = Package(
             dependencies: ["CouchJSON", "CouchEngine", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        // SQLite settings only C can reach (variadic functions).
+        .target(name: "CSQLiteTuning", linkerSettings: [.linkedLibrary("sqlite3")]),
         // The document database engine on SQLite: revision trees, changes, attachments, Mango. No HTTP.
         .target(
             name: "CouchEngine",
             dependencies: [
-                "CouchJSON", "Geo",
+                "CouchJSON", "Geo", "CSQLiteTuning",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,3 +1,4 @@
+import CSQLiteTuning
 import Foundation
 import Logging
 
@@ -5,7 +6,9 @@ import Logging
 ///
 /// Databases are opened on first use and closed again when more than `maxOpen` are open
 /// (least recently used first), so a node with very many databases keeps no file handle or
-/// task for an idle one, and creating one is a file with an empty schema.
+/// task for an idle one, and creating one is a file with an empty schema. Single-connection
+/// databases that stay open but idle (not among the last `activeSet` used) give back their
+/// page cache and statements now and then, so thousands of open ones cost little memory.
 public final class DatabaseStore: Sendable {
     public let directory: URL
     let maxOpen: Int
@@ -13,13 +16,31 @@ public final class DatabaseStore: Sendable {
     let logger: Logger
     /// Checks every database's writes (`validate_doc_update`); nil: no checks.
     let validator: (any WriteValidator)?
+    /// How each database is opened, by name.
+    let connections: @Sendable (String) -> Connections
 
     private struct State {
         var open: [String: (database: Database, lastUse: UInt64)] = [:]
         var notifiers: [String: ChangeNotifier] = [:]
         var clock: UInt64 = 0
+        /// The clock when idle databases last gave back memory.
+        var sweptAt: UInt64 = 0
     }
+    /// Databases used within this many of the latest uses keep their caches.
+    static let activeSet: UInt64 = 512
     private let state = Locked(State())
+    /// Serialises opening, creating and deleting one database name, without making every
+    /// other database wait for it (opening a file is slow next to a dictionary lookup).
+    private let nameLocks = (0..<64).map { _ in NSLock() }
+
+    private func withNameLock<T>(_ name: String, _ body: () throws -> T) rethrows -> T {
+        var hasher = Hasher()
+        hasher.combine(name)
+        let lock = nameLocks[Int(UInt(bitPattern: hasher.finalize()) % UInt(nameLocks.count))]
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
+    }
 
     /// Which databases were created, updated or deleted (`_db_updates`).
     public let updates = DatabaseUpdates()
@@ -29,9 +50,11 @@ public final class DatabaseStore: Sendable {
 
     public init(
         directory: URL, maxOpen: Int = 256, durability: Durability = .full, validator: (any WriteValidator)? = nil,
-        logger: Logger = Logger(label: "lt.engine")
+        connections: @escaping @Sendable (String) -> Connections = { _ in .pool }, logger: Logger = Logger(label: "lt.engine")
     ) throws {
         self.directory = directory
+        self.connections = connections
+        _ = DatabaseStore.sqliteConfigured
         self.validator = validator
         self.maxOpen = maxOpen
         self.durability = durability
@@ -65,13 +88,16 @@ public final class DatabaseStore: Sendable {
     @discardableResult
     public func create(_ name: String) throws -> Database {
         guard DatabaseStore.isValidName(name) else { throw EngineError.illegalDatabaseName(name) }
-        return try state.withLock { state in
+        return try withNameLock(name) {
             let path = path(for: name)
             if FileManager.default.fileExists(atPath: path) { throw EngineError.databaseExists }
+            let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
                 let database = try Database(
-                    name: name, path: path, create: true, notifier: notifier(name, &state), durability: durability, validator: validator)
-                remember(database, &state)
+                    name: name, path: path, create: true, notifier: shared, durability: durability, validator: validator,
+                connections: connections(name))
+                let evicted = state.withLock { state -> Database? in remember(database, &state) }
+                withExtendedLifetime(evicted) {}  // released here, outside the lock
                 updates.record(name, .created)
                 return database
             } catch {
@@ -81,32 +107,47 @@ public final class DatabaseStore: Sendable {
         }
     }
 
+    /// SQLite set up for many connections, once per process before its first use: page-cache
+    /// memory is taken page by page as needed, not about 90 KB up front per connection.
+    private static let sqliteConfigured: Bool = lt_sqlite_no_initial_page_cache() == 0
+
     /// Opens an existing database; 404 `not_found` if there is none.
     public func open(_ name: String) throws -> Database {
-        try state.withLock { state in
+        let (found, idle) = state.withLock { state -> (Database?, [Database]) in
+            guard let entry = state.open[name] else { return (nil, []) }
             state.clock += 1
-            if let entry = state.open[name] {
-                state.open[name] = (entry.database, state.clock)
-                return entry.database
-            }
-            guard DatabaseStore.isValidName(name) else { throw EngineError.databaseNotFound }
+            state.open[name] = (entry.database, state.clock)
+            return (entry.database, idleDatabases(&state))
+        }
+        if !idle.isEmpty { Task.detached(priority: .background) { for db in idle { db.releaseIdleMemory() } } }
+        if let found { return found }
+        guard DatabaseStore.isValidName(name) else { throw EngineError.databaseNotFound }
+        return try withNameLock(name) {
+            // Opened by another caller while this one waited for the name?
+            if let entry = state.withLock({ $0.open[name] }) { return entry.database }
             let path = path(for: name)
             guard FileManager.default.fileExists(atPath: path) else { throw EngineError.databaseNotFound }
-            let database = try Database(name: name, path: path, create: false, notifier: notifier(name, &state), durability: durability, validator: validator)
-            remember(database, &state)
+            let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
+            let database = try Database(name: name, path: path, create: false, notifier: shared, durability: durability, validator: validator,
+                connections: connections(name))
+            let evicted = state.withLock { state -> Database? in remember(database, &state) }
+            withExtendedLifetime(evicted) {}
             return database
         }
     }
 
     /// Deletes a database and its files; 404 if there is none.
     public func delete(_ name: String) throws {
-        try state.withLock { state in
+        try withNameLock(name) {
             let path = path(for: name)
             guard DatabaseStore.isValidName(name), FileManager.default.fileExists(atPath: path) else {
                 throw EngineError.databaseNotFound
             }
-            if let entry = state.open.removeValue(forKey: name) { entry.database.close() }
-            state.notifiers.removeValue(forKey: name)?.wakeAll()
+            let entry = state.withLock { state in
+                state.notifiers.removeValue(forKey: name)?.wakeAll()
+                return state.open.removeValue(forKey: name)
+            }
+            entry?.database.close()
             removeFiles(path)
             updates.record(name, .deleted)
         }
@@ -128,18 +169,28 @@ public final class DatabaseStore: Sendable {
         return notifier
     }
 
-    private func remember(_ database: Database, _ state: inout State) {
+    /// Every `activeSet` uses: the open single-connection databases not used since the last
+    /// sweep, to give back their memory.
+    private func idleDatabases(_ state: inout State) -> [Database] {
+        guard state.clock - state.sweptAt >= DatabaseStore.activeSet else { return [] }
+        let since = state.sweptAt
+        state.sweptAt = state.clock
+        return state.open.values.filter { $0.lastUse <= since && $0.lastUse > since - min(since, DatabaseStore.activeSet) && $0.database.isSingleConnection }
+            .map(\.database)
+    }
+
+    /// Keeps `database` open; returns the least recently used one it pushed out, if any, for
+    /// the caller to release outside the lock (it closes when its last user lets go).
+    private func remember(_ database: Database, _ state: inout State) -> Database? {
         state.clock += 1
         state.open[database.name] = (database, state.clock)
-        guard state.open.count > maxOpen else { return }
-        // Close the least recently used; callers still holding it finish their work first.
-        if let oldest = state.open.min(by: { $0.value.lastUse < $1.value.lastUse }) {
-            state.open.removeValue(forKey: oldest.key)
-        }
+        guard state.open.count > maxOpen else { return nil }
+        guard let oldest = state.open.min(by: { $0.value.lastUse < $1.value.lastUse }) else { return nil }
+        return state.open.removeValue(forKey: oldest.key)?.database
     }
 
     private func removeFiles(_ path: String) {
-        for suffix in ["", "-wal", "-shm"] {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
             try? FileManager.default.removeItem(atPath: path + suffix)
         }
     }

@@ -36,12 +36,12 @@ final class WriteQueue: Sendable {
         var draining = false
     }
 
-    private let pool: DatabasePool
+    private let pool: any DatabaseWriter
     private let state = Locked(State())
     /// Called after each commit with the new update sequence.
     private let onCommit: @Sendable (Int) -> Void
 
-    init(pool: DatabasePool, onCommit: @escaping @Sendable (Int) -> Void) {
+    init(pool: any DatabaseWriter, onCommit: @escaping @Sendable (Int) -> Void) {
         self.pool = pool
         self.onCommit = onCommit
     }

@@ -331,6 +331,7 @@ extension CouchAPI {
         var ids = [String](repeating: "", count: docs.count)
         var batch: [DocumentInput] = []
         var batchIndex: [Int] = []
+        var locals: [(index: Int, input: DocumentInput)] = []
         for (i, json) in docs.enumerated() {
             do {
                 var input = try DocumentInput(json: json)
@@ -340,9 +341,7 @@ extension CouchAPI {
                 }
                 ids[i] = input.id!
                 if input.id!.hasPrefix("_local/") {
-                    let rev = try await db.putLocalDocument(
-                        id: input.id!, rev: input.rev?.description, body: input.body, deleted: input.deleted)
-                    results[i] = .success(Revision(rev)!)
+                    locals.append((i, input))
                     continue
                 }
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {
@@ -356,6 +355,23 @@ extension CouchAPI {
                 results[i] = .failure(error)
             }
         }
+        // `_local` documents (replication checkpoints) all at once: they share one commit.
+        let localResults = await withTaskGroup(of: (Int, Result<Revision, EngineError>).self) { group in
+            for (index, input) in locals {
+                group.addTask {
+                    do {
+                        let rev = try await db.putLocalDocument(id: input.id!, rev: input.rev?.description, body: input.body, deleted: input.deleted)
+                        return (index, .success(Revision(rev)!))
+                    } catch let error as EngineError {
+                        return (index, .failure(error))
+                    } catch {
+                        return (index, .failure(EngineError(status: 500, error: "internal_server_error", reason: "\(error)")))
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        for (index, result) in localResults { results[index] = result }
         let written = try await db.update(batch, newEdits: newEdits, user: request.user)
         for (offset, result) in written.enumerated() { results[batchIndex[offset]] = result }
 

@@ -6,16 +6,29 @@ import Logging
 /// Copies every location written to any user's database into `lt_locations_all` (same id, same
 /// revision), with one consumer for all users instead of one continuous replication each (the
 /// original's design, which does not scale to many users). It follows `_db_updates` to learn
-/// which user databases changed and then copies just their new changes: `_changes` since a
-/// checkpoint, `_bulk_get` of the new revisions with their history, `_bulk_docs` with
-/// `new_edits=false` into `lt_locations_all`, then the checkpoint (a `_local` document in
-/// `lt_locations_all`). On start it looks at every user database once, which also covers
-/// whatever changed while it was not running. Only CouchDB API calls: it works the same
+/// which user databases changed and copies their new changes in rounds: for each changed
+/// database (several at a time) `_changes` since its checkpoint and `_bulk_get` of the new
+/// revisions with their history; then, for the whole round, one `_bulk_docs` with
+/// `new_edits=false` into `lt_locations_all` and one `_bulk_docs` of the checkpoints (`_local`
+/// documents there), so a round of a thousand databases costs two commits, not two thousand.
+/// On start it reads every checkpoint and looks at every user database once, which also
+/// covers whatever changed while it was not running. Only CouchDB API calls: it works the same
 /// against Apache CouchDB.
 public final class Consolidator: Sendable {
     let couch: any CouchClient
     let logger: Logger
     static let prefix = "lt_locations_user_"
+    static let checkpointPrefix = "_local/consolidated-"
+    /// Changes read from one database per request.
+    static let pageSize = 500
+    /// How many user databases are read at the same time.
+    static let parallelism = 16
+
+    /// Where a database's copying stands: the last sequence copied and the `_local` document's revision.
+    struct Checkpoint: Sendable {
+        var seq: String
+        var rev: String?
+    }
 
     public init(couch: any CouchClient, logger: Logger = Logger(label: "lt.consolidator")) {
         self.couch = couch
@@ -29,7 +42,8 @@ public final class Consolidator: Sendable {
         if let reply = try? await couch.request(.get, "/_db_updates", query: ["since": "now"], body: nil), reply.ok {
             since = reply.json["last_seq"]?.stringValue ?? "now"
         }
-        await sweep()
+        var checkpoints = await loadCheckpoints()
+        await sweep(&checkpoints)
         while !Task.isCancelled {
             do {
                 let reply = try await couch.request(.get, "/_db_updates", query: ["feed": "longpoll", "since": since, "timeout": "10000"], body: nil)
@@ -39,7 +53,7 @@ public final class Consolidator: Sendable {
                     guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix), row["type"] != "deleted" else { return nil }
                     return name
                 })
-                await consolidate(names.sorted())
+                await consolidate(names.sorted(), &checkpoints)
                 since = json["last_seq"]?.stringValue ?? since
             } catch {
                 logger.warning("consolidation: \(error); retrying")
@@ -48,83 +62,146 @@ public final class Consolidator: Sendable {
         }
     }
 
+    /// Every checkpoint in `lt_locations_all`, read page by page.
+    func loadCheckpoints() async -> [String: Checkpoint] {
+        var checkpoints: [String: Checkpoint] = [:]
+        var start = Consolidator.checkpointPrefix
+        while !Task.isCancelled {
+            let query = ["startkey": JSON.string(start).text, "endkey": JSON.string(Consolidator.checkpointPrefix + "\u{FFF0}").text,
+                         "include_docs": "true", "limit": "5000"]
+            guard let reply = try? await couch.request(.get, "/\(TrackerService.allLocationsDB)/_local_docs", query: query, body: nil), reply.ok else {
+                logger.warning("consolidation: cannot read checkpoints; every database is read from its start")
+                return checkpoints
+            }
+            let rows = reply.json["rows"]?.arrayValue ?? []
+            for row in rows {
+                guard let id = row["id"]?.stringValue, let seq = row["doc"]?["seq"]?.stringValue else { continue }
+                checkpoints[String(id.dropFirst(Consolidator.checkpointPrefix.count))] = Checkpoint(seq: seq, rev: row["value"]?["rev"]?.stringValue)
+            }
+            guard rows.count == 5000, let last = rows.last?["id"]?.stringValue else { return checkpoints }
+            start = last
+        }
+        return checkpoints
+    }
+
     /// Looks at every user database once.
-    func sweep() async {
+    func sweep(_ checkpoints: inout [String: Checkpoint]) async {
         guard let reply = try? await couch.request(.get, "/_all_dbs", query: [:], body: nil), reply.ok else {
             logger.error("consolidation: cannot list databases")
             return
         }
-        await consolidate((reply.json.arrayValue ?? []).compactMap(\.stringValue).filter { $0.hasPrefix(Consolidator.prefix) })
+        await consolidate((reply.json.arrayValue ?? []).compactMap(\.stringValue).filter { $0.hasPrefix(Consolidator.prefix) }, &checkpoints)
     }
 
-    /// How many user databases are copied at the same time.
-    static let parallelism = 8
+    /// What one database contributes to a round.
+    struct Batch: Sendable {
+        var db: String
+        var docs: [JSON]
+        var lastSeq: String
+        /// More changes wait after this page.
+        var more: Bool
+    }
 
-    /// Copies several databases' changes, `parallelism` at a time.
-    func consolidate(_ names: [String]) async {
-        await withTaskGroup(of: Void.self) { group in
-            var next = names.makeIterator()
-            for _ in 0..<Consolidator.parallelism {
-                guard let name = next.next() else { break }
-                group.addTask { await self.consolidate(name) }
+    /// Copies the changes of `names` in rounds until none has more; failures are logged and
+    /// the next update of that database tries again from its checkpoint.
+    func consolidate(_ names: [String], _ checkpoints: inout [String: Checkpoint]) async {
+        var pending = names
+        while !pending.isEmpty, !Task.isCancelled {
+            let known = checkpoints
+            let batches = await withTaskGroup(of: Batch?.self) { group -> [Batch] in
+                var next = pending.makeIterator()
+                for _ in 0..<Consolidator.parallelism {
+                    guard let name = next.next() else { break }
+                    group.addTask { await self.read(name, since: known[name]?.seq ?? "0") }
+                }
+                var batches: [Batch] = []
+                while let batch = await group.next() {
+                    if let batch { batches.append(batch) }
+                    if let name = next.next() { group.addTask { await self.read(name, since: known[name]?.seq ?? "0") } }
+                }
+                return batches
             }
-            while await group.next() != nil {
-                if let name = next.next() { group.addTask { await self.consolidate(name) } }
+            do {
+                try await write(batches, &checkpoints)
+            } catch {
+                logger.warning("consolidation: \(error)")
+                return
             }
+            pending = batches.filter(\.more).map(\.db)
         }
     }
 
-    /// Copies a user database's changes since its checkpoint; errors are logged and the next
-    /// update of that database tries again from the same checkpoint.
-    func consolidate(_ db: String) async {
-        do { try await copyChanges(db) } catch { logger.warning("consolidation of \(db): \(error)") }
+    /// The next page of a database's changes since `since`, with the documents; nil when the
+    /// database is gone or cannot be read (logged).
+    func read(_ db: String, since: String) async -> Batch? {
+        do {
+            var since = since
+            while true {
+                let changes = try await couch.request(.get, "/\(db)/_changes", query: [
+                    "since": since, "style": "all_docs", "limit": String(Consolidator.pageSize),
+                ], body: nil)
+                if changes.status == 404 { return nil }  // deleted meanwhile
+                guard changes.ok else { throw ConsolidationError("\(db)/_changes answered \(changes.status)") }
+                let rows = changes.json["results"]?.arrayValue ?? []
+                guard let last = changes.json["last_seq"]?.stringValue else { return nil }
+                // A checkpoint of an earlier database of the same name (deleted and created again)
+                // does not apply: this server's sequences end in a 12-hex-digit tag of the database,
+                // and a different tag means another database. Start over. (Apache CouchDB's
+                // sequences are opaque and change shape with every update; they are left alone.)
+                if since != "0", let tag = Consolidator.databaseTag(last), let old = Consolidator.databaseTag(since), old != tag {
+                    since = "0"
+                    continue
+                }
+                var wanted: [JSON] = []
+                for row in rows {
+                    guard let id = row["id"]?.stringValue, !id.hasPrefix("_design/") else { continue }
+                    for change in row["changes"]?.arrayValue ?? [] {
+                        if let rev = change["rev"] { wanted.append(["id": .string(id), "rev": rev]) }
+                    }
+                }
+                var docs: [JSON] = []
+                if !wanted.isEmpty {
+                    let fetched = try await couch.request(.post, "/\(db)/_bulk_get", query: ["revs": "true", "attachments": "true"], body: ["docs": .array(wanted)])
+                    guard fetched.ok else { throw ConsolidationError("\(db)/_bulk_get answered \(fetched.status)") }
+                    for result in fetched.json["results"]?.arrayValue ?? [] {
+                        for item in result["docs"]?.arrayValue ?? [] { if let doc = item["ok"] { docs.append(doc) } }
+                    }
+                }
+                if rows.isEmpty && last == since { return nil }
+                return Batch(db: db, docs: docs, lastSeq: last, more: rows.count == Consolidator.pageSize)
+            }
+        } catch {
+            logger.warning("consolidation of \(db): \(error)")
+            return nil
+        }
     }
 
-    func copyChanges(_ db: String) async throws {
+    /// Writes a round: every document (in chunks), then every checkpoint in one request.
+    func write(_ batches: [Batch], _ checkpoints: inout [String: Checkpoint]) async throws {
         let all = TrackerService.allLocationsDB
-        let checkpointID = "_local/consolidated-\(db)"
-        let checkpoint = try await couch.request(.get, "/\(all)/\(checkpointID)")
-        var since = checkpoint.ok ? checkpoint.json["seq"]?.stringValue ?? "0" : "0"
-        var checkpointRev = checkpoint.ok ? checkpoint.json["_rev"]?.stringValue : nil
-        while true {
-            let changes = try await couch.request(.get, "/\(db)/_changes", query: ["since": since, "style": "all_docs", "limit": "500"], body: nil)
-            if changes.status == 404 { return }  // deleted meanwhile
-            guard changes.ok else { throw ConsolidationError("\(db)/_changes answered \(changes.status)") }
-            let rows = changes.json["results"]?.arrayValue ?? []
-            guard let last = changes.json["last_seq"]?.stringValue else { return }
-            // A checkpoint of an earlier database of the same name (deleted and created again)
-            // does not apply: this server's sequences end in a 12-hex-digit tag of the database,
-            // and a different tag means another database. Start over. (Apache CouchDB's
-            // sequences are opaque and change shape with every update; they are left alone.)
-            if since != "0", let tag = Consolidator.databaseTag(last), let old = Consolidator.databaseTag(since), old != tag {
-                since = "0"
-                continue
+        let docs = batches.flatMap(\.docs)
+        for start in stride(from: 0, to: docs.count, by: 5000) {
+            let chunk = Array(docs[start..<min(docs.count, start + 5000)])
+            let written = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(chunk), "new_edits": false])
+            guard written.ok else { throw ConsolidationError("\(all)/_bulk_docs answered \(written.status)") }
+        }
+        guard !batches.isEmpty else { return }
+        let saves: [JSON] = batches.map { batch in
+            var doc: JSONObject = ["_id": .string(Consolidator.checkpointPrefix + batch.db), "seq": .string(batch.lastSeq)]
+            if let rev = checkpoints[batch.db]?.rev { doc["_rev"] = .string(rev) }
+            return .object(doc)
+        }
+        let saved = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(saves)])
+        guard saved.ok else { throw ConsolidationError("saving checkpoints answered \(saved.status)") }
+        let results = saved.json.arrayValue ?? []
+        for (batch, result) in zip(batches, results) {
+            if let rev = result["rev"]?.stringValue, result["error"] == nil {
+                checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: rev)
+            } else {
+                // Changed behind our back (a user deleted and registered again): read it afresh.
+                let current = try await couch.request(.get, "/\(all)/\(Consolidator.checkpointPrefix)\(batch.db)")
+                checkpoints[batch.db] = current.ok ? Checkpoint(seq: current.json["seq"]?.stringValue ?? "0", rev: current.json["_rev"]?.stringValue) : nil
             }
-            var wanted: [JSON] = []
-            for row in rows {
-                guard let id = row["id"]?.stringValue, !id.hasPrefix("_design/") else { continue }
-                for change in row["changes"]?.arrayValue ?? [] {
-                    if let rev = change["rev"] { wanted.append(["id": .string(id), "rev": rev]) }
-                }
-            }
-            if !wanted.isEmpty {
-                let fetched = try await couch.request(.post, "/\(db)/_bulk_get", query: ["revs": "true", "attachments": "true"], body: ["docs": .array(wanted)])
-                guard fetched.ok else { throw ConsolidationError("\(db)/_bulk_get answered \(fetched.status)") }
-                var docs: [JSON] = []
-                for result in fetched.json["results"]?.arrayValue ?? [] {
-                    for item in result["docs"]?.arrayValue ?? [] { if let doc = item["ok"] { docs.append(doc) } }
-                }
-                let written = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(docs), "new_edits": false])
-                guard written.ok else { throw ConsolidationError("\(all)/_bulk_docs answered \(written.status)") }
-            }
-            if rows.isEmpty && last == since { return }
-            var body: JSONObject = ["seq": .string(last)]
-            if let checkpointRev { body["_rev"] = .string(checkpointRev) }
-            let saved = try await couch.request(.put, "/\(all)/\(checkpointID)", body: .object(body))
-            guard saved.ok else { throw ConsolidationError("saving the checkpoint of \(db) answered \(saved.status)") }
-            checkpointRev = saved.json["rev"]?.stringValue
-            since = last
-            if rows.count < 500 { return }
         }
     }
 }

@@ -169,25 +169,42 @@ public final class TrackerService: Sendable {
         let existing = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         if existing.ok { throw Failure(409, "User already exists") }
         let db = locationDatabase(for: username)
-        if mode == .databasePerUser {
-            _ = try await createDatabase(db)
-            try await expect(couch.request(.put, "/\(db)/_security", body: [
-                "admins": ["names": [], "roles": ["_admin"]],
-                "members": ["names": [], "roles": [.string(TrackerService.ownerRole(username))]],
-            ]), "secure \(db)")
-            try await ensureDesign(db)
-        }
         let hash = try Passwords.hash(password, iterations: passwordIterations)
-        let saved = try await couch.request(.put, "/\(TrackerService.usersDB)/\(username)", body: [
+        // The user's database and the user document are written at the same time; the
+        // database's access rules and geo index together, so they share one commit.
+        async let prepared: Void = mode == .databasePerUser ? prepareUserDatabase(db, username) : ()
+        async let userWrite = couch.request(.put, "/\(TrackerService.usersDB)/\(username)", body: [
             "type": "user", "username": .string(username), "location_db": .string(db),
             "password_scheme": "pbkdf2", "pbkdf2_prf": .string(hash.prf), "iterations": .int(hash.iterations),
             "salt": .string(hash.salt), "derived_key": .string(hash.derivedKey),
             "created_at": .double(Date().timeIntervalSince1970 * 1000),
         ])
+        let saved = try await userWrite
+        do {
+            try await prepared
+        } catch {
+            if saved.ok, let rev = saved.json["rev"]?.stringValue {
+                _ = try? await couch.request(.delete, "/\(TrackerService.usersDB)/\(username)", query: ["rev": rev], body: nil)
+            }
+            throw error
+        }
         if saved.status == 409 { throw Failure(409, "User already exists") }
         try expect(saved, "save user \(username)")
         logger.info("registered \(username)")
         return ["ok": true, "id": .string(username)]
+    }
+
+    /// A new user's private database: created, readable and writable only by the user's
+    /// API keys (`_security`), with the geo index.
+    func prepareUserDatabase(_ db: String, _ username: String) async throws {
+        _ = try await createDatabase(db)
+        async let secured = couch.request(.put, "/\(db)/_security", body: [
+            "admins": ["names": [], "roles": ["_admin"]],
+            "members": ["names": [], "roles": [.string(TrackerService.ownerRole(username))]],
+        ])
+        async let designed: Void = ensureDesign(db)
+        try expect(try await secured, "secure \(db)")
+        try await designed
     }
 
     /// `POST /api/login`: checks the password and issues a fresh API key (a random 128-bit

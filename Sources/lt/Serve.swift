@@ -42,7 +42,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "full: fsync every commit; normal: survive a killed process, not power loss. (LT_DURABILITY, default full)")
     var durability: String?
 
-    @Option(name: .customLong("max-open-databases"), help: "Databases kept open at once; idle ones beyond it are closed (each open one holds a few file descriptors). (LT_MAX_OPEN_DATABASES, default 128)")
+    @Option(name: .customLong("max-open-databases"), help: "Databases kept open at once; the least recently used beyond it are closed. (LT_MAX_OPEN_DATABASES, default: what the open-file limit allows, at most 2048)")
     var maxOpenDatabases: Int?
 
     @Option(help: "Where users' locations live: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, where each user sees only their own documents). (LT_MODE, default db-per-user)")
@@ -109,13 +109,13 @@ struct Serve: AsyncParsableCommand {
         }
         try settings.save(to: directory)
 
-        let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: 128)
+        let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: Serve.openDatabaseBudget())
         guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
         options.javascript = Serve.javascriptQueryServer()
         if appMode == .singleDatabase { options.sharedDatabases = [TrackerService.sharedLocations] }
         let store = try DatabaseStore(
             directory: directory, maxOpen: maxOpen, durability: durabilityMode,
-            validator: DesignDocumentValidator(queryServer: options.javascript), logger: logger)
+            validator: DesignDocumentValidator(queryServer: options.javascript), connections: Serve.connections, logger: logger)
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()
@@ -149,6 +149,33 @@ struct Serve: AsyncParsableCommand {
         let group = ServiceGroup(configuration: .init(
             services: [dbApp, appApp], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+
+    /// Users' private databases are many and small, each written by one device: one
+    /// connection each, so thousands stay open. Shared ones get concurrent readers.
+    static let connections: @Sendable (String) -> Connections = { name in
+        name.hasPrefix("lt_locations_user_") ? .single : .pool
+    }
+
+    /// How many databases to keep open when not told: raises the soft open-file limit to the
+    /// hard one, then allows two descriptors per database (file and journal) beside 1,024 for
+    /// connections, at most 2,048 databases (SQLite looks through its list of open files on
+    /// every open, so far more would make each open slower than the reopen it saves).
+    static func openDatabaseBudget() -> Int {
+        var limit = rlimit()
+        #if os(Linux)
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        #else
+        let resource = RLIMIT_NOFILE
+        #endif
+        guard getrlimit(resource, &limit) == 0 else { return 128 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(resource, &raised) == 0 { limit = raised }
+        }
+        let descriptors = Int(clamping: limit.rlim_cur)
+        return min(2048, max(64, (descriptors - 1024) / 2))
     }
 
     /// Query servers run this same binary as `lt js-server`, when it was built with Duktape.

@@ -5,10 +5,14 @@ import Testing
 
 @Suite("Engine on real SQLite files")
 struct DatabaseTests {
+    /// Runs `body` twice: with databases on a pool of WAL connections, and on one connection
+    /// with a rollback journal (how per-user databases are opened).
     func withStore(_ body: (DatabaseStore) async throws -> Void) async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.cleanup() }
-        try await body(try DatabaseStore(directory: directory.url, maxOpen: 4))
+        for connections in [Connections.pool, .single] {
+            let directory = try TemporaryDirectory()
+            defer { directory.cleanup() }
+            try await body(try DatabaseStore(directory: directory.url, maxOpen: 4, connections: { _ in connections }))
+        }
     }
 
     func doc(_ text: String) throws -> DocumentInput { try DocumentInput(json: try JSON.parse(text)) }

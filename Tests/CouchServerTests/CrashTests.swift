@@ -10,13 +10,14 @@ import Testing
 struct CrashTests {
     /// Eight clients write as fast as they can; the server is killed with SIGKILL mid-stream.
     /// After a restart every write that had been acknowledged must be there with its revision.
-    @Test("Every acknowledged write survives kill -9")
-    func acknowledgedWritesSurviveSIGKILL() async throws {
+    @Test("Every acknowledged write survives kill -9, in a shared database (WAL pool) and a user's (one connection, rollback journal)",
+          arguments: ["crash", "lt_locations_user_crash"])
+    func acknowledgedWritesSurviveSIGKILL(db: String) async throws {
         let directoryHolder = try TemporaryDirectory("lt-crash")
         defer { directoryHolder.cleanup() }
         let directory = directoryHolder.url
         let server = try TestServer(dataDirectory: directory)
-        _ = try await server.request(.PUT, "/crash")
+        _ = try await server.request(.PUT, "/\(db)")
         let acknowledged = try await withThrowingTaskGroup(of: [(String, String)].self) { group in
             for client in 0..<8 {
                 group.addTask {
@@ -27,7 +28,7 @@ struct CrashTests {
                         let reply: TestServer.Reply
                         do {
                             if i % 10 == 9 {
-                                reply = try await server.request(.POST, "/crash/_bulk_docs", json: ["docs": .array((0..<20).map {
+                                reply = try await server.request(.POST, "/\(db)/_bulk_docs", json: ["docs": .array((0..<20).map {
                                     ["_id": .string("\(id)-b\($0)"), "lat": 37.4, "lon": -122.3]
                                 })], timeout: .seconds(5))
                                 if reply.status == 201 {
@@ -36,7 +37,7 @@ struct CrashTests {
                                     }
                                 }
                             } else {
-                                reply = try await server.request(.PUT, "/crash/\(id)", json: ["lat": 37.4, "lon": -122.3, "i": .int(i)], timeout: .seconds(5))
+                                reply = try await server.request(.PUT, "/\(db)/\(id)", json: ["lat": 37.4, "lon": -122.3, "i": .int(i)], timeout: .seconds(5))
                                 if reply.status == 201, let rev = reply.json["rev"]?.stringValue { acked.append((id, rev)) }
                             }
                         } catch {
@@ -58,13 +59,13 @@ struct CrashTests {
         var missing = 0
         for chunk in stride(from: 0, to: acknowledged.count, by: 500) {
             let slice = acknowledged[chunk..<min(chunk + 500, acknowledged.count)]
-            let reply = try await restarted.request(.POST, "/crash/_all_docs", json: ["keys": .array(slice.map { .string($0.0) })])
+            let reply = try await restarted.request(.POST, "/\(db)/_all_docs", json: ["keys": .array(slice.map { .string($0.0) })])
             for (row, expected) in zip(reply.json["rows"]?.arrayValue ?? [], slice) where row["value"]?["rev"] != .string(expected.1) {
                 missing += 1
             }
         }
         #expect(missing == 0, "\(missing) of \(acknowledged.count) acknowledged writes were lost")
-        let info = try await restarted.request(.GET, "/crash").json
+        let info = try await restarted.request(.GET, "/\(db)").json
         #expect((info["doc_count"]?.intValue ?? 0) >= acknowledged.count)
     }
 }

@@ -246,9 +246,11 @@ public final class Database: Sendable {
     var isSingleConnection: Bool { pool is DatabaseQueue }
 
     /// Gives back the page cache and prepared statements of a single-connection database
-    /// that sits idle (waits for a running access to finish). Pools keep theirs.
+    /// that sits idle, on its own queue after whatever runs there now (nobody waits for it).
+    /// Pools keep theirs.
     func releaseIdleMemory() {
-        (pool as? DatabaseQueue)?.releaseMemory()
+        guard isSingleConnection else { return }
+        pool.asyncWriteWithoutTransaction { db in db.releaseMemory() }
     }
 }
 

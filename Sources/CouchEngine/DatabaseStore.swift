@@ -119,7 +119,7 @@ public final class DatabaseStore: Sendable {
             state.open[name] = (entry.database, state.clock)
             return (entry.database, idleDatabases(&state))
         }
-        if !idle.isEmpty { Task.detached(priority: .background) { for db in idle { db.releaseIdleMemory() } } }
+        for db in idle { db.releaseIdleMemory() }
         if let found { return found }
         guard DatabaseStore.isValidName(name) else { throw EngineError.databaseNotFound }
         return try withNameLock(name) {

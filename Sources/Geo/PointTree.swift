@@ -175,7 +175,10 @@ public final class PointTree: Sendable {
         guard count > 0 else { return }
         var nodes = Heap<Node>()
         var points = Heap<PointItem>()
-        nodes.push(Node(distance: 0, left: 0, right: Int32(count - 1), box: Box(min: (-1, -1, -1), max: (1, 1, 1))))
+        // Node boxes live beside the heap, so heap entries stay 24 bytes.
+        var boxes: [Box] = [Box(min: (-1, -1, -1), max: (1, 1, 1))]
+        boxes.reserveCapacity(128)
+        nodes.push(Node(distance: 0, left: 0, right: Int32(count - 1), box: 0))
         xyz.withUnsafeBufferPointer { c in
             while true {
                 let nodeTop = nodes.top?.distance ?? .infinity
@@ -194,20 +197,27 @@ public final class PointTree: Sendable {
                     continue
                 }
                 let m = (left + right) >> 1
-                let axis = node.box.widestAxis
+                let box = boxes[Int(node.box)]
+                let axis = box.widestAxis
                 let split = c[3 * m + axis]
                 let d = PointTree.distance(c, m, center)
                 if d <= maxChordSquared { points.push(PointItem(distance: d, index: Int32(m))) }
-                var lowBox = node.box, highBox = node.box
+                var lowBox = box, highBox = box
                 lowBox.setMax(axis, split)
                 highBox.setMin(axis, split)
                 if m - 1 >= left {
                     let bound = lowBox.distance(center)
-                    if bound <= maxChordSquared { nodes.push(Node(distance: bound, left: Int32(left), right: Int32(m - 1), box: lowBox)) }
+                    if bound <= maxChordSquared {
+                        boxes.append(lowBox)
+                        nodes.push(Node(distance: bound, left: Int32(left), right: Int32(m - 1), box: Int32(boxes.count - 1)))
+                    }
                 }
                 if right >= m + 1 {
                     let bound = highBox.distance(center)
-                    if bound <= maxChordSquared { nodes.push(Node(distance: bound, left: Int32(m + 1), right: Int32(right), box: highBox)) }
+                    if bound <= maxChordSquared {
+                        boxes.append(highBox)
+                        nodes.push(Node(distance: bound, left: Int32(m + 1), right: Int32(right), box: Int32(boxes.count - 1)))
+                    }
                 }
             }
         }
@@ -261,7 +271,8 @@ public final class PointTree: Sendable {
         var distance: Double
         var left: Int32
         var right: Int32
-        var box: Box
+        /// Index of the node's box in the search's box list.
+        var box: Int32
     }
 
     struct PointItem: HeapItem {
@@ -279,32 +290,36 @@ public final class PointTree: Sendable {
 
         mutating func push(_ item: Item) {
             items.append(item)
-            var i = items.count - 1
-            while i > 0 {
-                let parent = (i - 1) >> 1
-                if items[parent].distance <= item.distance { break }
-                items[i] = items[parent]
-                i = parent
+            items.withUnsafeMutableBufferPointer { heap in
+                var i = heap.count - 1
+                while i > 0 {
+                    let parent = (i - 1) >> 1
+                    if heap[parent].distance <= item.distance { break }
+                    heap[i] = heap[parent]
+                    i = parent
+                }
+                heap[i] = item
             }
-            items[i] = item
         }
 
         mutating func pop() -> Item? {
             guard let top = items.first else { return nil }
             let last = items.removeLast()
             if items.isEmpty { return top }
-            var i = 0
-            let n = items.count
-            while true {
-                let l = 2 * i + 1
-                if l >= n { break }
-                let r = l + 1
-                let child = r < n && items[r].distance < items[l].distance ? r : l
-                if items[child].distance >= last.distance { break }
-                items[i] = items[child]
-                i = child
+            items.withUnsafeMutableBufferPointer { heap in
+                var i = 0
+                let n = heap.count
+                while true {
+                    let l = 2 * i + 1
+                    if l >= n { break }
+                    let r = l + 1
+                    let child = r < n && heap[r].distance < heap[l].distance ? r : l
+                    if heap[child].distance >= last.distance { break }
+                    heap[i] = heap[child]
+                    i = child
+                }
+                heap[i] = last
             }
-            items[i] = last
             return top
         }
     }

@@ -127,6 +127,7 @@ public final class SpatialIndex: @unchecked Sendable {
         let maxChord = reach.isInfinite ? 4.0 : Sphere.chordSquared(metres: reach) * (1 + 1e-9) + 1e-18
         let wanted = query.skip + query.limit + 1
         var hits: [GeoHit] = []
+        hits.reserveCapacity(min(wanted, 1024))
 
         // Points changed since the tree was built, and other geometries: all candidates.
         for (id, coordinate) in s.delta {
@@ -176,9 +177,25 @@ public final class SpatialIndex: @unchecked Sendable {
             lastChord = chord
             return true
         }
-        hits.sort { $0.position < $1.position }
+        if s.delta.isEmpty && s.others.isEmpty {
+            // The tree gave them nearest first already; only equal distances need their ids ordered.
+            SpatialIndex.orderTies(&hits)
+        } else {
+            hits.sort { $0.position < $1.position }
+        }
         let page = Array(hits.dropFirst(query.skip).prefix(query.limit))
         return (page, hits.count > query.skip + query.limit)
+    }
+
+    /// Sorts runs of equal distance by id in hits that are otherwise in distance order.
+    static func orderTies(_ hits: inout [GeoHit]) {
+        var start = 0
+        while start < hits.count {
+            var end = start + 1
+            while end < hits.count, hits[end].position.chord == hits[start].position.chord { end += 1 }
+            if end - start > 1 { hits[start..<end].sort { $0.position < $1.position } }
+            start = end
+        }
     }
 
     /// Whether a document geometry satisfies the query's relation (no relation: every one).

@@ -11,8 +11,9 @@ import Logging
 /// revisions with their history; then, for the whole round, one `_bulk_docs` with
 /// `new_edits=false` into `lt_locations_all` and one `_bulk_docs` of the checkpoints (`_local`
 /// documents there), so a round of a thousand databases costs two commits, not two thousand.
-/// On start it reads every checkpoint and looks at every user database once, which also
-/// covers whatever changed while it was not running. Only CouchDB API calls: it works the same
+/// On start it reads every checkpoint and looks at every user database once (a chunk per
+/// round, beside the databases changing now), which covers whatever changed while it was not
+/// running. Only CouchDB API calls: it works the same
 /// against Apache CouchDB.
 public final class Consolidator: Sendable {
     let couch: any CouchClient
@@ -35,6 +36,9 @@ public final class Consolidator: Sendable {
         self.logger = logger
     }
 
+    /// User databases the start-up sweep looks at per round, beside whatever changed.
+    static let sweepChunk = 256
+
     /// Runs until cancelled.
     public func run() async {
         var since = "now"
@@ -43,16 +47,24 @@ public final class Consolidator: Sendable {
             since = reply.json["last_seq"]?.stringValue ?? "now"
         }
         var checkpoints = await loadCheckpoints()
-        await sweep(&checkpoints)
+        // Every user database once (what changed while the server was down), a chunk per
+        // round, while databases that change now go first: with 100,000 users the sweep takes
+        // a while, and fresh locations should not wait for it.
+        var unswept = await userDatabases()[...]
         while !Task.isCancelled {
             do {
-                let reply = try await couch.request(.get, "/_db_updates", query: ["feed": "longpoll", "since": since, "timeout": "10000"], body: nil)
+                // Waiting for news only when there is no sweeping left to do.
+                var query = ["since": since]
+                if unswept.isEmpty { query.merge(["feed": "longpoll", "timeout": "10000"]) { $1 } }
+                let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
                 guard reply.ok else { throw ConsolidationError("_db_updates answered \(reply.status)") }
                 let json = reply.json
-                let names = Set((json["results"]?.arrayValue ?? []).compactMap { row -> String? in
+                var names = Set((json["results"]?.arrayValue ?? []).compactMap { row -> String? in
                     guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix), row["type"] != "deleted" else { return nil }
                     return name
                 })
+                names.formUnion(unswept.prefix(Consolidator.sweepChunk))
+                unswept = unswept.dropFirst(Consolidator.sweepChunk)
                 await consolidate(names.sorted(), &checkpoints)
                 since = json["last_seq"]?.stringValue ?? since
             } catch {
@@ -84,13 +96,13 @@ public final class Consolidator: Sendable {
         return checkpoints
     }
 
-    /// Looks at every user database once.
-    func sweep(_ checkpoints: inout [String: Checkpoint]) async {
+    /// Every user database's name.
+    func userDatabases() async -> [String] {
         guard let reply = try? await couch.request(.get, "/_all_dbs", query: [:], body: nil), reply.ok else {
             logger.error("consolidation: cannot list databases")
-            return
+            return []
         }
-        await consolidate((reply.json.arrayValue ?? []).compactMap(\.stringValue).filter { $0.hasPrefix(Consolidator.prefix) }, &checkpoints)
+        return (reply.json.arrayValue ?? []).compactMap(\.stringValue).filter { $0.hasPrefix(Consolidator.prefix) }
     }
 
     /// What one database contributes to a round.

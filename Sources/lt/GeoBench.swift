@@ -31,6 +31,9 @@ struct GeoBench: AsyncParsableCommand {
     @Option(help: "A Redis server (host:port) to load the same points into and query the same way (GEOSEARCH), for comparison.")
     var redis: String?
 
+    @Option(help: "Write the points (points.csv: id,lon,lat) and query centres (queries.csv: n,lon,lat) to this directory and stop, for comparing other engines (scripts/bench-postgis.sh).")
+    var export: String?
+
     static let radius = 4023.35
     static let limit = 100
 
@@ -41,6 +44,18 @@ struct GeoBench: AsyncParsableCommand {
         let data = GeoBench.tracks(points)
         var random = SplitMix(seed: 42)
         let queryPoints = (0..<queries).map { _ in data[Int(random.next() % UInt64(data.count))].coordinate }
+        if let export {
+            let directory = URL(fileURLWithPath: export, isDirectory: true)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            var csv = ""
+            csv.reserveCapacity(data.count * 48)
+            for p in data { csv += "\(p.id),\(p.coordinate.lon),\(p.coordinate.lat)\n" }
+            try Data(csv.utf8).write(to: directory.appendingPathComponent("points.csv"))
+            let queries = queryPoints.enumerated().map { "\($0.offset + 1),\($0.element.lon),\($0.element.lat)\n" }.joined()
+            try Data(queries.utf8).write(to: directory.appendingPathComponent("queries.csv"))
+            print("wrote \(data.count) points and \(queryPoints.count) query centres to \(directory.path)")
+            return
+        }
 
         // Baseline: SQLite R*Tree (an in-memory database) as a box pre-filter, exact distance
         // check, sort by distance.

@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "CouchServer", targets: ["CouchServer"]),
         .library(name: "Replication", targets: ["Replication"]),
         .library(name: "Geo", targets: ["Geo"]),
+        .library(name: "TrackerKit", targets: ["TrackerKit"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -86,6 +87,9 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // TrackerKit, the device SDK: location filtering, the app's documents (more to come: local
+        // store, sync, offline places). No UIKit; CoreLocation only behind canImport.
+        .target(name: "TrackerKit", dependencies: ["CouchJSON", "Geo"], swiftSettings: strict),
         // The Location Tracker application (users, private databases, places) over the CouchDB API.
         .target(
             name: "TrackerApp",
@@ -115,6 +119,7 @@ let package = Package(
         // Helpers shared by the test targets (deterministic random numbers for property tests).
         .target(name: "LTTestSupport", path: "Tests/LTTestSupport", swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(

@@ -65,8 +65,14 @@ public final class Consolidator: Sendable {
                 })
                 names.formUnion(unswept.prefix(Consolidator.sweepChunk))
                 unswept = unswept.dropFirst(Consolidator.sweepChunk)
-                await consolidate(names.sorted(), &checkpoints)
+                let unfinished = await consolidate(names.sorted(), &checkpoints)
                 since = json["last_seq"]?.stringValue ?? since
+                if !unfinished.isEmpty {
+                    // lt_locations_all could not be written: try these again shortly, even if
+                    // they do not change again.
+                    unswept = (unfinished + unswept)[...]
+                    try? await Task.sleep(for: .seconds(2))
+                }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
                 try? await Task.sleep(for: .seconds(2))
@@ -114,9 +120,11 @@ public final class Consolidator: Sendable {
         var more: Bool
     }
 
-    /// Copies the changes of `names` in rounds until none has more; failures are logged and
-    /// the next update of that database tries again from its checkpoint.
-    func consolidate(_ names: [String], _ checkpoints: inout [String: Checkpoint]) async {
+    /// Copies the changes of `names` in rounds until none has more. A database that cannot be
+    /// read is logged and tried again at its next update; the names still to copy when
+    /// `lt_locations_all` cannot be written are returned.
+    @discardableResult
+    func consolidate(_ names: [String], _ checkpoints: inout [String: Checkpoint]) async -> [String] {
         var pending = names
         while !pending.isEmpty, !Task.isCancelled {
             let known = checkpoints
@@ -136,11 +144,12 @@ public final class Consolidator: Sendable {
             do {
                 try await write(batches, &checkpoints)
             } catch {
-                logger.warning("consolidation: \(error)")
-                return
+                logger.warning("consolidation: \(error); retrying")
+                return pending
             }
             pending = batches.filter(\.more).map(\.db)
         }
+        return []
     }
 
     /// The next page of a database's changes since `since`, with the documents; nil when the

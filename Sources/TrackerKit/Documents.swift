@@ -1,0 +1,90 @@
+import CouchJSON
+import Foundation
+import Geo
+
+/// A recorded location as the original app stores and replicates it: a GeoJSON Feature with
+/// `created_at` (ms since 1970) and `properties.username`, `timestamp`, `background` and, set
+/// this time, `session_id` (one per tracking session).
+public struct LocationDoc: Sendable, Equatable {
+    public var id: String?
+    public var coordinate: Coordinate
+    /// Milliseconds since 1970.
+    public var timestamp: Double
+    public var username: String
+    public var background: Bool
+    public var sessionID: String?
+
+    public init(id: String? = nil, coordinate: Coordinate, timestamp: Double, username: String, background: Bool, sessionID: String?) {
+        self.id = id
+        self.coordinate = coordinate
+        self.timestamp = timestamp
+        self.username = username
+        self.background = background
+        self.sessionID = sessionID
+    }
+
+    /// From an accepted fix.
+    public init(fix: LocationFix, username: String, background: Bool, sessionID: String?) {
+        self.init(coordinate: fix.coordinate, timestamp: fix.timestamp.timeIntervalSince1970 * 1000, username: username,
+                  background: background, sessionID: sessionID)
+    }
+
+    /// The document's JSON (with `_id` when it has one).
+    public var json: JSON {
+        var properties: JSONObject = ["username": .string(username), "timestamp": .double(timestamp), "background": .bool(background)]
+        if let sessionID { properties["session_id"] = .string(sessionID) }
+        var object: JSONObject = [:]
+        if let id { object["_id"] = .string(id) }
+        object["type"] = "Feature"
+        object["created_at"] = .double(timestamp)
+        object["geometry"] = ["type": "Point", "coordinates": [.double(coordinate.lon), .double(coordinate.lat)]]
+        object["properties"] = .object(properties)
+        return .object(object)
+    }
+
+    /// Reads a stored location; nil when the document is not one.
+    public init?(json: JSON) {
+        guard json["type"] == "Feature", json["geometry"]?["type"] == "Point",
+              let lon = json["geometry"]?["coordinates"]?[0]?.doubleValue, let lat = json["geometry"]?["coordinates"]?[1]?.doubleValue,
+              let properties = json["properties"] else { return nil }
+        self.init(
+            id: json["_id"]?.stringValue, coordinate: Coordinate(lon: lon, lat: lat),
+            timestamp: json["created_at"]?.doubleValue ?? properties["timestamp"]?.doubleValue ?? 0,
+            username: properties["username"]?.stringValue ?? "", background: properties["background"] == true,
+            sessionID: properties["session_id"]?.stringValue)
+    }
+}
+
+/// A place as `lt_places` holds it: a GeoJSON Feature with a `name` and `created_at`.
+public struct PlaceDoc: Sendable, Equatable {
+    public var id: String?
+    public var name: String
+    public var coordinate: Coordinate
+    /// Milliseconds since 1970.
+    public var createdAt: Double
+
+    public init(id: String? = nil, name: String, coordinate: Coordinate, createdAt: Double) {
+        self.id = id
+        self.name = name
+        self.coordinate = coordinate
+        self.createdAt = createdAt
+    }
+
+    public var json: JSON {
+        var object: JSONObject = [:]
+        if let id { object["_id"] = .string(id) }
+        object["type"] = "Feature"
+        object["name"] = .string(name)
+        object["geometry"] = ["type": "Point", "coordinates": [.double(coordinate.lon), .double(coordinate.lat)]]
+        object["created_at"] = .double(createdAt)
+        return .object(object)
+    }
+
+    /// Reads a place (a `_geo` row's `doc`, or a stored one); nil when it is not one.
+    public init?(json: JSON) {
+        guard json["geometry"]?["type"] == "Point", let lon = json["geometry"]?["coordinates"]?[0]?.doubleValue,
+              let lat = json["geometry"]?["coordinates"]?[1]?.doubleValue else { return nil }
+        self.init(id: json["_id"]?.stringValue, name: json["name"]?.stringValue ?? "", coordinate: Coordinate(lon: lon, lat: lat),
+                  createdAt: json["created_at"]?.doubleValue ?? 0)
+    }
+}

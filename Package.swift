@@ -89,7 +89,7 @@ let package = Package(
         ),
         // TrackerKit, the device SDK: location filtering, the app's documents (more to come: local
         // store, sync, offline places). No UIKit; CoreLocation only behind canImport.
-        .target(name: "TrackerKit", dependencies: ["CouchJSON", "Geo"], swiftSettings: strict),
+        .target(name: "TrackerKit", dependencies: ["CouchJSON", "Geo", "CouchEngine"], swiftSettings: strict),
         // The Location Tracker application (users, private databases, places) over the CouchDB API.
         .target(
             name: "TrackerApp",
@@ -119,7 +119,7 @@ let package = Package(
         // Helpers shared by the test targets (deterministic random numbers for property tests).
         .target(name: "LTTestSupport", path: "Tests/LTTestSupport", swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
-        .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(

@@ -152,3 +152,36 @@ struct OfflinePlacesTests {
         }
     }
 }
+
+@Suite("The device's local store, on real SQLite files")
+struct LocalStoreTests {
+    @Test("Locations come back newest 100, oldest first; places are kept once; logging out wipes both; data survives reopening")
+    func store() async throws {
+        let directory = try TemporaryDirectory("lt-device-store")
+        defer { directory.cleanup() }
+        let local = try LocalStore(directory: directory.url)
+        for i in 0..<150 {
+            try await local.save(LocationDoc(coordinate: Coordinate(lon: -122.3 + Double(i) * 1e-4, lat: 37.49),
+                                             timestamp: 1_700_000_000_000 + Double(i) * 20_000, username: "alice", background: false, sessionID: "s"))
+        }
+        let recent = try await local.recentLocations()
+        #expect(recent.count == 100)
+        #expect(recent.first?.timestamp == 1_700_000_000_000 + 50 * 20_000 && recent.last?.timestamp == 1_700_000_000_000 + 149 * 20_000)
+        #expect(recent.allSatisfy { $0.id != nil && $0.sessionID == "s" })
+        let place = PlaceDoc(id: "p1", name: "Rancho San Antonio", coordinate: Coordinate(lon: -122.0854231, lat: 37.3325034), createdAt: 1)
+        try await local.remember([place, place])
+        var renamed = place
+        renamed.name = "changed"
+        try await local.remember([renamed])
+        let kept = try await local.allPlaces()
+        #expect(kept == [place])
+
+        let reopened = try LocalStore(directory: directory.url)
+        let all = try await reopened.recentLocations(limit: 1000)
+        #expect(all.count == 150)
+        try reopened.wipe()
+        let afterWipe = try await reopened.recentLocations()
+        let placesAfterWipe = try await reopened.allPlaces()
+        #expect(afterWipe.isEmpty && placesAfterWipe.isEmpty)
+    }
+}

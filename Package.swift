@@ -89,7 +89,7 @@ let package = Package(
         ),
         // TrackerKit, the device SDK: location filtering, the app's documents (more to come: local
         // store, sync, offline places). No UIKit; CoreLocation only behind canImport.
-        .target(name: "TrackerKit", dependencies: ["CouchJSON", "Geo", "CouchEngine"], swiftSettings: strict),
+        .target(name: "TrackerKit", dependencies: ["CouchJSON", "Geo", "CouchEngine", "Replication"], swiftSettings: strict),
         // The Location Tracker application (users, private databases, places) over the CouchDB API.
         .target(
             name: "TrackerApp",
@@ -125,7 +125,7 @@ let package = Package(
         .testTarget(
             name: "CouchServerTests",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication", "JavaScript", "LTTestSupport", "lt", "TrackerApp",
+                "CouchJSON", "CouchEngine", "Replication", "JavaScript", "LTTestSupport", "lt", "TrackerApp", "TrackerKit",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

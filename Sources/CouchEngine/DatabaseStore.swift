@@ -95,7 +95,7 @@ public final class DatabaseStore: Sendable {
             do {
                 let database = try Database(
                     name: name, path: path, create: true, notifier: shared, durability: durability, validator: validator,
-                connections: connections(name))
+                    connections: connections(name))
                 let evicted = state.withLock { state -> Database? in remember(database, &state) }
                 withExtendedLifetime(evicted) {}  // released here, outside the lock
                 updates.record(name, .created)
@@ -128,7 +128,8 @@ public final class DatabaseStore: Sendable {
             let path = path(for: name)
             guard FileManager.default.fileExists(atPath: path) else { throw EngineError.databaseNotFound }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
-            let database = try Database(name: name, path: path, create: false, notifier: shared, durability: durability, validator: validator,
+            let database = try Database(
+                name: name, path: path, create: false, notifier: shared, durability: durability, validator: validator,
                 connections: connections(name))
             let evicted = state.withLock { state -> Database? in remember(database, &state) }
             withExtendedLifetime(evicted) {}

@@ -124,7 +124,7 @@ struct AppBench: AsyncParsableCommand {
         // Every write is in the geo index: a query around all of them finds each one.
         let geo = await api.perform(.get, "/lt_locations_all/_design/points/_geo/pointidx",
                                     query: ["bbox": "-122.31,37.48,-122.19,37.50", "limit": "1", "stale": "ok"])
-        let indexed = (try? JSON.parse(await api.perform(.get, "/lt_locations_all/_design/points/_geo_info/pointidx").body))?["doc_count"]
+        let indexed = (try? JSON.parse(await api.perform(.get, "/lt_locations_all/_design/points/_geo_info/pointidx").body))?["geo_index"]?["doc_count"]
         print("geo index: status \(geo.status), \(indexed?.text ?? "?") documents indexed (\(total) written)")
         print(String(format: "resident memory                               %8.0f MiB", Double(GeoBench.residentBytes()) / 1_048_576))
         // Stop the consolidator before removing its files (it may still be writing).

@@ -89,7 +89,16 @@ let package = Package(
         ),
         // TrackerKit, the device SDK: location filtering, the app's documents (more to come: local
         // store, sync, offline places). No UIKit; CoreLocation only behind canImport.
-        .target(name: "TrackerKit", dependencies: ["CouchJSON", "Geo", "CouchEngine", "Replication"], swiftSettings: strict),
+        .target(
+            name: "TrackerKit",
+            dependencies: [
+                "CouchJSON", "Geo", "CouchEngine", "Replication",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
         // The Location Tracker application (users, private databases, places) over the CouchDB API.
         .target(
             name: "TrackerApp",

@@ -58,4 +58,45 @@ struct DeviceSyncTests {
         }
         #expect(try await phone.recentLocations(limit: 1000).count == kept)
     }
+
+    @Test("The device API client: register, login, places near a position (offline afterwards too), the places release, a position report; errors as the server gives them; credentials in a 0600 file")
+    func client() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        let client = TrackerClient(baseURL: "http://127.0.0.1:\(s.appPort)")
+        try await client.register(username: "dora", password: "explorer")
+        do {
+            try await client.register(username: "dora", password: "again")
+            Issue.record("registering twice succeeded")
+        } catch let failure as TrackerClient.Failure {
+            #expect(failure.status == 409 && failure.error == "User already exists")
+        }
+        await #expect(throws: TrackerClient.Failure.self) { try await client.login(username: "dora", password: "wrong") }
+        let credentials = try await client.login(username: "dora", password: "explorer", device: "phone")
+        #expect(credentials.databaseName == "lt_locations_user_dora" && credentials.databaseHost == "127.0.0.1:\(s.port)")
+
+        // Places online, remembered, then answered offline the same way.
+        let center = Coordinate(lon: -122.30464079, lat: 37.49453457)
+        let online = try await client.places(near: center, radius: 4023.35)
+        #expect(!online.isEmpty && online.allSatisfy { $0.id != nil && !$0.name.isEmpty })
+        let directory = try TemporaryDirectory("lt-device-client")
+        defer { directory.cleanup() }
+        let local = try LocalStore(directory: directory.url.appendingPathComponent("store"))
+        try await local.remember(online)
+        let offline = OfflinePlaces(try await local.allPlaces()).near(center, radius: 4023.35)
+        #expect(offline.map { $0.place.id } == online.map(\.id))
+
+        let release = try await client.placesVersion()
+        #expect(release >= 1)
+        let report = try await client.reportPosition(of: online[0].id!, at: Coordinate(lon: -122.3, lat: 37.5), credentials: credentials)
+        #expect(!report.isEmpty)
+
+        let store = FileCredentialStore(url: directory.url.appendingPathComponent("state/credentials.json"))
+        try store.save(credentials)
+        #expect(try store.load() == credentials)
+        let mode = try FileManager.default.attributesOfItem(atPath: store.url.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        try store.delete()
+        #expect(try store.load() == nil)
+    }
 }

@@ -110,11 +110,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The command line: serve, bench.
+        // The command line: serve, device, replicate, places, users, bench.
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript", "TrackerApp",
+                "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -99,4 +99,33 @@ struct DeviceSyncTests {
         try store.delete()
         #expect(try store.load() == nil)
     }
+
+    @Test("lt device: register, log in again, status (also with the server gone), log out; JSON answers; errors as exit codes")
+    func deviceCommands() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        let directory = try TemporaryDirectory("lt-device-cli")
+        defer { directory.cleanup() }
+        let state = directory.url.appendingPathComponent("phone").path
+        let server = "http://127.0.0.1:\(s.appPort)"
+        let registered = try TestServer.runLT(["device", "register", "--server", server, "--state", state, "--username", "eve", "--password", "pw", "--json"])
+        #expect(registered.status == 0)
+        let json = try JSON.parse(Array(registered.output.utf8))
+        #expect(json["ok"] == true && json["database"] == "lt_locations_user_eve")
+        // Later commands read the server from the state.
+        let again = try TestServer.runLT(["device", "login", "--state", state, "--username", "eve", "--password", "pw", "--json"])
+        let againJSON = try JSON.parse(Array(again.output.utf8))
+        #expect(again.status == 0 && againJSON["api_key"] != json["api_key"])
+        #expect(try TestServer.runLT(["device", "login", "--state", state, "--username", "eve", "--password", "wrong"]).status != 0)
+        let mode = try FileManager.default.attributesOfItem(atPath: state + "/credentials.json")[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        s.stop()
+        // Offline: the device still knows who it is.
+        let status = try TestServer.runLT(["device", "status", "--state", state, "--json"])
+        let statusJSON = try JSON.parse(Array(status.output.utf8))
+        #expect(status.status == 0 && statusJSON["logged_in"] == true && statusJSON["username"] == "eve" && statusJSON["locations"] == 0)
+        #expect(try TestServer.runLT(["device", "logout", "--state", state, "--json"]).status == 0)
+        let after = try JSON.parse(Array(try TestServer.runLT(["device", "status", "--state", state, "--json"]).output.utf8))
+        #expect(after["logged_in"] == false)
+    }
 }

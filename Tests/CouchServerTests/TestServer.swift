@@ -125,6 +125,20 @@ final class TestServer: @unchecked Sendable {
         return Reply(status: Int(response.status.code), headers: response.headers, body: Array(buffer: collected))
     }
 
+    /// Runs the lt binary (a CLI command, not a server); its exit status and standard output.
+    static func runLT(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
     static func basic(_ name: String, _ password: String) -> String {
         "Basic " + Data("\(name):\(password)".utf8).base64EncodedString()
     }

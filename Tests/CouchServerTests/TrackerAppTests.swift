@@ -207,7 +207,7 @@ struct TrackerAppTests {
                                 auth: .basic(again.key, again.secret))
         for _ in 0..<100 where try await s.request(.GET, "/lt_locations_all/trip").status != 200 { try await Task.sleep(for: .milliseconds(100)) }
         #expect(try await s.request(.GET, "/lt_locations_all/trip").status == 200)
-        let cli = try runLT(["users", "delete", "eve", "--purge-locations",
+        let cli = try TestServer.runLT(["users", "delete", "eve", "--purge-locations",
                              "--app", "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.appPort)"])
         #expect(cli.status == 0 && cli.output.contains("deleted eve"), "\(cli.output)")
         let gone = try await s.request(.GET, "/lt_locations_all/trip")
@@ -322,9 +322,9 @@ struct TrackerAppTests {
         let otherReport = pending.first { $0["placeId"] == .string(otherID) }!["_id"]!.stringValue!
         // The same review from the command line.
         let appURL = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.appPort)"
-        let listed = try runLT(["places", "review", "--app", appURL])
+        let listed = try TestServer.runLT(["places", "review", "--app", appURL])
         #expect(listed.status == 0 && listed.output.contains(otherReport) && !listed.output.contains(reportID))
-        let rejected = try runLT(["places", "review", "--app", appURL, "--reject", otherReport])
+        let rejected = try TestServer.runLT(["places", "review", "--app", appURL, "--reject", otherReport])
         #expect(rejected.status == 0 && rejected.output.contains("rejected"), "\(rejected.output)")
         #expect(try await s.app(.GET, "/api/adjustments?status=rejected", auth: admin).json["reports"]?.arrayValue?.count == 1)
         #expect(try await s.request(.GET, "/lt_places/\(otherID)").json["verified"] == nil)
@@ -339,26 +339,12 @@ struct TrackerAppTests {
             ["type": "Feature", "id": "statue", "geometry": ["type": "Point", "coordinates": [-122.67, 45.51]], "properties": ["name": "Statue"]],
         ]]
         try Data(collection.bytes).write(to: file)
-        let imported = try runLT(["places", "import", file.path, "--url", dbURL])
+        let imported = try TestServer.runLT(["places", "import", file.path, "--url", dbURL])
         #expect(imported.status == 0 && imported.output.contains("imported 2 of 2"), "\(imported.output)")
         #expect(try await s.request(.GET, "/lt_places/fountain").json["created_at"] != nil)
-        let exported = try runLT(["places", "export", "--url", dbURL])
+        let exported = try TestServer.runLT(["places", "export", "--url", dbURL])
         let features = (try? JSON.parse(Array(exported.output.utf8)))?["features"]?.arrayValue ?? []
         #expect(features.count == 52 && features.contains { $0["id"] == "statue" && $0["properties"]?["name"] == "Statue" })
-    }
-
-    /// Runs the lt binary; its exit status and standard output.
-    func runLT(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = TestServer.binary
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
     @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint, in both modes",

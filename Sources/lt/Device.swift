@@ -1,0 +1,116 @@
+import ArgumentParser
+import CouchJSON
+import Foundation
+import TrackerKit
+
+/// `lt device`: a Location Tracker device in a terminal, keeping its state in a directory as a
+/// phone keeps its app data (credentials in a 0600 file, the local databases, the server).
+struct Device: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a Location Tracker device: register, log in, status, log out (state kept in --state).",
+        subcommands: [Register.self, Login.self, Status.self, Logout.self])
+
+    struct StateOptions: ParsableArguments {
+        @Option(help: "The device's state directory (credentials, local databases, server).")
+        var state: String = "./lt-device"
+
+        @Flag(help: "Print one JSON object instead of text.")
+        var json = false
+
+        var directory: URL { URL(fileURLWithPath: state, isDirectory: true) }
+        var credentials: FileCredentialStore { FileCredentialStore(url: directory.appendingPathComponent("credentials.json")) }
+        var settingsURL: URL { directory.appendingPathComponent("device.json") }
+
+        func store() throws -> LocalStore { try LocalStore(directory: directory.appendingPathComponent("store")) }
+
+        /// The server this device talks to, from its settings.
+        func server() throws -> String {
+            guard let data = try? Data(contentsOf: settingsURL), let server = (try? JSON.parse(Array(data)))?["server"]?.stringValue else {
+                throw ValidationError("No device in \(state): run `lt device register` or `lt device login` with --server first")
+            }
+            return server
+        }
+
+        func remember(server: String) throws {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            try Data(JSON.object(["server": .string(server)]).bytes).write(to: settingsURL)
+        }
+
+        func report(_ object: JSONObject, text: String) {
+            print(json ? JSON.object(object).text : text)
+        }
+    }
+
+    struct Account: ParsableArguments {
+        @Option(help: "The server's application API, e.g. http://127.0.0.1:8080 (kept in the state directory).")
+        var server: String?
+
+        @Option(help: "User name.")
+        var username: String
+
+        @Option(help: "Password (only its hash is kept on the server; the device keeps none).")
+        var password: String
+    }
+
+    /// Logs in and keeps what the login returned.
+    static func login(_ state: StateOptions, _ account: Account, register: Bool) async throws {
+        let server = try account.server ?? state.server()
+        let client = TrackerClient(baseURL: server)
+        do {
+            if register { try await client.register(username: account.username, password: account.password) }
+            let credentials = try await client.login(username: account.username, password: account.password,
+                                                     device: ProcessInfo.processInfo.hostName)
+            try state.remember(server: server)
+            try state.credentials.save(credentials)
+            _ = try state.store()
+            state.report(["ok": true, "username": .string(credentials.username), "database": .string(credentials.databaseName),
+                          "host": .string(credentials.databaseHost), "api_key": .string(credentials.apiKey)],
+                         text: "\(register ? "registered and logged in" : "logged in") as \(credentials.username); locations go to \(credentials.databaseName) on \(credentials.databaseHost)")
+        } catch let failure as TrackerClient.Failure {
+            throw ValidationError("The server answered \(failure)")
+        }
+    }
+
+    struct Register: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Register a user, then log this device in.")
+        @OptionGroup var state: StateOptions
+        @OptionGroup var account: Account
+        func run() async throws { try await Device.login(state, account, register: true) }
+    }
+
+    struct Login: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Log this device in (a fresh API key for it).")
+        @OptionGroup var state: StateOptions
+        @OptionGroup var account: Account
+        func run() async throws { try await Device.login(state, account, register: false) }
+    }
+
+    struct Status: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Who the device is, and what it holds locally (works offline).")
+        @OptionGroup var state: StateOptions
+        func run() async throws {
+            let credentials = try state.credentials.load()
+            let store = try state.store()
+            let locations = try await store.recentLocations(limit: Int.max).count
+            let places = try await store.allPlaces().count
+            var object: JSONObject = ["logged_in": .bool(credentials != nil), "locations": .int(locations), "places": .int(places)]
+            if let server = try? state.server() { object["server"] = .string(server) }
+            if let credentials {
+                object["username"] = .string(credentials.username)
+                object["database"] = .string(credentials.databaseName)
+            }
+            state.report(object, text: credentials.map { "logged in as \($0.username) (\($0.databaseName)); " } ?? "logged out; "
+                + "\(locations) locations and \(places) places stored on the device")
+        }
+    }
+
+    struct Logout: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Log out: the device's credentials and local data go.")
+        @OptionGroup var state: StateOptions
+        func run() async throws {
+            try state.credentials.delete()
+            try state.store().wipe()
+            state.report(["ok": true], text: "logged out; local data removed")
+        }
+    }
+}

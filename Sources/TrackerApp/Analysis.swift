@@ -121,10 +121,10 @@ extension TrackerService {
 }
 
 /// Export formats for locations.
-enum ExportFormat: String {
+public enum ExportFormat: String, Sendable, CaseIterable {
     case geojson, csv, gpx
 
-    var contentType: String {
+    public var contentType: String {
         switch self {
         case .geojson: return "application/geo+json"
         case .csv: return "text/csv; charset=utf-8"
@@ -132,7 +132,7 @@ enum ExportFormat: String {
         }
     }
 
-    var header: String {
+    public var header: String {
         switch self {
         case .geojson: return #"{"type":"FeatureCollection","features":["# + "\n"
         case .csv: return "id,username,timestamp,latitude,longitude,accuracy\n"
@@ -141,7 +141,7 @@ enum ExportFormat: String {
         }
     }
 
-    var footer: String {
+    public var footer: String {
         switch self {
         case .geojson: return "\n]}\n"
         case .csv: return ""
@@ -150,7 +150,7 @@ enum ExportFormat: String {
     }
 
     /// One location in this format (`first`: no separator before it).
-    func row(_ doc: JSON, _ point: Coordinate, _ time: Double, first: Bool) -> [UInt8] {
+    public func row(_ doc: JSON, _ point: Coordinate, _ time: Double, first: Bool) -> [UInt8] {
         switch self {
         case .geojson:
             var properties = doc["properties"]?.objectValue ?? JSONObject()

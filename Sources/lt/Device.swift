@@ -1,6 +1,7 @@
 import ArgumentParser
 import CouchJSON
 import Foundation
+import TrackerApp
 import TrackerKit
 
 /// `lt device`: a Location Tracker device in a terminal, keeping its state in a directory as a
@@ -8,7 +9,7 @@ import TrackerKit
 struct Device: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a Location Tracker device: register, log in, status, log out (state kept in --state).",
-        subcommands: [Register.self, Login.self, Status.self, Logout.self])
+        subcommands: [Register.self, Login.self, Status.self, Logout.self, Export.self])
 
     struct StateOptions: ParsableArguments {
         @Option(help: "The device's state directory (credentials, local databases, server).")
@@ -111,6 +112,26 @@ struct Device: AsyncParsableCommand {
             try state.credentials.delete()
             try state.store().wipe()
             state.report(["ok": true], text: "logged out; local data removed")
+        }
+    }
+
+    struct Export: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Write the device's own locations, oldest first, to standard output.")
+        @OptionGroup var state: StateOptions
+        @Option(help: "geojson, csv or gpx.")
+        var format: String = "geojson"
+
+        func run() async throws {
+            guard let export = ExportFormat(rawValue: format) else {
+                throw ValidationError("--format must be \(ExportFormat.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            let locations = try await state.store().recentLocations(limit: Int.max)
+            var out = Array(export.header.utf8)
+            for (i, location) in locations.enumerated() {
+                out += export.row(location.json, location.coordinate, location.timestamp, first: i == 0)
+            }
+            out += Array(export.footer.utf8)
+            FileHandle.standardOutput.write(Data(out))
         }
     }
 }

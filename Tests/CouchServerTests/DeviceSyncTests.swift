@@ -100,7 +100,7 @@ struct DeviceSyncTests {
         #expect(try store.load() == nil)
     }
 
-    @Test("lt device: register, log in again, status (also with the server gone), log out; JSON answers; errors as exit codes")
+    @Test("lt device: register, log in again, export, status (also with the server gone), log out; JSON answers; errors as exit codes")
     func deviceCommands() async throws {
         let s = try TestServer()
         defer { s.stop() }
@@ -119,11 +119,24 @@ struct DeviceSyncTests {
         #expect(try TestServer.runLT(["device", "login", "--state", state, "--username", "eve", "--password", "wrong"]).status != 0)
         let mode = try FileManager.default.attributesOfItem(atPath: state + "/credentials.json")[.posixPermissions] as? Int
         #expect(mode == 0o600)
+        // What the device recorded, exported in each format.
+        let local = try LocalStore(directory: URL(fileURLWithPath: state).appendingPathComponent("store"))
+        for i in 0..<7 {
+            try await local.save(LocationDoc(coordinate: Coordinate(lon: -122.3 + Double(i) * 1e-3, lat: 37.49), timestamp: 1_700_000_000_000 + Double(i) * 60_000,
+                                             username: "eve", background: false, sessionID: "s"))
+        }
+        let csv = try TestServer.runLT(["device", "export", "--state", state, "--format", "csv"])
+        #expect(csv.status == 0 && csv.output.split(separator: "\n").count == 8)
+        let geojson = try JSON.parse(Array(try TestServer.runLT(["device", "export", "--state", state]).output.utf8))
+        #expect(geojson["type"] == "FeatureCollection" && geojson["features"]?.arrayValue?.count == 7)
+        let gpx = try TestServer.runLT(["device", "export", "--state", state, "--format", "gpx"]).output
+        #expect(gpx.components(separatedBy: "<wpt ").count == 8 && gpx.hasSuffix("</gpx>\n"))
+        #expect(try TestServer.runLT(["device", "export", "--state", state, "--format", "kml"]).status != 0)
         s.stop()
         // Offline: the device still knows who it is.
         let status = try TestServer.runLT(["device", "status", "--state", state, "--json"])
         let statusJSON = try JSON.parse(Array(status.output.utf8))
-        #expect(status.status == 0 && statusJSON["logged_in"] == true && statusJSON["username"] == "eve" && statusJSON["locations"] == 0)
+        #expect(status.status == 0 && statusJSON["logged_in"] == true && statusJSON["username"] == "eve" && statusJSON["locations"] == 7)
         #expect(try TestServer.runLT(["device", "logout", "--state", state, "--json"]).status == 0)
         let after = try JSON.parse(Array(try TestServer.runLT(["device", "status", "--state", state, "--json"]).output.utf8))
         #expect(after["logged_in"] == false)

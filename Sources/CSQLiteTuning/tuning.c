@@ -1,9 +1,6 @@
 #include <sqlite3.h>
 #include "CSQLiteTuning.h"
 
-int lt_sqlite_disable_lookaside(void *connection) {
-    return sqlite3_db_config((sqlite3 *)connection, SQLITE_DBCONFIG_LOOKASIDE, (void *)0, 0, 0);
-}
 
 int lt_sqlite_no_initial_page_cache(void) {
     return sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)0, 0, 0);

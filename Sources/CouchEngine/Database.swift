@@ -3,12 +3,11 @@ import Foundation
 import Geo
 import GRDB
 import GRDBSQLite
-import CSQLiteTuning
 
 /// One CouchDB database: a SQLite file, in WAL mode with a pool of connections (concurrent
 /// readers beside the writer), or, for the many small databases of a server with a database
 /// per user, one connection with a persistent rollback journal (`Connections.single`): one
-/// file descriptor instead of five, no shared-memory file, and about a quarter of the cost to
+/// file descriptor instead of five, no shared-memory file, and about a third of the cost to
 /// open, so such a server can keep thousands open and reopen the rest cheaply.
 ///
 /// Tables:
@@ -116,9 +115,7 @@ public final class Database: Sendable {
         case .single:
             config.prepareDatabase { db in
                 // A persistent journal is reused, not created and deleted for each transaction;
-                // no lookaside allocator (about 120 KB each) and a small page cache, as there
-                // may be thousands of these open.
-                _ = lt_sqlite_disable_lookaside(UnsafeMutableRawPointer(db.sqliteConnection))
+                // a small page cache, as there may be thousands of these open.
                 try db.execute(sql: "PRAGMA cache_size = -64")
                 try db.execute(sql: "PRAGMA journal_mode = PERSIST")
                 try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")

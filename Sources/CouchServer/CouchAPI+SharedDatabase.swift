@@ -29,7 +29,7 @@ extension CouchAPI {
             switch request.method {
             case .get, .head: return try await owner.info()
             case .post: return try await owner.createDocument()
-            default: throw OwnerRequest.refused("Only admins create or delete a shared database")
+            default: throw EngineError.forbidden("Only admins create or delete a shared database")
             }
         case "_all_docs": return try await owner.allDocs()
         case "_changes": return try await owner.changes()
@@ -42,7 +42,7 @@ extension CouchAPI {
             guard rest.count >= 2 else { throw EngineError.badRequest("Missing _local document id") }
             return try await owner.document(id: "_local/" + rest.dropFirst().joined(separator: "/"), attachment: [])
         case let special? where special.hasPrefix("_"):
-            throw OwnerRequest.refused("\(special) is not available to owners in a shared database")
+            throw EngineError.forbidden("\(special) is not available to owners in a shared database")
         case let id?:
             return try await owner.document(id: id, attachment: Array(rest.dropFirst()))
         }
@@ -55,10 +55,6 @@ struct OwnerRequest {
     let db: String
     let namespace: OwnerNamespace
     let request: APIRequest
-
-    static func refused(_ reason: String) -> EngineError {
-        EngineError.forbidden(reason)
-    }
 
     // MARK: Forwarding
 
@@ -134,12 +130,15 @@ struct OwnerRequest {
     // MARK: Ids in and out
 
     func stored(_ id: String) throws -> String {
-        if id.hasPrefix("_design/") { throw OwnerRequest.refused("Design documents of a shared database are for its admins") }
+        if id.hasPrefix("_design/") { throw EngineError.forbidden("Design documents of a shared database are for its admins") }
         return namespace.stored(id)
     }
 
+    func visibleDocument(_ doc: JSON) -> JSON? { OwnerRequest.visibleDocument(doc, namespace) }
+    func visibleRow(_ row: JSON) -> JSON? { OwnerRequest.visibleRow(row, namespace) }
+
     /// A document with its `_id` made visible; nil when it is not the owner's.
-    func visibleDocument(_ doc: JSON) -> JSON? {
+    static func visibleDocument(_ doc: JSON, _ namespace: OwnerNamespace) -> JSON? {
         guard case var .object(object) = doc else { return doc }
         if let id = object["_id"]?.stringValue {
             guard let visible = namespace.visible(id) else { return nil }
@@ -148,8 +147,9 @@ struct OwnerRequest {
         return .object(object)
     }
 
-    /// A row or write result whose `id` (and `key`, `doc`) become visible; nil when not the owner's.
-    func visibleRow(_ row: JSON) -> JSON? {
+    /// A row, changes row or write result whose `id` (and `key`, `doc`) become visible; nil
+    /// when it is not the owner's.
+    static func visibleRow(_ row: JSON, _ namespace: OwnerNamespace) -> JSON? {
         guard case var .object(object) = row else { return row }
         for name in ["id", "key"] {
             if case let .string(id)? = object[name] {
@@ -158,7 +158,7 @@ struct OwnerRequest {
             }
         }
         if let doc = object["doc"], doc != .null {
-            object["doc"] = visibleDocument(doc) ?? .null
+            object["doc"] = visibleDocument(doc, namespace) ?? .null
         }
         return .object(object)
     }
@@ -287,7 +287,7 @@ struct OwnerRequest {
             })
             query["doc_ids"] = nil
         case let other?:
-            throw OwnerRequest.refused("Filter \(other) is not available in a shared database; use _selector or _doc_ids")
+            throw EngineError.forbidden("Filter \(other) is not available in a shared database; use _selector or _doc_ids")
         }
         var response = try await forward(method: .post, path: ["_changes"], query: query, json: .object(forwarded))
         guard response.status == .ok else { return response }
@@ -317,32 +317,17 @@ struct OwnerRequest {
             content = content.dropLast()
         }
         guard content.first == UInt8(ascii: "{"), let json = try? JSON.parse(Array(content)) else { return Array(line) }
-        let owner = OwnerRequest.visibility(namespace)
         var out: JSON
         if case var .object(object) = json, let rows = object["results"]?.arrayValue {
-            object["results"] = .array(rows.compactMap(owner))
+            object["results"] = .array(rows.compactMap { visibleRow($0, namespace) })
             out = .object(object)
         } else if json["id"] != nil {
-            guard let row = owner(json) else { return nil }
+            guard let row = visibleRow(json, namespace) else { return nil }
             out = row
         } else {
             return Array(line)
         }
         return lead + out.bytes + (trailingComma ? [UInt8(ascii: ",")] : [])
-    }
-
-    /// `visibleRow` for a namespace, outside a request (for streamed feeds).
-    static func visibility(_ namespace: OwnerNamespace) -> (JSON) -> JSON? {
-        { row in
-            guard case var .object(object) = row else { return row }
-            guard case let .string(id)? = object["id"], let visible = namespace.visible(id) else { return nil }
-            object["id"] = .string(visible)
-            if case var .object(doc)? = object["doc"] {
-                doc["_id"] = .string(visible)
-                object["doc"] = .object(doc)
-            }
-            return .object(object)
-        }
     }
 
     func bulkDocs() async throws -> APIResponse {
@@ -411,7 +396,7 @@ struct OwnerRequest {
     /// A document or one of its attachments: GET, HEAD, PUT, DELETE.
     func document(id: String, attachment: [String]) async throws -> APIResponse {
         guard [.get, .head, .put, .delete].contains(request.method) else {
-            throw OwnerRequest.refused("\(request.method) is not available in a shared database")
+            throw EngineError.forbidden("\(request.method) is not available in a shared database")
         }
         let storedID = try stored(id)
         let path = storedID.hasPrefix("_local/") ? ["_local", String(storedID.dropFirst(7))] : [storedID] + attachment

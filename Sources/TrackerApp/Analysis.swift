@@ -54,6 +54,11 @@ public struct LocationFilter: Sendable {
 }
 
 extension TrackerService {
+    /// 404 unless `user` is registered (in either mode, where their locations are kept differs).
+    func requireRegistered(_ user: String) async throws {
+        guard try await couch.request(.head, "/\(TrackerService.usersDB)/\(user)").ok else { throw Failure(404, "not_found", "No user \(user)") }
+    }
+
     /// Calls `visit` with each page of location documents the filter keeps, reading the
     /// database in pages of 2,000, so an export of millions holds one page at a time.
     public func forEachLocation(_ filter: LocationFilter, _ visit: ([(doc: JSON, point: Coordinate, time: Double)]) async throws -> Void) async throws {
@@ -106,7 +111,7 @@ extension TrackerService {
     /// Per-user statistics: count, first and last fix, and distance travelled (great-circle
     /// between consecutive fixes in time order; only times and positions are held, 24 bytes each).
     public func statistics(user: String) async throws -> JSON {
-        guard try await couch.request(.head, "/\(TrackerService.usersDB)/\(user)").ok else { throw Failure(404, "not_found", "No user \(user)") }
+        try await requireRegistered(user)
         var fixes: [(time: Double, point: Coordinate)] = []
         try await forEachLocation(LocationFilter(user: user)) { page in fixes += page.map { ($0.time, $0.point) } }
         fixes.sort { $0.time < $1.time }

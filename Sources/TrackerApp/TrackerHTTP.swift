@@ -67,9 +67,7 @@ public struct TrackerHTTP: Sendable {
                 guard let format = ExportFormat(rawValue: query["format"] ?? "geojson") else {
                     throw TrackerService.Failure(400, "bad_request", "`format` must be geojson, csv or gpx")
                 }
-                if let user = filter.user, !(try await service.couch.request(.head, "/\(TrackerService.usersDB)/\(user)").ok) {
-                    throw TrackerService.Failure(404, "not_found", "No user \(user)")
-                }
+                if let user = filter.user { try await service.requireRegistered(user) }
                 return exportResponse(filter, format)
             case (.get, "api", "analysis") where path.count == 5 && path[2] == "users" && path[4] == "stats":
                 try await requireAnalyst(request, context)

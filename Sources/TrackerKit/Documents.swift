@@ -37,18 +37,16 @@ public struct LocationDoc: Sendable, Equatable {
         if let id { object["_id"] = .string(id) }
         object["type"] = "Feature"
         object["created_at"] = .double(timestamp)
-        object["geometry"] = ["type": "Point", "coordinates": [.double(coordinate.lon), .double(coordinate.lat)]]
+        object["geometry"] = Geometry.point(coordinate).geoJSON
         object["properties"] = .object(properties)
         return .object(object)
     }
 
     /// Reads a stored location; nil when the document is not one.
     public init?(json: JSON) {
-        guard json["type"] == "Feature", json["geometry"]?["type"] == "Point",
-              let lon = json["geometry"]?["coordinates"]?[0]?.doubleValue, let lat = json["geometry"]?["coordinates"]?[1]?.doubleValue,
-              let properties = json["properties"] else { return nil }
+        guard json["type"] == "Feature", let coordinate = pointCoordinate(json), let properties = json["properties"] else { return nil }
         self.init(
-            id: json["_id"]?.stringValue, coordinate: Coordinate(lon: lon, lat: lat),
+            id: json["_id"]?.stringValue, coordinate: coordinate,
             timestamp: json["created_at"]?.doubleValue ?? properties["timestamp"]?.doubleValue ?? 0,
             username: properties["username"]?.stringValue ?? "", background: properties["background"] == true,
             sessionID: properties["session_id"]?.stringValue)
@@ -75,16 +73,21 @@ public struct PlaceDoc: Sendable, Equatable {
         if let id { object["_id"] = .string(id) }
         object["type"] = "Feature"
         object["name"] = .string(name)
-        object["geometry"] = ["type": "Point", "coordinates": [.double(coordinate.lon), .double(coordinate.lat)]]
+        object["geometry"] = Geometry.point(coordinate).geoJSON
         object["created_at"] = .double(createdAt)
         return .object(object)
     }
 
     /// Reads a place (a `_geo` row's `doc`, or a stored one); nil when it is not one.
     public init?(json: JSON) {
-        guard json["geometry"]?["type"] == "Point", let lon = json["geometry"]?["coordinates"]?[0]?.doubleValue,
-              let lat = json["geometry"]?["coordinates"]?[1]?.doubleValue else { return nil }
-        self.init(id: json["_id"]?.stringValue, name: json["name"]?.stringValue ?? "", coordinate: Coordinate(lon: lon, lat: lat),
+        guard let coordinate = pointCoordinate(json) else { return nil }
+        self.init(id: json["_id"]?.stringValue, name: json["name"]?.stringValue ?? "", coordinate: coordinate,
                   createdAt: json["created_at"]?.doubleValue ?? 0)
     }
+}
+
+/// The position of a document whose `geometry` is a valid GeoJSON Point.
+func pointCoordinate(_ doc: JSON) -> Coordinate? {
+    guard let geometry = doc["geometry"], case let .point(coordinate)? = try? Geometry(geoJSON: geometry) else { return nil }
+    return coordinate
 }

@@ -17,6 +17,25 @@ struct DatabaseTests {
 
     func doc(_ text: String) throws -> DocumentInput { try DocumentInput(json: try JSON.parse(text)) }
 
+    @Test("A _selector changes filter matches a deletion as its tombstone, as CouchDB does; an _id prefix alone needs no bodies")
+    func selectorFilterSeesDeletions() async throws {
+        try await withStore { store in
+            let db = try store.create("sel")
+            let a = try await db.update(try doc(#"{"_id":"a:1","kind":"fix"}"#))
+            _ = try await db.update(try doc(#"{"_id":"b:1","kind":"fix"}"#))
+            _ = try await db.update(DocumentInput(id: "a:1", rev: a, deleted: true))
+            _ = try await db.update(try doc(#"{"_id":"a:2","kind":"fix"}"#))
+            func ids(_ selector: JSON) async throws -> [String] {
+                var options = ChangesOptions()
+                options.filter = .selector(try Selector(json: selector))
+                return try await db.changes(options).rows.compactMap { $0["id"]?.stringValue }
+            }
+            #expect(try await ids(["_id": ["$beginsWith": "a:"]]) == ["a:1", "a:2"])
+            #expect(try await ids(["_deleted": true]) == ["a:1"])
+            #expect(try await ids(["kind": "fix"]) == ["b:1", "a:2"])
+        }
+    }
+
     @Test("Create, update, conflict and delete follow CouchDB's MVCC rules")
     func mvcc() async throws {
         try await withStore { store in

@@ -1,12 +1,7 @@
 #ifndef CSQLITE_TUNING_H
 #define CSQLITE_TUNING_H
 
-/// Per-connection SQLite settings that only variadic C functions reach (Swift cannot call those).
-/// The connection is passed as an opaque pointer (GRDB's `Database.sqliteConnection`).
-
-/// Turns off the connection's lookaside allocator, which otherwise reserves about 120 KB per
-/// connection; for servers keeping thousands of small databases open. Returns an SQLite result code.
-int lt_sqlite_disable_lookaside(void *connection);
+/// SQLite settings that only variadic C functions reach (Swift cannot call those).
 
 /// Process-wide, before SQLite's first use: connections allocate page-cache memory page by page
 /// as they need it, instead of about 90 KB up front each. Returns an SQLite result code

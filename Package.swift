@@ -126,7 +126,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // Helpers shared by the test targets (deterministic random numbers for property tests).
-        .target(name: "LTTestSupport", path: "Tests/LTTestSupport", swiftSettings: strict),
+        .target(name: "LTTestSupport", dependencies: ["TrackerKit"], path: "Tests/LTTestSupport", swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),

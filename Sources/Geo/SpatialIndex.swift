@@ -38,7 +38,7 @@ public struct GeoPosition: Sendable, Equatable, Comparable {
 
 /// One document in a geo answer.
 public struct GeoHit: Sendable {
-    public var id: String
+    public var id: String { position.id }
     public var geometry: Geometry
     public var position: GeoPosition
     /// Great-circle distance in metres from the query centre.
@@ -135,20 +135,22 @@ public final class SpatialIndex: @unchecked Sendable {
             let chord = (v.x - c.x) * (v.x - c.x) + (v.y - c.y) * (v.y - c.y) + (v.z - c.z) * (v.z - c.z)
             let position = GeoPosition(chord: chord, id: id)
             if chord <= maxChord, query.after.map({ position > $0 }) ?? true, SpatialIndex.matches(query, .point(coordinate)) {
-                hits.append(GeoHit(id: id, geometry: .point(coordinate), position: position))
+                hits.append(GeoHit(geometry: .point(coordinate), position: position))
             }
         }
         for (id, geometry) in s.others {
             let chord = SpatialIndex.chord(from: center, to: geometry)
             let position = GeoPosition(chord: chord, id: id)
             if query.after.map({ position > $0 }) ?? true, SpatialIndex.matches(query, geometry) {
-                hits.append(GeoHit(id: id, geometry: geometry, position: position))
+                hits.append(GeoHit(geometry: geometry, position: position))
             }
         }
 
         // The tree, nearest first: stop once enough matches are in hand and the next point is
-        // farther than the last of them (so ties at that distance are all seen).
-        var found = 0
+        // farther than the last of them (so ties at that distance are all seen). Matches are kept
+        // as (point, chord) and only the page returned becomes hits with ids.
+        var matched: [(point: Int32, chord: Double)] = []
+        matched.reserveCapacity(min(wanted, 1024))
         var lastChord = -1.0
         let tree = s.tree
         let after = query.after
@@ -160,40 +162,45 @@ public final class SpatialIndex: @unchecked Sendable {
         }
         let relation = query.relation
         tree.nearest(to: c, maxChordSquared: maxChord) { point, chord in
-            if found >= wanted, chord > lastChord { return false }
+            if matched.count >= wanted, chord > lastChord { return false }
             if !s.removed.isEmpty, s.removed.contains(Int32(point)) { return true }
-            if let after, chord < after.chord { return true }
-            let coordinate = tree.coordinate(point)
+            if let after {
+                if chord < after.chord { return true }
+                if chord == after.chord, !(tree.id(point) > after.id) { return true }
+            }
             if let relation {
                 let matches = chord < inner ? QueryShape.pointRelation(relation, .interior, queryIsPoint: false)
                     : chord > outer ? QueryShape.pointRelation(relation, .exterior, queryIsPoint: false)
-                    : query.shape.matches(relation, .point(coordinate))
+                    : query.shape.matches(relation, .point(tree.coordinate(point)))
                 if !matches { return true }
             }
-            let position = GeoPosition(chord: chord, id: tree.id(point))
-            if let after, !(position > after) { return true }
-            hits.append(GeoHit(id: position.id, geometry: .point(coordinate), position: position))
-            found += 1
+            matched.append((Int32(point), chord))
             lastChord = chord
             return true
         }
-        if s.delta.isEmpty && s.others.isEmpty {
-            // The tree gave them nearest first already; only equal distances need their ids ordered.
-            SpatialIndex.orderTies(&hits)
-        } else {
-            hits.sort { $0.position < $1.position }
+        func hit(_ match: (point: Int32, chord: Double)) -> GeoHit {
+            GeoHit(geometry: .point(tree.coordinate(Int(match.point))), position: GeoPosition(chord: match.chord, id: tree.id(Int(match.point))))
         }
+        if hits.isEmpty {
+            // Only the tree answered, nearest first already: order equal distances by id, then
+            // build the page.
+            SpatialIndex.orderTies(&matched, tree)
+            let page = matched.dropFirst(query.skip).prefix(query.limit).map(hit)
+            return (page, matched.count > query.skip + query.limit)
+        }
+        hits += matched.map(hit)
+        hits.sort { $0.position < $1.position }
         let page = Array(hits.dropFirst(query.skip).prefix(query.limit))
         return (page, hits.count > query.skip + query.limit)
     }
 
-    /// Sorts runs of equal distance by id in hits that are otherwise in distance order.
-    static func orderTies(_ hits: inout [GeoHit]) {
+    /// Sorts runs of equal distance by id in tree matches that are otherwise in distance order.
+    static func orderTies(_ matched: inout [(point: Int32, chord: Double)], _ tree: PointTree) {
         var start = 0
-        while start < hits.count {
+        while start < matched.count {
             var end = start + 1
-            while end < hits.count, hits[end].position.chord == hits[start].position.chord { end += 1 }
-            if end - start > 1 { hits[start..<end].sort { $0.position < $1.position } }
+            while end < matched.count, matched[end].chord == matched[start].chord { end += 1 }
+            if end - start > 1 { matched[start..<end].sort { tree.id(Int($0.point)) < tree.id(Int($1.point)) } }
             start = end
         }
     }

@@ -53,6 +53,18 @@ public struct LocationDoc: Sendable, Equatable {
     }
 }
 
+extension LocationDoc {
+    /// A stable id for a position read from a file (its time and coordinates), so importing
+    /// the same track twice stores it once.
+    public static func importedID(_ location: LocationDoc) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in "\(location.coordinate.lat),\(location.coordinate.lon)".utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        return "imported-\(Int64(location.timestamp))-\(String(hash, radix: 36))"
+    }
+}
+
 /// A place as `lt_places` holds it: a GeoJSON Feature with a `name` and `created_at`.
 public struct PlaceDoc: Sendable, Equatable {
     public var id: String?

@@ -1,6 +1,7 @@
 import CouchEngine
 import CouchJSON
 import Foundation
+import Geo
 
 /// The device's own databases, on the same engine as the server (so they replicate with it
 /// natively): `locations` (what this device recorded, pushed to the user's database) and
@@ -33,6 +34,28 @@ public final class LocalStore: Sendable {
         return doc.id!
     }
 
+    /// Saves locations that have ids in one write, leaving alone any the device already has;
+    /// returns how many were new.
+    public func saveNew(_ batch: [LocationDoc]) async throws -> Int {
+        var added = 0
+        let db = try locations
+        for start in stride(from: 0, to: batch.count, by: 1000) {
+            let inputs = batch[start..<min(start + 1000, batch.count)].compactMap { location -> DocumentInput? in
+                guard let id = location.id, case var .object(body) = location.json else { return nil }
+                body.removeValue(forKey: "_id")
+                return DocumentInput(id: id, body: body)
+            }
+            for result in try await db.update(inputs, newEdits: true) {
+                switch result {
+                case .success: added += 1
+                case .failure(.conflict): continue
+                case let .failure(error): throw error
+                }
+            }
+        }
+        return added
+    }
+
     /// The newest `limit` locations, oldest first (the path the map draws).
     public func recentLocations(limit: Int = 100) async throws -> [LocationDoc] {
         try await newest(locations, limit: limit).compactMap(LocationDoc.init(json:)).reversed()
@@ -48,6 +71,49 @@ public final class LocalStore: Sendable {
             input.body.removeValue(forKey: "_id")
             _ = try await db.update(input)
         }
+    }
+
+    /// Makes the device's places within `radius` metres of `center` exactly `places` (a region
+    /// pulled from the server): new ones added, changed ones updated, ones the server no longer
+    /// has there removed. Returns how many documents changed.
+    @discardableResult
+    public func replacePlaces(near center: Coordinate, radius: Double, with places: [PlaceDoc]) async throws -> Int {
+        let db = try self.places
+        var stored: [String: (rev: Revision, body: JSONObject)] = [:]
+        var inRegion: Set<String> = []
+        for doc in try await newest(db, limit: Int.max) {
+            guard var body = doc.objectValue, let id = body["_id"]?.stringValue, let rev = body["_rev"]?.stringValue.flatMap(Revision.init) else { continue }
+            body.removeValue(forKey: "_id")
+            body.removeValue(forKey: "_rev")
+            stored[id] = (rev, body)
+            if let place = PlaceDoc(json: doc), Sphere.distance(center, place.coordinate) <= radius { inRegion.insert(id) }
+        }
+        var writes: [DocumentInput] = []
+        for place in places {
+            guard let id = place.id, case var .object(body) = place.json else { continue }
+            body.removeValue(forKey: "_id")
+            inRegion.remove(id)
+            if let existing = stored[id] {
+                if existing.body == body { continue }
+                writes.append(DocumentInput(id: id, rev: existing.rev, body: body))
+            } else {
+                writes.append(DocumentInput(id: id, body: body))
+            }
+        }
+        for id in inRegion { if let existing = stored[id] { writes.append(DocumentInput(id: id, rev: existing.rev, deleted: true)) } }
+        guard !writes.isEmpty else { return 0 }
+        for case let .failure(error) in try await db.update(writes, newEdits: true) { throw error }
+        return writes.count
+    }
+
+    /// A small state document in `database` (a `_local` one: never replicated).
+    func state(_ id: String, in database: Database) async -> JSONObject? {
+        try? await database.localDocument(id: "_local/" + id)
+    }
+
+    func setState(_ id: String, in database: Database, _ body: JSONObject) async throws {
+        let existing = await state(id, in: database)
+        _ = try await database.putLocalDocument(id: "_local/" + id, rev: existing?["_rev"]?.stringValue, body: body, deleted: false)
     }
 
     /// Every place stored on the device.

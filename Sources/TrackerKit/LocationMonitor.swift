@@ -59,9 +59,9 @@ public struct LocationMonitor: Sendable {
         /// Less accurate than the policy allows in the app's current state.
         case inaccurate
         /// Too close to the last kept fix.
-        case tooClose
+        case tooClose = "too_close"
         /// Too soon after the last kept fix.
-        case tooSoon
+        case tooSoon = "too_soon"
     }
 
     /// What became of a fix.

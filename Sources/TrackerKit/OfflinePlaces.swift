@@ -21,6 +21,9 @@ public struct OfflinePlaces: Sendable {
 
     public var count: Int { places.count }
 
+    /// Ids of the places indexed.
+    public var ids: Set<String> { Set(places.keys) }
+
     /// Places within `radius` metres of `center`, nearest first, at most `limit`.
     public func near(_ center: Coordinate, radius: Double = OfflinePlaces.defaultRadius, limit: Int = 100) -> [(place: PlaceDoc, distance: Double)] {
         let search = GeoSearch(shape: .circle(center: center, radius: radius), relation: .contains, limit: limit)

@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchJSON
 import Foundation
 import Replication
 
@@ -40,6 +41,8 @@ public actor SyncManager {
     public private(set) var runs: [Direction: Int] = [:]
     /// Documents written by the last run of each direction.
     public private(set) var lastWritten: [Direction: Int] = [:]
+    /// Documents written by every run of each direction since this manager started.
+    public private(set) var written: [Direction: Int] = [:]
     private var running: [Direction: Task<Void, Never>] = [:]
     private var again: Set<Direction> = []
     private let onStatus: (@Sendable (Status) -> Void)?
@@ -82,6 +85,8 @@ public actor SyncManager {
                     ? Replication(source: device, target: remote, options: options) : Replication(source: remote, target: device, options: options)
                 let result = try await replication.run()
                 lastWritten[direction] = result.status.docsWritten
+                written[direction, default: 0] += result.status.docsWritten
+                if direction == .push { try await recordPushed(through: result.sourceLastSeq) }
                 setStatus(.idle)
             } catch {
                 let text = "\(error)"
@@ -90,6 +95,28 @@ public actor SyncManager {
             }
         } while again.contains(direction)
         running[direction] = nil
+    }
+
+    /// Local changes not yet known to be on the server: changes to the device's `locations`
+    /// after the last sequence a push completed (0 once a push has caught up).
+    public func pendingPush() async throws -> Int {
+        let db = try local.locations
+        var options = ChangesOptions()
+        options.since = try await pushedSeq(db)
+        options.limit = 0
+        return try await db.changes(options).pending
+    }
+
+    private func pushedSeq(_ db: Database) async throws -> Int {
+        await local.state("lt-sync", in: db)?["pushed_seq"]?.intValue ?? 0
+    }
+
+    /// Keeps, in a local document (never replicated), how far pushes got.
+    private func recordPushed(through seq: JSON) async throws {
+        let db = try local.locations
+        let pushed = try db.parseSequence(seq)
+        guard pushed > (try await pushedSeq(db)) else { return }
+        try await local.setState("lt-sync", in: db, ["pushed_seq": .int(pushed)])
     }
 
     private func setStatus(_ new: Status) {

@@ -4,6 +4,7 @@ import Geo
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
+import Replication
 
 /// What a login gives a device: the database its locations replicate with.
 public struct Credentials: Sendable, Equatable, Codable {
@@ -44,7 +45,10 @@ public struct TrackerClient: Sendable {
     public let baseURL: String
     let http: HTTPClient
 
-    public init(baseURL: String, http: HTTPClient = .shared) {
+    /// `http` defaults to the replicator's client, which does not retry connecting: with the
+    /// server unreachable a call fails at once (and the app answers from the device) instead of
+    /// waiting out the connect timeout.
+    public init(baseURL: String, http: HTTPClient = RemoteEndpoint.sharedClient) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
         self.http = http
     }
@@ -71,9 +75,20 @@ public struct TrackerClient: Sendable {
 
     /// `GET /api/places`: places within `radius` metres, nearest first, with their documents.
     public func places(near center: Coordinate, radius: Double = OfflinePlaces.defaultRadius, limit: Int = 100) async throws -> [PlaceDoc] {
-        let query = "lat=\(center.lat)&lon=\(center.lon)&radius=\(radius)&relation=contains&nearest=true&include_docs=true&limit=\(limit)"
+        try await placesPage(near: center, radius: radius, limit: limit).places
+    }
+
+    /// One page of places within `radius` metres, nearest first, and the bookmark of the next
+    /// page (nil: this was the last). `limit` is at most 200.
+    public func placesPage(near center: Coordinate, radius: Double, limit: Int = 200, bookmark: String? = nil) async throws -> (places: [PlaceDoc], next: String?) {
+        var query = "lat=\(center.lat)&lon=\(center.lon)&radius=\(radius)&relation=contains&nearest=true&include_docs=true&limit=\(limit)"
+        if let bookmark, !bookmark.isEmpty {
+            query += "&bookmark=" + (bookmark.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? bookmark)
+        }
         let json = try await call(.GET, "/api/places?\(query)")
-        return (json["rows"]?.arrayValue ?? []).compactMap { row in row["doc"].flatMap(PlaceDoc.init(json:)) }
+        let rows = json["rows"]?.arrayValue ?? []
+        let next = json["bookmark"]?.stringValue
+        return (rows.compactMap { row in row["doc"].flatMap(PlaceDoc.init(json:)) }, rows.count >= limit && next?.isEmpty == false ? next : nil)
     }
 
     /// `GET /api/places/version`: the places release, to pull `lt_places` only when it changed.

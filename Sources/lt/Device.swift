@@ -8,8 +8,8 @@ import TrackerKit
 /// phone keeps its app data (credentials in a 0600 file, the local databases, the server).
 struct Device: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Run a Location Tracker device: register, log in, status, log out (state kept in --state).",
-        subcommands: [Register.self, Login.self, Status.self, Logout.self, Export.self])
+        abstract: "Run a Location Tracker device: register, log in, drive a route, import and export tracks, log out (state kept in --state).",
+        subcommands: [Register.self, Login.self, Status.self, Drive.self, Import.self, Export.self, Logout.self])
 
     struct StateOptions: ParsableArguments {
         @Option(help: "The device's state directory (credentials, local databases, server).")
@@ -132,6 +132,77 @@ struct Device: AsyncParsableCommand {
             }
             out += Array(export.footer.utf8)
             FileHandle.standardOutput.write(Data(out))
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Store a recorded track (GPX, GeoJSON or OwnTracks JSON) as this device's locations, then push them.",
+            discussion: "Importing the same file again adds nothing: each position's id comes from its time and place.")
+        @OptionGroup var state: StateOptions
+
+        @Argument(help: "A .gpx, .geojson/.json or OwnTracks (.json, recorder .rec) file.")
+        var file: String
+
+        @Option(help: "gpx, geojson or owntracks (default: from the extension and content).")
+        var format: String?
+
+        @Flag(help: "Keep only what the app's location filter would have kept (accuracy, 15 m, 15 s).")
+        var filter = false
+
+        @Flag(help: "Store on the device only; push later.")
+        var noPush = false
+
+        func run() async throws {
+            LT.bootstrapLogging(level: .error)
+            guard let credentials = try state.credentials.load() else {
+                throw ValidationError("The device in \(state.state) is not logged in: run `lt device register` or `lt device login` first")
+            }
+            var chosen: TrackFile.Format?
+            if let format {
+                guard let known = TrackFile.Format(rawValue: format) else {
+                    throw ValidationError("--format must be \(TrackFile.Format.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                chosen = known
+            }
+            let points: [TrackPoint]
+            do {
+                let url = URL(fileURLWithPath: file)
+                points = try chosen.map { try TrackFile.read(Data(contentsOf: url), format: $0) } ?? TrackFile.read(contentsOf: url)
+            } catch let failure as TrackFile.Failure {
+                throw ValidationError("\(file): \(failure.reason)")
+            }
+            let store = try state.store()
+            let session = "import-" + UUID().uuidString.lowercased()
+            var monitor = LocationMonitor()
+            var locations: [LocationDoc] = []
+            var rejected = 0
+            for point in points {
+                let time = point.time ?? Date()
+                if filter {
+                    let fix = LocationFix(coordinate: point.coordinate, horizontalAccuracy: point.accuracy ?? 0, timestamp: time)
+                    guard monitor.consider(fix, inBackground: false) == .accepted else { rejected += 1; continue }
+                }
+                var location = LocationDoc(coordinate: point.coordinate, timestamp: (time.timeIntervalSince1970 * 1000).rounded(),
+                                           username: credentials.username, background: false, sessionID: session)
+                location.id = LocationDoc.importedID(location)
+                locations.append(location)
+            }
+            let added = try await store.saveNew(locations)
+            var pushed = 0, pending = 0
+            let sync = SyncManager(local: store, server: credentials.serverDatabase)
+            if !noPush {
+                await sync.request(.push)
+                await sync.waitUntilIdle()
+                pushed = await sync.written[.push] ?? 0
+            }
+            pending = try await sync.pendingPush()
+            let syncStatus = await sync.status
+            state.report(["read": .int(points.count), "imported": .int(added), "already_there": .int(locations.count - added),
+                          "rejected": .int(rejected), "pushed": .int(pushed), "pending": .int(pending), "sync": .string(Drive.describe(syncStatus))],
+                         text: "\(file): \(points.count) positions read, \(added) imported, \(locations.count - added) already on the device"
+                            + (filter ? ", \(rejected) left out by the location filter" : "")
+                            + "; pushed \(pushed), \(pending) still only on the device" + (noPush ? "" : " (sync \(Drive.describe(syncStatus)))"))
         }
     }
 }

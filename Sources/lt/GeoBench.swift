@@ -3,6 +3,7 @@ import CouchEngine
 import CouchJSON
 import Foundation
 import Geo
+import TrackerKit
 import GRDB
 
 /// `lt bench-geo`: the geo index against a SQLite R*Tree baseline measured in the same run, on
@@ -42,7 +43,7 @@ struct GeoBench: AsyncParsableCommand {
         let helper = try Bench.parse(["--durability", "normal"])
         print("lt bench-geo: \(points) points in \(points / 1000) tracks of 1,000 fixes around 40 cities; query: radius \(GeoBench.radius) m, nearest first, limit \(GeoBench.limit)")
         let data = GeoBench.tracks(points)
-        var random = SplitMix(seed: 42)
+        var random = SeededGenerator(seed: 42)
         let queryPoints = (0..<queries).map { _ in data[Int(random.next() % UInt64(data.count))].coordinate }
         if let export {
             let directory = URL(fileURLWithPath: export, isDirectory: true)
@@ -205,7 +206,7 @@ struct GeoBench: AsyncParsableCommand {
     /// Points along random-walk tracks (1,000 fixes each, 10–40 m apart) starting near 40 city
     /// centres, one of them on the antimeridian: dense where people go, empty elsewhere.
     static func tracks(_ count: Int) -> [(id: String, coordinate: Coordinate)] {
-        var random = SplitMix(seed: 7)
+        var random = SeededGenerator(seed: 7)
         func uniform() -> Double { Double(random.next() >> 11) / Double(1 << 53) }
         let cities = (0..<40).map { i -> Coordinate in
             i == 0 ? Coordinate(lon: 179.9, lat: -16.5) : Coordinate(lon: uniform() * 360 - 180, lat: uniform() * 120 - 60)
@@ -240,15 +241,3 @@ struct GeoBench: AsyncParsableCommand {
     }
 }
 
-/// A small deterministic random generator (SplitMix64), so runs are comparable.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -192,14 +192,7 @@ struct Serve: AsyncParsableCommand {
     /// The original system's 50 sample places, shipped in `data/sample-places.json` (Apache-2.0,
     /// see data/README.md); looked for beside the binary's package, then in the working directory.
     static func samplePlaces() throws -> [JSON] {
-        let candidates = [
-            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("data/sample-places.json"),
-            URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("data/sample-places.json"),
-        ]
-        for url in candidates {
-            if let data = try? Data(contentsOf: url) { return try JSON.parse(Array(data))["places"]?.arrayValue ?? [] }
-        }
+        if let url = ShippedData.url("sample-places.json") { return try JSON.parse(Array(Data(contentsOf: url)))["places"]?.arrayValue ?? [] }
         FileHandle.standardError.write(Data("lt: data/sample-places.json not found; lt_places starts empty\n".utf8))
         return []
     }

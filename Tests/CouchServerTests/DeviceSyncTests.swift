@@ -2,6 +2,7 @@ import CouchJSON
 import Foundation
 import Geo
 import LTTestSupport
+import NIOHTTP1
 import Testing
 import TrackerKit
 
@@ -140,5 +141,133 @@ struct DeviceSyncTests {
         #expect(try TestServer.runLT(["device", "logout", "--state", state, "--json"]).status == 0)
         let after = try JSON.parse(Array(try TestServer.runLT(["device", "status", "--state", state, "--json"]).output.utf8))
         #expect(after["logged_in"] == false)
+    }
+
+    @Test("Places offline by region: every place near the device pulled page by page, pulled again when the release changes (moved and deleted places follow) or the device nears the edge; answers equal brute force")
+    func placesRegion() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        let admin = TestServer.Auth.basic(TestServer.admin.0, TestServer.admin.1)
+        // 450 more places on a grid around the original query point: more than two pages.
+        let center = Coordinate(lon: -122.30464079, lat: 37.49453457)
+        let grid: [JSON] = (0..<450).map { i in
+            ["_id": .string("grid-\(i)"), "type": "Feature", "name": .string("grid \(i)"), "created_at": 1_700_000_000_000,
+             "geometry": ["type": "Point", "coordinates": [.double(center.lon - 0.3 + Double(i % 30) * 0.02), .double(center.lat - 0.2 + Double(i / 30) * 0.027)]]]
+        }
+        #expect(try await s.request(.POST, "/lt_places/_bulk_docs", json: ["docs": .array(grid)]).status == 201)
+        func serverPlaces() async throws -> [(id: String, coordinate: Coordinate)] {
+            let rows = try await s.request(.GET, "/lt_places/_all_docs?include_docs=true").json["rows"]?.arrayValue ?? []
+            return rows.compactMap { row in row["doc"].flatMap(PlaceDoc.init(json:)).flatMap { p in p.id.map { ($0, p.coordinate) } } }
+        }
+        func within(_ radius: Double, of point: Coordinate, _ places: [(id: String, coordinate: Coordinate)]) -> Set<String> {
+            Set(places.filter { Sphere.distance(point, $0.coordinate) <= radius }.map(\.id))
+        }
+
+        let directory = try TemporaryDirectory("lt-places-region")
+        defer { directory.cleanup() }
+        let store = try LocalStore(directory: directory.url.appendingPathComponent("store"))
+        let cache = try await PlacesCache(client: TrackerClient(baseURL: "http://127.0.0.1:\(s.appPort)"), store: store, regionRadius: 20_000)
+        #expect(await cache.covers(center) == false)
+        #expect(try await cache.refresh(near: center))
+        var all = try await serverPlaces()
+        let region = within(20_000, of: center, all)
+        #expect(region.count > 200)  // more than one page
+        #expect(Set(try await store.allPlaces().compactMap(\.id)) == region)
+        #expect(await cache.covers(center))
+        // Nothing changed: no pull, even when asked to look at the release.
+        #expect(try await cache.refresh(near: center, checkRelease: true) == false)
+        let probe = Coordinate(lon: center.lon + 0.05, lat: center.lat - 0.03)
+        let answer = await cache.near(probe)
+        #expect(answer.complete && Set(answer.places.map { $0.place.id! }) == within(OfflinePlaces.defaultRadius, of: probe, all))
+        for (a, b) in zip(answer.places, answer.places.dropFirst()) { #expect(a.distance <= b.distance + 0.01) }
+
+        // A correction approved (the release changes) and a place deleted: the next pull follows both.
+        let user = TrackerClient(baseURL: "http://127.0.0.1:\(s.appPort)")
+        try await user.register(username: "mover", password: "pw-mover")
+        let credentials = try await user.login(username: "mover", password: "pw-mover")
+        let moved = Coordinate(lon: center.lon + 0.001, lat: center.lat + 0.001)
+        let report = try await user.reportPosition(of: "grid-200", at: moved, credentials: credentials)
+        #expect(try await s.app(.POST, "/api/adjustments/\(report)/approve", auth: admin).status == 200)
+        let gone = try await s.request(.GET, "/lt_places/grid-201").json["_rev"]!.stringValue!
+        #expect(try await s.request(.DELETE, "/lt_places/grid-201?rev=\(gone)").status == 200)
+        #expect(try await cache.refresh(near: center) == false)  // the release was asked for a moment ago
+        #expect(try await cache.refresh(near: center, checkRelease: true))
+        let local = try await store.allPlaces()
+        #expect(local.first { $0.id == "grid-200" }?.coordinate == moved)
+        #expect(!local.contains { $0.id == "grid-201" })
+        all = try await serverPlaces()
+        #expect(Set(local.compactMap(\.id)) == within(20_000, of: center, all))
+
+        // Past half the radius, the region moves with the device; outside it, answers say they are partial.
+        let away = Coordinate(lon: center.lon + 0.15, lat: center.lat)
+        #expect(try await cache.refresh(near: away))
+        #expect(await cache.region?.center == away)
+        s.stop()
+        let far = Coordinate(lon: center.lon + 0.6, lat: center.lat)
+        #expect(await cache.near(far).complete == false)
+        #expect(await cache.near(away).complete)
+        // The copy outlives the process: a new cache on the same store knows its region offline.
+        let reopened = try await PlacesCache(client: TrackerClient(baseURL: "http://127.0.0.1:\(s.appPort)"), store: store, regionRadius: 20_000)
+        let (reopenedRegion, reopenedCount) = (await reopened.region, await reopened.count)
+        let (cacheRegion, cacheCount) = (await cache.region, await cache.count)
+        #expect(reopenedRegion == cacheRegion && reopenedCount == cacheCount)
+    }
+
+    @Test("lt device import: GPX, GeoJSON and OwnTracks recordings stored once (importing again adds nothing), pushed to the user's database; the filter keeps what the app would; bad files are errors")
+    func deviceImport() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        let directory = try TemporaryDirectory("lt-device-import")
+        defer { directory.cleanup() }
+        let state = directory.url.appendingPathComponent("phone").path
+        #expect(try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(s.appPort)", "--state", state,
+                                      "--username", "importer", "--password", "pw-importer"]).status == 0)
+        // A GPX track: 20 points 10 m and 10 s apart (every other one is what the filter keeps).
+        var gpx = "<gpx version=\"1.1\"><trk><trkseg>"
+        for i in 0..<20 {
+            gpx += "<trkpt lat=\"\(37.49 + Double(i) * 9e-5)\" lon=\"-122.3\"><time>2024-05-01T10:\(String(format: "%02d", i / 6)):\(String(format: "%02d", (i % 6) * 10))Z</time></trkpt>"
+        }
+        gpx += "</trkseg></trk></gpx>"
+        let gpxFile = directory.url.appendingPathComponent("morning.gpx")
+        try Data(gpx.utf8).write(to: gpxFile)
+        let first = try TestServer.runLT(["device", "import", gpxFile.path, "--state", state, "--json"])
+        let firstJSON = try JSON.parse(Array(first.output.utf8))
+        #expect(first.status == 0 && firstJSON["read"] == 20 && firstJSON["imported"] == 20 && firstJSON["pushed"] == 20 && firstJSON["pending"] == 0)
+        let again = try JSON.parse(Array(try TestServer.runLT(["device", "import", gpxFile.path, "--state", state, "--json"]).output.utf8))
+        #expect(again["imported"] == 0 && again["already_there"] == 20 && again["pushed"] == 0)
+
+        // OwnTracks recorder lines and a GeoJSON file, the second only on the device.
+        let rec = directory.url.appendingPathComponent("2024-05.rec")
+        try Data("""
+            2024-05-02T08:00:00Z	*  	{"_type":"location","lat":37.6,"lon":-122.4,"tst":1714636800,"acc":10}
+            2024-05-02T08:05:00Z	*  	{"_type":"location","lat":37.61,"lon":-122.41,"tst":1714637100,"acc":10}
+
+            """.utf8).write(to: rec)
+        #expect(try JSON.parse(Array(try TestServer.runLT(["device", "import", rec.path, "--state", state, "--json"]).output.utf8))["imported"] == 2)
+        let geojson = directory.url.appendingPathComponent("walk.geojson")
+        try Data(JSON.object(["type": "Feature", "geometry": ["type": "LineString", "coordinates": [[-122.5, 37.7], [-122.51, 37.71], [-122.52, 37.72]]],
+                              "properties": ["coordTimes": ["2024-05-03T09:00:00Z", "2024-05-03T09:01:00Z", "2024-05-03T09:02:00Z"]]]).bytes).write(to: geojson)
+        let local = try JSON.parse(Array(try TestServer.runLT(["device", "import", geojson.path, "--state", state, "--no-push", "--json"]).output.utf8))
+        #expect(local["imported"] == 3 && local["pushed"] == 0 && local["pending"] == 3)
+
+        // The filter: 10 m and 10 s apart is too close and too soon in the foreground: every other fix is kept.
+        let filtered = try TestServer.runLT(["device", "import", gpxFile.path, "--state", directory.url.appendingPathComponent("other").path, "--json"])
+        #expect(filtered.status != 0)  // that device is not logged in
+        #expect(try TestServer.runLT(["device", "login", "--server", "http://127.0.0.1:\(s.appPort)", "--state", directory.url.appendingPathComponent("other").path,
+                                      "--username", "importer", "--password", "pw-importer"]).status == 0)
+        let kept = try JSON.parse(Array(try TestServer.runLT(["device", "import", gpxFile.path, "--state", directory.url.appendingPathComponent("other").path,
+                                                             "--filter", "--no-push", "--json"]).output.utf8))
+        #expect(kept["imported"] == 10 && kept["rejected"] == 10)
+
+        let server = try await s.request(.GET, "/lt_locations_user_importer/_all_docs?include_docs=true").json["rows"]?.arrayValue ?? []
+        let docs = server.compactMap { $0["doc"] }.filter { $0["type"] == "Feature" }
+        #expect(docs.count == 22)
+        #expect(docs.allSatisfy { $0["properties"]?["username"] == "importer" && $0["properties"]?["session_id"]?.stringValue?.hasPrefix("import-") == true })
+        #expect(docs.contains { $0["created_at"] == 1_714_636_800_000 })
+
+        let bad = directory.url.appendingPathComponent("bad.gpx")
+        try Data("<gpx><trk><trkseg><trkpt lat=\"100\" lon=\"0\"/></trkseg></trk></gpx>".utf8).write(to: bad)
+        #expect(try TestServer.runLT(["device", "import", bad.path, "--state", state]).status != 0)
+        #expect(try TestServer.runLT(["device", "import", "/nonexistent.gpx", "--state", state]).status != 0)
     }
 }

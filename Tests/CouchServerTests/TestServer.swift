@@ -32,7 +32,8 @@ final class TestServer: @unchecked Sendable {
         return root.appendingPathComponent(".build/debug/lt")
     }
 
-    init(dataDirectory: URL? = nil, extraArguments: [String] = []) throws {
+    /// Starts a server; `ports` (database, application) reuses known ports, as a restart does.
+    init(dataDirectory: URL? = nil, ports: (database: Int, app: Int)? = nil, extraArguments: [String] = []) throws {
         if let dataDirectory {
             self.dataDirectory = dataDirectory
             ownsDirectory = false
@@ -41,7 +42,7 @@ final class TestServer: @unchecked Sendable {
             ownsDirectory = true
         }
         process.executableURL = Self.binary
-        process.arguments = ["serve", "--data", self.dataDirectory.path, "--db-port", "0", "--port", "0",
+        process.arguments = ["serve", "--data", self.dataDirectory.path, "--db-port", "\(ports?.database ?? 0)", "--port", "\(ports?.app ?? 0)",
                              "--admin", "\(Self.admin.0):\(Self.admin.1)", "--log-level", "warning"] + extraArguments
         let output = Pipe()
         process.standardOutput = output

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what lt needs beyond Swift, where it is missing: duktape-dev (the JavaScript engine
 # for design documents; without it lt builds, and JavaScript requests answer with a clear
-# error) and libsqlite3-dev. With --for-tests, also CouchDB-Python 1.2 (for its test suite).
+# error), libsqlite3-dev and libxml2 (GPX files). With --for-tests, also CouchDB-Python 1.2 (for its
+# test suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f /usr/include/duktape.h ] || [ ! -f /usr/include/sqlite3.h ]; then
@@ -17,6 +18,13 @@ if [ ! -f /usr/include/duktape.h ] || [ ! -f /usr/include/sqlite3.h ]; then
   else
     echo "install duktape-dev and libsqlite3-dev (Debian/Ubuntu) for the full build" >&2
   fi
+fi
+# GPX files are read with Foundation's XMLParser, which needs libxml2 at run time.
+if ! ldconfig -p 2>/dev/null | grep -q "libxml2.so.2" && command -v apt-get >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  echo "installing libxml2" >&2
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq libxml2 >/dev/null
 fi
 if [ "${1:-}" = "--for-tests" ] && ! python3 -c "import couchdb" 2>/dev/null; then
   python3 -m pip install --quiet couchdb==1.2

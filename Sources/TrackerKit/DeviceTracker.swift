@@ -140,6 +140,8 @@ public actor DeviceTracker {
     /// lost) and how many are still only on the device.
     public func finish() async throws -> (pushed: Int, pending: Int) {
         if isOnline {
+            // After any pull still running, so the push's checkpoint covers what it brought.
+            await sync.waitUntilIdle()
             await sync.request(.push)
             await sync.waitUntilIdle()
         }

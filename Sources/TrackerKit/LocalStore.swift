@@ -106,6 +106,22 @@ public final class LocalStore: Sendable {
         return writes.count
     }
 
+    /// Changes to `locations` not yet known to be on the server: those after the last sequence
+    /// a push completed (0 once a push has caught up).
+    public func pendingPush() async throws -> Int {
+        let db = try locations
+        var options = ChangesOptions()
+        options.since = await pushedSeq(db)
+        options.limit = 0
+        return try await db.changes(options).pending
+    }
+
+    static let syncState = "lt-sync"
+
+    func pushedSeq(_ db: Database) async -> Int {
+        await state(LocalStore.syncState, in: db)?["pushed_seq"]?.intValue ?? 0
+    }
+
     /// A small state document in `database` (a `_local` one: never replicated).
     func state(_ id: String, in database: Database) async -> JSONObject? {
         try? await database.localDocument(id: "_local/" + id)

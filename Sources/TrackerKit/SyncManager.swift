@@ -22,14 +22,16 @@ public struct ServerDatabase: Sendable, Equatable {
 /// the foreground, at most one replication per direction at a time, and a request made while
 /// one runs remembered and run once after it (however many came). Failures leave the status
 /// `offline` (no connection) or `error`; the next request tries again, and what was recorded
-/// meanwhile goes then.
+/// meanwhile goes then. Optionally continuous: both directions follow changes as they happen,
+/// retrying with backoff while the server is away.
 public actor SyncManager {
     public enum Direction: String, Sendable { case push, pull }
 
     /// What the UI shows.
     public enum Status: Sendable, Equatable {
         case idle
-        case syncing(Direction)
+        /// Changes looked at so far, and of how many (when the source says).
+        case syncing(Direction, done: Int, total: Int?)
         case offline(String)
         case error(String)
     }
@@ -45,6 +47,7 @@ public actor SyncManager {
     public private(set) var written: [Direction: Int] = [:]
     private var running: [Direction: Task<Void, Never>] = [:]
     private var again: Set<Direction> = []
+    private var continuous: [Direction: Task<Void, Never>] = [:]
     private let onStatus: (@Sendable (Status) -> Void)?
 
     public init(local: LocalStore, server: ServerDatabase, onStatus: (@Sendable (Status) -> Void)? = nil) {
@@ -53,8 +56,13 @@ public actor SyncManager {
         self.onStatus = onStatus
     }
 
-    /// Asks for a replication; returns at once.
+    /// Whether continuous sync runs.
+    public var isContinuous: Bool { !continuous.isEmpty }
+
+    /// Asks for a replication; returns at once. (In continuous mode the running replications
+    /// pick changes up by themselves.)
     public func request(_ direction: Direction) {
+        guard continuous.isEmpty else { return }
         if running[direction] != nil {
             again.insert(direction)
             return
@@ -62,61 +70,126 @@ public actor SyncManager {
         running[direction] = Task { await self.run(direction) }
     }
 
-    /// Waits until nothing runs or waits to run.
+    /// Waits until nothing runs or waits to run (continuous replications aside).
     public func waitUntilIdle() async {
         while let task = running.values.first {
             await task.value
         }
     }
 
+    /// Starts continuous push and pull: changes go both ways as they happen, until `stopContinuous()`.
+    public func startContinuous() {
+        guard continuous.isEmpty else { return }
+        for direction in [Direction.push, .pull] {
+            continuous[direction] = Task { await self.follow(direction) }
+        }
+    }
+
+    /// Stops continuous sync (each replication checkpoints first).
+    public func stopContinuous() async {
+        let tasks = continuous.values
+        continuous = [:]
+        for task in tasks { task.cancel() }
+        for task in tasks { await task.value }
+    }
+
+    private func replication(_ direction: Direction, continuous: Bool) throws -> Replication {
+        let remote = try RemoteEndpoint(url: server.url, username: server.apiKey, password: server.apiPassword)
+        let device = LocalEndpoint(store: local.store, name: "locations")
+        var options = ReplicationOptions()
+        options.continuous = continuous
+        if continuous {
+            options.maxBackoff = .seconds(30)
+        } else {
+            // A device does not hang on: two quick retries, then offline until the next request.
+            options.maxRetries = 2
+            options.maxBackoff = .seconds(2)
+        }
+        return direction == .push
+            ? Replication(source: device, target: remote, options: options) : Replication(source: remote, target: device, options: options)
+    }
+
     private func run(_ direction: Direction) async {
         repeat {
             again.remove(direction)
             runs[direction, default: 0] += 1
-            setStatus(.syncing(direction))
+            setStatus(.syncing(direction, done: 0, total: nil))
             do {
-                let remote = try RemoteEndpoint(url: server.url, username: server.apiKey, password: server.apiPassword)
-                let device = LocalEndpoint(store: local.store, name: "locations")
-                // A device does not hang on: two quick retries, then offline until the next request.
-                var options = ReplicationOptions()
-                options.maxRetries = 2
-                options.maxBackoff = .seconds(2)
-                let replication = direction == .push
-                    ? Replication(source: device, target: remote, options: options) : Replication(source: remote, target: device, options: options)
+                let replication = try replication(direction, continuous: false)
+                let progress = Task { await self.watch(replication, direction) }
+                defer { progress.cancel() }
                 let result = try await replication.run()
                 lastWritten[direction] = result.status.docsWritten
                 written[direction, default: 0] += result.status.docsWritten
                 if direction == .push { try await recordPushed(through: result.sourceLastSeq) }
                 setStatus(.idle)
             } catch {
-                let text = "\(error)"
-                let unreachable = ["connect", "refused", "timeout", "timed out", "unreachable", "network", "host"].contains { text.lowercased().contains($0) }
-                setStatus(unreachable ? .offline(text) : .error(text))
+                failed(error)
             }
         } while again.contains(direction)
         running[direction] = nil
     }
 
-    /// Local changes not yet known to be on the server: changes to the device's `locations`
-    /// after the last sequence a push completed (0 once a push has caught up).
-    public func pendingPush() async throws -> Int {
-        let db = try local.locations
-        var options = ChangesOptions()
-        options.since = try await pushedSeq(db)
-        options.limit = 0
-        return try await db.changes(options).pending
+    /// One direction of continuous sync; starts again after errors retrying did not fix.
+    private func follow(_ direction: Direction) async {
+        runs[direction, default: 0] += 1
+        while !Task.isCancelled {
+            do {
+                let replication = try replication(direction, continuous: true)
+                let progress = Task { await self.watch(replication, direction) }
+                defer { progress.cancel() }
+                let result = try await replication.run()
+                if direction == .push { try await recordPushed(through: result.sourceLastSeq) }
+            } catch {
+                failed(error)
+                try? await Task.sleep(for: .seconds(5))
+            }
+        }
     }
 
-    private func pushedSeq(_ db: Database) async throws -> Int {
-        await local.state("lt-sync", in: db)?["pushed_seq"]?.intValue ?? 0
+    /// Mirrors a replication's progress in `status`; in continuous mode, also what it wrote and
+    /// how far pushes got.
+    private func watch(_ replication: Replication, _ direction: Direction) async {
+        var counted = 0
+        for await update in replication.statusUpdates() {
+            // Updates can arrive after the run ended; its own outcome is what stands then.
+            guard replication.status.state != .stopped else { break }
+            if replication.options.continuous {
+                written[direction, default: 0] += update.docsWritten - counted
+                counted = update.docsWritten
+            }
+            switch update.state {
+            case .busy, .connecting:
+                let done = update.missingChecked
+                setStatus(.syncing(direction, done: done, total: update.changesPending.map { done + $0 }))
+            case .idle:
+                if direction == .push, let seq = update.lastSeq { try? await recordPushed(through: seq) }
+                setStatus(.idle)
+            case .offline:
+                setStatus(.offline(update.error ?? "the server cannot be reached"))
+            case .error, .stopped:
+                break
+            }
+        }
+    }
+
+    private func failed(_ error: any Error) {
+        let text = "\(error)"
+        let unreachable = ["connect", "refused", "timeout", "timed out", "unreachable", "network", "host"].contains { text.lowercased().contains($0) }
+        setStatus(unreachable ? .offline(text) : .error(text))
+    }
+
+    /// Local changes not yet known to be on the server (see `LocalStore.pendingPush`).
+    public func pendingPush() async throws -> Int {
+        try await local.pendingPush()
     }
 
     /// Keeps, in a local document (never replicated), how far pushes got.
     private func recordPushed(through seq: JSON) async throws {
         let db = try local.locations
         let pushed = try db.parseSequence(seq)
-        guard pushed > (try await pushedSeq(db)) else { return }
-        try await local.setState("lt-sync", in: db, ["pushed_seq": .int(pushed)])
+        guard pushed > (await local.pushedSeq(db)) else { return }
+        try await local.setState(LocalStore.syncState, in: db, ["pushed_seq": .int(pushed)])
     }
 
     private func setStatus(_ new: Status) {

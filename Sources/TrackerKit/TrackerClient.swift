@@ -125,7 +125,7 @@ public struct TrackerClient: Sendable {
     }
 }
 
-/// Where a device keeps its credentials: the Keychain on Apple platforms (an app supplies it),
+/// Where a device keeps its credentials: the Keychain on Apple platforms (`KeychainCredentialStore`),
 /// `FileCredentialStore` elsewhere.
 public protocol CredentialStore: Sendable {
     func load() throws -> Credentials?

@@ -9,7 +9,7 @@ import TrackerKit
 struct Device: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a Location Tracker device: register, log in, drive a route, import and export tracks, log out (state kept in --state).",
-        subcommands: [Register.self, Login.self, Status.self, Drive.self, Import.self, Export.self, Logout.self])
+        subcommands: [Register.self, Login.self, Status.self, Sync.self, Drive.self, Import.self, Export.self, Logout.self])
 
     struct StateOptions: ParsableArguments {
         @Option(help: "The device's state directory (credentials, local databases, server).")
@@ -94,14 +94,16 @@ struct Device: AsyncParsableCommand {
             let store = try state.store()
             let locations = try await store.recentLocations(limit: Int.max).count
             let places = try await store.allPlaces().count
-            var object: JSONObject = ["logged_in": .bool(credentials != nil), "locations": .int(locations), "places": .int(places)]
+            let pending = try await store.pendingPush()
+            var object: JSONObject = ["logged_in": .bool(credentials != nil), "locations": .int(locations), "places": .int(places),
+                                      "pending": .int(pending)]
             if let server = try? state.server() { object["server"] = .string(server) }
             if let credentials {
                 object["username"] = .string(credentials.username)
                 object["database"] = .string(credentials.databaseName)
             }
             state.report(object, text: credentials.map { "logged in as \($0.username) (\($0.databaseName)); " } ?? "logged out; "
-                + "\(locations) locations and \(places) places stored on the device")
+                + "\(locations) locations (\(pending) not pushed yet) and \(places) places stored on the device")
         }
     }
 
@@ -203,6 +205,52 @@ struct Device: AsyncParsableCommand {
                          text: "\(file): \(points.count) positions read, \(added) imported, \(locations.count - added) already on the device"
                             + (filter ? ", \(rejected) left out by the location filter" : "")
                             + "; pushed \(pushed), \(pending) still only on the device" + (noPush ? "" : " (sync \(Drive.describe(syncStatus)))"))
+        }
+    }
+
+    struct Sync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Pull this user's locations from the server and push what the device recorded; --continuous keeps following until Ctrl-C.")
+        @OptionGroup var state: StateOptions
+
+        @Flag(help: "Keep both directions running, following changes as they happen (until interrupted).")
+        var continuous = false
+
+        func run() async throws {
+            LT.bootstrapLogging(level: .error)
+            guard let credentials = try state.credentials.load() else {
+                throw ValidationError("The device in \(state.state) is not logged in: run `lt device register` or `lt device login` first")
+            }
+            let store = try state.store()
+            let json = state.json
+            let sync = SyncManager(local: store, server: credentials.serverDatabase) { status in
+                if !json { FileHandle.standardError.write(Data("sync: \(Drive.describe(status))\n".utf8)) }
+            }
+            if continuous {
+                await sync.startContinuous()
+                // Ctrl-C stops it cleanly: both replications checkpoint first.
+                signal(SIGINT, SIG_IGN)
+                let (interrupted, continuation) = AsyncStream.makeStream(of: Void.self)
+                let interrupt = DispatchSource.makeSignalSource(signal: SIGINT)
+                interrupt.setEventHandler { continuation.finish() }
+                interrupt.resume()
+                defer { interrupt.cancel() }
+                for await _ in interrupted {}
+                await sync.stopContinuous()
+            } else {
+                // Pull first, so the push's checkpoint covers what the pull brought too.
+                await sync.request(.pull)
+                await sync.waitUntilIdle()
+                await sync.request(.push)
+                await sync.waitUntilIdle()
+            }
+            let written = await sync.written
+            let pending = try await store.pendingPush()
+            let status = await sync.status
+            state.report(["pulled": .int(written[.pull] ?? 0), "pushed": .int(written[.push] ?? 0), "pending": .int(pending),
+                          "sync": .string(Drive.describe(status))],
+                         text: "pulled \(written[.pull] ?? 0), pushed \(written[.push] ?? 0); \(pending) still only on the device (sync \(Drive.describe(status)))")
+            if case .idle = status {} else { throw ExitCode(3) }
         }
     }
 }

@@ -136,7 +136,6 @@ extension Device {
                 pushed \(pushed), \(pending) still only on the device; sync \(Drive.describe(syncStatus))
                 \(counters.placesSeen.count) places seen: \(counters.serverAnswers) answers from the server, \(counters.deviceAnswers) from the device; \(await tracker.places.pulls) region pulls
                 """)
-            if pending > 0 { throw ExitCode(3) }
         }
 
         /// The built-in route or a file.
@@ -174,7 +173,7 @@ extension Device {
         static func describe(_ status: SyncManager.Status) -> String {
             switch status {
             case .idle: return "idle"
-            case let .syncing(direction): return "syncing (\(direction.rawValue))"
+            case let .syncing(direction, done, total): return "syncing (\(direction.rawValue) \(done)\(total.map { "/\($0)" } ?? ""))"
             case let .offline(why): return "offline (\(why))"
             case let .error(why): return "error (\(why))"
             }

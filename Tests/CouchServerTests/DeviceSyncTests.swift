@@ -1,3 +1,4 @@
+import CouchEngine
 import CouchJSON
 import Foundation
 import Geo
@@ -269,5 +270,88 @@ struct DeviceSyncTests {
         try Data("<gpx><trk><trkseg><trkpt lat=\"100\" lon=\"0\"/></trkseg></trk></gpx>".utf8).write(to: bad)
         #expect(try TestServer.runLT(["device", "import", bad.path, "--state", state]).status != 0)
         #expect(try TestServer.runLT(["device", "import", "/nonexistent.gpx", "--state", state]).status != 0)
+    }
+
+    @Test("Continuous sync: what the device records reaches the server and what another device pushes arrives, with no requests; progress shows n/m; the server going away and coming back is ridden out")
+    func continuousSync() async throws {
+        let directory = try TemporaryDirectory("lt-device-continuous")
+        defer { directory.cleanup() }
+        var s = try TestServer(dataDirectory: directory.url.appendingPathComponent("server"))
+        let ports = (database: s.port, app: s.appPort)
+        defer { s.stop() }
+        let client = TrackerClient(baseURL: "http://127.0.0.1:\(s.appPort)")
+        try await client.register(username: "cleo", password: "pw-cleo")
+        let credentials = try await client.login(username: "cleo", password: "pw-cleo")
+        let phone = try LocalStore(directory: directory.url.appendingPathComponent("phone"))
+        let statuses = Locked<[SyncManager.Status]>([])
+        let sync = SyncManager(local: phone, server: credentials.serverDatabase) { status in statuses.withLock { $0.append(status) } }
+        func location(_ i: Int) -> LocationDoc {
+            LocationDoc(coordinate: Coordinate(lon: -122.3, lat: 37.49 + Double(i) * 1e-3), timestamp: 1_700_000_000_000 + Double(i) * 20_000,
+                        username: "cleo", background: false, sessionID: "c")
+        }
+        func serverCount() async throws -> Int {
+            let rows = try await s.request(.GET, "/lt_locations_user_cleo/_all_docs").json["rows"]?.arrayValue ?? []
+            return rows.filter { !($0["id"]?.stringValue ?? "").hasPrefix("_design/") }.count
+        }
+        func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
+            for _ in 0..<300 where try await !condition() { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(try await condition(), "\(what) within 30 s")
+        }
+        for i in 0..<300 { try await phone.save(location(i)) }
+        await sync.startContinuous()
+        #expect(await sync.isContinuous)
+        try await eventually("300 pushed") { try await serverCount() == 300 }
+        #expect(statuses.withLock { $0.contains { if case let .syncing(.push, done, total) = $0 { return done > 0 && total == 300 } else { return false } } })
+        // Recorded later: goes by itself. Pushed by another device: arrives by itself.
+        try await phone.save(location(300))
+        try await eventually("the new fix pushed") { try await serverCount() == 301 }
+        let tablet = try LocalStore(directory: directory.url.appendingPathComponent("tablet"))
+        try await tablet.save(location(1000))
+        let tabletSync = SyncManager(local: tablet, server: credentials.serverDatabase)
+        await tabletSync.request(.push)
+        await tabletSync.waitUntilIdle()
+        try await eventually("the tablet's fix pulled") { try await phone.recentLocations(limit: 1000).count == 302 }
+        #expect(try await phone.pendingPush() <= 1)  // the pulled fix may wait for the next checkpoint
+
+        // The server goes away: recorded meanwhile stays on the device, then goes when it is back.
+        s.kill()
+        for i in 301..<311 { try await phone.save(location(i)) }
+        try await Task.sleep(for: .seconds(1))
+        s = try TestServer(dataDirectory: directory.url.appendingPathComponent("server"), ports: ports)
+        try await eventually("the fixes recorded while the server was away pushed") { try await serverCount() == 312 }
+        await sync.stopContinuous()
+        #expect(await sync.isContinuous == false)
+        #expect(try await phone.pendingPush() == 0)
+        let written = await sync.written
+        #expect((written[.push] ?? 0) >= 311 && (written[.pull] ?? 0) >= 1)
+    }
+
+    @Test("A device with no server at all still drives on its stored credentials, keeps everything, and `lt device sync` pushes it all once the server is back")
+    func offlineDriveThenSync() async throws {
+        let directory = try TemporaryDirectory("lt-device-offline-drive")
+        defer { directory.cleanup() }
+        var s = try TestServer(dataDirectory: directory.url.appendingPathComponent("server"))
+        let ports = (database: s.port, app: s.appPort)
+        defer { s.stop() }
+        let state = directory.url.appendingPathComponent("phone").path
+        #expect(try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(ports.app)", "--state", state,
+                                      "--username", "otto", "--password", "pw-otto"]).status == 0)
+        s.stop()
+        let drive = try TestServer.runLT(["device", "drive", "--state", state, "--speed", "max", "--noise", "0m", "--json"])
+        #expect(drive.status == 0)
+        let summary = try JSON.parse(Array(drive.output.utf8))
+        let kept = summary["accepted"]?.intValue ?? 0
+        #expect(kept > 100 && summary["pending"]?.intValue == kept && summary["pushed"] == 0)
+        #expect(summary["places_answers"]?["server"] == 0 && summary["places_answers"]?["device"]?.intValue == kept)
+        let status = try JSON.parse(Array(try TestServer.runLT(["device", "status", "--state", state, "--json"]).output.utf8))
+        #expect(status["pending"]?.intValue == kept && status["locations"]?.intValue == kept)
+        #expect(try TestServer.runLT(["device", "sync", "--state", state, "--json"]).status != 0)  // still no server
+
+        s = try TestServer(dataDirectory: directory.url.appendingPathComponent("server"), ports: ports)
+        let synced = try TestServer.runLT(["device", "sync", "--state", state, "--json"])
+        let syncJSON = try JSON.parse(Array(synced.output.utf8))
+        #expect(synced.status == 0 && syncJSON["pushed"]?.intValue == kept && syncJSON["pending"] == 0)
+        let rows = try await s.request(.GET, "/lt_locations_user_otto/_all_docs").json["rows"]?.arrayValue ?? []
+        #expect(rows.filter { !($0["id"]?.stringValue ?? "").hasPrefix("_design/") }.count == kept)
     }
 }

@@ -104,10 +104,12 @@ let package = Package(
             name: "TrackerApp",
             dependencies: [
                 "CouchJSON", "CouchEngine", "CouchServer", "Geo",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            resources: [.copy("Dashboard")],
             swiftSettings: strict
         ),
         // The command line: serve, device, replicate, places, users, bench.

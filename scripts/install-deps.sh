@@ -29,3 +29,20 @@ fi
 if [ "${1:-}" = "--for-tests" ] && ! python3 -c "import couchdb" 2>/dev/null; then
   python3 -m pip install --quiet couchdb==1.2
 fi
+# The dashboard's browser tests: Debian's headless Chromium, the Leaflet packages the
+# dashboard serves when present, and a DevTools-protocol client.
+if [ "${1:-}" = "--for-tests" ]; then
+  if ! command -v chromium >/dev/null 2>&1 || [ ! -f /usr/share/javascript/leaflet/leaflet.markercluster.js ]; then
+    if command -v apt-get >/dev/null 2>&1; then
+      sudo=""
+      [ "$(id -u)" = 0 ] || sudo="sudo"
+      echo "installing chromium, libjs-leaflet and libjs-leaflet.markercluster" >&2
+      $sudo apt-get update -qq && $sudo apt-get install -y -qq chromium libjs-leaflet libjs-leaflet.markercluster >/dev/null
+    else
+      echo "install chromium, libjs-leaflet and libjs-leaflet.markercluster for the dashboard's browser tests" >&2
+    fi
+  fi
+  if ! python3 -c "import websocket" 2>/dev/null; then
+    python3 -m pip install --quiet websocket-client
+  fi
+fi

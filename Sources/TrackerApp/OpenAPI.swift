@@ -88,7 +88,56 @@ enum OpenAPI {
                                           "bookmark", "include_docs", "format", "stale"].map { ["name": .string($0), "in": "query", "schema": ["type": "string"]] }),
                     "responses": ["200": ["description": "Rows (format=view), or a GeoJSON FeatureCollection"], "400": error("Invalid query")],
                 ],
+                "post": [
+                    "summary": "Add a place (admins); bumps the places release",
+                    "security": [["basic": []], ["cookie": []]],
+                    "requestBody": ["required": true, "content": ["application/json": ["schema": ["$ref": "#/components/schemas/PlaceInput"]]]],
+                    "responses": ["201": ["description": "{ok, id, rev, dataVersion}"], "400": error("Invalid place"), "403": error("Not an admin")],
+                ],
             ],
+            "/api/places/{id}": [
+                "put": [
+                    "summary": "Rename or move a place (admins); bumps the places release",
+                    "security": [["basic": []], ["cookie": []]],
+                    "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "requestBody": ["required": true, "content": ["application/json": ["schema": ["$ref": "#/components/schemas/PlaceInput"]]]],
+                    "responses": ["200": ["description": "{ok, id, rev, dataVersion}"], "400": error("Invalid place"), "403": error("Not an admin"),
+                                  "404": error("No such place"), "409": error("Changed meanwhile")],
+                ],
+                "delete": [
+                    "summary": "Delete a place (admins); bumps the places release",
+                    "security": [["basic": []], ["cookie": []]],
+                    "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "responses": ["200": ["description": "{ok, dataVersion}"], "403": error("Not an admin"), "404": error("No such place")],
+                ],
+            ],
+            "/api/session": [
+                "post": [
+                    "summary": "Sign in to the dashboard (a tracker user, an admin or an analyst): sets the HttpOnly lt_session cookie. Writes authenticated by the cookie must send X-Requested-With: lt-dashboard",
+                    "requestBody": ["required": true, "content": ["application/json": ["schema": [
+                        "type": "object", "required": ["username", "password"],
+                        "properties": ["username": ["type": "string"], "password": ["type": "string"]],
+                    ]]]],
+                    "responses": ["200": ["description": "{ok, name, roles, kind: user|admin|analyst}"], "401": error("Name or password is incorrect"),
+                                  "429": error("Too many failed attempts")],
+                ],
+                "get": ["summary": "Who is signed in ({ok, name: null} when nobody, as CouchDB's _session)",
+                        "responses": ["200": ["description": "{ok, name, roles, kind}"]]],
+                "delete": ["summary": "Sign out", "responses": ["200": ["description": "{ok}"]]],
+            ],
+            "/api/me/locations": ["get": [
+                "summary": "The signed-in user's own newest locations, oldest first",
+                "security": [["basic": []], ["cookie": []]],
+                "parameters": [["name": "limit", "in": "query", "schema": ["type": "integer", "default": 100, "maximum": 10000]],
+                               ["name": "from", "in": "query", "schema": ["type": "number"], "description": "ms since 1970"],
+                               ["name": "to", "in": "query", "schema": ["type": "number"], "description": "ms since 1970"]],
+                "responses": ["200": ["description": "{locations}"], "401": error("Not signed in"), "403": error("Not a tracker user")],
+            ]],
+            "/api/me/live": ["get": [
+                "summary": "The signed-in user's new locations as server-sent events (event: location)",
+                "security": [["basic": []], ["cookie": []]],
+                "responses": ["200": ["description": "text/event-stream"], "401": error("Not signed in")],
+            ]],
             "/api/owntracks": [
                 "post": [
                     "summary": "OwnTracks HTTP mode: a location message stored in the user's database (idempotent); answers []",
@@ -160,9 +209,13 @@ enum OpenAPI {
             "/api/openapi.json": ["get": ["summary": "This document", "responses": ["200": ["description": "OpenAPI 3.1"]]]],
         ],
         "components": [
-            "securitySchemes": ["basic": ["type": "http", "scheme": "basic"]],
-            "schemas": ["Error": ["type": "object", "required": ["error"],
-                                  "properties": ["error": ["type": "string"], "reason": ["type": "string"]]]],
+            "securitySchemes": ["basic": ["type": "http", "scheme": "basic"], "cookie": ["type": "apiKey", "in": "cookie", "name": "lt_session"]],
+            "schemas": [
+                "Error": ["type": "object", "required": ["error"], "properties": ["error": ["type": "string"], "reason": ["type": "string"]]],
+                "PlaceInput": ["type": "object", "required": ["name", "latitude", "longitude"],
+                               "properties": ["name": ["type": "string"], "latitude": ["type": "number", "minimum": -90, "maximum": 90],
+                                              "longitude": ["type": "number", "minimum": -180, "maximum": 180]]],
+            ],
         ],
     ]
 }

@@ -22,9 +22,12 @@ public struct TrackerHTTP: Sendable {
     /// The database API's port, for the `location_db_host` a login returns (known once that
     /// listener is up, so asked for each time).
     let databasePort: @Sendable () -> Int
+    let dashboard: DashboardOptions
+    let sessions = DashboardSessions()
 
-    public init(service: TrackerService, databasePort: @escaping @Sendable () -> Int) {
+    public init(service: TrackerService, dashboard: DashboardOptions = DashboardOptions(), databasePort: @escaping @Sendable () -> Int) {
         self.service = service
+        self.dashboard = dashboard
         self.databasePort = databasePort
     }
 
@@ -38,8 +41,38 @@ public struct TrackerHTTP: Sendable {
         }
         do {
             switch (request.method, path.first, path.dropFirst().first) {
-            case (_, nil, _), (_, "dashboard", _):
-                return TrackerHTTP.page
+            case (.get, nil, _), (.head, nil, _):
+                var response = Response(status: .found)
+                response.headers[.location] = "/dashboard/"
+                return response
+            case (.get, "dashboard", _), (.head, "dashboard", _):
+                if path.count == 1, !request.uri.path.hasSuffix("/") {
+                    var response = Response(status: .movedPermanently)
+                    response.headers[.location] = "/dashboard/"
+                    return response
+                }
+                return dashboardFile(path) ?? TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
+            case (.post, "api", "session") where path.count == 2:
+                return try await signIn(request, context)
+            case (.get, "api", "session") where path.count == 2:
+                // As CouchDB's GET /_session: 200 either way, with no name when nobody is signed in.
+                guard let session = session(request) else { return TrackerHTTP.reply(["ok": true, "name": .null, "roles": []]) }
+                return TrackerHTTP.reply(sessionJSON(name: session.name, roles: session.roles, tracker: session.isTrackerUser))
+            case (.delete, "api", "session") where path.count == 2:
+                if let token = DashboardSessions.token(cookieHeader: request.headers[.cookie]) { sessions.end(token) }
+                var response = TrackerHTTP.reply(["ok": true])
+                response.headers[.setCookie] = DashboardSessions.setCookie(nil)
+                return response
+            case (.get, "api", "me") where path.count == 3 && path[2] == "locations":
+                return try await myLocations(try await requireUser(request, context), request)
+            case (.get, "api", "me") where path.count == 3 && path[2] == "live":
+                return myLive(try await requireUser(request, context))
+            case (.post, "api", "places") where path.count == 2:
+                _ = try await requireRole(["_admin"], request, context, purpose: "Editing places is for admins")
+                return try await editPlace(.post, nil, request)
+            case (.put, "api", "places") where path.count == 3, (.delete, "api", "places") where path.count == 3:
+                _ = try await requireRole(["_admin"], request, context, purpose: "Editing places is for admins")
+                return try await editPlace(request.method, path[2], request)
             case (.put, "api", "users") where path.count == 3:
                 let body = try await TrackerHTTP.json(request)
                 return TrackerHTTP.reply(try await service.register(username: path[2], password: body["password"]), status: .created)
@@ -50,12 +83,15 @@ public struct TrackerHTTP: Sendable {
                 let purge = TrackerHTTP.query(request)["locations"] == "purge"
                 if let credentials, credentials.name != path[2] {
                     _ = try await requireRole(["_admin"], request, context, purpose: "Deleting another user is for admins")
-                    return TrackerHTTP.reply(try await service.deleteUser(username: path[2], password: nil, asAdmin: true, purgeLocations: purge))
+                    let answer = try await service.deleteUser(username: path[2], password: nil, asAdmin: true, purgeLocations: purge)
+                    sessions.end(user: path[2])
+                    return TrackerHTTP.reply(answer)
                 }
                 try service.throttle.check(user: path[2], client: context.clientAddress)
                 do {
-                    return TrackerHTTP.reply(try await service.deleteUser(
-                        username: path[2], password: credentials?.secret, asAdmin: false, purgeLocations: purge))
+                    let answer = try await service.deleteUser(username: path[2], password: credentials?.secret, asAdmin: false, purgeLocations: purge)
+                    sessions.end(user: path[2])
+                    return TrackerHTTP.reply(answer)
                 } catch let failure as TrackerService.Failure where failure.status == 401 {
                     service.throttle.failed(user: path[2], client: context.clientAddress)
                     throw failure
@@ -141,7 +177,12 @@ public struct TrackerHTTP: Sendable {
     /// Basic-auth credentials the database accepts, of a user with one of `roles`; the name.
     func requireRole(_ roles: Set<String>, _ request: Request, _ context: AppRequestContext, purpose: String) async throws -> String {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
-            throw TrackerService.Failure(401, "unauthorized", "\(purpose): send basic auth")
+            if let session = session(request) {
+                try TrackerHTTP.checkOrigin(request)
+                guard !roles.isDisjoint(with: session.roles) else { throw TrackerService.Failure(403, "forbidden", purpose) }
+                return session.name
+            }
+            throw TrackerService.Failure(401, "unauthorized", "\(purpose): send basic auth or sign in")
         }
         try service.throttle.check(user: name, client: context.clientAddress)
         guard let user = try await service.couch.verify(name: name, password: secret) else {
@@ -155,7 +196,12 @@ public struct TrackerHTTP: Sendable {
     /// The application user behind basic auth: an API key and its password, or the user's own.
     func requireUser(_ request: Request, _ context: AppRequestContext) async throws -> String {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
-            throw TrackerService.Failure(401, "unauthorized", "Send basic auth: an API key and its password, or your own")
+            if let session = session(request) {
+                try TrackerHTTP.checkOrigin(request)
+                guard session.isTrackerUser else { throw TrackerService.Failure(403, "forbidden", "Signed in as \(session.name), who is not a tracker user") }
+                return session.name
+            }
+            throw TrackerService.Failure(401, "unauthorized", "Send basic auth: an API key and its password, or your own (or sign in)")
         }
         try service.throttle.check(user: name, client: context.clientAddress)
         guard let user = try await service.authenticate(name: name, secret: secret) else {
@@ -218,15 +264,5 @@ public struct TrackerHTTP: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
-    }
-
-    static var page: Response {
-        var headers = HTTPFields()
-        headers[.contentType] = "text/html; charset=utf-8"
-        let html = """
-            <!doctype html><html><head><meta charset="utf-8"><title>LocationTracker</title></head>
-            <body><h1>LocationTracker</h1><p>Location Tracker Server running. The application API is under /api; the dashboard is not built yet.</p></body></html>
-            """
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: html)))
     }
 }

@@ -13,7 +13,7 @@ import TrackerApp
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE).")
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_TILES, LT_TILE_ATTRIBUTION). The dashboard is at /dashboard/ on the application port.")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -47,6 +47,12 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Where users' locations live: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, where each user sees only their own documents). (LT_MODE, default db-per-user)")
     var mode: String?
+
+    @Option(help: "Map tiles of the dashboard: a Leaflet URL template, or none (no tiles, e.g. offline). (LT_TILES, default OpenStreetMap's)")
+    var tiles: String?
+
+    @Option(name: .customLong("tile-attribution"), help: "Attribution shown with the tiles (HTML). (LT_TILE_ATTRIBUTION, default OpenStreetMap's)")
+    var tileAttribution: String?
 
     func value(_ option: String?, _ variable: String) -> String? {
         option ?? ProcessInfo.processInfo.environment[variable].flatMap { $0.isEmpty ? nil : $0 }
@@ -135,12 +141,15 @@ struct Serve: AsyncParsableCommand {
         try await service.prepare(places: try Serve.samplePlaces())
         logger.info("mode \(appMode.rawValue): locations in \(appMode == .singleDatabase ? TrackerService.sharedLocationsDB : "lt_locations_user_<name>")")
         // Every user's locations flow into lt_locations_all (a single shared database needs no consolidation).
+        var dashboard = DashboardOptions()
+        if let tiles = value(tiles, "LT_TILES") { dashboard.tileURL = tiles }
+        if let attribution = value(tileAttribution, "LT_TILE_ATTRIBUTION") { dashboard.tileAttribution = attribution }
         let consolidation = Task {
             if appMode == .databasePerUser { await Consolidator(couch: InProcessCouch(api: api), logger: logger).run() }
         }
         defer { consolidation.cancel() }
         let appApp = Application(
-            responder: TrackerHTTP(service: service, databasePort: { boundDatabasePort.withLock { $0 } }).responder,
+            responder: TrackerHTTP(service: service, dashboard: dashboard, databasePort: { boundDatabasePort.withLock { $0 } }).responder,
             configuration: .init(address: .hostname(host, port: appPort), serverName: "LocationTracker"),
             onServerRunning: { channel in
                 Serve.announce("application API", host: host, port: channel.localAddress?.port ?? appPort)

@@ -1,0 +1,437 @@
+// The LocationTracker dashboard: plain JavaScript against the application API on this port.
+// Everything shown comes from the API with the session cookie; names and other text from the
+// database are put into the page as text, never as HTML.
+'use strict';
+
+const state = {
+  config: null,      // /dashboard/config.json
+  session: null,     // {name, roles, kind: user|admin|analyst}
+  map: null,         // the Leaflet map, when Leaflet loaded
+  layer: null,       // what the current view draws
+  view: null,
+  track: [],         // the signed-in user's locations, oldest first
+  places: [],        // place documents (Places view)
+  placeMarkers: new Map(),
+  live: null,        // EventSource of the user's new locations
+  fitted: false,
+};
+window.lt = state;  // for the browser tests and curious operators
+
+const $ = (id) => document.getElementById(id);
+
+async function api(method, path, body) {
+  const headers = { 'X-Requested-With': 'lt-dashboard', 'Accept': 'application/json' };
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const response = await fetch(path, { method, headers, credentials: 'same-origin', body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch (e) { json = null; }
+  if (!response.ok) {
+    const error = new Error((json && (json.reason || json.error)) || `${response.status} ${response.statusText}`);
+    error.status = response.status;
+    throw error;
+  }
+  return json;
+}
+
+function element(tag, text, attributes) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+  return node;
+}
+
+function button(label, onClick, attributes) {
+  const node = element('button', label, Object.assign({ type: 'button' }, attributes || {}));
+  node.addEventListener('click', onClick);
+  return node;
+}
+
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const script = element('script', null, { src });
+    script.onload = resolve;
+    script.onerror = () => reject(new Error(`cannot load ${src}`));
+    document.head.appendChild(script);
+  });
+}
+
+function loadStyle(href) {
+  document.head.appendChild(element('link', null, { rel: 'stylesheet', href }));
+}
+
+// Great-circle distance in metres (haversine, mean Earth radius), as the server measures it.
+function distance(a, b) {
+  const rad = Math.PI / 180, R = 6371008.8;
+  const dLat = (b[0] - a[0]) * rad, dLon = (b[1] - a[1]) * rad;
+  const h = Math.sin(dLat / 2) ** 2 + Math.cos(a[0] * rad) * Math.cos(b[0] * rad) * Math.sin(dLon / 2) ** 2;
+  return 2 * R * Math.asin(Math.min(1, Math.sqrt(h)));
+}
+
+const latLon = (doc) => [doc.geometry.coordinates[1], doc.geometry.coordinates[0]];
+const metres = (m) => (m < 1000 ? `${m.toFixed(0)} m` : `${(m / 1000).toFixed(2)} km`);
+const when = (ms) => new Date(ms).toLocaleString();
+const msFrom = (input) => (input.value ? String(new Date(input.value).getTime()) : null);
+
+function pin(label, kind) {
+  return L.divIcon({ className: `pin ${kind || ''}`, html: '', iconSize: [22, 22] });
+}
+
+function marker(position, label, kind, title) {
+  const m = L.marker(position, { icon: pin(label, kind), title: title || String(label), alt: title || String(label), keyboard: true });
+  m.on('add', () => { const icon = m.getElement(); if (icon) icon.textContent = label; });
+  return m;
+}
+
+// MARK: Start, sign-in, sign-out
+
+async function start() {
+  state.config = await api('GET', 'config.json');
+  const who = await api('GET', '/api/session');
+  if (who && who.name) enter(who); else $('sign-in').hidden = false;
+  $('sign-in-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    $('sign-in-error').textContent = '';
+    try {
+      enter(await api('POST', '/api/session', { username: $('username').value, password: $('password').value }));
+    } catch (error) {
+      $('sign-in-error').textContent = error.status === 401 ? 'Name or password is incorrect.' : error.message;
+    }
+  });
+  $('sign-out').addEventListener('click', async () => {
+    if (state.live) state.live.close();
+    await api('DELETE', '/api/session');
+    window.location.reload();
+  });
+}
+
+async function enter(session) {
+  state.session = session;
+  $('sign-in').hidden = true;
+  $('workspace').hidden = false;
+  $('views').hidden = false;
+  $('who').hidden = false;
+  $('who-name').textContent = `${session.name} (${session.kind})`;
+  for (const item of document.querySelectorAll('#views button')) {
+    const allowed = item.dataset.for ? item.dataset.for.split(' ').includes(session.kind) : true;
+    item.hidden = !allowed;
+    item.addEventListener('click', () => show(item.dataset.view));
+  }
+  await setUpMap();
+  show(session.kind === 'user' ? 'tracks' : session.kind === 'admin' ? 'places' : 'analysis');
+}
+
+async function setUpMap() {
+  const config = state.config;
+  loadStyle(config.leaflet_css);
+  for (const href of config.markercluster_css) loadStyle(href);
+  try {
+    await loadScript(config.leaflet);
+  } catch (error) {
+    $('map').textContent = 'The map library could not be loaded; the lists still work.';
+    return;
+  }
+  try { await loadScript(config.markercluster); } catch (error) { /* plain markers then */ }
+  state.map = L.map('map', { maxZoom: 19 }).setView([37.45, -122.2], 9);
+  if (config.tiles && config.tiles !== 'none') {
+    L.tileLayer(config.tiles, { attribution: config.attribution, maxZoom: 19 }).addTo(state.map);
+  }
+  state.layer = L.layerGroup().addTo(state.map);
+  state.map.on('click', (event) => {
+    if (state.view === 'places' && state.session.kind === 'admin') {
+      $('place-lat').value = event.latlng.lat.toFixed(7);
+      $('place-lon').value = event.latlng.lng.toFixed(7);
+    }
+  });
+}
+
+function show(view) {
+  state.view = view;
+  state.fitted = false;
+  for (const item of document.querySelectorAll('#views button')) {
+    if (item.dataset.view === view) item.setAttribute('aria-current', 'page'); else item.removeAttribute('aria-current');
+  }
+  for (const panel of document.querySelectorAll('.panel')) panel.hidden = panel.id !== `panel-${view}`;
+  if (state.layer) state.map.removeLayer(state.layer);
+  if (state.map) state.layer = L.layerGroup().addTo(state.map);
+  if (view !== 'tracks' && state.live) { state.live.close(); state.live = null; }
+  ({ tracks: showTracks, places: showPlaces, review: showReview, analysis: showAnalysis })[view]().catch(report);
+}
+
+// Shown in the panel, and logged: an unexpected failure is a console error the tests catch.
+function report(error) {
+  console.error(error);
+  const panel = document.querySelector('.panel:not([hidden])');
+  if (panel) panel.appendChild(element('p', String((error && error.message) || error), { role: 'alert', class: 'error' }));
+}
+
+function fit(points) {
+  if (!state.map || state.fitted || points.length === 0) return;
+  state.fitted = true;
+  if (points.length === 1) state.map.setView(points[0], 13); else state.map.fitBounds(points, { padding: [30, 30] });
+}
+
+// MARK: My tracks
+
+async function showTracks() {
+  const form = $('track-filter');
+  if (!form.dataset.ready) {
+    form.dataset.ready = '1';
+    form.addEventListener('submit', (event) => { event.preventDefault(); state.fitted = false; loadTrack().catch(report); });
+  }
+  await loadTrack();
+  if (!state.live) {
+    state.live = new EventSource('/api/me/live');
+    state.live.addEventListener('location', (event) => {
+      const doc = JSON.parse(event.data);
+      if (state.track.some((known) => known._id === doc._id)) return;
+      state.track.push(doc);
+      const limit = Number($('track-limit').value) || 100;
+      if (state.track.length > limit) state.track.splice(0, state.track.length - limit);
+      drawTrack();
+    });
+  }
+}
+
+async function loadTrack() {
+  const query = new URLSearchParams({ limit: $('track-limit').value || '100' });
+  const from = msFrom($('track-from')), to = msFrom($('track-to'));
+  if (from) query.set('from', from);
+  if (to) query.set('to', to);
+  state.track = (await api('GET', `/api/me/locations?${query}`)).locations;
+  drawTrack();
+}
+
+function drawTrack() {
+  const points = state.track.map(latLon);
+  const list = $('track-list');
+  list.replaceChildren(...state.track.map((doc, i) => element('li', `${when(doc.created_at)} — ${latLon(doc)[0].toFixed(5)}, ${latLon(doc)[1].toFixed(5)}${doc.properties && doc.properties.background ? ' (background)' : ''}`, { 'data-id': doc._id })));
+  $('track-summary').textContent = points.length ? `${points.length} locations, the newest ${when(state.track[state.track.length - 1].created_at)}.` : 'No locations yet.';
+  if (state.layer) {
+    state.layer.clearLayers();
+    if (points.length > 1) L.polyline(points, { color: '#1f6feb', weight: 3 }).addTo(state.layer);
+    points.forEach((point, i) => marker(point, i + 1, '', `Location ${i + 1}`).addTo(state.layer));
+    if (points.length) L.circle(points[points.length - 1], { radius: state.config.place_radius, color: '#2f9e44', fill: false }).addTo(state.layer);
+    fit(points);
+  }
+  if (points.length) loadNearbyPlaces(points[points.length - 1]).catch(report);
+  else $('track-places').replaceChildren();
+}
+
+async function loadNearbyPlaces(position) {
+  const query = new URLSearchParams({ lat: position[0], lon: position[1], radius: state.config.place_radius, relation: 'contains', nearest: 'true', include_docs: 'true', limit: '200' });
+  const rows = (await api('GET', `/api/places?${query}`)).rows || [];
+  $('track-places').replaceChildren(...rows.map((row) => element('li', `${row.doc.name} — ${metres(distance(position, latLon(row.doc)))}`)));
+  if (state.layer && state.view === 'tracks') {
+    for (const row of rows) marker(latLon(row.doc), '★', 'place', row.doc.name).addTo(state.layer);
+  }
+}
+
+// MARK: Places
+
+async function showPlaces() {
+  const admin = state.session.kind === 'admin';
+  $('place-form').hidden = !admin;
+  if (admin && !$('place-form').dataset.ready) setUpPlaceForm();
+  await loadPlaces();
+}
+
+async function loadPlaces() {
+  state.places = await fetchPlaces();
+  drawPlaces();
+}
+
+// Every place, page by page (the geo query's limit is 200), by name.
+async function fetchPlaces() {
+  const places = [];
+  let bookmark = '';
+  for (;;) {
+    const query = new URLSearchParams({ bbox: '-180,-90,180,90', include_docs: 'true', limit: '200' });
+    if (bookmark) query.set('bookmark', bookmark);
+    const page = await api('GET', `/api/places?${query}`);
+    for (const row of page.rows || []) if (row.doc) places.push(row.doc);
+    if (!page.rows || page.rows.length < 200 || !page.bookmark) break;
+    bookmark = page.bookmark;
+  }
+  places.sort((a, b) => String(a.name).localeCompare(String(b.name)));
+  return places;
+}
+
+function drawPlaces() {
+  const admin = state.session.kind === 'admin';
+  $('places-summary').textContent = `${state.places.length} places.`;
+  $('places-list').replaceChildren(...state.places.map((place) => {
+    const earlier = (place.previousPositions || []).length;
+    const item = element('li', `${place.name}${place.verified ? ' ✓' : ''}${earlier ? ` (moved ${earlier}×)` : ''} `, { 'data-id': place._id });
+    item.appendChild(button('Show', () => focusPlace(place), { 'aria-label': `Show ${place.name} on the map` }));
+    if (admin) {
+      item.appendChild(button('Edit', () => editPlace(place), { 'aria-label': `Edit ${place.name}` }));
+      item.appendChild(button('Delete', () => deletePlace(place), { 'aria-label': `Delete ${place.name}` }));
+    }
+    return item;
+  }));
+  state.placeMarkers = new Map();
+  if (!state.layer) return;
+  state.layer.clearLayers();
+  const group = typeof L.markerClusterGroup === 'function' ? L.markerClusterGroup() : L.layerGroup();
+  for (const place of state.places) {
+    const m = marker(latLon(place), '★', 'place', place.name);
+    m.bindPopup(() => placePopup(place));
+    state.placeMarkers.set(place._id, m);
+    group.addLayer(m);
+  }
+  group.addTo(state.layer);
+  fit(state.places.map(latLon));
+}
+
+function placePopup(place) {
+  const node = element('div');
+  node.appendChild(element('strong', place.name));
+  node.appendChild(element('div', `${latLon(place)[0].toFixed(6)}, ${latLon(place)[1].toFixed(6)}`));
+  for (const earlier of place.previousPositions || []) {
+    const [lon, lat] = earlier.geometry.coordinates;
+    node.appendChild(element('div', `before ${earlier.replacedAt}: ${lat.toFixed(6)}, ${lon.toFixed(6)}`));
+  }
+  return node;
+}
+
+function focusPlace(place) {
+  if (!state.map) return;
+  state.map.setView(latLon(place), 16);
+  const m = state.placeMarkers.get(place._id);
+  if (m) setTimeout(() => m.openPopup(), 300);
+}
+
+function setUpPlaceForm() {
+  const form = $('place-form');
+  form.dataset.ready = '1';
+  const reset = () => {
+    form.reset();
+    $('place-id').value = '';
+    $('place-save').textContent = 'Add place';
+    $('place-cancel').hidden = true;
+  };
+  $('place-cancel').addEventListener('click', reset);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    $('place-error').textContent = '';
+    const body = { name: $('place-name').value, latitude: Number($('place-lat').value), longitude: Number($('place-lon').value) };
+    try {
+      const id = $('place-id').value;
+      await api(id ? 'PUT' : 'POST', id ? `/api/places/${encodeURIComponent(id)}` : '/api/places', body);
+      reset();
+      await loadPlaces();
+    } catch (error) { $('place-error').textContent = error.message; }
+  });
+  $('place-import').addEventListener('change', async (event) => {
+    const file = event.target.files[0];
+    if (!file) return;
+    $('place-error').textContent = '';
+    try {
+      const json = JSON.parse(await file.text());
+      const features = json.features || json.places || [];
+      let added = 0;
+      for (const feature of features) {
+        if (!feature.geometry || feature.geometry.type !== 'Point') continue;
+        const name = feature.name || (feature.properties && (feature.properties.name || feature.properties.title)) || 'Unnamed place';
+        await api('POST', '/api/places', { name, latitude: feature.geometry.coordinates[1], longitude: feature.geometry.coordinates[0] });
+        added += 1;
+      }
+      $('place-error').textContent = `${added} places imported.`;
+      await loadPlaces();
+    } catch (error) { $('place-error').textContent = `Import failed: ${error.message}`; }
+    event.target.value = '';
+  });
+}
+
+function editPlace(place) {
+  $('place-id').value = place._id;
+  $('place-name').value = place.name;
+  $('place-lat').value = latLon(place)[0];
+  $('place-lon').value = latLon(place)[1];
+  $('place-save').textContent = 'Save place';
+  $('place-cancel').hidden = false;
+  $('place-name').focus();
+}
+
+async function deletePlace(place) {
+  if (!window.confirm(`Delete ${place.name}?`)) return;
+  try {
+    await api('DELETE', `/api/places/${encodeURIComponent(place._id)}`);
+    await loadPlaces();
+  } catch (error) { $('place-error').textContent = error.message; }
+}
+
+// MARK: Corrections review
+
+async function showReview() {
+  const reports = (await api('GET', '/api/adjustments?status=submitted')).reports || [];
+  state.reports = reports;
+  if (state.places.length === 0) state.places = await fetchPlaces();
+  const names = new Map(state.places.map((place) => [place._id, place.name]));
+  $('review-summary').textContent = reports.length ? `${reports.length} corrections wait for review.` : 'Nothing waits for review.';
+  $('review-list').replaceChildren(...reports.map((report) => {
+    const original = [report.originalLatitude, report.originalLongitude];
+    const reported = latLon(report);
+    const moved = distance(original, reported);
+    const item = element('li', `${names.get(report.placeId) || report.placeId}: moved ${metres(moved)} by ${report.submittedBy}, ${new Date(report.submittedDate).toLocaleString()}${report.comment ? ` — “${report.comment}”` : ''} `, { 'data-id': report._id });
+    item.appendChild(button('Show', () => showReport(report), { 'aria-label': `Show the correction of ${names.get(report.placeId) || report.placeId}` }));
+    item.appendChild(button('Approve', () => decide(report, 'approve'), { 'aria-label': `Approve the correction of ${names.get(report.placeId) || report.placeId}` }));
+    item.appendChild(button('Reject', () => decide(report, 'reject'), { 'aria-label': `Reject the correction of ${names.get(report.placeId) || report.placeId}` }));
+    return item;
+  }));
+  if (reports.length) showReport(reports[0]);
+}
+
+function showReport(report) {
+  if (!state.layer) return;
+  state.layer.clearLayers();
+  const original = [report.originalLatitude, report.originalLongitude];
+  const reported = latLon(report);
+  marker(original, 'A', 'place', 'Original position').addTo(state.layer);
+  marker(reported, 'B', 'reported', 'Reported position').addTo(state.layer);
+  L.polyline([original, reported], { color: '#444', dashArray: '6 6' }).addTo(state.layer)
+    .bindTooltip(metres(distance(original, reported)), { permanent: true });
+  state.fitted = false;
+  fit([original, reported]);
+}
+
+async function decide(report, decision) {
+  try {
+    await api('POST', `/api/adjustments/${encodeURIComponent(report._id)}/${decision}`);
+    await showReview();
+    $('review-summary').textContent = `${decision === 'approve' ? 'Approved: the place moved' : 'Rejected'}. ` + $('review-summary').textContent;
+  } catch (error) { report.error = error.message; $('review-summary').textContent = error.message; }
+}
+
+// MARK: All locations (admins and analysts)
+
+async function showAnalysis() {
+  const form = $('analysis-filter');
+  const update = () => {
+    const query = new URLSearchParams();
+    const user = $('analysis-user').value.trim();
+    if (user) query.set('user', user);
+    const from = msFrom($('analysis-from')), to = msFrom($('analysis-to'));
+    if (from) query.set('from', from);
+    if (to) query.set('to', to);
+    for (const format of ['geojson', 'gpx', 'csv']) {
+      query.set('format', format);
+      $(`export-${format}`).href = `/api/analysis/locations?${query}`;
+    }
+    $('analysis-stats').textContent = '';
+    if (user) {
+      api('GET', `/api/analysis/users/${encodeURIComponent(user)}/stats`).then((stats) => {
+        $('analysis-stats').textContent = `${user}: ${stats.count} locations` + (stats.count ? `, ${when(stats.first)} to ${when(stats.last)}, ${metres(stats.distance_m || 0)} travelled.` : '.');
+      }).catch((error) => { $('analysis-stats').textContent = error.message; });
+    }
+  };
+  if (!form.dataset.ready) {
+    form.dataset.ready = '1';
+    form.addEventListener('change', update);
+    form.addEventListener('submit', (event) => { event.preventDefault(); update(); });
+  }
+  update();
+}
+
+start().catch((error) => { document.body.appendChild(element('p', `The dashboard could not start: ${error.message}`, { role: 'alert', class: 'error' })); });

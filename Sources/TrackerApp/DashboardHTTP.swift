@@ -1,0 +1,176 @@
+import CouchJSON
+import CouchServer
+import Foundation
+import Geo
+import HTTPTypes
+import Hummingbird
+
+/// How the dashboard is served: the map tiles and where Leaflet comes from.
+public struct DashboardOptions: Sendable {
+    /// A Leaflet tile URL template; OpenStreetMap's by default.
+    public var tileURL = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
+    public var tileAttribution = "&copy; <a href=\"https://www.openstreetmap.org/copyright\">OpenStreetMap</a> contributors"
+    /// Where Debian's libjs-leaflet and libjs-leaflet.markercluster put their files; when
+    /// missing, the page loads Leaflet from a public CDN.
+    public var leafletDirectory = "/usr/share/javascript/leaflet"
+
+    public init() {}
+}
+
+/// The dashboard's files and its part of the API: sign-in with a session cookie, the signed-in
+/// user's own locations (a page and a live stream), and place editing for admins.
+extension TrackerHTTP {
+    /// Answers `/dashboard/...`; nil for other paths.
+    func dashboardFile(_ path: [String]) -> Response? {
+        guard path.first == "dashboard" else { return nil }
+        if path.count >= 3, path[1] == "vendor" {
+            // Leaflet from the system (Debian's packages), only the files the page uses.
+            let name = path[2...].joined(separator: "/")
+            let allowed = ["leaflet.js", "leaflet.css", "leaflet.markercluster.js", "MarkerCluster.css", "MarkerCluster.Default.css",
+                           "images/marker-icon.png", "images/marker-icon-2x.png", "images/marker-shadow.png", "images/layers.png", "images/layers-2x.png"]
+            guard allowed.contains(name), let data = FileManager.default.contents(atPath: dashboard.leafletDirectory + "/" + name) else {
+                return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
+            }
+            return TrackerHTTP.file(Array(data), name: name, cache: true)
+        }
+        if path.count == 2, path[1] == "config.json" {
+            let local = FileManager.default.fileExists(atPath: dashboard.leafletDirectory + "/leaflet.js")
+            let cluster = FileManager.default.fileExists(atPath: dashboard.leafletDirectory + "/leaflet.markercluster.js")
+            return TrackerHTTP.reply([
+                "tiles": .string(dashboard.tileURL), "attribution": .string(dashboard.tileAttribution),
+                "leaflet": local ? "vendor/leaflet.js" : "https://unpkg.com/leaflet@1.9.4/dist/leaflet.js",
+                "leaflet_css": local ? "vendor/leaflet.css" : "https://unpkg.com/leaflet@1.9.4/dist/leaflet.css",
+                "markercluster": cluster ? "vendor/leaflet.markercluster.js" : "https://unpkg.com/leaflet.markercluster@1.5.3/dist/leaflet.markercluster.js",
+                "markercluster_css": .array((cluster ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"]
+                    : ["https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.css",
+                       "https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.Default.css"]).map(JSON.string)),
+                "place_radius": .double(4023.35),
+            ])
+        }
+        let name = path.count == 1 ? "index.html" : path[1...].joined(separator: "/")
+        guard ["index.html", "app.js", "app.css"].contains(name), let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "Dashboard"),
+              let data = FileManager.default.contents(atPath: url.path) else {
+            return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
+        }
+        return TrackerHTTP.file(Array(data), name: name, cache: false)
+    }
+
+    static func file(_ bytes: [UInt8], name: String, cache: Bool) -> Response {
+        var headers = HTTPFields()
+        let types = ["html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8", "png": "image/png"]
+        headers[.contentType] = types[String(name.split(separator: ".").last ?? "")] ?? "application/octet-stream"
+        headers[.cacheControl] = cache ? "public, max-age=86400" : "no-cache"
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    // MARK: Sessions
+
+    /// `POST /api/session` {username, password}: a tracker user, or an admin or analyst.
+    func signIn(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let body = try await TrackerHTTP.json(request)
+        guard let name = body["username"]?.stringValue, let password = body["password"]?.stringValue else {
+            throw TrackerService.Failure(400, "bad_request", "`username` and `password` strings are required")
+        }
+        try service.throttle.check(user: name, client: context.clientAddress)
+        var session: (roles: Set<String>, tracker: Bool)?
+        if let user = try await service.couch.verify(name: name, password: password), !Set(user.roles).isDisjoint(with: ["_admin", "analyst"]) {
+            session = (Set(user.roles), false)
+        } else if !name.hasPrefix("key-"), try await service.authenticate(name: name, secret: password) == name {
+            session = ([TrackerService.ownerRole(name)], true)
+        }
+        guard let session else {
+            service.throttle.failed(user: name, client: context.clientAddress)
+            throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
+        }
+        service.throttle.succeeded(user: name, client: context.clientAddress)
+        let token = sessions.start(name: name, roles: session.roles, isTrackerUser: session.tracker)
+        var response = TrackerHTTP.reply(sessionJSON(name: name, roles: session.roles, tracker: session.tracker))
+        response.headers[.setCookie] = DashboardSessions.setCookie(token)
+        return response
+    }
+
+    func sessionJSON(name: String, roles: Set<String>, tracker: Bool) -> JSON {
+        ["ok": true, "name": .string(name), "roles": .array(roles.sorted().map(JSON.string)),
+         "kind": .string(tracker ? "user" : roles.contains("_admin") ? "admin" : "analyst")]
+    }
+
+    /// The session a request's cookie names, if live.
+    func session(_ request: Request) -> DashboardSessions.Session? {
+        DashboardSessions.token(cookieHeader: request.headers[.cookie]).flatMap(sessions.session)
+    }
+
+    /// Cookie-authenticated writes must come from the dashboard's own scripts (a header a
+    /// cross-site form cannot set), on top of the SameSite=Strict cookie.
+    static func checkOrigin(_ request: Request) throws {
+        guard request.method == .get || request.method == .head || request.headers[HTTPField.Name("X-Requested-With")!] == "lt-dashboard" else {
+            throw TrackerService.Failure(403, "forbidden", "Requests authenticated by the dashboard's cookie must send X-Requested-With: lt-dashboard")
+        }
+    }
+
+    // MARK: The signed-in user's locations
+
+    /// `GET /api/me/locations?limit=&from=&to=`: the user's own newest locations, oldest first.
+    func myLocations(_ user: String, _ request: Request) async throws -> Response {
+        let query = TrackerHTTP.query(request)
+        var filter = try LocationFilter(parameters: query.filter { ["from", "to"].contains($0.key) })
+        filter.user = user
+        let limit = min(max(Int(query["limit"] ?? "100") ?? 100, 1), 10_000)
+        var newest: [(doc: JSON, time: Double)] = []
+        do {
+            try await service.forEachLocation(filter) { page in
+                newest += page.map { ($0.doc, $0.time) }
+                if newest.count > limit * 4 { newest = Array(newest.sorted { $0.time > $1.time }.prefix(limit)) }
+            }
+        } catch let failure as TrackerService.Failure where failure.status == 404 {}
+        let rows = newest.sorted { $0.time > $1.time }.prefix(limit).reversed().map { TrackerHTTP.visible($0.doc, owner: user, mode: service.mode) }
+        return TrackerHTTP.reply(["locations": .array(Array(rows))])
+    }
+
+    /// A location as its owner sees it (ids without the shared database's owner prefix).
+    static func visible(_ doc: JSON, owner: String, mode: TrackerService.Mode) -> JSON {
+        guard mode == .singleDatabase, case var .object(object) = doc, let id = object["_id"]?.stringValue else { return doc }
+        object["_id"] = .string(OwnerNamespace(owner: owner).visible(id) ?? id)
+        return .object(object)
+    }
+
+    /// `GET /api/me/live`: the user's new locations as server-sent events, as they arrive.
+    func myLive(_ user: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-cache"
+        let service = self.service
+        let body = ResponseBody { writer in
+            try await writer.write(ByteBuffer(string: ": live\n\n"))
+            var since = "now"
+            while !Task.isCancelled {
+                let page = try await service.changes(of: user, since: since, timeout: 20_000)
+                since = page.lastSeq
+                for doc in page.docs {
+                    let event = "event: location\ndata: " + TrackerHTTP.visible(doc, owner: user, mode: service.mode).text + "\n\n"
+                    try await writer.write(ByteBuffer(string: event))
+                }
+                if page.docs.isEmpty { try await writer.write(ByteBuffer(string: ": keep-alive\n\n")) }
+            }
+            try await writer.finish(nil)
+        }
+        return Response(status: .ok, headers: headers, body: body)
+    }
+
+    // MARK: Places (admins)
+
+    /// `POST /api/places` (create), `PUT /api/places/:id` (name and position), `DELETE
+    /// /api/places/:id`; every change bumps the places release so devices pull again.
+    func editPlace(_ method: HTTPRequest.Method, _ id: String?, _ request: Request) async throws -> Response {
+        if method == .delete, let id {
+            return TrackerHTTP.reply(try await service.deletePlace(id))
+        }
+        let body = try await TrackerHTTP.json(request)
+        guard let name = body["name"]?.stringValue, !name.isEmpty, let lat = body["latitude"]?.doubleValue, let lon = body["longitude"]?.doubleValue,
+              (-90...90).contains(lat), (-180...180).contains(lon) else {
+            throw TrackerService.Failure(400, "bad_request", "A place needs a `name`, `latitude` (−90…90) and `longitude` (−180…180)")
+        }
+        let saved = try await service.savePlace(id: id, name: name, position: Coordinate(lon: lon, lat: lat))
+        return TrackerHTTP.reply(saved, status: id == nil ? .created : .ok)
+    }
+}

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""The dashboard in a real browser (headless Chromium) against a real `lt serve`.
+
+Signs in as a tracker user and sees their track (and nobody else's), sees a location a device
+pushes appear live, signs in as an admin and sees one marker per seeded place, approves a
+correction and sees the place move, exports a file, and looks right on a phone-sized screen;
+the page logs no console error anywhere. Screenshots of each view go to the artifacts directory.
+
+Usage: test_dashboard.py --lt PATH/TO/lt [--artifacts DIR]
+"""
+
+import argparse
+import base64
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser, find_chromium  # noqa: E402
+
+ADMIN = ("admin", "dash-admin-pw")
+
+
+def request(method, url, body=None, auth=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    if auth:
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+    try:
+        with urllib.request.urlopen(req, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def haversine(a, b):
+    rad, radius = math.pi / 180, 6371008.8
+    h = math.sin((b[0] - a[0]) * rad / 2) ** 2 + math.cos(a[0] * rad) * math.cos(b[0] * rad) * math.sin((b[1] - a[1]) * rad / 2) ** 2
+    return 2 * radius * math.asin(min(1, math.sqrt(h)))
+
+
+class Server:
+    def __init__(self, lt):
+        self.directory = tempfile.mkdtemp(prefix="lt-dashboard-")
+        self.process = subprocess.Popen(
+            [lt, "serve", "--data", self.directory, "--db-port", "0", "--port", "0", "--admin", f"{ADMIN[0]}:{ADMIN[1]}",
+             "--log-level", "warning", "--tiles", "none"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.db = self.app = None
+        while self.db is None or self.app is None:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError("lt serve did not start")
+            port = int(line.rsplit(":", 1)[1])
+            if "database API" in line:
+                self.db = f"http://127.0.0.1:{port}"
+            if "application API" in line:
+                self.app = f"http://127.0.0.1:{port}"
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def location(i, user, lat, lon):
+    t = 1_700_000_000_000 + i * 60_000
+    return {"_id": f"{user}-fix-{i:03d}", "type": "Feature", "created_at": t,
+            "geometry": {"type": "Point", "coordinates": [lon, lat]},
+            "properties": {"username": user, "timestamp": t, "background": False, "session_id": "browser-test"}}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lt", required=True)
+    parser.add_argument("--artifacts", default="test-artifacts/dashboard")
+    options = parser.parse_args()
+    if find_chromium() is None:
+        print("dashboard browser test: FAILED (no Chromium; scripts/install-deps.sh --for-tests installs it)")
+        return 1
+    os.makedirs(options.artifacts, exist_ok=True)
+    server = Server(options.lt)
+    browser = Browser()
+    checks = []
+
+    def check(condition, what):
+        checks.append((bool(condition), what))
+        print(("  ok    " if condition else "  FAIL  ") + what)
+
+    try:
+        # Two users with locations; alice's device keys push through the database API.
+        keys = {}
+        for user in ("alice", "bob"):
+            assert request("PUT", f"{server.app}/api/users/{user}", {"password": f"pw-{user}"})[0] == 201
+            status, login = request("POST", f"{server.app}/api/login", {"username": user, "password": f"pw-{user}"})
+            assert status == 200
+            keys[user] = (login["api_key"], login["api_password"])
+        for i in range(12):
+            doc = location(i, "alice", 37.47 + i * 0.002, -122.32 + i * 0.001)
+            assert request("PUT", f"{server.db}/lt_locations_user_alice/{doc['_id']}", doc, keys["alice"])[0] == 201
+        for i in range(5):
+            doc = location(i, "bob", 40.7 + i * 0.001, -74.0)
+            assert request("PUT", f"{server.db}/lt_locations_user_bob/{doc['_id']}", doc, keys["bob"])[0] == 201
+
+        # Alice signs in and sees her track only.
+        browser.navigate(f"{server.app}/dashboard/")
+        browser.wait("!document.getElementById('sign-in').hidden", what="the sign-in form")
+        browser.evaluate("""(() => {
+            document.getElementById('username').value = 'alice';
+            document.getElementById('password').value = 'pw-alice';
+            document.getElementById('sign-in-form').requestSubmit(); })()""")
+        browser.wait("window.lt.session && window.lt.session.name === 'alice' && document.querySelectorAll('#track-list li').length === 12",
+                     what="alice's 12 locations")
+        browser.wait("document.querySelectorAll('.leaflet-marker-icon.pin:not(.place)').length === 12", what="12 numbered pins")
+        text = browser.evaluate("document.body.innerText")
+        check("bob" not in text and "40.70" not in text, "alice's page shows none of bob's data")
+        check(browser.evaluate("getComputedStyle(document.querySelector('#views [data-view=review]')).display") == "none"
+              and browser.evaluate("getComputedStyle(document.querySelector('#views [data-view=analysis]')).display") == "none",
+              "a user sees no corrections or all-locations view")
+        # Her session cookie (HttpOnly: read through DevTools) opens nothing beyond her own data.
+        cookie = next(c for c in browser.call("Network.getCookies")["cookies"] if c["name"] == "lt_session")
+        check(cookie["httpOnly"] and cookie.get("sameSite") == "Strict", "the session cookie is HttpOnly and SameSite=Strict")
+        def with_cookie(path, method="GET", extra=None):
+            req = urllib.request.Request(server.app + path, method=method, headers=dict({"Cookie": f"lt_session={cookie['value']}"}, **(extra or {})))
+            try:
+                with urllib.request.urlopen(req, timeout=30) as response:
+                    return response.status, json.loads(response.read() or b"null")
+            except urllib.error.HTTPError as error:
+                return error.code, None
+        status, mine = with_cookie("/api/me/locations?limit=1000")
+        check(status == 200 and len(mine["locations"]) == 12 and all(d["properties"]["username"] == "alice" for d in mine["locations"]),
+              "her locations through the API: hers only")
+        check(with_cookie("/api/adjustments")[0] == 403, "her session cannot list corrections")
+        check(with_cookie("/api/analysis/locations?format=csv")[0] == 403, "her session cannot export everyone's locations")
+        check(with_cookie("/api/analysis/users/bob/stats")[0] == 403, "her session cannot read bob's statistics")
+        check(with_cookie("/api/places", "POST", {"X-Requested-With": "lt-dashboard"})[0] == 403, "her session cannot edit places")
+        check(with_cookie("/api/keys", "GET")[0] == 200, "her session lists her own API keys")
+        check(with_cookie("/api/keys/" + keys["alice"][0], "DELETE")[0] == 403, "a cookie write without the dashboard's header is refused")
+        places_near = browser.evaluate("document.querySelectorAll('#track-places li').length")
+        expected_near = 0
+        _, all_places = request("GET", f"{server.db}/lt_places/_all_docs?include_docs=true", auth=ADMIN)
+        seeded = [row["doc"] for row in all_places["rows"] if "geometry" in row.get("doc", {})]
+        latest = (37.47 + 11 * 0.002, -122.32 + 11 * 0.001)
+        expected_near = sum(1 for p in seeded if haversine(latest, (p["geometry"]["coordinates"][1], p["geometry"]["coordinates"][0])) <= 4023.35)
+        check(places_near == expected_near, f"places within 4023.35 m of the latest location: {places_near} (brute force {expected_near})")
+        browser.screenshot(os.path.join(options.artifacts, "my-tracks.png"))
+
+        # A device pushes a new location: it appears without a reload.
+        new = location(12, "alice", 37.495, -122.305)
+        assert request("PUT", f"{server.db}/lt_locations_user_alice/{new['_id']}", new, keys["alice"])[0] == 201
+        browser.wait("document.querySelectorAll('#track-list li').length === 13 && document.querySelector('#track-list li[data-id=\"alice-fix-012\"]')",
+                     what="the pushed location, live")
+        check(True, "a location pushed by a device appears live")
+        browser.screenshot(os.path.join(options.artifacts, "my-tracks-live.png"))
+
+        # On a phone-sized screen the map and the list stack.
+        browser.set_viewport(390, 844, mobile=True)
+        browser.pump(0.5)
+        layout = browser.evaluate("""(() => { const m = document.getElementById('map').getBoundingClientRect();
+            const p = document.getElementById('panel').getBoundingClientRect(); return [m.width, m.height, p.top >= m.bottom - 1]; })()""")
+        check(layout[0] <= 390 and layout[1] > 200 and layout[2], f"phone layout: map {layout[0]:.0f}×{layout[1]:.0f}, list below it")
+        browser.screenshot(os.path.join(options.artifacts, "my-tracks-phone.png"))
+        browser.set_viewport(1280, 800)
+
+        # Alice reports a corrected position of a place.
+        target = next(p for p in seeded if p.get("name"))
+        moved_to = (target["geometry"]["coordinates"][1] + 0.001, target["geometry"]["coordinates"][0] + 0.001)
+        status, _ = request("POST", f"{server.app}/api/places/{target['_id']}/adjustments",
+                            {"latitude": moved_to[0], "longitude": moved_to[1], "comment": "the entrance is across the street"}, keys["alice"])
+        assert status == 201
+
+        # The admin: sign out, sign in, one marker per seeded place.
+        browser.evaluate("document.getElementById('sign-out').click()")
+        browser.wait("!document.getElementById('sign-in').hidden && !window.lt.session", what="signed out")
+        browser.evaluate(f"""(() => {{
+            document.getElementById('username').value = '{ADMIN[0]}';
+            document.getElementById('password').value = '{ADMIN[1]}';
+            document.getElementById('sign-in-form').requestSubmit(); }})()""")
+        browser.wait("window.lt.session && window.lt.session.kind === 'admin' && window.lt.places.length > 0", what="the admin's places")
+        markers = browser.evaluate("window.lt.placeMarkers.size")
+        listed = browser.evaluate("document.querySelectorAll('#places-list li').length")
+        check(markers == len(seeded) == listed == 50, f"place markers: {markers}, listed {listed}, seeded {len(seeded)}")
+        browser.pump(0.5)
+        shown = browser.evaluate("""(() => { const bounds = window.lt.map.getBounds();
+            const inView = window.lt.places.filter(p => bounds.contains([p.geometry.coordinates[1], p.geometry.coordinates[0]])).length;
+            const icons = document.querySelectorAll('.leaflet-marker-icon').length;
+            const clustered = [...document.querySelectorAll('.marker-cluster span')].reduce((n, s) => n + Number(s.textContent), 0);
+            const single = document.querySelectorAll('.leaflet-marker-icon.pin').length;
+            return [inView, icons, clustered + single]; })()""")
+        check(shown[0] == 50 and shown[1] > 0 and shown[2] == 50, f"all 50 places in view, drawn as {shown[1]} markers and clusters holding {shown[2]}")
+        browser.screenshot(os.path.join(options.artifacts, "places.png"))
+
+        # The correction: on a map with both positions and the distance; approved; the place moves.
+        browser.evaluate("document.querySelector('#views [data-view=review]').click()")
+        browser.wait("document.querySelectorAll('#review-list li').length === 1", what="one correction to review")
+        shown = browser.evaluate("document.querySelector('#review-list li').textContent")
+        check(shown.startswith(target["name"]) and re.search(r"moved \d+ m by alice", shown), f"the correction shows the place and the distance: {shown[:80]}")
+        check(browser.evaluate("document.querySelectorAll('.leaflet-marker-icon.pin').length") == 2, "original and reported positions on the map")
+        browser.screenshot(os.path.join(options.artifacts, "review.png"))
+        browser.evaluate("document.querySelector('#review-list li button[aria-label^=Approve]').click()")
+        browser.wait("document.getElementById('review-summary').textContent.startsWith('Approved')", what="the approval")
+        browser.evaluate("document.querySelector('#views [data-view=places]').click()")
+        browser.wait(f"window.lt.placeMarkers.get('{target['_id']}') && Math.abs(window.lt.placeMarkers.get('{target['_id']}').getLatLng().lat - {moved_to[0]}) < 1e-9",
+                     what="the place at its corrected position")
+        check(True, "approving the correction moved the place on the map")
+        browser.evaluate(f"window.lt.places.filter(p => p._id === '{target['_id']}').forEach(p => focusPlace(p))")
+        browser.pump(1)
+        browser.screenshot(os.path.join(options.artifacts, "place-moved.png"))
+
+        # Exports: the buttons' links answer with files.
+        browser.evaluate("document.querySelector('#views [data-view=analysis]').click()")
+        browser.wait("document.getElementById('export-gpx').href.includes('format=gpx')", what="export links")
+        browser.evaluate("document.getElementById('analysis-user').value = 'alice'; document.getElementById('analysis-filter').dispatchEvent(new Event('change'))")
+        browser.wait("document.getElementById('analysis-stats').textContent.includes('13 locations')", what="alice's statistics")
+        geojson = browser.evaluate("fetch(document.getElementById('export-geojson').href).then(r => r.json())")
+        gpx = browser.evaluate("fetch(document.getElementById('export-gpx').href).then(r => r.text())")
+        check(len(geojson["features"]) == 13 and gpx.count("<wpt ") == 13, f"exports of alice's locations: {len(geojson['features'])} features, {gpx.count('<wpt ')} GPX points")
+        browser.screenshot(os.path.join(options.artifacts, "all-locations.png"))
+
+        browser.pump(0.5)
+        check(not browser.errors, "no console errors" + ("" if not browser.errors else ": " + "; ".join(browser.errors[:5])))
+    except Exception as error:  # a failed wait or request: recorded, with a screenshot of where it stopped
+        check(False, f"{type(error).__name__}: {error}")
+        try:
+            browser.screenshot(os.path.join(options.artifacts, "failure.png"))
+        except Exception:
+            pass
+    finally:
+        browser.close()
+        server.stop()
+    failed = [what for ok, what in checks if not ok]
+    print(f"dashboard browser test: {len(checks) - len(failed)} checks passed, {len(failed)} failed; screenshots in {options.artifacts}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,9 +19,15 @@ public struct GeoIndexDefinition: Sendable {
         self.extract = extract
     }
 
-    /// The index name for an index function's code, without building a definition.
+    /// The index name for an index function's code, without building a definition. (The
+    /// second layout keeps each point's time; indexes of the first are rebuilt once.)
     public static func signature(code: String) -> String {
-        ViewDefinition.signature(code: "geo\u{0}" + code)
+        ViewDefinition.signature(code: "geo2\u{0}" + code)
+    }
+
+    /// A document's time for the index (`created_at`, else `properties.timestamp`, in ms).
+    static func time(of doc: JSONObject) -> Double? {
+        (doc["created_at"] ?? doc["properties"]?["timestamp"])?.doubleValue
     }
 
     var table: String { "geo_" + signature }
@@ -101,8 +107,10 @@ extension Database {
             let extracted = live.isEmpty ? [] : try await index.extract(live)
             guard extracted.count == live.count else { throw EngineError.corrupt("geo index answer") }
             var geometries: [String: Geometry] = [:]
+            var times: [String: Double] = [:]
             for (doc, values) in zip(live, extracted) {
                 let id = doc["_id"]?.stringValue ?? ""
+                if let time = GeoIndexDefinition.time(of: doc) { times[id] = time }
                 guard let values else {
                     report.skipped.append((id, "the index function failed"))
                     continue
@@ -115,17 +123,18 @@ extension Database {
                 }
             }
             let changes: [(id: String, geometry: Geometry?)] = changed.map { ($0.id, geometries[$0.id]) }
+            let changedTimes = times
             let stored = try await writer.write { db, _ -> Bool in
                 try Database.createGeoTables(db, table)
                 let current = try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0
                 guard current == since else { return false }  // another update got here first
                 let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-                let insert = try db.makeStatement(sql: "INSERT INTO \(table)(doc_id, lon, lat, geometry) VALUES (?, ?, ?, ?)")
+                let insert = try db.makeStatement(sql: "INSERT INTO \(table)(doc_id, lon, lat, geometry, t) VALUES (?, ?, ?, ?, ?)")
                 for (id, geometry) in changes {
                     try delete.execute(arguments: [id])
                     switch geometry {
-                    case let .point(c)?: try insert.execute(arguments: [id, c.lon, c.lat, nil])
-                    case let other?: try insert.execute(arguments: [id, nil, nil, other.geoJSON.text])
+                    case let .point(c)?: try insert.execute(arguments: [id, c.lon, c.lat, nil, changedTimes[id]])
+                    case let other?: try insert.execute(arguments: [id, nil, nil, other.geoJSON.text, changedTimes[id]])
                     case nil: break
                     }
                 }
@@ -136,7 +145,7 @@ extension Database {
                 geoCache.withLock { cache in
                     guard let loaded = cache[table] else { return }
                     if loaded.seq == since {
-                        loaded.index.apply(changes)
+                        loaded.index.apply(changes, times: changedTimes)
                         cache[table] = (last, loaded.index)
                     } else {
                         cache.removeValue(forKey: table)  // out of step: reload on next use
@@ -149,7 +158,7 @@ extension Database {
     static func createGeoTables(_ db: GRDB.Database, _ table: String) throws {
         try db.execute(sql: """
             CREATE TABLE IF NOT EXISTS geo_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
-            CREATE TABLE IF NOT EXISTS \(table)(doc_id TEXT PRIMARY KEY NOT NULL, lon REAL, lat REAL, geometry TEXT) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS \(table)(doc_id TEXT PRIMARY KEY NOT NULL, lon REAL, lat REAL, geometry TEXT, t REAL) WITHOUT ROWID;
             INSERT OR IGNORE INTO geo_indexes(name, seq) VALUES ('\(table)', 0);
             """)
     }
@@ -159,21 +168,25 @@ extension Database {
     func loadedGeoIndex(_ index: GeoIndexDefinition) async throws -> SpatialIndex {
         let table = index.table
         if let loaded = geoCache.withLock({ $0[table] }) { return loaded.index }
-        let (seq, entries) = try await pool.read { db -> (Int, [(id: String, geometry: Geometry)]) in
-            guard try db.tableExists(table) else { return (0, []) }
+        let (seq, entries, times) = try await pool.read { db -> (Int, [(id: String, geometry: Geometry)], [Double]) in
+            guard try db.tableExists(table) else { return (0, [], []) }
             let seq = try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0
             var entries: [(id: String, geometry: Geometry)] = []
-            let cursor = try Row.fetchCursor(db, sql: "SELECT doc_id, lon, lat, geometry FROM \(table)")
+            var times: [Double] = []
+            let cursor = try Row.fetchCursor(db, sql: "SELECT doc_id, lon, lat, geometry, t FROM \(table)")
             while let row = try cursor.next() {
                 if let lon = row[1] as Double?, let lat = row[2] as Double? {
                     entries.append((row[0], .point(Coordinate(lon: lon, lat: lat))))
                 } else if let text = row[3] as String?, let geometry = try? Geometry(geoJSON: JSON.parse(text)) {
                     entries.append((row[0], geometry))
+                } else {
+                    continue
                 }
+                times.append(row[4] as Double? ?? .nan)
             }
-            return (seq, entries)
+            return (seq, entries, times)
         }
-        let built = SpatialIndex(entries)
+        let built = SpatialIndex(entries, times: times)
         return geoCache.withLock { cache in
             if let loaded = cache[table] { return loaded.index }
             cache[table] = (seq, built)
@@ -200,6 +213,15 @@ extension Database {
             }
         }
         return (Array(zip(hits, docs)), more, update)
+    }
+
+    /// Counts a geo index's points on a grid over a box (for maps of many points), after
+    /// bringing the index up to date unless `stale`; see `SpatialIndex.grid`.
+    public func geoGrid(_ index: GeoIndexDefinition, _ box: BoundingBox, columns: Int, rows: Int, from: Double?, to: Double?,
+                        idPrefix: String?, pointLimit: Int, stale: Bool = false) async throws -> GeoGrid {
+        let current = geoCache.withLock { $0[index.table].map { $0.seq >= notifier.latest } } ?? false
+        if !stale && !current { try await updateGeoIndex(index) }
+        return try await loadedGeoIndex(index).grid(box, columns: columns, rows: rows, from: from, to: to, idPrefix: idPrefix, pointLimit: pointLimit)
     }
 
     /// Documents in a geo index and its size on disk (`_geo_info`).

@@ -164,6 +164,8 @@ extension CouchAPI {
             return try await geo(db, id, rest, request)
         case "_geo_info":
             return try await geoInfo(db, id, rest, request)
+        case "_geo_grid":
+            return try await geoGrid(db, id, rest, request)
         case "_search":
             throw EngineError.notImplemented("_search (Lucene full-text search) is not supported")
         default:

@@ -6,8 +6,9 @@ import Foundation
 /// great-circle distance: the antimeridian and the poles are not special anywhere.
 ///
 /// Per point it keeps the unit vector (24 bytes), the original lon/lat (16 bytes, to answer
-/// with the exact coordinates indexed), its document id (bytes plus a 4-byte end offset) and
-/// a 12-byte hash entry to find a document's point again when it changes.
+/// with the exact coordinates indexed), its document id (bytes plus a 4-byte end offset),
+/// a 12-byte hash entry to find a document's point again when it changes and, for indexes
+/// that keep them, its time (8 bytes).
 public final class PointTree: Sendable {
     public let count: Int
     let xyz: [Double]
@@ -17,10 +18,13 @@ public final class PointTree: Sendable {
     /// Id hashes, sorted, with the point each belongs to.
     let hashes: [UInt64]
     let hashPoints: [UInt32]
+    /// Each point's time (ms since 1970, NaN when unknown), in tree order; empty when the
+    /// index keeps no times.
+    let times: [Double]
     static let leafSize = 32
 
-    /// Builds the tree; `points` may be in any order.
-    public init(_ points: [(id: String, coordinate: Coordinate)]) {
+    /// Builds the tree; `points` may be in any order; `times`, when given, one per point.
+    public init(_ points: [(id: String, coordinate: Coordinate)], times pointTimes: [Double]? = nil) {
         let n = points.count
         count = n
         var vectors = [Double](repeating: 0, count: 3 * n)
@@ -42,7 +46,9 @@ public final class PointTree: Sendable {
         idBytes.reserveCapacity(points.reduce(0) { $0 + $1.id.utf8.count })
         var hashed: [(UInt64, UInt32)] = []
         hashed.reserveCapacity(n)
+        var times = pointTimes == nil ? [] : [Double](repeating: .nan, count: n)
         for (position, original) in order.enumerated() {
+            if let pointTimes { times[position] = pointTimes[Int(original)] }
             let p = points[Int(original)]
             lonLat[2 * position] = p.coordinate.lon
             lonLat[2 * position + 1] = p.coordinate.lat
@@ -57,6 +63,7 @@ public final class PointTree: Sendable {
         self.idBytes = idBytes
         hashes = hashed.map(\.0)
         hashPoints = hashed.map(\.1)
+        self.times = times
     }
 
     /// FNV-1a, 64 bits.
@@ -79,6 +86,20 @@ public final class PointTree: Sendable {
         Coordinate(lon: lonLat[2 * point], lat: lonLat[2 * point + 1])
     }
 
+    /// The point's time, if the tree keeps times and it has one.
+    public func time(_ point: Int) -> Double? {
+        guard !times.isEmpty, !times[point].isNaN else { return nil }
+        return times[point]
+    }
+
+    /// Whether the point's id starts with `prefix` (compared as bytes, no string made).
+    func id(_ point: Int, hasPrefix prefix: [UInt8]) -> Bool {
+        let start = point == 0 ? 0 : Int(idEnds[point - 1])
+        guard Int(idEnds[point]) - start >= prefix.count else { return false }
+        for (i, byte) in prefix.enumerated() where idBytes[start + i] != byte { return false }
+        return true
+    }
+
     /// The point that holds document `id`, if any.
     public func point(for id: String) -> Int? {
         let h = PointTree.hash(id)
@@ -96,7 +117,7 @@ public final class PointTree: Sendable {
 
     /// Approximate bytes held per point (for `_geo_info` and the benchmark).
     public var bytes: Int {
-        xyz.count * 8 + lonLat.count * 8 + idEnds.count * 4 + idBytes.count + hashes.count * 8 + hashPoints.count * 4
+        xyz.count * 8 + lonLat.count * 8 + idEnds.count * 4 + idBytes.count + hashes.count * 8 + hashPoints.count * 4 + times.count * 8
     }
 
     // MARK: Building

@@ -55,21 +55,33 @@ public final class SpatialIndex: @unchecked Sendable {
         var tree: PointTree
         var removed: Set<Int32> = []
         var delta: [String: Coordinate] = [:]
+        /// Times of points in `delta` (when the index keeps times).
+        var deltaTimes: [String: Double] = [:]
         var others: [String: Geometry] = [:]
     }
 
     private let lock = NSLock()
     private var snapshot: Snapshot
+    /// Whether points carry times (for `grid`'s time window).
+    public let keepsTimes: Bool
 
-    /// Builds the index from every document's geometry.
-    public init(_ entries: [(id: String, geometry: Geometry)]) {
+    /// Builds the index from every document's geometry; `times`, when given, one per entry
+    /// (ms since 1970, NaN when unknown), kept for points.
+    public init(_ entries: [(id: String, geometry: Geometry)], times: [Double]? = nil) {
         var points: [(id: String, coordinate: Coordinate)] = []
         points.reserveCapacity(entries.count)
+        var pointTimes: [Double]? = times == nil ? nil : []
         var others: [String: Geometry] = [:]
-        for entry in entries {
-            if case let .point(c) = entry.geometry { points.append((entry.id, c)) } else { others[entry.id] = entry.geometry }
+        for (i, entry) in entries.enumerated() {
+            if case let .point(c) = entry.geometry {
+                points.append((entry.id, c))
+                if let times { pointTimes!.append(times[i]) }
+            } else {
+                others[entry.id] = entry.geometry
+            }
         }
-        snapshot = Snapshot(tree: PointTree(points), others: others)
+        keepsTimes = times != nil
+        snapshot = Snapshot(tree: PointTree(points, times: pointTimes), others: others)
     }
 
     private func current() -> Snapshot {
@@ -90,27 +102,38 @@ public final class SpatialIndex: @unchecked Sendable {
         return s.tree.bytes + s.delta.count * 64 + s.removed.count * 8 + s.others.count * 256
     }
 
-    /// Applies changed documents: a new geometry, or nil for a document no longer indexed.
-    public func apply(_ changes: [(id: String, geometry: Geometry?)]) {
+    /// Applies changed documents: a new geometry, or nil for a document no longer indexed;
+    /// `times` gives changed points their time (ms since 1970) when the index keeps times.
+    public func apply(_ changes: [(id: String, geometry: Geometry?)], times: [String: Double] = [:]) {
         lock.lock()
         var s = snapshot
         lock.unlock()
         for (id, geometry) in changes {
             if let point = s.tree.point(for: id) { s.removed.insert(Int32(point)) }
             s.delta.removeValue(forKey: id)
+            s.deltaTimes.removeValue(forKey: id)
             s.others.removeValue(forKey: id)
             switch geometry {
-            case let .point(c)?: s.delta[id] = c
+            case let .point(c)?:
+                s.delta[id] = c
+                if keepsTimes, let time = times[id] { s.deltaTimes[id] = time }
             case let other?: s.others[id] = other
             case nil: break
             }
         }
         if s.delta.count + s.removed.count > max(4096, s.tree.count / 8) {
             var points: [(id: String, coordinate: Coordinate)] = []
+            var pointTimes: [Double] = []
             points.reserveCapacity(s.tree.count - s.removed.count + s.delta.count)
-            for i in 0..<s.tree.count where !s.removed.contains(Int32(i)) { points.append((s.tree.id(i), s.tree.coordinate(i))) }
-            for (id, c) in s.delta { points.append((id, c)) }
-            s = Snapshot(tree: PointTree(points), others: s.others)
+            for i in 0..<s.tree.count where !s.removed.contains(Int32(i)) {
+                points.append((s.tree.id(i), s.tree.coordinate(i)))
+                if keepsTimes { pointTimes.append(s.tree.time(i) ?? .nan) }
+            }
+            for (id, c) in s.delta {
+                points.append((id, c))
+                if keepsTimes { pointTimes.append(s.deltaTimes[id] ?? .nan) }
+            }
+            s = Snapshot(tree: PointTree(points, times: keepsTimes ? pointTimes : nil), others: s.others)
         }
         lock.lock()
         snapshot = s
@@ -205,6 +228,79 @@ public final class SpatialIndex: @unchecked Sendable {
         }
     }
 
+    /// Points in a box counted on a grid of `columns` × `rows` cells (what a map shows when
+    /// there are too many points to draw): the total, each non-empty cell's count and mean
+    /// position, and the points themselves when there are at most `pointLimit`. Optionally
+    /// only points whose time lies in `from...to` (ms; points without a time are left out
+    /// then) and whose id starts with `idPrefix`. A box with minLon > maxLon crosses the
+    /// antimeridian. Other geometries are not counted.
+    public func grid(_ box: BoundingBox, columns: Int, rows: Int, from: Double? = nil, to: Double? = nil,
+                     idPrefix: String? = nil, pointLimit: Int = 0) -> GeoGrid {
+        let s = current()
+        let columns = max(1, columns), rows = max(1, rows)
+        let crosses = box.minLon > box.maxLon
+        let width = crosses ? box.maxLon + 360 - box.minLon : box.maxLon - box.minLon
+        let height = box.maxLat - box.minLat
+        let prefix = idPrefix.map { Array($0.utf8) }
+        var counts = [Int](repeating: 0, count: columns * rows)
+        var sums = [Double](repeating: 0, count: 2 * columns * rows)
+        var points: [(id: String, coordinate: Coordinate, time: Double?)] = []
+        var total = 0
+        let low = from ?? -.infinity, high = to ?? .infinity
+        let timed = from != nil || to != nil
+
+        // Longitudes are measured east of the box's west edge, so a cell across the antimeridian
+        // gets a mean position inside it.
+        func cell(_ c: Coordinate) -> (index: Int, dx: Double)? {
+            guard c.lat >= box.minLat, c.lat <= box.maxLat else { return nil }
+            var dx = c.lon - box.minLon
+            if crosses, dx < 0 { dx += 360 }
+            guard dx >= 0, dx <= width else { return nil }
+            let column = min(columns - 1, width > 0 ? Int(dx / width * Double(columns)) : 0)
+            let row = min(rows - 1, height > 0 ? Int((c.lat - box.minLat) / height * Double(rows)) : 0)
+            return (row * columns + column, dx)
+        }
+        func count(_ place: (index: Int, dx: Double), _ c: Coordinate, _ id: @autoclosure () -> String, _ time: Double?) {
+            let index = place.index
+            counts[index] += 1
+            sums[2 * index] += c.lat
+            sums[2 * index + 1] += place.dx
+            total += 1
+            if total <= pointLimit { points.append((id(), c, time)) }
+        }
+
+        let tree = s.tree
+        tree.lonLat.withUnsafeBufferPointer { lonLat in
+            for i in 0..<tree.count {
+                let c = Coordinate(lon: lonLat[2 * i], lat: lonLat[2 * i + 1])
+                guard let index = cell(c) else { continue }
+                if timed {
+                    guard !tree.times.isEmpty else { continue }
+                    let t = tree.times[i]
+                    guard t >= low, t <= high else { continue }
+                }
+                if let prefix, !tree.id(i, hasPrefix: prefix) { continue }
+                if !s.removed.isEmpty, s.removed.contains(Int32(i)) { continue }
+                count(index, c, tree.id(i), tree.time(i))
+            }
+        }
+        for (id, c) in s.delta {
+            guard let index = cell(c) else { continue }
+            let time = s.deltaTimes[id]
+            if timed { guard let time, time >= low, time <= high else { continue } }
+            if let idPrefix, !id.hasPrefix(idPrefix) { continue }
+            count(index, c, id, time)
+        }
+        var cells: [GeoGrid.Cell] = []
+        for (index, n) in counts.enumerated() where n > 0 {
+            var lon = box.minLon + sums[2 * index + 1] / Double(n)
+            if lon > 180 { lon -= 360 }
+            cells.append(GeoGrid.Cell(row: index / columns, column: index % columns, count: n,
+                                      center: Coordinate(lon: lon, lat: sums[2 * index] / Double(n))))
+        }
+        return GeoGrid(total: total, cells: cells, points: total <= pointLimit ? points : [])
+    }
+
     /// Whether a document geometry satisfies the query's relation (no relation: every one).
     static func matches(_ query: GeoSearch, _ geometry: Geometry) -> Bool {
         guard let relation = query.relation else { return true }
@@ -244,4 +340,21 @@ public final class SpatialIndex: @unchecked Sendable {
         if Planar.dimension(geometry) == 2, Planar.locate(center, in: geometry) != .exterior { best = 0 }
         return Sphere.chordSquared(metres: best)
     }
+}
+
+/// Points counted on a grid (`SpatialIndex.grid`).
+public struct GeoGrid: Sendable {
+    public struct Cell: Sendable, Equatable {
+        public var row: Int
+        public var column: Int
+        public var count: Int
+        /// The mean position of the cell's points.
+        public var center: Coordinate
+    }
+
+    public var total: Int
+    /// Non-empty cells.
+    public var cells: [Cell]
+    /// Every point, when there were at most the limit asked for.
+    public var points: [(id: String, coordinate: Coordinate, time: Double?)]
 }

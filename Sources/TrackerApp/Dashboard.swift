@@ -53,4 +53,63 @@ extension TrackerService {
         try expect(deleted, "delete place \(id)")
         return ["ok": true, "dataVersion": .int(try await bumpRelease())]
     }
+
+    /// Everyone's locations (or one user's) counted on a grid over a box, for the dashboard's
+    /// map: the geo index's `_geo_grid` on `lt_locations_all`, the user's own database, or
+    /// the shared database (with the user's id prefix).
+    public func locationGrid(query: [String: String]) async throws -> CouchReply {
+        var forwarded = query.filter { ["bbox", "columns", "rows", "from", "to", "points"].contains($0.key) }
+        var db = TrackerService.allLocationsDB
+        if let user = query["user"], !user.isEmpty {
+            try TrackerService.validate(username: user)
+            try await requireRegistered(user)
+            db = locationDatabase(for: user)
+            if mode == .singleDatabase { forwarded["prefix"] = OwnerNamespace(owner: user).prefix }
+        } else if mode == .singleDatabase {
+            db = TrackerService.sharedLocationsDB
+        }
+        return try await couch.request(.get, "/\(db)/_design/points/_geo_grid/pointidx", query: forwarded, body: nil)
+    }
+
+    /// Location documents with image attachments (GeoPix's photos): one user's (`user`) or
+    /// everyone's, newest first, at most `limit`. Ids as the database stores them, except that
+    /// a user's own ids in the shared database come without their owner prefix (`visibleTo`).
+    public func photos(user: String?, visibleTo owner: String?, limit: Int) async throws -> JSON {
+        var found: [(time: Double, json: JSON)] = []
+        do {
+            try await forEachLocation(LocationFilter(user: user)) { page in
+                for (doc, point, time) in page {
+                    guard let attachments = doc["_attachments"]?.objectValue, let id = doc["_id"]?.stringValue else { continue }
+                    for (name, stub) in attachments.members where stub["content_type"]?.stringValue?.hasPrefix("image/") == true {
+                        let shown = owner.flatMap { mode == .singleDatabase ? OwnerNamespace(owner: $0).visible(id) : id } ?? id
+                        found.append((time, [
+                            "id": .string(shown), "attachment": .string(name), "content_type": stub["content_type"] ?? .null,
+                            "length": stub["length"] ?? .null, "lat": .double(point.lat), "lon": .double(point.lon), "time": .double(time),
+                            "caption": doc["caption"] ?? doc["properties"]?["caption"] ?? doc["name"] ?? .null,
+                        ]))
+                    }
+                }
+            }
+        } catch let failure as Failure where failure.status == 404 {}
+        let newest = found.sorted { $0.time > $1.time }.prefix(limit).map(\.json)
+        return ["photos": .array(Array(newest)), "total": .int(found.count)]
+    }
+
+    /// One photo's bytes and content type, from a user's database or everyone's.
+    public func photo(id: String, attachment: String, user: String?) async throws -> (bytes: [UInt8], contentType: String) {
+        var db = user.map(locationDatabase(for:)) ?? TrackerService.allLocationsDB
+        var stored = id
+        if mode == .singleDatabase {
+            db = TrackerService.sharedLocationsDB
+            if let user { stored = OwnerNamespace(owner: user).stored(id) }
+        }
+        let path = "/\(db)/\(TrackerService.encode(stored))"
+        let doc = try await couch.request(.get, path)
+        guard doc.ok, let stub = doc.json["_attachments"]?[attachment], let type = stub["content_type"]?.stringValue, type.hasPrefix("image/") else {
+            throw Failure(404, "not_found", "No photo \(attachment) in \(id)")
+        }
+        let bytes = try await couch.request(.get, path + "/" + TrackerService.encode(attachment))
+        try expect(bytes, "read photo \(id)/\(attachment)")
+        return (bytes.body, type)
+    }
 }

@@ -65,6 +65,17 @@ public struct TrackerHTTP: Sendable {
                 return response
             case (.get, "api", "me") where path.count == 3 && path[2] == "locations":
                 return try await myLocations(try await requireUser(request, context), request)
+            case (.get, "api", "photos") where path.count == 2 || path.count == 4:
+                // A user's own photos; admins and analysts: everyone's, or one user's (?user=).
+                let (user, owner) = try await photoScope(request, context)
+                if path.count == 2 {
+                    let limit = min(max(Int(TrackerHTTP.query(request)["limit"] ?? "500") ?? 500, 1), 5000)
+                    return TrackerHTTP.reply(try await service.photos(user: user, visibleTo: owner, limit: limit))
+                }
+                let photo = try await service.photo(id: path[2], attachment: path[3], user: user)
+                var response = TrackerHTTP.file(photo.bytes, name: "", cache: false)
+                response.headers[.contentType] = photo.contentType
+                return response
             case (.get, "api", "me") where path.count == 3 && path[2] == "live":
                 return myLive(try await requireUser(request, context))
             case (.post, "api", "places") where path.count == 2:
@@ -105,6 +116,10 @@ public struct TrackerHTTP: Sendable {
                 }
                 if let user = filter.user { try await service.requireRegistered(user) }
                 return exportResponse(filter, format)
+            case (.get, "api", "analysis") where path.count == 3 && path[2] == "map":
+                try await requireAnalyst(request, context)
+                let reply = try await service.locationGrid(query: TrackerHTTP.query(request))
+                return TrackerHTTP.reply(bytes: reply.body, status: HTTPResponse.Status(code: reply.status))
             case (.get, "api", "analysis") where path.count == 5 && path[2] == "users" && path[4] == "stats":
                 try await requireAnalyst(request, context)
                 try TrackerService.validate(username: path[3])
@@ -191,6 +206,28 @@ public struct TrackerHTTP: Sendable {
         }
         guard !roles.isDisjoint(with: user.roles) else { throw TrackerService.Failure(403, "forbidden", purpose) }
         return user.name
+    }
+
+    /// Whose photos a request may see: a tracker user their own (and is their owner); admins
+    /// and analysts everyone's (nil) or one user's (`?user=`).
+    func photoScope(_ request: Request, _ context: AppRequestContext) async throws -> (user: String?, owner: String?) {
+        if let (name, secret) = TrackerHTTP.basicCredentials(request) {
+            // Basic auth: an admin or analyst, else a tracker user (an API key or their own password).
+            let account = try await service.couch.verify(name: name, password: secret)
+            if Set(account?.roles ?? []).isDisjoint(with: ["_admin", "analyst"]) {
+                let user = try await requireUser(request, context)
+                return (user, user)
+            }
+        } else if let session = session(request), session.isTrackerUser {
+            return (session.name, session.name)
+        }
+        try await requireAnalyst(request, context)
+        let user = TrackerHTTP.query(request)["user"].flatMap { $0.isEmpty ? nil : $0 }
+        if let user {
+            try TrackerService.validate(username: user)
+            try await service.requireRegistered(user)
+        }
+        return (user, nil)
     }
 
     /// The application user behind basic auth: an API key and its password, or the user's own.

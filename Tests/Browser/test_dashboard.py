@@ -27,6 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser, find_chromium  # noqa: E402
 
 ADMIN = ("admin", "dash-admin-pw")
+# A 4×4 PNG (a small red square).
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEElEQVR4nGP4z8AARwzEcQCukw/x0F8jngAAAABJRU5ErkJggg=="
 
 
 def request(method, url, body=None, auth=None):
@@ -105,6 +107,13 @@ def main():
         for i in range(12):
             doc = location(i, "alice", 37.47 + i * 0.002, -122.32 + i * 0.001)
             assert request("PUT", f"{server.db}/lt_locations_user_alice/{doc['_id']}", doc, keys["alice"])[0] == 201
+        # Two photos taken on alice's phone: location documents with an image attachment (as GeoPix's).
+        for i in range(2):
+            doc = location(20 + i, "alice", 37.49 + i * 0.003, -122.31)
+            doc["_id"] = f"alice-photo-{i}"
+            doc["caption"] = f"view {i}"
+            doc["_attachments"] = {"photo.png": {"content_type": "image/png", "data": PNG}}
+            assert request("PUT", f"{server.db}/lt_locations_user_alice/{doc['_id']}", doc, keys["alice"])[0] == 201
         for i in range(5):
             doc = location(i, "bob", 40.7 + i * 0.001, -74.0)
             assert request("PUT", f"{server.db}/lt_locations_user_bob/{doc['_id']}", doc, keys["bob"])[0] == 201
@@ -116,9 +125,9 @@ def main():
             document.getElementById('username').value = 'alice';
             document.getElementById('password').value = 'pw-alice';
             document.getElementById('sign-in-form').requestSubmit(); })()""")
-        browser.wait("window.lt.session && window.lt.session.name === 'alice' && document.querySelectorAll('#track-list li').length === 12",
-                     what="alice's 12 locations")
-        browser.wait("document.querySelectorAll('.leaflet-marker-icon.pin:not(.place)').length === 12", what="12 numbered pins")
+        browser.wait("window.lt.session && window.lt.session.name === 'alice' && document.querySelectorAll('#track-list li').length === 14",
+                     what="alice's 14 locations")
+        browser.wait("document.querySelectorAll('.leaflet-marker-icon.pin:not(.place)').length === 14", what="14 numbered pins")
         text = browser.evaluate("document.body.innerText")
         check("bob" not in text and "40.70" not in text, "alice's page shows none of bob's data")
         check(browser.evaluate("getComputedStyle(document.querySelector('#views [data-view=review]')).display") == "none"
@@ -135,7 +144,7 @@ def main():
             except urllib.error.HTTPError as error:
                 return error.code, None
         status, mine = with_cookie("/api/me/locations?limit=1000")
-        check(status == 200 and len(mine["locations"]) == 12 and all(d["properties"]["username"] == "alice" for d in mine["locations"]),
+        check(status == 200 and len(mine["locations"]) == 14 and all(d["properties"]["username"] == "alice" for d in mine["locations"]),
               "her locations through the API: hers only")
         check(with_cookie("/api/adjustments")[0] == 403, "her session cannot list corrections")
         check(with_cookie("/api/analysis/locations?format=csv")[0] == 403, "her session cannot export everyone's locations")
@@ -155,10 +164,28 @@ def main():
         # A device pushes a new location: it appears without a reload.
         new = location(12, "alice", 37.495, -122.305)
         assert request("PUT", f"{server.db}/lt_locations_user_alice/{new['_id']}", new, keys["alice"])[0] == 201
-        browser.wait("document.querySelectorAll('#track-list li').length === 13 && document.querySelector('#track-list li[data-id=\"alice-fix-012\"]')",
+        browser.wait("document.querySelectorAll('#track-list li').length === 15 && document.querySelector('#track-list li[data-id=\"alice-fix-012\"]')",
                      what="the pushed location, live")
         check(True, "a location pushed by a device appears live")
         browser.screenshot(os.path.join(options.artifacts, "my-tracks-live.png"))
+
+        # Her photos: a list with the images and markers whose popups show them; not bob's to fetch.
+        browser.evaluate("document.querySelector('#views [data-view=photos]').click()")
+        browser.wait("document.querySelectorAll('#photos-list img').length === 2 && [...document.querySelectorAll('#photos-list img')].every(i => i.complete && i.naturalWidth === 4)",
+                     what="alice's 2 photos, loaded")
+        browser.wait("window.lt.photos.length === 2 && document.querySelectorAll('.leaflet-marker-icon').length >= 1", what="photo markers")
+        check(browser.evaluate("document.getElementById('photos-summary').textContent") == "2 photos.", "her photos: 2, listed with their images")
+        browser.evaluate("""new Promise(done => { const m = window.lt.photoMarkers[0];
+            const open = () => { m.openPopup(); done(true); };
+            if (window.lt.photoGroup.zoomToShowLayer) window.lt.photoGroup.zoomToShowLayer(m, open); else open(); })""")
+        browser.wait("document.querySelector('.photo-popup img') && document.querySelector('.photo-popup img').complete && document.querySelector('.photo-popup img').naturalWidth === 4",
+                     what="a photo marker's popup with the image")
+        check(True, "a photo marker's popup shows the image")
+        status, _ = request("GET", f"{server.app}/api/photos/alice-photo-0/photo.png", auth=keys["bob"])
+        check(status == 404, "bob's key cannot fetch alice's photo")
+        browser.screenshot(os.path.join(options.artifacts, "photos.png"))
+        browser.evaluate("document.querySelector('#views [data-view=tracks]').click()")
+        browser.wait("document.querySelectorAll('#track-list li').length === 15", what="back to her track")
 
         # On a phone-sized screen the map and the list stack.
         browser.set_viewport(390, 844, mobile=True)
@@ -214,15 +241,33 @@ def main():
         browser.pump(1)
         browser.screenshot(os.path.join(options.artifacts, "place-moved.png"))
 
-        # Exports: the buttons' links answer with files.
+        # Everyone's locations on the map: counted by the server, drawn as points when few.
         browser.evaluate("document.querySelector('#views [data-view=analysis]').click()")
+        browser.wait("window.lt.grid && window.lt.grid.total === 20", what="all 20 locations counted", timeout=30)
+        browser.wait("document.querySelectorAll('path.leaflet-interactive').length === 20", what="20 points drawn")
+        check(True, "everyone's locations on the map: 20 counted, 20 drawn")
+        browser.screenshot(os.path.join(options.artifacts, "all-locations-map.png"))
+        browser.evaluate("document.getElementById('analysis-heat').click()")
+        browser.wait("window.lt.grid && document.querySelectorAll('path.leaflet-interactive').length === window.lt.grid.cells.length",
+                     what="the heat map's cells")
+        check(True, "the heat map draws one cell per non-empty grid cell")
+        browser.evaluate("document.getElementById('analysis-heat').click()")
         browser.wait("document.getElementById('export-gpx').href.includes('format=gpx')", what="export links")
         browser.evaluate("document.getElementById('analysis-user').value = 'alice'; document.getElementById('analysis-filter').dispatchEvent(new Event('change'))")
-        browser.wait("document.getElementById('analysis-stats').textContent.includes('13 locations')", what="alice's statistics")
+        browser.wait("document.getElementById('analysis-stats').textContent.includes('15 locations')", what="alice's statistics")
+        browser.wait("window.lt.grid && window.lt.grid.total === 15 && document.getElementById('analysis-count').textContent.startsWith('15 ')",
+                     what="the map filtered to alice")
+        check(True, "the map filtered to one user counts hers only")
         geojson = browser.evaluate("fetch(document.getElementById('export-geojson').href).then(r => r.json())")
         gpx = browser.evaluate("fetch(document.getElementById('export-gpx').href).then(r => r.text())")
-        check(len(geojson["features"]) == 13 and gpx.count("<wpt ") == 13, f"exports of alice's locations: {len(geojson['features'])} features, {gpx.count('<wpt ')} GPX points")
+        check(len(geojson["features"]) == 15 and gpx.count("<wpt ") == 15, f"exports of alice's locations: {len(geojson['features'])} features, {gpx.count('<wpt ')} GPX points")
         browser.screenshot(os.path.join(options.artifacts, "all-locations.png"))
+
+        # The admin sees everyone's photos (consolidated with their attachments).
+        browser.evaluate("document.querySelector('#views [data-view=photos]').click()")
+        browser.wait("document.querySelectorAll('#photos-list img').length === 2 && [...document.querySelectorAll('#photos-list img')].every(i => i.complete && i.naturalWidth === 4)",
+                     what="everyone's photos for the admin", timeout=30)
+        check(True, "the admin sees the photos in lt_locations_all")
 
         browser.pump(0.5)
         check(not browser.errors, "no console errors" + ("" if not browser.errors else ": " + "; ".join(browser.errors[:5])))

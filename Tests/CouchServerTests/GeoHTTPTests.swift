@@ -178,4 +178,48 @@ struct GeoHTTPTests {
         #expect(try await s.request(.POST, "/geo_places/_geo_cleanup", json: [:]).status == 202)
         #expect(try geoTables() == 1)
     }
+
+    @Test("_geo_grid: counts on a grid with a time window and an id prefix, the points when few, kept current as documents change; bad boxes and sizes are 400; the dashboard's map endpoint is for analysts")
+    func grid() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        #expect(try await s.request(.PUT, "/tracks").status == 201)
+        #expect(try await s.request(.PUT, "/tracks/_design/points", json: ["st_indexes": ["pointidx": ["index": .string(GeoHTTPTests.pointIndex)]]]).status == 201)
+        let docs: [JSON] = (0..<30).map { i in
+            ["_id": .string("\(i % 2 == 0 ? "ann" : "ben"):\(i)"), "created_at": .int(1_000 * i),
+             "geometry": ["type": "Point", "coordinates": [.double(-122 + Double(i % 6) * 0.1), .double(37 + Double(i / 6) * 0.1)]]]
+        }
+        #expect(try await s.request(.POST, "/tracks/_bulk_docs", json: ["docs": .array(docs)]).status == 201)
+        let everything = try await s.request(.GET, "/tracks/_design/points/_geo_grid/pointidx?bbox=-123,36,-121,38&columns=2&rows=2&points=100").json
+        #expect(everything["total"] == 30 && everything["columns"] == 2 && everything["cells"]?.arrayValue?.count == 1)
+        #expect(everything["points"]?.arrayValue?.count == 30)
+        let cell = everything["cells"]?[0]
+        #expect(cell?[2] == 30 && abs((cell?[3]?.doubleValue ?? 0) - 37.2) < 1e-9 && abs((cell?[4]?.doubleValue ?? 0) + 121.75) < 1e-9)
+        // A window of time and one owner's prefix.
+        let some = try await s.request(.GET, "/tracks/_design/points/_geo_grid/pointidx?bbox=-123,36,-121,38&from=10000&to=19000&prefix=ann:").json
+        #expect(some["total"] == 5 && some["points"]?.arrayValue?.isEmpty == true)
+        // Kept current: a deletion and a move.
+        let rev = try await s.request(.GET, "/tracks/ann:0").json["_rev"]!.stringValue!
+        _ = try await s.request(.DELETE, "/tracks/ann:0?rev=\(rev)")
+        let moved = try await s.request(.GET, "/tracks/ben:1").json
+        var away = moved.objectValue!
+        away["geometry"] = ["type": "Point", "coordinates": [10, 10]]
+        #expect(try await s.request(.PUT, "/tracks/ben:1", json: .object(away)).status == 201)
+        #expect(try await s.request(.GET, "/tracks/_design/points/_geo_grid/pointidx?bbox=-123,36,-121,38").json["total"] == 28)
+        #expect(try await s.request(.GET, "/tracks/_design/points/_geo_grid/pointidx").json["total"] == 29)
+        for bad in ["bbox=1,2,3", "bbox=0,50,10,40", "bbox=0,0,200,10", "columns=0", "rows=201", "points=9999", "from=soon"] {
+            let reply = try await s.request(.GET, "/tracks/_design/points/_geo_grid/pointidx?\(bad)")
+            #expect(reply.status == 400 && reply.json["error"] == "bad_request", "\(bad): \(reply.text)")
+        }
+        #expect(try await s.request(.GET, "/tracks/_design/points/_geo_grid/nope").status == 404)
+
+        // The application's map of everyone's locations: analysts and admins only.
+        _ = try await s.app(.PUT, "/api/users/gus", json: ["password": "pw-gus"])
+        let gus = try await s.app(.POST, "/api/login", json: ["username": "gus", "password": "pw-gus"]).json
+        #expect(try await s.app(.GET, "/api/analysis/map", auth: .basic(gus["api_key"]!.stringValue!, gus["api_password"]!.stringValue!)).status == 403)
+        #expect(try await s.app(.GET, "/api/analysis/map").status == 401)
+        let map = try await s.app(.GET, "/api/analysis/map?bbox=-180,-90,180,90&columns=4&rows=2", auth: .basic(TestServer.admin.0, TestServer.admin.1))
+        #expect(map.status == 200 && map.json["total"] != nil && map.json["rows"] == 2)
+        #expect(try await s.app(.GET, "/api/analysis/map?user=nobody", auth: .basic(TestServer.admin.0, TestServer.admin.1)).status == 404)
+    }
 }

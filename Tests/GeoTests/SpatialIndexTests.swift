@@ -177,3 +177,84 @@ struct SpatialIndexTests {
         }
     }
 }
+
+@Suite("Counting points on a grid, against brute force")
+struct GeoGridTests {
+    @Test("Totals, per-cell counts and mean positions equal brute force, for random boxes (across the antimeridian too), time windows, id prefixes and changes applied since the build",
+          arguments: [11 as UInt64, 12, 13])
+    func gridMatchesBruteForce(seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        var entries: [(id: String, geometry: Geometry)] = []
+        var times: [Double] = []
+        for i in 0..<4000 {
+            let lon = i % 3 == 0 ? Double.random(in: 178...180, using: &random) : Double.random(in: -180...180, using: &random)
+            entries.append(("\(["ann", "bob", "cy"][i % 3]):\(i)", .point(Coordinate(lon: lon, lat: Double.random(in: -60...60, using: &random)))))
+            times.append(i % 10 == 0 ? .nan : Double(i * 1000))
+        }
+        let index = SpatialIndex(entries, times: times)
+        var points = Dictionary(uniqueKeysWithValues: zip(entries, times).map { ($0.0.id, (coordinate: $0.0.geometry.coordinates[0], time: $0.1)) })
+        // Changes after the build: moved, removed, added (with and without times).
+        var changes: [(id: String, geometry: Geometry?)] = []
+        var changeTimes: [String: Double] = [:]
+        for i in stride(from: 0, to: 4000, by: 97) {
+            let id = entries[i].id
+            if i % 2 == 0 {
+                changes.append((id, nil))
+                points.removeValue(forKey: id)
+            } else {
+                let c = Coordinate(lon: Double.random(in: -180...180, using: &random), lat: Double.random(in: -60...60, using: &random))
+                changes.append((id, .point(c)))
+                changeTimes[id] = 5_000_000
+                points[id] = (c, 5_000_000)
+            }
+        }
+        changes.append(("cy:new", .point(Coordinate(lon: 179.5, lat: 1))))
+        points["cy:new"] = (Coordinate(lon: 179.5, lat: 1), .nan)
+        index.apply(changes, times: changeTimes)
+
+        for _ in 0..<25 {
+            let minLat = Double.random(in: -70...50, using: &random), maxLat = minLat + Double.random(in: 0...60, using: &random)
+            let minLon = Double.random(in: -180...180, using: &random), maxLon = Double.random(in: -180...180, using: &random)
+            let box = BoundingBox(minLon: minLon, minLat: minLat, maxLon: maxLon, maxLat: min(maxLat, 90))
+            let (columns, rows) = (Int.random(in: 1...12, using: &random), Int.random(in: 1...12, using: &random))
+            let window: (Double, Double)? = Bool.random(using: &random) ? (Double.random(in: 0...2_000_000, using: &random), Double.random(in: 2_000_000...6_000_000, using: &random)) : nil
+            let prefix: String? = Bool.random(using: &random) ? "bob:" : nil
+            let grid = index.grid(box, columns: columns, rows: rows, from: window?.0, to: window?.1, idPrefix: prefix, pointLimit: 50)
+
+            // Brute force.
+            let crosses = box.minLon > box.maxLon
+            let width = crosses ? box.maxLon + 360 - box.minLon : box.maxLon - box.minLon
+            var expected: [Int: (count: Int, lat: Double, lon: Double)] = [:]
+            var kept: [String] = []
+            for (id, point) in points {
+                let c = point.coordinate
+                guard c.lat >= box.minLat, c.lat <= box.maxLat else { continue }
+                var dx = c.lon - box.minLon
+                if crosses, dx < 0 { dx += 360 }
+                guard dx >= 0, dx <= width else { continue }
+                if let window { guard !point.time.isNaN, point.time >= window.0, point.time <= window.1 else { continue } }
+                if let prefix, !id.hasPrefix(prefix) { continue }
+                let column = min(columns - 1, width > 0 ? Int(dx / width * Double(columns)) : 0)
+                let row = min(rows - 1, box.maxLat > box.minLat ? Int((c.lat - box.minLat) / (box.maxLat - box.minLat) * Double(rows)) : 0)
+                var cell = expected[row * columns + column] ?? (0, 0, 0)
+                cell.count += 1
+                cell.lat += c.lat
+                cell.lon += dx
+                expected[row * columns + column] = cell
+                kept.append(id)
+            }
+            #expect(grid.total == kept.count)
+            #expect(grid.cells.count == expected.count)
+            for cell in grid.cells {
+                let truth = expected[cell.row * columns + cell.column]
+                #expect(cell.count == truth?.count)
+                if let truth {
+                    var lon = box.minLon + truth.lon / Double(truth.count)
+                    if lon > 180 { lon -= 360 }
+                    #expect(abs(cell.center.lat - truth.lat / Double(truth.count)) < 1e-9 && abs(cell.center.lon - lon) < 1e-9)
+                }
+            }
+            #expect(kept.count > 50 ? grid.points.isEmpty : Set(grid.points.map(\.id)) == Set(kept))
+        }
+    }
+}

@@ -155,7 +155,7 @@ function show(view) {
   if (state.layer) state.map.removeLayer(state.layer);
   if (state.map) state.layer = L.layerGroup().addTo(state.map);
   if (view !== 'tracks' && state.live) { state.live.close(); state.live = null; }
-  ({ tracks: showTracks, places: showPlaces, review: showReview, analysis: showAnalysis })[view]().catch(report);
+  ({ tracks: showTracks, places: showPlaces, review: showReview, analysis: showAnalysis, photos: showPhotos })[view]().catch(report);
 }
 
 // Shown in the panel, and logged: an unexpected failure is a console error the tests catch.
@@ -404,17 +404,137 @@ async function decide(report, decision) {
   } catch (error) { report.error = error.message; $('review-summary').textContent = error.message; }
 }
 
+// MARK: Photos (GeoPix): location documents with image attachments
+
+async function showPhotos() {
+  const analyst = state.session.kind !== 'user';
+  const form = $('photos-filter');
+  form.hidden = !analyst;
+  if (analyst && !form.dataset.ready) {
+    form.dataset.ready = '1';
+    form.addEventListener('submit', (event) => { event.preventDefault(); state.fitted = false; loadPhotos().catch(report); });
+  }
+  await loadPhotos();
+}
+
+async function loadPhotos() {
+  const user = state.session.kind === 'user' ? '' : $('photos-user').value.trim();
+  const query = new URLSearchParams({ limit: '500' });
+  if (user) query.set('user', user);
+  const answer = await api('GET', `/api/photos?${query}`);
+  state.photos = answer.photos;
+  const source = (photo) => `/api/photos/${encodeURIComponent(photo.id)}/${encodeURIComponent(photo.attachment)}` + (user ? `?user=${encodeURIComponent(user)}` : '');
+  const describe = (photo) => `${photo.caption || photo.attachment}, ${when(photo.time)}`;
+  $('photos-summary').textContent = answer.total > answer.photos.length ? `The newest ${answer.photos.length} of ${answer.total} photos.` : `${answer.total} photos.`;
+  $('photos-list').replaceChildren(...answer.photos.map((photo) => {
+    const item = element('li', null, { 'data-id': photo.id });
+    const image = element('img', null, { src: source(photo), alt: describe(photo), loading: 'lazy' });
+    image.addEventListener('click', () => { if (state.map) state.map.setView([photo.lat, photo.lon], 16); });
+    item.appendChild(image);
+    item.appendChild(element('span', describe(photo)));
+    return item;
+  }));
+  if (!state.layer) return;
+  state.layer.clearLayers();
+  const group = typeof L.markerClusterGroup === 'function' ? L.markerClusterGroup() : L.layerGroup();
+  state.photoGroup = group;
+  state.photoMarkers = [];
+  for (const photo of answer.photos) {
+    const m = marker([photo.lat, photo.lon], '▣', 'photo', describe(photo));
+    m.bindPopup(() => {
+      const node = element('div', null, { class: 'photo-popup' });
+      node.appendChild(element('img', null, { src: source(photo), alt: describe(photo) }));
+      node.appendChild(element('div', describe(photo)));
+      return node;
+    }, { minWidth: 200 });
+    state.photoMarkers.push(m);
+    group.addLayer(m);
+  }
+  group.addTo(state.layer);
+  fit(answer.photos.map((photo) => [photo.lat, photo.lon]));
+}
+
 // MARK: All locations (admins and analysts)
+
+// The map of everyone's locations: the server counts them on a grid over what the map shows
+// (so a million locations cost a few kilobytes per view); points themselves when few.
+let gridRequest = 0;
+async function drawLocationGrid() {
+  if (!state.map || state.view !== 'analysis') return;
+  const map = state.map, bounds = map.getBounds(), size = map.getSize();
+  let west = bounds.getWest(), east = bounds.getEast();
+  if (east - west >= 360) { west = -180; east = 180; } else {
+    west = ((west + 540) % 360) - 180;
+    east = ((east + 540) % 360) - 180;
+  }
+  const south = Math.max(-90, bounds.getSouth()), north = Math.min(90, bounds.getNorth());
+  const columns = Math.max(1, Math.min(200, Math.round(size.x / 64))), rows = Math.max(1, Math.min(200, Math.round(size.y / 64)));
+  const query = analysisQuery();
+  query.set('bbox', [west, south, east, north].map((v) => v.toFixed(6)).join(','));
+  query.set('columns', columns);
+  query.set('rows', rows);
+  query.set('points', '500');
+  const ticket = ++gridRequest;
+  const grid = await api('GET', `/api/analysis/map?${query}`);
+  if (ticket !== gridRequest || state.view !== 'analysis') return;
+  state.grid = grid;
+  state.layer.clearLayers();
+  $('analysis-count').textContent = `${grid.total.toLocaleString()} locations in view.`;
+  const heat = $('analysis-heat').checked;
+  const width = (east >= west ? east - west : east + 360 - west) / columns, height = (north - south) / rows;
+  const largest = grid.cells.reduce((n, cell) => Math.max(n, cell[2]), 1);
+  if (grid.points.length && !heat) {
+    for (const [lat, lon, id, time] of grid.points) {
+      L.circleMarker([lat, lon], { radius: 5, color: '#1f6feb', weight: 1, fillOpacity: 0.8 })
+        .bindTooltip(() => element('span', `${id}${time ? ` — ${when(time)}` : ''}`)).addTo(state.layer);
+    }
+  } else {
+    for (const [row, column, count, lat, lon] of grid.cells) {
+      if (heat) {
+        const south0 = south + row * height, west0 = west + column * width;
+        const strength = Math.log(1 + count) / Math.log(1 + largest);
+        L.rectangle([[south0, west0], [south0 + height, west0 + width]], { stroke: false, fillColor: '#d9480f', fillOpacity: 0.1 + 0.7 * strength })
+          .bindTooltip(`${count}`).addTo(state.layer);
+      } else {
+        const px = Math.round(24 + 10 * Math.log10(count));
+        const icon = L.divIcon({ className: 'cluster', html: '', iconSize: [px, px] });
+        const m = L.marker([lat, lon], { icon, title: `${count} locations`, keyboard: true });
+        m.on('add', () => { const node = m.getElement(); if (node) node.textContent = count >= 10000 ? `${Math.round(count / 1000)}k` : String(count); });
+        m.on('click', () => map.setView([lat, lon], Math.min(map.getZoom() + 2, 18)));
+        m.addTo(state.layer);
+      }
+    }
+  }
+  if (!state.fitted && grid.cells.length) {
+    state.fitted = true;
+    const centers = grid.cells.map((cell) => [cell[3], cell[4]]);
+    if (centers.length > 1) map.fitBounds(centers, { padding: [40, 40], maxZoom: 14 }); else map.setView(centers[0], 12);
+  }
+}
+
+function analysisQuery() {
+  const query = new URLSearchParams();
+  const user = $('analysis-user').value.trim();
+  if (user) query.set('user', user);
+  const from = msFrom($('analysis-from')), to = msFrom($('analysis-to'));
+  if (from) query.set('from', from);
+  if (to) query.set('to', to);
+  return query;
+}
 
 async function showAnalysis() {
   const form = $('analysis-filter');
+  if (state.map && !state.map.ltGridListener) {
+    state.map.ltGridListener = true;
+    state.map.on('moveend', () => { drawLocationGrid().catch(report); });
+    $('analysis-heat').addEventListener('change', () => { drawLocationGrid().catch(report); });
+  }
+  if (state.map) state.map.setView([20, 0], 2);
   const update = () => {
-    const query = new URLSearchParams();
+    state.fitted = false;
+    drawLocationGrid().catch(report);
+    const query = analysisQuery();
     const user = $('analysis-user').value.trim();
-    if (user) query.set('user', user);
-    const from = msFrom($('analysis-from')), to = msFrom($('analysis-to'));
-    if (from) query.set('from', from);
-    if (to) query.set('to', to);
     for (const format of ['geojson', 'gpx', 'csv']) {
       query.set('format', format);
       $(`export-${format}`).href = `/api/analysis/locations?${query}`;

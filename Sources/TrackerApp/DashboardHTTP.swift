@@ -21,27 +21,40 @@ public struct DashboardOptions: Sendable {
 /// user's own locations (a page and a live stream), and place editing for admins.
 extension TrackerHTTP {
     /// Answers `/dashboard/...`; nil for other paths.
-    func dashboardFile(_ path: [String]) -> Response? {
+    func dashboardFile(_ path: [String], acceptsGzip: Bool) -> Response? {
         guard path.first == "dashboard" else { return nil }
         if path.count >= 3, path[1] == "vendor" {
-            // Leaflet from the system (Debian's packages), only the files the page uses.
+            // Leaflet from the system (Debian's packages), only the files the page uses; their
+            // gzipped copies when the package has them and the browser takes them.
             let name = path[2...].joined(separator: "/")
-            let allowed = ["leaflet.js", "leaflet.css", "leaflet.markercluster.js", "MarkerCluster.css", "MarkerCluster.Default.css",
+            let allowed = ["leaflet.js", "leaflet.min.js", "leaflet.css", "leaflet.markercluster.js", "leaflet.markercluster.min.js",
+                           "MarkerCluster.css", "MarkerCluster.Default.css",
                            "images/marker-icon.png", "images/marker-icon-2x.png", "images/marker-shadow.png", "images/layers.png", "images/layers-2x.png"]
-            guard allowed.contains(name), let data = FileManager.default.contents(atPath: dashboard.leafletDirectory + "/" + name) else {
+            let file = dashboard.leafletDirectory + "/" + name
+            guard allowed.contains(name) else { return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound) }
+            if acceptsGzip, let zipped = FileManager.default.contents(atPath: file + ".gz") {
+                var response = TrackerHTTP.file(Array(zipped), name: name, cache: true)
+                response.headers[.contentEncoding] = "gzip"
+                response.headers[.vary] = "Accept-Encoding"
+                return response
+            }
+            guard let data = FileManager.default.contents(atPath: file) else {
                 return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
             }
             return TrackerHTTP.file(Array(data), name: name, cache: true)
         }
         if path.count == 2, path[1] == "config.json" {
-            let local = FileManager.default.fileExists(atPath: dashboard.leafletDirectory + "/leaflet.js")
-            let cluster = FileManager.default.fileExists(atPath: dashboard.leafletDirectory + "/leaflet.markercluster.js")
+            func vendor(_ names: [String]) -> String? {
+                names.first { FileManager.default.fileExists(atPath: dashboard.leafletDirectory + "/" + $0) }.map { "vendor/" + $0 }
+            }
+            let leaflet = vendor(["leaflet.min.js", "leaflet.js"])
+            let cluster = vendor(["leaflet.markercluster.min.js", "leaflet.markercluster.js"])
             return TrackerHTTP.reply([
                 "tiles": .string(dashboard.tileURL), "attribution": .string(dashboard.tileAttribution),
-                "leaflet": local ? "vendor/leaflet.js" : "https://unpkg.com/leaflet@1.9.4/dist/leaflet.js",
-                "leaflet_css": local ? "vendor/leaflet.css" : "https://unpkg.com/leaflet@1.9.4/dist/leaflet.css",
-                "markercluster": cluster ? "vendor/leaflet.markercluster.js" : "https://unpkg.com/leaflet.markercluster@1.5.3/dist/leaflet.markercluster.js",
-                "markercluster_css": .array((cluster ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"]
+                "leaflet": .string(leaflet ?? "https://unpkg.com/leaflet@1.9.4/dist/leaflet.js"),
+                "leaflet_css": leaflet != nil ? "vendor/leaflet.css" : "https://unpkg.com/leaflet@1.9.4/dist/leaflet.css",
+                "markercluster": .string(cluster ?? "https://unpkg.com/leaflet.markercluster@1.5.3/dist/leaflet.markercluster.js"),
+                "markercluster_css": .array((cluster != nil ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"]
                     : ["https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.css",
                        "https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.Default.css"]).map(JSON.string)),
                 "place_radius": .double(4023.35),

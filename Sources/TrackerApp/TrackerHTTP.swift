@@ -51,7 +51,8 @@ public struct TrackerHTTP: Sendable {
                     response.headers[.location] = "/dashboard/"
                     return response
                 }
-                return dashboardFile(path) ?? TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
+                let gzip = request.headers[.acceptEncoding]?.contains("gzip") ?? false
+                return dashboardFile(path, acceptsGzip: gzip) ?? TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
             case (.post, "api", "session") where path.count == 2:
                 return try await signIn(request, context)
             case (.get, "api", "session") where path.count == 2:

@@ -118,7 +118,9 @@ async function enter(session) {
     item.addEventListener('click', () => show(item.dataset.view));
   }
   await setUpMap();
-  show(session.kind === 'user' ? 'tracks' : session.kind === 'admin' ? 'places' : 'analysis');
+  // A view named in the address (#tracks, #places, #review, #analysis, #photos), if allowed.
+  const named = document.querySelector(`#views button[data-view="${window.location.hash.slice(1)}"]`);
+  show(named && !named.hidden ? named.dataset.view : session.kind === 'user' ? 'tracks' : session.kind === 'admin' ? 'places' : 'analysis');
 }
 
 async function setUpMap() {
@@ -147,6 +149,7 @@ async function setUpMap() {
 
 function show(view) {
   state.view = view;
+  if (window.location.hash !== `#${view}`) history.replaceState(null, '', `#${view}`);
   state.fitted = false;
   for (const item of document.querySelectorAll('#views button')) {
     if (item.dataset.view === view) item.setAttribute('aria-current', 'page'); else item.removeAttribute('aria-current');

@@ -224,6 +224,30 @@ def main():
         check(shown[0] == 50 and shown[1] > 0 and shown[2] == 50, f"all 50 places in view, drawn as {shown[1]} markers and clusters holding {shown[2]}")
         browser.screenshot(os.path.join(options.artifacts, "places.png"))
 
+        # Places edited by the admin in the page: added with the form, renamed, deleted; a GeoJSON file imported.
+        browser.evaluate("""(() => { document.getElementById('place-name').value = 'Test Café';
+            document.getElementById('place-lat').value = '37.5'; document.getElementById('place-lon').value = '-122.25';
+            document.getElementById('place-form').requestSubmit(); })()""")
+        browser.wait("window.lt.places.length === 51 && window.lt.places.some(p => p.name === 'Test Café')", what="the added place")
+        browser.evaluate("document.querySelector('#places-list li button[aria-label=\"Edit Test Café\"]').click()")
+        browser.evaluate("document.getElementById('place-name').value = 'Test Café (renamed)'; document.getElementById('place-form').requestSubmit()")
+        browser.wait("window.lt.places.some(p => p.name === 'Test Café (renamed)') && window.lt.places.length === 51", what="the renamed place")
+        browser.evaluate("document.querySelector('#places-list li button[aria-label=\"Delete Test Café (renamed)\"]').click()")
+        browser.wait("window.lt.places.length === 50 && !window.lt.places.some(p => p.name.startsWith('Test Café'))", what="the deleted place")
+        check(True, "the admin adds, renames and deletes a place in the page")
+        upload = os.path.join(tempfile.mkdtemp(prefix="lt-upload-"), "art.geojson")
+        with open(upload, "w") as out:
+            json.dump({"type": "FeatureCollection", "features": [
+                {"type": "Feature", "properties": {"name": f"Sculpture {i}"}, "geometry": {"type": "Point", "coordinates": [-122.4 + i * 0.01, 37.7]}}
+                for i in range(3)]}, out)
+        document = browser.call("DOM.getDocument")["root"]["nodeId"]
+        node = browser.call("DOM.querySelector", nodeId=document, selector="#place-import")["nodeId"]
+        browser.call("DOM.setFileInputFiles", files=[upload], nodeId=node)
+        browser.wait("window.lt.places.length === 53 && document.getElementById('place-error').textContent === '3 places imported.'", what="the imported places")
+        check(True, "a GeoJSON file of 3 places imported in the page")
+        _, release = request("GET", f"{server.app}/api/places/version")
+        check(release["dataVersion"] >= 7, f"each change bumped the places release (now {release['dataVersion']})")
+
         # The correction: on a map with both positions and the distance; approved; the place moves.
         browser.evaluate("document.querySelector('#views [data-view=review]').click()")
         browser.wait("document.querySelectorAll('#review-list li').length === 1", what="one correction to review")

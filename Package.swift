@@ -104,6 +104,7 @@ let package = Package(
             name: "TrackerApp",
             dependencies: [
                 "CouchJSON", "CouchEngine", "CouchServer", "Geo",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -1,6 +1,10 @@
+import AsyncHTTPClient
 import CouchJSON
 import CouchServer
+import Foundation
 import HTTPTypes
+import NIOCore
+import NIOHTTP1
 
 /// The database the application runs on, spoken to only through CouchDB's HTTP API: the server
 /// in this process (`InProcessCouch`) now, Apache CouchDB over HTTP in cluster mode. The
@@ -43,5 +47,74 @@ public struct InProcessCouch: CouchClient {
     public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
         guard let user = await api.verify(name: name, password: password) else { return nil }
         return (user.name ?? name, user.roles)
+    }
+}
+
+/// Apache CouchDB over HTTP (cluster mode), as the server admin named in its URL
+/// (`http://admin:secret@couchdb.example:5984`). The application runs on it unchanged.
+public struct HTTPCouch: CouchClient {
+    /// `scheme://host:port`, without credentials.
+    public let baseURL: String
+    /// `host:port` as devices reach the cluster (what a login hands out).
+    public let host: String
+    public let scheme: String
+    let authorization: String
+    let http: HTTPClient
+
+    /// The client cluster-mode requests share.
+    static let sharedClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
+        configuration.timeout.connect = .seconds(10)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
+    /// A URL with admin credentials.
+    public init(url: String, http: HTTPClient? = nil) throws {
+        guard let components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme),
+              let hostname = components.host, let user = components.user, let password = components.password else {
+            throw TrackerService.Failure(400, "bad_request", "The CouchDB URL must look like http://ADMIN:PASSWORD@host:5984")
+        }
+        let port = components.port ?? (scheme == "https" ? 443 : 80)
+        self.scheme = scheme
+        host = "\(hostname):\(port)"
+        baseURL = "\(scheme)://\(host)"
+        let name = user.removingPercentEncoding ?? user, secret = password.removingPercentEncoding ?? password
+        authorization = "Basic " + Data("\(name):\(secret)".utf8).base64EncodedString()
+        self.http = http ?? HTTPCouch.sharedClient
+    }
+
+    public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
+        try await send(method, path, query: query, body: body, authorization: authorization)
+    }
+
+    /// Who a name and password are, as the cluster's `GET /_session` says with them.
+    public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
+        let reply = try await send(.get, "/_session", query: [:], body: nil,
+                                   authorization: "Basic " + Data("\(name):\(password)".utf8).base64EncodedString())
+        guard reply.ok, let user = reply.json["userCtx"]?["name"]?.stringValue else { return nil }
+        return (user, (reply.json["userCtx"]?["roles"]?.arrayValue ?? []).compactMap(\.stringValue))
+    }
+
+    func send(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?, authorization: String) async throws -> CouchReply {
+        var url = baseURL + path
+        if !query.isEmpty {
+            // Every reserved character escaped, `+` too (CouchDB reads it as a space).
+            let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
+            url += "?" + query.sorted { $0.key < $1.key }.map { key, value in
+                "\(key.addingPercentEncoding(withAllowedCharacters: allowed) ?? key)=\(value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)"
+            }.joined(separator: "&")
+        }
+        var request = HTTPClientRequest(url: url)
+        request.method = HTTPMethod(rawValue: method.rawValue)
+        request.headers.add(name: "Authorization", value: authorization)
+        request.headers.add(name: "Accept", value: "application/json")
+        if let body {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: body.bytes))
+        }
+        let response = try await http.execute(request, timeout: .seconds(120))
+        let bytes = try await response.body.collect(upTo: 512 << 20)
+        return CouchReply(status: Int(response.status.code), body: Array(buffer: bytes))
     }
 }

@@ -63,12 +63,15 @@ extension TrackerService {
         if let user = query["user"], !user.isEmpty {
             try TrackerService.validate(username: user)
             try await requireRegistered(user)
+            if separateGeo {
+                throw Failure(501, "not_implemented", "In cluster mode the map counts everyone's locations; one user's come as an export (/api/analysis/locations?user=)")
+            }
             db = locationDatabase(for: user)
             if mode == .singleDatabase { forwarded["prefix"] = OwnerNamespace(owner: user).prefix }
         } else if mode == .singleDatabase {
             db = TrackerService.sharedLocationsDB
         }
-        return try await couch.request(.get, "/\(db)/_design/points/_geo_grid/pointidx", query: forwarded, body: nil)
+        return try await geo.request(.get, "/\(db)/_design/points/_geo_grid/pointidx", query: forwarded, body: nil)
     }
 
     /// Location documents with image attachments (GeoPix's photos): one user's (`user`) or

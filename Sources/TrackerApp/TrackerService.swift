@@ -54,6 +54,14 @@ public final class TrackerService: Sendable {
     ]
 
     let couch: any CouchClient
+    /// Where geo queries go (`_geo`, `_geo_grid`): the same database in embedded mode; in
+    /// cluster mode this server's own mirrors of `lt_places` and `lt_locations_all`, since
+    /// CouchDB has no geo index.
+    let geo: any CouchClient
+    /// Whether geo queries go elsewhere than the database (cluster mode).
+    let separateGeo: Bool
+    /// Where devices replicate when that is not this server (cluster mode): `host:port`, scheme.
+    let databaseLocation: (host: String, scheme: String)?
     public let mode: Mode
     let passwordIterations: Int
     let throttle = LoginThrottle()
@@ -62,11 +70,16 @@ public final class TrackerService: Sendable {
     /// - Parameters:
     ///   - passwordIterations: PBKDF2-SHA256 iterations for users' passwords.
     ///   - mode: a database per user (default) or one shared database.
+    ///   - geo: where geo queries go, when not to `couch` (cluster mode: this server's mirrors).
+    ///   - databaseLocation: the database devices replicate with, when not this server.
     public init(
-        couch: any CouchClient, mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations,
-        logger: Logger = Logger(label: "lt.app")
+        couch: any CouchClient, geo: (any CouchClient)? = nil, databaseLocation: (host: String, scheme: String)? = nil,
+        mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations, logger: Logger = Logger(label: "lt.app")
     ) {
+        self.databaseLocation = databaseLocation
         self.couch = couch
+        self.geo = geo ?? couch
+        separateGeo = geo != nil
         self.mode = mode
         self.passwordIterations = passwordIterations
         self.logger = logger
@@ -238,7 +251,7 @@ public final class TrackerService: Sendable {
         return [
             "ok": true, "api_key": .string(key), "api_password": .string(secret),
             "location_db_name": .string(locationDatabase(for: username)),
-            "location_db_host": .string(host), "location_db_host_protocol": "http",
+            "location_db_host": .string(databaseLocation?.host ?? host), "location_db_host_protocol": .string(databaseLocation?.scheme ?? "http"),
         ]
     }
 
@@ -407,7 +420,7 @@ public final class TrackerService: Sendable {
 
     /// `GET /api/places?...`: the geo query on `lt_places`, answered as CouchDB answers it.
     public func places(query: [String: String]) async throws -> CouchReply {
-        try await couch.request(.get, "/\(TrackerService.placesDB)/_design/points/_geo/pointidx", query: query, body: nil)
+        try await geo.request(.get, "/\(TrackerService.placesDB)/_design/points/_geo/pointidx", query: query, body: nil)
     }
 }
 

@@ -21,8 +21,8 @@ public struct OfflinePlaces: Sendable {
 
     public var count: Int { places.count }
 
-    /// Ids of the places indexed.
-    public var ids: Set<String> { Set(places.keys) }
+    /// Whether the place with this id is indexed.
+    public func contains(_ id: String) -> Bool { places[id] != nil }
 
     /// Places within `radius` metres of `center`, nearest first, at most `limit`.
     public func near(_ center: Coordinate, radius: Double = OfflinePlaces.defaultRadius, limit: Int = 100) -> [(place: PlaceDoc, distance: Double)] {

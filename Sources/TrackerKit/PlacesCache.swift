@@ -85,8 +85,7 @@ public actor PlacesCache {
     /// Places shown online are kept too (as the original app did), so they stay visible offline.
     public func remember(_ places: [PlaceDoc]) async throws {
         try await store.remember(places)
-        let known = Set(places.compactMap(\.id))
-        if !known.isSubset(of: index.ids) { index = OfflinePlaces(try await store.allPlaces()) }
+        if places.contains(where: { $0.id.map { !index.contains($0) } ?? false }) { index = OfflinePlaces(try await store.allPlaces()) }
     }
 
     /// Places within `queryRadius` of `position` from the device's copy, nearest first, and

@@ -6,6 +6,7 @@ import Foundation
 import Hummingbird
 import JavaScript
 import Logging
+import Replication
 import ServiceLifecycle
 import TrackerApp
 
@@ -13,7 +14,7 @@ import TrackerApp
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_TILES, LT_TILE_ATTRIBUTION). The dashboard is at /dashboard/ on the application port.")
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION). The dashboard is at /dashboard/ on the application port.")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -47,6 +48,12 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "Where users' locations live: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, where each user sees only their own documents). (LT_MODE, default db-per-user)")
     var mode: String?
+
+    @Option(help: "Cluster mode: keep the application's data in this Apache CouchDB 3 cluster, given with admin credentials (http://ADMIN:PASSWORD@host:5984). Devices replicate with it directly; this server registers users, consolidates and answers geo queries from its own mirrors of lt_places and lt_locations_all. (LT_COUCHDB_URL)")
+    var couchdb: String?
+
+    @Flag(name: .customLong("database-only"), help: "Serve only the CouchDB-compatible database API (no application, no consolidation): a stand-in for a CouchDB node.")
+    var databaseOnly = false
 
     @Option(help: "Map tiles of the dashboard: a Leaflet URL template, or none (no tiles, e.g. offline). (LT_TILES, default OpenStreetMap's)")
     var tiles: String?
@@ -137,15 +144,44 @@ struct Serve: AsyncParsableCommand {
                 Serve.announce("database API", host: host, port: port)
             },
             logger: logger)
-        let service = TrackerService(couch: InProcessCouch(api: api), mode: appMode, passwordIterations: options.pbkdf2Iterations, logger: logger)
-        try await service.prepare(places: try Serve.samplePlaces())
-        logger.info("mode \(appMode.rawValue): locations in \(appMode == .singleDatabase ? TrackerService.sharedLocationsDB : "lt_locations_user_<name>")")
+        if databaseOnly {
+            let group = ServiceGroup(configuration: .init(services: [dbApp], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            try await group.run()
+            return
+        }
+        // Cluster mode: the application's data lives in CouchDB; this server mirrors what it
+        // needs geo indexes for (CouchDB has none) and answers geo queries from the mirrors.
+        let clusterURL = value(couchdb, "LT_COUCHDB_URL")
+        let cluster = try clusterURL.map { url -> HTTPCouch in
+            do { return try HTTPCouch(url: url) } catch let failure as TrackerService.Failure {
+                throw ValidationError(failure.body["reason"]?.stringValue ?? "bad CouchDB URL")
+            }
+        }
+        if cluster != nil, appMode == .singleDatabase {
+            throw ValidationError("--mode single-db does not run in cluster mode yet: the shared database's ownership proxy works on the embedded engine only")
+        }
+        let local = InProcessCouch(api: api)
+        let couch: any CouchClient = cluster ?? local
+        let service = TrackerService(couch: couch, geo: cluster == nil ? nil : local, databaseLocation: cluster.map { ($0.host, $0.scheme) },
+                                     mode: appMode, passwordIterations: options.pbkdf2Iterations, logger: logger)
+        do {
+            try await service.prepare(places: try Serve.samplePlaces())
+        } catch let failure as TrackerService.Failure {
+            throw ValidationError("cannot prepare the application's databases\(cluster.map { " on \($0.baseURL)" } ?? ""): \(failure.body.text)")
+        } catch where cluster != nil {
+            throw ValidationError("cannot reach CouchDB at \(cluster!.baseURL): \(error)")
+        }
+        let mirrors = Task {
+            if let clusterURL { await Serve.mirror([TrackerService.placesDB, TrackerService.allLocationsDB], from: clusterURL, into: store, logger: logger) }
+        }
+        defer { mirrors.cancel() }
+        logger.info("mode \(appMode.rawValue): locations in \(appMode == .singleDatabase ? TrackerService.sharedLocationsDB : "lt_locations_user_<name>")\(cluster.map { " on \($0.baseURL)" } ?? "")")
         // Every user's locations flow into lt_locations_all (a single shared database needs no consolidation).
         var dashboard = DashboardOptions()
         if let tiles = value(tiles, "LT_TILES") { dashboard.tileURL = tiles }
         if let attribution = value(tileAttribution, "LT_TILE_ATTRIBUTION") { dashboard.tileAttribution = attribution }
         let consolidation = Task {
-            if appMode == .databasePerUser { await Consolidator(couch: InProcessCouch(api: api), logger: logger).run() }
+            if appMode == .databasePerUser { await Consolidator(couch: couch, logger: logger).run() }
         }
         defer { consolidation.cancel() }
         let appApp = Application(
@@ -158,6 +194,34 @@ struct Serve: AsyncParsableCommand {
         let group = ServiceGroup(configuration: .init(
             services: [dbApp, appApp], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
+    }
+
+    /// Keeps local copies of cluster databases (continuous pull replications, checkpointed, so
+    /// a restart resumes), for the geo indexes CouchDB lacks; restarts a replication that stops.
+    static func mirror(_ names: [String], from clusterURL: String, into store: DatabaseStore, logger: Logger) async {
+        guard let components = URLComponents(string: clusterURL), let scheme = components.scheme, let host = components.host else { return }
+        let base = "\(scheme)://\(host):\(components.port ?? (scheme == "https" ? 443 : 80))"
+        let user = components.user?.removingPercentEncoding, password = components.password?.removingPercentEncoding
+        await withTaskGroup(of: Void.self) { group in
+            for name in names {
+                group.addTask {
+                    while !Task.isCancelled {
+                        do {
+                            if !store.exists(name) { _ = try store.create(name) }
+                            var options = ReplicationOptions()
+                            options.continuous = true
+                            options.checkpointInterval = .seconds(1)
+                            let replication = Replication(source: try RemoteEndpoint(url: "\(base)/\(name)", username: user, password: password),
+                                                          target: LocalEndpoint(store: store, name: name), options: options, logger: logger)
+                            _ = try await replication.run()
+                        } catch {
+                            logger.warning("mirror of \(name): \(error); starting again in 5 s")
+                        }
+                        try? await Task.sleep(for: .seconds(5))
+                    }
+                }
+            }
+        }
     }
 
     /// Users' private databases are many and small, each written by one device: one

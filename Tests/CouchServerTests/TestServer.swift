@@ -33,7 +33,8 @@ final class TestServer: @unchecked Sendable {
     }
 
     /// Starts a server; `ports` (database, application) reuses known ports, as a restart does.
-    init(dataDirectory: URL? = nil, ports: (database: Int, app: Int)? = nil, extraArguments: [String] = []) throws {
+    /// `databaseOnly`: `lt serve --database-only` (a CouchDB stand-in; no application port).
+    init(dataDirectory: URL? = nil, ports: (database: Int, app: Int)? = nil, databaseOnly: Bool = false, extraArguments: [String] = []) throws {
         if let dataDirectory {
             self.dataDirectory = dataDirectory
             ownsDirectory = false
@@ -43,7 +44,7 @@ final class TestServer: @unchecked Sendable {
         }
         process.executableURL = Self.binary
         process.arguments = ["serve", "--data", self.dataDirectory.path, "--db-port", "\(ports?.database ?? 0)", "--port", "\(ports?.app ?? 0)",
-                             "--admin", "\(Self.admin.0):\(Self.admin.1)", "--log-level", "warning"] + extraArguments
+                             "--admin", "\(Self.admin.0):\(Self.admin.1)", "--log-level", "warning"] + (databaseOnly ? ["--database-only"] : []) + extraArguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -51,7 +52,7 @@ final class TestServer: @unchecked Sendable {
         // Read the announced ports.
         var buffer = ""
         let deadline = Date().addingTimeInterval(30)
-        while (port == 0 || appPort == 0) && Date() < deadline {
+        while (port == 0 || (appPort == 0 && !databaseOnly)) && Date() < deadline {
             let data = output.fileHandleForReading.availableData
             if data.isEmpty { break }
             buffer += String(decoding: data, as: UTF8.self)

@@ -145,8 +145,7 @@ struct Serve: AsyncParsableCommand {
             },
             logger: logger)
         if databaseOnly {
-            let group = ServiceGroup(configuration: .init(services: [dbApp], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-            try await group.run()
+            try await ServiceGroup(configuration: Serve.groupConfiguration([dbApp], logger: logger)).run()
             return
         }
         // Cluster mode: the application's data lives in CouchDB; this server mirrors what it
@@ -171,6 +170,12 @@ struct Serve: AsyncParsableCommand {
         } catch where cluster != nil {
             throw ValidationError("cannot reach CouchDB at \(cluster!.baseURL): \(error)")
         }
+        if let clusterURL {
+            // Places are few and every device asks for them: mirrored before serving.
+            do { try await Serve.mirrorOnce(TrackerService.placesDB, from: clusterURL, into: store, logger: logger) } catch {
+                throw ValidationError("cannot copy lt_places from the cluster: \(error)")
+            }
+        }
         let mirrors = Task {
             if let clusterURL { await Serve.mirror([TrackerService.placesDB, TrackerService.allLocationsDB], from: clusterURL, into: store, logger: logger) }
         }
@@ -191,29 +196,46 @@ struct Serve: AsyncParsableCommand {
                 Serve.announce("application API", host: host, port: channel.localAddress?.port ?? appPort)
             },
             logger: logger)
-        let group = ServiceGroup(configuration: .init(
-            services: [dbApp, appApp], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
+        try await ServiceGroup(configuration: Serve.groupConfiguration([dbApp, appApp], logger: logger)).run()
+    }
+
+    /// SIGTERM and SIGINT shut down gracefully: requests in flight may finish, but long polls
+    /// and continuous feeds are cancelled after 3 s rather than kept to their timeout.
+    static func groupConfiguration(_ services: [any Service], logger: Logger) -> ServiceGroupConfiguration {
+        var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(3)
+        return configuration
+    }
+
+    /// A pull replication of a cluster database into this server's store of the same name.
+    static func mirrorReplication(_ name: String, from clusterURL: String, into store: DatabaseStore, continuous: Bool, logger: Logger) throws -> Replication {
+        guard let components = URLComponents(string: clusterURL), let scheme = components.scheme, let host = components.host else {
+            throw ValidationError("bad CouchDB URL")
+        }
+        let base = "\(scheme)://\(host):\(components.port ?? (scheme == "https" ? 443 : 80))"
+        if !store.exists(name) { _ = try store.create(name) }
+        var options = ReplicationOptions()
+        options.continuous = continuous
+        options.checkpointInterval = .seconds(1)
+        return Replication(source: try RemoteEndpoint(url: "\(base)/\(name)", username: components.user?.removingPercentEncoding,
+                                                      password: components.password?.removingPercentEncoding),
+                           target: LocalEndpoint(store: store, name: name), options: options, logger: logger)
+    }
+
+    /// Brings a mirror up to date once.
+    static func mirrorOnce(_ name: String, from clusterURL: String, into store: DatabaseStore, logger: Logger) async throws {
+        _ = try await mirrorReplication(name, from: clusterURL, into: store, continuous: false, logger: logger).run()
     }
 
     /// Keeps local copies of cluster databases (continuous pull replications, checkpointed, so
     /// a restart resumes), for the geo indexes CouchDB lacks; restarts a replication that stops.
     static func mirror(_ names: [String], from clusterURL: String, into store: DatabaseStore, logger: Logger) async {
-        guard let components = URLComponents(string: clusterURL), let scheme = components.scheme, let host = components.host else { return }
-        let base = "\(scheme)://\(host):\(components.port ?? (scheme == "https" ? 443 : 80))"
-        let user = components.user?.removingPercentEncoding, password = components.password?.removingPercentEncoding
         await withTaskGroup(of: Void.self) { group in
             for name in names {
                 group.addTask {
                     while !Task.isCancelled {
                         do {
-                            if !store.exists(name) { _ = try store.create(name) }
-                            var options = ReplicationOptions()
-                            options.continuous = true
-                            options.checkpointInterval = .seconds(1)
-                            let replication = Replication(source: try RemoteEndpoint(url: "\(base)/\(name)", username: user, password: password),
-                                                          target: LocalEndpoint(store: store, name: name), options: options, logger: logger)
-                            _ = try await replication.run()
+                            _ = try await mirrorReplication(name, from: clusterURL, into: store, continuous: true, logger: logger).run()
                         } catch {
                             logger.warning("mirror of \(name): \(error); starting again in 5 s")
                         }

@@ -33,6 +33,28 @@ final class TestServer: @unchecked Sendable {
     }
 
     /// Starts a server; `ports` (database, application) reuses known ports, as a restart does.
+    /// In cluster mode: the stand-in cluster the application keeps its data in (`port` is its).
+    private(set) var cluster: TestServer?
+
+    /// Cluster mode: a stand-in cluster (`lt serve --database-only`) and an application server
+    /// in front of it; `port` is the cluster's (devices and tests talk to it), `appPort` the
+    /// application's.
+    convenience init(cluster: Bool, extraArguments: [String] = []) throws {
+        guard cluster else {
+            try self.init(extraArguments: extraArguments)
+            return
+        }
+        let stand = try TestServer(databaseOnly: true)
+        do {
+            try self.init(extraArguments: ["--couchdb", "http://\(Self.admin.0):\(Self.admin.1)@127.0.0.1:\(stand.port)"] + extraArguments)
+        } catch {
+            stand.stop()
+            throw error
+        }
+        self.cluster = stand
+        port = stand.port
+    }
+
     /// `databaseOnly`: `lt serve --database-only` (a CouchDB stand-in; no application port).
     init(dataDirectory: URL? = nil, ports: (database: Int, app: Int)? = nil, databaseOnly: Bool = false, extraArguments: [String] = []) throws {
         if let dataDirectory {
@@ -79,6 +101,7 @@ final class TestServer: @unchecked Sendable {
             process.waitUntilExit()
         }
         if ownsDirectory { try? FileManager.default.removeItem(at: dataDirectory) }
+        cluster?.stop()
     }
 
     /// SIGKILL, no chance to flush anything.

@@ -349,10 +349,10 @@ struct TrackerAppTests {
         #expect(features.count == 52 && features.contains { $0["id"] == "statue" && $0["properties"]?["name"] == "Statue" })
     }
 
-    @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint, in both modes",
-          arguments: ["db-per-user", "single-db"])
+    @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint, in both modes, and in front of a cluster",
+          arguments: ["db-per-user", "single-db", "cluster"])
     func authorizationMatrix(mode: String) async throws {
-        let s = try TestServer(extraArguments: ["--mode", mode])
+        let s = try TestServer(cluster: mode == "cluster", extraArguments: mode == "cluster" ? [] : ["--mode", mode])
         defer { s.stop() }
         for name in ["amy", "ben"] { _ = try await s.app(.PUT, "/api/users/\(name)", json: ["password": .string("pw-\(name)")]) }
         let amy = try await login(s, "amy", "pw-amy")

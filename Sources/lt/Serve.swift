@@ -159,6 +159,16 @@ struct Serve: AsyncParsableCommand {
         if cluster != nil, appMode == .singleDatabase {
             throw ValidationError("--mode single-db does not run in cluster mode yet: the shared database's ownership proxy works on the embedded engine only")
         }
+        if let cluster {
+            // The URL's credentials must be a server admin's: the application creates databases and users.
+            let session: CouchReply
+            do { session = try await cluster.request(.get, "/_session", query: [:], body: nil) } catch {
+                throw ValidationError("cannot reach CouchDB at \(cluster.baseURL): \(error)")
+            }
+            guard session.ok, session.json["userCtx"]?["roles"]?.arrayValue?.contains("_admin") == true else {
+                throw ValidationError("CouchDB at \(cluster.baseURL) does not take the URL's credentials as a server admin's (GET /_session answered \(session.status))")
+            }
+        }
         let local = InProcessCouch(api: api)
         let couch: any CouchClient = cluster ?? local
         let service = TrackerService(couch: couch, geo: cluster == nil ? nil : local, databaseLocation: cluster.map { ($0.host, $0.scheme) },

@@ -65,7 +65,29 @@ extension TrackerHTTP {
               let data = FileManager.default.contents(atPath: url.path) else {
             return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
         }
-        return TrackerHTTP.file(Array(data), name: name, cache: false)
+        var response = TrackerHTTP.file(Array(data), name: name, cache: false)
+        if name == "index.html" {
+            response.headers[HTTPField.Name("Content-Security-Policy")!] = contentSecurityPolicy
+            response.headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+            response.headers[HTTPField.Name("Referrer-Policy")!] = "same-origin"
+        }
+        return response
+    }
+
+    /// Scripts and styles from this server (and the CDN when Leaflet is not installed), map
+    /// tiles from the tile server, requests to this server only; no framing. Leaflet positions
+    /// everything with inline style attributes, so those are allowed.
+    var contentSecurityPolicy: String {
+        let cdn = FileManager.default.fileExists(atPath: dashboard.leafletDirectory + "/leaflet.js") ? "" : " https://unpkg.com"
+        var tiles = ""
+        if let url = URL(string: dashboard.tileURL.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
+           let scheme = url.scheme, let host = url.host {
+            // `{s}.tile.example.org` (subdomains a, b, c): any subdomain of the rest.
+            let allowed = dashboard.tileURL.contains("{s}.") ? "*." + host.split(separator: ".").dropFirst().joined(separator: ".") : host
+            tiles = " \(scheme)://\(allowed)"
+        }
+        return "default-src 'self'; script-src 'self'\(cdn); style-src 'self' 'unsafe-inline'\(cdn); img-src 'self' data: blob:\(tiles); "
+            + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     }
 
     static func file(_ bytes: [UInt8], name: String, cache: Bool) -> Response {
@@ -99,7 +121,7 @@ extension TrackerHTTP {
         service.throttle.succeeded(user: name, client: context.clientAddress)
         let token = sessions.start(name: name, roles: session.roles, isTrackerUser: session.tracker)
         var response = TrackerHTTP.reply(sessionJSON(name: name, roles: session.roles, tracker: session.tracker))
-        response.headers[.setCookie] = DashboardSessions.setCookie(token)
+        response.headers[.setCookie] = DashboardSessions.setCookie(token, secure: request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https")
         return response
     }
 

@@ -71,9 +71,11 @@ final class DashboardSessions: Sendable {
         return nil
     }
 
-    /// `Set-Cookie` for a token (nil: clear it).
-    static func setCookie(_ token: String?) -> String {
-        guard let token else { return "\(cookieName)=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0" }
-        return "\(cookieName)=\(token); Path=/; HttpOnly; SameSite=Strict; Max-Age=\(12 * 3600)"
+    /// `Set-Cookie` for a token (nil: clear it); `secure` behind HTTPS (a proxy saying
+    /// `X-Forwarded-Proto: https`), so the browser never sends it in clear.
+    static func setCookie(_ token: String?, secure: Bool = false) -> String {
+        let flags = "Path=/; HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
+        guard let token else { return "\(cookieName)=; \(flags); Max-Age=0" }
+        return "\(cookieName)=\(token); \(flags); Max-Age=\(12 * 3600)"
     }
 }

@@ -35,6 +35,9 @@ struct DashboardTests {
         #expect(try await s.app(.GET, "/").text.contains("<title>LocationTracker</title>"))  // redirected to /dashboard/
         let page = try await s.app(.GET, "/dashboard/")
         #expect(page.status == 200 && page.text.contains("<title>LocationTracker</title>") && page.headers.first(name: "Content-Type")!.hasPrefix("text/html"))
+        let policy = page.headers.first(name: "Content-Security-Policy") ?? ""
+        #expect(policy.contains("default-src 'self'") && policy.contains("frame-ancestors 'none'") && policy.contains("connect-src 'self'"))
+        #expect(page.headers.first(name: "X-Frame-Options") == "DENY")
         #expect(try await s.app(.GET, "/dashboard/app.js").headers.first(name: "Content-Type")!.hasPrefix("text/javascript"))
         let config = try await s.app(.GET, "/dashboard/config.json").json
         #expect(config["tiles"] == "none" && config["place_radius"] == 4023.35)

@@ -25,6 +25,29 @@ extension TrackerService {
         return (docs, reply.json["last_seq"].map { $0.stringValue ?? $0.text } ?? since)
     }
 
+    /// A user's newest `limit` locations by write order (their database's changes feed read
+    /// backwards), oldest first by time.
+    public func newestLocations(of user: String, limit: Int) async throws -> [JSON] {
+        var found: [(time: Double, doc: JSON)] = []
+        var since: String?
+        // Deletions and design documents take places in the feed: read on until enough.
+        while found.count < limit {
+            var query = ["descending": "true", "include_docs": "true", "limit": String(limit - found.count + 16)]
+            if let since { query["since"] = since }
+            let reply = try await couch.request(.get, "/\(TrackerService.locationDB(for: user))/_changes", query: query, body: nil)
+            if reply.status == 404 { return [] }
+            try expect(reply, "read \(user)'s newest locations")
+            let rows = reply.json["results"]?.arrayValue ?? []
+            for row in rows where row["deleted"] != true {
+                guard let doc = row["doc"], !(doc["_id"]?.stringValue ?? "_").hasPrefix("_"), doc["geometry"]?["type"] == "Point" else { continue }
+                found.append((doc["created_at"]?.doubleValue ?? doc["properties"]?["timestamp"]?.doubleValue ?? 0, doc))
+            }
+            guard rows.count == Int(query["limit"]!), let last = reply.json["last_seq"] else { break }
+            since = last.stringValue ?? last.text
+        }
+        return found.prefix(limit).sorted { $0.time < $1.time }.map(\.doc)
+    }
+
     /// Creates (`id` nil) or updates a place: name and position, keeping the rest of the
     /// document; the places release is bumped so devices pull again.
     public func savePlace(id: String?, name: String, position: Coordinate) async throws -> JSON {

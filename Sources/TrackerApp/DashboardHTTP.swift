@@ -151,6 +151,11 @@ extension TrackerHTTP {
         var filter = try LocationFilter(parameters: query.filter { ["from", "to"].contains($0.key) })
         filter.user = user
         let limit = min(max(Int(query["limit"] ?? "100") ?? 100, 1), 10_000)
+        if filter.from == nil, filter.to == nil, service.mode == .databasePerUser {
+            // The newest written, from the end of the changes feed: no full read of a long history.
+            let docs = try await service.newestLocations(of: user, limit: limit)
+            return TrackerHTTP.reply(["locations": .array(docs)])
+        }
         var newest: [(doc: JSON, time: Double)] = []
         do {
             try await service.forEachLocation(filter) { page in

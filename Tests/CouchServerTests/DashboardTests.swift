@@ -71,6 +71,8 @@ struct DashboardTests {
         let window = try await s.request(.GET, "/api/me/locations?from=1700000060000&to=1700000120000&limit=1", auth: .cookie(ann),
                                          base: "http://127.0.0.1:\(s.appPort)").json["locations"]?.arrayValue ?? []
         #expect(window.map { $0["_id"]!.stringValue! } == ["fix2"])
+        let newestTwo = try await s.request(.GET, "/api/me/locations?limit=2", auth: .cookie(ann), base: "http://127.0.0.1:\(s.appPort)").json["locations"]?.arrayValue ?? []
+        #expect(newestTwo.map { $0["_id"]!.stringValue! } == ["fix3", "fix4"])
         #expect(try await s.request(.GET, "/api/me/locations", auth: .cookie(admin), base: "http://127.0.0.1:\(s.appPort)").status == 403)
         #expect(try await s.app(.GET, "/api/me/locations").status == 401)
 

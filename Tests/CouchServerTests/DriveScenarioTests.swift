@@ -106,6 +106,38 @@ struct DriveScenarioTests {
         }
     }
 
+    @Test("A drive along a GPX route keeps the route's own times; bad routes and options are clear errors")
+    func gpxRoute() async throws {
+        let server = try TestServer()
+        defer { server.stop() }
+        let directory = try TemporaryDirectory("lt-drive-gpx")
+        defer { directory.cleanup() }
+        let state = directory.url.appendingPathComponent("phone").path
+        #expect(try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(server.appPort)", "--state", state,
+                                      "--username", "gina", "--password", "pw-gina"]).status == 0)
+        // Three points two minutes apart, about 1 km apart: 241 one-second fixes.
+        let gpx = """
+            <gpx version="1.1"><trk><trkseg>
+            <trkpt lat="37.4900" lon="-122.3000"><time>2024-05-01T10:00:00Z</time></trkpt>
+            <trkpt lat="37.4990" lon="-122.3000"><time>2024-05-01T10:02:00Z</time></trkpt>
+            <trkpt lat="37.4990" lon="-122.2887"><time>2024-05-01T10:04:00Z</time></trkpt>
+            </trkseg></trk></gpx>
+            """
+        let route = directory.url.appendingPathComponent("walk.gpx")
+        try Data(gpx.utf8).write(to: route)
+        let drive = try TestServer.runLT(["device", "drive", "--state", state, "--route", route.path, "--speed", "max", "--noise", "0m", "--json"])
+        #expect(drive.status == 0)
+        let summary = try JSON.parse(Array(drive.output.utf8))
+        #expect(summary["fixes"] == 241 && summary["route_seconds"] == 240)
+        // Exact positions, 7.5–8 m a second: a fix kept every 16 s (more than 15 s, more than 15 m).
+        #expect(summary["accepted"] == 16 && summary["pending"] == 0 && summary["pushed"] == 16)
+        let bad = directory.url.appendingPathComponent("bad.gpx")
+        try Data("<gpx><trk></trk></gpx>".utf8).write(to: bad)
+        #expect(try TestServer.runLT(["device", "drive", "--state", state, "--route", bad.path]).status != 0)
+        #expect(try TestServer.runLT(["device", "drive", "--state", state, "--speed", "fast"]).status != 0)
+        #expect(try TestServer.runLT(["device", "drive", "--state", state, "--offline", "15m-10m"]).status != 0)
+    }
+
     static func traceLines(_ url: URL) throws -> [JSON] {
         guard let data = try? Data(contentsOf: url) else { return [] }
         // The last line may be half written while the drive runs.

@@ -15,12 +15,14 @@ import argparse
 import base64
 import http.client
 import json
+import os
 import random
-import shutil
-import subprocess
-import tempfile
+import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "Browser"))
+from ltserve import LTServer  # noqa: E402
 
 ADMIN = ("admin", "bench-admin-pw")
 
@@ -44,34 +46,20 @@ class Connection:
         return response.status, (json.loads(data) if data else None)
 
 
-def start(lt, directory, *extra):
-    process = subprocess.Popen([lt, "serve", "--data", directory, "--db-port", "0", "--port", "0", "--admin", f"{ADMIN[0]}:{ADMIN[1]}",
-                                "--log-level", "error", "--tiles", "none", *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    ports = {}
-    wanted = {"database API"} if "--database-only" in extra else {"database API", "application API"}
-    while set(ports) != wanted:
-        line = process.stdout.readline()
-        for name in wanted:
-            if name in line:
-                ports[name] = int(line.rsplit(":", 1)[1])
-    return process, ports
-
-
 def run(mode, lt, options):
-    scratch = tempfile.mkdtemp(prefix=f"lt-bench-{mode}-")
-    processes = []
+    servers = []
     try:
         if mode == "cluster":
-            cluster, cluster_ports = start(lt, f"{scratch}/cluster", "--database-only")
-            processes.append(cluster)
-            db_port = cluster_ports["database API"]
-            control, ports = start(lt, f"{scratch}/control", "--couchdb", f"http://{ADMIN[0]}:{ADMIN[1]}@127.0.0.1:{db_port}")
-            processes.append(control)
+            cluster = LTServer(lt, ADMIN, "--database-only", log_level="error")
+            servers.append(cluster)
+            db_port = cluster.db_port
+            control = LTServer(lt, ADMIN, "--couchdb", f"http://{ADMIN[0]}:{ADMIN[1]}@127.0.0.1:{db_port}", log_level="error")
+            servers.append(control)
         else:
-            control, ports = start(lt, f"{scratch}/server")
-            processes.append(control)
-            db_port = ports["database API"]
-        app = Connection(ports["application API"])
+            control = LTServer(lt, ADMIN, log_level="error")
+            servers.append(control)
+            db_port = control.db_port
+        app = Connection(control.app_port)
         keys = []
         begin = time.time()
         for i in range(options.users):
@@ -148,10 +136,8 @@ def run(mode, lt, options):
         return {"registration_ms": registration, "writes_per_s": achieved, "written": len(written), "missing": missing,
                 "p50": pick(0.5), "p99": pick(0.99), "max": (lags[-1] * 1000 if lags else float("nan"))}
     finally:
-        for process in reversed(processes):
-            process.terminate()
-            process.wait(timeout=60)
-        shutil.rmtree(scratch, ignore_errors=True)
+        for server in reversed(servers):
+            server.stop()
 
 
 def main():

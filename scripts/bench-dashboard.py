@@ -18,15 +18,13 @@ import json
 import math
 import os
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "Browser"))
 from cdp import Browser  # noqa: E402
+from ltserve import LTServer  # noqa: E402
 
 ADMIN = ("admin", "bench-admin-pw")
 AUTH = "Basic " + base64.b64encode(f"{ADMIN[0]}:{ADMIN[1]}".encode()).decode()
@@ -67,18 +65,8 @@ def main():
     parser.add_argument("--lt", required=True)
     parser.add_argument("--locations", type=int, default=1_000_000)
     options = parser.parse_args()
-    directory = tempfile.mkdtemp(prefix="lt-bench-dashboard-")
-    server = subprocess.Popen([options.lt, "serve", "--data", directory, "--db-port", "0", "--port", "0", "--admin", f"{ADMIN[0]}:{ADMIN[1]}",
-                               "--log-level", "error", "--tiles", "none", "--durability", "normal"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    db = app = None
-    while db is None or app is None:
-        line = server.stdout.readline()
-        port = int(line.rsplit(":", 1)[1])
-        if "database API" in line:
-            db = f"http://127.0.0.1:{port}"
-        if "application API" in line:
-            app = f"http://127.0.0.1:{port}"
+    server = LTServer(options.lt, ADMIN, "--durability", "normal", log_level="error")
+    db, app = server.db, server.app
     browser = None
     try:
         print(f"bench-dashboard: {options.locations:,} locations in lt_locations_all")
@@ -105,7 +93,6 @@ def main():
         print(f"map request over the world (baseline), median    {timings[10] * 1000:12.1f} ms   ({len(body):,} bytes)")
 
         browser = Browser()
-        transferred = {}
         browser.call("Network.setCacheDisabled", cacheDisabled=True)
         browser.navigate(f"{app}/dashboard/")
         browser.evaluate(f"fetch('/api/session', {{method: 'POST', headers: {{'Content-Type': 'application/json'}}, body: JSON.stringify({{username: '{ADMIN[0]}', password: '{ADMIN[1]}'}})}}).then(r => r.status)")
@@ -142,9 +129,7 @@ def main():
     finally:
         if browser:
             browser.close()
-        server.terminate()
-        server.wait(timeout=60)
-        shutil.rmtree(directory, ignore_errors=True)
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -200,10 +200,7 @@ extension Database {
     public func geoQuery(
         _ index: GeoIndexDefinition, _ request: GeoRequest
     ) async throws -> (hits: [(hit: GeoHit, doc: JSONObject?)], more: Bool, update: GeoIndexUpdate) {
-        // A loaded index that has seen the latest commit needs no look at the changes feed.
-        let current = geoCache.withLock { $0[index.table].map { $0.seq >= notifier.latest } } ?? false
-        let update = request.stale || current ? GeoIndexUpdate() : try await updateGeoIndex(index)
-        let spatial = try await loadedGeoIndex(index)
+        let (spatial, update) = try await currentGeoIndex(index, stale: request.stale)
         let (hits, more) = spatial.search(request.search)
         guard request.includeDocs else { return (hits.map { ($0, nil) }, more, update) }
         let docs = try await pool.read { db in
@@ -219,9 +216,16 @@ extension Database {
     /// bringing the index up to date unless `stale`; see `SpatialIndex.grid`.
     public func geoGrid(_ index: GeoIndexDefinition, _ box: BoundingBox, columns: Int, rows: Int, from: Double?, to: Double?,
                         idPrefix: String?, pointLimit: Int, stale: Bool = false) async throws -> GeoGrid {
+        try await currentGeoIndex(index, stale: stale).index
+            .grid(box, columns: columns, rows: rows, from: from, to: to, idPrefix: idPrefix, pointLimit: pointLimit)
+    }
+
+    /// The loaded index, first brought up to date unless `stale`. A loaded index that has seen
+    /// the latest commit needs no look at the changes feed.
+    func currentGeoIndex(_ index: GeoIndexDefinition, stale: Bool) async throws -> (index: SpatialIndex, update: GeoIndexUpdate) {
         let current = geoCache.withLock { $0[index.table].map { $0.seq >= notifier.latest } } ?? false
-        if !stale && !current { try await updateGeoIndex(index) }
-        return try await loadedGeoIndex(index).grid(box, columns: columns, rows: rows, from: from, to: to, idPrefix: idPrefix, pointLimit: pointLimit)
+        let update = stale || current ? GeoIndexUpdate() : try await updateGeoIndex(index)
+        return (try await loadedGeoIndex(index), update)
     }
 
     /// Documents in a geo index and its size on disk (`_geo_info`).

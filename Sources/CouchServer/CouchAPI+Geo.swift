@@ -165,11 +165,8 @@ extension CouchAPI {
         guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
         let query = request.query
-        let parts = (query["bbox"] ?? "-180,-90,180,90").split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
-        guard parts.count == 4, parts.allSatisfy(\.isFinite), (-180...180).contains(parts[0]), (-180...180).contains(parts[2]),
-              (-90...90).contains(parts[1]), (-90...90).contains(parts[3]), parts[1] <= parts[3] else {
-            throw EngineError.badRequest("bbox must be minLon,minLat,maxLon,maxLat in degrees (minLat ≤ maxLat; minLon > maxLon crosses the antimeridian)")
-        }
+        let box: BoundingBox
+        do { box = try BoundingBox(parameter: query["bbox"] ?? "-180,-90,180,90") } catch let error as GeometryError { throw EngineError.badRequest(error.reason) }
         func integer(_ name: String, _ fallback: Int, _ range: ClosedRange<Int>) throws -> Int {
             guard let text = query[name] else { return fallback }
             guard let value = Int(text), range.contains(value) else { throw EngineError.badRequest("\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)") }
@@ -181,7 +178,7 @@ extension CouchAPI {
             return value
         }
         let columns = try integer("columns", 16, 1...200), rows = try integer("rows", 16, 1...200)
-        let grid = try await db.geoGrid(index, BoundingBox(minLon: parts[0], minLat: parts[1], maxLon: parts[2], maxLat: parts[3]),
+        let grid = try await db.geoGrid(index, box,
                                         columns: columns, rows: rows, from: try number("from"), to: try number("to"),
                                         idPrefix: query["prefix"], pointLimit: try integer("points", 0, 0...5000), stale: query["stale"] == "ok")
         var out: [UInt8] = []

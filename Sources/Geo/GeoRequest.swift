@@ -67,15 +67,7 @@ public struct GeoRequest: Sendable {
                 shapes.append(.geometry(.point(center)))
             }
         }
-        if let bbox = value("bbox") {
-            let parts = bbox.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
-            guard parts.count == 4, let w = parts[0], let s = parts[1], let e = parts[2], let n = parts[3] else {
-                throw GeometryError("`bbox` must be four numbers: minLon,minLat,maxLon,maxLat")
-            }
-            for c in [Coordinate(lon: w, lat: s), Coordinate(lon: e, lat: n)] { try c.validate() }
-            guard s <= n else { throw GeometryError("`bbox` must be minLon,minLat,maxLon,maxLat with minLat <= maxLat") }
-            shapes.append(.box(BoundingBox(minLon: w, minLat: s, maxLon: e, maxLat: n)))
-        }
+        if let bbox = value("bbox") { shapes.append(.box(try BoundingBox(parameter: bbox))) }
         if let wkt = value("g", "geometry") { shapes.append(.geometry(try WKT.parse(wkt))) }
         guard !shapes.isEmpty else { throw GeometryError("No geometry query specified.") }
         guard shapes.count == 1 else { throw GeometryError("Multiple geometry queries specified.") }

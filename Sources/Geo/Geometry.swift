@@ -152,6 +152,18 @@ public struct BoundingBox: Sendable, Equatable {
         self.maxLat = maxLat
     }
 
+    /// From a `bbox` query parameter, `minLon,minLat,maxLon,maxLat` in degrees (minLon >
+    /// maxLon crosses the antimeridian).
+    public init(parameter text: String) throws {
+        let parts = text.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+        guard parts.count == 4, let w = parts[0], let s = parts[1], let e = parts[2], let n = parts[3] else {
+            throw GeometryError("`bbox` must be four numbers: minLon,minLat,maxLon,maxLat")
+        }
+        for c in [Coordinate(lon: w, lat: s), Coordinate(lon: e, lat: n)] { try c.validate() }
+        guard s <= n else { throw GeometryError("`bbox` must be minLon,minLat,maxLon,maxLat with minLat <= maxLat") }
+        self.init(minLon: w, minLat: s, maxLon: e, maxLat: n)
+    }
+
     init?(enclosing points: [Coordinate]) {
         guard let first = points.first else { return nil }
         var box = BoundingBox(minLon: first.lon, minLat: first.lat, maxLon: first.lon, maxLat: first.lat)

@@ -269,13 +269,14 @@ public final class SpatialIndex: @unchecked Sendable {
             if total <= pointLimit { points.append((id(), c, time)) }
         }
 
+        // A time window keeps nothing of a tree without times.
         let tree = s.tree
+        let scanned = timed && tree.times.isEmpty ? 0 : tree.count
         tree.lonLat.withUnsafeBufferPointer { lonLat in
-            for i in 0..<tree.count {
+            for i in 0..<scanned {
                 let c = Coordinate(lon: lonLat[2 * i], lat: lonLat[2 * i + 1])
                 guard let index = cell(c) else { continue }
                 if timed {
-                    guard !tree.times.isEmpty else { continue }
                     let t = tree.times[i]
                     guard t >= low, t <= high else { continue }
                 }

@@ -19,7 +19,7 @@ extension TrackerService {
         try expect(reply, "follow \(user)'s locations")
         let docs = (reply.json["results"]?.arrayValue ?? []).compactMap { row -> JSON? in
             guard row["deleted"] != true, let doc = row["doc"], let id = doc["_id"]?.stringValue, !id.hasPrefix("_design/"),
-                  doc["geometry"]?["type"] == "Point" else { return nil }
+                  LocationFilter().accept(doc) != nil else { return nil }
             return doc
         }
         return (docs, reply.json["last_seq"].map { $0.stringValue ?? $0.text } ?? since)
@@ -39,8 +39,8 @@ extension TrackerService {
             try expect(reply, "read \(user)'s newest locations")
             let rows = reply.json["results"]?.arrayValue ?? []
             for row in rows where row["deleted"] != true {
-                guard let doc = row["doc"], !(doc["_id"]?.stringValue ?? "_").hasPrefix("_"), doc["geometry"]?["type"] == "Point" else { continue }
-                found.append((doc["created_at"]?.doubleValue ?? doc["properties"]?["timestamp"]?.doubleValue ?? 0, doc))
+                guard let doc = row["doc"], !(doc["_id"]?.stringValue ?? "_").hasPrefix("_"), let (_, time) = LocationFilter().accept(doc) else { continue }
+                found.append((time, doc))
             }
             guard rows.count == Int(query["limit"]!), let last = reply.json["last_seq"] else { break }
             since = last.stringValue ?? last.text
@@ -97,6 +97,18 @@ extension TrackerService {
         return try await geo.request(.get, "/\(db)/_design/points/_geo_grid/pointidx", query: forwarded, body: nil)
     }
 
+    /// A document id as its owner knows it: without the shared database's owner prefix.
+    func visibleID(_ id: String, to owner: String) -> String {
+        mode == .singleDatabase ? OwnerNamespace(owner: owner).visible(id) ?? id : id
+    }
+
+    /// A document as its owner sees it (`visibleID`).
+    func visible(_ doc: JSON, to owner: String) -> JSON {
+        guard mode == .singleDatabase, case var .object(object) = doc, let id = object["_id"]?.stringValue else { return doc }
+        object["_id"] = .string(visibleID(id, to: owner))
+        return .object(object)
+    }
+
     /// Location documents with image attachments (GeoPix's photos): one user's (`user`) or
     /// everyone's, newest first, at most `limit`. Ids as the database stores them, except that
     /// a user's own ids in the shared database come without their owner prefix (`visibleTo`).
@@ -107,7 +119,7 @@ extension TrackerService {
                 for (doc, point, time) in page {
                     guard let attachments = doc["_attachments"]?.objectValue, let id = doc["_id"]?.stringValue else { continue }
                     for (name, stub) in attachments.members where stub["content_type"]?.stringValue?.hasPrefix("image/") == true {
-                        let shown = owner.flatMap { mode == .singleDatabase ? OwnerNamespace(owner: $0).visible(id) : id } ?? id
+                        let shown = owner.map { visibleID(id, to: $0) } ?? id
                         found.append((time, [
                             "id": .string(shown), "attachment": .string(name), "content_type": stub["content_type"] ?? .null,
                             "length": stub["length"] ?? .null, "lat": .double(point.lat), "lon": .double(point.lon), "time": .double(time),

@@ -17,12 +17,61 @@ public struct DashboardOptions: Sendable {
     public init() {}
 }
 
+/// What the dashboard serves, resolved once when the server starts: its own files, where
+/// Leaflet comes from (Debian's files, else the CDN), the page's configuration and its content
+/// security policy.
+struct DashboardAssets: Sendable {
+    let pages: [String: [UInt8]]
+    let config: JSON
+    let contentSecurityPolicy: String
+    let leafletDirectory: String
+
+    init(_ options: DashboardOptions) {
+        leafletDirectory = options.leafletDirectory
+        var pages: [String: [UInt8]] = [:]
+        for name in ["index.html", "app.js", "app.css"] {
+            if let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "Dashboard"),
+               let data = FileManager.default.contents(atPath: url.path) { pages[name] = Array(data) }
+        }
+        self.pages = pages
+        func vendor(_ names: [String]) -> String? {
+            names.first { FileManager.default.fileExists(atPath: options.leafletDirectory + "/" + $0) }.map { "vendor/" + $0 }
+        }
+        let leaflet = vendor(["leaflet.min.js", "leaflet.js"])
+        let cluster = vendor(["leaflet.markercluster.min.js", "leaflet.markercluster.js"])
+        config = [
+            "tiles": .string(options.tileURL), "attribution": .string(options.tileAttribution),
+            "leaflet": .string(leaflet ?? "https://unpkg.com/leaflet@1.9.4/dist/leaflet.js"),
+            "leaflet_css": leaflet != nil ? "vendor/leaflet.css" : "https://unpkg.com/leaflet@1.9.4/dist/leaflet.css",
+            "markercluster": .string(cluster ?? "https://unpkg.com/leaflet.markercluster@1.5.3/dist/leaflet.markercluster.js"),
+            "markercluster_css": .array((cluster != nil ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"]
+                : ["https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.css",
+                   "https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.Default.css"]).map(JSON.string)),
+            "place_radius": .double(4023.35),
+        ]
+        // Scripts and styles from this server (and the CDN when Leaflet is not installed), map
+        // tiles from the tile server, requests to this server only; no framing. Leaflet
+        // positions everything with inline style attributes, so those are allowed.
+        let cdn = leaflet == nil || cluster == nil ? " https://unpkg.com" : ""
+        var tiles = ""
+        if let url = URL(string: options.tileURL.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
+           let scheme = url.scheme, let host = url.host {
+            // `{s}.tile.example.org` (subdomains a, b, c): any subdomain of the rest.
+            let allowed = options.tileURL.contains("{s}.") ? "*." + host.split(separator: ".").dropFirst().joined(separator: ".") : host
+            tiles = " \(scheme)://\(allowed)"
+        }
+        contentSecurityPolicy = "default-src 'self'; script-src 'self'\(cdn); style-src 'self' 'unsafe-inline'\(cdn); img-src 'self' data: blob:\(tiles); "
+            + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    }
+}
+
 /// The dashboard's files and its part of the API: sign-in with a session cookie, the signed-in
 /// user's own locations (a page and a live stream), and place editing for admins.
 extension TrackerHTTP {
     /// Answers `/dashboard/...`; nil for other paths.
     func dashboardFile(_ path: [String], acceptsGzip: Bool) -> Response? {
         guard path.first == "dashboard" else { return nil }
+        let missing = TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
         if path.count >= 3, path[1] == "vendor" {
             // Leaflet from the system (Debian's packages), only the files the page uses; their
             // gzipped copies when the package has them and the browser takes them.
@@ -30,64 +79,27 @@ extension TrackerHTTP {
             let allowed = ["leaflet.js", "leaflet.min.js", "leaflet.css", "leaflet.markercluster.js", "leaflet.markercluster.min.js",
                            "MarkerCluster.css", "MarkerCluster.Default.css",
                            "images/marker-icon.png", "images/marker-icon-2x.png", "images/marker-shadow.png", "images/layers.png", "images/layers-2x.png"]
-            let file = dashboard.leafletDirectory + "/" + name
-            guard allowed.contains(name) else { return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound) }
+            let file = assets.leafletDirectory + "/" + name
+            guard allowed.contains(name) else { return missing }
             if acceptsGzip, let zipped = FileManager.default.contents(atPath: file + ".gz") {
                 var response = TrackerHTTP.file(Array(zipped), name: name, cache: true)
                 response.headers[.contentEncoding] = "gzip"
                 response.headers[.vary] = "Accept-Encoding"
                 return response
             }
-            guard let data = FileManager.default.contents(atPath: file) else {
-                return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
-            }
+            guard let data = FileManager.default.contents(atPath: file) else { return missing }
             return TrackerHTTP.file(Array(data), name: name, cache: true)
         }
-        if path.count == 2, path[1] == "config.json" {
-            func vendor(_ names: [String]) -> String? {
-                names.first { FileManager.default.fileExists(atPath: dashboard.leafletDirectory + "/" + $0) }.map { "vendor/" + $0 }
-            }
-            let leaflet = vendor(["leaflet.min.js", "leaflet.js"])
-            let cluster = vendor(["leaflet.markercluster.min.js", "leaflet.markercluster.js"])
-            return TrackerHTTP.reply([
-                "tiles": .string(dashboard.tileURL), "attribution": .string(dashboard.tileAttribution),
-                "leaflet": .string(leaflet ?? "https://unpkg.com/leaflet@1.9.4/dist/leaflet.js"),
-                "leaflet_css": leaflet != nil ? "vendor/leaflet.css" : "https://unpkg.com/leaflet@1.9.4/dist/leaflet.css",
-                "markercluster": .string(cluster ?? "https://unpkg.com/leaflet.markercluster@1.5.3/dist/leaflet.markercluster.js"),
-                "markercluster_css": .array((cluster != nil ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"]
-                    : ["https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.css",
-                       "https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.Default.css"]).map(JSON.string)),
-                "place_radius": .double(4023.35),
-            ])
-        }
+        if path.count == 2, path[1] == "config.json" { return TrackerHTTP.reply(assets.config) }
         let name = path.count == 1 ? "index.html" : path[1...].joined(separator: "/")
-        guard ["index.html", "app.js", "app.css"].contains(name), let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "Dashboard"),
-              let data = FileManager.default.contents(atPath: url.path) else {
-            return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
-        }
-        var response = TrackerHTTP.file(Array(data), name: name, cache: false)
+        guard let page = assets.pages[name] else { return missing }
+        var response = TrackerHTTP.file(page, name: name, cache: false)
         if name == "index.html" {
-            response.headers[HTTPField.Name("Content-Security-Policy")!] = contentSecurityPolicy
+            response.headers[HTTPField.Name("Content-Security-Policy")!] = assets.contentSecurityPolicy
             response.headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
             response.headers[HTTPField.Name("Referrer-Policy")!] = "same-origin"
         }
         return response
-    }
-
-    /// Scripts and styles from this server (and the CDN when Leaflet is not installed), map
-    /// tiles from the tile server, requests to this server only; no framing. Leaflet positions
-    /// everything with inline style attributes, so those are allowed.
-    var contentSecurityPolicy: String {
-        let cdn = FileManager.default.fileExists(atPath: dashboard.leafletDirectory + "/leaflet.js") ? "" : " https://unpkg.com"
-        var tiles = ""
-        if let url = URL(string: dashboard.tileURL.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
-           let scheme = url.scheme, let host = url.host {
-            // `{s}.tile.example.org` (subdomains a, b, c): any subdomain of the rest.
-            let allowed = dashboard.tileURL.contains("{s}.") ? "*." + host.split(separator: ".").dropFirst().joined(separator: ".") : host
-            tiles = " \(scheme)://\(allowed)"
-        }
-        return "default-src 'self'; script-src 'self'\(cdn); style-src 'self' 'unsafe-inline'\(cdn); img-src 'self' data: blob:\(tiles); "
-            + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     }
 
     static func file(_ bytes: [UInt8], name: String, cache: Bool) -> Response {
@@ -163,15 +175,8 @@ extension TrackerHTTP {
                 if newest.count > limit * 4 { newest = Array(newest.sorted { $0.time > $1.time }.prefix(limit)) }
             }
         } catch let failure as TrackerService.Failure where failure.status == 404 {}
-        let rows = newest.sorted { $0.time > $1.time }.prefix(limit).reversed().map { TrackerHTTP.visible($0.doc, owner: user, mode: service.mode) }
+        let rows = newest.sorted { $0.time > $1.time }.prefix(limit).reversed().map { service.visible($0.doc, to: user) }
         return TrackerHTTP.reply(["locations": .array(Array(rows))])
-    }
-
-    /// A location as its owner sees it (ids without the shared database's owner prefix).
-    static func visible(_ doc: JSON, owner: String, mode: TrackerService.Mode) -> JSON {
-        guard mode == .singleDatabase, case var .object(object) = doc, let id = object["_id"]?.stringValue else { return doc }
-        object["_id"] = .string(OwnerNamespace(owner: owner).visible(id) ?? id)
-        return .object(object)
     }
 
     /// `GET /api/me/live`: the user's new locations as server-sent events, as they arrive.
@@ -187,7 +192,7 @@ extension TrackerHTTP {
                 let page = try await service.changes(of: user, since: since, timeout: 20_000)
                 since = page.lastSeq
                 for doc in page.docs {
-                    let event = "event: location\ndata: " + TrackerHTTP.visible(doc, owner: user, mode: service.mode).text + "\n\n"
+                    let event = "event: location\ndata: " + service.visible(doc, to: user).text + "\n\n"
                     try await writer.write(ByteBuffer(string: event))
                 }
                 if page.docs.isEmpty { try await writer.write(ByteBuffer(string: ": keep-alive\n\n")) }

@@ -22,12 +22,12 @@ public struct TrackerHTTP: Sendable {
     /// The database API's port, for the `location_db_host` a login returns (known once that
     /// listener is up, so asked for each time).
     let databasePort: @Sendable () -> Int
-    let dashboard: DashboardOptions
+    let assets: DashboardAssets
     let sessions = DashboardSessions()
 
     public init(service: TrackerService, dashboard: DashboardOptions = DashboardOptions(), databasePort: @escaping @Sendable () -> Int) {
         self.service = service
-        self.dashboard = dashboard
+        assets = DashboardAssets(dashboard)
         self.databasePort = databasePort
     }
 

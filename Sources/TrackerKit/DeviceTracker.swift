@@ -20,9 +20,10 @@ public actor DeviceTracker {
     /// What became of one fix.
     public struct Outcome: Sendable {
         public var decision: LocationMonitor.Decision
-        /// The saved location document's id, when the fix was kept.
-        public var id: String?
+        /// The saved location, when the fix was kept.
         public var location: LocationDoc?
+        /// The saved location document's id, when the fix was kept.
+        public var id: String? { location?.id }
         public var places: [(place: PlaceDoc, distance: Double)] = []
         public var placesSource: PlacesSource = .none
         /// False when answered from the device for a position outside its pulled region.
@@ -110,7 +111,7 @@ public actor DeviceTracker {
         counters.accepted += 1
         var location = LocationDoc(fix: fix, username: credentials.username, background: inBackground, sessionID: sessionID)
         location.id = try await store.save(location)
-        var outcome = Outcome(decision: decision, id: location.id, location: location)
+        var outcome = Outcome(decision: decision, location: location)
         if isOnline {
             await sync.request(.push)
             await refreshPlaces(near: fix.coordinate, now: fix.timestamp, checkRelease: false)
@@ -139,12 +140,7 @@ public actor DeviceTracker {
     /// this session (confirmed by a completed push, also those whose acknowledgement a failure
     /// lost) and how many are still only on the device.
     public func finish() async throws -> (pushed: Int, pending: Int) {
-        if isOnline {
-            // After any pull still running, so the push's checkpoint covers what it brought.
-            await sync.waitUntilIdle()
-            await sync.request(.push)
-            await sync.waitUntilIdle()
-        }
+        if isOnline { await sync.pushNow() }
         let pending = try await sync.pendingPush()
         return (max(0, pendingAtStart + counters.accepted - pending), pending)
     }

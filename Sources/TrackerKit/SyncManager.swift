@@ -28,12 +28,22 @@ public actor SyncManager {
     public enum Direction: String, Sendable { case push, pull }
 
     /// What the UI shows.
-    public enum Status: Sendable, Equatable {
+    public enum Status: Sendable, Equatable, CustomStringConvertible {
         case idle
         /// Changes looked at so far, and of how many (when the source says).
         case syncing(Direction, done: Int, total: Int?)
         case offline(String)
         case error(String)
+
+        /// `idle`, `syncing (push 40/120)`, `offline (why)`, `error (why)`.
+        public var description: String {
+            switch self {
+            case .idle: return "idle"
+            case let .syncing(direction, done, total): return "syncing (\(direction.rawValue) \(done)\(total.map { "/\($0)" } ?? ""))"
+            case let .offline(why): return "offline (\(why))"
+            case let .error(why): return "error (\(why))"
+            }
+        }
     }
 
     let local: LocalStore
@@ -41,8 +51,6 @@ public actor SyncManager {
     public private(set) var status: Status = .idle
     /// Replications run so far, by direction (coalesced requests are not counted twice).
     public private(set) var runs: [Direction: Int] = [:]
-    /// Documents written by the last run of each direction.
-    public private(set) var lastWritten: [Direction: Int] = [:]
     /// Documents written by every run of each direction since this manager started.
     public private(set) var written: [Direction: Int] = [:]
     private var running: [Direction: Task<Void, Never>] = [:]
@@ -75,6 +83,14 @@ public actor SyncManager {
         while let task = running.values.first {
             await task.value
         }
+    }
+
+    /// Pushes now and waits for it, after any pull that runs (so the push's checkpoint also
+    /// covers what that pull brought: nothing it wrote is counted as waiting to be pushed).
+    public func pushNow() async {
+        await waitUntilIdle()
+        request(.push)
+        await waitUntilIdle()
     }
 
     /// Starts continuous push and pull: changes go both ways as they happen, until `stopContinuous()`.
@@ -119,7 +135,6 @@ public actor SyncManager {
                 let progress = Task { await self.watch(replication, direction) }
                 defer { progress.cancel() }
                 let result = try await replication.run()
-                lastWritten[direction] = result.status.docsWritten
                 written[direction, default: 0] += result.status.docsWritten
                 if direction == .push { try await recordPushed(through: result.sourceLastSeq) }
                 setStatus(.idle)

@@ -37,6 +37,14 @@ struct Device: AsyncParsableCommand {
             try Data(JSON.object(["server": .string(server)]).bytes).write(to: settingsURL)
         }
 
+        /// The stored login; an error telling how to get one when there is none.
+        func loggedIn() throws -> Credentials {
+            guard let credentials = try self.credentials.load() else {
+                throw ValidationError("The device in \(state) is not logged in: run `lt device register` or `lt device login` first")
+            }
+            return credentials
+        }
+
         func report(_ object: JSONObject, text: String) {
             print(json ? JSON.object(object).text : text)
         }
@@ -157,9 +165,7 @@ struct Device: AsyncParsableCommand {
 
         func run() async throws {
             LT.bootstrapLogging(level: .error)
-            guard let credentials = try state.credentials.load() else {
-                throw ValidationError("The device in \(state.state) is not logged in: run `lt device register` or `lt device login` first")
-            }
+            let credentials = try state.loggedIn()
             var chosen: TrackFile.Format?
             if let format {
                 guard let known = TrackFile.Format(rawValue: format) else {
@@ -191,20 +197,16 @@ struct Device: AsyncParsableCommand {
                 locations.append(location)
             }
             let added = try await store.saveNew(locations)
-            var pushed = 0, pending = 0
             let sync = SyncManager(local: store, server: credentials.serverDatabase)
-            if !noPush {
-                await sync.request(.push)
-                await sync.waitUntilIdle()
-                pushed = await sync.written[.push] ?? 0
-            }
-            pending = try await sync.pendingPush()
+            if !noPush { await sync.pushNow() }
+            let pushed = await sync.written[.push] ?? 0
+            let pending = try await sync.pendingPush()
             let syncStatus = await sync.status
             state.report(["read": .int(points.count), "imported": .int(added), "already_there": .int(locations.count - added),
-                          "rejected": .int(rejected), "pushed": .int(pushed), "pending": .int(pending), "sync": .string(Drive.describe(syncStatus))],
+                          "rejected": .int(rejected), "pushed": .int(pushed), "pending": .int(pending), "sync": .string(syncStatus.description)],
                          text: "\(file): \(points.count) positions read, \(added) imported, \(locations.count - added) already on the device"
                             + (filter ? ", \(rejected) left out by the location filter" : "")
-                            + "; pushed \(pushed), \(pending) still only on the device" + (noPush ? "" : " (sync \(Drive.describe(syncStatus)))"))
+                            + "; pushed \(pushed), \(pending) still only on the device" + (noPush ? "" : " (sync \(syncStatus))"))
         }
     }
 
@@ -218,13 +220,11 @@ struct Device: AsyncParsableCommand {
 
         func run() async throws {
             LT.bootstrapLogging(level: .error)
-            guard let credentials = try state.credentials.load() else {
-                throw ValidationError("The device in \(state.state) is not logged in: run `lt device register` or `lt device login` first")
-            }
+            let credentials = try state.loggedIn()
             let store = try state.store()
             let json = state.json
             let sync = SyncManager(local: store, server: credentials.serverDatabase) { status in
-                if !json { FileHandle.standardError.write(Data("sync: \(Drive.describe(status))\n".utf8)) }
+                if !json { FileHandle.standardError.write(Data("sync: \(status)\n".utf8)) }
             }
             if continuous {
                 await sync.startContinuous()
@@ -238,18 +238,15 @@ struct Device: AsyncParsableCommand {
                 for await _ in interrupted {}
                 await sync.stopContinuous()
             } else {
-                // Pull first, so the push's checkpoint covers what the pull brought too.
                 await sync.request(.pull)
-                await sync.waitUntilIdle()
-                await sync.request(.push)
-                await sync.waitUntilIdle()
+                await sync.pushNow()
             }
             let written = await sync.written
             let pending = try await store.pendingPush()
             let status = await sync.status
             state.report(["pulled": .int(written[.pull] ?? 0), "pushed": .int(written[.push] ?? 0), "pending": .int(pending),
-                          "sync": .string(Drive.describe(status))],
-                         text: "pulled \(written[.pull] ?? 0), pushed \(written[.push] ?? 0); \(pending) still only on the device (sync \(Drive.describe(status)))")
+                          "sync": .string(status.description)],
+                         text: "pulled \(written[.pull] ?? 0), pushed \(written[.push] ?? 0); \(pending) still only on the device (sync \(status))")
             if case .idle = status {} else { throw ExitCode(3) }
         }
     }

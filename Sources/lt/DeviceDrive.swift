@@ -62,9 +62,7 @@ extension Device {
 
         func run() async throws {
             LT.bootstrapLogging(level: .error)
-            guard let credentials = try state.credentials.load() else {
-                throw ValidationError("The device in \(state.state) is not logged in: run `lt device register` or `lt device login` first")
-            }
+            let credentials = try state.loggedIn()
             let points = try Drive.loadRoute(route)
             var drive = SimulatedDrive(route: points)
             drive.vehicleSpeed = vehicleSpeed
@@ -128,12 +126,12 @@ extension Device {
                 "server_failures": .int(counters.serverFailures), "region_pulls": .int(await tracker.places.pulls),
                 "offline_fixes": .int(offlineFixes), "background_fixes": .int(backgroundFixes),
                 "route_seconds": .double(drive.duration), "wall_seconds": .double((clock.now - began).seconds),
-                "session_id": .string(tracker.sessionID), "sync": .string(Drive.describe(syncStatus)),
+                "session_id": .string(tracker.sessionID), "sync": .string(syncStatus.description),
             ]
             state.report(summary, text: """
                 drove \(route): \(counters.fixes) fixes in \(Drive.minutes(drive.duration)) of route time (\(String(format: "%.1f", (clock.now - began).seconds)) s)
                 kept \(counters.accepted), rejected \(counters.rejectedTotal) (\(counters.rejected.map { "\($0.value) \($0.key.rawValue)" }.sorted().joined(separator: ", ")))
-                pushed \(pushed), \(pending) still only on the device; sync \(Drive.describe(syncStatus))
+                pushed \(pushed), \(pending) still only on the device; sync \(syncStatus)
                 \(counters.placesSeen.count) places seen: \(counters.serverAnswers) answers from the server, \(counters.deviceAnswers) from the device; \(await tracker.places.pulls) region pulls
                 """)
         }
@@ -168,15 +166,6 @@ extension Device {
 
         static func minutes(_ seconds: TimeInterval) -> String {
             String(format: "%d:%02d", Int(seconds) / 60, Int(seconds) % 60)
-        }
-
-        static func describe(_ status: SyncManager.Status) -> String {
-            switch status {
-            case .idle: return "idle"
-            case let .syncing(direction, done, total): return "syncing (\(direction.rawValue) \(done)\(total.map { "/\($0)" } ?? ""))"
-            case let .offline(why): return "offline (\(why))"
-            case let .error(why): return "error (\(why))"
-            }
         }
     }
 }

@@ -15,16 +15,14 @@ import json
 import math
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser, find_chromium  # noqa: E402
+from ltserve import LTServer  # noqa: E402
 
 ADMIN = ("admin", "dash-admin-pw")
 # A 4×4 PNG (a small red square).
@@ -49,29 +47,6 @@ def haversine(a, b):
     return 2 * radius * math.asin(min(1, math.sqrt(h)))
 
 
-class Server:
-    def __init__(self, lt):
-        self.directory = tempfile.mkdtemp(prefix="lt-dashboard-")
-        self.process = subprocess.Popen(
-            [lt, "serve", "--data", self.directory, "--db-port", "0", "--port", "0", "--admin", f"{ADMIN[0]}:{ADMIN[1]}",
-             "--log-level", "warning", "--tiles", "none"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.db = self.app = None
-        while self.db is None or self.app is None:
-            line = self.process.stdout.readline()
-            if not line:
-                raise RuntimeError("lt serve did not start")
-            port = int(line.rsplit(":", 1)[1])
-            if "database API" in line:
-                self.db = f"http://127.0.0.1:{port}"
-            if "application API" in line:
-                self.app = f"http://127.0.0.1:{port}"
-
-    def stop(self):
-        self.process.terminate()
-        self.process.wait(timeout=30)
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-
 def location(i, user, lat, lon):
     t = 1_700_000_000_000 + i * 60_000
     return {"_id": f"{user}-fix-{i:03d}", "type": "Feature", "created_at": t,
@@ -88,7 +63,7 @@ def main():
         print("dashboard browser test: FAILED (no Chromium; scripts/install-deps.sh --for-tests installs it)")
         return 1
     os.makedirs(options.artifacts, exist_ok=True)
-    server = Server(options.lt)
+    server = LTServer(options.lt, ADMIN)
     browser = Browser()
     checks = []
 

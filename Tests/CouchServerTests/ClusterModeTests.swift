@@ -16,15 +16,6 @@ struct ClusterModeTests {
         return (cluster, "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(cluster.port)")
     }
 
-    static func waitFor(_ what: String, seconds: Double = 30, _ condition: () async throws -> Bool) async throws {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try await condition() { return }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        Issue.record("timed out: \(what)")
-    }
-
     @Test("Users, keys and private databases on the cluster; devices write there directly with their keys and nowhere else; consolidation into the cluster's lt_locations_all; places and the map answered from this server's mirrors; a second instance serves the same users")
     func application() async throws {
         let (cluster, url) = try Self.start()
@@ -58,13 +49,13 @@ struct ClusterModeTests {
         #expect(try await cluster.request(.GET, "/lt_locations_all", auth: ivy).status == 403)
 
         // Consolidated on the cluster; counted on the map from this server's mirror.
-        try await Self.waitFor("20 locations in the cluster's lt_locations_all") {
+        #expect(try await eventually(30) {
             (try await cluster.request(.GET, "/lt_locations_all/_all_docs?startkey=%22ivy-%22&endkey=%22ivy.%22").json["rows"]?.arrayValue?.count ?? 0) == 20
-        }
+        }, "20 locations in the cluster's lt_locations_all")
         let admin = TestServer.Auth.basic(TestServer.admin.0, TestServer.admin.1)
-        try await Self.waitFor("the map counting them") {
+        #expect(try await eventually(30) {
             try await control.app(.GET, "/api/analysis/map?bbox=-123,37,-122,38", auth: admin).json["total"] == 20
-        }
+        }, "the map counting them")
         #expect(try await control.app(.GET, "/api/analysis/map?user=ivy", auth: admin).status == 501)
 
         // Places: the original query, answered from the mirror of the cluster's lt_places, equals brute force.
@@ -75,10 +66,10 @@ struct ClusterModeTests {
         #expect(places.count == 50)
         let center = Coordinate(lon: -122.30464079, lat: 37.49453457)
         let expected = Set(places.filter { Sphere.distance(center, $0.1) <= 4023.35 }.map(\.0))
-        try await Self.waitFor("the places mirror") {
+        #expect(try await eventually(30) {
             let rows = try await control.app(.GET, "/api/places?lat=37.49453457&lon=-122.30464079&radius=4023.35&relation=contains&nearest=true&limit=200").json["rows"]?.arrayValue ?? []
             return Set(rows.compactMap { $0["id"]?.stringValue }) == expected
-        }
+        }, "the places mirror")
 
         // A second instance in front of the same cluster: the same users, keys and places.
         let second = try TestServer(extraArguments: ["--couchdb", url])
@@ -117,14 +108,14 @@ struct ClusterModeTests {
             if try await cluster.request(.PUT, "/lt_locations_user_\(user)/w-\(i)", json: doc, auth: keys[user]!).status == 201 { written += 1 }
         }
         #expect(written == 150)
-        try await Self.waitFor("150 locations in the cluster's lt_locations_all", seconds: 60) {
+        #expect(try await eventually(60) {
             (try await cluster.request(.GET, "/lt_locations_all/_all_docs?startkey=%22w-%22&endkey=%22w.%22").json["rows"]?.arrayValue?.count ?? 0) == 150
-        }
+        }, "150 locations in the cluster's lt_locations_all")
         let docs = try await cluster.request(.GET, "/lt_locations_all/_all_docs?startkey=%22w-%22&endkey=%22w.%22&include_docs=true&conflicts=true").json["rows"]?.arrayValue ?? []
         #expect(docs.allSatisfy { $0["doc"]?["_conflicts"] == nil && $0["value"]?["rev"]?.stringValue?.hasPrefix("1-") == true })
         let admin = TestServer.Auth.basic(TestServer.admin.0, TestServer.admin.1)
-        try await Self.waitFor("the map counting 150", seconds: 60) {
+        #expect(try await eventually(60) {
             try await control.app(.GET, "/api/analysis/map?bbox=9,49,11,51", auth: admin).json["total"] == 150
-        }
+        }, "the map counting 150")
     }
 }

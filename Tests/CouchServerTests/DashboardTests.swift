@@ -122,4 +122,20 @@ struct DashboardTests {
         #expect(try await s.app(.DELETE, "/api/users/ben", auth: .basic("ben", "pw-ben")).status == 200)
         #expect(try await s.request(.GET, "/api/me/locations", auth: .cookie(ben), base: adminBase).status == 401)
     }
+
+    @Test("Map tiles: OpenStreetMap's with its attribution by default, any tile server with --tiles, each allowed by the page's content security policy")
+    func tiles() async throws {
+        let osm = try TestServer()
+        defer { osm.stop() }
+        let config = try await osm.app(.GET, "/dashboard/config.json").json
+        #expect(config["tiles"] == "https://tile.openstreetmap.org/{z}/{x}/{y}.png")
+        #expect(config["attribution"]?.stringValue?.contains("OpenStreetMap") == true)
+        let policy = try await osm.app(.GET, "/dashboard/").headers.first(name: "Content-Security-Policy") ?? ""
+        #expect(policy.contains("img-src 'self' data: blob: https://tile.openstreetmap.org;"), "\(policy)")
+        let custom = try TestServer(extraArguments: ["--tiles", "https://{s}.tiles.example.org/{z}/{x}/{y}.png", "--tile-attribution", "Example"])
+        defer { custom.stop() }
+        #expect(try await custom.app(.GET, "/dashboard/config.json").json["attribution"] == "Example")
+        let customPolicy = try await custom.app(.GET, "/dashboard/").headers.first(name: "Content-Security-Policy") ?? ""
+        #expect(customPolicy.contains("https://*.tiles.example.org;"), "\(customPolicy)")
+    }
 }

@@ -221,8 +221,7 @@ struct DeviceSyncTests {
         let directory = try TemporaryDirectory("lt-device-import")
         defer { directory.cleanup() }
         let state = directory.url.appendingPathComponent("phone").path
-        #expect(try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(s.appPort)", "--state", state,
-                                      "--username", "importer", "--password", "pw-importer"]).status == 0)
+        #expect(try s.registerDevice(state: state, username: "importer") == 0)
         // A GPX track: 20 points 10 m and 10 s apart (every other one is what the filter keeps).
         var gpx = "<gpx version=\"1.1\"><trk><trkseg>"
         for i in 0..<20 {
@@ -293,24 +292,20 @@ struct DeviceSyncTests {
             let rows = try await s.request(.GET, "/lt_locations_user_cleo/_all_docs").json["rows"]?.arrayValue ?? []
             return rows.filter { !($0["id"]?.stringValue ?? "").hasPrefix("_design/") }.count
         }
-        func eventually(_ what: String, _ condition: () async throws -> Bool) async throws {
-            for _ in 0..<300 where try await !condition() { try await Task.sleep(for: .milliseconds(100)) }
-            #expect(try await condition(), "\(what) within 30 s")
-        }
         for i in 0..<300 { try await phone.save(location(i)) }
         await sync.startContinuous()
         #expect(await sync.isContinuous)
-        try await eventually("300 pushed") { try await serverCount() == 300 }
+        #expect(try await eventually(30) { try await serverCount() == 300 }, "300 pushed within 30 s")
         #expect(statuses.withLock { $0.contains { if case let .syncing(.push, done, total) = $0 { return done > 0 && total == 300 } else { return false } } })
         // Recorded later: goes by itself. Pushed by another device: arrives by itself.
         try await phone.save(location(300))
-        try await eventually("the new fix pushed") { try await serverCount() == 301 }
+        #expect(try await eventually(30) { try await serverCount() == 301 }, "the new fix pushed within 30 s")
         let tablet = try LocalStore(directory: directory.url.appendingPathComponent("tablet"))
         try await tablet.save(location(1000))
         let tabletSync = SyncManager(local: tablet, server: credentials.serverDatabase)
         await tabletSync.request(.push)
         await tabletSync.waitUntilIdle()
-        try await eventually("the tablet's fix pulled") { try await phone.recentLocations(limit: 1000).count == 302 }
+        #expect(try await eventually(30) { try await phone.recentLocations(limit: 1000).count == 302 }, "the tablet's fix pulled within 30 s")
         #expect(try await phone.pendingPush() <= 1)  // the pulled fix may wait for the next checkpoint
 
         // The server goes away: recorded meanwhile stays on the device, then goes when it is back.
@@ -318,7 +313,7 @@ struct DeviceSyncTests {
         for i in 301..<311 { try await phone.save(location(i)) }
         try await Task.sleep(for: .seconds(1))
         s = try TestServer(dataDirectory: directory.url.appendingPathComponent("server"), ports: ports)
-        try await eventually("the fixes recorded while the server was away pushed") { try await serverCount() == 312 }
+        #expect(try await eventually(30) { try await serverCount() == 312 }, "the fixes recorded while the server was away pushed within 30 s")
         await sync.stopContinuous()
         #expect(await sync.isContinuous == false)
         #expect(try await phone.pendingPush() == 0)
@@ -334,8 +329,7 @@ struct DeviceSyncTests {
         let ports = (database: s.port, app: s.appPort)
         defer { s.stop() }
         let state = directory.url.appendingPathComponent("phone").path
-        #expect(try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(ports.app)", "--state", state,
-                                      "--username", "otto", "--password", "pw-otto"]).status == 0)
+        #expect(try s.registerDevice(state: state, username: "otto") == 0)
         s.stop()
         let drive = try TestServer.runLT(["device", "drive", "--state", state, "--speed", "max", "--noise", "0m", "--json"])
         #expect(drive.status == 0)

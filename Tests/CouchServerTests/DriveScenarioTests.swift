@@ -19,14 +19,13 @@ struct DriveScenarioTests {
         defer { server.stop() }
         let state = directory.url.appendingPathComponent("phone").path
         let trace = directory.url.appendingPathComponent("trace.jsonl")
-        let registered = try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(ports.app)", "--state", state,
-                                               "--username", "driver", "--password", "pw-driver", "--json"])
-        #expect(registered.status == 0)
+        #expect(try server.registerDevice(state: state, username: "driver") == 0)
 
-        // 48.5 minutes of route time at 400x: about 7 s.
+        // 48.5 minutes of route time at 250x: about 12 s, so the server is back (and the device has
+        // pulled its region again) well before the second offline window even on a loaded machine.
         let drive = Process()
         drive.executableURL = TestServer.binary
-        drive.arguments = ["device", "drive", "--state", state, "--speed", "400x", "--offline", "10m-15m,30m-34m", "--background", "20m-26m",
+        drive.arguments = ["device", "drive", "--state", state, "--speed", "250x", "--offline", "10m-15m,30m-34m", "--background", "20m-26m",
                            "--noise", "8m", "--seed", "7", "--trace", trace.path, "--json"]
         let output = Pipe()
         drive.standardOutput = output
@@ -113,8 +112,7 @@ struct DriveScenarioTests {
         let directory = try TemporaryDirectory("lt-drive-gpx")
         defer { directory.cleanup() }
         let state = directory.url.appendingPathComponent("phone").path
-        #expect(try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(server.appPort)", "--state", state,
-                                      "--username", "gina", "--password", "pw-gina"]).status == 0)
+        #expect(try server.registerDevice(state: state, username: "gina") == 0)
         // Three points two minutes apart, about 1 km apart: 241 one-second fixes.
         let gpx = """
             <gpx version="1.1"><trk><trkseg>

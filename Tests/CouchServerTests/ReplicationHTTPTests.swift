@@ -224,15 +224,6 @@ struct ReplicationHTTPTests {
         _ = try? await running.value
     }
 
-    /// Polls until `condition` holds, up to `seconds`.
-    func eventually(_ seconds: Double = 10, _ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        return false
-    }
 
     @Test("_replicator documents run jobs, record their state, and continuous jobs survive a restart")
     func replicatorDatabase() async throws {

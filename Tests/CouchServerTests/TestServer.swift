@@ -164,6 +164,13 @@ final class TestServer: @unchecked Sendable {
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    /// `lt device register` against this server: a device in `state` for `username`, whose
+    /// password is `pw-<username>`; the command's exit status.
+    func registerDevice(state: String, username: String) throws -> Int32 {
+        try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(appPort)", "--state", state,
+                              "--username", username, "--password", "pw-\(username)"]).status
+    }
+
     static func basic(_ name: String, _ password: String) -> String {
         "Basic " + Data("\(name):\(password)".utf8).base64EncodedString()
     }

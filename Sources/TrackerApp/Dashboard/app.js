@@ -73,12 +73,13 @@ const metres = (m) => (m < 1000 ? `${m.toFixed(0)} m` : `${(m / 1000).toFixed(2)
 const when = (ms) => new Date(ms).toLocaleString();
 const msFrom = (input) => (input.value ? String(new Date(input.value).getTime()) : null);
 
-function pin(label, kind) {
+function pin(kind) {
   return L.divIcon({ className: `pin ${kind || ''}`, html: '', iconSize: [22, 22] });
 }
 
+// A pin whose label is set as text once it is on the map (never as HTML).
 function marker(position, label, kind, title) {
-  const m = L.marker(position, { icon: pin(label, kind), title: title || String(label), alt: title || String(label), keyboard: true });
+  const m = L.marker(position, { icon: pin(kind), title: title || String(label), alt: title || String(label), keyboard: true });
   m.on('add', () => { const icon = m.getElement(); if (icon) icon.textContent = label; });
   return m;
 }
@@ -369,7 +370,6 @@ async function deletePlace(place) {
 
 async function showReview() {
   const reports = (await api('GET', '/api/adjustments?status=submitted')).reports || [];
-  state.reports = reports;
   if (state.places.length === 0) state.places = await fetchPlaces();
   const names = new Map(state.places.map((place) => [place._id, place.name]));
   $('review-summary').textContent = reports.length ? `${reports.length} corrections wait for review.` : 'Nothing waits for review.';
@@ -399,12 +399,12 @@ function showReport(report) {
   fit([original, reported]);
 }
 
-async function decide(report, decision) {
+async function decide(correction, decision) {
   try {
-    await api('POST', `/api/adjustments/${encodeURIComponent(report._id)}/${decision}`);
+    await api('POST', `/api/adjustments/${encodeURIComponent(correction._id)}/${decision}`);
     await showReview();
     $('review-summary').textContent = `${decision === 'approve' ? 'Approved: the place moved' : 'Rejected'}. ` + $('review-summary').textContent;
-  } catch (error) { report.error = error.message; $('review-summary').textContent = error.message; }
+  } catch (error) { $('review-summary').textContent = error.message; }
 }
 
 // MARK: Photos (GeoPix): location documents with image attachments

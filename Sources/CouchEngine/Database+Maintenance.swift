@@ -44,8 +44,9 @@ extension Database {
     /// what was purged and the new purge sequence.
     public func purge(_ request: [(id: String, revs: [Revision])]) async throws -> (purgeSeq: Int, purged: JSONObject) {
         defer { if request.contains(where: { $0.id.hasPrefix("_design/") }) { designDocumentsChanged() } }
-        return try await writer.write { db, context in
+        let (purgeSeq, purged, gone) = try await writer.write { db, context in
             var purged = JSONObject()
+            var gone: [String] = []
             for (id, revs) in request {
                 guard var row = try DocRow.fetch(db, id: id) else {
                     purged.members.append((id, .array([])))
@@ -71,9 +72,33 @@ extension Database {
                 } else {
                     try db.execute(sql: "DELETE FROM docs WHERE id = ?", arguments: [id])
                     Database.adjustCounts(context, before: row.winnerDeleted, after: nil)
+                    try Database.removeFromIndexes(db, id: id)
+                    gone.append(id)
                 }
             }
-            return (context.purgeSeq, purged)
+            return (context.purgeSeq, purged, gone)
+        }
+        if !gone.isEmpty {
+            geoCache.withLock { cache in
+                for loaded in cache.values { loaded.index.apply(gone.map { ($0, nil) }, times: [:]) }
+            }
+        }
+        return (purgeSeq, purged)
+    }
+
+    /// A document purged down to its last revision leaves the changes feed, so the indexes,
+    /// which follow that feed, would never learn of it: its rows go now, in the purge's
+    /// transaction. (One that keeps a revision gets a new sequence and is re-indexed.)
+    static func removeFromIndexes(_ db: GRDB.Database, id: String) throws {
+        for catalog in ["geo_indexes", "view_indexes", "mango_indexes"] where try db.tableExists(catalog) {
+            for table in try String.fetchAll(db, sql: "SELECT name FROM \(catalog)") where try db.tableExists(table) {
+                let removed = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE doc_id = ?", arguments: [id]) ?? 0
+                guard removed > 0 else { continue }
+                try db.execute(sql: "DELETE FROM \(table) WHERE doc_id = ?", arguments: [id])
+                if catalog == "view_indexes" {
+                    try db.execute(sql: "UPDATE view_indexes SET rows = rows - ? WHERE name = ?", arguments: [removed, table])
+                }
+            }
         }
     }
 

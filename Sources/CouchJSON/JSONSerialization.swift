@@ -45,7 +45,10 @@ extension JSON {
             out.append(contentsOf: String(Int(d)).utf8)
             out.append(contentsOf: ".0".utf8)
         } else {
-            out.append(contentsOf: d.description.utf8)
+            // The shortest digits that read back as the same value; copied from the String's own
+            // UTF-8 storage (a geo answer writes hundreds of coordinates).
+            var text = d.description
+            text.withUTF8 { out.append(contentsOf: $0) }
         }
     }
 
@@ -86,3 +89,4 @@ extension JSON {
 extension JSON: CustomStringConvertible {
     public var description: String { text }
 }
+

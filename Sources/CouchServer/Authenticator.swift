@@ -13,13 +13,16 @@ import Hummingbird
 final class Authenticator: Sendable {
     let settings: Locked<ServerSettings>
     let store: DatabaseStore
+    /// Cluster mode: users are the cluster's `_users` documents.
+    let cluster: CouchCluster?
     let cookieLifetime: TimeInterval
-    private let verified = Locked<[String: (context: UserContext, expires: Date)]>([:])
+    private let verified = Locked<[SHA256Digest: (context: UserContext, expires: Date)]>([:])
     static let cacheLifetime: TimeInterval = 300
 
-    init(settings: Locked<ServerSettings>, store: DatabaseStore, cookieLifetime: TimeInterval = 600) {
+    init(settings: Locked<ServerSettings>, store: DatabaseStore, cluster: CouchCluster? = nil, cookieLifetime: TimeInterval = 600) {
         self.settings = settings
         self.store = store
+        self.cluster = cluster
         self.cookieLifetime = cookieLifetime
     }
 
@@ -33,10 +36,13 @@ final class Authenticator: Sendable {
         if let hash = settings.withLock({ $0.admins[name] }) {
             return Credentials(hash: hash, roles: ["_admin"])
         }
-        guard let users = try? store.open("_users"),
-              let doc = try? await users.document(id: "org.couchdb.user:\(name)"),
-              doc["derived_key"]?.stringValue != nil, doc["salt"]?.stringValue != nil
-        else { return nil }
+        let found: JSONObject?
+        if let cluster {
+            found = await cluster.user(name)
+        } else {
+            found = try? await store.open("_users").document(id: "org.couchdb.user:\(name)")
+        }
+        guard let doc = found, doc["derived_key"]?.stringValue != nil, doc["salt"]?.stringValue != nil else { return nil }
         let roles = doc["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
         return Credentials(hash: Passwords.Hash(stored: .object(doc), defaultIterations: 10, defaultPRF: "sha"), roles: roles)
     }
@@ -45,18 +51,18 @@ final class Authenticator: Sendable {
     func login(name: String, password: String) async -> UserContext? {
         guard let credentials = await credentials(for: name) else {
             // Spend comparable time on unknown names so they cannot be told apart by timing.
-            _ = Passwords.verify(password, against: Passwords.Hash(
+            _ = await Passwords.verify(password, against: Passwords.Hash(
                 derivedKey: "", salt: "00", iterations: Passwords.defaultIterations / 10, prf: "sha256"))
             return nil
         }
         var hasher = SHA256()
         hasher.update(data: Array(name.utf8) + [0] + Array(password.utf8) + [0] + Array(credentials.hash.derivedKey.utf8))
-        let cacheKey = Database.hex(hasher.finalize())
+        let cacheKey = hasher.finalize()
         let now = Date()
         if let hit = verified.withLock({ $0[cacheKey] }), hit.expires > now {
             return hit.context
         }
-        guard Passwords.verify(password, against: credentials.hash) else { return nil }
+        guard await Passwords.verify(password, against: credentials.hash) else { return nil }
         let context = UserContext(name: name, roles: credentials.roles)
         verified.withLock { cache in
             if cache.count > 10_000 { cache = cache.filter { $0.value.expires > now } }
@@ -69,8 +75,8 @@ final class Authenticator: Sendable {
     /// the anonymous user.
     func authenticate(headers: HTTPFields) async throws -> (UserContext, refreshCookie: Bool) {
         if let authorization = headers[.authorization], authorization.lowercased().hasPrefix("basic ") {
-            let encoded = authorization.dropFirst("basic ".count).trimmingCharacters(in: .whitespaces)
-            guard let data = Data(base64Encoded: encoded), let text = String(data: data, encoding: .utf8),
+            let encoded = authorization.dropFirst("basic ".count).trimmingSpaces
+            guard let data = Data(base64Encoded: String(encoded)), let text = String(data: data, encoding: .utf8),
                   let colon = text.firstIndex(of: ":") else { throw EngineError.badCredentials }
             let name = String(text[..<colon])
             let password = String(text[text.index(after: colon)...])
@@ -89,7 +95,7 @@ final class Authenticator: Sendable {
     static func cookieValue(_ headers: HTTPFields, name: String) -> String? {
         for field in headers[values: .cookie] {
             for part in field.split(separator: ";") {
-                let pair = part.trimmingCharacters(in: .whitespaces)
+                let pair = part.trimmingSpaces
                 if pair.hasPrefix(name + "=") { return String(pair.dropFirst(name.count + 1)) }
             }
         }
@@ -141,5 +147,15 @@ final class Authenticator: Sendable {
         var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while s.count % 4 != 0 { s += "=" }
         return Data(base64Encoded: s).map(Array.init)
+    }
+}
+
+extension Substring {
+    /// Without leading and trailing spaces and tabs (header values are ASCII-delimited; cheaper
+    /// than Foundation's character-set trimming on every request).
+    var trimmingSpaces: Substring {
+        let isSpace = { (c: Character) in c == " " || c == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return self[first...last]
     }
 }

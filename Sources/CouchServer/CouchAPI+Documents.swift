@@ -353,7 +353,7 @@ extension CouchAPI {
         }
         if let password = input.body.removeValue(forKey: "password") {
             guard case let .string(plain) = password else { throw EngineError.forbidden("doc.password must be a string") }
-            let hash = try Passwords.hash(plain, iterations: options.pbkdf2Iterations)
+            let hash = try await Passwords.hash(plain, iterations: options.pbkdf2Iterations)
             for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key", "password_sha"] {
                 input.body.removeValue(forKey: key)
             }

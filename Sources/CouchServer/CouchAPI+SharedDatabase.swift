@@ -8,21 +8,30 @@ import MIMEMultipart
 extension CouchAPI {
     /// The shared database `name` and the namespace `user` works in there, when they reach it
     /// as an owner: a user with an owner role who is neither a server admin nor listed in the
-    /// database's `_security` (members and admins see the database as it is stored).
-    func ownerAccess(_ name: String, _ user: UserContext) throws -> (Database, OwnerNamespace)? {
+    /// database's `_security` (members and admins see the database as it is stored). In
+    /// cluster mode the `_security` is the cluster's.
+    func ownerAccess(_ name: String, _ user: UserContext) async throws -> OwnerNamespace? {
         guard !user.isServerAdmin, let shared = options.sharedDatabases.first(where: { $0.name == name }),
               let namespace = shared.namespace(for: user) else { return nil }
-        let db = try store.open(name)
-        let security = db.security
+        let security = if let cluster = options.cluster { await cluster.security(of: name) } else { try store.open(name).security }
         if Self.listed(user, in: security["admins"]) || Self.listed(user, in: security["members"]) { return nil }
-        return (db, namespace)
+        return namespace
+    }
+
+    /// Cluster mode: whether a request from outside goes to the cluster as it is, with the
+    /// caller's own credentials: any request to a shared database by someone who is not one
+    /// of its owners (the cluster's `_security` then decides; the server's own in-process
+    /// requests read its local copy).
+    func passesThroughToCluster(_ request: APIRequest) async throws -> Bool {
+        guard options.cluster != nil, let first = request.path.first, options.sharedDatabases.contains(where: { $0.name == first }) else { return false }
+        return try await ownerAccess(first, request.user) == nil
     }
 
     /// A request of an owner to a shared database: the endpoints replicators and apps use,
     /// each rewritten into the owner's namespace, run as the server, and answered with the
     /// owner's ids. Everything else (design documents, views, `_security`, ...) is refused.
-    func ownerRequest(_ db: Database, _ namespace: OwnerNamespace, _ request: APIRequest) async throws -> APIResponse {
-        let owner = OwnerRequest(api: self, db: db.name, namespace: namespace, request: request)
+    func ownerRequest(_ db: String, _ namespace: OwnerNamespace, _ request: APIRequest) async throws -> APIResponse {
+        let owner = OwnerRequest(api: self, db: db, namespace: namespace, request: request)
         let rest = Array(request.path.dropFirst())
         switch rest.first {
         case nil:
@@ -58,7 +67,8 @@ struct OwnerRequest {
 
     // MARK: Forwarding
 
-    /// Runs the rewritten request as the server.
+    /// Runs the rewritten request as the server: in this process, or on the cluster as its
+    /// admin in cluster mode.
     func forward(
         method: HTTPRequest.Method? = nil, path: [String], query: [String: String]? = nil, body: [UInt8], json: Bool = true
     ) async throws -> APIResponse {
@@ -68,6 +78,10 @@ struct OwnerRequest {
         if json {
             headers[.contentType] = "application/json"
             headers[.accept] = "application/json"
+        }
+        if let cluster = api.options.cluster {
+            return try await cluster.send(method ?? request.method, path: [db] + path, query: query ?? request.query, headers: headers, body: body,
+                                          authorization: cluster.adminAuthorization)
         }
         var inner = APIRequest(
             method: method ?? request.method, headers: headers, path: [db] + path, query: query ?? request.query,

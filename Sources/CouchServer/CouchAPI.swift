@@ -22,6 +22,9 @@ public final class CouchAPI: Sendable {
         public var javascript: QueryServer?
         /// Databases shared by many owners, each seeing only their own documents.
         public var sharedDatabases: [SharedDatabase] = []
+        /// Cluster mode: the shared databases live in this CouchDB cluster, and users are its
+        /// `_users`; this server is the owners' way in.
+        public var cluster: CouchCluster?
         public init() {}
     }
 
@@ -36,12 +39,14 @@ public final class CouchAPI: Sendable {
     let filterResolver: FilterResolver?
     /// Geo index definitions by database, design document revision and index name.
     let geoDefinitions = Locked<[String: GeoIndexDefinition]>([:])
+    /// Cluster mode: the task following the cluster's `_users` (see `CouchCluster`).
+    let usersFollower = Locked<Task<Void, Never>?>(nil)
     static let version = "3.4.3"
 
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
         self.store = store
         self.settings = Locked(settings)
-        self.auth = Authenticator(settings: self.settings, store: store, cookieLifetime: options.sessionTimeout)
+        self.auth = Authenticator(settings: self.settings, store: store, cluster: options.cluster, cookieLifetime: options.sessionTimeout)
         self.options = options
         self.logger = logger
         let jobs = ReplicationJobs()
@@ -54,10 +59,15 @@ public final class CouchAPI: Sendable {
     /// Starts the server's background work: the `_replicator` database's jobs.
     public func startBackgroundJobs() {
         replicatorDatabase.start()
+        if let cluster = options.cluster {
+            let follower = Task { [logger] in await cluster.followUsers(logger: logger) }
+            usersFollower.withLock { $0 = follower }
+        }
     }
 
     /// Stops background work and running replications.
     public func stopBackgroundJobs() {
+        usersFollower.withLock { $0?.cancel() }
         replicatorDatabase.stop()
         jobs.cancelAll()
     }
@@ -92,7 +102,12 @@ public final class CouchAPI: Sendable {
                 var api = APIRequest(
                     method: request.method, headers: request.headers, path: PercentDecoding.path(request.uri.path),
                     query: PercentDecoding.query(request.uri.query), body: body, user: user)
-                response = try await route(&api)
+                if try await passesThroughToCluster(api), let cluster = options.cluster {
+                    response = try await cluster.send(api.method, path: api.path, query: api.query, headers: api.headers, body: api.body,
+                                                      authorization: request.headers[.authorization])
+                } else {
+                    response = try await route(&api)
+                }
                 if refresh, let name = user.name, response.headers[.setCookie] == nil, let cookie = await auth.makeCookie(for: name) {
                     response.headers[.setCookie] = auth.setCookieHeader(cookie)
                 }
@@ -142,8 +157,8 @@ public final class CouchAPI: Sendable {
             return try await serverEndpoint(first, &request)
         }
         guard DatabaseStore.isValidName(first) else { throw EngineError.illegalDatabaseName(first) }
-        if let (db, namespace) = try ownerAccess(first, request.user) {
-            return try await ownerRequest(db, namespace, request)
+        if let namespace = try await ownerAccess(first, request.user) {
+            return try await ownerRequest(first, namespace, request)
         }
         if path.count == 1 { return try await databaseEndpoint(first, &request) }
         return try await databaseSubresource(first, &request)

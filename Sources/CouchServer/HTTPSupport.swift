@@ -113,36 +113,54 @@ extension EngineError {
 enum PercentDecoding {
     /// Decodes `%XX` escapes (and `+` as space when `plusAsSpace`); invalid escapes stay as they are.
     static func decode(_ s: Substring, plusAsSpace: Bool) -> String {
-        guard s.utf8.contains(UInt8(ascii: "%")) || (plusAsSpace && s.utf8.contains(UInt8(ascii: "+"))) else { return String(s) }
+        decode(s.utf8, plusAsSpace: plusAsSpace)
+    }
+
+    /// Works on UTF-8 bytes throughout: query strings and paths are parsed on every request, and
+    /// splitting a `String` walks grapheme clusters.
+    static func decode(_ s: Substring.UTF8View, plusAsSpace: Bool) -> String {
+        let percent = UInt8(ascii: "%"), plus = UInt8(ascii: "+")
+        guard s.contains(where: { $0 == percent || (plusAsSpace && $0 == plus) }) else { return String(Substring(s)) }
+        let input = Array(s)
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(s.utf8.count)
-        var iterator = Array(s.utf8)[...]
-        while let byte = iterator.popFirst() {
-            if byte == UInt8(ascii: "%"), iterator.count >= 2,
-               let value = UInt8(String(decoding: iterator.prefix(2), as: UTF8.self), radix: 16) {
-                bytes.append(value)
-                iterator = iterator.dropFirst(2)
-            } else if plusAsSpace, byte == UInt8(ascii: "+") {
-                bytes.append(UInt8(ascii: " "))
-            } else {
-                bytes.append(byte)
+        bytes.reserveCapacity(input.count)
+        var i = 0
+        while i < input.count {
+            let byte = input[i]
+            if byte == percent, i + 2 < input.count, let high = hexValue(input[i + 1]), let low = hexValue(input[i + 2]) {
+                bytes.append(high << 4 | low)
+                i += 3
+                continue
             }
+            bytes.append(plusAsSpace && byte == plus ? UInt8(ascii: " ") : byte)
+            i += 1
         }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     static func query(_ raw: String?) -> [String: String] {
         guard let raw, !raw.isEmpty else { return [:] }
         var out: [String: String] = [:]
-        for pair in raw.split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = decode(parts[0], plusAsSpace: true)
-            out[key] = parts.count > 1 ? decode(parts[1], plusAsSpace: true) : ""
+        for pair in Substring(raw).utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+            if let equals = pair.firstIndex(of: UInt8(ascii: "=")) {
+                out[decode(pair[..<equals], plusAsSpace: true)] = decode(pair[pair.index(after: equals)...], plusAsSpace: true)
+            } else {
+                out[decode(pair, plusAsSpace: true)] = ""
+            }
         }
         return out
     }
 
     static func path(_ raw: String) -> [String] {
-        raw.split(separator: "/", omittingEmptySubsequences: true).map { decode($0, plusAsSpace: false) }
+        Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { decode($0, plusAsSpace: false) }
     }
 }

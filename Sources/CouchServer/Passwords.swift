@@ -3,6 +3,7 @@ import CouchJSON
 import Crypto
 import _CryptoExtras
 import Foundation
+import NIOPosix
 
 /// PBKDF2 password hashing as CouchDB 3.4 stores it (`pbkdf2_prf` sha256 by default, sha1 read
 /// for older documents), and constant-time comparison.
@@ -57,6 +58,23 @@ public enum Passwords {
     public static func verify(_ password: String, against hash: Hash) -> Bool {
         guard let derived = try? derive(password, salt: hash.salt, iterations: hash.iterations, prf: hash.prf) else { return false }
         return constantTimeEquals(Array(derived.utf8), Array(hash.derivedKey.lowercased().utf8))
+    }
+
+    /// `hash(_:iterations:)` on NIO's pool for blocking work, so that a PBKDF2 run (tens of
+    /// milliseconds) holds up no event loop or concurrency thread serving other requests.
+    public static func hash(_ password: String, iterations: Int = defaultIterations) async throws -> Hash {
+        try await offTheServingThreads(iterations) { try hash(password, iterations: iterations) }
+    }
+
+    /// `verify(_:against:)` on NIO's pool for blocking work (see `hash`).
+    public static func verify(_ password: String, against hash: Hash) async -> Bool {
+        (try? await offTheServingThreads(hash.iterations) { verify(password, against: hash) }) ?? false
+    }
+
+    /// Runs `work` on NIO's blocking-work pool when it costs enough to be worth the hop.
+    private static func offTheServingThreads<T: Sendable>(_ iterations: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
+        guard iterations >= 1_000 else { return try work() }
+        return try await NIOThreadPool.singleton.runIfActive(work)
     }
 
     /// Compares two byte strings without an early exit on the first difference.

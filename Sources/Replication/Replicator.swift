@@ -292,6 +292,8 @@ public final class Replication: Sendable {
                 if attempt > 0 { update { $0.state = .busy; $0.error = nil } }
                 return value
             } catch let error as ReplicationError where error.isRetryable {
+                // A request cut short by cancellation is not a peer to wait for.
+                if Task.isCancelled { throw CancellationError() }
                 attempt += 1
                 if !options.continuous, attempt > options.maxRetries { throw error }
                 update { $0.state = .offline; $0.error = error.message }

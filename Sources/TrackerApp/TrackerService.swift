@@ -132,6 +132,7 @@ public final class TrackerService: Sendable {
         let readOnly = try await couch.request(.put, "/\(all)/_design/read-only", body: TrackerService.readOnlyDesign)
         guard readOnly.ok || readOnly.status == 409 else { throw failure(readOnly, "protect \(all) from writes by its readers") }
         try await prepareCorrections()
+        if separateGeo { try await preparePurgeNotices() }
     }
 
     /// Creates a database; false when it already exists.
@@ -182,7 +183,7 @@ public final class TrackerService: Sendable {
         let existing = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         if existing.ok { throw Failure(409, "User already exists") }
         let db = locationDatabase(for: username)
-        let hash = try Passwords.hash(password, iterations: passwordIterations)
+        let hash = try await Passwords.hash(password, iterations: passwordIterations)
         // The user's database and the user document are written at the same time; the
         // database's access rules and geo index together, so they share one commit.
         async let prepared: Void = mode == .databasePerUser ? prepareUserDatabase(db, username) : ()
@@ -229,7 +230,7 @@ public final class TrackerService: Sendable {
         let user = reply.ok ? reply.json : .null
         let stored = Passwords.Hash(stored: user, defaultIterations: passwordIterations)
         // Unknown users cost a full hash too, so they cannot be told apart by timing.
-        let valid = Passwords.verify(password, against: stored) && user != .null
+        let valid = await Passwords.verify(password, against: stored) && user != .null
         guard valid else {
             throttle.failed(user: username, client: client)
             throw Failure(401, "unauthorized", "Name or password is incorrect.")
@@ -239,7 +240,7 @@ public final class TrackerService: Sendable {
         let secret = ServerSettings.randomHex(16)
         // A fast hash is enough for a random 128-bit secret (one PBKDF2 iteration, as CouchDB
         // stores it), so every request with it costs microseconds, not a PBKDF2 run.
-        let hash = try Passwords.hash(secret, iterations: 1)
+        let hash = try await Passwords.hash(secret, iterations: 1)
         var keyDoc: JSONObject = [
             "type": "user", "name": .string(key), "roles": [.string(TrackerService.ownerRole(username))],
             "password_scheme": "pbkdf2", "pbkdf2_prf": .string(hash.prf), "iterations": 1,
@@ -290,7 +291,7 @@ public final class TrackerService: Sendable {
         let user = reply.json
         if !asAdmin {
             let stored = Passwords.Hash(stored: user, defaultIterations: passwordIterations)
-            guard let password, Passwords.verify(password, against: stored) else {
+            guard let password, await Passwords.verify(password, against: stored) else {
                 throw Failure(401, "unauthorized", "Deleting a user needs that user's password or an admin")
             }
         }
@@ -331,7 +332,7 @@ public final class TrackerService: Sendable {
         var purged = 0
         _ = try await forEachPage(of: TrackerService.locationDB(for: username), size: 1000, includeDocs: false) { rows in
             let ids = rows.compactMap { $0["id"]?.stringValue }.filter { !$0.hasPrefix("_design/") }
-            purged += try await purge(ids, from: TrackerService.allLocationsDB)
+            purged += try await purgeEverywhere(ids, from: TrackerService.allLocationsDB)
         }
         return purged
     }
@@ -343,7 +344,7 @@ public final class TrackerService: Sendable {
         let namespace = OwnerNamespace(owner: username)
         var purged = 0
         _ = try await forEachPage(of: db, size: 1000, includeDocs: false, range: (namespace.prefix, namespace.upperBound)) { rows in
-            purged += try await purge(rows.compactMap { $0["id"]?.stringValue }, from: db)
+            purged += try await purgeEverywhere(rows.compactMap { $0["id"]?.stringValue }, from: db)
         }
         let locals = try await couch.request(.get, "/\(db)/_local_docs", query: [
             "startkey": JSON.string(namespace.stored("_local/")).text, "endkey": JSON.string("_local/" + namespace.upperBound).text,
@@ -355,18 +356,34 @@ public final class TrackerService: Sendable {
         return purged
     }
 
-    /// Purges every leaf revision (tombstones too) of the documents `ids` from `db`; how many were there.
-    func purge(_ ids: [String], from db: String) async throws -> Int {
+    /// Purges every leaf revision (tombstones too) of the documents `ids` from `db` on
+    /// `client` (the application's database unless given), reading their revisions 500 at a
+    /// time; how many were there.
+    func purge(_ ids: [String], from db: String, on client: (any CouchClient)? = nil) async throws -> Int {
+        let client = client ?? couch
         var request: JSONObject = [:]
-        for id in ids {
-            let doc = try await couch.request(.get, "/\(db)/\(TrackerService.encode(id))", query: ["open_revs": "all"], body: nil)
-            guard doc.ok else { continue }
-            let revs = (doc.json.arrayValue ?? []).compactMap { $0["ok"]?["_rev"] ?? $0["missing"] }
-            if !revs.isEmpty { request[id] = .array(revs) }
+        for start in stride(from: 0, to: ids.count, by: 500) {
+            let keys = ids[start..<min(start + 500, ids.count)].map(JSON.string)
+            let reply = try await client.request(.post, "/\(db)/_all_docs", query: ["include_docs": "true", "conflicts": "true", "deleted_conflicts": "true"],
+                                                 body: ["keys": .array(keys)])
+            try expect(reply, "read the revisions to purge from \(db)")
+            for row in reply.json["rows"]?.arrayValue ?? [] {
+                guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"] else { continue }
+                let others = (row["doc"]?["_conflicts"]?.arrayValue ?? []) + (row["doc"]?["_deleted_conflicts"]?.arrayValue ?? [])
+                request[id] = .array([rev] + others)
+            }
         }
         guard !request.isEmpty else { return 0 }
-        try await expect(couch.request(.post, "/\(db)/_purge", body: .object(request)), "purge locations")
+        try await expect(client.request(.post, "/\(db)/_purge", body: .object(request)), "purge locations")
         return request.count
+    }
+
+    /// Purges `ids` from `db` and, in cluster mode, records the purge in `lt_purges` so that
+    /// every instance purges them from its own copy of `db` too (purges do not replicate).
+    func purgeEverywhere(_ ids: [String], from db: String) async throws -> Int {
+        let purged = try await purge(ids, from: db)
+        if separateGeo, purged > 0 { try await recordPurge(ids, from: db) }
+        return purged
     }
 
     // MARK: OwnTracks
@@ -377,12 +394,12 @@ public final class TrackerService: Sendable {
         if name.hasPrefix("key-") {
             let reply = try await couch.request(.get, "/_users/org.couchdb.user:\(name)")
             guard reply.ok, let user = reply.json["lt_user"]?.stringValue else { return nil }
-            return Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: 1)) ? user : nil
+            return await Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: 1)) ? user : nil
         }
         guard (try? TrackerService.validate(username: name)) != nil else { return nil }
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(name)")
         guard reply.ok else { return nil }
-        return Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: passwordIterations)) ? name : nil
+        return await Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: passwordIterations)) ? name : nil
     }
 
     /// `POST /api/owntracks`: an OwnTracks app's HTTP-mode message. A `location` becomes a

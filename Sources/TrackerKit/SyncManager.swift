@@ -132,9 +132,7 @@ public actor SyncManager {
             setStatus(.syncing(direction, done: 0, total: nil))
             do {
                 let replication = try replication(direction, continuous: false)
-                let progress = Task { await self.watch(replication, direction) }
-                defer { progress.cancel() }
-                let result = try await replication.run()
+                let result = try await runWatched(replication, direction)
                 written[direction, default: 0] += result.status.docsWritten
                 if direction == .push { try await recordPushed(through: result.sourceLastSeq) }
                 setStatus(.idle)
@@ -150,10 +148,7 @@ public actor SyncManager {
         runs[direction, default: 0] += 1
         while !Task.isCancelled {
             do {
-                let replication = try replication(direction, continuous: true)
-                let progress = Task { await self.watch(replication, direction) }
-                defer { progress.cancel() }
-                let result = try await replication.run()
+                let result = try await runWatched(try replication(direction, continuous: true), direction)
                 if direction == .push { try await recordPushed(through: result.sourceLastSeq) }
             } catch {
                 failed(error)
@@ -162,13 +157,35 @@ public actor SyncManager {
         }
     }
 
+    /// Runs a replication with its progress mirrored (see `watch`). The watch subscribes
+    /// before the run starts, so no update is missed however quickly it goes, and ends when
+    /// the run does, so no late update overwrites the status its outcome sets; for a
+    /// continuous run, what it wrote that the watch had not seen is counted then.
+    private func runWatched(_ replication: Replication, _ direction: Direction) async throws -> ReplicationResult {
+        let updates = replication.statusUpdates()
+        let progress = Task { await self.watch(updates, replication, direction) }
+        func settle() async {
+            progress.cancel()
+            let counted = await progress.value
+            if replication.options.continuous { written[direction, default: 0] += max(0, replication.status.docsWritten - counted) }
+        }
+        do {
+            let result = try await replication.run()
+            await settle()
+            return result
+        } catch {
+            await settle()
+            throw error
+        }
+    }
+
     /// Mirrors a replication's progress in `status`; in continuous mode, also what it wrote and
-    /// how far pushes got.
-    private func watch(_ replication: Replication, _ direction: Direction) async {
+    /// how far pushes got. Answers how many written documents it counted.
+    private func watch(_ updates: AsyncStream<ReplicationStatus>, _ replication: Replication, _ direction: Direction) async -> Int {
         var counted = 0
-        for await update in replication.statusUpdates() {
-            // Updates can arrive after the run ended; its own outcome is what stands then.
-            guard replication.status.state != .stopped else { break }
+        for await update in updates {
+            // A replication is `stopped` before it starts; its caller ends the watch when it ends.
+            if update.state == .stopped { continue }
             if replication.options.continuous {
                 written[direction, default: 0] += update.docsWritten - counted
                 counted = update.docsWritten
@@ -186,6 +203,7 @@ public actor SyncManager {
                 break
             }
         }
+        return counted
     }
 
     private func failed(_ error: any Error) {

@@ -37,6 +37,7 @@ struct AppBench: AsyncParsableCommand {
     var writers = 16
 
     func run() async throws {
+        LT.runTasksOnEventLoops()
         LT.bootstrapLogging(level: .error)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-app-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)

@@ -32,6 +32,7 @@ struct Bench: AsyncParsableCommand {
     var durability = "full"
 
     func run() async throws {
+        LT.runTasksOnEventLoops()
         LT.bootstrapLogging(level: .warning)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -299,7 +300,7 @@ struct Bench: AsyncParsableCommand {
     func startServer(_ directory: URL) async throws -> (Task<Void, any Error>, Int) {
         guard let mode = Durability(rawValue: durability.uppercased()) else { throw ValidationError("--durability must be full or normal") }
         var settings = try ServerSettings.load(from: directory.deletingLastPathComponent())
-        settings.admins["bench"] = try Passwords.hash("bench-password")
+        settings.admins["bench"] = try await Passwords.hash("bench-password")
         var options = CouchAPI.Options()
         options.javascript = Serve.javascriptQueryServer()
         let store = try DatabaseStore(directory: directory, durability: mode, validator: DesignDocumentValidator(queryServer: options.javascript))

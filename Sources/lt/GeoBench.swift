@@ -39,6 +39,7 @@ struct GeoBench: AsyncParsableCommand {
     static let limit = 100
 
     func run() async throws {
+        LT.runTasksOnEventLoops()
         LT.bootstrapLogging(level: .warning)
         let helper = try Bench.parse(["--durability", "normal"])
         print("lt bench-geo: \(points) points in \(points / 1000) tracks of 1,000 fixes around 40 cities; query: radius \(GeoBench.radius) m, nearest first, limit \(GeoBench.limit)")

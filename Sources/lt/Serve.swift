@@ -73,6 +73,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
+        LT.runTasksOnEventLoops()
         let levelName = value(logLevel, "LT_LOG_LEVEL") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("Unknown log level \(levelName)") }
         LT.bootstrapLogging(level: level)
@@ -102,15 +103,15 @@ struct Serve: AsyncParsableCommand {
             }
             let name = String(admin[..<colon])
             let password = String(admin[admin.index(after: colon)...])
-            if let existing = settings.admins[name], Passwords.verify(password, against: existing) {
+            if let existing = settings.admins[name], await Passwords.verify(password, against: existing) {
                 // Unchanged: keep the stored hash.
             } else {
-                settings.admins[name] = try Passwords.hash(password, iterations: options.pbkdf2Iterations)
+                settings.admins[name] = try await Passwords.hash(password, iterations: options.pbkdf2Iterations)
             }
         }
         if settings.admins.isEmpty {
             let password = ServerSettings.randomHex(12)
-            settings.admins["admin"] = try Passwords.hash(password, iterations: options.pbkdf2Iterations)
+            settings.admins["admin"] = try await Passwords.hash(password, iterations: options.pbkdf2Iterations)
             FileHandle.standardError.write(Data("""
                 lt: no server admin was configured, so one was created:
                       name:     admin
@@ -126,6 +127,13 @@ struct Serve: AsyncParsableCommand {
         guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
         options.javascript = Serve.javascriptQueryServer()
         if appMode == .singleDatabase { options.sharedDatabases = [TrackerService.sharedLocations] }
+        // Cluster mode: the application's data lives in CouchDB; this server mirrors what it
+        // needs geo indexes for (CouchDB has none) and answers geo queries from the mirrors.
+        // With one shared database, it is also the owners' way into it.
+        let clusterURL = databaseOnly ? nil : value(couchdb, "LT_COUCHDB_URL")
+        if let clusterURL, appMode == .singleDatabase {
+            do { options.cluster = try CouchCluster(url: clusterURL) } catch let error as EngineError { throw ValidationError(error.reason) }
+        }
         let store = try DatabaseStore(
             directory: directory, maxOpen: maxOpen, durability: durabilityMode,
             validator: DesignDocumentValidator(queryServer: options.javascript), connections: Serve.connections, logger: logger)
@@ -148,16 +156,10 @@ struct Serve: AsyncParsableCommand {
             try await ServiceGroup(configuration: Serve.groupConfiguration([dbApp], logger: logger)).run()
             return
         }
-        // Cluster mode: the application's data lives in CouchDB; this server mirrors what it
-        // needs geo indexes for (CouchDB has none) and answers geo queries from the mirrors.
-        let clusterURL = value(couchdb, "LT_COUCHDB_URL")
         let cluster = try clusterURL.map { url -> HTTPCouch in
             do { return try HTTPCouch(url: url) } catch let failure as TrackerService.Failure {
                 throw ValidationError(failure.body["reason"]?.stringValue ?? "bad CouchDB URL")
             }
-        }
-        if cluster != nil, appMode == .singleDatabase {
-            throw ValidationError("--mode single-db does not run in cluster mode yet: the shared database's ownership proxy works on the embedded engine only")
         }
         if let cluster {
             // The URL's credentials must be a server admin's: the application creates databases and users.
@@ -171,7 +173,9 @@ struct Serve: AsyncParsableCommand {
         }
         let local = InProcessCouch(api: api)
         let couch: any CouchClient = cluster ?? local
-        let service = TrackerService(couch: couch, geo: cluster == nil ? nil : local, databaseLocation: cluster.map { ($0.host, $0.scheme) },
+        // Devices replicate with the cluster, except into a shared database: through this server.
+        let devicesReplicateWith = appMode == .singleDatabase ? nil : cluster.map { ($0.host, $0.scheme) }
+        let service = TrackerService(couch: couch, geo: cluster == nil ? nil : local, databaseLocation: devicesReplicateWith,
                                      mode: appMode, passwordIterations: options.pbkdf2Iterations, logger: logger)
         do {
             try await service.prepare(places: try Serve.samplePlaces())
@@ -186,10 +190,17 @@ struct Serve: AsyncParsableCommand {
                 throw ValidationError("cannot copy lt_places from the cluster: \(error)")
             }
         }
+        if cluster != nil, try await service.mirrorIsStale(service.analysisDatabase) {
+            logger.notice("this server's copy of \(service.analysisDatabase) was last brought up to date with the cluster's purges over \(Int(TrackerService.purgeRetention / 86400)) days ago: starting it afresh")
+            try store.delete(service.analysisDatabase)
+        }
         let mirrors = Task {
-            if let clusterURL { await Serve.mirror([TrackerService.placesDB, TrackerService.allLocationsDB], from: clusterURL, into: store, logger: logger) }
+            if let clusterURL { await Serve.mirror([TrackerService.placesDB, service.analysisDatabase], from: clusterURL, into: store, logger: logger) }
         }
         defer { mirrors.cancel() }
+        // Purges on the cluster (deleted users' locations) reach this server's copy too.
+        let purges = Task { if cluster != nil { await service.followPurges(into: service.analysisDatabase) } }
+        defer { purges.cancel() }
         logger.info("mode \(appMode.rawValue): locations in \(appMode == .singleDatabase ? TrackerService.sharedLocationsDB : "lt_locations_user_<name>")\(cluster.map { " on \($0.baseURL)" } ?? "")")
         // Every user's locations flow into lt_locations_all (a single shared database needs no consolidation).
         var dashboard = DashboardOptions()

@@ -41,5 +41,14 @@ struct GeoIndexTests {
         stale.stale = true
         #expect(try await reopened.geoQuery(index, stale).hits.map(\.hit.id) == ["a", "c"])
         #expect(try await reopened.geoIndexInfo(index).docCount == 4)  // a, b, c, far
+
+        // Purged to the last revision, a document leaves the changes feed: it must leave the
+        // index as well, the loaded one and the persisted one (a deleted user's locations).
+        let cRev = try #require(try await db.winningRevision(id: "c")?.rev)
+        _ = try await db.purge([(id: "c", revs: [cRev])])
+        #expect(try await db.geoQuery(index, request).hits.map(\.hit.id) == ["a"])
+        let again = try DatabaseStore(directory: directory.url).open("places")
+        #expect(try await again.geoQuery(index, stale).hits.map(\.hit.id) == ["a"])
+        #expect(try await again.geoIndexInfo(index).docCount == 3)
     }
 }

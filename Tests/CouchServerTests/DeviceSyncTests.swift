@@ -296,7 +296,9 @@ struct DeviceSyncTests {
         await sync.startContinuous()
         #expect(await sync.isContinuous)
         #expect(try await eventually(30) { try await serverCount() == 300 }, "300 pushed within 30 s")
-        #expect(statuses.withLock { $0.contains { if case let .syncing(.push, done, total) = $0 { return done > 0 && total == 300 } else { return false } } })
+        // Progress as n/m (how many updates a quick push shows depends on timing; one at least).
+        #expect(try await eventually(10) { statuses.withLock { $0.contains { if case let .syncing(.push, done, total?) = $0 { return done > 0 && total >= done } else { return false } } } },
+                "\(statuses.withLock { $0 })")
         // Recorded later: goes by itself. Pushed by another device: arrives by itself.
         try await phone.save(location(300))
         #expect(try await eventually(30) { try await serverCount() == 301 }, "the new fix pushed within 30 s")
@@ -306,7 +308,8 @@ struct DeviceSyncTests {
         await tabletSync.request(.push)
         await tabletSync.waitUntilIdle()
         #expect(try await eventually(30) { try await phone.recentLocations(limit: 1000).count == 302 }, "the tablet's fix pulled within 30 s")
-        #expect(try await phone.pendingPush() <= 1)  // the pulled fix may wait for the next checkpoint
+        // Pushes are recorded as the push replication reports them; the pulled fix may wait for the next checkpoint.
+        #expect(try await eventually(10) { try await phone.pendingPush() <= 1 })
 
         // The server goes away: recorded meanwhile stays on the device, then goes when it is back.
         s.kill()

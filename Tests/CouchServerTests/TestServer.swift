@@ -37,8 +37,9 @@ final class TestServer: @unchecked Sendable {
     private(set) var cluster: TestServer?
 
     /// Cluster mode: a stand-in cluster (`lt serve --database-only`) and an application server
-    /// in front of it; `port` is the cluster's (devices and tests talk to it), `appPort` the
-    /// application's.
+    /// in front of it; `appPort` is the application's, `port` where devices replicate (and
+    /// tests talk to): the cluster's, or with `--mode single-db` this server's own, the owners'
+    /// way into the shared database (other requests to it pass through to the cluster).
     convenience init(cluster: Bool, extraArguments: [String] = []) throws {
         guard cluster else {
             try self.init(extraArguments: extraArguments)
@@ -52,7 +53,7 @@ final class TestServer: @unchecked Sendable {
             throw error
         }
         self.cluster = stand
-        port = stand.port
+        if !extraArguments.contains("single-db") { port = stand.port }
     }
 
     /// `databaseOnly`: `lt serve --database-only` (a CouchDB stand-in; no application port).

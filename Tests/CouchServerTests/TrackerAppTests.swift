@@ -209,12 +209,16 @@ struct TrackerAppTests {
                                 auth: .basic(again.key, again.secret))
         for _ in 0..<100 where try await s.request(.GET, "/lt_locations_all/trip").status != 200 { try await Task.sleep(for: .milliseconds(100)) }
         #expect(try await s.request(.GET, "/lt_locations_all/trip").status == 200)
+        func mapped() async throws -> JSON? { try await s.app(.GET, "/api/analysis/map?bbox=0,1,2,3&points=10", auth: .admin).json["total"] }
+        #expect(try await eventually { try await mapped() == 1 }, "the trip on the analysts' map")
         let cli = try TestServer.runLT(["users", "delete", "eve", "--purge-locations",
                              "--app", "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.appPort)"])
         #expect(cli.status == 0 && cli.output.contains("deleted eve"), "\(cli.output)")
         let gone = try await s.request(.GET, "/lt_locations_all/trip")
         #expect(gone.status == 404 && gone.json["reason"] == "missing")  // purged: no tombstone
         #expect(try await s.request(.GET, "/lt_users/eve").status == 404)
+        // Off the map too: in cluster mode the instance's copy of lt_locations_all is purged as well.
+        #expect(try await eventually { try await mapped() == 0 }, "the purged trip leaves the analysts' map")
     }
 
     @Test("OwnTracks HTTP mode: locations are stored once in the user's database; other messages are accepted; identity is checked; embedded and in cluster mode", arguments: [false, true])
@@ -349,15 +353,16 @@ struct TrackerAppTests {
         #expect(features.count == 52 && features.contains { $0["id"] == "statue" && $0["properties"]?["name"] == "Statue" })
     }
 
-    @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint, in both modes, and in front of a cluster",
-          arguments: ["db-per-user", "single-db", "cluster"])
+    @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint, in both modes, embedded and in front of a cluster",
+          arguments: ["db-per-user", "single-db", "cluster", "cluster-single-db"])
     func authorizationMatrix(mode: String) async throws {
-        let s = try TestServer(cluster: mode == "cluster", extraArguments: mode == "cluster" ? [] : ["--mode", mode])
+        let singleDatabase = mode.hasSuffix("single-db")
+        let s = try TestServer(cluster: mode.hasPrefix("cluster"), extraArguments: singleDatabase ? ["--mode", "single-db"] : [])
         defer { s.stop() }
         for name in ["amy", "ben"] { _ = try await s.app(.PUT, "/api/users/\(name)", json: ["password": .string("pw-\(name)")]) }
         let amy = try await login(s, "amy", "pw-amy")
         let ben = try await login(s, "ben", "pw-ben")
-        _ = try await s.request(.PUT, "/_users/org.couchdb.user:ann", json: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw-ann"])
+        _ = try await (s.cluster ?? s).request(.PUT, "/_users/org.couchdb.user:ann", json: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw-ann"])
         let place = try await s.request(.GET, "/lt_places/_all_docs?limit=1").json["rows"]?[0]?["id"]?.stringValue ?? ""
         let report = try await s.app(.POST, "/api/places/\(place)/adjustments", json: ["latitude": 1, "longitude": 1], auth: .basic(amy.key, amy.secret))
         let reportID = report.json["id"]?.stringValue ?? ""
@@ -378,7 +383,7 @@ struct TrackerAppTests {
             (.DELETE, "/api/users/amy", nil, [401, 403, 403, 403, 200]),
         ]
         // The database everyone's locations are in: analysts read it, only the server writes it.
-        let all = mode == "single-db" ? "lt_locations_all_envoy" : "lt_locations_all"
+        let all = singleDatabase ? "lt_locations_all_envoy" : "lt_locations_all"
         let written = try await s.request(.PUT, "/\(all)/by-admin", json: ["x": 1])
         #expect(written.status == 201)
         let rev = written.json["rev"]?.stringValue ?? ""

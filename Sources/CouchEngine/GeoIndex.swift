@@ -214,10 +214,8 @@ extension Database {
 
     /// Counts a geo index's points on a grid over a box (for maps of many points), after
     /// bringing the index up to date unless `stale`; see `SpatialIndex.grid`.
-    public func geoGrid(_ index: GeoIndexDefinition, _ box: BoundingBox, columns: Int, rows: Int, from: Double?, to: Double?,
-                        idPrefix: String?, pointLimit: Int, stale: Bool = false) async throws -> GeoGrid {
-        try await currentGeoIndex(index, stale: stale).index
-            .grid(box, columns: columns, rows: rows, from: from, to: to, idPrefix: idPrefix, pointLimit: pointLimit)
+    public func geoGrid(_ index: GeoIndexDefinition, _ request: GeoGridRequest, stale: Bool = false) async throws -> GeoGrid {
+        request.grid(of: try await currentGeoIndex(index, stale: stale).index)
     }
 
     /// The loaded index, first brought up to date unless `stale`. A loaded index that has seen

@@ -164,49 +164,9 @@ extension CouchAPI {
         try requireMethod(request, .get)
         guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
-        let query = request.query
-        let box: BoundingBox
-        do { box = try BoundingBox(parameter: query["bbox"] ?? "-180,-90,180,90") } catch let error as GeometryError { throw EngineError.badRequest(error.reason) }
-        func integer(_ name: String, _ fallback: Int, _ range: ClosedRange<Int>) throws -> Int {
-            guard let text = query[name] else { return fallback }
-            guard let value = Int(text), range.contains(value) else { throw EngineError.badRequest("\(name) must be an integer in \(range.lowerBound)...\(range.upperBound)") }
-            return value
-        }
-        func number(_ name: String) throws -> Double? {
-            guard let text = query[name] else { return nil }
-            guard let value = Double(text), value.isFinite else { throw EngineError.badRequest("\(name) must be a number (ms since 1970)") }
-            return value
-        }
-        let columns = try integer("columns", 16, 1...200), rows = try integer("rows", 16, 1...200)
-        let grid = try await db.geoGrid(index, box,
-                                        columns: columns, rows: rows, from: try number("from"), to: try number("to"),
-                                        idPrefix: query["prefix"], pointLimit: try integer("points", 0, 0...5000), stale: query["stale"] == "ok")
-        var out: [UInt8] = []
-        out.reserveCapacity(64 + grid.cells.count * 48 + grid.points.count * 64)
-        out += #"{"total":\#(grid.total),"columns":\#(columns),"rows":\#(rows),"cells":["#.utf8
-        for (i, cell) in grid.cells.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out += "[\(cell.row),\(cell.column),\(cell.count),".utf8
-            JSON.writeDouble(cell.center.lat, to: &out)
-            out.append(UInt8(ascii: ","))
-            JSON.writeDouble(cell.center.lon, to: &out)
-            out.append(UInt8(ascii: "]"))
-        }
-        out += #"],"points":["#.utf8
-        for (i, point) in grid.points.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "["))
-            JSON.writeDouble(point.coordinate.lat, to: &out)
-            out.append(UInt8(ascii: ","))
-            JSON.writeDouble(point.coordinate.lon, to: &out)
-            out.append(UInt8(ascii: ","))
-            JSON.writeString(point.id, to: &out)
-            out.append(UInt8(ascii: ","))
-            if let time = point.time { JSON.writeDouble(time, to: &out) } else { out += "null".utf8 }
-            out.append(UInt8(ascii: "]"))
-        }
-        out += "]}\n".utf8
-        return .json(bytes: out)
+        let grid: GeoGridRequest
+        do { grid = try GeoGridRequest(parameters: request.query) } catch { throw EngineError.badRequest(error.reason) }
+        return .json(bytes: grid.json(try await db.geoGrid(index, grid, stale: request.query["stale"] == "ok")))
     }
 
     /// `POST /{db}/_geo_cleanup`: drops geo indexes no design document defines any more.

@@ -86,15 +86,30 @@ extension TrackerService {
         if let user = query["user"], !user.isEmpty {
             try TrackerService.validate(username: user)
             try await requireRegistered(user)
-            if separateGeo {
-                throw Failure(501, "not_implemented", "In cluster mode the map counts everyone's locations; one user's come as an export (/api/analysis/locations?user=)")
-            }
-            db = locationDatabase(for: user)
+            if separateGeo, mode == .databasePerUser { return try await userGrid(user, forwarded) }
+            db = mode == .singleDatabase ? TrackerService.sharedLocationsDB : locationDatabase(for: user)
             if mode == .singleDatabase { forwarded["prefix"] = OwnerNamespace(owner: user).prefix }
         } else if mode == .singleDatabase {
             db = TrackerService.sharedLocationsDB
         }
         return try await geo.request(.get, "/\(db)/_design/points/_geo_grid/pointidx", query: forwarded, body: nil)
+    }
+
+    /// One user's locations on a grid in cluster mode, where their database (on the cluster)
+    /// has no geo index and this server's copy of `lt_locations_all` does not tell whose a
+    /// location is: their documents are read page by page and counted here, as `_geo_grid` would.
+    func userGrid(_ user: String, _ query: [String: String]) async throws -> CouchReply {
+        let request: GeoGridRequest
+        do { request = try GeoGridRequest(parameters: query) } catch { throw Failure(400, "bad_request", error.reason) }
+        var entries: [(id: String, geometry: Geometry)] = []
+        var times: [Double] = []
+        try await forEachLocation(LocationFilter(user: user)) { page in
+            for (doc, point, time) in page {
+                entries.append((doc["_id"]?.stringValue ?? "", .point(point)))
+                times.append(time)
+            }
+        }
+        return CouchReply(status: 200, body: request.json(request.grid(of: SpatialIndex(entries, times: times))))
     }
 
     /// A document id as its owner knows it: without the shared database's owner prefix.

@@ -56,7 +56,14 @@ struct ClusterModeTests {
         #expect(try await eventually(30) {
             try await control.app(.GET, "/api/analysis/map?bbox=-123,37,-122,38", auth: admin).json["total"] == 20
         }, "the map counting them")
-        #expect(try await control.app(.GET, "/api/analysis/map?user=ivy", auth: admin).status == 501)
+        // One user's map: counted from their own documents on the cluster, with the same answer shape, filters and errors.
+        let ivysMap = try await control.app(.GET, "/api/analysis/map?user=ivy&bbox=-123,37,-122,38&points=100", auth: admin).json
+        #expect(ivysMap["total"] == 20 && ivysMap["points"]?.arrayValue?.count == 20 && ivysMap["columns"] == 16)
+        #expect(Set((ivysMap["points"]?.arrayValue ?? []).compactMap { $0[2]?.stringValue }) == Set((0..<20).map { "ivy-\($0)" }))
+        let window = "from=\(1_700_000_000_000 + 5 * 60_000)&to=\(1_700_000_000_000 + 9 * 60_000)"
+        #expect(try await control.app(.GET, "/api/analysis/map?user=ivy&\(window)", auth: admin).json["total"] == 5)
+        #expect(try await control.app(.GET, "/api/analysis/map?user=jon", auth: admin).json["total"] == 0)  // no locations yet
+        #expect(try await control.app(.GET, "/api/analysis/map?user=ivy&columns=0", auth: admin).status == 400)
 
         // Places: the original query, answered from the mirror of the cluster's lt_places, equals brute force.
         let places = (try await cluster.request(.GET, "/lt_places/_all_docs?include_docs=true").json["rows"]?.arrayValue ?? []).compactMap { row -> (String, Coordinate)? in

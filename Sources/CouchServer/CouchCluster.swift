@@ -61,7 +61,9 @@ public struct CouchCluster: Sendable {
         if !body.isEmpty || method == .put || method == .post { request.body = .bytes(ByteBuffer(bytes: body)) }
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: .seconds(60))
+            // The deadline covers the answer's head only (a long poll's head can wait for its
+            // changes); a body, a continuous feed's too, streams for as long as it lasts.
+            response = try await client.execute(request, timeout: .seconds(300))
         } catch {
             throw EngineError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
         }

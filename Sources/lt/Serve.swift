@@ -49,7 +49,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Where users' locations live: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, where each user sees only their own documents). (LT_MODE, default db-per-user)")
     var mode: String?
 
-    @Option(help: "Cluster mode: keep the application's data in this Apache CouchDB 3 cluster, given with admin credentials (http://ADMIN:PASSWORD@host:5984). Devices replicate with it directly; this server registers users, consolidates and answers geo queries from its own mirrors of lt_places and lt_locations_all. (LT_COUCHDB_URL)")
+    @Option(help: "Cluster mode: keep the application's data in this Apache CouchDB 3 cluster, given with admin credentials (http://ADMIN:PASSWORD@host:5984). Devices replicate with it directly (with --mode single-db: through this server, which keeps each user to their own documents); this server registers users, consolidates and answers geo queries from its own mirrors of lt_places and the locations. (LT_COUCHDB_URL)")
     var couchdb: String?
 
     @Flag(name: .customLong("database-only"), help: "Serve only the CouchDB-compatible database API (no application, no consolidation): a stand-in for a CouchDB node.")

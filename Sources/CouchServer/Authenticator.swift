@@ -60,7 +60,8 @@ final class Authenticator: Sendable {
         let cacheKey = hasher.finalize()
         let now = Date()
         if let hit = verified.withLock({ $0[cacheKey] }), hit.expires > now {
-            return hit.context
+            // The password was checked before; the roles are the ones stored now.
+            return UserContext(name: hit.context.name, roles: credentials.roles)
         }
         guard await Passwords.verify(password, against: credentials.hash) else { return nil }
         let context = UserContext(name: name, roles: credentials.roles)

@@ -49,6 +49,18 @@ struct SecurityTests {
         let bulkDesign = try await s.request(.POST, "/private/_bulk_docs", json: ["docs": [["_id": "_design/x"], ["_id": "y"]]], auth: alice)
         #expect(bulkDesign.json.arrayValue?.map { $0["error"] ?? "ok" } == ["forbidden", "ok"])
 
+        // Roles count as stored now, not as when the password was last checked: granted, then taken away.
+        _ = try await s.request(.PUT, "/private/_security", json: ["members": ["names": ["alice"], "roles": ["readers"]]])
+        #expect(try await s.request(.GET, "/private/note", auth: bob).status == 403)  // bob's password is checked (and remembered) here
+        var bobDoc = try await s.request(.GET, "/_users/org.couchdb.user:bob").json.objectValue ?? [:]
+        bobDoc["roles"] = ["readers"]
+        #expect(try await s.request(.PUT, "/_users/org.couchdb.user:bob", json: .object(bobDoc)).status == 201)
+        #expect(try await s.request(.GET, "/private/note", auth: bob).status == 200)
+        bobDoc = try await s.request(.GET, "/_users/org.couchdb.user:bob").json.objectValue ?? [:]
+        bobDoc["roles"] = []
+        #expect(try await s.request(.PUT, "/_users/org.couchdb.user:bob", json: .object(bobDoc)).status == 201)
+        #expect(try await s.request(.GET, "/private/note", auth: bob).status == 403)
+
         // Cookie sessions.
         let login = try await s.request(.POST, "/_session", body: Array("name=alice&password=wonderland".utf8), auth: .none,
                                         headers: [("Content-Type", "application/x-www-form-urlencoded")])

@@ -25,6 +25,8 @@ public final class DatabaseStore: Sendable {
         var clock: UInt64 = 0
         /// The clock when idle databases last gave back memory.
         var sweptAt: UInt64 = 0
+        /// Names being deleted: not found for opening, existing for creating, until gone.
+        var deleting: Set<String> = []
     }
     /// Databases used within this many of the latest uses keep their caches.
     static let activeSet: UInt64 = 512
@@ -90,7 +92,7 @@ public final class DatabaseStore: Sendable {
         guard DatabaseStore.isValidName(name) else { throw EngineError.illegalDatabaseName(name) }
         return try withNameLock(name) {
             let path = path(for: name)
-            if FileManager.default.fileExists(atPath: path) { throw EngineError.databaseExists }
+            if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw EngineError.databaseExists }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
                 let database = try Database(
@@ -126,7 +128,9 @@ public final class DatabaseStore: Sendable {
             // Opened by another caller while this one waited for the name?
             if let entry = state.withLock({ $0.open[name] }) { return entry.database }
             let path = path(for: name)
-            guard FileManager.default.fileExists(atPath: path) else { throw EngineError.databaseNotFound }
+            guard FileManager.default.fileExists(atPath: path), !state.withLock({ $0.deleting.contains(name) }) else {
+                throw EngineError.databaseNotFound
+            }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             let database = try Database(
                 name: name, path: path, create: false, notifier: shared, durability: durability, validator: validator,
@@ -138,18 +142,37 @@ public final class DatabaseStore: Sendable {
     }
 
     /// Deletes a database and its files; 404 if there is none.
-    public func delete(_ name: String) throws {
-        try withNameLock(name) {
-            let path = path(for: name)
-            guard DatabaseStore.isValidName(name), FileManager.default.fileExists(atPath: path) else {
+    ///
+    /// Closing a pooled database waits until its readers are handed back, and an async read
+    /// hands its reader back on the task's own executor, which may be this very thread (an
+    /// event loop, in `lt serve`): so the close runs on another thread while this task waits
+    /// without holding one. Meanwhile the name counts as gone for opening and as taken for
+    /// creating.
+    public func delete(_ name: String) async throws {
+        let file = path(for: name)
+        let database = try withNameLock(name) { () throws -> Database? in
+            guard DatabaseStore.isValidName(name), FileManager.default.fileExists(atPath: file),
+                  !state.withLock({ $0.deleting.contains(name) }) else {
                 throw EngineError.databaseNotFound
             }
             let entry = state.withLock { state in
+                state.deleting.insert(name)
                 state.notifiers.removeValue(forKey: name)?.wakeAll()
                 return state.open.removeValue(forKey: name)
             }
-            entry?.database.close()
-            removeFiles(path)
+            return entry?.database
+        }
+        defer { _ = state.withLock { $0.deleting.remove(name) } }
+        if let database {
+            await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    database.close()
+                    finished.resume()
+                }
+            }
+        }
+        withNameLock(name) {
+            removeFiles(file)
             updates.record(name, .deleted)
         }
     }

@@ -23,7 +23,7 @@ extension CouchAPI {
             if request.query["rev"] != nil {
                 throw EngineError.badRequest("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
             }
-            try store.delete(name)
+            try await store.delete(name)
             return .json(["ok": true])
         case .post:
             let db = try store.open(name)

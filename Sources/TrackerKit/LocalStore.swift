@@ -138,9 +138,9 @@ public final class LocalStore: Sendable {
     }
 
     /// Logging out: both databases go, and come back empty.
-    public func wipe() throws {
+    public func wipe() async throws {
         for name in ["locations", "places"] {
-            if store.exists(name) { try store.delete(name) }
+            if store.exists(name) { try await store.delete(name) }
             try store.create(name)
         }
     }

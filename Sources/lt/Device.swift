@@ -120,7 +120,7 @@ struct Device: AsyncParsableCommand {
         @OptionGroup var state: StateOptions
         func run() async throws {
             try state.credentials.delete()
-            try state.store().wipe()
+            try await state.store().wipe()
             state.report(["ok": true], text: "logged out; local data removed")
         }
     }

@@ -192,7 +192,7 @@ struct Serve: AsyncParsableCommand {
         }
         if cluster != nil, try await service.mirrorIsStale(service.analysisDatabase) {
             logger.notice("this server's copy of \(service.analysisDatabase) was last brought up to date with the cluster's purges over \(Int(TrackerService.purgeRetention / 86400)) days ago: starting it afresh")
-            try store.delete(service.analysisDatabase)
+            try await store.delete(service.analysisDatabase)
         }
         let mirrors = Task {
             if let clusterURL { await Serve.mirror([TrackerService.placesDB, service.analysisDatabase], from: clusterURL, into: store, logger: logger) }

@@ -183,7 +183,7 @@ struct DatabaseTests {
             for i in 0..<40 { #expect(try await store.open("user_\(i)").info()["doc_count"] == 1) }
             #expect(throws: EngineError.databaseExists) { try store.create("user_1") }
             #expect(throws: EngineError.self) { try store.create("Bad") }
-            try store.delete("user_1")
+            try await store.delete("user_1")
             #expect(throws: EngineError.databaseNotFound) { try store.open("user_1") }
         }
     }

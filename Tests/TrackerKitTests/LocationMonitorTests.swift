@@ -179,7 +179,7 @@ struct LocalStoreTests {
         let reopened = try LocalStore(directory: directory.url)
         let all = try await reopened.recentLocations(limit: 1000)
         #expect(all.count == 150)
-        try reopened.wipe()
+        try await reopened.wipe()
         let afterWipe = try await reopened.recentLocations()
         let placesAfterWipe = try await reopened.allPlaces()
         #expect(afterWipe.isEmpty && placesAfterWipe.isEmpty)

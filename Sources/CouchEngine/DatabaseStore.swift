@@ -82,8 +82,10 @@ public final class DatabaseStore: Sendable {
             name.replacingOccurrences(of: "/", with: "%2F") + ".sqlite").path
     }
 
+    /// Whether the database exists (one being deleted no longer does).
     public func exists(_ name: String) -> Bool {
         DatabaseStore.isValidName(name) && FileManager.default.fileExists(atPath: path(for: name))
+            && !state.withLock { $0.deleting.contains(name) }
     }
 
     /// Creates a database; 412 `file_exists` if it exists, 400 for an illegal name.

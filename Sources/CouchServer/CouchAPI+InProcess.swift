@@ -22,7 +22,7 @@ extension CouchAPI {
         } catch let error as EngineError {
             response = .error(error)
         } catch {
-            response = .error(EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
+            response = .error(meaning(of: error, path: request.path) ?? EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
         }
         let collector = BodyCollector()
         do { try await response.body.write(collector) } catch {

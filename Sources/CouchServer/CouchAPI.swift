@@ -116,8 +116,12 @@ public final class CouchAPI: Sendable {
             if error.status >= 500 { logger.error("\(request.method) \(request.uri.path): \(error)") }
             response = .error(error)
         } catch {
-            logger.error("\(request.method) \(request.uri.path): \(error)")
-            response = .error(EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
+            if let meaning = meaning(of: error, path: PercentDecoding.path(request.uri.path)) {
+                response = .error(meaning)
+            } else {
+                logger.error("\(request.method) \(request.uri.path): \(error)")
+                response = .error(EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
+            }
         }
         response.headers[.server] = "CouchDB/\(CouchAPI.version) (LocationTracker)"
         logger.debug("\(request.method) \(request.uri.path) \(response.status.code)")
@@ -130,6 +134,16 @@ public final class CouchAPI: Sendable {
             response.body = ResponseBody()
         }
         return response.response
+    }
+
+    /// What a failure means to the client when it has a CouchDB meaning: storage failing under
+    /// a request to a database that no longer exists (it reached the database just as it was
+    /// deleted: SQLite finds its connection closed or its file gone) is that database not
+    /// existing, not a server failure. nil for anything else.
+    func meaning(of error: any Error, path: [String]) -> EngineError? {
+        if let error = error as? EngineError { return error }
+        if let name = path.first, DatabaseStore.isValidName(name), !store.exists(name) { return .databaseNotFound }
+        return nil
     }
 
     func corsAllows(_ origin: String) -> Bool {

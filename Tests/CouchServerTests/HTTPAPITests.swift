@@ -62,6 +62,26 @@ struct HTTPAPITests {
         }
     }
 
+    @Test("Deleting a database while many reads of it are under way answers at once and leaves the server answering")
+    func deleteDuringReads() async throws {
+        try await withServer { s in
+            for round in 0..<15 {
+                let name = "busy\(round)"
+                #expect(try await s.request(.PUT, "/\(name)").status == 201)
+                _ = try await s.request(.POST, "/\(name)/_bulk_docs", json: ["docs": .array((0..<50).map { ["_id": .string("d\($0)")] })])
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for _ in 0..<12 {
+                        group.addTask { try await s.request(.GET, "/\(name)/_all_docs?include_docs=true", timeout: .seconds(20)).status }
+                    }
+                    group.addTask { try await s.request(.DELETE, "/\(name)", timeout: .seconds(20)).status }
+                    for try await status in group { #expect([200, 404].contains(status)) }
+                }
+                #expect(try await s.request(.GET, "/\(name)").status == 404)
+            }
+            #expect(try await s.request(.GET, "/", timeout: .seconds(5)).status == 200)
+        }
+    }
+
     @Test("Documents: MVCC, ETag, Location, conflicts, deletes, COPY")
     func documents() async throws {
         try await withServer { s in

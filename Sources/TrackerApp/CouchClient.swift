@@ -71,16 +71,12 @@ public struct HTTPCouch: CouchClient {
 
     /// A URL with admin credentials.
     public init(url: String, http: HTTPClient? = nil) throws {
-        guard let components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme),
-              let hostname = components.host, let user = components.user, let password = components.password else {
-            throw TrackerService.Failure(400, "bad_request", "The CouchDB URL must look like http://ADMIN:PASSWORD@host:5984")
-        }
-        let port = components.port ?? (scheme == "https" ? 443 : 80)
-        self.scheme = scheme
-        host = "\(hostname):\(port)"
-        baseURL = "\(scheme)://\(host)"
-        let name = user.removingPercentEncoding ?? user, secret = password.removingPercentEncoding ?? password
-        authorization = "Basic " + Data("\(name):\(secret)".utf8).base64EncodedString()
+        let address: AdminURL
+        do { address = try AdminURL(url) } catch { throw TrackerService.Failure(400, "bad_request", error.reason) }
+        scheme = address.scheme
+        host = address.host
+        baseURL = address.baseURL
+        authorization = address.authorization
         self.http = http ?? HTTPCouch.sharedClient
     }
 

@@ -1,3 +1,4 @@
+import CouchEngine
 import CouchJSON
 import Foundation
 import Geo
@@ -124,5 +125,21 @@ struct ClusterModeTests {
         #expect(try await eventually(60) {
             try await control.app(.GET, "/api/analysis/map?bbox=9,49,11,51", auth: admin).json["total"] == 150
         }, "the map counting 150")
+
+        // Down longer than purge notices are kept: the instance starts its copy of lt_locations_all afresh.
+        #expect(try await eventually(30) { try await control.request(.GET, "/lt_locations_all/_local/lt-purges-applied").status == 200 },
+                "the copy's place in lt_purges")
+        control.stop()
+        let copy = try DatabaseStore(directory: directory.url).open("lt_locations_all")
+        let checkpoint = try await copy.localDocument(id: "_local/lt-purges-applied")
+        var aged = checkpoint
+        aged["applied_at"] = .double(0)
+        _ = try await copy.putLocalDocument(id: "_local/lt-purges-applied", rev: checkpoint["_rev"]?.stringValue, body: aged, deleted: false)
+        _ = try await copy.update(DocumentInput(id: "only-in-the-copy", body: ["x": 1]))
+        control = try TestServer(dataDirectory: directory.url, ports: ports, extraArguments: ["--couchdb", url])
+        #expect(try await control.request(.GET, "/lt_locations_all/only-in-the-copy").status == 404)
+        #expect(try await eventually(60) {
+            try await control.app(.GET, "/api/analysis/map?bbox=9,49,11,51", auth: admin).json["total"] == 150
+        }, "the copy pulled again")
     }
 }

@@ -272,18 +272,16 @@ public final class SpatialIndex: @unchecked Sendable {
         // A time window keeps nothing of a tree without times.
         let tree = s.tree
         let scanned = timed && tree.times.isEmpty ? 0 : tree.count
-        tree.lonLat.withUnsafeBufferPointer { lonLat in
-            for i in 0..<scanned {
-                let c = Coordinate(lon: lonLat[2 * i], lat: lonLat[2 * i + 1])
-                guard let index = cell(c) else { continue }
-                if timed {
-                    let t = tree.times[i]
-                    guard t >= low, t <= high else { continue }
-                }
-                if let prefix, !tree.id(i, hasPrefix: prefix) { continue }
-                if !s.removed.isEmpty, s.removed.contains(Int32(i)) { continue }
-                count(index, c, tree.id(i), tree.time(i))
+        for i in 0..<scanned {
+            let c = tree.coordinate(i)
+            guard let index = cell(c) else { continue }
+            if timed {
+                let t = tree.times[i]
+                guard t >= low, t <= high else { continue }
             }
+            if let prefix, !tree.id(i, hasPrefix: prefix) { continue }
+            if !s.removed.isEmpty, s.removed.contains(Int32(i)) { continue }
+            count(index, c, tree.id(i), tree.time(i))
         }
         for (id, c) in s.delta {
             guard let index = cell(c) else { continue }

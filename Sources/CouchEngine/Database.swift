@@ -114,10 +114,17 @@ public final class Database: Sendable {
             pool = try DatabasePool(path: path, configuration: config)
         case .single:
             config.prepareDatabase { db in
-                // A persistent journal is reused, not created and deleted for each transaction;
-                // a small page cache, as there may be thousands of these open.
+                // The only connection, so it keeps the file locked (no lock calls, no shared
+                // memory file: the WAL index lives in its memory) and writes ahead: a commit
+                // is one sync where a rollback journal took three; checkpoints come often, as
+                // there may be thousands of these, each with its WAL. A small page cache.
+                // (Locking first: a pragma that reads the schema before it would open the WAL
+                // with a shared-memory file after all.)
+                try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
                 try db.execute(sql: "PRAGMA cache_size = -64")
-                try db.execute(sql: "PRAGMA journal_mode = PERSIST")
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = 64")
+                try db.execute(sql: "PRAGMA journal_size_limit = 65536")
                 try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
             }
             pool = try DatabaseQueue(path: path, configuration: config)

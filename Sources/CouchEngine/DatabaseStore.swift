@@ -100,8 +100,7 @@ public final class DatabaseStore: Sendable {
                 let database = try Database(
                     name: name, path: path, create: true, notifier: shared, durability: durability, validator: validator,
                     connections: connections(name))
-                let evicted = state.withLock { state -> Database? in remember(database, &state) }
-                withExtendedLifetime(evicted) {}  // released here, outside the lock
+                DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
                 updates.record(name, .created)
                 return database
             } catch {
@@ -115,8 +114,8 @@ public final class DatabaseStore: Sendable {
     /// memory is taken page by page as needed, not about 90 KB up front per connection.
     private static let sqliteConfigured: Bool = lt_sqlite_no_initial_page_cache() == 0
 
-    /// Opens an existing database; 404 `not_found` if there is none.
-    public func open(_ name: String) throws -> Database {
+    /// The database if it is open already (and marked as used).
+    private func alreadyOpen(_ name: String) -> Database? {
         let (found, idle) = state.withLock { state -> (Database?, [Database]) in
             guard let entry = state.open[name] else { return (nil, []) }
             state.clock += 1
@@ -124,7 +123,42 @@ public final class DatabaseStore: Sendable {
             return (entry.database, idleDatabases(&state))
         }
         for db in idle { db.releaseIdleMemory() }
-        if let found { return found }
+        return found
+    }
+
+    /// Opens an existing database; 404 `not_found` if there is none. Opening one that is not
+    /// open yet reads its file (and closing the one it evicts may checkpoint and sync): that
+    /// happens on another thread, so the caller's (an event loop, in a server) goes on serving.
+    public func open(_ name: String) async throws -> Database {
+        if let found = alreadyOpen(name) { return found }
+        return try await DatabaseStore.offThread { try self.open(name) }
+    }
+
+    /// Creates a database (as `create`), on another thread: creating the file syncs it.
+    @discardableResult
+    public func create(_ name: String) async throws -> Database {
+        try await DatabaseStore.offThread { try self.create(name) }
+    }
+
+    /// Runs blocking file work on a dispatch thread while the calling task waits without
+    /// holding its own.
+    static func offThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    /// Lets go of an evicted database on a dispatch thread: if nothing else holds it, it
+    /// closes there (a checkpoint and syncs), not on the thread that opened another.
+    static func releaseInBackground(_ database: Database?) {
+        guard let database else { return }
+        DispatchQueue.global().async { withExtendedLifetime(database) {} }
+    }
+
+    /// Opens an existing database; 404 `not_found` if there is none (blocking: see the async
+    /// overload).
+    public func open(_ name: String) throws -> Database {
+        if let found = alreadyOpen(name) { return found }
         guard DatabaseStore.isValidName(name) else { throw EngineError.databaseNotFound }
         return try withNameLock(name) {
             // Opened by another caller while this one waited for the name?
@@ -137,8 +171,7 @@ public final class DatabaseStore: Sendable {
             let database = try Database(
                 name: name, path: path, create: false, notifier: shared, durability: durability, validator: validator,
                 connections: connections(name))
-            let evicted = state.withLock { state -> Database? in remember(database, &state) }
-            withExtendedLifetime(evicted) {}
+            DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
             return database
         }
     }

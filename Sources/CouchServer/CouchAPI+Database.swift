@@ -8,13 +8,13 @@ extension CouchAPI {
     func databaseEndpoint(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
         switch request.method {
         case .get, .head:
-            let db = try store.open(name)
+            let db = try await store.open(name)
             try authorize(db, request.user, .read)
             return .json(.object(try await db.info()))
         case .put:
             try requireServerAdmin(request)
             if let q = request.query["q"], Int(q) == nil { throw EngineError.badRequest("q must be an integer") }
-            try store.create(name)
+            try await store.create(name)
             var headers = HTTPFields()
             headers[.location] = "/\(name)"
             return .json(["ok": true], status: .created, headers: headers)
@@ -26,7 +26,7 @@ extension CouchAPI {
             try await store.delete(name)
             return .json(["ok": true])
         case .post:
-            let db = try store.open(name)
+            let db = try await store.open(name)
             var input = try DocumentInput(json: try request.json())
             if input.id == nil { input.id = ServerSettings.randomHex(16) }
             let id = input.id!
@@ -39,7 +39,7 @@ extension CouchAPI {
 
     /// `/{db}/...`: special endpoints, design and local documents, documents and attachments.
     func databaseSubresource(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
-        let db = try store.open(name)
+        let db = try await store.open(name)
         let path = request.path
         let second = path[1]
         switch second {

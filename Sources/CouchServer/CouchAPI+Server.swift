@@ -46,7 +46,7 @@ extension CouchAPI {
             }
             var rows: [JSON] = []
             for name in names {
-                if let db = try? store.open(name) {
+                if let db = try? await store.open(name) {
                     rows.append(["key": .string(name), "info": .object(try await db.info())])
                 } else {
                     rows.append(["key": .string(name), "error": "not_found"])

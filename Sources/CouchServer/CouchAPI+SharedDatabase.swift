@@ -13,7 +13,7 @@ extension CouchAPI {
     func ownerAccess(_ name: String, _ user: UserContext) async throws -> OwnerNamespace? {
         guard !user.isServerAdmin, let shared = options.sharedDatabases.first(where: { $0.name == name }),
               let namespace = shared.namespace(for: user) else { return nil }
-        let security = if let cluster = options.cluster { await cluster.security(of: name) } else { try store.open(name).security }
+        let security = if let cluster = options.cluster { await cluster.security(of: name) } else { try await store.open(name).security }
         if Self.listed(user, in: security["admins"]) || Self.listed(user, in: security["members"]) { return nil }
         return namespace
     }

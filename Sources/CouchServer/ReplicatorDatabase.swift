@@ -48,7 +48,7 @@ final class ReplicatorDatabase: Sendable {
         var since = 0
         while !Task.isCancelled {
             do {
-                let db = try store.open(ReplicatorDatabase.name)
+                let db = try await store.open(ReplicatorDatabase.name)
                 var options = ChangesOptions()
                 options.since = since
                 options.includeDocs = true
@@ -116,7 +116,7 @@ final class ReplicatorDatabase: Sendable {
     /// Writes a terminal state into the job's document, as CouchDB 3 does.
     private func record(_ id: String, state: String, reason: String?, stats: JSON?) async {
         do {
-            let db = try store.open(ReplicatorDatabase.name)
+            let db = try await store.open(ReplicatorDatabase.name)
             var doc = try await db.document(id: id)
             doc["_replication_state"] = .string(state)
             doc["_replication_state_time"] = .string(ISO8601DateFormatter().string(from: Date()))
@@ -132,7 +132,7 @@ final class ReplicatorDatabase: Sendable {
 
     /// `_scheduler/docs` rows: every replication document with its state.
     func schedulerDocs() async throws -> [JSON] {
-        let db = try store.open(ReplicatorDatabase.name)
+        let db = try await store.open(ReplicatorDatabase.name)
         var options = AllDocsOptions()
         options.includeDocs = true
         var rows: [JSON] = []

@@ -32,7 +32,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
 
     public func prepare(create: Bool) async throws {
         if create, !store.exists(name) {
-            do { try store.create(name) } catch let error as EngineError where error.status == 412 {}
+            do { try await store.create(name) } catch let error as EngineError where error.status == 412 {}
         }
         _ = try database()
     }

@@ -7,8 +7,8 @@ import Logging
 /// revision), with one consumer for all users instead of one continuous replication each (the
 /// original's design, which does not scale to many users). It follows `_db_updates` to learn
 /// which user databases changed and copies their new changes in rounds: for each changed
-/// database (several at a time) `_changes` since its checkpoint and `_bulk_get` of the new
-/// revisions with their history; then, for the whole round, one `_bulk_docs` with
+/// database (several at a time) `_changes` since its checkpoint with the documents, and
+/// `_bulk_get` of those revisions that need their history or attachments; then, for the whole round, one `_bulk_docs` with
 /// `new_edits=false` into `lt_locations_all` and one `_bulk_docs` of the checkpoints (`_local`
 /// documents there), so a round of a thousand databases costs two commits, not two thousand.
 /// On start it reads every checkpoint and looks at every user database once (a chunk per
@@ -159,7 +159,7 @@ public final class Consolidator: Sendable {
             var since = since
             while true {
                 let changes = try await couch.request(.get, "/\(db)/_changes", query: [
-                    "since": since, "style": "all_docs", "limit": String(Consolidator.pageSize),
+                    "since": since, "style": "all_docs", "include_docs": "true", "limit": String(Consolidator.pageSize),
                 ], body: nil)
                 if changes.status == 404 { return nil }  // deleted meanwhile
                 guard changes.ok else { throw ConsolidationError("\(db)/_changes answered \(changes.status)") }
@@ -174,13 +174,16 @@ public final class Consolidator: Sendable {
                     continue
                 }
                 var wanted: [JSON] = []
+                var docs: [JSON] = []
                 for row in rows {
                     guard let id = row["id"]?.stringValue, !id.hasPrefix("_design/") else { continue }
-                    for change in row["changes"]?.arrayValue ?? [] {
-                        if let rev = change["rev"] { wanted.append(["id": .string(id), "rev": rev]) }
+                    let revs = (row["changes"]?.arrayValue ?? []).compactMap { $0["rev"] }
+                    if let doc = row["doc"], Consolidator.isComplete(doc, revs: revs) {
+                        docs.append(doc)
+                        continue
                     }
+                    wanted += revs.map { ["id": .string(id), "rev": $0] }
                 }
-                var docs: [JSON] = []
                 if !wanted.isEmpty {
                     let fetched = try await couch.request(.post, "/\(db)/_bulk_get", query: ["revs": "true", "attachments": "true"], body: ["docs": .array(wanted)])
                     guard fetched.ok else { throw ConsolidationError("\(db)/_bulk_get answered \(fetched.status)") }
@@ -228,6 +231,15 @@ public final class Consolidator: Sendable {
 }
 
 extension Consolidator {
+    /// Whether a change's `doc` (from `include_docs`) can be copied as it is: the only leaf,
+    /// a first revision (no history to carry) and no attachments (which `_changes` gives as
+    /// stubs). New locations are all like that, so most databases cost one request; anything
+    /// else is fetched with its history and attachments by `_bulk_get`.
+    static func isComplete(_ doc: JSON, revs: [JSON]) -> Bool {
+        guard revs.count == 1, let rev = doc["_rev"]?.stringValue, revs[0].stringValue == rev, rev.hasPrefix("1-") else { return false }
+        return doc["_attachments"] == nil && doc["_deleted"] == nil
+    }
+
     /// The database tag of one of this server's sequence strings (`N-<12 hex digits>`).
     static func databaseTag(_ seq: String) -> Substring? {
         let parts = seq.split(separator: "-", maxSplits: 1)

@@ -141,7 +141,7 @@ public final class LocalStore: Sendable {
     public func wipe() async throws {
         for name in ["locations", "places"] {
             if store.exists(name) { try await store.delete(name) }
-            try store.create(name)
+            try await store.create(name)
         }
     }
 

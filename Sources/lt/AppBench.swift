@@ -33,8 +33,8 @@ struct AppBench: AsyncParsableCommand {
     @Option(help: "Databases kept open at once (the server's --max-open-databases; default as the server chooses).")
     var maxOpenDatabases: Int?
 
-    @Option(help: "Concurrent writers (devices writing at the same time).")
-    var writers = 16
+    @Option(help: "Most writes waiting for an answer at once (writes start on schedule, independently, like devices).")
+    var inFlight = 512
 
     func run() async throws {
         LT.runTasksOnEventLoops()
@@ -51,7 +51,7 @@ struct AppBench: AsyncParsableCommand {
         let couch = InProcessCouch(api: api)
         let service = TrackerService(couch: couch, passwordIterations: pbkdf2Iterations, logger: Logger(label: "lt.bench"))
         try await service.prepare(places: [])
-        print("lt bench-app: \(users) users, \(rate) writes/s over \(min(active, users)) of them for \(seconds) s by \(writers) writers; "
+        print("lt bench-app: \(users) users, \(rate) writes/s over \(min(active, users)) of them for \(seconds) s, at most \(inFlight) in flight; "
               + "PBKDF2 iterations \(pbkdf2Iterations); \(maxOpen) databases open at most")
 
         // Registration (database, _security, geo design document, user document).
@@ -92,35 +92,52 @@ struct AppBench: AsyncParsableCommand {
         let total = rate * seconds
         let spread = min(active, users)
         let loadStart = ContinuousClock.now
-        // `writers` concurrent writers share the rate; write n is due at n / rate seconds.
+        let cpuStart = AppBench.processCPUSeconds()
+        // Writes start on schedule (write n at n / rate seconds), each on its own, as
+        // independent devices would: a slow server does not slow the arrivals down, up to
+        // `inFlight` writes waiting at once.
+        let latencies = Locked<[Double]>([])
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for w in 0..<writers {
+            var running = 0
+            for n in 0..<total {
+                let due = loadStart + .nanoseconds(Int64(Double(n) / Double(rate) * 1e9))
+                if ContinuousClock.now < due { try await Task.sleep(until: due) }
+                if running == inFlight {
+                    try await group.next()
+                    running -= 1
+                }
+                running += 1
                 group.addTask {
-                    for n in stride(from: w, to: total, by: writers) {
-                        let due = loadStart + .nanoseconds(Int64(Double(n) / Double(rate) * 1e9))
-                        if ContinuousClock.now < due { try await Task.sleep(until: due) }
-                        let user = AppBench.name((n * 7919) % spread)
-                        let id = "fix-\(n)"
-                        written.withLock { $0[id] = ContinuousClock.now }
-                        let doc: JSON = ["type": "Feature", "created_at": .double(Date().timeIntervalSince1970 * 1000),
-                                         "geometry": ["type": "Point", "coordinates": [.double(-122.3 + Double(n % 1000) * 1e-4), 37.49]],
-                                         "properties": ["username": .string(user)]]
-                        let reply = await api.perform(.put, "/lt_locations_user_\(user)/\(id)", body: doc)
-                        guard reply.status == 201 else { throw ValidationError("write failed: \(reply.status)") }
-                    }
+                    let user = AppBench.name((n * 7919) % spread)
+                    let id = "fix-\(n)"
+                    let start = ContinuousClock.now
+                    written.withLock { $0[id] = start }
+                    let doc: JSON = ["type": "Feature", "created_at": .double(Date().timeIntervalSince1970 * 1000),
+                                     "geometry": ["type": "Point", "coordinates": [.double(-122.3 + Double(n % 1000) * 1e-4), 37.49]],
+                                     "properties": ["username": .string(user)]]
+                    let reply = await api.perform(.put, "/lt_locations_user_\(user)/\(id)", body: doc)
+                    guard reply.status == 201 else { throw ValidationError("write failed: \(reply.status) \(String(decoding: reply.body, as: UTF8.self))") }
+                    latencies.withLock { $0.append(start.duration(to: .now).seconds * 1000) }
                 }
             }
             try await group.waitForAll()
         }
         let achieved = Double(total) / loadStart.duration(to: .now).seconds
+        let cpuWriting = AppBench.processCPUSeconds() - cpuStart
         // Wait for the tail to arrive (up to 30 s).
         for _ in 0..<300 where written.withLock({ !$0.isEmpty }) { try await Task.sleep(for: .milliseconds(100)) }
         watcher.cancel()
         let missing = written.withLock { $0.count }
-        let sorted = lags.withLock { $0 }.sorted()
-        func percentile(_ p: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        func percentiles(_ values: [Double]) -> String {
+            let sorted = values.sorted()
+            func at(_ p: Double) -> Double { sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+            return String(format: "%8.1f / %.1f / %.1f ms", at(0.5), at(0.99), sorted.last ?? .nan)
+        }
         print(String(format: "writes achieved                               %8.0f per s", achieved))
-        print(String(format: "lag until visible in the geo index p50/p99/max %8.1f / %.1f / %.1f ms", percentile(0.5), percentile(0.99), sorted.last ?? .nan))
+        print("write latency p50/p99/max                     " + percentiles(latencies.withLock { $0 }))
+        print(String(format: "CPU while writing (writes, copying, watcher)  %8.2f ms per write (%.2f cores)",
+                     cpuWriting / Double(total) * 1000, cpuWriting / (Double(total) / achieved)))
+        print("lag until visible in the geo index p50/p99/max " + percentiles(lags.withLock { $0 }))
         print("writes not consolidated after 30 s                 \(missing)")
         // Every write is in the geo index: a query around all of them finds each one.
         let geo = await api.perform(.get, "/lt_locations_all/_design/points/_geo/pointidx",
@@ -135,4 +152,16 @@ struct AppBench: AsyncParsableCommand {
     }
 
     static func name(_ i: Int) -> String { "user\(i)" }
+
+    /// User and system CPU time of this process so far.
+    static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        #if os(Linux)
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        #else
+        getrusage(RUSAGE_SELF, &usage)
+        #endif
+        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    }
 }

@@ -98,7 +98,7 @@ struct Bench: AsyncParsableCommand {
         // The engine alone (no HTTP): the same batches through Database.update.
         let engineStore = try DatabaseStore(directory: scratch.appendingPathComponent("engine"), durability: Durability(rawValue: durability.uppercased()) ?? .full)
         let engine = try await medianAsync(runs) { run in
-            let db = try engineStore.create("engine\(run)")
+            let db = try await engineStore.create("engine\(run)")
             let inputs = try documents.map { try DocumentInput(json: $0) }
             let start = ContinuousClock.now
             for batch in stride(from: 0, to: inputs.count, by: 1000) {

@@ -172,7 +172,7 @@ struct GeoBench: AsyncParsableCommand {
         defer { try? FileManager.default.removeItem(at: scratch) }
         let directory = scratch.appendingPathComponent("server")
         let store = try DatabaseStore(directory: directory, durability: .normal)
-        let db = try store.create("tracks")
+        let db = try await store.create("tracks")
         for start in stride(from: 0, to: data.count, by: 5000) {
             let batch = data[start..<min(start + 5000, data.count)].map { p in
                 DocumentInput(id: p.id, body: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [.double(p.coordinate.lon), .double(p.coordinate.lat)]],

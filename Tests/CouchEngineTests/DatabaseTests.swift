@@ -20,7 +20,7 @@ struct DatabaseTests {
     @Test("A _selector changes filter matches a deletion as its tombstone, as CouchDB does; an _id prefix alone needs no bodies")
     func selectorFilterSeesDeletions() async throws {
         try await withStore { store in
-            let db = try store.create("sel")
+            let db = try await store.create("sel")
             let a = try await db.update(try doc(#"{"_id":"a:1","kind":"fix"}"#))
             _ = try await db.update(try doc(#"{"_id":"b:1","kind":"fix"}"#))
             _ = try await db.update(DocumentInput(id: "a:1", rev: a, deleted: true))
@@ -39,7 +39,7 @@ struct DatabaseTests {
     @Test("Create, update, conflict and delete follow CouchDB's MVCC rules")
     func mvcc() async throws {
         try await withStore { store in
-            let db = try store.create("mvcc")
+            let db = try await store.create("mvcc")
             let r1 = try await db.update(try doc(#"{"_id":"a","v":1}"#))
             #expect(r1.pos == 1 && r1.hash.count == 32)
             await #expect(throws: EngineError.conflict) { _ = try await db.update(try doc(#"{"_id":"a","v":2}"#)) }
@@ -64,7 +64,7 @@ struct DatabaseTests {
     @Test("Replicated revisions build conflicts; the winner and _conflicts match CouchDB")
     func replicatedConflicts() async throws {
         try await withStore { store in
-            let db = try store.create("repl")
+            let db = try await store.create("repl")
             _ = try await db.update([
                 try doc(#"{"_id":"d","_rev":"2-aaa","_revisions":{"start":2,"ids":["aaa","root"]},"side":"a"}"#),
                 try doc(#"{"_id":"d","_rev":"2-bbb","_revisions":{"start":2,"ids":["bbb","root"]},"side":"b"}"#),
@@ -97,7 +97,7 @@ struct DatabaseTests {
     @Test("Attachments are stored once, kept across edits as stubs, and served with CouchDB digests")
     func attachments() async throws {
         try await withStore { store in
-            let db = try store.create("atts")
+            let db = try await store.create("atts")
             let data = Data("hello world".utf8).base64EncodedString()
             let r1 = try await db.update(try doc(#"{"_id":"a","_attachments":{"t.txt":{"content_type":"text/plain","data":"\#(data)"}}}"#))
             let r2 = try await db.update(try doc(#"{"_id":"a","_rev":"\#(r1)","x":1,"_attachments":{"t.txt":{"stub":true}}}"#))
@@ -124,7 +124,7 @@ struct DatabaseTests {
     @Test("Bulk writes are atomic per document; failures leave the database unchanged")
     func bulkAtomicity() async throws {
         try await withStore { store in
-            let db = try store.create("bulk")
+            let db = try await store.create("bulk")
             let results = try await db.update([
                 try doc(#"{"_id":"ok1"}"#),
                 DocumentInput(id: "_bad"),
@@ -144,7 +144,7 @@ struct DatabaseTests {
     @Test("Changes, all_docs, local docs and purge")
     func feedsAndLocalDocs() async throws {
         try await withStore { store in
-            let db = try store.create("feeds")
+            let db = try await store.create("feeds")
             for i in 0..<30 { _ = try await db.update(try doc(#"{"_id":"doc\#(String(format: "%02d", i))","i":\#(i)}"#)) }
             var options = ChangesOptions()
             options.since = 10
@@ -176,7 +176,7 @@ struct DatabaseTests {
     func manyDatabases() async throws {
         try await withStore { store in
             for i in 0..<40 {
-                let db = try store.create("user_\(i)")
+                let db = try await store.create("user_\(i)")
                 _ = try await db.update(try doc(#"{"_id":"x"}"#))
             }
             #expect(store.allNames().count == 40)
@@ -191,7 +191,7 @@ struct DatabaseTests {
     @Test("Stemming to _revs_limit drops old bodies")
     func revsLimit() async throws {
         try await withStore { store in
-            let db = try store.create("stem")
+            let db = try await store.create("stem")
             try await db.setRevsLimit(3)
             var rev = try await db.update(try doc(#"{"_id":"a","n":0}"#))
             for n in 1...6 { rev = try await db.update(try doc(#"{"_id":"a","_rev":"\#(rev)","n":\#(n)}"#)) }

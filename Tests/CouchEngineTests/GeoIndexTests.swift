@@ -15,7 +15,7 @@ struct GeoIndexTests {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
         let store = try DatabaseStore(directory: directory.url)
-        let db = try store.create("places")
+        let db = try await store.create("places")
         let extract = try #require(GeoIndexDefinition.native(Self.source))
         let index = GeoIndexDefinition(code: Self.source, extract: extract)
         func point(_ id: String, _ lon: Double, _ lat: Double) -> DocumentInput {
@@ -36,7 +36,7 @@ struct GeoIndexTests {
         _ = try await db.update(point("c", 13.4051, 52.5201))
         #expect(try await db.geoQuery(index, request).hits.map(\.hit.id) == ["a", "c"])
         // A new store on the same files answers from the persisted index without updating it.
-        let reopened = try DatabaseStore(directory: directory.url).open("places")
+        let reopened = try await DatabaseStore(directory: directory.url).open("places")
         var stale = request
         stale.stale = true
         #expect(try await reopened.geoQuery(index, stale).hits.map(\.hit.id) == ["a", "c"])
@@ -47,7 +47,7 @@ struct GeoIndexTests {
         let cRev = try #require(try await db.winningRevision(id: "c")?.rev)
         _ = try await db.purge([(id: "c", revs: [cRev])])
         #expect(try await db.geoQuery(index, request).hits.map(\.hit.id) == ["a"])
-        let again = try DatabaseStore(directory: directory.url).open("places")
+        let again = try await DatabaseStore(directory: directory.url).open("places")
         #expect(try await again.geoQuery(index, stale).hits.map(\.hit.id) == ["a"])
         #expect(try await again.geoIndexInfo(index).docCount == 3)
     }

@@ -29,7 +29,7 @@ struct ViewIndexTests {
     @Test("Rows come in key collation order; ranges, descending, limit, skip and include_docs work")
     func mapQueries() async throws {
         try await withStore { store, _ in
-            let db = try store.create("v")
+            let db = try await store.create("v")
             let keys: [JSON] = [.null, false, true, 2, 10, "A", "a", "b", [1], ["a": 1]]
             _ = try await db.update(keys.enumerated().map { DocumentInput(id: "k\($0.offset)", body: ["k": $0.element]) }, newEdits: true)
             let view = ViewDefinition(code: "by-k", map: { doc in [(key: doc["k"] ?? .null, value: 1)] })
@@ -58,7 +58,7 @@ struct ViewIndexTests {
     @Test("Built-in reducers: _count, _sum, _stats, _approx_count_distinct, with group and group_level")
     func reducers() async throws {
         try await withStore { store, _ in
-            let db = try store.create("r")
+            let db = try await store.create("r")
             try await load(db)
             var query = ViewQuery()
             #expect(try await db.queryView(Self.byUserDay, query).rows == [["key": .null, "value": 23]])
@@ -99,7 +99,7 @@ struct ViewIndexTests {
     @Test("Indexes follow writes incrementally, skip documents whose map throws, and survive a restart")
     func incrementalAndPersistent() async throws {
         try await withStore { store, directory in
-            let db = try store.create("p")
+            let db = try await store.create("p")
             try await load(db)
             let calls = Locked(0)
             let failing = ViewDefinition(code: "counting", map: { doc in
@@ -119,7 +119,7 @@ struct ViewIndexTests {
             #expect(try await db.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
             #expect(calls.withLock { $0 } == 7)
             // A new store on the same files finds the index built: nothing is mapped again.
-            let reopened = try DatabaseStore(directory: directory).open("p")
+            let reopened = try await DatabaseStore(directory: directory).open("p")
             #expect(try await reopened.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
             #expect(calls.withLock { $0 } == 7)
         }

@@ -130,7 +130,7 @@ struct ClusterModeTests {
         #expect(try await eventually(30) { try await control.request(.GET, "/lt_locations_all/_local/lt-purges-applied").status == 200 },
                 "the copy's place in lt_purges")
         control.stop()
-        let copy = try DatabaseStore(directory: directory.url).open("lt_locations_all")
+        let copy = try await DatabaseStore(directory: directory.url).open("lt_locations_all")
         let checkpoint = try await copy.localDocument(id: "_local/lt-purges-applied")
         var aged = checkpoint
         aged["applied_at"] = .double(0)

@@ -21,7 +21,7 @@ struct ReplicationHTTPTests {
         defer { server.stop() }
         let (store, directory) = try temporaryStore()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let device = try store.create("device")
+        let device = try await store.create("device")
         for i in 0..<250 { _ = try await device.update(DocumentInput(id: "loc\(i)", body: ["i": .int(i)])) }
         let gone = try await device.update(DocumentInput(id: "gone", body: [:]))
         _ = try await device.update(DocumentInput(id: "gone", rev: gone, deleted: true))
@@ -56,7 +56,7 @@ struct ReplicationHTTPTests {
         let fallback = try await Replication(
             source: try RemoteEndpoint(url: url, bulkGet: false), target: LocalEndpoint(store: store, name: "fallback"), options: fallbackOptions).run()
         #expect(fallback.status.docsWritten == fallback.status.missingFound && fallback.status.docWriteFailures == 0)
-        let copy = try store.open("fallback")
+        let copy = try await store.open("fallback")
         #expect(String(decoding: try await copy.attachment(docID: "photo", rev: nil, name: "a.txt").data, as: UTF8.self) == "hello")
         #expect(try await copy.conflictedDocumentIDs() == ["c"])
         #expect(try await copy.info()["doc_count"] == (try await server.request(.GET, "/cloud").json["doc_count"]))
@@ -86,7 +86,7 @@ struct ReplicationHTTPTests {
             "admins": ["names": [], "roles": []], "members": ["names": ["alice"], "roles": []]])
         let (store, directory) = try temporaryStore()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let local = try store.create("phone")
+        let local = try await store.create("phone")
         for i in 0..<5 { _ = try await local.update(DocumentInput(id: "p\(i)")) }
         _ = try await local.update(DocumentInput(id: "_design/app", body: ["language": "javascript"]))
         // alice is a member, not a database admin: she may not write design documents.
@@ -141,7 +141,7 @@ struct ReplicationHTTPTests {
         defer { proxy.stop() }
         let (store, directory) = try temporaryStore()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let source = try store.create("field")
+        let source = try await store.create("field")
         let count = 10_000
         for start in stride(from: 0, to: count, by: 1000) {
             let batch = try (start..<(start + 1000)).map { i -> DocumentInput in
@@ -265,7 +265,7 @@ struct ReplicationHTTPTests {
         defer { server.stop() }
         let (store, directory) = try temporaryStore()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let local = try store.create("tracks")
+        let local = try await store.create("tracks")
         for i in 0..<30 { _ = try await local.update(DocumentInput(id: "t\(i)")) }
         let process = Process()
         process.executableURL = TestServer.binary

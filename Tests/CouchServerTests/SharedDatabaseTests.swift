@@ -52,7 +52,7 @@ struct SharedDatabaseTests {
     }
 
     func fixes(_ store: DatabaseStore, _ name: String, count: Int, owner: String) async throws {
-        let device = try store.create(name)
+        let device = try await store.create(name)
         for i in 0..<count {
             _ = try await device.update(DocumentInput(id: "fix\(i)", body: [
                 "type": "Feature", "created_at": .double(1_700_000_000_000 + Double(i)),
@@ -102,7 +102,7 @@ struct SharedDatabaseTests {
         for (login, count) in [(alice, 25), (bob, 10)] {
             let remote = try RemoteEndpoint(url: "http://\(login.host)/\(login.db)", username: login.key, password: login.secret)
             let fresh = "restore-\(count)"
-            _ = try store.create(fresh)
+            _ = try await store.create(fresh)
             let pulled = try await Replication(source: remote, target: LocalEndpoint(store: store, name: fresh)).run()
             #expect(pulled.status.docsWritten == count)
             let restored = try await store.open(fresh).allDocs(AllDocsOptions())

@@ -44,7 +44,7 @@ struct TrackerAppTests {
         // A device's local database, replicated with exactly what the login returned.
         let directory = try TemporaryDirectory("lt-device")
         defer { directory.cleanup() }
-        let device = try DatabaseStore(directory: directory.url).create("locations")
+        let device = try await DatabaseStore(directory: directory.url).create("locations")
         for i in 0..<25 {
             _ = try await device.update(DocumentInput(id: "fix\(i)", body: [
                 "type": "Feature", "created_at": .double(1_700_000_000_000 + Double(i)),

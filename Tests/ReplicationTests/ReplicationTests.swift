@@ -46,10 +46,10 @@ struct ReplicationTests {
             try await withStore { store in
                 var rng = SeededRandom(seed: UInt64(seed))
                 let names = ["r0", "r1", "r2"]
-                for name in names { try store.create(name) }
+                for name in names { try await store.create(name) }
                 let ids = (0..<6).map { "doc\($0)" }
                 for _ in 0..<60 {
-                    let replica = try store.open(names.randomElement(using: &rng)!)
+                    let replica = try await store.open(names.randomElement(using: &rng)!)
                     let id = ids.randomElement(using: &rng)!
                     switch Int.random(in: 0..<10, using: &rng) {
                     case 0..<5:
@@ -88,7 +88,7 @@ struct ReplicationTests {
     @Test("A second run resumes from the checkpoint; filters carry only what they select")
     func checkpointsAndFilters() async throws {
         try await withStore { store in
-            let source = try store.create("src")
+            let source = try await store.create("src")
             for i in 0..<120 { _ = try await source.update(DocumentInput(id: "d\(i)", body: ["i": .int(i), "even": .bool(i % 2 == 0)])) }
             let first = try await replicate(store, "src", "dst") { $0.createTarget = true; $0.batchSize = 50 }
             #expect(first.status.docsWritten == 120 && first.startSeq == 0)
@@ -111,7 +111,7 @@ struct ReplicationTests {
     @Test("Attachments go across once; later revisions send stubs")
     func attachments() async throws {
         try await withStore { store in
-            let source = try store.create("a")
+            let source = try await store.create("a")
             let data = Data((0..<5000).map { UInt8($0 % 251) }).base64EncodedString()
             let r1 = try await source.update(try DocumentInput(json: try JSON.parse(
                 #"{"_id":"photo","_attachments":{"p.bin":{"content_type":"application/octet-stream","data":"\#(data)"}}}"#)))
@@ -132,10 +132,10 @@ struct ReplicationTests {
     @Test("Conflicts replicate as branches and resolve to one winner everywhere")
     func conflictResolution() async throws {
         try await withStore { store in
-            let a = try store.create("a")
+            let a = try await store.create("a")
             let rev = try await a.update(DocumentInput(id: "d", body: ["v": 0]))
             _ = try await replicate(store, "a", "b") { $0.createTarget = true }
-            let b = try store.open("b")
+            let b = try await store.open("b")
             _ = try await a.update(DocumentInput(id: "d", rev: rev, body: ["v": 1, "from": "a"]))
             _ = try await b.update(DocumentInput(id: "d", rev: rev, body: ["v": 2, "from": "b"]))
             _ = try await replicate(store, "a", "b")
@@ -159,7 +159,7 @@ struct ReplicationTests {
     @Test("Status updates report progress and end in stopped; a missing source is an error")
     func statusAndErrors() async throws {
         try await withStore { store in
-            let source = try store.create("s")
+            let source = try await store.create("s")
             for i in 0..<30 { _ = try await source.update(DocumentInput(id: "x\(i)")) }
             var options = ReplicationOptions()
             options.createTarget = true
@@ -178,7 +178,7 @@ struct ReplicationTests {
     @Test("Continuous replication follows new writes until cancelled")
     func continuous() async throws {
         try await withStore { store in
-            let source = try store.create("live")
+            let source = try await store.create("live")
             var options = ReplicationOptions()
             options.continuous = true
             options.createTarget = true

@@ -2,6 +2,10 @@
 #include "CSQLiteTuning.h"
 
 
+/* Also turns on URI file names, so a connection can name its file system
+   (`file:...?vfs=unix-none`). */
 int lt_sqlite_no_initial_page_cache(void) {
-    return sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)0, 0, 0);
+    int rc = sqlite3_config(SQLITE_CONFIG_PAGECACHE, (void *)0, 0, 0);
+    if (rc != SQLITE_OK) return rc;
+    return sqlite3_config(SQLITE_CONFIG_URI, 1);
 }

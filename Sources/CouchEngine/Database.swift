@@ -114,12 +114,15 @@ public final class Database: Sendable {
             pool = try DatabasePool(path: path, configuration: config)
         case .single:
             config.prepareDatabase { db in
-                // The only connection, so it keeps the file locked (no lock calls, no shared
-                // memory file: the WAL index lives in its memory) and writes ahead: a commit
-                // is one sync where a rollback journal took three; checkpoints come often, as
-                // there may be thousands of these, each with its WAL. A small page cache.
-                // (Locking first: a pragma that reads the schema before it would open the WAL
-                // with a shared-memory file after all.)
+                // The only connection, in a process that holds the data directory (see
+                // `DirectoryLock`): opened without file locks (SQLite's `unix-none` file system;
+                // with locks, every open walked SQLite's list of all locked files, which with
+                // thousands open cost more than the open), in exclusive mode so the WAL index
+                // lives in its memory (no shared-memory file), writing ahead: a commit is one
+                // sync where a rollback journal took three. Checkpoints come often, as there
+                // may be thousands of these, each with its WAL; a small page cache. (Exclusive
+                // mode first: a pragma that reads the schema before it would open the WAL the
+                // shared-memory way.)
                 try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
                 try db.execute(sql: "PRAGMA cache_size = -64")
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
@@ -127,7 +130,7 @@ public final class Database: Sendable {
                 try db.execute(sql: "PRAGMA journal_size_limit = 65536")
                 try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
             }
-            pool = try DatabaseQueue(path: path, configuration: config)
+            pool = try DatabaseQueue(path: Database.uriWithoutLocks(path), configuration: config)
         }
         self.pool = pool
         let (uuid, meta, seq) = try pool.write { db -> (String, CachedMeta, Int) in
@@ -246,6 +249,21 @@ public final class Database: Sendable {
         try? pool.close()
     }
 
+    /// An SQLite URI for `path` on the `unix-none` file system (no file locks). URIs are on
+    /// for every connection (CSQLiteTuning); `%`, `?` and `#` in the path are escaped.
+    static func uriWithoutLocks(_ path: String) -> String {
+        var escaped = ""
+        for character in path {
+            switch character {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3F"
+            case "#": escaped += "%23"
+            default: escaped.append(character)
+            }
+        }
+        return "file:" + escaped + "?vfs=unix-none"
+    }
+
     /// Whether this database has a single connection (`Connections.single`).
     var isSingleConnection: Bool { pool is DatabaseQueue }
 
@@ -262,8 +280,9 @@ public final class Database: Sendable {
 public enum Connections: Sendable {
     /// WAL mode with a writer and up to four concurrent readers: for busy, shared databases.
     case pool
-    /// One connection with a persistent rollback journal, reads and writes taking turns: for
-    /// the many small databases of a database-per-user server.
+    /// One connection, reads and writes taking turns, without file locks (the process must
+    /// hold the data directory's `DirectoryLock`): for the many small databases of a
+    /// database-per-user server.
     case single
 }
 

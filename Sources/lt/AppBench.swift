@@ -45,7 +45,10 @@ struct AppBench: AsyncParsableCommand {
         var options = CouchAPI.Options()
         options.pbkdf2Iterations = pbkdf2Iterations
         let maxOpen = maxOpenDatabases ?? Serve.openDatabaseBudget()
-        let store = try DatabaseStore(directory: scratch.appendingPathComponent("data"), maxOpen: maxOpen, connections: Serve.connections)
+        let dataDirectory = scratch.appendingPathComponent("data")
+        let directoryLock = try DirectoryLock(directory: dataDirectory)
+        defer { withExtendedLifetime(directoryLock) {} }
+        let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, connections: Serve.connections)
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: scratch), options: options, logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()
         let couch = InProcessCouch(api: api)

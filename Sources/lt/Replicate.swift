@@ -42,12 +42,15 @@ struct Replicate: AsyncParsableCommand {
         if let selector, (try? JSON.parse(selector))?.objectValue == nil { throw ValidationError("--selector must be a JSON object") }
     }
 
-    func endpoint(_ spec: String, stores: inout [String: DatabaseStore]) throws -> any ReplicationEndpoint {
+    func endpoint(_ spec: String, stores: inout [String: DatabaseStore], locks: inout [DirectoryLock]) throws -> any ReplicationEndpoint {
         if spec.hasPrefix("http://") || spec.hasPrefix("https://") { return try RemoteEndpoint(url: spec) }
         let url = URL(fileURLWithPath: spec)
         let name = url.lastPathComponent
         let directory = url.deletingLastPathComponent().standardizedFileURL
         guard DatabaseStore.isValidName(name) else { throw ValidationError("\(name) is not a valid database name (in \(spec))") }
+        if stores[directory.path] == nil {
+            do { locks.append(try DirectoryLock(directory: directory)) } catch let error as EngineError { throw ValidationError(error.reason) }
+        }
         let store = try stores[directory.path] ?? DatabaseStore(directory: directory)
         stores[directory.path] = store
         return LocalEndpoint(store: store, name: name)
@@ -56,8 +59,10 @@ struct Replicate: AsyncParsableCommand {
     func run() async throws {
         LT.bootstrapLogging(level: .warning)
         var stores: [String: DatabaseStore] = [:]
-        let sourceEndpoint = try endpoint(source, stores: &stores)
-        let targetEndpoint = try endpoint(target, stores: &stores)
+        var locks: [DirectoryLock] = []
+        defer { withExtendedLifetime(locks) {} }
+        let sourceEndpoint = try endpoint(source, stores: &stores, locks: &locks)
+        let targetEndpoint = try endpoint(target, stores: &stores, locks: &locks)
         var options = ReplicationOptions()
         options.continuous = continuous
         options.createTarget = createTarget

@@ -8,9 +8,52 @@ import Testing
 
 @Suite("Durability", .serialized, .timeLimit(.minutes(3)))
 struct CrashTests {
+    /// Users' databases are opened without file locks, so a data directory serves one process:
+    /// a second `lt serve` on it, and `lt replicate` from a path in it, are refused with the
+    /// reason while the first runs; once it has stopped (or been killed), they work.
+    @Test("A data directory serves one process at a time: a second server and a local replication are refused while it runs")
+    func directoryServesOneProcess() async throws {
+        let directoryHolder = try TemporaryDirectory("lt-lock")
+        defer { directoryHolder.cleanup() }
+        let directory = directoryHolder.url
+        let server = try TestServer(dataDirectory: directory)
+        _ = try await server.request(.PUT, "/lt_locations_user_ann")
+        _ = try await server.request(.PUT, "/lt_locations_user_ann/fix1", json: ["lat": 37.4, "lon": -122.3])
+
+        func run(_ arguments: [String]) throws -> (status: Int32, errors: String) {
+            let process = Process()
+            process.executableURL = TestServer.binary
+            process.arguments = arguments
+            let errors = Pipe()
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = errors
+            try process.run()
+            let data = errors.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        let second = try run(["serve", "--data", directory.path, "--db-port", "0", "--port", "0", "--admin", "a:b"])
+        #expect(second.status != 0)
+        #expect(second.errors.contains("in use by another lt process"))
+        let copyDirectory = try TemporaryDirectory("lt-lock-copy")
+        defer { copyDirectory.cleanup() }
+        let copy = ["replicate", directory.appendingPathComponent("lt_locations_user_ann").path,
+                    copyDirectory.url.appendingPathComponent("ann").path, "--create-target"]
+        let refused = try run(copy)
+        #expect(refused.status != 0)
+        #expect(refused.errors.contains("in use by another lt process"))
+
+        server.kill()
+        let copied = try run(copy)
+        #expect(copied.status == 0, "\(copied.errors)")
+        let restarted = try TestServer(dataDirectory: directory)
+        defer { restarted.stop() }
+        #expect(try await restarted.request(.GET, "/lt_locations_user_ann/fix1").status == 200)
+    }
+
     /// Eight clients write as fast as they can; the server is killed with SIGKILL mid-stream.
     /// After a restart every write that had been acknowledged must be there with its revision.
-    @Test("Every acknowledged write survives kill -9, in a shared database (WAL pool) and a user's (one connection, rollback journal)",
+    @Test("Every acknowledged write survives kill -9, in a shared database (WAL pool) and a user's (one connection without file locks, WAL)",
           arguments: ["crash", "lt_locations_user_crash"])
     func acknowledgedWritesSurviveSIGKILL(db: String) async throws {
         let directoryHolder = try TemporaryDirectory("lt-crash")

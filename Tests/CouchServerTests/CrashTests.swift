@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import CouchEngine
 import CouchJSON
 import Foundation
 import LTTestSupport
@@ -20,32 +21,21 @@ struct CrashTests {
         _ = try await server.request(.PUT, "/lt_locations_user_ann")
         _ = try await server.request(.PUT, "/lt_locations_user_ann/fix1", json: ["lat": 37.4, "lon": -122.3])
 
-        func run(_ arguments: [String]) throws -> (status: Int32, errors: String) {
-            let process = Process()
-            process.executableURL = TestServer.binary
-            process.arguments = arguments
-            let errors = Pipe()
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = errors
-            try process.run()
-            let data = errors.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-        }
-        let second = try run(["serve", "--data", directory.path, "--db-port", "0", "--port", "0", "--admin", "a:b"])
+        let second = try TestServer.runLT(["serve", "--data", directory.path, "--db-port", "0", "--port", "0", "--admin", "a:b"])
         #expect(second.status != 0)
         #expect(second.errors.contains("in use by another lt process"))
         let copyDirectory = try TemporaryDirectory("lt-lock-copy")
         defer { copyDirectory.cleanup() }
         let copy = ["replicate", directory.appendingPathComponent("lt_locations_user_ann").path,
                     copyDirectory.url.appendingPathComponent("ann").path, "--create-target"]
-        let refused = try run(copy)
+        let refused = try TestServer.runLT(copy)
         #expect(refused.status != 0)
         #expect(refused.errors.contains("in use by another lt process"))
 
         server.kill()
-        let copied = try run(copy)
+        let copied = try TestServer.runLT(copy)
         #expect(copied.status == 0, "\(copied.errors)")
+        #expect(try await DatabaseStore(directory: copyDirectory.url).open("ann").document(id: "fix1")["lat"] == 37.4)
         let restarted = try TestServer(dataDirectory: directory)
         defer { restarted.stop() }
         #expect(try await restarted.request(.GET, "/lt_locations_user_ann/fix1").status == 200)

@@ -151,18 +151,26 @@ final class TestServer: @unchecked Sendable {
         return Reply(status: Int(response.status.code), headers: response.headers, body: Array(buffer: collected))
     }
 
-    /// Runs the lt binary (a CLI command, not a server); its exit status and standard output.
-    static func runLT(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    /// Runs the lt binary (a CLI command, or a server expected to refuse to start); its exit
+    /// status, standard output and standard error.
+    static func runLT(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
         let output = Pipe()
+        // Standard error goes to a file, so a full pipe can never stall the command.
+        let errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("lt-stderr-\(UUID().uuidString)")
+        _ = FileManager.default.createFile(atPath: errorFile.path, contents: nil)
+        defer { try? FileManager.default.removeItem(at: errorFile) }
+        let errors = try FileHandle(forWritingTo: errorFile)
+        defer { try? errors.close() }
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        process.standardError = errors
         try process.run()
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let errorText = (try? String(contentsOf: errorFile, encoding: .utf8)) ?? ""
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self), errorText)
     }
 
     /// `lt device register` against this server: a device in `state` for `username`, whose

@@ -198,14 +198,7 @@ public final class DatabaseStore: Sendable {
             return entry?.database
         }
         defer { _ = state.withLock { $0.deleting.remove(name) } }
-        if let database {
-            await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
-                DispatchQueue.global().async {
-                    database.close()
-                    finished.resume()
-                }
-            }
-        }
+        if let database { _ = try? await DatabaseStore.offThread { database.close() } }
         withNameLock(name) {
             removeFiles(file)
             updates.record(name, .deleted)

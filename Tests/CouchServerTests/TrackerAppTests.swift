@@ -165,6 +165,9 @@ struct TrackerAppTests {
         expected["alice-1"] = deleted.json["rev"]!.stringValue!
         #expect(try await consolidated(s, expected))
         #expect(try await s.request(.GET, "/lt_locations_all/alice-1").status == 404)  // deleted there too
+        // The edit arrives with its history (one branch, no conflict), as replication would bring it.
+        let copy = try await s.request(.GET, "/lt_locations_all/alice-0?revs=true&conflicts=true").json
+        #expect(copy["_revisions"]?["ids"]?.arrayValue?.count == 2 && copy["_conflicts"] == nil && copy["moved"] == true)
 
         // Written while the server is down? It cannot be; written after a restart, it arrives.
         s.stop()

@@ -250,18 +250,9 @@ public final class Database: Sendable {
     }
 
     /// An SQLite URI for `path` on the `unix-none` file system (no file locks). URIs are on
-    /// for every connection (CSQLiteTuning); `%`, `?` and `#` in the path are escaped.
+    /// for every connection (CSQLiteTuning); the path is percent-encoded as a URI path.
     static func uriWithoutLocks(_ path: String) -> String {
-        var escaped = ""
-        for character in path {
-            switch character {
-            case "%": escaped += "%25"
-            case "?": escaped += "%3F"
-            case "#": escaped += "%23"
-            default: escaped.append(character)
-            }
-        }
-        return "file:" + escaped + "?vfs=unix-none"
+        "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path) + "?vfs=unix-none"
     }
 
     /// Whether this database has a single connection (`Connections.single`).

@@ -131,7 +131,7 @@ public final class DatabaseStore: Sendable {
     /// happens on another thread, so the caller's (an event loop, in a server) goes on serving.
     public func open(_ name: String) async throws -> Database {
         if let found = alreadyOpen(name) { return found }
-        return try await DatabaseStore.offThread { try self.open(name) }
+        return try await DatabaseStore.offThread { try self.openFile(name) }
     }
 
     /// Creates a database (as `create`), on another thread: creating the file syncs it.
@@ -158,7 +158,11 @@ public final class DatabaseStore: Sendable {
     /// Opens an existing database; 404 `not_found` if there is none (blocking: see the async
     /// overload).
     public func open(_ name: String) throws -> Database {
-        if let found = alreadyOpen(name) { return found }
+        try alreadyOpen(name) ?? openFile(name)
+    }
+
+    /// Opens the file of a database that was not open when asked for.
+    private func openFile(_ name: String) throws -> Database {
         guard DatabaseStore.isValidName(name) else { throw EngineError.databaseNotFound }
         return try withNameLock(name) {
             // Opened by another caller while this one waited for the name?

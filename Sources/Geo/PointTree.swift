@@ -34,44 +34,37 @@ public final class PointTree: Sendable {
     public init(_ points: [(id: String, coordinate: Coordinate)], times pointTimes: [Double]? = nil) {
         let n = points.count
         count = n
-        var vectors = [Double](repeating: 0, count: 3 * n)
+        var records = [Double](repeating: 0, count: PointTree.stride * n)
         for (i, p) in points.enumerated() {
             let v = Sphere.unitVector(p.coordinate)
-            vectors[3 * i] = v.x
-            vectors[3 * i + 1] = v.y
-            vectors[3 * i + 2] = v.z
+            let r = PointTree.stride * i
+            (records[r], records[r + 1], records[r + 2]) = (v.x, v.y, v.z)
+            (records[r + 3], records[r + 4]) = (p.coordinate.lon, p.coordinate.lat)
         }
+        // Sorted in place; `order` follows, to put ids and times in tree order too.
         var order = [Int32](0..<Int32(n))
         var splits = [Double](repeating: 0, count: PointTree.innerNodes(left: 0, right: n - 1, node: 0))
-        vectors.withUnsafeMutableBufferPointer { coordinates in
+        records.withUnsafeMutableBufferPointer { records in
             order.withUnsafeMutableBufferPointer { ids in
                 splits.withUnsafeMutableBufferPointer { splits in
-                    PointTree.sort(ids, coordinates, splits, left: 0, right: n - 1, node: 0, box: Box(min: (-1, -1, -1), max: (1, 1, 1)))
+                    PointTree.sort(ids, records, splits, left: 0, right: n - 1, node: 0, box: Box(min: (-1, -1, -1), max: (1, 1, 1)))
                 }
             }
         }
+        self.records = records
         self.splits = splits
         var times = pointTimes == nil ? [] : [Double](repeating: .nan, count: n)
         if let pointTimes {
             for (position, original) in order.enumerated() { times[position] = pointTimes[Int(original)] }
         }
         self.times = times
-        var records = [Double](repeating: 0, count: PointTree.stride * n)
         var idEnds = [UInt32](repeating: 0, count: n)
         var idBytes: [UInt8] = []
         idBytes.reserveCapacity(points.reduce(0) { $0 + $1.id.utf8.count })
         for (position, original) in order.enumerated() {
-            let p = points[Int(original)]
-            let r = PointTree.stride * position
-            records[r] = vectors[3 * position]
-            records[r + 1] = vectors[3 * position + 1]
-            records[r + 2] = vectors[3 * position + 2]
-            records[r + 3] = p.coordinate.lon
-            records[r + 4] = p.coordinate.lat
-            idBytes.append(contentsOf: p.id.utf8)
+            idBytes.append(contentsOf: points[Int(original)].id.utf8)
             idEnds[position] = UInt32(idBytes.count)
         }
-        self.records = records
         self.idEnds = idEnds
         self.idBytes = idBytes
         var hashed = order.enumerated().map { (PointTree.hash(points[Int($0.element)].id), UInt32($0.offset)) }
@@ -162,7 +155,7 @@ public final class PointTree: Sendable {
         let m = middle(left: left, right: right)
         let axis = box.widestAxis
         select(ids, coordinates, k: m, left: left, right: right, axis: axis)
-        let split = coordinates[3 * m + axis]
+        let split = coordinates[stride * m + axis]
         splits[node] = split
         var lowBox = box, highBox = box
         lowBox.setMax(axis, split)
@@ -185,18 +178,18 @@ public final class PointTree: Sendable {
                 let newRight = min(right, Int((Double(k) + (n - m) * s / n + sd).rounded(.down)))
                 select(ids, c, k: k, left: newLeft, right: newRight, axis: axis)
             }
-            let t = c[3 * k + axis]
+            let t = c[stride * k + axis]
             var i = left, j = right
             swap(ids, c, left, k)
-            if c[3 * right + axis] > t { swap(ids, c, left, right) }
+            if c[stride * right + axis] > t { swap(ids, c, left, right) }
             while i < j {
                 swap(ids, c, i, j)
                 i += 1
                 j -= 1
-                while c[3 * i + axis] < t { i += 1 }
-                while c[3 * j + axis] > t { j -= 1 }
+                while c[stride * i + axis] < t { i += 1 }
+                while c[stride * j + axis] > t { j -= 1 }
             }
-            if c[3 * left + axis] == t {
+            if c[stride * left + axis] == t {
                 swap(ids, c, left, j)
             } else {
                 j += 1
@@ -210,9 +203,7 @@ public final class PointTree: Sendable {
     @inline(__always)
     static func swap(_ ids: UnsafeMutableBufferPointer<Int32>, _ c: UnsafeMutableBufferPointer<Double>, _ i: Int, _ j: Int) {
         ids.swapAt(i, j)
-        c.swapAt(3 * i, 3 * j)
-        c.swapAt(3 * i + 1, 3 * j + 1)
-        c.swapAt(3 * i + 2, 3 * j + 2)
+        for offset in 0..<stride { c.swapAt(stride * i + offset, stride * j + offset) }
     }
 
     // MARK: Nearest first

@@ -24,8 +24,8 @@ public struct LocalEndpoint: ReplicationEndpoint {
 
     public var displayName: String { "local:\(name)" }
 
-    func database() throws -> Database {
-        do { return try store.open(name) } catch let error as EngineError where error.status == 404 {
+    func database() async throws -> Database {
+        do { return try await store.open(name) } catch let error as EngineError where error.status == 404 {
             throw ReplicationError(.notFound, "Database \(name) does not exist")
         }
     }
@@ -34,7 +34,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
         if create, !store.exists(name) {
             do { try await store.create(name) } catch let error as EngineError where error.status == 412 {}
         }
-        _ = try database()
+        _ = try await database()
     }
 
     /// The data directory and name: known before the database exists (so a replication that
@@ -57,7 +57,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
     }
 
     public func changes(since: JSON, limit: Int, filter: ReplicationFilter?) async throws -> ChangesBatch {
-        let db = try database()
+        let db = try await database()
         var options = ChangesOptions()
         options.since = try db.parseSequence(since)
         options.limit = limit
@@ -86,7 +86,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
     }
 
     public func waitForChanges(since: JSON, timeout: Duration) async throws -> Bool {
-        let db = try database()
+        let db = try await database()
         return await db.notifier.wait(after: try db.parseSequence(since), timeout: timeout)
     }
 
@@ -109,7 +109,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
     }
 
     public func write(_ documents: [JSON]) async throws -> [WriteFailure] {
-        let db = try database()
+        let db = try await database()
         var inputs: [DocumentInput] = []
         var failures: [WriteFailure] = []
         for document in documents {

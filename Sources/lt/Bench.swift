@@ -285,9 +285,15 @@ struct Bench: AsyncParsableCommand {
     }
 
     func median(_ runs: Int, _ body: (Int) throws -> Double) throws -> Double {
+        let values = try sortedRuns(runs, body)
+        return values[values.count / 2]
+    }
+
+    /// Every run's value (at least one run), smallest first.
+    func sortedRuns(_ runs: Int, _ body: (Int) throws -> Double) rethrows -> [Double] {
         var values: [Double] = []
         for run in 0..<max(1, runs) { values.append(try body(run)) }
-        return values.sorted()[values.count / 2]
+        return values.sorted()
     }
 
     func medianAsync(_ runs: Int, _ body: (Int) async throws -> Double) async throws -> Double {

@@ -113,17 +113,15 @@ struct GeoBench: AsyncParsableCommand {
         helper.report("resident memory growth per point (build)", Double(after - before) / Double(data.count), unit: "bytes")
 
         var hits = 0
-        var rates: [Double] = []
-        for _ in 0..<max(1, rounds) {
+        let rates = helper.sortedRuns(rounds) { _ in
             hits = 0
             let queryStart = ContinuousClock.now
             for q in queryPoints {
                 let search = GeoSearch(shape: .circle(center: q, radius: GeoBench.radius), relation: .contains, limit: GeoBench.limit)
                 hits += index.search(search).hits.count
             }
-            rates.append(Double(queryPoints.count) / queryStart.duration(to: .now).seconds)
+            return Double(queryPoints.count) / queryStart.duration(to: .now).seconds
         }
-        rates.sort()
         helper.report("app query in-process, 1 core", rates[rates.count / 2], unit: "queries/s", ceiling: baselineRate, baseline: "R*Tree")
         print(String(format: "   (median of %d rounds of %d queries; slowest %.0f, fastest %.0f)", rates.count, queryPoints.count, rates.first!, rates.last!))
         print(String(format: "   (%.1f results per query; R*Tree baseline %.1f)", Double(hits) / Double(queryPoints.count),

@@ -91,8 +91,8 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--mode must be \(TrackerService.Mode.allCases.map(\.rawValue).joined(separator: " or ")), not \(modeName)")
         }
 
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        // Held until the server stops: users' databases are opened without file locks.
+        // Held until the server stops: users' databases are opened without file locks. (It
+        // creates the directory too.)
         let directoryLock: DirectoryLock
         do { directoryLock = try DirectoryLock(directory: directory) } catch let error as EngineError { throw ValidationError(error.reason) }
         defer { withExtendedLifetime(directoryLock) {} }

@@ -9,3 +9,7 @@ int lt_sqlite_no_initial_page_cache(void) {
     if (rc != SQLITE_OK) return rc;
     return sqlite3_config(SQLITE_CONFIG_URI, 1);
 }
+
+int lt_sqlite_no_checkpoint_on_close(sqlite3 *db) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
+}

@@ -20,9 +20,9 @@ public final class DatabaseStore: Sendable {
     let connections: @Sendable (String) -> Connections
 
     private struct State {
-        var open: [String: (database: Database, lastUse: UInt64)] = [:]
+        var open = OpenDatabases<Database>()
         var notifiers: [String: ChangeNotifier] = [:]
-        var clock: UInt64 = 0
+        var random = SystemRandomNumberGenerator()
         /// The clock when idle databases last gave back memory.
         var sweptAt: UInt64 = 0
         /// Names being deleted: not found for opening, existing for creating, until gone.
@@ -62,7 +62,14 @@ public final class DatabaseStore: Sendable {
         self.durability = durability
         self.logger = logger
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("dbs"), withIntermediateDirectories: true)
+        // New databases are built here and renamed into `dbs/`; what a crash left is garbage.
+        try? FileManager.default.removeItem(at: scratch)
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     }
+
+    /// Where new database files are built before they are renamed into `dbs/` (the same file
+    /// system, so the rename is atomic).
+    var scratch: URL { directory.appendingPathComponent("creating") }
 
     /// CouchDB's rule: a lowercase letter, then lowercase letters, digits and `_$()+-/`;
     /// or one of the system databases.
@@ -96,9 +103,10 @@ public final class DatabaseStore: Sendable {
             let path = path(for: name)
             if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw EngineError.databaseExists }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
+            try Database.createFile(at: path, scratch: scratch)
             do {
                 let database = try Database(
-                    name: name, path: path, create: true, notifier: shared, durability: durability, validator: validator,
+                    name: name, path: path, notifier: shared, durability: durability, validator: validator,
                     connections: connections(name))
                 DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
                 updates.record(name, .created)
@@ -117,10 +125,8 @@ public final class DatabaseStore: Sendable {
     /// The database if it is open already (and marked as used).
     private func alreadyOpen(_ name: String) -> Database? {
         let (found, idle) = state.withLock { state -> (Database?, [Database]) in
-            guard let entry = state.open[name] else { return (nil, []) }
-            state.clock += 1
-            state.open[name] = (entry.database, state.clock)
-            return (entry.database, idleDatabases(&state))
+            guard let database = state.open.use(name) else { return (nil, []) }
+            return (database, idleDatabases(&state))
         }
         for db in idle { db.releaseIdleMemory() }
         return found
@@ -166,14 +172,14 @@ public final class DatabaseStore: Sendable {
         guard DatabaseStore.isValidName(name) else { throw EngineError.databaseNotFound }
         return try withNameLock(name) {
             // Opened by another caller while this one waited for the name?
-            if let entry = state.withLock({ $0.open[name] }) { return entry.database }
+            if let database = state.withLock({ $0.open.peek(name) }) { return database }
             let path = path(for: name)
             guard FileManager.default.fileExists(atPath: path), !state.withLock({ $0.deleting.contains(name) }) else {
                 throw EngineError.databaseNotFound
             }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             let database = try Database(
-                name: name, path: path, create: false, notifier: shared, durability: durability, validator: validator,
+                name: name, path: path, notifier: shared, durability: durability, validator: validator,
                 connections: connections(name))
             DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
             return database
@@ -197,9 +203,9 @@ public final class DatabaseStore: Sendable {
             let entry = state.withLock { state in
                 state.deleting.insert(name)
                 state.notifiers.removeValue(forKey: name)?.wakeAll()
-                return state.open.removeValue(forKey: name)
+                return state.open.remove(name)
             }
-            return entry?.database
+            return entry
         }
         defer { _ = state.withLock { $0.deleting.remove(name) } }
         if let database { _ = try? await DatabaseStore.offThread { database.close() } }
@@ -228,21 +234,19 @@ public final class DatabaseStore: Sendable {
     /// Every `activeSet` uses: the open single-connection databases not used since the last
     /// sweep, to give back their memory.
     private func idleDatabases(_ state: inout State) -> [Database] {
-        guard state.clock - state.sweptAt >= DatabaseStore.activeSet else { return [] }
+        let clock = state.open.clock
+        guard clock - state.sweptAt >= DatabaseStore.activeSet else { return [] }
         let since = state.sweptAt
-        state.sweptAt = state.clock
-        return state.open.values.filter { $0.lastUse <= since && $0.lastUse > since - min(since, DatabaseStore.activeSet) && $0.database.isSingleConnection }
-            .map(\.database)
+        state.sweptAt = clock
+        return state.open.used(after: since - min(since, DatabaseStore.activeSet), through: since).filter(\.isSingleConnection)
     }
 
-    /// Keeps `database` open; returns the least recently used one it pushed out, if any, for
-    /// the caller to release outside the lock (it closes when its last user lets go).
+    /// Keeps `database` open; returns one it pushed out, if any (see `OpenDatabases.evict`),
+    /// for the caller to release outside the lock (it closes when its last user lets go).
     private func remember(_ database: Database, _ state: inout State) -> Database? {
-        state.clock += 1
-        state.open[database.name] = (database, state.clock)
+        state.open.insert(database.name, database)
         guard state.open.count > maxOpen else { return nil }
-        guard let oldest = state.open.min(by: { $0.value.lastUse < $1.value.lastUse }) else { return nil }
-        return state.open.removeValue(forKey: oldest.key)?.database
+        return state.open.evict(sparing: UInt64(max(1, maxOpen / 4)), using: &state.random)
     }
 
     private func removeFiles(_ path: String) {

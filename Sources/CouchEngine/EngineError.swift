@@ -41,6 +41,10 @@ public struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func corrupt(_ what: String) -> EngineError {
         EngineError(status: 500, error: "internal_server_error", reason: "Corrupt \(what) in storage.")
     }
+    /// A failure of the machine (a file that cannot be written or synced), not of the request.
+    public static func internalError(_ reason: String) -> EngineError {
+        EngineError(status: 500, error: "internal_server_error", reason: reason)
+    }
     public static func forbidden(_ reason: String) -> EngineError {
         EngineError(status: 403, error: "forbidden", reason: reason)
     }

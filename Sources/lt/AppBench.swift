@@ -36,6 +36,9 @@ struct AppBench: AsyncParsableCommand {
     @Option(help: "Most writes waiting for an answer at once (writes start on schedule, independently, like devices).")
     var inFlight = 512
 
+    @Option(help: "full: every commit synced (survives power loss; the server's default); normal: survives a killed process.")
+    var durability = "full"
+
     func run() async throws {
         LT.runTasksOnEventLoops()
         LT.bootstrapLogging(level: .error)
@@ -48,14 +51,15 @@ struct AppBench: AsyncParsableCommand {
         let dataDirectory = scratch.appendingPathComponent("data")
         let directoryLock = try DirectoryLock(directory: dataDirectory)
         defer { withExtendedLifetime(directoryLock) {} }
-        let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, connections: Serve.connections)
+        guard let durabilityMode = Durability(rawValue: durability.uppercased()) else { throw ValidationError("--durability must be full or normal") }
+        let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, durability: durabilityMode, connections: Serve.connections)
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: scratch), options: options, logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()
         let couch = InProcessCouch(api: api)
         let service = TrackerService(couch: couch, passwordIterations: pbkdf2Iterations, logger: Logger(label: "lt.bench"))
         try await service.prepare(places: [])
         print("lt bench-app: \(users) users, \(rate) writes/s over \(min(active, users)) of them for \(seconds) s, at most \(inFlight) in flight; "
-              + "PBKDF2 iterations \(pbkdf2Iterations); \(maxOpen) databases open at most")
+              + "PBKDF2 iterations \(pbkdf2Iterations); \(maxOpen) databases open at most; durability \(durabilityMode.rawValue.lowercased())")
 
         // Registration (database, _security, geo design document, user document).
         let registrationStart = ContinuousClock.now

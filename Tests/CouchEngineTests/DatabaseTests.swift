@@ -190,7 +190,25 @@ struct DatabaseTests {
             #expect(throws: EngineError.self) { try store.create("Bad") }
             try await store.delete("user_1")
             #expect(throws: EngineError.databaseNotFound) { try store.open("user_1") }
+            // Built aside and renamed into place: nothing is left where they were built.
+            #expect(try FileManager.default.contentsOfDirectory(atPath: store.directory.appendingPathComponent("creating").path).isEmpty)
         }
+    }
+
+    @Test("A database half built when the process died is not a database: the next start removes it")
+    func halfBuiltDatabase() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        do {
+            let first = try DatabaseStore(directory: directory.url, connections: { _ in .single })
+            _ = try await first.create("kept").update(try doc(#"{"_id":"x"}"#))
+        }
+        let stray = directory.url.appendingPathComponent("creating/0F1E2D3C.sqlite")
+        try Data("SQLite format 3\u{0}".utf8).write(to: stray)
+        let second = try DatabaseStore(directory: directory.url, connections: { _ in .single })
+        #expect(!FileManager.default.fileExists(atPath: stray.path))
+        #expect(second.allNames() == ["kept"])
+        #expect(try await second.open("kept").info()["doc_count"] == 1)
     }
 
     @Test("Stemming to _revs_limit drops old bodies")

@@ -8,4 +8,10 @@
 /// (SQLITE_MISUSE when SQLite was already in use, and then changes nothing).
 int lt_sqlite_no_initial_page_cache(void);
 
+typedef struct sqlite3 sqlite3;
+
+/// Per connection: closing it leaves its write-ahead log as it is (no checkpoint, no sync,
+/// no deleted file); the next open reads the log back. Returns an SQLite result code.
+int lt_sqlite_no_checkpoint_on_close(sqlite3 *db);
+
 #endif

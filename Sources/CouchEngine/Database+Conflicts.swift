@@ -4,7 +4,7 @@ import GRDB
 extension Database {
     /// Ids of documents with more than one live leaf (conflicts made by replication).
     public func conflictedDocumentIDs() async throws -> [String] {
-        try await pool.read { db in
+        try await reading { db in
             var ids: [String] = []
             let cursor = try Row.fetchCursor(db, sql: "SELECT id, tree FROM docs WHERE deleted = 0 ORDER BY id")
             while let row = try cursor.next() {

@@ -7,7 +7,7 @@ extension Database {
 
     /// Reads a `_local` document (its `_id` includes the `_local/` prefix).
     public func localDocument(id: String) async throws -> JSONObject {
-        try await pool.read { db in
+        try await reading { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT rev, body FROM local_docs WHERE id = ?", arguments: [id]),
                   var body = try JSON.parse(row[1] as Data).objectValue else { throw EngineError.missing }
             body.prepend("_rev", .string("0-\(row[0] as Int)"))

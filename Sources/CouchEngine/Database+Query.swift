@@ -58,7 +58,7 @@ extension Database {
     /// `_all_docs` (and `_design_docs` with a key range): rows of non-deleted documents in id
     /// order, or rows for `keys` in the order given.
     public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
-        try await pool.read { db in
+        try await reading { db in
             let total = try Database.metaInt(db, "doc_count")
             if let keys = options.keys {
                 var rows: [JSON] = []
@@ -131,7 +131,7 @@ extension Database {
 
     /// `_local_docs`: the `_local` documents in id order.
     public func localDocs(_ options: AllDocsOptions) async throws -> [JSON] {
-        try await pool.read { db in
+        try await reading { db in
             var conditions: [String] = ["1"]
             var arguments: [any DatabaseValueConvertible] = []
             let (low, high) = options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
@@ -199,7 +199,7 @@ extension Database {
     }
 
     private func unfilteredChanges(_ options: ChangesOptions) async throws -> ChangesPage {
-        try await pool.read { db in
+        try await reading { db in
             let updateSeq = try Database.metaInt(db, "update_seq")
             var rows: [JSON] = []
             var lastSeq = options.descending ? 0 : options.since

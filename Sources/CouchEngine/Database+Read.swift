@@ -23,7 +23,7 @@ public struct RevisionsRequest: Sendable {
 extension Database {
     /// Reads a document: the winning revision, or `rev`. Throws 404 `missing`/`deleted`.
     public func document(id: String, rev: Revision? = nil, options: ReadOptions = ReadOptions()) async throws -> JSONObject {
-        try await pool.read { db in
+        try await reading { db in
             guard let row = try DocRow.fetch(db, id: id) else { throw EngineError.missing }
             let target: Revision
             if let rev {
@@ -56,7 +56,7 @@ extension Database {
     public func openRevisions(
         _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
     ) async throws -> [Result<[OpenRevision], EngineError>] {
-        try await pool.read { db in
+        try await reading { db in
             try requests.map { request in
                 var options = options
                 if let since = request.attsSince { options.attsSince = since }
@@ -188,7 +188,7 @@ extension Database {
 
     /// An attachment's metadata and body, from the winning revision or `rev`.
     public func attachment(docID: String, rev: Revision?, name: String) async throws -> (meta: JSONObject, data: [UInt8]) {
-        try await pool.read { db in
+        try await reading { db in
             guard let row = try DocRow.fetch(db, id: docID), let winner = row.tree.winner else { throw EngineError.missing }
             let target = rev ?? winner.rev
             if rev == nil, winner.deleted { throw EngineError.deleted }
@@ -204,7 +204,7 @@ extension Database {
 
     /// The current winning revision of a document, if it exists (deleted or not).
     public func winningRevision(id: String) async throws -> (rev: Revision, deleted: Bool)? {
-        try await pool.read { db in
+        try await reading { db in
             guard let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner else { return nil }
             return (winner.rev, winner.deleted)
         }
@@ -213,7 +213,7 @@ extension Database {
     /// `_revs_diff`: for each document, the revisions this database lacks, and the leaves that
     /// could be their ancestors.
     public func revsDiff(_ request: [(id: String, revs: [Revision])]) async throws -> JSONObject {
-        try await pool.read { db in
+        try await reading { db in
             var out = JSONObject()
             for (id, revs) in request {
                 let row = try DocRow.fetch(db, id: id)

@@ -43,7 +43,7 @@ extension Database {
     public func designDocuments() async throws -> [JSONObject] {
         let (observed, cached) = designCache.withLock { ($0.generation, $0.documents) }
         if let cached { return cached }
-        let documents = try await pool.read { db in
+        let documents = try await reading { db in
             try Row.fetchAll(db, sql: """
                 SELECT d.id, d.winner, r.body FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
                 WHERE d.id >= '_design/' AND d.id < '_design0' AND d.deleted = 0 ORDER BY d.id
@@ -78,7 +78,7 @@ extension Database {
             guard let id = documents[index].id else { return false }
             return !id.hasPrefix("_design/") && !id.hasPrefix("_local/")
         }
-        let proposals = try await pool.read { db in
+        let proposals = try await reading { db in
             try candidates.map { try Database.proposedWrite(documents[$0], newEdits: newEdits, db: db) }
         }
         let checked = zip(candidates, proposals).compactMap { index, proposal in proposal.map { (index, $0) } }

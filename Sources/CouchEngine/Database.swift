@@ -104,6 +104,7 @@ public final class Database: Sendable {
         self.validator = validator
         var config = Configuration()
         config.busyMode = .timeout(30)
+        config.foreignKeysEnabled = false  // no foreign keys in the schema: one pragma less per open
         config.maximumReaderCount = 4
         config.label = name
         let pool: any DatabaseWriter
@@ -119,6 +120,11 @@ public final class Database: Sendable {
             }
             pool = try DatabasePool(path: path, configuration: config)
         case .single:
+            // Thousands of these: their queues share the default pool of threads (about one
+            // per core, more while some wait for the disk) instead of each getting a thread of
+            // its own whenever it has work: hundreds busy at once cost more in thread switches
+            // than in writing. (Opening and closing files runs elsewhere: `DatabaseStore`.)
+            config.targetQueue = DispatchQueue.global(qos: .default)
             config.prepareDatabase { db in
                 // The only connection, in a process that holds the data directory (see
                 // `DirectoryLock`): opened without file locks (SQLite's `unix-none` file system;
@@ -140,11 +146,16 @@ public final class Database: Sendable {
             pool = try DatabaseQueue(path: Database.uriWithoutLocks(path), configuration: config)
         }
         self.pool = pool
-        let (uuid, meta, seq) = try pool.read { db -> (String, CachedMeta, Int) in
-            guard let uuid = try Database.meta(db, "uuid") else { throw EngineError.databaseNotFound }
-            let revsLimit = try Database.meta(db, "revs_limit").flatMap(Int.init) ?? 1000
-            let security = try Database.meta(db, "security").flatMap { try JSON.parse($0).objectValue } ?? JSONObject()
-            return (uuid, CachedMeta(revsLimit: revsLimit, security: security), try Database.metaInt(db, "update_seq"))
+        // One statement, outside a transaction (one statement reads a consistent state): an
+        // open is on the path of a write to a database that was closed, so every statement counts.
+        let (uuid, meta, seq) = try pool.unsafeRead { db -> (String, CachedMeta, Int) in
+            var values: [String: String] = [:]
+            let rows = try Row.fetchCursor(db, sql: "SELECT key, value FROM meta WHERE key IN ('uuid', 'revs_limit', 'security', 'update_seq')")
+            while let row = try rows.next() { values[row[0]] = row[1] as String }
+            guard let uuid = values["uuid"] else { throw EngineError.databaseNotFound }
+            let revsLimit = values["revs_limit"].flatMap(Int.init) ?? 1000
+            let security = try values["security"].flatMap { try JSON.parse($0).objectValue } ?? JSONObject()
+            return (uuid, CachedMeta(revsLimit: revsLimit, security: security), values["update_seq"].flatMap(Int.init) ?? 0)
         }
         self.uuid = uuid
         self.sequenceSuffix = "-" + uuid.prefix(12)
@@ -188,11 +199,20 @@ public final class Database: Sendable {
     }
 
     static func meta(_ db: GRDB.Database, _ key: String) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key])
+        try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM meta WHERE key = ?"), arguments: [key])
     }
 
     static func setMeta(_ db: GRDB.Database, _ key: String, _ value: String) throws {
-        try db.execute(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", arguments: [key, value])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)").execute(arguments: [key, value])
+    }
+
+    /// Reads in one consistent state. A pool reads in a snapshot transaction; a single
+    /// connection runs the closure as it is, since nothing else runs on that connection
+    /// meanwhile (no transaction and read-only pragmas around it: four statements less per
+    /// read, and a user's database is read once per write by the consolidator).
+    func reading<T: Sendable>(_ body: @Sendable (GRDB.Database) throws -> T) async throws -> T {
+        if isSingleConnection { return try await pool.unsafeRead(body) }
+        return try await pool.read(body)
     }
 
     static func metaInt(_ db: GRDB.Database, _ key: String) throws -> Int {
@@ -243,7 +263,7 @@ public final class Database: Sendable {
 
     /// Database information as `GET /{db}` returns it.
     public func info() async throws -> JSONObject {
-        let (seq, docs, deleted, purgeSeq, pages, pageSize, free) = try await pool.read { db in
+        let (seq, docs, deleted, purgeSeq, pages, pageSize, free) = try await reading { db in
             (
                 try Database.metaInt(db, "update_seq"),
                 try Database.metaInt(db, "doc_count"),
@@ -276,7 +296,7 @@ public final class Database: Sendable {
 
     /// The current update sequence number.
     public func updateSeq() async throws -> Int {
-        try await pool.read { db in try Database.metaInt(db, "update_seq") }
+        try await reading { db in try Database.metaInt(db, "update_seq") }
     }
 
     func close() {

@@ -62,7 +62,8 @@ public final class DatabaseStore: Sendable {
         self.durability = durability
         self.logger = logger
         try FileManager.default.createDirectory(at: directory.appendingPathComponent("dbs"), withIntermediateDirectories: true)
-        // New databases are built here and renamed into `dbs/`; what a crash left is garbage.
+        // New databases are built here and renamed into `dbs/`; what a crash left is garbage
+        // (the process holds the directory alone: `DirectoryLock`).
         try? FileManager.default.removeItem(at: scratch)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     }
@@ -150,15 +151,27 @@ public final class DatabaseStore: Sendable {
     /// holding its own.
     static func offThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+            fileQueue().async { continuation.resume(with: Result { try work() }) }
         }
+    }
+
+    /// Queues for opening, creating and closing files: serial ones, each with a thread of its
+    /// own when busy (not the default pool's few threads, which users' databases' queues share,
+    /// and which a slow open would hold up), taken in turn, so a few files are handled at once.
+    private static let fileQueues = (0..<8).map { DispatchQueue(label: "lt.files.\($0)") }
+    private static let nextFileQueue = Locked(0)
+    private static func fileQueue() -> DispatchQueue {
+        fileQueues[nextFileQueue.withLock { next in
+            next = (next + 1) % fileQueues.count
+            return next
+        }]
     }
 
     /// Lets go of an evicted database on a dispatch thread: if nothing else holds it, it
     /// closes there (a checkpoint and syncs), not on the thread that opened another.
     static func releaseInBackground(_ database: Database?) {
         guard let database else { return }
-        DispatchQueue.global().async { withExtendedLifetime(database) {} }
+        fileQueue().async { withExtendedLifetime(database) {} }
     }
 
     /// Opens an existing database; 404 `not_found` if there is none (blocking: see the async

@@ -88,13 +88,13 @@ extension Database {
         let table = index.table
         var report = GeoIndexUpdate()
         while true {
-            let (since, changed) = try await pool.read { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
+            let (since, changed) = try await reading { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
                 let since = try db.tableExists("geo_indexes")
                     ? (try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0) : 0
                 return (since, try Database.changedDocuments(db, after: since, limit: 5000))
             }
             guard let last = changed.last?.seq else {
-                if !(try await pool.read { db in try db.tableExists(table) }) {
+                if !(try await reading { db in try db.tableExists(table) }) {
                     _ = try await writer.write { db, _ in
                         try Database.createGeoTables(db, table)
                         try db.execute(sql: "UPDATE geo_indexes SET seq = max(seq, ?) WHERE name = ?", arguments: [since, table])
@@ -168,7 +168,7 @@ extension Database {
     func loadedGeoIndex(_ index: GeoIndexDefinition) async throws -> SpatialIndex {
         let table = index.table
         if let loaded = geoCache.withLock({ $0[table] }) { return loaded.index }
-        let (seq, entries, times) = try await pool.read { db -> (Int, [(id: String, geometry: Geometry)], [Double]) in
+        let (seq, entries, times) = try await reading { db -> (Int, [(id: String, geometry: Geometry)], [Double]) in
             guard try db.tableExists(table) else { return (0, [], []) }
             let seq = try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0
             var entries: [(id: String, geometry: Geometry)] = []
@@ -203,7 +203,7 @@ extension Database {
         let (spatial, update) = try await currentGeoIndex(index, stale: request.stale)
         let (hits, more) = spatial.search(request.search)
         guard request.includeDocs else { return (hits.map { ($0, nil) }, more, update) }
-        let docs = try await pool.read { db in
+        let docs = try await reading { db in
             try hits.map { hit -> JSONObject? in
                 guard let row = try DocRow.fetch(db, id: hit.id), let winner = row.tree.winner, !winner.deleted else { return nil }
                 return try Database.assemble(db, id: hit.id, rev: winner.rev, row: row, options: ReadOptions())
@@ -230,7 +230,7 @@ extension Database {
     public func geoIndexInfo(_ index: GeoIndexDefinition) async throws -> (docCount: Int, diskSize: Int, dataSize: Int) {
         let spatial = try await loadedGeoIndex(index)
         let table = index.table
-        let disk = try await pool.read { db in
+        let disk = try await reading { db in
             (try? Int.fetchOne(db, sql: "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = ?", arguments: [table])) ?? 0
         }
         return (spatial.count, disk, spatial.bytes)

@@ -77,7 +77,7 @@ extension Database {
     /// with concurrent writes; an index is built on first use and then maintained incrementally.
     public func updateIndex(_ index: MangoIndex) async throws {
         let table = index.table
-        let current = try await pool.read { db -> (Int, Int) in
+        let current = try await reading { db -> (Int, Int) in
             let exists = try db.tableExists("mango_indexes")
                 ? (try Int.fetchOne(db, sql: "SELECT seq FROM mango_indexes WHERE name = ?", arguments: [table]) ?? -1) : -1
             return (exists, try Database.metaInt(db, "update_seq"))
@@ -136,7 +136,7 @@ extension Database {
     /// each candidate either way.
     public func find(_ query: FindQuery, index: MangoIndex?) async throws -> FindResult {
         if let index { try await updateIndex(index) }
-        return try await pool.read { db in
+        return try await reading { db in
             var options = ReadOptions()
             options.conflicts = query.conflicts
             var docs: [JSON] = []

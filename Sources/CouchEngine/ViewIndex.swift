@@ -99,13 +99,13 @@ extension Database {
         while true {
             // Read a batch of changed documents, map them outside any transaction (the map may
             // be a JavaScript round trip), then store their rows and the new checkpoint.
-            let (since, changed) = try await pool.read { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
+            let (since, changed) = try await reading { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
                 let since = try db.tableExists("view_indexes")
                     ? (try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0) : 0
                 return (since, try Database.changedDocuments(db, after: since, limit: 1000))
             }
             guard let last = changed.last?.seq else {
-                if !(try await pool.read { db in try db.tableExists(table) }) {
+                if !(try await reading { db in try db.tableExists(table) }) {
                     try await createViewTables(table, checkpoint: since)
                 }
                 return failures
@@ -197,7 +197,7 @@ extension Database {
             if case .builtin(.count)? = view.reduce, reducing, !grouped { return true }
             return false
         }()
-        let (total, rows, count) = try await pool.read { db -> (Int, [(key: JSON, id: String, value: JSON)], Int) in
+        let (total, rows, count) = try await reading { db -> (Int, [(key: JSON, id: String, value: JSON)], Int) in
             guard try db.tableExists(table) else { return (0, [], 0) }
             let total = try Int.fetchOne(db, sql: "SELECT rows FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
             let order = query.descending ? "DESC" : "ASC"
@@ -239,7 +239,7 @@ extension Database {
             return ViewResult(totalRows: total, offset: 0, rows: page)
         }
         let page = Array(rows.dropFirst(query.skip).prefix(query.limit ?? Int.max))
-        let out: [JSON] = try await pool.read { db in
+        let out: [JSON] = try await reading { db in
             try page.map { row in
                 var item: JSONObject = ["id": .string(row.id), "key": row.key, "value": row.value]
                 if query.includeDocs {
@@ -261,7 +261,7 @@ extension Database {
     /// the sequence all of them have indexed up to, their size on disk, and how many changes
     /// they still have to index.
     public func viewIndexState(signatures: [String]) async throws -> (updateSeq: Int, bytes: Int, pending: Int) {
-        try await pool.read { db in
+        try await reading { db in
             let tables = signatures.map { "view_" + $0 }
             var seqs: [Int] = []
             if try db.tableExists("view_indexes") {

@@ -12,9 +12,9 @@ import CSQLiteTuning
 
 /// One CouchDB database: a SQLite file, in WAL mode with a pool of connections (concurrent
 /// readers beside the writer), or, for the many small databases of a server with a database
-/// per user, one connection with a persistent rollback journal (`Connections.single`): one
-/// file descriptor instead of five, no shared-memory file, and about a third of the cost to
-/// open, so such a server can keep thousands open and reopen the rest cheaply.
+/// per user, one connection holding the file exclusively (`Connections.single`): two file
+/// descriptors instead of five, no shared-memory file, cheap to open, so such a server can keep
+/// thousands open and reopen the rest.
 ///
 /// Tables:
 /// - `docs`: one row per document id with its revision tree, winning revision and latest
@@ -191,11 +191,11 @@ public final class Database: Sendable {
             try db.execute(sql: "PRAGMA journal_mode = WAL")
         }
         try queue.close()
-        try syncFile( building)
+        try syncFile(building)
         guard rename(building, path) == 0 else {
             throw EngineError.internalError("cannot create \(path): \(String(cString: strerror(errno)))")
         }
-        try syncFile( (path as NSString).deletingLastPathComponent)
+        try syncFile((path as NSString).deletingLastPathComponent)
     }
 
     static func meta(_ db: GRDB.Database, _ key: String) throws -> String? {

@@ -104,8 +104,8 @@ public final class DatabaseStore: Sendable {
             let path = path(for: name)
             if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw EngineError.databaseExists }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
-            try Database.createFile(at: path, scratch: scratch)
             do {
+                try Database.createFile(at: path, scratch: scratch)
                 let database = try Database(
                     name: name, path: path, notifier: shared, durability: durability, validator: validator,
                     connections: connections(name))
@@ -134,7 +134,7 @@ public final class DatabaseStore: Sendable {
     }
 
     /// Opens an existing database; 404 `not_found` if there is none. Opening one that is not
-    /// open yet reads its file (and closing the one it evicts may checkpoint and sync): that
+    /// open yet reads its file and WAL (and closes the one it evicts): that
     /// happens on another thread, so the caller's (an event loop, in a server) goes on serving.
     public func open(_ name: String) async throws -> Database {
         if let found = alreadyOpen(name) { return found }
@@ -168,7 +168,7 @@ public final class DatabaseStore: Sendable {
     }
 
     /// Lets go of an evicted database on a dispatch thread: if nothing else holds it, it
-    /// closes there (a checkpoint and syncs), not on the thread that opened another.
+    /// closes there (system calls and freeing its memory), not on the thread that opened another.
     static func releaseInBackground(_ database: Database?) {
         guard let database else { return }
         fileQueue().async { withExtendedLifetime(database) {} }

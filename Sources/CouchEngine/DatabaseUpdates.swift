@@ -5,10 +5,16 @@ import Foundation
 /// starts afresh with the process; sequence strings carry a per-process tag, so a consumer
 /// that comes back after a restart can tell its `since` is from before and look at every
 /// database once.
+///
+/// Events are kept in the order they happened (a log), each database's latest marked in a
+/// dictionary, so asking for what changed after a sequence costs the answer's length (and a
+/// binary search), not a pass over every database the server has: the consolidator asks every
+/// round, and every commit records, under the same lock. Superseded events are dropped from
+/// the log once they are half of it.
 public final class DatabaseUpdates: Sendable {
     public enum Kind: String, Sendable { case created, updated, deleted }
 
-    public struct Event: Sendable {
+    public struct Event: Sendable, Equatable {
         public var name: String
         public var kind: Kind
         public var seq: Int
@@ -16,7 +22,10 @@ public final class DatabaseUpdates: Sendable {
 
     private struct State {
         var seq = 0
+        /// Each database's latest event.
         var latest: [String: (kind: Kind, seq: Int)] = [:]
+        /// Events by increasing sequence, including superseded ones (not yet compacted).
+        var log: [(seq: Int, name: String)] = []
     }
     private let state = Locked(State())
     /// Wakes waiting `_db_updates` feeds.
@@ -28,6 +37,10 @@ public final class DatabaseUpdates: Sendable {
         let seq = state.withLock { state -> Int in
             state.seq += 1
             state.latest[name] = (kind, state.seq)
+            state.log.append((state.seq, name))
+            if state.log.count >= 1_024, state.log.count > 2 * state.latest.count {
+                state.log.removeAll { state.latest[$0.name]?.seq != $0.seq }
+            }
             return state.seq
         }
         notifier.publish(seq: seq, commit: false)
@@ -36,12 +49,21 @@ public final class DatabaseUpdates: Sendable {
     /// The current sequence.
     public var seq: Int { state.withLock { $0.seq } }
 
-    /// Events after `seq`, oldest first, at most `limit`.
+    /// Events after `seq`, oldest first, at most `limit`: each database's latest only.
     public func events(after seq: Int, limit: Int = Int.max) -> [Event] {
-        let all = state.withLock { state in
-            state.latest.compactMap { name, event in event.seq > seq ? Event(name: name, kind: event.kind, seq: event.seq) : nil }
+        state.withLock { state in
+            var low = 0, high = state.log.count
+            while low < high {
+                let middle = (low + high) / 2
+                if state.log[middle].seq <= seq { low = middle + 1 } else { high = middle }
+            }
+            var events: [Event] = []
+            for entry in state.log[low...] where events.count < limit {
+                guard let latest = state.latest[entry.name], latest.seq == entry.seq else { continue }
+                events.append(Event(name: entry.name, kind: latest.kind, seq: entry.seq))
+            }
+            return events
         }
-        return Array(all.sorted { $0.seq < $1.seq }.prefix(limit))
     }
 
     /// `N-<epoch>` as clients see sequences.

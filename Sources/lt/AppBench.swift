@@ -51,7 +51,7 @@ struct AppBench: AsyncParsableCommand {
         let dataDirectory = scratch.appendingPathComponent("data")
         let directoryLock = try DirectoryLock(directory: dataDirectory)
         defer { withExtendedLifetime(directoryLock) {} }
-        guard let durabilityMode = Durability(rawValue: durability.uppercased()) else { throw ValidationError("--durability must be full or normal") }
+        let durabilityMode = try Durability.option(durability)
         let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, durability: durabilityMode, connections: Serve.connections)
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: scratch), options: options, logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()

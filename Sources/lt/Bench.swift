@@ -96,7 +96,7 @@ struct Bench: AsyncParsableCommand {
         report("raw SQLite full read in key order (ceiling)", sqliteRead, unit: "rows/s")
 
         // The engine alone (no HTTP): the same batches through Database.update.
-        let engineStore = try DatabaseStore(directory: scratch.appendingPathComponent("engine"), durability: Durability(rawValue: durability.uppercased()) ?? .full)
+        let engineStore = try DatabaseStore(directory: scratch.appendingPathComponent("engine"), durability: try Durability.option(durability))
         let engine = try await medianAsync(runs) { run in
             let db = try await engineStore.create("engine\(run)")
             let inputs = try documents.map { try DocumentInput(json: $0) }
@@ -304,7 +304,7 @@ struct Bench: AsyncParsableCommand {
 
     /// Runs the database API in this process on an ephemeral port.
     func startServer(_ directory: URL) async throws -> (Task<Void, any Error>, Int) {
-        guard let mode = Durability(rawValue: durability.uppercased()) else { throw ValidationError("--durability must be full or normal") }
+        let mode = try Durability.option(durability)
         var settings = try ServerSettings.load(from: directory.deletingLastPathComponent())
         settings.admins["bench"] = try await Passwords.hash("bench-password")
         var options = CouchAPI.Options()

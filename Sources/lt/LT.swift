@@ -1,4 +1,5 @@
 import ArgumentParser
+import CouchEngine
 import Logging
 import NIOCore
 import NIOPosix
@@ -32,5 +33,13 @@ extension LT {
             handler.logLevel = level
             return handler
         }
+    }
+}
+
+extension Durability {
+    /// The `--durability` option's value (`full` or `normal`, any case).
+    static func option(_ text: String) throws -> Durability {
+        guard let durability = Durability(rawValue: text.uppercased()) else { throw ValidationError("--durability must be full or normal") }
+        return durability
     }
 }

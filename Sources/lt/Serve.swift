@@ -82,9 +82,7 @@ struct Serve: AsyncParsableCommand {
         let host = value(host, "LT_HOST") ?? "127.0.0.1"
         let dbPort = try intValue(dbPort, "LT_DB_PORT", default: 5984)
         let appPort = try intValue(port, "LT_PORT", default: 8080)
-        guard let durabilityMode = Durability(rawValue: (value(durability, "LT_DURABILITY") ?? "full").uppercased()) else {
-            throw ValidationError("--durability must be full or normal")
-        }
+        let durabilityMode = try Durability.option(value(durability, "LT_DURABILITY") ?? "full")
 
         let modeName = value(mode, "LT_MODE") ?? TrackerService.Mode.databasePerUser.rawValue
         guard let appMode = TrackerService.Mode(rawValue: modeName) else {

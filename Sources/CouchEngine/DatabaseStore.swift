@@ -5,8 +5,9 @@ import Logging
 /// All databases of one server: one SQLite file each under `<directory>/dbs/`.
 ///
 /// Databases are opened on first use and closed again when more than `maxOpen` are open
-/// (least recently used first), so a node with very many databases keeps no file handle or
-/// task for an idle one, and creating one is a file with an empty schema. Single-connection
+/// (a random one among those not used recently: `OpenDatabases`), so a node with very many
+/// databases keeps no file handle or task for an idle one, and creating one is a file with an
+/// empty schema, built aside and renamed into place. Single-connection
 /// databases that stay open but idle (not among the last `activeSet` used) give back their
 /// page cache and statements now and then, so thousands of open ones cost little memory.
 public final class DatabaseStore: Sendable {
@@ -120,7 +121,8 @@ public final class DatabaseStore: Sendable {
     }
 
     /// SQLite set up for many connections, once per process before its first use: page-cache
-    /// memory is taken page by page as needed, not about 90 KB up front per connection.
+    /// memory is taken page by page as needed, not about 90 KB up front per connection, and
+    /// file names may be URIs (how single connections choose the lock-free file system).
     private static let sqliteConfigured: Bool = lt_sqlite_no_initial_page_cache() == 0
 
     /// The database if it is open already (and marked as used).

@@ -27,10 +27,10 @@ struct OpenDatabases<Value> {
 
     /// The value kept under `name`, marked as used now.
     mutating func use(_ name: String) -> Value? {
-        guard entries[name] != nil else { return nil }
+        guard let value = entries[name]?.value else { return nil }
         clock += 1
-        entries[name]!.lastUse = clock
-        return entries[name]!.value
+        entries[name]?.lastUse = clock
+        return value
     }
 
     /// The value kept under `name`, not marking it used.

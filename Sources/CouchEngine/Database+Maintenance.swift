@@ -58,6 +58,7 @@ extension Database {
                 for rev in removed { try Database.deleteBody(db, id: id, rev: rev) }
                 purged.members.append((id, .array(targets.map { .string($0.description) })))
                 guard !targets.isEmpty else { continue }
+                context.changesComplete = false  // documents lose revisions, or vanish, unlisted
                 context.purgeSeq += 1
                 try db.execute(
                     sql: "INSERT INTO purges(purge_seq, doc_id, revs) VALUES (?, ?, ?)",

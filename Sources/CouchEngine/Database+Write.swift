@@ -120,6 +120,22 @@ extension Database {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [id, context.seq, winner.rev.description, winner.deleted ? 1 : 0, tree.encoded])
         adjustCounts(context, before: existing.map { $0.winnerDeleted }, after: winner.deleted)
+        if context.listsChanges {
+            // The document as `include_docs` shows it (`assemble`), when the revision written
+            // won and has no attachments (whose stubs need more than this write has at hand).
+            var doc: [UInt8]?
+            if winner.rev == newRev, attachments?.meta.isEmpty ?? true {
+                var shown = JSONObject()
+                shown.members.reserveCapacity(input.body.count + 3)
+                shown.members.append(("_id", .string(id)))
+                shown.members.append(("_rev", .string(newRev.description)))
+                if winner.deleted { shown.members.append(("_deleted", true)) }
+                shown.members.append(contentsOf: input.body.members)
+                doc = JSON.object(shown).bytes
+            }
+            context.changes.append(RecentChanges.Change(
+                seq: context.seq, id: id, leaves: tree.leaves.map(\.rev.description), deleted: winner.deleted, doc: doc))
+        }
         return newRev
     }
 

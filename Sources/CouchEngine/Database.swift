@@ -94,10 +94,12 @@ public final class Database: Sendable {
         "admins": ["roles": ["_admin"]],
     ]
 
-    /// - Parameter connections: a pool (concurrent readers) or a single connection.
+    /// - Parameters:
+    ///   - connections: a pool (concurrent readers) or a single connection.
+    ///   - recentChanges: where to keep this database's latest changes, if anywhere.
     init(
         name: String, path: String, notifier: ChangeNotifier, durability: Durability,
-        validator: (any WriteValidator)? = nil, connections: Connections = .pool
+        validator: (any WriteValidator)? = nil, connections: Connections = .pool, recentChanges: RecentChanges? = nil
     ) throws {
         self.name = name
         self.notifier = notifier
@@ -160,7 +162,15 @@ public final class Database: Sendable {
         self.uuid = uuid
         self.sequenceSuffix = "-" + uuid.prefix(12)
         self.cachedMeta = Locked(meta)
-        self.writer = WriteQueue(pool: pool, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
+        let suffix = sequenceSuffix
+        var onChanges: WriteQueue.ChangesListener?
+        if let recentChanges {
+            onChanges = { before, after, changes, complete in
+                recentChanges.record(name, suffix: suffix, from: before, to: after, changes: changes, complete: complete)
+            }
+        }
+        self.writer = WriteQueue(pool: pool, onChanges: onChanges, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
+        recentChanges?.begin(name, suffix: suffix, seq: seq)
         notifier.publish(seq: seq, commit: false)
     }
 
@@ -226,10 +236,13 @@ public final class Database: Sendable {
         String(seq) + sequenceSuffix
     }
 
-
-
-    /// Parses a sequence a client passed back: our strings, plain integers, or `now`.
+    /// Parses a sequence a client passed back: our strings, plain integers, or `now` (-1).
     public func parseSequence(_ value: JSON) throws -> Int {
+        try Database.parseSequence(value)
+    }
+
+    /// The same, for a database not at hand.
+    public static func parseSequence(_ value: JSON) throws -> Int {
         switch value {
         case let .int(i): return max(0, i)
         case let .string(s):

@@ -28,7 +28,12 @@ public final class DatabaseStore: Sendable {
         var sweptAt: UInt64 = 0
         /// Names being deleted: not found for opening, existing for creating, until gone.
         var deleting: Set<String> = []
+        /// Database files opened (not found open) since the start.
+        var filesOpened = 0
     }
+
+    /// How many times a database was not open when asked for, and its file was opened.
+    public var filesOpened: Int { state.withLock { $0.filesOpened } }
     /// Databases used within this many of the latest uses keep their caches.
     static let activeSet: UInt64 = 512
     private let state = Locked(State())
@@ -47,14 +52,19 @@ public final class DatabaseStore: Sendable {
 
     /// Which databases were created, updated or deleted (`_db_updates`).
     public let updates = DatabaseUpdates()
+    /// The latest changes of the single-connection databases (those that may be closed), so
+    /// that reading them does not reopen them.
+    public let recentChanges: RecentChanges
 
     /// System databases CouchDB allows despite the leading underscore.
     public static let systemDatabases: Set<String> = ["_users", "_replicator", "_global_changes"]
 
     public init(
         directory: URL, maxOpen: Int = 256, durability: Durability = .full, validator: (any WriteValidator)? = nil,
-        connections: @escaping @Sendable (String) -> Connections = { _ in .pool }, logger: Logger = Logger(label: "lt.engine")
+        connections: @escaping @Sendable (String) -> Connections = { _ in .pool }, recentChangesBudget: Int = 32 << 20,
+        logger: Logger = Logger(label: "lt.engine")
     ) throws {
+        self.recentChanges = RecentChanges(budget: recentChangesBudget)
         self.directory = directory
         self.connections = connections
         _ = DatabaseStore.sqliteConfigured
@@ -107,9 +117,7 @@ public final class DatabaseStore: Sendable {
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
                 try Database.createFile(at: path, scratch: scratch)
-                let database = try Database(
-                    name: name, path: path, notifier: shared, durability: durability, validator: validator,
-                    connections: connections(name))
+                let database = try makeDatabase(name, path: path, notifier: shared)
                 DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
                 updates.record(name, .created)
                 return database
@@ -193,12 +201,20 @@ public final class DatabaseStore: Sendable {
                 throw EngineError.databaseNotFound
             }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
-            let database = try Database(
-                name: name, path: path, notifier: shared, durability: durability, validator: validator,
-                connections: connections(name))
-            DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
+            let database = try makeDatabase(name, path: path, notifier: shared)
+            DatabaseStore.releaseInBackground(state.withLock { state -> Database? in
+                state.filesOpened += 1
+                return remember(database, &state)
+            })
             return database
         }
+    }
+
+    private func makeDatabase(_ name: String, path: String, notifier: ChangeNotifier) throws -> Database {
+        let connections = connections(name)
+        return try Database(
+            name: name, path: path, notifier: notifier, durability: durability, validator: validator,
+            connections: connections, recentChanges: connections == .single ? recentChanges : nil)
     }
 
     /// Deletes a database and its files; 404 if there is none.
@@ -220,6 +236,7 @@ public final class DatabaseStore: Sendable {
                 state.notifiers.removeValue(forKey: name)?.wakeAll()
                 return state.open.remove(name)
             }
+            recentChanges.forget(name)
             return entry
         }
         defer { _ = state.withLock { $0.deleting.remove(name) } }

@@ -13,7 +13,14 @@ final class WriteQueue: Sendable {
         var docCount: Int
         var delCount: Int
         var purgeSeq: Int
-        init(seq: Int, docCount: Int, delCount: Int, purgeSeq: Int) {
+        /// Whether to list each document's change in `changes` (for `RecentChanges`).
+        let listsChanges: Bool
+        /// The documents' changes, one per sequence step, when `listsChanges`.
+        var changes: [RecentChanges.Change] = []
+        /// False once a write changed documents in a way `changes` does not show (a purge).
+        var changesComplete = true
+        init(seq: Int, docCount: Int, delCount: Int, purgeSeq: Int, listsChanges: Bool) {
+            self.listsChanges = listsChanges
             self.seq = seq
             self.docCount = docCount
             self.delCount = delCount
@@ -40,9 +47,15 @@ final class WriteQueue: Sendable {
     private let state = Locked(State())
     /// Called after each commit with the new update sequence.
     private let onCommit: @Sendable (Int) -> Void
+    /// Called after each commit, before any writer resumes, with the sequences before and
+    /// after it, the documents' changes and whether they are all of them; nil: changes are
+    /// not listed.
+    typealias ChangesListener = @Sendable (_ before: Int, _ after: Int, _ changes: [RecentChanges.Change], _ complete: Bool) -> Void
+    private let onChanges: ChangesListener?
 
-    init(pool: any DatabaseWriter, onCommit: @escaping @Sendable (Int) -> Void) {
+    init(pool: any DatabaseWriter, onChanges: ChangesListener? = nil, onCommit: @escaping @Sendable (Int) -> Void) {
         self.pool = pool
+        self.onChanges = onChanges
         self.onCommit = onCommit
     }
 
@@ -52,6 +65,7 @@ final class WriteQueue: Sendable {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let run: @Sendable (GRDB.Database, Context) -> Finish = { db, context in
                 let before = (context.seq, context.docCount, context.delCount, context.purgeSeq)
+                let listed = (context.changes.count, context.changesComplete)
                 do {
                     var value: T?
                     try db.inSavepoint {
@@ -62,6 +76,8 @@ final class WriteQueue: Sendable {
                     return { continuation.resume(returning: result) }
                 } catch {
                     (context.seq, context.docCount, context.delCount, context.purgeSeq) = before
+                    context.changes.removeLast(context.changes.count - listed.0)
+                    context.changesComplete = listed.1
                     return { continuation.resume(throwing: error) }
                 }
             }
@@ -88,12 +104,15 @@ final class WriteQueue: Sendable {
             }
             if batch.isEmpty { return }
             do {
-                let (finishers, seq) = try await pool.write { db -> ([Finish], Int) in
+                let listsChanges = onChanges != nil
+                let (finishers, before, seq, changes, complete) = try await pool.write {
+                    db -> ([Finish], Int, Int, [RecentChanges.Change], Bool) in
                     let context = Context(
                         seq: try Database.metaInt(db, "update_seq"),
                         docCount: try Database.metaInt(db, "doc_count"),
                         delCount: try Database.metaInt(db, "doc_del_count"),
-                        purgeSeq: try Database.metaInt(db, "purge_seq"))
+                        purgeSeq: try Database.metaInt(db, "purge_seq"),
+                        listsChanges: listsChanges)
                     let start = (context.seq, context.docCount, context.delCount, context.purgeSeq)
                     let finishers = batch.map { $0.run(db, context) }
                     if (context.seq, context.docCount, context.delCount, context.purgeSeq) != start {
@@ -102,8 +121,9 @@ final class WriteQueue: Sendable {
                         try Database.setMeta(db, "doc_del_count", String(context.delCount))
                         try Database.setMeta(db, "purge_seq", String(context.purgeSeq))
                     }
-                    return (finishers, context.seq)
+                    return (finishers, start.0, context.seq, context.changes, context.changesComplete)
                 }
+                onChanges?(before, seq, changes, complete)
                 for finish in finishers { finish() }
                 onCommit(seq)
             } catch {

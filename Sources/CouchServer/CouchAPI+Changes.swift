@@ -126,6 +126,37 @@ extension CouchAPI {
         return APIResponse(status: .ok, headers: headers, body: stream)
     }
 
+    /// A plain `_changes` read by a server admin (the consolidator) answered from the store's
+    /// record of recent changes (`RecentChanges`) without opening the database; nil when that
+    /// record does not cover it, or the request asks for anything else (other feeds, filters,
+    /// options), which the database answers.
+    func recentChanges(_ name: String, _ request: APIRequest) -> APIResponse? {
+        let understood: Set<String> = ["since", "limit", "style", "include_docs", "feed"]
+        guard request.user.isServerAdmin, request.method == .get, request.query.keys.allSatisfy(understood.contains),
+              request.query["feed"] ?? "normal" == "normal" else { return nil }
+        var since = 0
+        if let raw = request.query["since"] {
+            guard let parsed = try? Database.parseSequence((try? JSON.parse(raw)) ?? .string(raw)), parsed >= 0 else { return nil }
+            since = parsed
+        }
+        let limit: Int?, includeDocs: Bool
+        do {
+            limit = try request.int("limit")
+            includeDocs = try request.bool("include_docs")
+        } catch {
+            return nil  // the database's answer has the error
+        }
+        let allLeaves: Bool
+        switch request.query["style"] ?? "main_only" {
+        case "main_only": allLeaves = false
+        case "all_docs": allLeaves = true
+        default: return nil
+        }
+        guard let page = store.recentChanges.page(
+            name, since: since, limit: limit.map { max($0, 1) }, includeDocs: includeDocs, allLeaves: allLeaves) else { return nil }
+        return .json(["results": .array(page.rows), "last_seq": .string(page.lastSeq), "pending": .int(page.pending)])
+    }
+
     func changesResult(_ db: Database, _ page: ChangesPage) -> JSON {
         ["results": .array(page.rows), "last_seq": .string(db.sequenceString(page.lastSeq)), "pending": .int(page.pending)]
     }

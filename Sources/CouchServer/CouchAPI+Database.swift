@@ -39,6 +39,7 @@ extension CouchAPI {
 
     /// `/{db}/...`: special endpoints, design and local documents, documents and attachments.
     func databaseSubresource(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
+        if request.path[1] == "_changes", let recent = recentChanges(name, request) { return recent }
         let db = try await store.open(name)
         let path = request.path
         let second = path[1]

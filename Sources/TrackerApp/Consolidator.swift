@@ -1,3 +1,4 @@
+import CouchEngine
 import CouchJSON
 import Foundation
 import HTTPTypes
@@ -31,6 +32,22 @@ public final class Consolidator: Sendable {
         var rev: String?
     }
 
+    /// What the consolidator has done so far: rounds, databases and documents copied, and
+    /// where a round's time went.
+    public struct Statistics: Sendable {
+        public var rounds = 0
+        public var databasesRead = 0
+        public var documentsCopied = 0
+        /// Seconds spent reading users' databases, and writing `lt_locations_all`.
+        public var readSeconds = 0.0
+        public var writeSeconds = 0.0
+        /// The slowest single database read, in seconds.
+        public var slowestRead = 0.0
+    }
+    private let counters = Locked(Statistics())
+    /// A snapshot of the counters.
+    public var statistics: Statistics { counters.withLock { $0 } }
+
     public init(couch: any CouchClient, logger: Logger = Logger(label: "lt.consolidator")) {
         self.couch = couch
         self.logger = logger
@@ -38,6 +55,11 @@ public final class Consolidator: Sendable {
 
     /// User databases the start-up sweep looks at per round, beside whatever changed.
     static let sweepChunk = 256
+    /// Rounds start at most this often: under a steady stream of writes each round then
+    /// carries a tenth of a second of them, and `lt_locations_all` takes a few commits per
+    /// second instead of one or two per handful of documents (each commit a sync, and one
+    /// more update of its indexes). A write after a quiet spell is copied at once.
+    static let roundInterval = Duration.milliseconds(100)
 
     /// Runs until cancelled.
     public func run() async {
@@ -51,14 +73,17 @@ public final class Consolidator: Sendable {
         // round, while databases that change now go first: with 100,000 users the sweep takes
         // a while, and fresh locations should not wait for it.
         var unswept = await userDatabases()[...]
+        var roundStarted = ContinuousClock.now - Consolidator.roundInterval
         while !Task.isCancelled {
             do {
+                try? await Task.sleep(until: roundStarted + Consolidator.roundInterval)
                 // Waiting for news only when there is no sweeping left to do.
                 var query = ["since": since]
                 if unswept.isEmpty { query.merge(["feed": "longpoll", "timeout": "10000"]) { $1 } }
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
                 guard reply.ok else { throw ConsolidationError("_db_updates answered \(reply.status)") }
                 let json = reply.json
+                roundStarted = .now
                 var names = Set((json["results"]?.arrayValue ?? []).compactMap { row -> String? in
                     guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix), row["type"] != "deleted" else { return nil }
                     return name
@@ -128,6 +153,7 @@ public final class Consolidator: Sendable {
         var pending = names
         while !pending.isEmpty, !Task.isCancelled {
             let known = checkpoints
+            let readStart = ContinuousClock.now
             let batches = await withTaskGroup(of: Batch?.self) { group -> [Batch] in
                 var next = pending.makeIterator()
                 for _ in 0..<Consolidator.parallelism {
@@ -141,8 +167,17 @@ public final class Consolidator: Sendable {
                 }
                 return batches
             }
+            let writeStart = ContinuousClock.now
             do {
                 try await write(batches, &checkpoints)
+                let writeEnd = ContinuousClock.now
+                counters.withLock {
+                    $0.rounds += 1
+                    $0.databasesRead += batches.count
+                    $0.documentsCopied += batches.reduce(0) { $0 + $1.docs.count }
+                    $0.readSeconds += Consolidator.seconds(readStart.duration(to: writeStart))
+                    $0.writeSeconds += Consolidator.seconds(writeStart.duration(to: writeEnd))
+                }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
                 return pending
@@ -155,6 +190,11 @@ public final class Consolidator: Sendable {
     /// The next page of a database's changes since `since`, with the documents; nil when the
     /// database is gone or cannot be read (logged).
     func read(_ db: String, since: String) async -> Batch? {
+        let start = ContinuousClock.now
+        defer {
+            let took = Consolidator.seconds(start.duration(to: .now))
+            counters.withLock { $0.slowestRead = max($0.slowestRead, took) }
+        }
         do {
             var since = since
             while true {
@@ -238,6 +278,10 @@ extension Consolidator {
     static func isComplete(_ doc: JSON, revs: [JSON]) -> Bool {
         guard revs.count == 1, let rev = doc["_rev"]?.stringValue, revs[0].stringValue == rev, rev.hasPrefix("1-") else { return false }
         return doc["_attachments"] == nil && doc["_deleted"] == nil
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// The database tag of one of this server's sequence strings (`N-<12 hex digits>`).

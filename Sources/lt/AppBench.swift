@@ -72,21 +72,30 @@ struct AppBench: AsyncParsableCommand {
 
         // Consolidation running, then a steady stream of writes; arrival times come from
         // lt_locations_all's changes feed.
-        let consolidation = Task { await Consolidator(couch: couch).run() }
+        let consolidator = Consolidator(couch: couch)
+        let consolidation = Task { await consolidator.run() }
         try await Task.sleep(for: .seconds(1))
+        // When each write started, and when it was acknowledged.
         let written = Locked<[String: ContinuousClock.Instant]>([:])
+        let acknowledged = Locked<[String: ContinuousClock.Instant]>([:])
         let lags = Locked<[Double]>([])
+        let arrivals = Locked<[Double]>([])
+        let lagsAfterAcknowledgement = Locked<[Double]>([])
         let watcher = Task {
             var since = "now"
             while !Task.isCancelled {
                 let reply = await api.perform(.get, "/lt_locations_all/_changes", query: ["feed": "longpoll", "since": since, "timeout": "1000"])
                 guard let json = try? JSON.parse(reply.body) else { continue }
-                let arrived = (json["results"]?.arrayValue ?? []).compactMap { row -> ContinuousClock.Instant? in
-                    guard let id = row["id"]?.stringValue else { return nil }
-                    return written.withLock { $0.removeValue(forKey: id) }
+                let arrivedIDs = (json["results"]?.arrayValue ?? []).compactMap { row -> String? in
+                    guard let id = row["id"]?.stringValue, written.withLock({ $0[id] != nil }) else { return nil }
+                    return id
                 }
+                let arrived = arrivedIDs.compactMap { id in written.withLock { $0.removeValue(forKey: id) } }
+                let arrivedAcknowledged = arrivedIDs.compactMap { id in acknowledged.withLock { $0.removeValue(forKey: id) } }
                 since = json["last_seq"]?.stringValue ?? since
                 guard !arrived.isEmpty else { continue }
+                let seen = ContinuousClock.now
+                arrivals.withLock { arrivals in arrivals += arrived.map { $0.duration(to: seen).seconds * 1000 } }
                 // Visible in the geo index once a query (which first brings the index up to
                 // date with the database) has answered: that is when a user could see it.
                 let geo = await api.perform(.get, "/lt_locations_all/_design/points/_geo/pointidx",
@@ -94,12 +103,14 @@ struct AppBench: AsyncParsableCommand {
                 guard geo.status == 200 else { continue }
                 let now = ContinuousClock.now
                 lags.withLock { lags in lags += arrived.map { $0.duration(to: now).seconds * 1000 } }
+                lagsAfterAcknowledgement.withLock { lags in lags += arrivedAcknowledged.map { $0.duration(to: now).seconds * 1000 } }
             }
         }
         let total = rate * seconds
         let spread = min(active, users)
         let loadStart = ContinuousClock.now
         let cpuStart = AppBench.processCPUSeconds()
+        let openedBefore = store.filesOpened
         // Writes start on schedule (write n at n / rate seconds), each on its own, as
         // independent devices would: a slow server does not slow the arrivals down, up to
         // `inFlight` writes waiting at once.
@@ -124,13 +135,16 @@ struct AppBench: AsyncParsableCommand {
                                      "properties": ["username": .string(user)]]
                     let reply = await api.perform(.put, "/lt_locations_user_\(user)/\(id)", body: doc)
                     guard reply.status == 201 else { throw ValidationError("write failed: \(reply.status) \(String(decoding: reply.body, as: UTF8.self))") }
-                    latencies.withLock { $0.append(start.duration(to: .now).seconds * 1000) }
+                    let now = ContinuousClock.now
+                    latencies.withLock { $0.append(start.duration(to: now).seconds * 1000) }
+                    acknowledged.withLock { $0[id] = now }
                 }
             }
             try await group.waitForAll()
         }
         let achieved = Double(total) / loadStart.duration(to: .now).seconds
         let cpuWriting = AppBench.processCPUSeconds() - cpuStart
+        let opened = store.filesOpened - openedBefore
         // Wait for the tail to arrive (up to 30 s).
         for _ in 0..<300 where written.withLock({ !$0.isEmpty }) { try await Task.sleep(for: .milliseconds(100)) }
         watcher.cancel()
@@ -144,13 +158,20 @@ struct AppBench: AsyncParsableCommand {
         print("write latency p50/p99/max                     " + percentiles(latencies.withLock { $0 }))
         print(String(format: "CPU while writing (writes, copying, watcher)  %8.2f ms per write (%.2f cores)",
                      cpuWriting / Double(total) * 1000, cpuWriting / (Double(total) / achieved)))
+        print(String(format: "database files opened while writing           %8.2f per write", Double(opened) / Double(total)))
+        print("lag until in lt_locations_all's changes       " + percentiles(arrivals.withLock { $0 }))
         print("lag until visible in the geo index p50/p99/max " + percentiles(lags.withLock { $0 }))
+        print("  the same, from the write's acknowledgement    " + percentiles(lagsAfterAcknowledgement.withLock { $0 }))
         print("writes not consolidated after 30 s                 \(missing)")
         // Every write is in the geo index: a query around all of them finds each one.
         let geo = await api.perform(.get, "/lt_locations_all/_design/points/_geo/pointidx",
                                     query: ["bbox": "-122.31,37.48,-122.19,37.50", "limit": "1", "stale": "ok"])
         let indexed = (try? JSON.parse(await api.perform(.get, "/lt_locations_all/_design/points/_geo_info/pointidx").body))?["geo_index"]?["doc_count"]
         print("geo index: status \(geo.status), \(indexed?.text ?? "?") documents indexed (\(total) written)")
+        let copied = consolidator.statistics
+        print(String(format: "consolidation: %d rounds, %.0f databases and %.0f documents per round; read %.0f ms, write %.0f ms per round; slowest read %.0f ms",
+                     copied.rounds, Double(copied.databasesRead) / Double(max(1, copied.rounds)), Double(copied.documentsCopied) / Double(max(1, copied.rounds)),
+                     copied.readSeconds * 1000 / Double(max(1, copied.rounds)), copied.writeSeconds * 1000 / Double(max(1, copied.rounds)), copied.slowestRead * 1000))
         print(String(format: "resident memory                               %8.0f MiB", Double(GeoBench.residentBytes()) / 1_048_576))
         // Stop the consolidator before removing its files (it may still be writing).
         consolidation.cancel()

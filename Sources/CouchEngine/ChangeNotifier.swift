@@ -51,6 +51,9 @@ public final class ChangeNotifier: Sendable {
                     let result = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
                         let immediate: Int? = self.state.withLock { state in
                             if state.latest > seq { return state.latest }
+                            // Cancelled already: `onCancel` has run (or is waiting for this
+                            // lock) and would not find the waiter, which would wait forever.
+                            if Task.isCancelled { return -1 }
                             state.waiters[id] = (seq, continuation)
                             return nil
                         }

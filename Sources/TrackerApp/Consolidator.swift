@@ -43,6 +43,8 @@ public final class Consolidator: Sendable {
         public var writeSeconds = 0.0
         /// The slowest single database read, in seconds.
         public var slowestRead = 0.0
+        /// User databases the start-up sweep has looked at.
+        public var swept = 0
     }
     private let counters = Locked(Statistics())
     /// A snapshot of the counters.
@@ -53,33 +55,53 @@ public final class Consolidator: Sendable {
         self.logger = logger
     }
 
-    /// User databases the start-up sweep looks at per round, beside whatever changed.
-    static let sweepChunk = 256
+    /// User databases the start-up sweep takes at a time, and reads at once: few, so that it
+    /// never holds up the copying of what changes now (each of its reads may open a file).
+    static let sweepChunk = 64
+    static let sweepParallelism = 4
+
     /// Rounds start at most this often: under a steady stream of writes each round then
     /// carries a tenth of a second of them, and `lt_locations_all` takes a few commits per
     /// second instead of one or two per handful of documents (each commit a sync, and one
     /// more update of its indexes). A write after a quiet spell is copied at once.
     static let roundInterval = Duration.milliseconds(100)
 
-    /// Runs until cancelled.
+    /// Each user database's checkpoint, shared by the two lanes (below).
+    private let checkpoints = Locked<[String: Checkpoint]>([:])
+    /// The databases a lane is copying now: the other leaves them alone meanwhile.
+    private let copying = Locked<Set<String>>([])
+
+    /// Runs until cancelled, in two lanes: one follows `_db_updates` and copies what changes
+    /// now, in rounds; the other looks at every user database once (what changed while the
+    /// consolidator was not running), a few at a time. With 100,000 users the sweep takes
+    /// minutes, and fresh locations do not wait for it.
     public func run() async {
-        var since = "now"
         // Take the feed's position first, so nothing written during the sweep is missed.
-        if let reply = try? await couch.request(.get, "/_db_updates", query: ["since": "now"], body: nil), reply.ok {
-            since = reply.json["last_seq"]?.stringValue ?? "now"
+        let position = try? await couch.request(.get, "/_db_updates", query: ["since": "now"], body: nil)
+        let since = position.flatMap { $0.ok ? $0.json["last_seq"]?.stringValue : nil } ?? "now"
+        let loaded = await loadCheckpoints()
+        checkpoints.withLock { $0 = loaded }
+        let everyDatabase = await userDatabases()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.follow(since: since) }
+            group.addTask { await self.sweep(everyDatabase) }
         }
-        var checkpoints = await loadCheckpoints()
-        // Every user database once (what changed while the server was down), a chunk per
-        // round, while databases that change now go first: with 100,000 users the sweep takes
-        // a while, and fresh locations should not wait for it.
-        var unswept = await userDatabases()[...]
+    }
+
+    /// The lane that copies what changes now.
+    func follow(since start: String) async {
+        var since = start
+        // Databases to look at again at the next round even if they do not change again: the
+        // sweep had them, or `lt_locations_all` could not be written.
+        var again: [String] = []
         var roundStarted = ContinuousClock.now - Consolidator.roundInterval
         while !Task.isCancelled {
             do {
                 try? await Task.sleep(until: roundStarted + Consolidator.roundInterval)
-                // Waiting for news only when there is no sweeping left to do.
+                if Task.isCancelled { break }
+                // Waiting for news only when there is nothing to look at again.
                 var query = ["since": since]
-                if unswept.isEmpty { query.merge(["feed": "longpoll", "timeout": "10000"]) { $1 } }
+                if again.isEmpty { query.merge(["feed": "longpoll", "timeout": "10000"]) { $1 } }
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
                 guard reply.ok else { throw ConsolidationError("_db_updates answered \(reply.status)") }
                 let json = reply.json
@@ -88,20 +110,32 @@ public final class Consolidator: Sendable {
                     guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix), row["type"] != "deleted" else { return nil }
                     return name
                 })
-                names.formUnion(unswept.prefix(Consolidator.sweepChunk))
-                unswept = unswept.dropFirst(Consolidator.sweepChunk)
-                let unfinished = await consolidate(names.sorted(), &checkpoints)
+                names.formUnion(again)
                 since = json["last_seq"]?.stringValue ?? since
-                if !unfinished.isEmpty {
-                    // lt_locations_all could not be written: try these again shortly, even if
-                    // they do not change again.
-                    unswept = (unfinished + unswept)[...]
-                    try? await Task.sleep(for: .seconds(2))
-                }
+                let (unfinished, taken) = await consolidate(names.sorted(), parallelism: Consolidator.parallelism)
+                again = unfinished + taken
+                // lt_locations_all could not be written: try these again shortly.
+                if !unfinished.isEmpty { try? await Task.sleep(for: .seconds(2)) }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
                 try? await Task.sleep(for: .seconds(2))
             }
+        }
+    }
+
+    /// The lane that looks at every database once. A database the other lane is copying is
+    /// skipped: that copy starts from the same checkpoint.
+    func sweep(_ names: [String]) async {
+        var next = names[...]
+        while !next.isEmpty, !Task.isCancelled {
+            var chunk = Array(next.prefix(Consolidator.sweepChunk))
+            next = next.dropFirst(chunk.count)
+            let count = chunk.count
+            while !chunk.isEmpty, !Task.isCancelled {
+                chunk = await consolidate(chunk, parallelism: Consolidator.sweepParallelism).unfinished
+                if !chunk.isEmpty { try? await Task.sleep(for: .seconds(2)) }
+            }
+            counters.withLock { $0.swept += count }
         }
     }
 
@@ -146,30 +180,38 @@ public final class Consolidator: Sendable {
     }
 
     /// Copies the changes of `names` in rounds until none has more. A database that cannot be
-    /// read is logged and tried again at its next update; the names still to copy when
-    /// `lt_locations_all` cannot be written are returned.
-    @discardableResult
-    func consolidate(_ names: [String], _ checkpoints: inout [String: Checkpoint]) async -> [String] {
-        var pending = names
+    /// read is logged and tried again at its next update. Returns the names still to copy when
+    /// `lt_locations_all` cannot be written, and those left alone because the other lane is
+    /// copying them.
+    func consolidate(_ names: [String], parallelism: Int) async -> (unfinished: [String], taken: [String]) {
+        let (claimed, taken) = copying.withLock { copying -> ([String], [String]) in
+            var claimed: [String] = [], taken: [String] = []
+            for name in names {
+                if copying.insert(name).inserted { claimed.append(name) } else { taken.append(name) }
+            }
+            return (claimed, taken)
+        }
+        defer { copying.withLock { copying in for name in claimed { copying.remove(name) } } }
+        var pending = claimed
         while !pending.isEmpty, !Task.isCancelled {
-            let known = checkpoints
             let readStart = ContinuousClock.now
             let batches = await withTaskGroup(of: Batch?.self) { group -> [Batch] in
                 var next = pending.makeIterator()
-                for _ in 0..<Consolidator.parallelism {
+                let since = { @Sendable (name: String) in self.checkpoints.withLock { $0[name]?.seq } ?? "0" }
+                for _ in 0..<parallelism {
                     guard let name = next.next() else { break }
-                    group.addTask { await self.read(name, since: known[name]?.seq ?? "0") }
+                    group.addTask { await self.read(name, since: since(name)) }
                 }
                 var batches: [Batch] = []
                 while let batch = await group.next() {
                     if let batch { batches.append(batch) }
-                    if let name = next.next() { group.addTask { await self.read(name, since: known[name]?.seq ?? "0") } }
+                    if let name = next.next() { group.addTask { await self.read(name, since: since(name)) } }
                 }
                 return batches
             }
             let writeStart = ContinuousClock.now
             do {
-                try await write(batches, &checkpoints)
+                try await write(batches)
                 let writeEnd = ContinuousClock.now
                 counters.withLock {
                     $0.rounds += 1
@@ -180,11 +222,11 @@ public final class Consolidator: Sendable {
                 }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
-                return pending
+                return (pending, taken)
             }
             pending = batches.filter(\.more).map(\.db)
         }
-        return []
+        return ([], taken)
     }
 
     /// The next page of a database's changes since `since`, with the documents; nil when the
@@ -241,7 +283,7 @@ public final class Consolidator: Sendable {
     }
 
     /// Writes a round: every document (in chunks), then every checkpoint in one request.
-    func write(_ batches: [Batch], _ checkpoints: inout [String: Checkpoint]) async throws {
+    func write(_ batches: [Batch]) async throws {
         let all = TrackerService.allLocationsDB
         let docs = batches.flatMap(\.docs)
         for start in stride(from: 0, to: docs.count, by: 5000) {
@@ -252,7 +294,7 @@ public final class Consolidator: Sendable {
         guard !batches.isEmpty else { return }
         let saves: [JSON] = batches.map { batch in
             var doc: JSONObject = ["_id": .string(Consolidator.checkpointPrefix + batch.db), "seq": .string(batch.lastSeq)]
-            if let rev = checkpoints[batch.db]?.rev { doc["_rev"] = .string(rev) }
+            if let rev = checkpoints.withLock({ $0[batch.db]?.rev }) { doc["_rev"] = .string(rev) }
             return .object(doc)
         }
         let saved = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(saves)])
@@ -260,11 +302,12 @@ public final class Consolidator: Sendable {
         let results = saved.json.arrayValue ?? []
         for (batch, result) in zip(batches, results) {
             if let rev = result["rev"]?.stringValue, result["error"] == nil {
-                checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: rev)
+                checkpoints.withLock { $0[batch.db] = Checkpoint(seq: batch.lastSeq, rev: rev) }
             } else {
                 // Changed behind our back (a user deleted and registered again): read it afresh.
                 let current = try await couch.request(.get, "/\(all)/\(Consolidator.checkpointPrefix)\(batch.db)")
-                checkpoints[batch.db] = current.ok ? Checkpoint(seq: current.json["seq"]?.stringValue ?? "0", rev: current.json["_rev"]?.stringValue) : nil
+                let fresh = current.ok ? Checkpoint(seq: current.json["seq"]?.stringValue ?? "0", rev: current.json["_rev"]?.stringValue) : nil
+                checkpoints.withLock { $0[batch.db] = fresh }
             }
         }
     }

@@ -61,6 +61,10 @@ struct AppBench: AsyncParsableCommand {
         print("lt bench-app: \(users) users, \(rate) writes/s over \(min(active, users)) of them for \(seconds) s, at most \(inFlight) in flight; "
               + "PBKDF2 iterations \(pbkdf2Iterations); \(maxOpen) databases open at most; durability \(durabilityMode.rawValue.lowercased())")
 
+        // The consolidator runs from the start, as in `lt serve`.
+        let consolidator = Consolidator(couch: couch)
+        let consolidation = Task { await consolidator.run() }
+
         // Registration (database, _security, geo design document, user document).
         let registrationStart = ContinuousClock.now
         for i in 0..<users {
@@ -70,10 +74,7 @@ struct AppBench: AsyncParsableCommand {
         let registration = registrationStart.duration(to: .now).seconds / Double(users) * 1000
         print(String(format: "registration (without PBKDF2)                 %8.2f ms each", registration))
 
-        // Consolidation running, then a steady stream of writes; arrival times come from
-        // lt_locations_all's changes feed.
-        let consolidator = Consolidator(couch: couch)
-        let consolidation = Task { await consolidator.run() }
+        // A steady stream of writes; arrival times come from lt_locations_all's changes feed.
         try await Task.sleep(for: .seconds(1))
         // When each write started, and when it was acknowledged.
         let written = Locked<[String: ContinuousClock.Instant]>([:])
@@ -120,6 +121,7 @@ struct AppBench: AsyncParsableCommand {
             for n in 0..<total {
                 let due = loadStart + .nanoseconds(Int64(Double(n) / Double(rate) * 1e9))
                 if ContinuousClock.now < due { try await Task.sleep(until: due) }
+                if n > 0, n % 10_000 == 0 { FileHandle.standardError.write(Data("  written \(n), \(running) waiting for an answer\n".utf8)) }
                 if running == inFlight {
                     try await group.next()
                     running -= 1

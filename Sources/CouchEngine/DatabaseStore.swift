@@ -30,6 +30,15 @@ public final class DatabaseStore: Sendable {
         var deleting: Set<String> = []
         /// Database files opened (not found open) since the start.
         var filesOpened = 0
+        /// Databases pushed out of `open` that something may still hold (a request writing):
+        /// until such a one is gone, opening its name gives it back rather than a second
+        /// connection to the file (users' databases are opened without file locks, and two
+        /// connections writing one file would corrupt it).
+        var evicted: [String: Evicted] = [:]
+    }
+
+    private struct Evicted {
+        weak var database: Database?
     }
 
     /// How many times a database was not open when asked for, and its file was opened.
@@ -196,6 +205,14 @@ public final class DatabaseStore: Sendable {
         return try withNameLock(name) {
             // Opened by another caller while this one waited for the name?
             if let database = state.withLock({ $0.open.peek(name) }) { return database }
+            // Pushed out, but still held and open: take it back.
+            if let (database, pushedOut) = state.withLock({ state -> (Database, Database?)? in
+                guard let alive = state.evicted.removeValue(forKey: name)?.database else { return nil }
+                return (alive, remember(alive, &state))
+            }) {
+                DatabaseStore.releaseInBackground(pushedOut)
+                return database
+            }
             let path = path(for: name)
             guard FileManager.default.fileExists(atPath: path), !state.withLock({ $0.deleting.contains(name) }) else {
                 throw EngineError.databaseNotFound
@@ -234,6 +251,7 @@ public final class DatabaseStore: Sendable {
             let entry = state.withLock { state in
                 state.deleting.insert(name)
                 state.notifiers.removeValue(forKey: name)?.wakeAll()
+                state.evicted.removeValue(forKey: name)
                 return state.open.remove(name)
             }
             recentChanges.forget(name)
@@ -277,8 +295,13 @@ public final class DatabaseStore: Sendable {
     /// for the caller to release outside the lock (it closes when its last user lets go).
     private func remember(_ database: Database, _ state: inout State) -> Database? {
         state.open.insert(database.name, database)
-        guard state.open.count > maxOpen else { return nil }
-        return state.open.evict(sparing: UInt64(max(1, maxOpen / 4)), using: &state.random)
+        guard state.open.count > maxOpen,
+              let pushedOut = state.open.evict(sparing: UInt64(max(1, maxOpen / 4)), using: &state.random) else { return nil }
+        state.evicted[pushedOut.name] = Evicted(database: pushedOut)
+        if state.evicted.count > 2 * max(64, maxOpen) {
+            state.evicted = state.evicted.filter { $0.value.database != nil }
+        }
+        return pushedOut
     }
 
     private func removeFiles(_ path: String) {

@@ -291,8 +291,17 @@ public final class Consolidator: Sendable {
             let written = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(chunk), "new_edits": false])
             guard written.ok else { throw ConsolidationError("\(all)/_bulk_docs answered \(written.status)") }
         }
-        guard !batches.isEmpty else { return }
-        let saves: [JSON] = batches.map { batch in
+        // A database that contributed no documents (a new user's, with only its design
+        // document) moves only the checkpoint kept in memory: saving those cost a commit per
+        // round all through registrations, and after a restart reading them again copies nothing.
+        checkpoints.withLock { checkpoints in
+            for batch in batches where batch.docs.isEmpty {
+                checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: checkpoints[batch.db]?.rev)
+            }
+        }
+        let copied = batches.filter { !$0.docs.isEmpty }
+        guard !copied.isEmpty else { return }
+        let saves: [JSON] = copied.map { batch in
             var doc: JSONObject = ["_id": .string(Consolidator.checkpointPrefix + batch.db), "seq": .string(batch.lastSeq)]
             if let rev = checkpoints.withLock({ $0[batch.db]?.rev }) { doc["_rev"] = .string(rev) }
             return .object(doc)
@@ -300,7 +309,7 @@ public final class Consolidator: Sendable {
         let saved = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(saves)])
         guard saved.ok else { throw ConsolidationError("saving checkpoints answered \(saved.status)") }
         let results = saved.json.arrayValue ?? []
-        for (batch, result) in zip(batches, results) {
+        for (batch, result) in zip(copied, results) {
             if let rev = result["rev"]?.stringValue, result["error"] == nil {
                 checkpoints.withLock { $0[batch.db] = Checkpoint(seq: batch.lastSeq, rev: rev) }
             } else {

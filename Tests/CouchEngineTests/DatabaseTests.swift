@@ -195,6 +195,24 @@ struct DatabaseTests {
         }
     }
 
+    @Test("A database pushed out while still held is given back when asked for again, never opened twice")
+    func evictedButHeld() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try DatabaseStore(directory: directory.url, maxOpen: 1, connections: { _ in .single })
+        var held: Database? = try await store.create("a")  // as a request writing to it would
+        _ = try await held!.update(DocumentInput(id: "one", body: ["n": 1]))
+        try await store.create("b")  // pushes a out
+        let again = try await store.open("a")
+        #expect(again === held)  // one connection to the file, not two
+        _ = try await again.update(DocumentInput(id: "two", body: ["n": 2]))
+        held = nil
+        try await store.create("c")  // pushes a out; nothing holds it now, so it closes
+        try await Task.sleep(for: .milliseconds(200))
+        let reopened = try await store.open("a")
+        #expect(try await reopened.allDocs(AllDocsOptions()).rows.compactMap { $0["id"]?.stringValue } == ["one", "two"])
+    }
+
     @Test("A database half built when the process died is not a database: the next start removes it")
     func halfBuiltDatabase() async throws {
         let directory = try TemporaryDirectory()

@@ -12,10 +12,10 @@ import Logging
 /// `_bulk_get` of those revisions that need their history or attachments; then, for the whole round, one `_bulk_docs` with
 /// `new_edits=false` into `lt_locations_all` and one `_bulk_docs` of the checkpoints (`_local`
 /// documents there), so a round of a thousand databases costs two commits, not two thousand.
-/// On start it reads every checkpoint and looks at every user database once (a chunk per
-/// round, beside the databases changing now), which covers whatever changed while it was not
-/// running. Only CouchDB API calls: it works the same
-/// against Apache CouchDB.
+/// On start it reads every checkpoint and, in a lane of its own beside the rounds, looks at
+/// every user database once, which covers whatever changed while it was not running. Only
+/// CouchDB API calls: it works the same against Apache CouchDB (this server answers an admin's
+/// `_changes` of a user's database from memory, `RecentChanges`).
 public final class Consolidator: Sendable {
     let couch: any CouchClient
     let logger: Logger

@@ -94,6 +94,10 @@ public final class Consolidator: Sendable {
         // Databases to look at again at the next round even if they do not change again: the
         // sweep had them, or `lt_locations_all` could not be written.
         var again: [String] = []
+        // Databases that could not be read, looked at again every 2 s (not every round: one
+        // that keeps failing should not flood the log or hold the others up).
+        var unreadable: Set<String> = []
+        var unreadableSince = ContinuousClock.now
         var roundStarted = ContinuousClock.now - Consolidator.roundInterval
         while !Task.isCancelled {
             do {
@@ -101,7 +105,7 @@ public final class Consolidator: Sendable {
                 if Task.isCancelled { break }
                 // Waiting for news only when there is nothing to look at again.
                 var query = ["since": since]
-                if again.isEmpty { query.merge(["feed": "longpoll", "timeout": "10000"]) { $1 } }
+                if again.isEmpty { query.merge(["feed": "longpoll", "timeout": unreadable.isEmpty ? "10000" : "2000"]) { $1 } }
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
                 guard reply.ok else { throw ConsolidationError("_db_updates answered \(reply.status)") }
                 let json = reply.json
@@ -111,11 +115,19 @@ public final class Consolidator: Sendable {
                     return name
                 })
                 names.formUnion(again)
+                if !unreadable.isEmpty, unreadableSince.duration(to: .now) >= .seconds(2) {
+                    names.formUnion(unreadable)
+                    unreadable = []
+                }
                 since = json["last_seq"]?.stringValue ?? since
-                let (unfinished, taken) = await consolidate(names.sorted(), parallelism: Consolidator.parallelism)
-                again = unfinished + taken
-                // lt_locations_all could not be written: try these again shortly.
-                if !unfinished.isEmpty { try? await Task.sleep(for: .seconds(2)) }
+                let (failed, unwritten, taken) = await consolidate(names.sorted(), parallelism: Consolidator.parallelism)
+                again = unwritten + taken
+                if !failed.isEmpty {
+                    if unreadable.isEmpty { unreadableSince = .now }
+                    unreadable.formUnion(failed)
+                }
+                // lt_locations_all could not be written: try again shortly.
+                if !unwritten.isEmpty { try? await Task.sleep(for: .seconds(2)) }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
                 try? await Task.sleep(for: .seconds(2))
@@ -132,7 +144,8 @@ public final class Consolidator: Sendable {
             next = next.dropFirst(chunk.count)
             let count = chunk.count
             while !chunk.isEmpty, !Task.isCancelled {
-                chunk = await consolidate(chunk, parallelism: Consolidator.sweepParallelism).unfinished
+                let (failed, unwritten, _) = await consolidate(chunk, parallelism: Consolidator.sweepParallelism)
+                chunk = failed + unwritten
                 if !chunk.isEmpty { try? await Task.sleep(for: .seconds(2)) }
             }
             counters.withLock { $0.swept += count }
@@ -179,11 +192,11 @@ public final class Consolidator: Sendable {
         var more: Bool
     }
 
-    /// Copies the changes of `names` in rounds until none has more. A database that cannot be
-    /// read is logged and tried again at its next update. Returns the names still to copy when
-    /// `lt_locations_all` cannot be written, and those left alone because the other lane is
-    /// copying them.
-    func consolidate(_ names: [String], parallelism: Int) async -> (unfinished: [String], taken: [String]) {
+    /// Copies the changes of `names` in rounds until none has more. Returns the databases that
+    /// could not be read, those whose changes could not be written to `lt_locations_all`
+    /// (both to be tried again shortly, even if they do not change again), and those left
+    /// alone because the other lane is copying them.
+    func consolidate(_ names: [String], parallelism: Int) async -> (unreadable: [String], unwritten: [String], taken: [String]) {
         let (claimed, taken) = copying.withLock { copying -> ([String], [String]) in
             var claimed: [String] = [], taken: [String] = []
             for name in names {
@@ -193,21 +206,27 @@ public final class Consolidator: Sendable {
         }
         defer { copying.withLock { copying in for name in claimed { copying.remove(name) } } }
         var pending = claimed
+        // Databases that could not be read: returned with the unfinished ones, to be tried again.
+        var unreadable: [String] = []
         while !pending.isEmpty, !Task.isCancelled {
             let readStart = ContinuousClock.now
-            let batches = await withTaskGroup(of: Batch?.self) { group -> [Batch] in
+            let (batches, failed) = await withTaskGroup(of: (String, Read).self) { group -> ([Batch], [String]) in
                 var next = pending.makeIterator()
                 let since = { @Sendable (name: String) in self.checkpoints.withLock { $0[name]?.seq } ?? "0" }
                 for _ in 0..<parallelism {
                     guard let name = next.next() else { break }
-                    group.addTask { await self.read(name, since: since(name)) }
+                    group.addTask { (name, await self.read(name, since: since(name))) }
                 }
-                var batches: [Batch] = []
-                while let batch = await group.next() {
-                    if let batch { batches.append(batch) }
-                    if let name = next.next() { group.addTask { await self.read(name, since: since(name)) } }
+                var batches: [Batch] = [], failed: [String] = []
+                while let (name, read) = await group.next() {
+                    switch read {
+                    case let .batch(batch): batches.append(batch)
+                    case .nothing: break
+                    case .failed: failed.append(name)
+                    }
+                    if let name = next.next() { group.addTask { (name, await self.read(name, since: since(name))) } }
                 }
-                return batches
+                return (batches, failed)
             }
             let writeStart = ContinuousClock.now
             do {
@@ -222,16 +241,16 @@ public final class Consolidator: Sendable {
                 }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
-                return (pending, taken)
+                return (unreadable, pending, taken)
             }
+            unreadable += failed
             pending = batches.filter(\.more).map(\.db)
         }
-        return ([], taken)
+        return (unreadable, [], taken)
     }
 
-    /// The next page of a database's changes since `since`, with the documents; nil when the
-    /// database is gone or cannot be read (logged).
-    func read(_ db: String, since: String) async -> Batch? {
+    /// The next page of a database's changes since `since`, with the documents.
+    func read(_ db: String, since: String) async -> Read {
         let start = ContinuousClock.now
         defer {
             let took = Consolidator.seconds(start.duration(to: .now))
@@ -243,10 +262,10 @@ public final class Consolidator: Sendable {
                 let changes = try await couch.request(.get, "/\(db)/_changes", query: [
                     "since": since, "style": "all_docs", "include_docs": "true", "limit": String(Consolidator.pageSize),
                 ], body: nil)
-                if changes.status == 404 { return nil }  // deleted meanwhile
+                if changes.status == 404 { return .nothing }  // deleted meanwhile
                 guard changes.ok else { throw ConsolidationError("\(db)/_changes answered \(changes.status)") }
                 let rows = changes.json["results"]?.arrayValue ?? []
-                guard let last = changes.json["last_seq"]?.stringValue else { return nil }
+                guard let last = changes.json["last_seq"]?.stringValue else { throw ConsolidationError("\(db)/_changes answered without last_seq") }
                 // A checkpoint of an earlier database of the same name (deleted and created again)
                 // does not apply: this server's sequences end in a 12-hex-digit tag of the database,
                 // and a different tag means another database. Start over. (Apache CouchDB's
@@ -273,13 +292,22 @@ public final class Consolidator: Sendable {
                         for item in result["docs"]?.arrayValue ?? [] { if let doc = item["ok"] { docs.append(doc) } }
                     }
                 }
-                if rows.isEmpty && last == since { return nil }
-                return Batch(db: db, docs: docs, lastSeq: last, more: rows.count == Consolidator.pageSize)
+                if rows.isEmpty && last == since { return .nothing }
+                return .batch(Batch(db: db, docs: docs, lastSeq: last, more: rows.count == Consolidator.pageSize))
             }
         } catch {
-            logger.warning("consolidation of \(db): \(error)")
-            return nil
+            logger.warning("consolidation of \(db): \(error); trying again")
+            return .failed
         }
+    }
+
+    /// What reading a database gave.
+    enum Read: Sendable {
+        case batch(Batch)
+        /// Nothing new, or the database is gone.
+        case nothing
+        /// It could not be read: to be tried again, even if it does not change again.
+        case failed
     }
 
     /// Writes a round: every document (in chunks), then every checkpoint in one request.

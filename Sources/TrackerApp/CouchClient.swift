@@ -23,6 +23,11 @@ public struct CouchReply: Sendable {
     public var body: [UInt8]
     public var json: JSON { (try? JSON.parse(body)) ?? .null }
     public var ok: Bool { (200..<300).contains(status) }
+
+    public init(status: Int, body: [UInt8]) {
+        self.status = status
+        self.body = body
+    }
 }
 
 extension CouchClient {

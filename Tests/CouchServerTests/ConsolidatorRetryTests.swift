@@ -1,0 +1,58 @@
+import CouchEngine
+import CouchJSON
+import CouchServer
+import Foundation
+import HTTPTypes
+import LTTestSupport
+import Logging
+import Testing
+import TrackerApp
+
+/// The consolidator on a real store and real SQLite files, in process, behind a client that
+/// fails chosen requests.
+@Suite("Consolidator retries", .timeLimit(.minutes(1)))
+struct ConsolidatorRetryTests {
+    /// Once armed, answers 500 to the next `_changes` of each user database; passes every
+    /// other request through.
+    final class Flaky: CouchClient {
+        let inner: InProcessCouch
+        let armed = Locked(false)
+        let failed = Locked<Set<String>>([])
+        init(_ inner: InProcessCouch) { self.inner = inner }
+        func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
+            if armed.withLock({ $0 }), path.hasPrefix("/lt_locations_user_"), path.hasSuffix("/_changes"), failed.withLock({ $0.insert(path).inserted }) {
+                return CouchReply(status: 500, body: JSON.object(["error": "unknown", "reason": "injected"]).bytes)
+            }
+            return try await inner.request(method, path, query: query, body: body)
+        }
+        func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
+            try await inner.verify(name: name, password: password)
+        }
+    }
+
+    @Test("A user's database that could not be read is read again without waiting for another write to it")
+    func unreadableIsRetried() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try DatabaseStore(directory: directory.url.appendingPathComponent("data"), connections: { _ in .single })
+        let api = CouchAPI(store: store, settings: try ServerSettings.load(from: directory.url), options: CouchAPI.Options(), logger: Logger(label: "test"))
+        try api.prepareSystemDatabases()
+        let couch = InProcessCouch(api: api)
+        let service = TrackerService(couch: couch, passwordIterations: 1, logger: Logger(label: "test"))
+        try await service.prepare(places: [])
+        _ = try await service.register(username: "alice", password: "secret-password")
+        let flaky = Flaky(couch)
+        let consolidation = Task { await Consolidator(couch: flaky).run() }
+        defer { consolidation.cancel() }
+        try await Task.sleep(for: .milliseconds(500))  // the start-up sweep has read alice's database
+        flaky.armed.withLock { $0 = true }
+        #expect(await api.perform(.put, "/lt_locations_user_alice/fix-1", body: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [-122.3, 37.5]]]).status == 201)
+        var copied = 0
+        for _ in 0..<80 where copied == 0 {
+            try await Task.sleep(for: .milliseconds(100))
+            copied = await api.perform(.get, "/lt_locations_all/fix-1").status == 200 ? 1 : 0
+        }
+        #expect(copied == 1)
+        #expect(flaky.failed.withLock { $0.contains("/lt_locations_user_alice/_changes") })
+    }
+}

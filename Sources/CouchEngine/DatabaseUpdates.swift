@@ -52,13 +52,8 @@ public final class DatabaseUpdates: Sendable {
     /// Events after `seq`, oldest first, at most `limit`: each database's latest only.
     public func events(after seq: Int, limit: Int = Int.max) -> [Event] {
         state.withLock { state in
-            var low = 0, high = state.log.count
-            while low < high {
-                let middle = (low + high) / 2
-                if state.log[middle].seq <= seq { low = middle + 1 } else { high = middle }
-            }
             var events: [Event] = []
-            for entry in state.log[low...] where events.count < limit {
+            for entry in state.log[state.log.partitionPoint { $0.seq <= seq }...] where events.count < limit {
                 guard let latest = state.latest[entry.name], latest.seq == entry.seq else { continue }
                 events.append(Event(name: entry.name, kind: latest.kind, seq: entry.seq))
             }

@@ -179,7 +179,7 @@ extension CouchAPI {
                 "total_docs_examined": .int(result.docsExamined),
                 "total_quorum_docs_examined": .int(0),
                 "results_returned": .int(docs.count),
-                "execution_time_ms": .double(Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15),
+                "execution_time_ms": .double(elapsed.seconds * 1000),
             ]
         }
         return .json(.object(out))

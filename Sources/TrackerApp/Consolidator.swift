@@ -236,8 +236,8 @@ public final class Consolidator: Sendable {
                     $0.rounds += 1
                     $0.databasesRead += batches.count
                     $0.documentsCopied += batches.reduce(0) { $0 + $1.docs.count }
-                    $0.readSeconds += Consolidator.seconds(readStart.duration(to: writeStart))
-                    $0.writeSeconds += Consolidator.seconds(writeStart.duration(to: writeEnd))
+                    $0.readSeconds += readStart.duration(to: writeStart).seconds
+                    $0.writeSeconds += writeStart.duration(to: writeEnd).seconds
                 }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
@@ -253,7 +253,7 @@ public final class Consolidator: Sendable {
     func read(_ db: String, since: String) async -> Read {
         let start = ContinuousClock.now
         defer {
-            let took = Consolidator.seconds(start.duration(to: .now))
+            let took = start.duration(to: .now).seconds
             counters.withLock { $0.slowestRead = max($0.slowestRead, took) }
         }
         do {
@@ -358,10 +358,6 @@ extension Consolidator {
     static func isComplete(_ doc: JSON, revs: [JSON]) -> Bool {
         guard revs.count == 1, let rev = doc["_rev"]?.stringValue, revs[0].stringValue == rev, rev.hasPrefix("1-") else { return false }
         return doc["_attachments"] == nil && doc["_deleted"] == nil
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// The database tag of one of this server's sequence strings (`N-<12 hex digits>`).

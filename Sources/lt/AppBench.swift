@@ -88,10 +88,8 @@ struct AppBench: AsyncParsableCommand {
             while !Task.isCancelled {
                 let reply = await api.perform(.get, "/lt_locations_all/_changes", query: ["feed": "longpoll", "since": since, "timeout": "1000"])
                 guard let json = try? JSON.parse(reply.body) else { continue }
-                let arrivedIDs = (json["results"]?.arrayValue ?? []).compactMap { row -> String? in
-                    guard let id = row["id"]?.stringValue, written.withLock({ $0[id] != nil }) else { return nil }
-                    return id
-                }
+                // When each arrived write started, and when it was acknowledged.
+                let arrivedIDs = (json["results"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
                 let arrived = arrivedIDs.compactMap { id in written.withLock { $0.removeValue(forKey: id) } }
                 let arrivedAcknowledged = arrivedIDs.compactMap { id in acknowledged.withLock { $0.removeValue(forKey: id) } }
                 since = json["last_seq"]?.stringValue ?? since

@@ -393,7 +393,3 @@ struct Bench: AsyncParsableCommand {
         }
     }
 }
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

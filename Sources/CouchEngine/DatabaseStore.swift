@@ -138,9 +138,11 @@ public final class DatabaseStore: Sendable {
     }
 
     /// SQLite set up for many connections, once per process before its first use: page-cache
-    /// memory is taken page by page as needed, not about 90 KB up front per connection, and
+    /// memory is taken page by page as needed, not about 90 KB up front per connection; no
+    /// memory statistics, whose process-wide mutex every allocation of every connection took
+    /// (a tenth of all time, waiting, with thousands of databases being opened and written);
     /// file names may be URIs (how single connections choose the lock-free file system).
-    private static let sqliteConfigured: Bool = lt_sqlite_no_initial_page_cache() == 0
+    private static let sqliteConfigured: Bool = lt_sqlite_configure_for_many_connections() == 0
 
     /// The database if it is open already (and marked as used).
     private func alreadyOpen(_ name: String) -> Database? {

@@ -4,9 +4,10 @@
 /// SQLite settings that only variadic C functions reach (Swift cannot call those).
 
 /// Process-wide, before SQLite's first use: connections allocate page-cache memory page by page
-/// as they need it, instead of about 90 KB up front each. Returns an SQLite result code
-/// (SQLITE_MISUSE when SQLite was already in use, and then changes nothing).
-int lt_sqlite_no_initial_page_cache(void);
+/// as they need it, instead of about 90 KB up front each; no memory statistics (a process-wide
+/// mutex on every allocation); URI file names. Returns an SQLite result code (SQLITE_MISUSE
+/// when SQLite was already in use, and then changes nothing).
+int lt_sqlite_configure_for_many_connections(void);
 
 typedef struct sqlite3 sqlite3;
 

@@ -6,6 +6,12 @@ import PackageDescription
 // it the package still builds; JavaScript requests then answer with a clear error.
 let javascriptEngine = FileManager.default.fileExists(atPath: "/usr/include/duktape.h")
 
+// jemalloc from Debian's libjemalloc-dev, when present, is `lt`'s allocator: a server opening and
+// closing thousands of SQLite connections a second spent a fifth of its time in the C library's
+// malloc and held a third more memory (docs/benchmarks.md, session 9). Without it, `lt` uses
+// the C library's malloc and works the same, slower.
+let jemalloc = FileManager.default.fileExists(atPath: "/usr/include/jemalloc/jemalloc.h")
+
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
@@ -154,4 +160,9 @@ let package = Package(
 if javascriptEngine {
     package.targets.append(.systemLibrary(name: "CDuktape", path: "Sources/CDuktape", providers: [.apt(["duktape-dev"])]))
     package.targets.first { $0.name == "lt" }?.dependencies.append("CDuktape")
+}
+
+if jemalloc {
+    package.targets.append(.systemLibrary(name: "CJemalloc", path: "Sources/CJemalloc", providers: [.apt(["libjemalloc-dev"])]))
+    package.targets.first { $0.name == "lt" }?.dependencies.append("CJemalloc")
 }

@@ -12,6 +12,9 @@ import Logging
 /// page cache and statements now and then, so thousands of open ones cost little memory.
 public final class DatabaseStore: Sendable {
     public let directory: URL
+    /// `<directory>/dbs/`, as a string: a database's path is computed on every open, and
+    /// Foundation's URL path appending asks the file system whether each part is a directory.
+    private let databasesPath: String
     let maxOpen: Int
     let durability: Durability
     let logger: Logger
@@ -75,6 +78,7 @@ public final class DatabaseStore: Sendable {
     ) throws {
         self.recentChanges = RecentChanges(budget: recentChangesBudget)
         self.directory = directory
+        self.databasesPath = directory.appendingPathComponent("dbs", isDirectory: true).path + "/"
         self.connections = connections
         _ = DatabaseStore.sqliteConfigured
         self.validator = validator
@@ -106,8 +110,7 @@ public final class DatabaseStore: Sendable {
     }
 
     func path(for name: String) -> String {
-        directory.appendingPathComponent("dbs").appendingPathComponent(
-            name.replacingOccurrences(of: "/", with: "%2F") + ".sqlite").path
+        databasesPath + name.replacingOccurrences(of: "/", with: "%2F") + ".sqlite"
     }
 
     /// Whether the database exists (one being deleted no longer does).
@@ -269,7 +272,7 @@ public final class DatabaseStore: Sendable {
 
     /// Names of all databases, sorted.
     public func allNames() -> [String] {
-        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory.appendingPathComponent("dbs").path)) ?? []
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: databasesPath)) ?? []
         return files.filter { $0.hasSuffix(".sqlite") }
             .map { String($0.dropLast(".sqlite".count)).replacingOccurrences(of: "%2F", with: "/") }
             .sorted()

@@ -49,6 +49,7 @@ struct AppBench: AsyncParsableCommand {
         var options = CouchAPI.Options()
         options.pbkdf2Iterations = pbkdf2Iterations
         let maxOpen = maxOpenDatabases ?? Serve.openDatabaseBudget()
+        try Serve.checkOpenDatabases(maxOpen)
         let dataDirectory = scratch.appendingPathComponent("data")
         let directoryLock = try DirectoryLock(directory: dataDirectory)
         defer { withExtendedLifetime(directoryLock) {} }
@@ -60,7 +61,7 @@ struct AppBench: AsyncParsableCommand {
         let service = TrackerService(couch: couch, passwordIterations: pbkdf2Iterations, logger: Logger(label: "lt.bench"))
         try await service.prepare(places: [])
         print("lt bench-app: \(users) users, \(rate) writes/s over \(min(active, users)) of them for \(seconds) s, at most \(inFlight) in flight; "
-              + "PBKDF2 iterations \(pbkdf2Iterations); \(maxOpen) databases open at most; durability \(durabilityMode.rawValue.lowercased())")
+              + "PBKDF2 iterations \(pbkdf2Iterations); \(maxOpen) databases open at most; durability \(durabilityMode.rawValue.lowercased()); \(Allocator.description)")
 
         // The consolidator runs from the start, as in `lt serve`.
         let consolidator = Consolidator(couch: couch)
@@ -125,7 +126,10 @@ struct AppBench: AsyncParsableCommand {
             for n in 0..<total {
                 let due = loadStart + .nanoseconds(Int64(Double(n) / Double(rate) * 1e9))
                 if ContinuousClock.now < due { try await Task.sleep(until: due) }
-                if n > 0, n % 10_000 == 0 { FileHandle.standardError.write(Data("  written \(n), \(running) waiting for an answer\n".utf8)) }
+                if n > 0, n % 10_000 == 0 {
+                    let waiting = n - latencies.withLock { $0.count }
+                    FileHandle.standardError.write(Data("  started \(n) writes, \(waiting) waiting for an answer\n".utf8))
+                }
                 if running == inFlight {
                     try await group.next()
                     running -= 1

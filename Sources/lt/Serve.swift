@@ -126,7 +126,7 @@ struct Serve: AsyncParsableCommand {
         try settings.save(to: directory)
 
         let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: Serve.openDatabaseBudget())
-        guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
+        try Serve.checkOpenDatabases(maxOpen)
         options.javascript = Serve.javascriptQueryServer()
         if appMode == .singleDatabase { options.sharedDatabases = [TrackerService.sharedLocations] }
         // Cluster mode: the application's data lives in CouchDB; this server mirrors what it
@@ -139,6 +139,7 @@ struct Serve: AsyncParsableCommand {
         let store = try DatabaseStore(
             directory: directory, maxOpen: maxOpen, durability: durabilityMode,
             validator: DesignDocumentValidator(queryServer: options.javascript), connections: Serve.connections, logger: logger)
+        logger.info("\(maxOpen) databases open at most; memory allocator: \(Allocator.description)")
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()
@@ -282,20 +283,37 @@ struct Serve: AsyncParsableCommand {
     /// measured 1,028 MiB (869–961 writes/s) against 2,048's 513 MiB (742–952). A write to an
     /// open database costs one sync; reopening one reads its file and WAL back (~0.6 ms).
     static func openDatabaseBudget() -> Int {
+        min(2048, max(64, (openFileLimit() - 4096) / 2))
+    }
+
+    /// The open-file limit, after raising the soft limit to the hard one.
+    static func openFileLimit() -> Int {
         var limit = rlimit()
         #if os(Linux)
         let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
         #else
         let resource = RLIMIT_NOFILE
         #endif
-        guard getrlimit(resource, &limit) == 0 else { return 128 }
+        guard getrlimit(resource, &limit) == 0 else { return 4096 + 256 }
         if limit.rlim_cur < limit.rlim_max {
             var raised = limit
             raised.rlim_cur = limit.rlim_max
             if setrlimit(resource, &raised) == 0 { limit = raised }
         }
-        let descriptors = Int(clamping: limit.rlim_cur)
-        return min(2048, max(64, (descriptors - 4096) / 2))
+        return Int(clamping: limit.rlim_cur)
+    }
+
+    /// Checks that `maxOpen` databases fit in the open-file limit (two descriptors each, and
+    /// 1,024 for connections): beyond it, opening or creating a database would fail at
+    /// random with "unable to open database file" under load instead of now, clearly.
+    static func checkOpenDatabases(_ maxOpen: Int) throws {
+        guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
+        let limit = openFileLimit()
+        let most = max(1, (limit - 1024) / 2)
+        guard maxOpen <= most else {
+            throw ValidationError("--max-open-databases \(maxOpen) is more than this process's open-file limit (\(limit)) allows: each open database "
+                                  + "holds two file descriptors, and connections need about 1,024; use at most \(most), or raise the limit (ulimit -n)")
+        }
     }
 
     /// Query servers run this same binary as `lt js-server`, when it was built with Duktape.

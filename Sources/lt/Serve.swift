@@ -279,9 +279,10 @@ struct Serve: AsyncParsableCommand {
     /// How many databases to keep open when not told: raises the soft open-file limit to the
     /// hard one, then allows two descriptors per database (file and write-ahead log) beside
     /// 4,096 for connections and databases still closing, at most 2,048 databases: each open
-    /// one holds ~100 KB (its page cache and WAL index); with 10,000 users writing, 7,000 open
-    /// measured 1,028 MiB (869–961 writes/s) against 2,048's 513 MiB (742–952). A write to an
-    /// open database costs one sync; reopening one reads its file and WAL back (~0.6 ms).
+    /// one holds ~70 KB with jemalloc (its WAL index, page cache, schema, statements); with
+    /// 10,000 users writing 1,000 locations a second, 9,000 open measured 820 MiB and 1.17 ms
+    /// of CPU per write against 2,048's 336 MiB and 1.45 ms (docs/benchmarks.md, session 9). A
+    /// write to an open database costs one sync; reopening one reads its file and WAL back.
     static func openDatabaseBudget() -> Int {
         min(2048, max(64, (openFileLimit() - 4096) / 2))
     }

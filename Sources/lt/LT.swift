@@ -10,7 +10,7 @@ struct LT: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lt",
         abstract: "LocationTracker: an offline-first location tracking server with a CouchDB-compatible database.",
-        subcommands: [Serve.self, Users.self, Places.self, Device.self, Replicate.self, Bench.self, GeoBench.self, AppBench.self, DeviceBench.self, JSServer.self],
+        subcommands: [Serve.self, Users.self, Places.self, Analysis.self, Device.self, Replicate.self, Bench.self, GeoBench.self, AppBench.self, DeviceBench.self, JSServer.self],
         defaultSubcommand: Serve.self)
 }
 

@@ -290,6 +290,28 @@ struct TrackerAppTests {
         #expect(try await s.app(.GET, "/api/analysis/users/gina/stats").status == 401)
         #expect(try await s.app(.GET, "/api/analysis/locations?user=nobody", auth: ann).status == 404)
         #expect(try await s.app(.GET, "/api/analysis/locations?format=kml", auth: ann).status == 400)
+
+        // The same through `lt analysis`, streamed to a file; times as ISO 8601 (1700000030000 ms).
+        let app = "http://ann:pw-ann@127.0.0.1:\(s.appPort)"
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let file = directory.url.appendingPathComponent("gina.csv").path
+        let exported = try TestServer.runLT(["analysis", "export", "--app", app, "--user", "gina", "--from", "2023-11-14T22:13:50Z",
+                                             "--format", "csv", "--output", file])
+        #expect(exported.status == 0, "\(exported.errors)")
+        let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 3 && lines.first?.hasPrefix("id,username,timestamp") == true && lines.dropFirst().map { $0.split(separator: ",")[0] }.sorted() == ["g120000", "g60000"])
+        #expect(exported.errors.contains("wrote") && exported.errors.contains(file))
+        let area = try TestServer.runLT(["analysis", "export", "--app", app, "--lat", "52.5", "--lon", "13.4", "--radius", "1000"])
+        #expect(try JSON.parse(Array(area.output.utf8))["features"]?.arrayValue?.compactMap { $0["id"]?.stringValue }.sorted() == ["g0", "g60000"])
+        let cliStats = try TestServer.runLT(["analysis", "stats", "gina", "--app", app])
+        #expect(cliStats.status == 0 && (try? JSON.parse(Array(cliStats.output.utf8)))?["count"] == 3)
+        // A user's own key is refused, with the server's reason; a half-given radius never leaves.
+        let refused = try TestServer.runLT(["analysis", "export", "--app", "http://\(gina.key):\(gina.secret)@127.0.0.1:\(s.appPort)", "--output", file])
+        #expect(refused.status != 0 && refused.errors.contains("403"), "\(refused.errors)")
+        #expect(!FileManager.default.fileExists(atPath: file))  // no partial export left behind
+        let halfRadius = try TestServer.runLT(["analysis", "export", "--app", app, "--lat", "52.5"])
+        #expect(halfRadius.status != 0 && halfRadius.errors.contains("--radius"))
     }
 
     @Test("Place corrections: users report, see only their own reports; admins approve (the place moves, old position kept, dataset version bumps) or reject; embedded and in cluster mode", arguments: [false, true])

@@ -121,7 +121,7 @@ struct Analysis: AsyncParsableCommand {
     /// A time option as milliseconds since 1970: a number as it is, or an ISO 8601 date or
     /// date and time (UTC unless it says otherwise).
     static func milliseconds(_ text: String, option: String) throws -> String {
-        if let number = Double(text) { return String(Int64(number)) }
+        if let number = Double(text), number.isFinite, abs(number) < 1e18 { return String(Int64(number)) }
         let withTime = ISO8601DateFormatter()
         withTime.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         let withoutFraction = ISO8601DateFormatter()

@@ -305,15 +305,16 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// Checks that `maxOpen` databases fit in the open-file limit (two descriptors each, and
-    /// 1,024 for connections): beyond it, opening or creating a database would fail at
-    /// random with "unable to open database file" under load instead of now, clearly.
+    /// at least 256 left for connections; the default budget always fits): beyond it, opening
+    /// or creating a database would fail at random with "unable to open database file" under
+    /// load instead of now, clearly.
     static func checkOpenDatabases(_ maxOpen: Int) throws {
         guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
         let limit = openFileLimit()
-        let most = max(1, (limit - 1024) / 2)
+        let most = max(64, (limit - 256) / 2)
         guard maxOpen <= most else {
             throw ValidationError("--max-open-databases \(maxOpen) is more than this process's open-file limit (\(limit)) allows: each open database "
-                                  + "holds two file descriptors, and connections need about 1,024; use at most \(most), or raise the limit (ulimit -n)")
+                                  + "holds two file descriptors, and connections need some too; use at most \(most), or raise the limit (ulimit -n)")
         }
     }
 

@@ -210,7 +210,8 @@ def main():
         browser.evaluate("document.querySelector('#places-list li button[aria-label=\"Delete Test Café (renamed)\"]').click()")
         browser.wait("window.lt.places.length === 50 && !window.lt.places.some(p => p.name.startsWith('Test Café'))", what="the deleted place")
         check(True, "the admin adds, renames and deletes a place in the page")
-        upload = os.path.join(tempfile.mkdtemp(prefix="lt-upload-"), "art.geojson")
+        upload_directory = tempfile.TemporaryDirectory(prefix="lt-upload-")  # removed when the test ends
+        upload = os.path.join(upload_directory.name, "art.geojson")
         with open(upload, "w") as out:
             json.dump({"type": "FeatureCollection", "features": [
                 {"type": "Feature", "properties": {"name": f"Sculpture {i}"}, "geometry": {"type": "Point", "coordinates": [-122.4 + i * 0.01, 37.7]}}

@@ -66,13 +66,7 @@ struct AdminClient {
 
     private static func check(_ status: HTTPResponseStatus, _ reply: JSON, _ method: HTTPMethod, _ path: String) throws {
         guard (200..<300).contains(Int(status.code)) else {
-            throw Refusal(description: "\(method) \(path): \(status.code) \(reply["reason"]?.stringValue ?? reply["error"]?.stringValue ?? "")")
+            throw CommandFailure("\(method) \(path): \(status.code) \(reply["reason"]?.stringValue ?? reply["error"]?.stringValue ?? "")")
         }
-    }
-
-    /// The server said no: printed as "Error: …" without the usage lines that argument
-    /// errors (`ValidationError`) get, since the command line itself was fine.
-    struct Refusal: Error, CustomStringConvertible {
-        let description: String
     }
 }

@@ -74,7 +74,7 @@ struct Analysis: AsyncParsableCommand {
 
             let handle: FileHandle
             if let output {
-                guard FileManager.default.createFile(atPath: output, contents: nil) else { throw ValidationError("Cannot write \(output)") }
+                guard FileManager.default.createFile(atPath: output, contents: nil) else { throw CommandFailure("Cannot write \(output)") }
                 handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
             } else {
                 handle = FileHandle.standardOutput

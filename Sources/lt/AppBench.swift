@@ -51,7 +51,7 @@ struct AppBench: AsyncParsableCommand {
         let maxOpen = maxOpenDatabases ?? Serve.openDatabaseBudget()
         try Serve.checkOpenDatabases(maxOpen)
         let dataDirectory = scratch.appendingPathComponent("data")
-        let directoryLock = try DirectoryLock(directory: dataDirectory)
+        let directoryLock = try DirectoryLock.forCommand(dataDirectory)
         defer { withExtendedLifetime(directoryLock) {} }
         let durabilityMode = try Durability.option(durability)
         let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, durability: durabilityMode, connections: Serve.connections)

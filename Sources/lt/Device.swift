@@ -27,7 +27,7 @@ struct Device: AsyncParsableCommand {
         /// The server this device talks to, from its settings.
         func server() throws -> String {
             guard let data = try? Data(contentsOf: settingsURL), let server = (try? JSON.parse(Array(data)))?["server"]?.stringValue else {
-                throw ValidationError("No device in \(state): run `lt device register` or `lt device login` with --server first")
+                throw CommandFailure("No device in \(state): run `lt device register` or `lt device login` with --server first")
             }
             return server
         }
@@ -40,7 +40,7 @@ struct Device: AsyncParsableCommand {
         /// The stored login; an error telling how to get one when there is none.
         func loggedIn() throws -> Credentials {
             guard let credentials = try self.credentials.load() else {
-                throw ValidationError("The device in \(state) is not logged in: run `lt device register` or `lt device login` first")
+                throw CommandFailure("The device in \(state) is not logged in: run `lt device register` or `lt device login` first")
             }
             return credentials
         }
@@ -76,7 +76,7 @@ struct Device: AsyncParsableCommand {
                           "host": .string(credentials.databaseHost), "api_key": .string(credentials.apiKey)],
                          text: "\(register ? "registered and logged in" : "logged in") as \(credentials.username); locations go to \(credentials.databaseName) on \(credentials.databaseHost)")
         } catch let failure as TrackerClient.Failure {
-            throw ValidationError("The server answered \(failure)")
+            throw CommandFailure("The server answered \(failure)")
         }
     }
 
@@ -178,7 +178,7 @@ struct Device: AsyncParsableCommand {
                 let url = URL(fileURLWithPath: file)
                 points = try chosen.map { try TrackFile.read(Data(contentsOf: url), format: $0) } ?? TrackFile.read(contentsOf: url)
             } catch let failure as TrackFile.Failure {
-                throw ValidationError("\(file): \(failure.reason)")
+                throw CommandFailure("\(file): \(failure.reason)")
             }
             let store = try state.store()
             let session = "import-" + UUID().uuidString.lowercased()

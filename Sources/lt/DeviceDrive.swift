@@ -139,17 +139,17 @@ extension Device {
         /// The built-in route or a file.
         static func loadRoute(_ route: String) throws -> [TrackPoint] {
             if route == "freeway-drive" {
-                guard let url = ShippedData.url("freeway-drive.json") else { throw ValidationError("data/freeway-drive.json not found beside lt") }
+                guard let url = ShippedData.url("freeway-drive.json") else { throw CommandFailure("data/freeway-drive.json not found beside lt") }
                 return try TrackFile.read(Data(contentsOf: url), format: .geojson)
             }
             do { return try TrackFile.read(contentsOf: URL(fileURLWithPath: route)) } catch let failure as TrackFile.Failure {
-                throw ValidationError("\(route): \(failure.reason)")
+                throw CommandFailure("\(route): \(failure.reason)")
             }
         }
 
         static func openTrace(_ path: String) throws -> FileHandle {
             _ = FileManager.default.createFile(atPath: path, contents: nil)
-            guard let handle = FileHandle(forWritingAtPath: path) else { throw ValidationError("cannot write \(path)") }
+            guard let handle = FileHandle(forWritingAtPath: path) else { throw CommandFailure("cannot write \(path)") }
             return handle
         }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import CouchEngine
 import Logging
 import NIOCore
@@ -33,6 +34,22 @@ extension LT {
             handler.logLevel = level
             return handler
         }
+    }
+}
+
+/// A command that failed although its command line was fine (the server refused, another
+/// process holds the data directory): printed as "Error: …" without the usage lines that
+/// argument errors (`ValidationError`) get.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension DirectoryLock {
+    /// Takes `directory` for this command; held by another `lt` process, it is a
+    /// `CommandFailure` with the reason.
+    static func forCommand(_ directory: URL) throws -> DirectoryLock {
+        do { return try DirectoryLock(directory: directory) } catch let error as EngineError { throw CommandFailure(error.reason) }
     }
 }
 

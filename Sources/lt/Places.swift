@@ -21,12 +21,12 @@ struct Places: AsyncParsableCommand {
             let client = try AdminClient(url, environment: "LT_DB_URL")
             let json = try JSON.parse(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
             guard let features = json["features"]?.arrayValue ?? json["places"]?.arrayValue else {
-                throw ValidationError("\(file) is not a FeatureCollection")
+                throw CommandFailure("\(file) is not a FeatureCollection")
             }
             let now = Date().timeIntervalSince1970 * 1000
             var docs: [JSON] = []
             for (i, feature) in features.enumerated() {
-                guard var doc = feature.objectValue, doc["geometry"] != nil else { throw ValidationError("feature \(i) has no geometry") }
+                guard var doc = feature.objectValue, doc["geometry"] != nil else { throw CommandFailure("feature \(i) has no geometry") }
                 if let id = doc["id"], doc["_id"] == nil { doc["_id"] = .string(id.stringValue ?? id.text) }
                 doc.removeValue(forKey: "id")
                 if doc["created_at"] == nil { doc["created_at"] = .double(now) }

@@ -49,7 +49,7 @@ struct Replicate: AsyncParsableCommand {
         let directory = url.deletingLastPathComponent().standardizedFileURL
         guard DatabaseStore.isValidName(name) else { throw ValidationError("\(name) is not a valid database name (in \(spec))") }
         if stores[directory.path] == nil {
-            do { locks.append(try DirectoryLock(directory: directory)) } catch let error as EngineError { throw ValidationError(error.reason) }
+            locks.append(try DirectoryLock.forCommand(directory))
         }
         let store = try stores[directory.path] ?? DatabaseStore(directory: directory)
         stores[directory.path] = store
@@ -98,7 +98,7 @@ struct Replicate: AsyncParsableCommand {
         } catch let error as ReplicationError {
             progress.cancel()
             if showProgress { FileHandle.standardError.write(Data("\n".utf8)) }
-            throw ValidationError("replication failed: \(error.message)")
+            throw CommandFailure("replication failed: \(error.message)")
         }
     }
 

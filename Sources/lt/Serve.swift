@@ -91,8 +91,7 @@ struct Serve: AsyncParsableCommand {
 
         // Held until the server stops: users' databases are opened without file locks. (It
         // creates the directory too.)
-        let directoryLock: DirectoryLock
-        do { directoryLock = try DirectoryLock(directory: directory) } catch let error as EngineError { throw ValidationError(error.reason) }
+        let directoryLock = try DirectoryLock.forCommand(directory)
         defer { withExtendedLifetime(directoryLock) {} }
         var settings = try ServerSettings.load(from: directory)
         var options = CouchAPI.Options()
@@ -161,17 +160,17 @@ struct Serve: AsyncParsableCommand {
         }
         let cluster = try clusterURL.map { url -> HTTPCouch in
             do { return try HTTPCouch(url: url) } catch let failure as TrackerService.Failure {
-                throw ValidationError(failure.body["reason"]?.stringValue ?? "bad CouchDB URL")
+                throw CommandFailure(failure.body["reason"]?.stringValue ?? "bad CouchDB URL")
             }
         }
         if let cluster {
             // The URL's credentials must be a server admin's: the application creates databases and users.
             let session: CouchReply
             do { session = try await cluster.request(.get, "/_session", query: [:], body: nil) } catch {
-                throw ValidationError("cannot reach CouchDB at \(cluster.baseURL): \(error)")
+                throw CommandFailure("cannot reach CouchDB at \(cluster.baseURL): \(error)")
             }
             guard session.ok, session.json["userCtx"]?["roles"]?.arrayValue?.contains("_admin") == true else {
-                throw ValidationError("CouchDB at \(cluster.baseURL) does not take the URL's credentials as a server admin's (GET /_session answered \(session.status))")
+                throw CommandFailure("CouchDB at \(cluster.baseURL) does not take the URL's credentials as a server admin's (GET /_session answered \(session.status))")
             }
         }
         let local = InProcessCouch(api: api)
@@ -183,14 +182,14 @@ struct Serve: AsyncParsableCommand {
         do {
             try await service.prepare(places: try Serve.samplePlaces())
         } catch let failure as TrackerService.Failure {
-            throw ValidationError("cannot prepare the application's databases\(cluster.map { " on \($0.baseURL)" } ?? ""): \(failure.body.text)")
+            throw CommandFailure("cannot prepare the application's databases\(cluster.map { " on \($0.baseURL)" } ?? ""): \(failure.body.text)")
         } catch where cluster != nil {
-            throw ValidationError("cannot reach CouchDB at \(cluster!.baseURL): \(error)")
+            throw CommandFailure("cannot reach CouchDB at \(cluster!.baseURL): \(error)")
         }
         if let clusterURL {
             // Places are few and every device asks for them: mirrored before serving.
             do { try await Serve.mirrorOnce(TrackerService.placesDB, from: clusterURL, into: store, logger: logger) } catch {
-                throw ValidationError("cannot copy lt_places from the cluster: \(error)")
+                throw CommandFailure("cannot copy lt_places from the cluster: \(error)")
             }
         }
         if cluster != nil, try await service.mirrorIsStale(service.analysisDatabase) {

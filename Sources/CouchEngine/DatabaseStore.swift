@@ -119,7 +119,9 @@ public final class DatabaseStore: Sendable {
             && !state.withLock { $0.deleting.contains(name) }
     }
 
-    /// Creates a database; 412 `file_exists` if it exists, 400 for an illegal name.
+    /// Creates a database; 412 `file_exists` if it exists, 400 for an illegal name, 500 with
+    /// the reason when the file system refuses (out of descriptors or space: not "not found",
+    /// which an unexplained failure on a missing database would otherwise read as).
     @discardableResult
     public func create(_ name: String) throws -> Database {
         guard DatabaseStore.isValidName(name) else { throw EngineError.illegalDatabaseName(name) }
@@ -133,9 +135,12 @@ public final class DatabaseStore: Sendable {
                 DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
                 updates.record(name, .created)
                 return database
-            } catch {
+            } catch let error as EngineError {
                 removeFiles(path)
                 throw error
+            } catch {
+                removeFiles(path)
+                throw EngineError.internalError("Could not create the database: \(error)")
             }
         }
     }

@@ -135,7 +135,7 @@ public final class RecentChanges: Sendable {
     private static func drop(through seq: Int, _ tail: inout Tail) {
         guard seq > tail.floor else { return }
         tail.floor = min(seq, tail.seq)
-        let kept = tail.changes.firstIndex { $0.seq > seq } ?? tail.changes.endIndex
+        let kept = tail.changes.partitionPoint { $0.seq <= seq }
         for change in tail.changes[..<kept] where tail.latest[change.id] == change.seq {
             tail.latest[change.id] = nil
         }

@@ -154,11 +154,15 @@ extension CouchAPI {
         }
         guard let page = store.recentChanges.page(
             name, since: since, limit: limit.map { max($0, 1) }, includeDocs: includeDocs, allLeaves: allLeaves) else { return nil }
-        return .json(["results": .array(page.rows), "last_seq": .string(page.lastSeq), "pending": .int(page.pending)])
+        return .json(changesResult(rows: page.rows, lastSeq: page.lastSeq, pending: page.pending))
     }
 
     func changesResult(_ db: Database, _ page: ChangesPage) -> JSON {
-        ["results": .array(page.rows), "last_seq": .string(db.sequenceString(page.lastSeq)), "pending": .int(page.pending)]
+        changesResult(rows: page.rows, lastSeq: db.sequenceString(page.lastSeq), pending: page.pending)
+    }
+
+    func changesResult(rows: [JSON], lastSeq: String, pending: Int) -> JSON {
+        ["results": .array(rows), "last_seq": .string(lastSeq), "pending": .int(pending)]
     }
 
     /// Runs a longpoll, continuous or eventsource feed until its limit, timeout or the client

@@ -14,15 +14,7 @@ extension CouchAPI {
         case .put:
             try requireServerAdmin(request)
             if let q = request.query["q"], Int(q) == nil { throw EngineError.badRequest("q must be an integer") }
-            do {
-                try await store.create(name)
-            } catch let error as EngineError {
-                throw error
-            } catch {
-                // Not "not found" (what an unexplained failure on a missing database means
-                // elsewhere): the file system refused, e.g. out of file descriptors or space.
-                throw EngineError(status: 500, error: "internal_server_error", reason: "Could not create the database: \(error)")
-            }
+            try await store.create(name)
             var headers = HTTPFields()
             headers[.location] = "/\(name)"
             return .json(["ok": true], status: .created, headers: headers)

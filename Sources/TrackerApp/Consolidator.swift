@@ -45,6 +45,19 @@ public final class Consolidator: Sendable {
         public var slowestRead = 0.0
         /// User databases the start-up sweep has looked at.
         public var swept = 0
+
+        /// The work done since `earlier` (a snapshot of the same consolidator); the slowest
+        /// read is the slowest so far.
+        public func since(_ earlier: Statistics) -> Statistics {
+            var done = self
+            done.rounds -= earlier.rounds
+            done.databasesRead -= earlier.databasesRead
+            done.documentsCopied -= earlier.documentsCopied
+            done.readSeconds -= earlier.readSeconds
+            done.writeSeconds -= earlier.writeSeconds
+            done.swept -= earlier.swept
+            return done
+        }
     }
     private let counters = Locked(Statistics())
     /// A snapshot of the counters.

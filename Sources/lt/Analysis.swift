@@ -10,7 +10,12 @@ struct Analysis: AsyncParsableCommand {
         abstract: "Export locations (by user, time and area) and per-user statistics from a running server.",
         subcommands: [Export.self, Stats.self])
 
-    static let credentials = "an admin's or analyst's"
+    static let appHelp: ArgumentHelp = "The application API with an admin's or analyst's credentials, e.g. http://ann:secret@127.0.0.1:8080 (or LT_APP_URL)."
+
+    /// The client for `--app` (or `LT_APP_URL`).
+    static func client(_ app: String?) throws -> AdminClient {
+        try AdminClient(app, environment: "LT_APP_URL", who: "an admin's or analyst's")
+    }
 
     /// The export formats of `/api/analysis/locations`.
     enum Format: String, ExpressibleByArgument, CaseIterable {
@@ -22,7 +27,7 @@ struct Analysis: AsyncParsableCommand {
             abstract: "Stream locations as GeoJSON, CSV or GPX, to a file or standard output.",
             discussion: "Filters combine: a user, a time window, and an area (a bounding box, or a centre and radius). The server streams the export, and so does this command: a million points are never held in memory.")
 
-        @Option(help: "The application API with an admin's or analyst's credentials, e.g. http://ann:secret@127.0.0.1:8080 (or LT_APP_URL).")
+        @Option(help: Analysis.appHelp)
         var app: String?
 
         @Option(help: "Only this user's locations.")
@@ -61,7 +66,7 @@ struct Analysis: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let client = try AdminClient(app, environment: "LT_APP_URL", who: Analysis.credentials)
+            let client = try Analysis.client(app)
             var query: [(String, String)] = [("format", format.rawValue)]
             if let user { query.append(("user", user)) }
             if let from { query.append(("from", try Analysis.milliseconds(from, option: "--from"))) }
@@ -108,11 +113,11 @@ struct Analysis: AsyncParsableCommand {
         @Argument(help: "The user.")
         var user: String
 
-        @Option(help: "The application API with an admin's or analyst's credentials (or LT_APP_URL).")
+        @Option(help: Analysis.appHelp)
         var app: String?
 
         func run() async throws {
-            let client = try AdminClient(app, environment: "LT_APP_URL", who: Analysis.credentials)
+            let client = try Analysis.client(app)
             let path = "/api/analysis/users/" + (user.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? user) + "/stats"
             print(try await client.send(.GET, path).text)
         }

@@ -180,12 +180,7 @@ struct AppBench: AsyncParsableCommand {
         let indexed = (try? JSON.parse(await api.perform(.get, "/lt_locations_all/_design/points/_geo_info/pointidx").body))?["geo_index"]?["doc_count"]
         print("geo index: status \(geo.status), \(indexed?.text ?? "?") documents indexed (\(total) written)")
         // This run's rounds (from the start of the writes to the end of the tail).
-        var copied = consolidator.statistics
-        copied.rounds -= copiedBefore.rounds
-        copied.databasesRead -= copiedBefore.databasesRead
-        copied.documentsCopied -= copiedBefore.documentsCopied
-        copied.readSeconds -= copiedBefore.readSeconds
-        copied.writeSeconds -= copiedBefore.writeSeconds
+        let copied = consolidator.statistics.since(copiedBefore)
         print(String(format: "consolidation: %d rounds, %.0f databases and %.0f documents per round; read %.0f ms, write %.0f ms per round; slowest read %.0f ms",
                      copied.rounds, Double(copied.databasesRead) / Double(max(1, copied.rounds)), Double(copied.documentsCopied) / Double(max(1, copied.rounds)),
                      copied.readSeconds * 1000 / Double(max(1, copied.rounds)), copied.writeSeconds * 1000 / Double(max(1, copied.rounds)), copied.slowestRead * 1000))

@@ -283,11 +283,11 @@ struct Serve: AsyncParsableCommand {
     /// of CPU per write against 2,048's 336 MiB and 1.45 ms (docs/benchmarks.md, session 9). A
     /// write to an open database costs one sync; reopening one reads its file and WAL back.
     static func openDatabaseBudget() -> Int {
-        min(2048, max(64, (openFileLimit() - 4096) / 2))
+        min(2048, max(64, (openFileLimit - 4096) / 2))
     }
 
-    /// The open-file limit, after raising the soft limit to the hard one.
-    static func openFileLimit() -> Int {
+    /// The open-file limit, after raising the soft limit to the hard one (once per process).
+    static let openFileLimit: Int = {
         var limit = rlimit()
         #if os(Linux)
         let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
@@ -301,7 +301,7 @@ struct Serve: AsyncParsableCommand {
             if setrlimit(resource, &raised) == 0 { limit = raised }
         }
         return Int(clamping: limit.rlim_cur)
-    }
+    }()
 
     /// Checks that `maxOpen` databases fit in the open-file limit (two descriptors each, and
     /// at least 256 left for connections; the default budget always fits): beyond it, opening
@@ -309,7 +309,7 @@ struct Serve: AsyncParsableCommand {
     /// load instead of now, clearly.
     static func checkOpenDatabases(_ maxOpen: Int) throws {
         guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
-        let limit = openFileLimit()
+        let limit = openFileLimit
         let most = max(64, (limit - 256) / 2)
         guard maxOpen <= most else {
             throw ValidationError("--max-open-databases \(maxOpen) is more than this process's open-file limit (\(limit)) allows: each open database "

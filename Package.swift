@@ -37,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
@@ -90,6 +91,9 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
@@ -116,6 +120,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.copy("Dashboard")],
@@ -137,6 +142,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // libFuzzer harnesses for the parsers and both request handlers (scripts/fuzz.sh), and
+        // lt-fuzz, their driver: built with -sanitize=fuzzer it fuzzes, built normally it
+        // replays files (the tests replay the committed corpus).
+        .target(
+            name: "FuzzTargets",
+            dependencies: [
+                "CouchJSON", "CouchEngine", "CouchServer", "Geo", "MIMEMultipart", "TrackerApp",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(name: "lt-fuzz", dependencies: ["FuzzTargets"]),
         // Helpers shared by the test targets (deterministic random numbers for property tests).
         .target(name: "LTTestSupport", dependencies: ["TrackerKit"], path: "Tests/LTTestSupport", swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
@@ -146,7 +166,7 @@ let package = Package(
         .testTarget(
             name: "CouchServerTests",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication", "JavaScript", "LTTestSupport", "lt", "TrackerApp", "TrackerKit",
+                "CouchJSON", "CouchEngine", "Replication", "JavaScript", "LTTestSupport", "lt", "lt-fuzz", "TrackerApp", "TrackerKit",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

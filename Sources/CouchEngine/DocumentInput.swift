@@ -53,8 +53,10 @@ public struct DocumentInput: Sendable {
                 }
                 self.deleted = flag
             case "_revisions":
-                guard let start = value["start"]?.intValue, start > 0, case let .array(ids)? = value["ids"], !ids.isEmpty,
-                      ids.count <= start else {
+                // Generations stay within what a revision id can carry (`Revision.largestPosition`),
+                // so a later edit's `start + 1` fits too.
+                guard let start = value["start"]?.intValue, start > 0, start <= Revision.largestPosition,
+                      case let .array(ids)? = value["ids"], !ids.isEmpty, ids.count <= start else {
                     throw EngineError.badRequest("_revisions must be an object with a positive 'start' and a non-empty 'ids' array")
                 }
                 var path: [Revision] = []

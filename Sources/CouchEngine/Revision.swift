@@ -5,6 +5,9 @@ import CouchJSON
 public struct Revision: Hashable, Sendable, Comparable, CustomStringConvertible {
     public let pos: Int
     public let hash: String
+    /// The largest generation a revision id may have (18 digits): parsing stops there, so
+    /// `pos + 1` of any parsed or replicated revision never overflows.
+    public static let largestPosition = 999_999_999_999_999_999
 
     public init(pos: Int, hash: String) {
         self.pos = pos

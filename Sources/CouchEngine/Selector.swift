@@ -290,7 +290,9 @@ extension Selector.Condition {
             return values.count == n
         case let .mod(divisor, remainder):
             guard case let .int(i) = value else { return false }
-            return i % divisor == remainder
+            // Int.min % -1 overflows (and traps); its remainder is 0.
+            let (r, overflow) = i.remainderReportingOverflow(dividingBy: divisor)
+            return (overflow ? 0 : r) == remainder
         case let .regex(box):
             guard case let .string(s) = value else { return false }
             return box.matches(s)

@@ -16,11 +16,15 @@ final class Authenticator: Sendable {
     /// Cluster mode: users are the cluster's `_users` documents.
     let cluster: CouchCluster?
     let cookieLifetime: TimeInterval
+    /// Failed password checks, shared with the application's listener.
+    let throttle: LoginThrottle
     private let verified = Locked<[SHA256Digest: (context: UserContext, expires: Date)]>([:])
     static let cacheLifetime: TimeInterval = 300
 
-    init(settings: Locked<ServerSettings>, store: DatabaseStore, cluster: CouchCluster? = nil, cookieLifetime: TimeInterval = 600) {
+    init(settings: Locked<ServerSettings>, store: DatabaseStore, cluster: CouchCluster? = nil, cookieLifetime: TimeInterval = 600,
+         throttle: LoginThrottle = LoginThrottle()) {
         self.settings = settings
+        self.throttle = throttle
         self.store = store
         self.cluster = cluster
         self.cookieLifetime = cookieLifetime
@@ -72,16 +76,28 @@ final class Authenticator: Sendable {
         return context
     }
 
-    /// Works out the user of a request. Throws 401 for wrong credentials; no credentials is
-    /// the anonymous user.
-    func authenticate(headers: HTTPFields) async throws -> (UserContext, refreshCookie: Bool) {
+    /// `login` from a client, throttled: 429 while `client` must wait after failing (see
+    /// `LoginThrottle`); failures and successes are counted.
+    func login(name: String, password: String, client: String) async throws -> UserContext? {
+        try throttle.check(account: name, client: client)
+        guard let user = await login(name: name, password: password) else {
+            throttle.failed(account: name, client: client)
+            return nil
+        }
+        throttle.succeeded(account: name, client: client)
+        return user
+    }
+
+    /// Works out the user of a request from `client`. Throws 401 for wrong credentials (429
+    /// while that client must wait); no credentials is the anonymous user.
+    func authenticate(headers: HTTPFields, client: String) async throws -> (UserContext, refreshCookie: Bool) {
         if let authorization = headers[.authorization], authorization.lowercased().hasPrefix("basic ") {
             let encoded = authorization.dropFirst("basic ".count).trimmingSpaces
             guard let data = Data(base64Encoded: String(encoded)), let text = String(data: data, encoding: .utf8),
                   let colon = text.firstIndex(of: ":") else { throw EngineError.badCredentials }
             let name = String(text[..<colon])
             let password = String(text[text.index(after: colon)...])
-            guard let user = await login(name: name, password: password) else { throw EngineError.badCredentials }
+            guard let user = try await login(name: name, password: password, client: client) else { throw EngineError.badCredentials }
             return (user, false)
         }
         if let cookie = Self.cookieValue(headers, name: "AuthSession") {

@@ -226,7 +226,7 @@ extension CouchAPI {
         }
         func int(_ name: String) throws -> Int? {
             if let value = body?[name] {
-                guard let i = value.intValue, i >= 0 else { throw EngineError.badRequest("Invalid value for integer parameter \(name)") }
+                guard let i = ClientCount.from(value) else { throw EngineError.badRequest("Invalid value for integer parameter \(name) (\(ClientCount.range))") }
                 return i
             }
             return try request.int(name)

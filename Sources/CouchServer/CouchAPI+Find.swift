@@ -21,11 +21,11 @@ extension CouchAPI {
             guard let selector = body["selector"] else { throw EngineError.badRequest("Missing required key: selector") }
             self.selector = try Selector(json: selector)
             if let value = body["limit"] {
-                guard let n = value.intValue, n >= 0 else { throw EngineError.badRequest("Invalid value for limit") }
+                guard let n = ClientCount.from(value) else { throw EngineError.badRequest("Invalid value for limit (\(ClientCount.range))") }
                 limit = n
             }
             if let value = body["skip"] {
-                guard let n = value.intValue, n >= 0 else { throw EngineError.badRequest("Invalid value for skip") }
+                guard let n = ClientCount.from(value) else { throw EngineError.badRequest("Invalid value for skip (\(ClientCount.range))") }
                 skip = n
             }
             if let value = body["sort"] {
@@ -147,8 +147,10 @@ extension CouchAPI {
         let started = ContinuousClock.now
         var offset = 0
         if let bookmark = find.bookmark {
-            guard let bytes = Authenticator.base64urlDecode(bookmark), let json = try? JSON.parse(bytes), let n = json["offset"]?.intValue else {
-                throw EngineError.badRequest("Invalid bookmark value: \(bookmark)")
+            // A bookmark comes back from the client: its offset is a count like any other.
+            guard let bytes = Authenticator.base64urlDecode(bookmark), let json = try? JSON.parse(bytes),
+                  let n = json["offset"].flatMap(ClientCount.from) else {
+                throw EngineError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(bookmark)")
             }
             offset = n
         }

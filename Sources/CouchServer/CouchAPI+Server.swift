@@ -97,7 +97,8 @@ extension CouchAPI {
                 password = body["password"]?.stringValue
             }
             guard let name, let password else { throw EngineError.badCredentials }
-            guard let user = await auth.login(name: name, password: password), let cookie = await auth.makeCookie(for: name) else {
+            guard let user = try await auth.login(name: name, password: password, client: request.client),
+                  let cookie = await auth.makeCookie(for: name) else {
                 throw EngineError.badCredentials
             }
             var headers = HTTPFields()

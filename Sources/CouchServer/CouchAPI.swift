@@ -25,6 +25,11 @@ public final class CouchAPI: Sendable {
         /// Cluster mode: the shared databases live in this CouchDB cluster, and users are its
         /// `_users`; this server is the owners' way in.
         public var cluster: CouchCluster?
+        /// Failed password checks; give the application's listener the same one, so that
+        /// failures count the same on both.
+        public var loginThrottle = LoginThrottle()
+        /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`).
+        public var clientAddress = ClientAddress()
         public init() {}
     }
 
@@ -46,7 +51,8 @@ public final class CouchAPI: Sendable {
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
         self.store = store
         self.settings = Locked(settings)
-        self.auth = Authenticator(settings: self.settings, store: store, cluster: options.cluster, cookieLifetime: options.sessionTimeout)
+        self.auth = Authenticator(settings: self.settings, store: store, cluster: options.cluster, cookieLifetime: options.sessionTimeout,
+                                  throttle: options.loginThrottle)
         self.options = options
         self.logger = logger
         let jobs = ReplicationJobs()
@@ -80,11 +86,13 @@ public final class CouchAPI: Sendable {
     }
 
     /// A Hummingbird responder for this API.
-    public var responder: CallbackResponder<BasicRequestContext> {
-        CallbackResponder { request, _ in await self.respond(to: request) }
+    public var responder: CallbackResponder<ClientRequestContext> {
+        CallbackResponder { request, context in await self.respond(to: request, peer: context.peerAddress) }
     }
 
-    func respond(to request: Request) async -> Response {
+    /// Answers one request from the connection's `peer` address (what `responder` does for
+    /// each request; public for harnesses that drive the API without a listener).
+    public func respond(to request: Request, peer: String?) async -> Response {
         var request = request
         var response: APIResponse
         let origin = request.headers[.origin]
@@ -98,10 +106,11 @@ public final class CouchAPI: Sendable {
                 } catch {
                     throw EngineError.tooLarge
                 }
-                let (user, refresh) = try await auth.authenticate(headers: request.headers)
+                let client = options.clientAddress.client(peer: peer, headers: request.headers)
+                let (user, refresh) = try await auth.authenticate(headers: request.headers, client: client)
                 var api = APIRequest(
                     method: request.method, headers: request.headers, path: PercentDecoding.path(request.uri.path),
-                    query: PercentDecoding.query(request.uri.query), body: body, user: user)
+                    query: PercentDecoding.query(request.uri.query), body: body, user: user, client: client)
                 if try await passesThroughToCluster(api), let cluster = options.cluster {
                     response = try await cluster.send(api.method, path: api.path, query: api.query, headers: api.headers, body: api.body,
                                                       authorization: request.headers[.authorization])

@@ -14,6 +14,9 @@ struct APIRequest {
     let query: [String: String]
     var body: [UInt8]
     var user: UserContext
+    /// The client's address (see `ClientAddress`), for login throttling; "in-process" for
+    /// the server's own calls.
+    var client = "in-process"
 
     func header(_ name: String) -> String? {
         HTTPField.Name(name).flatMap { headers[$0] }
@@ -44,10 +47,12 @@ struct APIRequest {
         }
     }
 
+    /// A count parameter (`skip`, `limit`, ...): a non-negative integer up to
+    /// `ClientCount.largest`, so that no arithmetic on it can overflow; 400 naming it otherwise.
     func int(_ name: String) throws -> Int? {
         guard let raw = query[name] else { return nil }
-        guard let value = Int(raw), value >= 0 else {
-            throw EngineError.badRequest("Invalid value for integer parameter \(name): \(raw)")
+        guard let value = ClientCount.parse(raw) else {
+            throw EngineError.badRequest("Invalid value for integer parameter \(name): \(raw) (\(ClientCount.range))")
         }
         return value
     }

@@ -1,3 +1,4 @@
+import CouchJSON
 import Foundation
 
 /// A Cloudant Geo query (`GET /{db}/_design/{ddoc}/_geo/{index}?...`) in parsed form, the same
@@ -87,13 +88,13 @@ public struct GeoRequest: Sendable {
         }
         var limit = GeoRequest.defaultLimit
         if let text = parameters["limit"] {
-            guard let parsed = Int(text), parsed >= 0 else { throw GeometryError("`limit` must be a non-negative integer") }
+            guard let parsed = ClientCount.parse(text) else { throw GeometryError("`limit` must be \(ClientCount.range)") }
             guard parsed <= GeoRequest.maxLimit else { throw GeometryError("Limit must be less than or equal to \(GeoRequest.maxLimit)") }
             limit = parsed
         }
         var skip = 0
         if let text = value("skip", "startIndex") {
-            guard let parsed = Int(text), parsed >= 0 else { throw GeometryError("`skip` must be a non-negative integer") }
+            guard let parsed = ClientCount.parse(text) else { throw GeometryError("`skip` must be \(ClientCount.range)") }
             skip = parsed
         }
         var after: GeoPosition?

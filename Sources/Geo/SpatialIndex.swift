@@ -1,3 +1,4 @@
+import CouchJSON
 import Foundation
 
 /// A geo query: a shape, an optional relation, and which page of the answer to return.
@@ -148,7 +149,10 @@ public final class SpatialIndex: @unchecked Sendable {
         let c = Sphere.unitVector(center)
         let reach = query.relation == nil || query.relation == .disjoint ? Double.infinity : SpatialIndex.reach(query.shape, center)
         let maxChord = reach.isInfinite ? 4.0 : Sphere.chordSquared(metres: reach) * (1 + 1e-9) + 1e-18
-        let wanted = query.skip + query.limit + 1
+        // skip and limit may come from a client: never negative, and summed without overflow.
+        let skip = max(0, query.skip), limit = max(0, query.limit)
+        let end = skip.addingSaturating(limit)
+        let wanted = end.addingSaturating(1)
         var hits: [GeoHit] = []
         hits.reserveCapacity(min(wanted, 1024))
 
@@ -208,13 +212,13 @@ public final class SpatialIndex: @unchecked Sendable {
             // Only the tree answered, nearest first already: order equal distances by id, then
             // build the page.
             SpatialIndex.orderTies(&matched, tree)
-            let page = matched.dropFirst(query.skip).prefix(query.limit).map(hit)
-            return (page, matched.count > query.skip + query.limit)
+            let page = matched.dropFirst(skip).prefix(limit).map(hit)
+            return (page, matched.count > end)
         }
         hits += matched.map(hit)
         hits.sort { $0.position < $1.position }
-        let page = Array(hits.dropFirst(query.skip).prefix(query.limit))
-        return (page, hits.count > query.skip + query.limit)
+        let page = Array(hits.dropFirst(skip).prefix(limit))
+        return (page, hits.count > end)
     }
 
     /// Sorts runs of equal distance by id in tree matches that are otherwise in distance order.

@@ -63,6 +63,94 @@ public final class Consolidator: Sendable {
     /// A snapshot of the counters.
     public var statistics: Statistics { counters.withLock { $0 } }
 
+    /// A location that `lt_locations_all` refused: it is tried again, and its database's
+    /// checkpoint stays before it until it is copied.
+    public struct Refusal: Sendable {
+        public var database: String
+        public var id: String
+        public var rev: String?
+        public var error: String
+        public var reason: String
+    }
+
+    /// A database waiting to be read again (it could not be read, or a document of it was refused).
+    struct Retry: Sendable {
+        var attempts: Int
+        var due: ContinuousClock.Instant
+        /// The documents refused at the last attempt (none when the database could not be read).
+        var refusals: [Refusal]
+        var unreadable: Bool
+    }
+    private let retries = Locked<[String: Retry]>([:])
+    /// Databases the start-up sweep has not looked at yet.
+    private let sweepRemaining = Locked(0)
+
+    /// The first wait before reading a database again, doubled with each failure up to `longestRetry`.
+    static let firstRetry = Duration.seconds(2)
+    static let longestRetry = Duration.seconds(60)
+
+    /// Where consolidation stands: what waits to be copied and what keeps failing.
+    public struct Status: Sendable {
+        /// Databases the start-up sweep has still to look at.
+        public var sweepRemaining: Int
+        /// Databases waiting to be read again after a failure.
+        public var retrying: Int
+        /// Databases that could not be read at their last attempt.
+        public var unreadable: [String]
+        /// Locations `lt_locations_all` refused at their database's last attempt (at most 100).
+        public var refused: [Refusal]
+        public var statistics: Statistics
+
+        /// `{"backlog": {...}, "unreadable": [...], "refused": [...], "copied": N, ...}`.
+        public var json: JSON {
+            [
+                "ok": .bool(unreadable.isEmpty && refused.isEmpty),
+                "backlog": ["sweep_remaining": .int(sweepRemaining), "databases_retrying": .int(retrying)],
+                "unreadable": .array(unreadable.map(JSON.string)),
+                "refused": .array(refused.map { refusal in
+                    ["database": .string(refusal.database), "id": .string(refusal.id), "rev": refusal.rev.map(JSON.string) ?? .null,
+                     "error": .string(refusal.error), "reason": .string(refusal.reason)]
+                }),
+                "rounds": .int(statistics.rounds), "documents_copied": .int(statistics.documentsCopied),
+                "databases_swept": .int(statistics.swept),
+            ]
+        }
+    }
+
+    /// A snapshot of where consolidation stands.
+    public var status: Status {
+        let retries = self.retries.withLock { $0 }
+        let refused = retries.values.flatMap(\.refusals).sorted { ($0.database, $0.id) < ($1.database, $1.id) }
+        return Status(sweepRemaining: sweepRemaining.withLock { $0 }, retrying: retries.count,
+                      unreadable: retries.filter(\.value.unreadable).map(\.key).sorted(), refused: Array(refused.prefix(100)),
+                      statistics: statistics)
+    }
+
+    /// Puts `db` in the retry queue: read again after a wait that doubles with each failure.
+    func retryLater(_ db: String, refusals: [Refusal], unreadable: Bool) {
+        let attempts = retries.withLock { retries -> Int in
+            let attempts = (retries[db]?.attempts ?? 0) + 1
+            let wait = min(Consolidator.longestRetry, Consolidator.firstRetry * (1 << min(attempts - 1, 10)))
+            retries[db] = Retry(attempts: attempts, due: .now + wait, refusals: refusals, unreadable: unreadable)
+            return attempts
+        }
+        if attempts == 1 || attempts.isMultiple(of: 10) {
+            let what = unreadable ? "could not be read" : "\(refusals.count) of its locations were refused by \(TrackerService.allLocationsDB) (first: \(refusals.first.map { "\($0.id): \($0.error) \($0.reason)" } ?? ""))"
+            logger.warning("consolidation of \(db): \(what); its checkpoint stays, trying again (attempt \(attempts))")
+        }
+    }
+
+    /// The databases whose wait is over, taken out of the retry queue (put back if they fail again).
+    func dueRetries() -> [String] {
+        let now = ContinuousClock.now
+        return retries.withLock { retries in retries.filter { $0.value.due <= now }.map(\.key) }
+    }
+
+    /// `db` was copied to its latest change: nothing of it waits any more.
+    func copied(_ db: String) {
+        retries.withLock { _ = $0.removeValue(forKey: db) }
+    }
+
     public init(couch: any CouchClient, logger: Logger = Logger(label: "lt.consolidator")) {
         self.couch = couch
         self.logger = logger
@@ -105,20 +193,19 @@ public final class Consolidator: Sendable {
     func follow(since start: String) async {
         var since = start
         // Databases to look at again at the next round even if they do not change again: the
-        // sweep had them, or `lt_locations_all` could not be written.
+        // other lane had them, or `lt_locations_all` could not be written.
         var again: [String] = []
-        // Databases that could not be read, looked at again every 2 s (not every round: one
-        // that keeps failing should not flood the log or hold the others up).
-        var unreadable: Set<String> = []
-        var unreadableSince = ContinuousClock.now
         var roundStarted = ContinuousClock.now - Consolidator.roundInterval
         while !Task.isCancelled {
             do {
                 try? await Task.sleep(until: roundStarted + Consolidator.roundInterval)
                 if Task.isCancelled { break }
-                // Waiting for news only when there is nothing to look at again.
+                // Waiting for news only when there is nothing to look at again; databases
+                // waiting to be retried (unreadable, or a location refused) are looked at
+                // when their wait is over, without holding the others up.
+                let waiting = retries.withLock { !$0.isEmpty }
                 var query = ["since": since]
-                if again.isEmpty { query.merge(["feed": "longpoll", "timeout": unreadable.isEmpty ? "10000" : "2000"]) { $1 } }
+                if again.isEmpty { query.merge(["feed": "longpoll", "timeout": waiting ? "1000" : "10000"]) { $1 } }
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
                 guard reply.ok else { throw ConsolidationError("_db_updates answered \(reply.status)") }
                 let json = reply.json
@@ -128,18 +215,11 @@ public final class Consolidator: Sendable {
                     return name
                 })
                 names.formUnion(again)
-                if !unreadable.isEmpty, unreadableSince.duration(to: .now) >= .seconds(2) {
-                    names.formUnion(unreadable)
-                    unreadable = []
-                }
+                names.formUnion(dueRetries())
                 since = json["last_seq"]?.stringValue ?? since
-                let (failed, unwritten, taken) = await consolidate(names.sorted(), parallelism: Consolidator.parallelism)
+                let (unwritten, taken) = await consolidate(names.sorted(), parallelism: Consolidator.parallelism)
                 again = unwritten + taken
-                if !failed.isEmpty {
-                    if unreadable.isEmpty { unreadableSince = .now }
-                    unreadable.formUnion(failed)
-                }
-                // lt_locations_all could not be written: try again shortly.
+                // lt_locations_all could not be written at all: try again shortly.
                 if !unwritten.isEmpty { try? await Task.sleep(for: .seconds(2)) }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
@@ -150,18 +230,22 @@ public final class Consolidator: Sendable {
 
     /// The lane that looks at every database once. A database the other lane is copying is
     /// skipped: that copy starts from the same checkpoint.
+    /// Databases that cannot be read or whose locations are refused go to the retry queue,
+    /// which the other lane works through.
     func sweep(_ names: [String]) async {
         var next = names[...]
+        sweepRemaining.withLock { $0 = names.count }
         while !next.isEmpty, !Task.isCancelled {
             var chunk = Array(next.prefix(Consolidator.sweepChunk))
             next = next.dropFirst(chunk.count)
             let count = chunk.count
             while !chunk.isEmpty, !Task.isCancelled {
-                let (failed, unwritten, _) = await consolidate(chunk, parallelism: Consolidator.sweepParallelism)
-                chunk = failed + unwritten
+                let (unwritten, _) = await consolidate(chunk, parallelism: Consolidator.sweepParallelism)
+                chunk = unwritten
                 if !chunk.isEmpty { try? await Task.sleep(for: .seconds(2)) }
             }
             counters.withLock { $0.swept += count }
+            sweepRemaining.withLock { $0 -= count }
         }
     }
 
@@ -205,11 +289,12 @@ public final class Consolidator: Sendable {
         var more: Bool
     }
 
-    /// Copies the changes of `names` in rounds until none has more. Returns the databases that
-    /// could not be read, those whose changes could not be written to `lt_locations_all`
-    /// (both to be tried again shortly, even if they do not change again), and those left
-    /// alone because the other lane is copying them.
-    func consolidate(_ names: [String], parallelism: Int) async -> (unreadable: [String], unwritten: [String], taken: [String]) {
+    /// Copies the changes of `names` in rounds until none has more. Returns the databases whose
+    /// changes could not be written to `lt_locations_all` at all (to be tried again shortly,
+    /// even if they do not change again) and those left alone because the other lane is
+    /// copying them. Databases that could not be read, or some of whose locations were
+    /// refused, go to the retry queue; their checkpoints stay where they were.
+    func consolidate(_ names: [String], parallelism: Int) async -> (unwritten: [String], taken: [String]) {
         let (claimed, taken) = copying.withLock { copying -> ([String], [String]) in
             var claimed: [String] = [], taken: [String] = []
             for name in names {
@@ -219,8 +304,6 @@ public final class Consolidator: Sendable {
         }
         defer { copying.withLock { copying in for name in claimed { copying.remove(name) } } }
         var pending = claimed
-        // Databases that could not be read: returned with the unfinished ones, to be tried again.
-        var unreadable: [String] = []
         while !pending.isEmpty, !Task.isCancelled {
             let readStart = ContinuousClock.now
             let (batches, failed) = await withTaskGroup(of: (String, Read).self) { group -> ([Batch], [String]) in
@@ -234,32 +317,35 @@ public final class Consolidator: Sendable {
                 while let (name, read) = await group.next() {
                     switch read {
                     case let .batch(batch): batches.append(batch)
-                    case .nothing: break
+                    case .nothing: self.copied(name)
                     case .failed: failed.append(name)
                     }
                     if let name = next.next() { group.addTask { (name, await self.read(name, since: since(name))) } }
                 }
                 return (batches, failed)
             }
+            for name in failed { retryLater(name, refusals: [], unreadable: true) }
             let writeStart = ContinuousClock.now
+            let refused: [String: [Refusal]]
             do {
-                try await write(batches)
+                refused = try await write(batches)
                 let writeEnd = ContinuousClock.now
                 counters.withLock {
                     $0.rounds += 1
                     $0.databasesRead += batches.count
-                    $0.documentsCopied += batches.reduce(0) { $0 + $1.docs.count }
+                    $0.documentsCopied += batches.reduce(0) { $0 + $1.docs.count } - refused.values.reduce(0) { $0 + $1.count }
                     $0.readSeconds += readStart.duration(to: writeStart).seconds
                     $0.writeSeconds += writeStart.duration(to: writeEnd).seconds
                 }
             } catch {
                 logger.warning("consolidation: \(error); retrying")
-                return (unreadable, pending, taken)
+                return (pending.filter { !failed.contains($0) }, taken)
             }
-            unreadable += failed
-            pending = batches.filter(\.more).map(\.db)
+            for (db, refusals) in refused { retryLater(db, refusals: refusals, unreadable: false) }
+            for batch in batches where !batch.more && refused[batch.db] == nil { copied(batch.db) }
+            pending = batches.filter { $0.more && refused[$0.db] == nil }.map(\.db)
         }
-        return (unreadable, [], taken)
+        return ([], taken)
     }
 
     /// The next page of a database's changes since `since`, with the documents.
@@ -323,14 +409,30 @@ public final class Consolidator: Sendable {
         case failed
     }
 
-    /// Writes a round: every document (in chunks), then every checkpoint in one request.
-    func write(_ batches: [Batch]) async throws {
+    /// Writes a round: every document (in chunks), then the checkpoints of the databases all
+    /// of whose documents were stored, in one request. Returns the documents refused, by
+    /// database: their databases keep their checkpoints (every document of theirs is written
+    /// again at the next attempt, which changes nothing for those already stored).
+    func write(_ batches: [Batch]) async throws -> [String: [Refusal]] {
         let all = TrackerService.allLocationsDB
+        var owners: [String: [String]] = [:]  // document id -> databases that sent it
+        for batch in batches {
+            for doc in batch.docs { if let id = doc["_id"]?.stringValue { owners[id, default: []].append(batch.db) } }
+        }
+        var refused: [String: [Refusal]] = [:]
         let docs = batches.flatMap(\.docs)
         for start in stride(from: 0, to: docs.count, by: 5000) {
             let chunk = Array(docs[start..<min(docs.count, start + 5000)])
             let written = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(chunk), "new_edits": false])
             guard written.ok else { throw ConsolidationError("\(all)/_bulk_docs answered \(written.status)") }
+            // With new_edits=false, CouchDB lists only the documents it did not store.
+            for row in written.json.arrayValue ?? [] where row["error"] != nil {
+                let id = row["id"]?.stringValue ?? ""
+                for db in owners[id] ?? batches.map(\.db) {
+                    refused[db, default: []].append(Refusal(database: db, id: id, rev: row["rev"]?.stringValue,
+                                                            error: row["error"]?.stringValue ?? "error", reason: row["reason"]?.stringValue ?? ""))
+                }
+            }
         }
         // A database that contributed no documents (a new user's, with only its design
         // document) moves only the checkpoint kept in memory: saving those cost a commit per
@@ -340,8 +442,8 @@ public final class Consolidator: Sendable {
                 checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: checkpoints[batch.db]?.rev)
             }
         }
-        let copied = batches.filter { !$0.docs.isEmpty }
-        guard !copied.isEmpty else { return }
+        let copied = batches.filter { !$0.docs.isEmpty && refused[$0.db] == nil }
+        guard !copied.isEmpty else { return refused }
         let saves: [JSON] = copied.map { batch in
             var doc: JSONObject = ["_id": .string(Consolidator.checkpointPrefix + batch.db), "seq": .string(batch.lastSeq)]
             if let rev = checkpoints.withLock({ $0[batch.db]?.rev }) { doc["_rev"] = .string(rev) }
@@ -360,6 +462,7 @@ public final class Consolidator: Sendable {
                 checkpoints.withLock { $0[batch.db] = fresh }
             }
         }
+        return refused
     }
 }
 

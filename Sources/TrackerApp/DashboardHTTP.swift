@@ -114,12 +114,12 @@ extension TrackerHTTP {
     // MARK: Sessions
 
     /// `POST /api/session` {username, password}: a tracker user, or an admin or analyst.
-    func signIn(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let body = try await TrackerHTTP.json(request)
+    func signIn(_ request: Request, _ context: ClientRequestContext) async throws -> Response {
+        let body = try await json(request)
         guard let name = body["username"]?.stringValue, let password = body["password"]?.stringValue else {
             throw TrackerService.Failure(400, "bad_request", "`username` and `password` strings are required")
         }
-        try service.throttle.check(user: name, client: context.clientAddress)
+        try service.throttle.check(account: name, client: client(request, context))
         var session: (roles: Set<String>, tracker: Bool)?
         if let user = try await service.couch.verify(name: name, password: password), !Set(user.roles).isDisjoint(with: ["_admin", "analyst"]) {
             session = (Set(user.roles), false)
@@ -127,10 +127,10 @@ extension TrackerHTTP {
             session = ([TrackerService.ownerRole(name)], true)
         }
         guard let session else {
-            service.throttle.failed(user: name, client: context.clientAddress)
+            service.throttle.failed(account: name, client: client(request, context))
             throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
         }
-        service.throttle.succeeded(user: name, client: context.clientAddress)
+        service.throttle.succeeded(account: name, client: client(request, context))
         let token = sessions.start(name: name, roles: session.roles, isTrackerUser: session.tracker)
         var response = TrackerHTTP.reply(sessionJSON(name: name, roles: session.roles, tracker: session.tracker))
         response.headers[.setCookie] = DashboardSessions.setCookie(token, secure: request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https")
@@ -210,7 +210,7 @@ extension TrackerHTTP {
         if method == .delete, let id {
             return TrackerHTTP.reply(try await service.deletePlace(id))
         }
-        let body = try await TrackerHTTP.json(request)
+        let body = try await json(request)
         guard let name = body["name"]?.stringValue, !name.isEmpty, let lat = body["latitude"]?.doubleValue, let lon = body["longitude"]?.doubleValue,
               (-90...90).contains(lat), (-180...180).contains(lon) else {
             throw TrackerService.Failure(400, "bad_request", "A place needs a `name`, `latitude` (−90…90) and `longitude` (−180…180)")

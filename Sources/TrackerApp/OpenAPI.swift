@@ -62,6 +62,18 @@ enum OpenAPI {
                     "responses": ["200": ["description": "Revoked"], "401": error("Not authenticated"), "404": error("No such key of the caller")],
                 ],
             ],
+            "/api/status": [
+                "get": [
+                    "summary": "The server's mode and consolidation: databases still to look at or waiting to be retried, databases that cannot be read, locations lt_locations_all refused (server admins)",
+                    "security": [["basic": []]],
+                    "responses": [
+                        "200": ["description": "Status", "content": ["application/json": ["schema": [
+                            "type": "object", "properties": ["mode": ["type": "string"], "consolidation": ["type": ["object", "null"]]],
+                        ]]]],
+                        "401": error("Not authenticated"), "403": error("Not a server admin"), "429": error("Too many failed logins from this client"),
+                    ],
+                ],
+            ],
             "/api/login": [
                 "post": [
                     "summary": "Log in: issues a fresh API key (per device) for the user's database",

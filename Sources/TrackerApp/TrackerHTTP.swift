@@ -1,18 +1,18 @@
+import CouchEngine
 import CouchJSON
+import CouchServer
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOCore
 
-/// The request context of the application port: remembers the client's address (for login
-/// throttling).
-public struct AppRequestContext: RequestContext {
-    public var coreContext: CoreRequestContextStorage
-    public let clientAddress: String
-
-    public init(source: ApplicationRequestContextSource) {
-        coreContext = .init(source: source)
-        clientAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
-    }
+/// What the application's listener accepts.
+public struct AppLimits: Sendable {
+    /// Largest request body of the application API (413 `too_large` beyond it).
+    public var maxBodySize = 1 << 20
+    /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`).
+    public var clientAddress = ClientAddress()
+    public init() {}
 }
 
 /// The application API of the original Location Tracker server, unchanged for its client:
@@ -24,18 +24,31 @@ public struct TrackerHTTP: Sendable {
     let databasePort: @Sendable () -> Int
     let assets: DashboardAssets
     let sessions = DashboardSessions()
+    let limits: AppLimits
+    /// The consolidator of this server (database-per-user mode), for `GET /api/status`.
+    let consolidator: Consolidator?
 
-    public init(service: TrackerService, dashboard: DashboardOptions = DashboardOptions(), databasePort: @escaping @Sendable () -> Int) {
+    public init(service: TrackerService, dashboard: DashboardOptions = DashboardOptions(), limits: AppLimits = AppLimits(),
+                consolidator: Consolidator? = nil, databasePort: @escaping @Sendable () -> Int) {
         self.service = service
         assets = DashboardAssets(dashboard)
+        self.limits = limits
+        self.consolidator = consolidator
         self.databasePort = databasePort
     }
 
-    public var responder: CallbackResponder<AppRequestContext> {
+    /// Who is asking, for login throttling: the peer, or the client a trusted proxy names.
+    func client(_ request: Request, _ context: ClientRequestContext) -> String {
+        limits.clientAddress.client(peer: context.peerAddress, headers: request.headers)
+    }
+
+    public var responder: CallbackResponder<ClientRequestContext> {
         CallbackResponder { request, context in await self.respond(request, context) }
     }
 
-    func respond(_ request: Request, _ context: AppRequestContext) async -> Response {
+    /// Answers one request of the application API (what `responder` does; public for
+    /// harnesses that drive it without a listener).
+    public func respond(_ request: Request, _ context: ClientRequestContext) async -> Response {
         let path = request.uri.path.split(separator: "/", omittingEmptySubsequences: true).map {
             $0.removingPercentEncoding ?? String($0)
         }
@@ -86,7 +99,7 @@ public struct TrackerHTTP: Sendable {
                 _ = try await requireRole(["_admin"], request, context, purpose: "Editing places is for admins")
                 return try await editPlace(request.method, path[2], request)
             case (.put, "api", "users") where path.count == 3:
-                let body = try await TrackerHTTP.json(request)
+                let body = try await json(request)
                 return TrackerHTTP.reply(try await service.register(username: path[2], password: body["password"]), status: .created)
             case (.delete, "api", "users") where path.count == 3:
                 // The user themself (their own name and password), or a server admin; admins
@@ -99,13 +112,13 @@ public struct TrackerHTTP: Sendable {
                     sessions.end(user: path[2])
                     return TrackerHTTP.reply(answer)
                 }
-                try service.throttle.check(user: path[2], client: context.clientAddress)
+                try service.throttle.check(account: path[2], client: client(request, context))
                 do {
                     let answer = try await service.deleteUser(username: path[2], password: credentials?.secret, asAdmin: false, purgeLocations: purge)
                     sessions.end(user: path[2])
                     return TrackerHTTP.reply(answer)
                 } catch let failure as TrackerService.Failure where failure.status == 401 {
-                    service.throttle.failed(user: path[2], client: context.clientAddress)
+                    service.throttle.failed(account: path[2], client: client(request, context))
                     throw failure
                 }
             case (.get, "api", "analysis") where path.count == 3 && path[2] == "locations":
@@ -125,6 +138,9 @@ public struct TrackerHTTP: Sendable {
                 try await requireAnalyst(request, context)
                 try TrackerService.validate(username: path[3])
                 return TrackerHTTP.reply(try await service.statistics(user: path[3]))
+            case (.get, "api", "status") where path.count == 2:
+                _ = try await requireRole(["_admin"], request, context, purpose: "The server's status is for admins")
+                return TrackerHTTP.reply(status())
             case (.get, "api", "openapi.json") where path.count == 2:
                 return TrackerHTTP.reply(OpenAPI.document)
             case (.post, "api", "owntracks") where path.count == 2:
@@ -134,15 +150,15 @@ public struct TrackerHTTP: Sendable {
                 let claimed = query["u"] ?? request.headers[HTTPField.Name("X-Limit-U")!] ?? user
                 guard claimed == user else { throw TrackerService.Failure(403, "forbidden", "Credentials of \(user) cannot post as \(claimed)") }
                 let device = query["d"] ?? request.headers[HTTPField.Name("X-Limit-D")!] ?? ""
-                return TrackerHTTP.reply(try await service.ownTracks(user: user, device: device, message: try await TrackerHTTP.json(request)))
+                return TrackerHTTP.reply(try await service.ownTracks(user: user, device: device, message: try await json(request)))
             case (.post, "api", "login") where path.count == 2:
-                let body = try await TrackerHTTP.json(request)
+                let body = try await json(request)
                 guard let username = body["username"]?.stringValue, let password = body["password"]?.stringValue else {
                     throw TrackerService.Failure(400, "bad_request", "`username` and `password` strings are required")
                 }
                 let host = TrackerHTTP.hostname(request.head.authority)
                 let answer = try await service.login(
-                    username: username, password: password, client: context.clientAddress,
+                    username: username, password: password, client: client(request, context),
                     host: "\(host):\(databasePort())", device: body["device"]?.stringValue)
                 return TrackerHTTP.reply(answer)
             case (.get, "api", "keys") where path.count == 2:
@@ -155,7 +171,7 @@ public struct TrackerHTTP: Sendable {
                 return TrackerHTTP.reply(try await service.placesVersion())
             case (.post, "api", "places") where path.count == 4 && path[3] == "adjustments":
                 let user = try await requireUser(request, context)
-                return TrackerHTTP.reply(try await service.submitAdjustment(place: path[2], by: user, body: try await TrackerHTTP.json(request)),
+                return TrackerHTTP.reply(try await service.submitAdjustment(place: path[2], by: user, body: try await json(request)),
                                          status: .created)
             case (.get, "api", "adjustments") where path.count == 3 && path[2] == "mine":
                 let user = try await requireUser(request, context)
@@ -176,9 +192,17 @@ public struct TrackerHTTP: Sendable {
             }
         } catch let failure as TrackerService.Failure {
             return TrackerHTTP.reply(failure.body, status: HTTPResponse.Status(code: failure.status))
+        } catch let error as EngineError {
+            return TrackerHTTP.reply(["error": .string(error.error), "reason": .string(error.reason)], status: HTTPResponse.Status(code: error.status))
         } catch {
             return TrackerHTTP.reply(["error": "Internal Server Error", "reason": .string("\(error)")], status: .internalServerError)
         }
+    }
+
+    /// `GET /api/status`: the mode, and where consolidation stands (what waits to be copied
+    /// into `lt_locations_all`, databases that cannot be read, locations it refused).
+    func status() -> JSON {
+        ["mode": .string(service.mode.rawValue), "consolidation": consolidator.map(\.status.json) ?? .null]
     }
 
     static func query(_ request: Request) -> [String: String] {
@@ -186,12 +210,12 @@ public struct TrackerHTTP: Sendable {
     }
 
     /// Admins and the `analyst` role only (basic auth, checked as the database checks it).
-    func requireAnalyst(_ request: Request, _ context: AppRequestContext) async throws {
+    func requireAnalyst(_ request: Request, _ context: ClientRequestContext) async throws {
         _ = try await requireRole(["_admin", "analyst"], request, context, purpose: "Analysis is for admins and analysts")
     }
 
     /// Basic-auth credentials the database accepts, of a user with one of `roles`; the name.
-    func requireRole(_ roles: Set<String>, _ request: Request, _ context: AppRequestContext, purpose: String) async throws -> String {
+    func requireRole(_ roles: Set<String>, _ request: Request, _ context: ClientRequestContext, purpose: String) async throws -> String {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
             if let session = session(request) {
                 try TrackerHTTP.checkOrigin(request)
@@ -200,18 +224,19 @@ public struct TrackerHTTP: Sendable {
             }
             throw TrackerService.Failure(401, "unauthorized", "\(purpose): send basic auth or sign in")
         }
-        try service.throttle.check(user: name, client: context.clientAddress)
+        try service.throttle.check(account: name, client: client(request, context))
         guard let user = try await service.couch.verify(name: name, password: secret) else {
-            service.throttle.failed(user: name, client: context.clientAddress)
+            service.throttle.failed(account: name, client: client(request, context))
             throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
         }
+        service.throttle.succeeded(account: name, client: client(request, context))
         guard !roles.isDisjoint(with: user.roles) else { throw TrackerService.Failure(403, "forbidden", purpose) }
         return user.name
     }
 
     /// Whose photos a request may see: a tracker user their own (and is their owner); admins
     /// and analysts everyone's (nil) or one user's (`?user=`).
-    func photoScope(_ request: Request, _ context: AppRequestContext) async throws -> (user: String?, owner: String?) {
+    func photoScope(_ request: Request, _ context: ClientRequestContext) async throws -> (user: String?, owner: String?) {
         if let (name, secret) = TrackerHTTP.basicCredentials(request) {
             // Basic auth: an admin or analyst, else a tracker user (an API key or their own password).
             let account = try await service.couch.verify(name: name, password: secret)
@@ -232,7 +257,7 @@ public struct TrackerHTTP: Sendable {
     }
 
     /// The application user behind basic auth: an API key and its password, or the user's own.
-    func requireUser(_ request: Request, _ context: AppRequestContext) async throws -> String {
+    func requireUser(_ request: Request, _ context: ClientRequestContext) async throws -> String {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
             if let session = session(request) {
                 try TrackerHTTP.checkOrigin(request)
@@ -241,11 +266,12 @@ public struct TrackerHTTP: Sendable {
             }
             throw TrackerService.Failure(401, "unauthorized", "Send basic auth: an API key and its password, or your own (or sign in)")
         }
-        try service.throttle.check(user: name, client: context.clientAddress)
+        try service.throttle.check(account: name, client: client(request, context))
         guard let user = try await service.authenticate(name: name, secret: secret) else {
-            service.throttle.failed(user: name, client: context.clientAddress)
+            service.throttle.failed(account: name, client: client(request, context))
             throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
         }
+        service.throttle.succeeded(account: name, client: client(request, context))
         return user
     }
 
@@ -286,8 +312,13 @@ public struct TrackerHTTP: Sendable {
         return authority.split(separator: ":").first.map(String.init) ?? "127.0.0.1"
     }
 
-    static func json(_ request: Request) async throws -> JSONObject {
-        let buffer = try await request.body.collect(upTo: 1 << 20)
+    /// The request body as a JSON object: 413 `too_large` beyond `limits.maxBodySize`, 400
+    /// when it is not a JSON object.
+    func json(_ request: Request) async throws -> JSONObject {
+        let buffer: ByteBuffer
+        do { buffer = try await request.body.collect(upTo: limits.maxBodySize) } catch is NIOTooManyBytesError {
+            throw TrackerService.Failure(413, "too_large", "The request body is larger than \(limits.maxBodySize) bytes")
+        }
         guard case let .object(object)? = try? JSON.parse(Array(buffer: buffer)) else {
             throw TrackerService.Failure(400, "bad_request", "The request body must be a JSON object")
         }

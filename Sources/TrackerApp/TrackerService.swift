@@ -53,6 +53,14 @@ public final class TrackerService: Sendable {
         "validate_doc_update": "function (newDoc, oldDoc, userCtx) { if (userCtx.roles.indexOf('_admin') === -1) { throw({forbidden: 'Only the server writes here; members read.'}); } }",
     ]
 
+    /// The application's validation functions as Swift, by source (for
+    /// `DesignDocumentValidator`): its own databases then need no JavaScript engine.
+    public static let nativeValidators: [String: @Sendable (ProposedWrite, UserContext) -> EngineError?] = [
+        readOnlyDesign["validate_doc_update"]!.stringValue!: { _, user in
+            user.roles.contains("_admin") ? nil : EngineError(status: 403, error: "forbidden", reason: "Only the server writes here; members read.")
+        },
+    ]
+
     let couch: any CouchClient
     /// Where geo queries go (`_geo`, `_geo_grid`): the same database in embedded mode; in
     /// cluster mode this server's own mirrors of `lt_places` and `lt_locations_all`, since
@@ -64,7 +72,8 @@ public final class TrackerService: Sendable {
     let databaseLocation: (host: String, scheme: String)?
     public let mode: Mode
     let passwordIterations: Int
-    let throttle = LoginThrottle()
+    /// Failed password checks, shared with the database API (`CouchAPI.Options.loginThrottle`).
+    let throttle: LoginThrottle
     let logger: Logger
 
     /// - Parameters:
@@ -72,10 +81,13 @@ public final class TrackerService: Sendable {
     ///   - mode: a database per user (default) or one shared database.
     ///   - geo: where geo queries go, when not to `couch` (cluster mode: this server's mirrors).
     ///   - databaseLocation: the database devices replicate with, when not this server.
+    ///   - throttle: failed logins, shared with the database API when both run in one process.
     public init(
         couch: any CouchClient, geo: (any CouchClient)? = nil, databaseLocation: (host: String, scheme: String)? = nil,
-        mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations, logger: Logger = Logger(label: "lt.app")
+        mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations, throttle: LoginThrottle = LoginThrottle(),
+        logger: Logger = Logger(label: "lt.app")
     ) {
+        self.throttle = throttle
         self.databaseLocation = databaseLocation
         self.couch = couch
         self.geo = geo ?? couch
@@ -104,20 +116,15 @@ public final class TrackerService: Sendable {
     // MARK: Setup
 
     /// Creates the application's databases on first start, as the original `admin.js` did:
-    /// `lt_users` (admins only), `lt_places` seeded with `places` (each given `created_at`,
-    /// which the original client needs), `lt_locations_all` (admins and the `analyst` role),
+    /// `lt_users` (admins only), `lt_places` seeded with `places` (under their ids, each given
+    /// `created_at`, which the original client needs), `lt_locations_all` (admins and the `analyst` role),
     /// and the `_design/points` geo index where locations and places live.
     public func prepare(places: [JSON]) async throws {
         _ = try await createDatabase(TrackerService.usersDB)
         if try await createDatabase(TrackerService.placesDB) {
-            let now = Date().timeIntervalSince1970 * 1000
-            let docs = places.map { place -> JSON in
-                var doc = place.objectValue ?? JSONObject()
-                if doc["created_at"] == nil { doc["created_at"] = .double(now) }
-                return .object(doc)
-            }
-            try await expect(couch.request(.post, "/\(TrackerService.placesDB)/_bulk_docs", body: ["docs": .array(docs)]), "seed places")
-            logger.info("created \(TrackerService.placesDB) with \(docs.count) places")
+            // Under the places' own ids, so importing the same file later changes nothing.
+            let seeded = try await importPlaces(places, announce: false)
+            logger.info("created \(TrackerService.placesDB) with \(seeded.created) places")
         }
         try await ensureDesign(TrackerService.placesDB)
         // Everyone's locations: members (analysts) read them; in single-database mode users
@@ -225,17 +232,17 @@ public final class TrackerService: Sendable {
     /// secret) for this device, which can read and write the user's database and nothing
     /// else. Repeated failures per user and per client address are throttled.
     public func login(username: String, password: String, client: String, host: String, device: String?) async throws -> JSON {
-        try throttle.check(user: username, client: client)
+        try throttle.check(account: username, client: client)
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         let user = reply.ok ? reply.json : .null
         let stored = Passwords.Hash(stored: user, defaultIterations: passwordIterations)
         // Unknown users cost a full hash too, so they cannot be told apart by timing.
         let valid = await Passwords.verify(password, against: stored) && user != .null
         guard valid else {
-            throttle.failed(user: username, client: client)
+            throttle.failed(account: username, client: client)
             throw Failure(401, "unauthorized", "Name or password is incorrect.")
         }
-        throttle.succeeded(user: username, client: client)
+        throttle.succeeded(account: username, client: client)
         let key = "key-" + ServerSettings.randomHex(16)
         let secret = ServerSettings.randomHex(16)
         // A fast hash is enough for a random 128-bit secret (one PBKDF2 iteration, as CouchDB
@@ -438,43 +445,5 @@ public final class TrackerService: Sendable {
     /// `GET /api/places?...`: the geo query on `lt_places`, answered as CouchDB answers it.
     public func places(query: [String: String]) async throws -> CouchReply {
         try await geo.request(.get, "/\(TrackerService.placesDB)/_design/points/_geo/pointidx", query: query, body: nil)
-    }
-}
-
-/// Counts failed logins per user and per client address; after `userLimit` failures for a user,
-/// or `clientLimit` from one address (many devices may share one), within `window` seconds,
-/// further attempts are refused (429) until the window has passed.
-final class LoginThrottle: Sendable {
-    let userLimit = 5
-    let clientLimit = 30
-    let window: TimeInterval = 15 * 60
-    private let failures = Locked<[String: [Date]]>([:])
-
-    func check(user: String, client: String) throws {
-        let now = Date()
-        let blocked = failures.withLock { table -> Bool in
-            for (key, limit) in [("u:" + user, userLimit), ("c:" + client, clientLimit)] {
-                let recent = (table[key] ?? []).filter { now.timeIntervalSince($0) < window }
-                table[key] = recent.isEmpty ? nil : recent
-                if recent.count >= limit { return true }
-            }
-            return false
-        }
-        if blocked {
-            throw TrackerService.Failure(429, "too_many_requests", "Too many failed logins; try again in 15 minutes")
-        }
-    }
-
-    func failed(user: String, client: String) {
-        let now = Date()
-        failures.withLock { table in
-            if table.count > 100_000 { table.removeAll() }  // bounded memory under a flood
-            table["u:" + user, default: []].append(now)
-            table["c:" + client, default: []].append(now)
-        }
-    }
-
-    func succeeded(user: String, client: String) {
-        failures.withLock { _ = $0.removeValue(forKey: "u:" + user) }
     }
 }

@@ -11,7 +11,7 @@ struct LT: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lt",
         abstract: "LocationTracker: an offline-first location tracking server with a CouchDB-compatible database.",
-        subcommands: [Serve.self, Users.self, Places.self, Analysis.self, Device.self, Replicate.self, Bench.self, GeoBench.self, AppBench.self, DeviceBench.self, JSServer.self],
+        subcommands: [Serve.self, Status.self, Users.self, Places.self, Analysis.self, Device.self, Replicate.self, Bench.self, GeoBench.self, AppBench.self, DeviceBench.self, JSServer.self],
         defaultSubcommand: Serve.self)
 }
 

@@ -1,6 +1,8 @@
 import ArgumentParser
 import CouchJSON
 import Foundation
+import Logging
+import TrackerApp
 
 /// `lt places`: the places dataset on a running server.
 struct Places: AsyncParsableCommand {
@@ -9,7 +11,13 @@ struct Places: AsyncParsableCommand {
         subcommands: [Import.self, Export.self, Review.self])
 
     struct Import: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Add the features of a GeoJSON FeatureCollection to lt_places.")
+        static let configuration = CommandConfiguration(
+            abstract: "Add or update the features of a GeoJSON FeatureCollection in lt_places.",
+            discussion: """
+                Each place is stored under its id (the feature's `id` or `_id`; for a feature with neither, one made from its \
+                name and geometry), so importing the same file again changes nothing and an edited file updates its places. \
+                When anything changed, the places release (GET /api/places/version) grows by one, so devices pull the places again.
+                """)
 
         @Argument(help: "A GeoJSON file: a FeatureCollection (or a {\"places\": [...]} list, as data/sample-places.json).")
         var file: String
@@ -18,31 +26,33 @@ struct Places: AsyncParsableCommand {
         var url: String?
 
         func run() async throws {
-            let client = try AdminClient(url, environment: "LT_DB_URL")
-            let json = try JSON.parse(Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+            guard let url = url ?? ProcessInfo.processInfo.environment["LT_DB_URL"] else {
+                throw ValidationError("Give a URL with a server admin's credentials: http://NAME:PASSWORD@HOST:PORT (or LT_DB_URL)")
+            }
+            let json: JSON
+            do { json = try JSON.parse(Array(try Data(contentsOf: URL(fileURLWithPath: file)))) } catch {
+                throw CommandFailure("cannot read \(file): \(error)")
+            }
             guard let features = json["features"]?.arrayValue ?? json["places"]?.arrayValue else {
                 throw CommandFailure("\(file) is not a FeatureCollection")
             }
-            let now = Date().timeIntervalSince1970 * 1000
-            var docs: [JSON] = []
-            for (i, feature) in features.enumerated() {
-                guard var doc = feature.objectValue, doc["geometry"] != nil else { throw CommandFailure("feature \(i) has no geometry") }
-                if let id = doc["id"], doc["_id"] == nil { doc["_id"] = .string(id.stringValue ?? id.text) }
-                doc.removeValue(forKey: "id")
-                if doc["created_at"] == nil { doc["created_at"] = .double(now) }
-                docs.append(.object(doc))
+            let couch: HTTPCouch
+            do { couch = try HTTPCouch(url: url) } catch let failure as TrackerService.Failure {
+                throw ValidationError(failure.body["reason"]?.stringValue ?? "bad URL")
             }
-            var imported = 0
-            for start in stride(from: 0, to: docs.count, by: 1000) {
-                let batch = Array(docs[start..<min(start + 1000, docs.count)])
-                let results = try await client.send(.POST, "/lt_places/_bulk_docs", json: ["docs": .array(batch)])
-                for row in results.arrayValue ?? [] {
-                    if row["ok"] == true { imported += 1 } else {
-                        FileHandle.standardError.write(Data("skipped \(row["id"]?.stringValue ?? "?"): \(row["reason"]?.stringValue ?? "")\n".utf8))
-                    }
-                }
+            let result: TrackerService.PlacesImport
+            do {
+                var quiet = Logger(label: "lt.places")
+                quiet.logLevel = .warning  // the summary below says what happened
+                result = try await TrackerService(couch: couch, logger: quiet).importPlaces(features)
+            } catch let failure as TrackerService.Failure {
+                throw CommandFailure(failure.body["reason"]?.stringValue ?? failure.body.text)
             }
-            print("imported \(imported) of \(docs.count) places")
+            for (id, reason) in result.failed {
+                FileHandle.standardError.write(Data("not stored \(id): \(reason)\n".utf8))
+            }
+            print(Places.summary(result, of: features.count))
+            if !result.failed.isEmpty { throw ExitCode.failure }
         }
     }
 
@@ -102,5 +112,13 @@ struct Places: AsyncParsableCommand {
                 print("\(id)  place \(place)  from \(from) to \(to)  by \(who)  \(when)")
             }
         }
+    }
+
+    /// One line on what an import did: "50 places: 3 new, 1 updated, 46 unchanged; places release 7".
+    static func summary(_ result: TrackerService.PlacesImport, of total: Int) -> String {
+        var line = "\(total) \(total == 1 ? "place" : "places"): \(result.created) new, \(result.updated) updated, \(result.unchanged) unchanged"
+        if !result.failed.isEmpty { line += ", \(result.failed.count) not stored" }
+        if let version = result.dataVersion { line += "; places release \(version)" } else { line += "; places release unchanged" }
+        return line
     }
 }

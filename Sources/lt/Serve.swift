@@ -14,7 +14,7 @@ import TrackerApp
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION). The dashboard is at /dashboard/ on the application port.")
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS). The dashboard is at /dashboard/ on the application port.")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -58,6 +58,27 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Map tiles of the dashboard: a Leaflet URL template, or none (no tiles, e.g. offline). (LT_TILES, default OpenStreetMap's)")
     var tiles: String?
 
+    @Option(help: "on: run design documents' JavaScript (views, filters, validation, shows, lists, updates) when this build has a JavaScript engine; off: never (those requests answer 501, writes to databases with JavaScript validation are refused). The application's own rules need no JavaScript either way. (LT_JAVASCRIPT, default on)")
+    var javascript: String?
+
+    @Option(name: .customLong("trusted-proxy"), help: "A reverse proxy's address or range (CIDR, e.g. 10.0.0.0/8); repeatable or comma-separated. Requests from it are taken to come from the address its X-Forwarded-For names, for login throttling and connection limits; anyone else's X-Forwarded-For is ignored. (LT_TRUSTED_PROXIES)")
+    var trustedProxy: [String] = []
+
+    @Option(name: .customLong("max-app-body-size"), help: "Largest request body of the application API in bytes. (LT_MAX_APP_BODY_SIZE, default 1048576)")
+    var maxAppBodySize: Int?
+
+    @Option(name: .customLong("request-timeout"), help: "Seconds a connection may wait for a request's head (a new or idle keep-alive connection, or headers sent too slowly) before it is closed. (LT_REQUEST_TIMEOUT, default 60)")
+    var requestTimeout: Int?
+
+    @Option(name: .customLong("body-timeout"), help: "Longest pause, in seconds, while a request's body arrives before the connection is closed. (LT_BODY_TIMEOUT, default 30)")
+    var bodyTimeout: Int?
+
+    @Option(name: .customLong("max-connections"), help: "Connections open at once on each listener; more wait to be accepted. (LT_MAX_CONNECTIONS, default 2048)")
+    var maxConnections: Int?
+
+    @Option(name: .customLong("max-connections-per-address"), help: "Connections open at once from one address on each listener (trusted proxies exempt); more are closed at once. (LT_MAX_CONNECTIONS_PER_ADDRESS, default 256)")
+    var maxConnectionsPerAddress: Int?
+
     @Option(name: .customLong("tile-attribution"), help: "Attribution shown with the tiles (HTML). (LT_TILE_ATTRIBUTION, default OpenStreetMap's)")
     var tileAttribution: String?
 
@@ -96,6 +117,31 @@ struct Serve: AsyncParsableCommand {
         var settings = try ServerSettings.load(from: directory)
         var options = CouchAPI.Options()
         options.maxBodySize = try intValue(maxBodySize, "LT_MAX_BODY_SIZE", default: options.maxBodySize)
+        var appLimits = AppLimits()
+        appLimits.maxBodySize = try intValue(maxAppBodySize, "LT_MAX_APP_BODY_SIZE", default: appLimits.maxBodySize)
+        guard options.maxBodySize > 0, appLimits.maxBodySize > 0 else { throw ValidationError("body sizes must be positive") }
+        do {
+            let proxies = (trustedProxy.isEmpty ? [value(nil, "LT_TRUSTED_PROXIES") ?? ""] : trustedProxy)
+                .flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            options.clientAddress = ClientAddress(trustedProxies: try proxies.map(AddressRange.init))
+        } catch let error as EngineError {
+            throw ValidationError("--trusted-proxy: \(error.reason)")
+        }
+        appLimits.clientAddress = options.clientAddress
+        var connections = ConnectionLimits()
+        connections.clientAddress = options.clientAddress
+        let headSeconds = try intValue(requestTimeout, "LT_REQUEST_TIMEOUT", default: 60)
+        let bodySeconds = try intValue(bodyTimeout, "LT_BODY_TIMEOUT", default: 30)
+        connections.maxConnections = try intValue(maxConnections, "LT_MAX_CONNECTIONS", default: connections.maxConnections)
+        connections.maxConnectionsPerAddress = try intValue(maxConnectionsPerAddress, "LT_MAX_CONNECTIONS_PER_ADDRESS", default: connections.maxConnectionsPerAddress)
+        guard (1...86_400).contains(headSeconds), (1...86_400).contains(bodySeconds) else {
+            throw ValidationError("--request-timeout and --body-timeout are seconds from 1 to 86400")
+        }
+        guard connections.maxConnections > 0, connections.maxConnectionsPerAddress > 0 else {
+            throw ValidationError("--max-connections and --max-connections-per-address must be positive")
+        }
+        connections.requestHeadTimeout = .seconds(headSeconds)
+        connections.bodyReadTimeout = .seconds(bodySeconds)
         options.corsOrigins = (value(corsOrigins, "LT_CORS_ORIGINS") ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         if let admin = value(admin, "LT_ADMIN") {
@@ -126,7 +172,15 @@ struct Serve: AsyncParsableCommand {
 
         let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: Serve.openDatabaseBudget())
         try Serve.checkOpenDatabases(maxOpen)
-        options.javascript = Serve.javascriptQueryServer()
+        switch value(javascript, "LT_JAVASCRIPT") ?? "on" {
+        case "on": options.javascript = Serve.javascriptQueryServer()
+        case "off": options.javascript = nil
+        case let other: throw ValidationError("--javascript must be on or off, not \(other)")
+        }
+        if options.javascript == nil {
+            let why = value(javascript, "LT_JAVASCRIPT") == "off" ? "turned off (--javascript off)" : "not in this build (install duktape-dev and rebuild)"
+            logger.warning("JavaScript is \(why): design documents' JavaScript functions answer 501 and writes to databases with JavaScript validation are refused; everything else, the application included, works")
+        }
         if appMode == .singleDatabase { options.sharedDatabases = [TrackerService.sharedLocations] }
         // Cluster mode: the application's data lives in CouchDB; this server mirrors what it
         // needs geo indexes for (CouchDB has none) and answers geo queries from the mirrors.
@@ -137,7 +191,8 @@ struct Serve: AsyncParsableCommand {
         }
         let store = try DatabaseStore(
             directory: directory, maxOpen: maxOpen, durability: durabilityMode,
-            validator: DesignDocumentValidator(queryServer: options.javascript), connections: Serve.connections, logger: logger)
+            validator: DesignDocumentValidator(queryServer: options.javascript, native: TrackerService.nativeValidators),
+            connections: Serve.connections, logger: logger)
         logger.info("\(maxOpen) databases open at most; memory allocator: \(Allocator.description)")
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
@@ -147,7 +202,8 @@ struct Serve: AsyncParsableCommand {
         let boundDatabasePort = Locked(dbPort)
         let dbApp = Application(
             responder: api.responder,
-            configuration: .init(address: .hostname(host, port: dbPort), serverName: nil),
+            server: connections.server,
+            configuration: connections.configuration(address: .hostname(host, port: dbPort), serverName: nil),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? dbPort
                 boundDatabasePort.withLock { $0 = port }
@@ -178,7 +234,7 @@ struct Serve: AsyncParsableCommand {
         // Devices replicate with the cluster, except into a shared database: through this server.
         let devicesReplicateWith = appMode == .singleDatabase ? nil : cluster.map { ($0.host, $0.scheme) }
         let service = TrackerService(couch: couch, geo: cluster == nil ? nil : local, databaseLocation: devicesReplicateWith,
-                                     mode: appMode, passwordIterations: options.pbkdf2Iterations, logger: logger)
+                                     mode: appMode, passwordIterations: options.pbkdf2Iterations, throttle: options.loginThrottle, logger: logger)
         do {
             try await service.prepare(places: try Serve.samplePlaces())
         } catch let failure as TrackerService.Failure {
@@ -208,13 +264,14 @@ struct Serve: AsyncParsableCommand {
         var dashboard = DashboardOptions()
         if let tiles = value(tiles, "LT_TILES") { dashboard.tileURL = tiles }
         if let attribution = value(tileAttribution, "LT_TILE_ATTRIBUTION") { dashboard.tileAttribution = attribution }
-        let consolidation = Task {
-            if appMode == .databasePerUser { await Consolidator(couch: couch, logger: logger).run() }
-        }
+        let consolidator = appMode == .databasePerUser ? Consolidator(couch: couch, logger: logger) : nil
+        let consolidation = Task { await consolidator?.run() }
         defer { consolidation.cancel() }
         let appApp = Application(
-            responder: TrackerHTTP(service: service, dashboard: dashboard, databasePort: { boundDatabasePort.withLock { $0 } }).responder,
-            configuration: .init(address: .hostname(host, port: appPort), serverName: "LocationTracker"),
+            responder: TrackerHTTP(service: service, dashboard: dashboard, limits: appLimits, consolidator: consolidator,
+                                   databasePort: { boundDatabasePort.withLock { $0 } }).responder,
+            server: connections.server,
+            configuration: connections.configuration(address: .hostname(host, port: appPort), serverName: "LocationTracker"),
             onServerRunning: { channel in
                 Serve.announce("application API", host: host, port: channel.localAddress?.port ?? appPort)
             },

@@ -41,6 +41,26 @@ struct GeoHTTPTests {
         return coordinates
     }
 
+    @Test("The README's geo tour run on a server that seeded lt_places, and run twice: every place once (they carry their ids), the geo answer without duplicates")
+    func tourTwice() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        let places = try Self.samplePlaces()
+        for _ in 0..<2 {
+            #expect([201, 412].contains(try await s.request(.PUT, "/lt_places").status))
+            let written = try await s.request(.POST, "/lt_places/_bulk_docs", json: ["docs": .array(places)])
+            // The seeded places are these: each write is a conflict, none a new document.
+            #expect(written.json.arrayValue?.allSatisfy { $0["error"] == "conflict" } == true, "\(written.text.prefix(300))")
+        }
+        let all = try await s.request(.GET, "/lt_places/_all_docs").json["rows"]?.arrayValue ?? []
+        #expect(all.filter { $0["id"]?.stringValue?.hasPrefix("place-") == true }.count == 50, "\(all.count) documents")
+        let rows = try await s.request(.GET, "/lt_places/_design/points/_geo/pointidx?lat=37.49453457&lon=-122.30464079&radius=4023.35&relation=contains&nearest=true")
+            .json["rows"]?.arrayValue ?? []
+        let ids = rows.compactMap { $0["id"]?.stringValue }
+        #expect(!ids.isEmpty && Set(ids).count == ids.count)
+        #expect(try await s.app(.GET, "/api/places/version").json == ["dataVersion": 1])
+    }
+
     @Test("The original app's query returns exactly the places the haversine oracle finds, nearest first; the index survives a restart")
     func originalQuery() async throws {
         let directory = try TemporaryDirectory("lt-geo")

@@ -371,8 +371,34 @@ struct TrackerAppTests {
         ]]
         try Data(collection.bytes).write(to: file)
         let imported = try TestServer.runLT(["places", "import", file.path, "--url", dbURL])
-        #expect(imported.status == 0 && imported.output.contains("imported 2 of 2"), "\(imported.output)")
-        #expect(try await s.request(.GET, "/lt_places/fountain").json["created_at"] != nil)
+        #expect(imported.status == 0 && imported.output.contains("2 places: 2 new, 0 updated, 0 unchanged; places release 3"), "\(imported.output)")
+        let fountain = try await s.request(.GET, "/lt_places/fountain").json
+        #expect(fountain["created_at"] != nil)
+        #expect(try await s.app(.GET, "/api/places/version").json == ["dataVersion": 3])
+        // The same file again changes nothing, not even the release devices compare.
+        let again = try TestServer.runLT(["places", "import", file.path, "--url", dbURL])
+        #expect(again.status == 0 && again.output.contains("2 places: 0 new, 0 updated, 2 unchanged; places release unchanged"), "\(again.output)")
+        #expect(try await s.request(.GET, "/lt_places/fountain").json["_rev"] == fountain["_rev"])
+        #expect(try await s.app(.GET, "/api/places/version").json == ["dataVersion": 3])
+        // An edited file updates its place in place (same id, same created_at) and bumps the release once.
+        let movedFile: JSON = ["type": "FeatureCollection", "features": [
+            ["type": "Feature", "id": "fountain", "geometry": ["type": "Point", "coordinates": [-122.69, 45.53]], "properties": ["name": "Fountain"]],
+        ]]
+        try Data(movedFile.bytes).write(to: file)
+        let edited = try TestServer.runLT(["places", "import", file.path, "--url", dbURL])
+        #expect(edited.status == 0 && edited.output.contains("1 place: 0 new, 1 updated, 0 unchanged; places release 4"), "\(edited.output)")
+        let movedDoc = try await s.request(.GET, "/lt_places/fountain").json
+        #expect(movedDoc["geometry"]?["coordinates"] == [-122.69, 45.53] && movedDoc["created_at"] == fountain["created_at"])
+        // The server's own sample places imported again: all already there under their ids;
+        // the one whose correction was approved above takes the file's position again (an
+        // import is the admin's word on the places) and keeps the record of its old positions.
+        let samples = try TestServer.runLT(["places", "import", GeoHTTPTests.repository.appendingPathComponent("data/sample-places.json").path, "--url", dbURL])
+        #expect(samples.status == 0 && samples.output.contains("50 places: 0 new, 1 updated, 49 unchanged; places release 5"), "\(samples.output)")
+        let reverted = try await s.request(.GET, "/lt_places/\(placeID)").json
+        #expect(reverted["geometry"] == original && reverted["previousPositions"] != nil, "\(reverted.text)")
+        // A file the command cannot use is an error without usage lines.
+        let missing = try TestServer.runLT(["places", "import", "/nonexistent.geojson", "--url", dbURL])
+        #expect(missing.status != 0 && missing.errors.contains("cannot read /nonexistent.geojson") && !missing.errors.contains("Usage:"), "\(missing.errors)")
         let exported = try TestServer.runLT(["places", "export", "--url", dbURL])
         let features = (try? JSON.parse(Array(exported.output.utf8)))?["features"]?.arrayValue ?? []
         #expect(features.count == 52 && features.contains { $0["id"] == "statue" && $0["properties"]?["name"] == "Statue" })
@@ -388,7 +414,7 @@ struct TrackerAppTests {
         let amy = try await login(s, "amy", "pw-amy")
         let ben = try await login(s, "ben", "pw-ben")
         _ = try await (s.cluster ?? s).request(.PUT, "/_users/org.couchdb.user:ann", json: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw-ann"])
-        let place = try await s.request(.GET, "/lt_places/_all_docs?limit=1").json["rows"]?[0]?["id"]?.stringValue ?? ""
+        let place = try await s.request(.GET, "/lt_places/_all_docs?startkey=%22place-%22&limit=1").json["rows"]?[0]?["id"]?.stringValue ?? ""
         let report = try await s.app(.POST, "/api/places/\(place)/adjustments", json: ["latitude": 1, "longitude": 1], auth: .basic(amy.key, amy.secret))
         let reportID = report.json["id"]?.stringValue ?? ""
         let who: [(String, TestServer.Auth)] = [

@@ -1,0 +1,171 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import NIOCore
+import NIOHTTPTypes
+
+/// Limits on the connections of one listener, so that slow or silent clients cannot hold the
+/// server's connections (slowloris) and one address cannot take them all.
+public struct ConnectionLimits: Sendable {
+    /// How long a connection may wait for a request's head: from connecting, or after its last
+    /// answer (an idle keep-alive connection). Headers sent too slowly run into it too.
+    public var requestHeadTimeout: Duration = .seconds(60)
+    /// The longest pause while a request's body arrives.
+    public var bodyReadTimeout: Duration = .seconds(30)
+    /// Connections open at once on the listener; beyond it, new ones wait to be accepted.
+    public var maxConnections = 2048
+    /// Connections open at once from one address (trusted proxies exempt); beyond it, new ones
+    /// are closed at once.
+    public var maxConnectionsPerAddress = 256
+    /// Addresses exempt from the per-address limit (reverse proxies carry many clients).
+    public var clientAddress = ClientAddress()
+
+    public init() {}
+
+    /// A new handler for one connection, counting it in `counter`.
+    public func handler(_ counter: ConnectionCounter) -> ConnectionGuard {
+        ConnectionGuard(limits: self, counter: counter)
+    }
+
+    /// An HTTP/1.1 server that keeps to these limits (each listener its own counter).
+    public var server: HTTPServerBuilder {
+        let counter = ConnectionCounter()
+        return .http1(configuration: .init(additionalChannelHandlers: [self.handler(counter)]))
+    }
+
+    /// A listener's configuration at `address`, accepting at most `maxConnections` at once.
+    public func configuration(address: BindAddress, serverName: String?) -> ApplicationConfiguration {
+        .init(address: address, serverName: serverName, availableConnectionsDelegate: MaximumAvailableConnections(maxConnections))
+    }
+}
+
+/// Open connections per address, shared by the connections of one listener.
+public final class ConnectionCounter: Sendable {
+    private let open = Locked<[String: Int]>([:])
+    public init() {}
+
+    /// Counts a new connection from `address`; false (and not counted) when `limit` are open.
+    func enter(_ address: String, limit: Int) -> Bool {
+        open.withLock { open in
+            let current = open[address] ?? 0
+            guard current < limit else { return false }
+            open[address] = current + 1
+            return true
+        }
+    }
+
+    func leave(_ address: String) {
+        open.withLock { open in
+            let left = (open[address] ?? 1) - 1
+            open[address] = left > 0 ? left : nil
+        }
+    }
+
+    /// Connections open from `address` now.
+    public func count(_ address: String) -> Int { open.withLock { $0[address] ?? 0 } }
+}
+
+/// Closes a connection that waits too long for a request's head or pauses too long inside a
+/// body, and one beyond its address's share of connections. Sits after the HTTP decoder
+/// (Hummingbird's `additionalChannelHandlers`), so it sees request and response parts; while
+/// an answer is being written (a long poll, a continuous feed) no timer runs.
+public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    public typealias InboundIn = HTTPRequestPart
+    public typealias InboundOut = HTTPRequestPart
+    public typealias OutboundIn = HTTPResponsePart
+    public typealias OutboundOut = HTTPResponsePart
+
+    let limits: ConnectionLimits
+    let counter: ConnectionCounter
+    private var counted: String?
+    private var activated = false
+    private var timer: Scheduled<Void>?
+    /// Inside a request body (head read, end not yet).
+    private var readingBody = false
+    /// Requests read whose answers have not ended.
+    private var unanswered = 0
+
+    init(limits: ConnectionLimits, counter: ConnectionCounter) {
+        self.limits = limits
+        self.counter = counter
+    }
+
+    public func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { activate(context) }
+    }
+
+    public func handlerRemoved(context: ChannelHandlerContext) {
+        release()
+    }
+
+    public func channelActive(context: ChannelHandlerContext) {
+        activate(context)
+        context.fireChannelActive()
+    }
+
+    public func channelInactive(context: ChannelHandlerContext) {
+        release()
+        context.fireChannelInactive()
+    }
+
+    private func activate(_ context: ChannelHandlerContext) {
+        guard !activated else { return }
+        activated = true
+        if let address = context.channel.remoteAddress?.ipAddress, !limits.clientAddress.isTrusted(address) {
+            guard counter.enter(address, limit: limits.maxConnectionsPerAddress) else {
+                context.close(promise: nil)
+                return
+            }
+            counted = address
+        }
+        arm(context, limits.requestHeadTimeout)
+    }
+
+    private func release() {
+        timer?.cancel()
+        timer = nil
+        if let address = counted {
+            counter.leave(address)
+            counted = nil
+        }
+    }
+
+    public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head:
+            readingBody = true
+            arm(context, limits.bodyReadTimeout)
+        case .body:
+            if readingBody { arm(context, limits.bodyReadTimeout) }
+        case .end:
+            readingBody = false
+            unanswered += 1
+            disarm()
+        }
+        context.fireChannelRead(data)
+    }
+
+    public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) {
+            unanswered = max(0, unanswered - 1)
+            // Answered before its body was read (a refusal): the body's pauses still count.
+            if unanswered == 0, !readingBody { arm(context, limits.requestHeadTimeout) }
+        }
+        context.write(data, promise: promise)
+    }
+
+    private func arm(_ context: ChannelHandlerContext, _ timeout: Duration) {
+        timer?.cancel()
+        let nanoseconds = timeout.components.seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let amount = TimeAmount.nanoseconds(nanoseconds.overflow ? .max : nanoseconds.partialValue.addingSaturating(Int64(timeout.components.attoseconds / 1_000_000_000)))
+        let channel = context.channel
+        timer = context.eventLoop.scheduleTask(in: amount) { channel.close(promise: nil) }
+    }
+
+    private func disarm() {
+        timer?.cancel()
+        timer = nil
+    }
+}

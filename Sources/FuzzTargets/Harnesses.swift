@@ -1,0 +1,144 @@
+import CouchEngine
+import CouchJSON
+import CouchServer
+import Foundation
+import Geo
+import HTTPTypes
+import Hummingbird
+import Logging
+import MIMEMultipart
+import NIOCore
+import TrackerApp
+
+/// The libFuzzer entry points of `lt-fuzz`. `LT_FUZZ_TARGET` chooses the harness; each feeds
+/// one input to one parser (and what runs on its result) and stops the process on a finding:
+/// a trap is a crash libFuzzer reports, and the harnesses also check properties (a parsed JSON
+/// value prints and parses back to itself; a request the server refuses gets a CouchDB-style
+/// JSON error, never a 500).
+enum Harness: String, CaseIterable {
+    case json, selector, wkt, geo, multipart, revs, http, app
+
+    static let current: Harness = {
+        let name = ProcessInfo.processInfo.environment["LT_FUZZ_TARGET"] ?? ""
+        guard let harness = Harness(rawValue: name) else {
+            FileHandle.standardError.write(Data("lt-fuzz: set LT_FUZZ_TARGET to one of \(Harness.allCases.map(\.rawValue).joined(separator: ", "))\n".utf8))
+            exit(2)
+        }
+        return harness
+    }()
+
+    func run(_ bytes: [UInt8]) {
+        switch self {
+        case .json: Harness.json(bytes)
+        case .selector: Harness.selector(bytes)
+        case .wkt: Harness.wkt(bytes)
+        case .geo: Harness.geo(bytes)
+        case .multipart: Harness.multipart(bytes)
+        case .revs: Harness.revs(bytes)
+        case .http: HTTPHarness.shared.database(bytes)
+        case .app: HTTPHarness.shared.application(bytes)
+        }
+    }
+
+    /// Stops the process with a message: libFuzzer saves the input that did it.
+    static func finding(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("lt-fuzz finding: \(message)\n".utf8))
+        abort()
+    }
+
+    /// JSON parser: any bytes; a parsed value must print and parse back to the same value.
+    static func json(_ bytes: [UInt8]) {
+        guard let value = try? JSON.parse(bytes) else { return }
+        let printed = value.bytes
+        guard let again = try? JSON.parse(printed) else { finding("printed JSON does not parse: \(String(decoding: printed.prefix(200), as: UTF8.self))") }
+        guard again == value else { finding("JSON changed in a round trip: \(String(decoding: printed.prefix(200), as: UTF8.self))") }
+        _ = JSON.collate(value, again)
+        _ = value.collationKey
+    }
+
+    static let documents: [JSON] = [
+        ["_id": "a", "n": .int(Int.min), "s": "x", "a": [1, 2, 3], "o": ["k": "v"]],
+        ["_id": "b", "n": .int(Int.max), "s": "", "a": [], "d": 1.5e300, "o": [:]],
+        ["_id": "c", "n": 0, "s": "Zürich", "a": [["k": 1]], "neg": -0.0, "null": nil],
+    ]
+
+    /// Selectors: `{"selector": S, "doc": D}` (or a bare selector), parsed and matched against
+    /// D and a few documents with extreme values.
+    static func selector(_ bytes: [UInt8]) {
+        guard let json = try? JSON.parse(bytes) else { return }
+        guard let selector = try? Selector(json: json["selector"] ?? json) else { return }
+        for doc in documents + [json["doc"] ?? .null] { _ = selector.matches(doc) }
+    }
+
+    static let box = QueryShape.box(BoundingBox(minLon: -10, minLat: -10, maxLon: 10, maxLat: 10))
+
+    /// WKT: any text; a parsed geometry is related to a box with every relation.
+    static func wkt(_ bytes: [UInt8]) {
+        guard let geometry = try? WKT.parse(String(decoding: bytes, as: UTF8.self)) else { return }
+        for relation in Relation.allCases { _ = box.matches(relation, geometry) }
+        _ = QueryShape.geometry(geometry).center
+    }
+
+    /// A spatial index over sample points near the antimeridian, the poles and the origin.
+    static let index: SpatialIndex = {
+        var entries: [(id: String, geometry: Geometry)] = []
+        for (i, (lon, lat)) in [(0.0, 0.0), (179.9, 0.1), (-179.9, -0.1), (0, 89.99), (0, -89.99), (-122.3, 37.5), (10, 10)].enumerated() {
+            entries.append(("p\(i)", .point(Coordinate(lon: lon, lat: lat))))
+        }
+        return SpatialIndex(entries, times: entries.indices.map { Double($0) * 1000 })
+    }()
+
+    /// Geo query parameters: a query string (`lat=…&lon=…&radius=…`), parsed as Cloudant's
+    /// `_geo` and LocationTracker's `_geo_grid` parameters, and run on a small index.
+    static func geo(_ bytes: [UInt8]) {
+        var parameters: [String: String] = [:]
+        for pair in String(decoding: bytes, as: UTF8.self).split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+            parameters[key] = parts.count > 1 ? (String(parts[1]).removingPercentEncoding ?? String(parts[1])) : ""
+        }
+        if let request = try? GeoRequest(parameters: parameters) { _ = index.search(request.search) }
+        if let grid = try? GeoGridRequest(parameters: parameters) { _ = grid.json(grid.grid(of: index)) }
+    }
+
+    /// Multipart bodies: the first line is the Content-Type (its boundary), the rest the body.
+    static func multipart(_ bytes: [UInt8]) {
+        let newline = bytes.firstIndex(of: 10) ?? bytes.endIndex
+        let contentType = String(decoding: bytes[..<newline], as: UTF8.self)
+        let body = Array(bytes[min(newline + 1, bytes.endIndex)...])
+        guard let boundary = Multipart.boundary(of: contentType) else { return }
+        _ = try? Multipart.parse(body, boundary: boundary)
+    }
+
+    /// Revisions: a document as replication sends it (`_rev`, `_revisions`), merged into a tree
+    /// that already has history, then stemmed; and `rev` strings.
+    static func revs(_ bytes: [UInt8]) {
+        guard let json = try? JSON.parse(bytes) else { return }
+        for text in (json["revs"]?.arrayValue ?? []).compactMap(\.stringValue) { _ = Revision(text)?.description }
+        guard let input = try? DocumentInput(json: json) else { return }
+        var tree = RevisionTree()
+        _ = tree.merge(path: [Revision(pos: 2, hash: "b"), Revision(pos: 1, hash: "a")], deleted: false)
+        if let path = input.revisions {
+            _ = tree.merge(path: path, deleted: input.deleted)
+        } else if let rev = input.rev {
+            _ = tree.merge(path: [Revision(pos: rev.pos + 1, hash: "new"), rev], deleted: input.deleted)
+        }
+        _ = tree.winner
+        _ = tree.stem(limit: max(1, (json["limit"]?.intValue ?? 3) & 0xFF))
+        _ = tree.missing(input.revisions ?? [])
+    }
+}
+
+@_cdecl("LLVMFuzzerInitialize")
+public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
+    _ = Harness.current
+    if Harness.current == .http || Harness.current == .app { _ = HTTPHarness.shared }
+    return 0
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzTestOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
+    Harness.current.run(bytes)
+    return 0
+}

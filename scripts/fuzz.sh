@@ -22,6 +22,8 @@ swift build --product lt-fuzz --scratch-path .build-fuzz -Xswiftc -sanitize=fuzz
 binary="$(swift build --product lt-fuzz --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library --show-bin-path)/lt-fuzz"
 
 failed=0
+passed=0
+failures=0
 for harness in "${harnesses[@]}"; do
   corpus=".build-fuzz/corpus/$harness"
   crashes=".build-fuzz/crashes/$harness"
@@ -33,11 +35,14 @@ for harness in "${harnesses[@]}"; do
       "$binary" "$corpus" "Tests/Fuzz/corpus/$harness" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
       -max_len=65536 -artifact_prefix="$crashes/" -print_final_stats=1 > "$work/log" 2>&1; then
     grep -E "stat::number_of_executed_units|stat::peak_rss_mb|cov:" "$work/log" | tail -3 | sed "s/^/  $harness: /" >&2
+    passed=$((passed + 1))
   else
     failed=1
+    failures=$((failures + 1))
     echo "FAILED: $harness (the input is in $crashes/)" >&2
     grep -E "lt-fuzz finding|ERROR: AddressSanitizer|Fatal error|SUMMARY|deadly signal|Test unit written" "$work/log" | head -8 >&2
   fi
   rm -rf "$work"
 done
+echo "fuzz: $passed passed, $failures failed"
 exit "$failed"

@@ -2,7 +2,8 @@
 # Installs what lt needs beyond Swift, where it is missing: duktape-dev (the JavaScript engine
 # for design documents; without it lt builds, and JavaScript requests answer with a clear
 # error), libsqlite3-dev, libjemalloc-dev (the allocator; optional, faster) and libxml2 (GPX
-# files). With --for-tests, also CouchDB-Python 1.2 (for its test suite).
+# files). With --for-tests, also CouchDB-Python 1.2 (for its test suite), schemathesis (the
+# OpenAPI conformance run), Chromium and a DevTools client (the dashboard's browser tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,10 @@ if ! ldconfig -p 2>/dev/null | grep -q "libxml2.so.2"; then
 fi
 if [ "${1:-}" = "--for-tests" ] && ! python3 -c "import couchdb" 2>/dev/null; then
   python3 -m pip install --quiet couchdb==1.2
+fi
+# The application API checked against its OpenAPI document (Tests/Compatibility).
+if [ "${1:-}" = "--for-tests" ] && [ "$(schemathesis --version 2>/dev/null)" != "schemathesis, version 4.32.5" ]; then
+  python3 -m pip install --quiet schemathesis==4.32.5
 fi
 # The dashboard's browser tests: Debian's headless Chromium, the Leaflet packages the
 # dashboard serves when present, and a DevTools-protocol client.

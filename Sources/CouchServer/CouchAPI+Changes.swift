@@ -109,7 +109,10 @@ extension CouchAPI {
         headers[.contentType] = contentType
         headers[.cacheControl] = "must-revalidate"
         let feedOptions = options
+        // Counted against the user's share of open feeds until the answer is done with.
+        let slot = try feeds.open(for: request)
         let stream = ResponseBody { writer in
+            withExtendedLifetime(slot) {}
             // On server shutdown, waiting feeds end at once (with a proper last answer) instead
             // of holding the shutdown up until their timeout.
             let stopping = Locked(false)

@@ -30,6 +30,9 @@ public final class CouchAPI: Sendable {
         public var loginThrottle = LoginThrottle()
         /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`).
         public var clientAddress = ClientAddress()
+        /// Longpoll, continuous and eventsource feeds one user (or one anonymous client) may
+        /// have open at once; server admins are not counted.
+        public var maxFeedsPerUser = 100
         public init() {}
     }
 
@@ -44,6 +47,8 @@ public final class CouchAPI: Sendable {
     let filterResolver: FilterResolver?
     /// Geo index definitions by database, design document revision and index name.
     let geoDefinitions = Locked<[String: GeoIndexDefinition]>([:])
+    /// Open changes feeds per user.
+    let feeds: FeedCounter
     /// Cluster mode: the task following the cluster's `_users` (see `CouchCluster`).
     let usersFollower = Locked<Task<Void, Never>?>(nil)
     static let version = "3.4.3"
@@ -55,6 +60,7 @@ public final class CouchAPI: Sendable {
                                   throttle: options.loginThrottle)
         self.options = options
         self.logger = logger
+        feeds = FeedCounter(limit: options.maxFeedsPerUser)
         let jobs = ReplicationJobs()
         self.jobs = jobs
         let filterResolver = CouchAPI.makeFilterResolver(options.javascript)

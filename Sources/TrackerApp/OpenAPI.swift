@@ -2,11 +2,70 @@ import CouchJSON
 
 /// The application API as an OpenAPI 3.1 document, served at `/api/openapi.json`.
 enum OpenAPI {
+    /// A time: ms since 1970, or an ISO 8601 date or date and time.
+    static let time: JSON = ["type": "string", "pattern": "^([0-9]{1,15}(\\.[0-9]+)?|[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]+)?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?)$"]
+    /// `minLon,minLat,maxLon,maxLat`.
+    static let bbox: JSON = ["type": "string", "pattern": "^-?[0-9]{1,3}(\\.[0-9]+)?(,-?[0-9]{1,3}(\\.[0-9]+)?){3}$"]
+
+    static func query(_ name: String, _ schema: JSON, _ description: String? = nil) -> JSON {
+        var parameter: JSONObject = ["name": .string(name), "in": "query", "schema": schema]
+        if let description { parameter["description"] = .string(description) }
+        return .object(parameter)
+    }
+
     static func error(_ description: String) -> JSON {
         ["description": .string(description), "content": ["application/json": ["schema": ["$ref": "#/components/schemas/Error"]]]]
     }
 
-    static let document: JSON = [
+    /// The document as served: the operations below, each completed with the answers every
+    /// operation of its kind can give (`completed`).
+    static let document: JSON = completed(described)
+
+    /// Adds to every operation the statuses the server gives for any request of its kind, so
+    /// that clients (and schemathesis) find every answer documented: 400 for a request with
+    /// parameters or a body, 413 for a body over the limit, and for operations that take
+    /// credentials 401 (none or wrong) and 429 (too many failed logins from this client).
+    static func completed(_ document: JSON) -> JSON {
+        guard var root = document.objectValue, var paths = root["paths"]?.objectValue else { return document }
+        for (path, item) in paths.members {
+            guard var operations = item.objectValue else { continue }
+            for (method, operation) in operations.members {
+                guard var operation = operation.objectValue, var responses = operation["responses"]?.objectValue else { continue }
+                func add(_ status: String, _ description: String) {
+                    if responses[status] == nil { responses[status] = error(description) }
+                }
+                if operation["parameters"] != nil || operation["requestBody"] != nil { add("400", "Invalid parameters or body") }
+                if operation["requestBody"] != nil { add("413", "The body is larger than the limit (too_large)") }
+                if operation["security"] != nil {
+                    add("401", "No or wrong credentials")
+                    add("429", "Too many failed logins from this client; try again after the wait it names")
+                }
+                operation["responses"] = .object(responses)
+                operations[method] = .object(operation)
+            }
+            paths[path] = .object(operations)
+        }
+        root["paths"] = .object(paths)
+        return .object(root)
+    }
+
+    /// The methods the document lists for a request path (`/api/places/p1` matches
+    /// `/api/places/{id}`); nil when no path of the API matches.
+    static func methods(for path: [String]) -> [String]? {
+        guard let paths = document["paths"]?.objectValue else { return nil }
+        for (template, item) in paths.members {
+            let parts = template.split(separator: "/").map(String.init)
+            guard parts.count == path.count, zip(parts, path).allSatisfy({ $0.hasPrefix("{") || $0 == $1 }) else { continue }
+            // A literal path (`/api/places/version`) wins over a template that also matches it.
+            if parts.contains(where: { $0.hasPrefix("{") }), let literal = paths.members.first(where: { $0.key.split(separator: "/").map(String.init) == path }) {
+                return literal.value.objectValue?.keys.map { $0.uppercased() }
+            }
+            return item.objectValue?.keys.map { $0.uppercased() }
+        }
+        return nil
+    }
+
+    static let described: JSON = [
         "openapi": "3.1.0",
         "info": [
             "title": "LocationTracker application API",
@@ -96,9 +155,26 @@ enum OpenAPI {
             "/api/places": [
                 "get": [
                     "summary": "Places near a position: the _geo query on lt_places/_design/points/_geo/pointidx, with Cloudant Geo's parameters",
-                    "parameters": .array(["lat", "lon", "radius", "rangex", "rangey", "bbox", "g", "relation", "nearest", "limit", "skip",
-                                          "bookmark", "include_docs", "format", "stale"].map { ["name": .string($0), "in": "query", "schema": ["type": "string"]] }),
-                    "responses": ["200": ["description": "Rows (format=view), or a GeoJSON FeatureCollection"], "400": error("Invalid query")],
+                    "parameters": [
+                        query("lat", ["type": "number", "minimum": -90, "maximum": 90], "latitude of the centre (with lon)"),
+                        query("lon", ["type": "number", "minimum": -180, "maximum": 180], "longitude of the centre (with lat)"),
+                        query("radius", ["type": "number", "minimum": 0], "metres: a circle around lat/lon"),
+                        query("rangex", ["type": "number", "minimum": 0], "metres east-west: an ellipse (with rangey)"),
+                        query("rangey", ["type": "number", "minimum": 0], "metres north-south: an ellipse (with rangex)"),
+                        query("bbox", bbox, "minLon,minLat,maxLon,maxLat"),
+                        query("g", ["type": "string"], "a WKT geometry"),
+                        query("relation", ["type": "string", "enum": ["intersects", "contains", "within", "covers", "covered_by", "disjoint",
+                                                                       "overlaps", "crosses", "touches", "contains_properly"]]),
+                        query("nearest", ["type": "boolean"]),
+                        query("limit", ["type": "integer", "minimum": 0, "maximum": 200, "default": 25]),
+                        query("skip", ["type": "integer", "minimum": 0, "maximum": .int(ClientCount.largest)]),
+                        query("bookmark", ["type": "string"]),
+                        query("include_docs", ["type": "boolean"]),
+                        query("format", ["type": "string", "enum": ["view", "geojson", "legacy"]]),
+                        query("stale", ["type": "string", "enum": ["ok", "update_after", "false"]]),
+                    ],
+                    "responses": ["200": ["description": "Rows (format=view), or a GeoJSON FeatureCollection"],
+                                  "400": error("Invalid query: exactly one geometry (lat+lon with radius, rangex+rangey or nothing; bbox; g) is needed")],
                 ],
                 "post": [
                     "summary": "Add a place (admins); bumps the places release",
@@ -170,9 +246,16 @@ enum OpenAPI {
                 "get": [
                     "summary": "Export locations (admins and analysts): one user's or everyone's, by time window and area, streamed",
                     "security": [["basic": []]],
-                    "parameters": .array(["user", "from", "to", "bbox", "lat", "lon", "radius", "format"].map {
-                        ["name": .string($0), "in": "query", "schema": ["type": "string"]]
-                    }),
+                    "parameters": [
+                        query("user", ["type": "string"]),
+                        query("from", time, "ms since 1970 or ISO 8601"),
+                        query("to", time, "ms since 1970 or ISO 8601"),
+                        query("bbox", bbox, "minLon,minLat,maxLon,maxLat"),
+                        query("lat", ["type": "number", "minimum": -90, "maximum": 90]),
+                        query("lon", ["type": "number", "minimum": -180, "maximum": 180]),
+                        query("radius", ["type": "number", "minimum": 0]),
+                        query("format", ["type": "string", "enum": ["geojson", "csv", "gpx"]]),
+                    ],
                     "responses": ["200": ["description": "GeoJSON FeatureCollection, CSV or GPX (format=geojson|csv|gpx)"],
                                   "400": error("Invalid filter or format"), "401": error("No or bad credentials"),
                                   "403": error("Not an admin or analyst"), "404": error("No such user")],
@@ -225,7 +308,7 @@ enum OpenAPI {
             "schemas": [
                 "Error": ["type": "object", "required": ["error"], "properties": ["error": ["type": "string"], "reason": ["type": "string"]]],
                 "PlaceInput": ["type": "object", "required": ["name", "latitude", "longitude"],
-                               "properties": ["name": ["type": "string"], "latitude": ["type": "number", "minimum": -90, "maximum": 90],
+                               "properties": ["name": ["type": "string", "minLength": 1], "latitude": ["type": "number", "minimum": -90, "maximum": 90],
                                               "longitude": ["type": "number", "minimum": -180, "maximum": 180]]],
             ],
         ],

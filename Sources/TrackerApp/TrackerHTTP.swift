@@ -104,9 +104,11 @@ public struct TrackerHTTP: Sendable {
             case (.delete, "api", "users") where path.count == 3:
                 // The user themself (their own name and password), or a server admin; admins
                 // may also purge the user's locations from lt_locations_all (?locations=purge).
-                let credentials = TrackerHTTP.basicCredentials(request)
+                guard let credentials = TrackerHTTP.basicCredentials(request) else {
+                    throw TrackerService.Failure(401, "unauthorized", "Deleting a user needs that user's name and password, or an admin's (basic auth)")
+                }
                 let purge = TrackerHTTP.query(request)["locations"] == "purge"
-                if let credentials, credentials.name != path[2] {
+                if credentials.name != path[2] {
                     _ = try await requireRole(["_admin"], request, context, purpose: "Deleting another user is for admins")
                     let answer = try await service.deleteUser(username: path[2], password: nil, asAdmin: true, purgeLocations: purge)
                     sessions.end(user: path[2])
@@ -114,7 +116,7 @@ public struct TrackerHTTP: Sendable {
                 }
                 try service.throttle.check(account: path[2], client: client(request, context))
                 do {
-                    let answer = try await service.deleteUser(username: path[2], password: credentials?.secret, asAdmin: false, purgeLocations: purge)
+                    let answer = try await service.deleteUser(username: path[2], password: credentials.secret, asAdmin: false, purgeLocations: purge)
                     sessions.end(user: path[2])
                     return TrackerHTTP.reply(answer)
                 } catch let failure as TrackerService.Failure where failure.status == 401 {
@@ -186,12 +188,20 @@ public struct TrackerHTTP: Sendable {
                 let reply = try await service.places(query: TrackerHTTP.query(request))
                 return TrackerHTTP.reply(bytes: reply.body, status: HTTPResponse.Status(code: reply.status))
             case (_, "api", _):
-                throw TrackerService.Failure(405, "method_not_allowed", "\(request.method) \(request.uri.path) is not part of the API")
+                // A path of the API with another method: 405 with the methods it takes; any other path: 404.
+                guard let methods = OpenAPI.methods(for: path), !methods.contains(request.method.rawValue) else {
+                    throw TrackerService.Failure(404, "not_found", "\(request.uri.path) is not part of the API")
+                }
+                var failure = TrackerService.Failure(405, "method_not_allowed", "\(request.uri.path) takes \(methods.sorted().joined(separator: ", ")), not \(request.method)")
+                failure.allow = methods.sorted()
+                throw failure
             default:
                 throw TrackerService.Failure(404, "not_found", "missing")
             }
         } catch let failure as TrackerService.Failure {
-            return TrackerHTTP.reply(failure.body, status: HTTPResponse.Status(code: failure.status))
+            var response = TrackerHTTP.reply(failure.body, status: HTTPResponse.Status(code: failure.status))
+            if let allow = failure.allow { response.headers[.allow] = allow.joined(separator: ", ") }
+            return response
         } catch let error as EngineError {
             return TrackerHTTP.reply(["error": .string(error.error), "reason": .string(error.reason)], status: HTTPResponse.Status(code: error.status))
         } catch {

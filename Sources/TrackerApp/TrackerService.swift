@@ -12,6 +12,8 @@ public final class TrackerService: Sendable {
     public struct Failure: Error, Sendable {
         public var status: Int
         public var body: JSON
+        /// For 405: the methods the path takes (the `Allow` header).
+        public var allow: [String]?
 
         init(_ status: Int, _ error: String, _ reason: String? = nil) {
             self.status = status

@@ -14,7 +14,7 @@ import TrackerApp
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS). The dashboard is at /dashboard/ on the application port.")
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS, LT_MAX_FEEDS_PER_USER). The dashboard is at /dashboard/ on the application port.")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -79,6 +79,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-connections-per-address"), help: "Connections open at once from one address on each listener (trusted proxies exempt); more are closed at once. (LT_MAX_CONNECTIONS_PER_ADDRESS, default 256)")
     var maxConnectionsPerAddress: Int?
 
+    @Option(name: .customLong("max-feeds-per-user"), help: "Longpoll, continuous and eventsource _changes feeds one user (or one anonymous client) may have open at once; server admins are not counted. (LT_MAX_FEEDS_PER_USER, default 100)")
+    var maxFeedsPerUser: Int?
+
     @Option(name: .customLong("tile-attribution"), help: "Attribution shown with the tiles (HTML). (LT_TILE_ATTRIBUTION, default OpenStreetMap's)")
     var tileAttribution: String?
 
@@ -140,6 +143,8 @@ struct Serve: AsyncParsableCommand {
         guard connections.maxConnections > 0, connections.maxConnectionsPerAddress > 0 else {
             throw ValidationError("--max-connections and --max-connections-per-address must be positive")
         }
+        options.maxFeedsPerUser = try intValue(maxFeedsPerUser, "LT_MAX_FEEDS_PER_USER", default: options.maxFeedsPerUser)
+        guard options.maxFeedsPerUser > 0 else { throw ValidationError("--max-feeds-per-user must be positive") }
         connections.requestHeadTimeout = .seconds(headSeconds)
         connections.bodyReadTimeout = .seconds(bodySeconds)
         options.corsOrigins = (value(corsOrigins, "LT_CORS_ORIGINS") ?? "").split(separator: ",")

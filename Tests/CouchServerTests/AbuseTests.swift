@@ -173,6 +173,31 @@ struct AbuseTests {
         #expect(idle != nil, "an idle connection was kept past the request timeout")
     }
 
+    @Test("One user holds at most --max-feeds-per-user longpoll/continuous feeds at once (429 beyond); a closed feed frees its slot; admins are not counted")
+    func feedsPerUser() async throws {
+        let s = try TestServer(extraArguments: ["--max-feeds-per-user", "2"])
+        defer { s.stop() }
+        #expect(try await s.request(.PUT, "/_users/org.couchdb.user:gil", json: ["name": "gil", "type": "user", "roles": [], "password": "pw-gil"]).status == 201)
+        #expect(try await s.request(.PUT, "/feeds").status == 201)
+        #expect(try await s.request(.PUT, "/feeds/_security", json: ["members": ["names": ["gil"], "roles": []]]).status == 200)
+        let gil = TestServer.Auth.basic("gil", "pw-gil")
+        let waiting = (0..<2).map { _ in
+            Task { try await s.request(.GET, "/feeds/_changes?feed=longpoll&since=now&timeout=4000", auth: gil) }
+        }
+        try await Task.sleep(for: .milliseconds(700))
+        let third = try await s.request(.GET, "/feeds/_changes?feed=continuous&since=now&timeout=500", auth: gil)
+        #expect(third.status == 429 && third.json["error"] == "too_many_requests", "\(third.text)")
+        // An admin's feeds are not counted; a normal read is not a feed.
+        #expect(try await s.request(.GET, "/feeds/_changes?feed=longpoll&since=now&timeout=100").status == 200)
+        #expect(try await s.request(.GET, "/feeds/_changes", auth: gil).status == 200)
+        // A write ends both long polls; their slots are free again.
+        #expect(try await s.request(.PUT, "/feeds/doc", json: ["x": 1]).status == 201)
+        for task in waiting { #expect(try await task.value.status == 200) }
+        try await Task.sleep(for: .milliseconds(200))
+        let again = try await s.request(.GET, "/feeds/_changes?feed=longpoll&since=now&timeout=200", auth: gil)
+        #expect(again.status == 200, "\(again.text)")
+    }
+
     @Test("A long poll is not cut off by the connection timeouts while it waits for its answer")
     func longPollOutlivesTimeouts() async throws {
         let s = try TestServer(extraArguments: ["--request-timeout", "1", "--body-timeout", "1"])

@@ -1,0 +1,50 @@
+import CouchEngine
+import Foundation
+
+/// Counts the longpoll, continuous and eventsource feeds each user has open, so that one user
+/// (or one anonymous client) cannot hold unbounded listeners; server admins are not counted.
+final class FeedCounter: Sendable {
+    let limit: Int
+    private let open = Locked<[String: Int]>([:])
+
+    init(limit: Int) {
+        self.limit = limit
+    }
+
+    /// A feed held open while its `Slot` lives; 429 `too_many_requests` beyond the limit.
+    final class Slot: Sendable {
+        let counter: FeedCounter?
+        let key: String
+        init(_ counter: FeedCounter?, _ key: String) {
+            self.counter = counter
+            self.key = key
+        }
+        deinit { counter?.close(key) }
+    }
+
+    func open(for request: APIRequest) throws -> Slot {
+        guard !request.user.isServerAdmin else { return Slot(nil, "") }
+        let key = request.user.name.map { "user:" + $0 } ?? "client:" + request.client
+        let admitted = open.withLock { open -> Bool in
+            let current = open[key] ?? 0
+            guard current < limit else { return false }
+            open[key] = current + 1
+            return true
+        }
+        guard admitted else {
+            throw EngineError(status: 429, error: "too_many_requests",
+                              reason: "\(limit) changes feeds (longpoll, continuous, eventsource) are open for this user already; close one first")
+        }
+        return Slot(self, key)
+    }
+
+    fileprivate func close(_ key: String) {
+        open.withLock { open in
+            let left = (open[key] ?? 1) - 1
+            open[key] = left > 0 ? left : nil
+        }
+    }
+
+    /// Feeds open for `key` now (for tests).
+    func count(_ key: String) -> Int { open.withLock { $0[key] ?? 0 } }
+}

@@ -1,0 +1,41 @@
+"""The application API against its own OpenAPI document, with schemathesis (PyPI): a real
+`lt serve`, every operation of /api/openapi.json called with generated valid and invalid
+requests (as an admin), each answer checked against the document: status codes, content types,
+bodies, headers (405 with Allow), no 5xx. Exits non-zero on any failure.
+
+    python3 Tests/Compatibility/openapi_conformance.py --lt .build/debug/lt [--examples 25]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Browser"))
+from ltserve import LTServer  # noqa: E402
+
+ADMIN = ("admin", "conformance-pw")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lt", required=True)
+    parser.add_argument("--examples", type=int, default=25)
+    parser.add_argument("--seed", default="20261125")
+    options = parser.parse_args()
+    server = LTServer(options.lt, ADMIN)
+    try:
+        config = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemathesis.toml")
+        command = ["schemathesis", "--config-file", config, "run", f"{server.app}/api/openapi.json", "--url", server.app,
+                   "--max-examples", str(options.examples), "--seed", options.seed,
+                   "--auth", f"{ADMIN[0]}:{ADMIN[1]}", "--workers", "1", "--no-color"]
+        print("openapi conformance:", " ".join(command[:6]), "...", flush=True)
+        result = subprocess.run(command)
+        print(f"openapi conformance: {'1 passed, 0 failed' if result.returncode == 0 else '0 passed, 1 failed'}")
+        return result.returncode
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

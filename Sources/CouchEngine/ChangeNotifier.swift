@@ -1,19 +1,53 @@
+import Dispatch
 import Foundation
 
 /// Wakes tasks waiting for a database's update sequence to pass a value. Waiters cost one
 /// continuation each and nothing while idle, so thousands of longpoll or continuous feeds
 /// can wait on one server.
+///
+/// Timeouts share one dispatch timer per notifier, armed for the earliest deadline: a wait
+/// costs a dictionary entry, not a task group with a sleeping child task and a timer of its
+/// own (with a thousand listeners and hundreds of commits a second, those were most of the
+/// listeners' cost, and every wake left a pending timer behind).
 public final class ChangeNotifier: Sendable {
+    private struct Waiter {
+        var after: Int
+        var deadline: DispatchTime?
+        var continuation: CheckedContinuation<Int, Never>
+    }
     private struct State {
         var latest: Int = 0
-        var waiters: [UUID: (after: Int, continuation: CheckedContinuation<Int, Never>)] = [:]
+        var nextID: UInt64 = 0
+        var waiters: [UInt64: Waiter] = [:]
+        /// When the timer fires next (nil: not armed).
+        var armed: DispatchTime?
+        /// Made at the first wait with a timeout (most databases never have one).
+        var timer: (any DispatchSourceTimer)?
     }
     private let state = Locked(State())
     /// Called after each commit (not for the sequence a database opens at).
     private let onCommit: (@Sendable () -> Void)?
+    /// What a waiter is resumed with when its time is up.
+    private static let timedOut = Int.min
 
     public init(onCommit: (@Sendable () -> Void)? = nil) {
         self.onCommit = onCommit
+    }
+
+    deinit {
+        state.withLock { $0.timer?.cancel() }
+    }
+
+    /// Arms the timer for `deadline` (under the lock).
+    private func arm(_ state: inout State, _ deadline: DispatchTime) {
+        if state.timer == nil {
+            let timer = DispatchSource.makeTimerSource(queue: DispatchQueue.global())
+            timer.setEventHandler { [weak self] in self?.expire() }
+            timer.resume()
+            state.timer = timer
+        }
+        state.armed = deadline
+        state.timer?.schedule(deadline: deadline, leeway: .milliseconds(5))
     }
 
     /// The last sequence published (committed).
@@ -44,34 +78,59 @@ public final class ChangeNotifier: Sendable {
     /// Waits until a sequence greater than `seq` is published, or `timeout` passes.
     /// Returns true when there is something new.
     public func wait(after seq: Int, timeout: Duration) async -> Bool {
-        let id = UUID()
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await withTaskCancellationHandler {
-                    let result = await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
-                        let immediate: Int? = self.state.withLock { state in
-                            if state.latest > seq { return state.latest }
-                            // Cancelled already: `onCancel` has run (or is waiting for this
-                            // lock) and would not find the waiter, which would wait forever.
-                            if Task.isCancelled { return -1 }
-                            state.waiters[id] = (seq, continuation)
-                            return nil
-                        }
-                        if let immediate { continuation.resume(returning: immediate) }
-                    }
-                    return result > seq
-                } onCancel: {
-                    let continuation = self.state.withLock { $0.waiters.removeValue(forKey: id)?.continuation }
-                    continuation?.resume(returning: -1)
+        let deadline = ChangeNotifier.deadline(after: timeout)
+        let id = state.withLock { state -> UInt64 in
+            state.nextID &+= 1
+            return state.nextID
+        }
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Int, Never>) in
+                let immediate: Int? = state.withLock { state in
+                    if state.latest > seq { return state.latest }
+                    // Cancelled already: `onCancel` has run (or is waiting for this lock) and
+                    // would not find the waiter, which would wait forever.
+                    if Task.isCancelled { return -1 }
+                    state.waiters[id] = Waiter(after: seq, deadline: deadline, continuation: continuation)
+                    if let deadline, state.armed.map({ deadline < $0 }) ?? true { arm(&state, deadline) }
+                    return nil
+                }
+                if let immediate { continuation.resume(returning: immediate) }
+            }
+        } onCancel: {
+            let continuation = state.withLock { $0.waiters.removeValue(forKey: id)?.continuation }
+            continuation?.resume(returning: -1)
+        }
+        return result > seq && result != ChangeNotifier.timedOut
+    }
+
+    /// The timer fired: waiters whose deadline has come are resumed, and the timer is armed
+    /// for the earliest deadline left.
+    private func expire() {
+        let now = DispatchTime.now()
+        let expired: [CheckedContinuation<Int, Never>] = state.withLock { state in
+            var expired: [CheckedContinuation<Int, Never>] = []
+            var earliest: DispatchTime?
+            for (id, waiter) in state.waiters {
+                guard let deadline = waiter.deadline else { continue }
+                if deadline <= now {
+                    expired.append(waiter.continuation)
+                    state.waiters.removeValue(forKey: id)
+                } else if earliest.map({ deadline < $0 }) ?? true {
+                    earliest = deadline
                 }
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
+            state.armed = nil
+            if let earliest { arm(&state, earliest) }
+            return expired
         }
+        for continuation in expired { continuation.resume(returning: ChangeNotifier.timedOut) }
+    }
+
+    /// When a wait of `timeout` from now ends; nil for one too long to matter (years).
+    static func deadline(after timeout: Duration) -> DispatchTime? {
+        let (seconds, attoseconds) = timeout.components
+        guard seconds < 10 * 365 * 86_400 else { return nil }
+        let nanoseconds = max(0, seconds) * 1_000_000_000 + max(0, attoseconds) / 1_000_000_000
+        return .now() + .nanoseconds(Int(nanoseconds))
     }
 }

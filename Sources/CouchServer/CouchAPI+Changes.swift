@@ -111,6 +111,7 @@ extension CouchAPI {
         let feedOptions = options
         // Counted against the user's share of open feeds until the answer is done with.
         let slot = try feeds.open(for: request)
+        let question = SharedFeedReads.question(db, request)
         let stream = ResponseBody { writer in
             withExtendedLifetime(slot) {}
             // On server shutdown, waiting feeds end at once (with a proper last answer) instead
@@ -118,7 +119,7 @@ extension CouchAPI {
             let stopping = Locked(false)
             try await withGracefulShutdownHandler {
                 try await self.streamChanges(
-                    db, options: feedOptions, feed: feed, heartbeat: heartbeat, timeout: timeout,
+                    db, options: feedOptions, question: question, feed: feed, heartbeat: heartbeat, timeout: timeout,
                     stopping: { stopping.withLock { $0 } }, writer: &writer)
             } onGracefulShutdown: {
                 stopping.withLock { $0 = true }
@@ -171,7 +172,7 @@ extension CouchAPI {
     /// Runs a longpoll, continuous or eventsource feed until its limit, timeout or the client
     /// going away. Heartbeats are newlines (continuous, longpoll) or heartbeat events.
     func streamChanges(
-        _ db: Database, options: ChangesOptions, feed: String, heartbeat: Duration?, timeout: Duration,
+        _ db: Database, options: ChangesOptions, question: String, feed: String, heartbeat: Duration?, timeout: Duration,
         stopping: @Sendable () -> Bool, writer: inout any ResponseBodyWriter
     ) async throws {
         var options = options
@@ -180,22 +181,17 @@ extension CouchAPI {
         var idleSince = clock.now
         while true {
             options.limit = remaining == Int.max ? nil : remaining
-            let page = try await db.changes(options)
+            // Listeners asking the same question from the same position share one read.
+            let shared = try await sharedReads.changes(db, options, question: question)
+            let page = shared.page
             if feed == "longpoll" {
                 if !page.rows.isEmpty || clock.now - idleSince >= timeout || stopping() {
                     try await writer.write(ByteBuffer(bytes: changesResult(db, page).bytes + [10]))
                     return
                 }
             } else if !page.rows.isEmpty {
-                var out: [UInt8] = []
-                for row in page.rows {
-                    if feed == "eventsource" {
-                        out += Array("data: ".utf8) + row.bytes + Array("\nid: \(row["seq"]?.stringValue ?? "")\n\n".utf8)
-                    } else {
-                        out += row.bytes + [10]
-                    }
-                }
-                try await writer.write(ByteBuffer(bytes: out))
+                // Serialized once for every listener that shares the page.
+                try await writer.write(feed == "eventsource" ? shared.eventsource : shared.continuous)
                 remaining -= min(remaining, page.rows.count)
                 idleSince = clock.now
             }

@@ -49,6 +49,8 @@ public final class CouchAPI: Sendable {
     let geoDefinitions = Locked<[String: GeoIndexDefinition]>([:])
     /// Open changes feeds per user.
     let feeds: FeedCounter
+    /// Feeds' reads after a commit, shared by listeners asking the same.
+    let sharedReads = SharedFeedReads()
     /// Cluster mode: the task following the cluster's `_users` (see `CouchCluster`).
     let usersFollower = Locked<Task<Void, Never>?>(nil)
     static let version = "3.4.3"

@@ -181,10 +181,12 @@ struct AbuseTests {
         #expect(try await s.request(.PUT, "/feeds").status == 201)
         #expect(try await s.request(.PUT, "/feeds/_security", json: ["members": ["names": ["gil"], "roles": []]]).status == 200)
         let gil = TestServer.Auth.basic("gil", "pw-gil")
+        // Her password checked once (then cached), so that both feeds are open well before the third.
+        #expect(try await s.request(.GET, "/feeds", auth: gil).status == 200)
         let waiting = (0..<2).map { _ in
-            Task { try await s.request(.GET, "/feeds/_changes?feed=longpoll&since=now&timeout=4000", auth: gil) }
+            Task { try await s.request(.GET, "/feeds/_changes?feed=longpoll&since=now&timeout=8000", auth: gil) }
         }
-        try await Task.sleep(for: .milliseconds(700))
+        try await Task.sleep(for: .milliseconds(1500))
         let third = try await s.request(.GET, "/feeds/_changes?feed=continuous&since=now&timeout=500", auth: gil)
         #expect(third.status == 429 && third.json["error"] == "too_many_requests", "\(third.text)")
         // An admin's feeds are not counted; a normal read is not a feed.

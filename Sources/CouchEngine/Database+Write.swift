@@ -30,6 +30,7 @@ extension Database {
         let rejected = try await rejectedWrites(documents, newEdits: newEdits, user: user)
         let accepted = rejected.isEmpty ? documents : documents.indices.filter { rejected[$0] == nil }.map { documents[$0] }
         let revsLimit = self.revsLimit
+        let maxSize = maxDocumentSize
         let written = try await writer.write { db, context in
             var results: [Result<Revision, EngineError>] = []
             results.reserveCapacity(accepted.count)
@@ -38,7 +39,7 @@ extension Database {
             // the whole write.
             for document in accepted {
                 do {
-                    results.append(.success(try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, db: db, context: context)))
+                    results.append(.success(try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context)))
                 } catch let error as EngineError where error.status < 500 {
                     results.append(.failure(error))
                 }
@@ -56,8 +57,13 @@ extension Database {
         try await update([document], newEdits: newEdits, user: user)[0].get()
     }
 
+    /// 413 `document_too_large` (the id as reason, as CouchDB answers) for a body over `maxSize`.
+    static func checkSize(_ body: [UInt8], id: String, maxSize: Int) throws {
+        guard body.count <= maxSize else { throw EngineError(status: 413, error: "document_too_large", reason: id) }
+    }
+
     static func apply(
-        _ input: DocumentInput, newEdits: Bool, revsLimit: Int, db: GRDB.Database, context: WriteQueue.Context
+        _ input: DocumentInput, newEdits: Bool, revsLimit: Int, maxSize: Int = .max, db: GRDB.Database, context: WriteQueue.Context
     ) throws -> Revision {
         guard let id = input.id else { throw EngineError.badRequest("Document id is missing") }
         try DocumentInput.validate(id: id)
@@ -84,6 +90,7 @@ extension Database {
             attachments = try resolveAttachments(
                 input, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
             let body = bodyForStorage(input.body, attachments: attachments?.meta)
+            try checkSize(body, id: id, maxSize: maxSize)
             newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: revisionHash(
                 deleted: input.deleted, parent: parent, body: body))
             path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
@@ -108,6 +115,7 @@ extension Database {
             }
             attachments = try resolveAttachments(input, newPos: rev.pos, previous: previous, db: db)
             let body = bodyForStorage(input.body, attachments: attachments?.meta)
+            try checkSize(body, id: id, maxSize: maxSize)
             tree.merge(path: path, deleted: input.deleted)
             try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
         }

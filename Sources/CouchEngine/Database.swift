@@ -37,6 +37,8 @@ public final class Database: Sendable {
     private let cachedMeta: Locked<CachedMeta>
     /// Checks writes before they are stored (`validate_doc_update`); nil: no checks.
     let validator: (any WriteValidator)?
+    /// Largest document body stored (bytes of JSON); see `DatabaseStore.maxDocumentSize`.
+    let maxDocumentSize: Int
     let designCache = Locked(DesignCache())
     /// Loaded geo indexes by table name, with the sequence each reflects.
     let geoCache = Locked<[String: (seq: Int, index: SpatialIndex)]>([:])
@@ -99,9 +101,11 @@ public final class Database: Sendable {
     ///   - recentChanges: where to keep this database's latest changes, if anywhere.
     init(
         name: String, path: String, notifier: ChangeNotifier, durability: Durability,
-        validator: (any WriteValidator)? = nil, connections: Connections = .pool, recentChanges: RecentChanges? = nil
+        validator: (any WriteValidator)? = nil, connections: Connections = .pool, recentChanges: RecentChanges? = nil,
+        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize
     ) throws {
         self.name = name
+        self.maxDocumentSize = maxDocumentSize
         self.notifier = notifier
         self.validator = validator
         var config = Configuration()

@@ -20,6 +20,11 @@ public final class DatabaseStore: Sendable {
     let logger: Logger
     /// Checks every database's writes (`validate_doc_update`); nil: no checks.
     let validator: (any WriteValidator)?
+    /// The largest document body stored, in bytes of JSON (CouchDB's `max_document_size`);
+    /// beyond it a write is refused with 413 `document_too_large`. Attachments do not count.
+    public let maxDocumentSize: Int
+    /// CouchDB 3's default `max_document_size`: 8,000,000 bytes.
+    public static let defaultMaxDocumentSize = 8_000_000
     /// How each database is opened, by name.
     let connections: @Sendable (String) -> Connections
 
@@ -74,8 +79,9 @@ public final class DatabaseStore: Sendable {
     public init(
         directory: URL, maxOpen: Int = 256, durability: Durability = .full, validator: (any WriteValidator)? = nil,
         connections: @escaping @Sendable (String) -> Connections = { _ in .pool }, recentChangesBudget: Int = 32 << 20,
-        logger: Logger = Logger(label: "lt.engine")
+        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize, logger: Logger = Logger(label: "lt.engine")
     ) throws {
+        self.maxDocumentSize = maxDocumentSize
         self.recentChanges = RecentChanges(budget: recentChangesBudget)
         self.directory = directory
         self.databasesPath = directory.appendingPathComponent("dbs", isDirectory: true).path + "/"
@@ -241,7 +247,7 @@ public final class DatabaseStore: Sendable {
         let connections = connections(name)
         return try Database(
             name: name, path: path, notifier: notifier, durability: durability, validator: validator,
-            connections: connections, recentChanges: connections == .single ? recentChanges : nil)
+            connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: maxDocumentSize)
     }
 
     /// Deletes a database and its files; 404 if there is none.

@@ -14,7 +14,7 @@ import TrackerApp
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS, LT_MAX_FEEDS_PER_USER). The dashboard is at /dashboard/ on the application port.")
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS, LT_MAX_FEEDS_PER_USER, LT_MAX_DOCUMENT_SIZE). The dashboard is at /dashboard/ on the application port.")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -63,6 +63,9 @@ struct Serve: AsyncParsableCommand {
 
     @Option(name: .customLong("trusted-proxy"), help: "A reverse proxy's address or range (CIDR, e.g. 10.0.0.0/8); repeatable or comma-separated. Requests from it are taken to come from the address its X-Forwarded-For names, for login throttling and connection limits; anyone else's X-Forwarded-For is ignored. (LT_TRUSTED_PROXIES)")
     var trustedProxy: [String] = []
+
+    @Option(name: .customLong("max-document-size"), help: "Largest document body (JSON, attachments not counted) the database API stores, in bytes; larger ones are refused with 413 document_too_large, as CouchDB's max_document_size. (LT_MAX_DOCUMENT_SIZE, default 8000000)")
+    var maxDocumentSize: Int?
 
     @Option(name: .customLong("max-app-body-size"), help: "Largest request body of the application API in bytes. (LT_MAX_APP_BODY_SIZE, default 1048576)")
     var maxAppBodySize: Int?
@@ -194,10 +197,12 @@ struct Serve: AsyncParsableCommand {
         if let clusterURL, appMode == .singleDatabase {
             do { options.cluster = try CouchCluster(url: clusterURL) } catch let error as EngineError { throw ValidationError(error.reason) }
         }
+        let maxDocumentSize = try intValue(self.maxDocumentSize, "LT_MAX_DOCUMENT_SIZE", default: DatabaseStore.defaultMaxDocumentSize)
+        guard maxDocumentSize > 0 else { throw ValidationError("--max-document-size must be positive") }
         let store = try DatabaseStore(
             directory: directory, maxOpen: maxOpen, durability: durabilityMode,
             validator: DesignDocumentValidator(queryServer: options.javascript, native: TrackerService.nativeValidators),
-            connections: Serve.connections, logger: logger)
+            connections: Serve.connections, maxDocumentSize: maxDocumentSize, logger: logger)
         logger.info("\(maxOpen) databases open at most; memory allocator: \(Allocator.description)")
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()

@@ -118,4 +118,23 @@ struct HostileInputTests {
         #expect(try await s.request(.GET, "/lt_places/huge").status == 404)
         #expect(try await Self.alive(s))
     }
+
+    @Test("A document over --max-document-size is 413 document_too_large (CouchDB's max_document_size) by every way of writing it, and nothing is stored")
+    func oversizedDocuments() async throws {
+        let s = try TestServer(extraArguments: ["--max-document-size", "1000"])
+        defer { s.stop() }
+        #expect(try await s.request(.PUT, "/t").status == 201)
+        let blob = JSON.string(String(repeating: "x", count: 1200))
+        let put = try await s.request(.PUT, "/t/big", json: ["blob": blob])
+        #expect(put.status == 413 && put.json == ["error": "document_too_large", "reason": "big"], "\(put.text)")
+        let post = try await s.request(.POST, "/t", json: ["_id": "big2", "blob": blob])
+        #expect(post.status == 413 && post.json["error"] == "document_too_large", "\(post.text)")
+        let bulk = try await s.request(.POST, "/t/_bulk_docs", json: ["docs": [["_id": "small", "x": 1], ["_id": "big3", "blob": blob]]])
+        #expect(bulk.json[0]?["ok"] == true && bulk.json[1]?["error"] == "document_too_large", "\(bulk.text)")
+        let replicated = try await s.request(.POST, "/t/_bulk_docs", json: ["new_edits": false, "docs": [["_id": "big4", "_rev": "1-abc", "blob": blob]]])
+        #expect(replicated.json[0]?["error"] == "document_too_large", "\(replicated.text)")
+        for id in ["big", "big2", "big3", "big4"] { #expect(try await s.request(.GET, "/t/\(id)").status == 404) }
+        #expect(try await s.request(.GET, "/t/small").status == 200)
+        #expect(try await s.request(.PUT, "/t/fits", json: ["blob": .string(String(repeating: "x", count: 900))]).status == 201)
+    }
 }

@@ -33,7 +33,7 @@ struct Status: AsyncParsableCommand {
         }
         let sweep = status["backlog"]?["sweep_remaining"]?.intValue ?? 0
         let retrying = status["backlog"]?["databases_retrying"]?.intValue ?? 0
-        out += "consolidation: \(status["documents_copied"]?.intValue ?? 0) locations copied in \(status["rounds"]?.intValue ?? 0) rounds\n"
+        out += "consolidation: \(plural(status["documents_copied"]?.intValue ?? 0, "location")) copied in \(plural(status["rounds"]?.intValue ?? 0, "round"))\n"
         out += "  backlog: \(plural(sweep, "database")) still to look at since start-up, \(plural(retrying, "database")) waiting to be retried\n"
         let unreadable = status["unreadable"]?.arrayValue ?? []
         if !unreadable.isEmpty {

@@ -246,6 +246,9 @@ def main():
         browser.wait("window.lt.grid && window.lt.grid.total === 20", what="all 20 locations counted", timeout=30)
         browser.wait("document.querySelectorAll('path.leaflet-interactive').length === 20", what="20 points drawn")
         check(True, "everyone's locations on the map: 20 counted, 20 drawn")
+        browser.wait("document.getElementById('consolidation-status').textContent.includes('locations copied; nothing waiting.')",
+                     what="the consolidation status")
+        check(True, "admins see the consolidation status: " + browser.evaluate("document.getElementById('consolidation-status').textContent"))
         browser.screenshot(os.path.join(options.artifacts, "all-locations-map.png"))
         browser.evaluate("document.getElementById('analysis-heat').click()")
         browser.wait("window.lt.grid && document.querySelectorAll('path.leaflet-interactive').length === window.lt.grid.cells.length",

@@ -1,5 +1,6 @@
 """The application API against its own OpenAPI document, with schemathesis (PyPI): a real
-`lt serve`, every operation of /api/openapi.json called with generated valid and invalid
+`lt serve`, every operation of /api/openapi.json (the same document as docs/openapi.yaml, which
+the Swift tests keep equal) called with generated valid and invalid
 requests (as an admin), each answer checked against the document: status codes, content types,
 bodies, headers (405 with Allow), no 5xx. Exits non-zero on any failure.
 

@@ -77,6 +77,9 @@ struct TrackerAppTests {
             "/api/places/version", "/api/places/{id}/adjustments", "/api/adjustments/mine", "/api/adjustments", "/api/adjustments/{id}/{decision}",
             "/api/openapi.json", "/api/keys", "/api/keys/{key}", "/api/places/{id}", "/api/session", "/api/me/locations", "/api/me/live", "/api/status",
         ])
+        // The copy in the repository (JSON is YAML) is the document the server serves.
+        let file = try JSON.parse(Array(Data(contentsOf: GeoHTTPTests.repository.appendingPathComponent("docs/openapi.yaml"))))
+        #expect(openAPI.json == file, "docs/openapi.yaml is out of date: curl -s http://127.0.0.1:8080/api/openapi.json | python3 -m json.tool --no-ensure-ascii > docs/openapi.yaml")
     }
 
     @Test("One user's database is closed to other users, to anonymous requests and to stale keys; the consolidated database to users; embedded and in cluster mode", arguments: [false, true])

@@ -555,6 +555,25 @@ async function showAnalysis() {
     form.addEventListener('submit', (event) => { event.preventDefault(); update(); });
   }
   update();
+  if (state.session.kind === 'admin') showConsolidation().catch(report);
+}
+
+// Where copying users' locations into lt_locations_all stands (admins): GET /api/status.
+async function showConsolidation() {
+  const line = $('consolidation-status');
+  const status = (await api('GET', '/api/status')).consolidation;
+  line.hidden = false;
+  if (!status) { line.textContent = 'Every user\'s locations are in one database: nothing to consolidate.'; return; }
+  const waiting = status.backlog.sweep_remaining + status.backlog.databases_retrying;
+  let text = `Consolidation: ${status.documents_copied.toLocaleString()} locations copied; ` +
+    (waiting ? `${waiting} user database${waiting === 1 ? '' : 's'} waiting.` : 'nothing waiting.');
+  if (status.unreadable.length) text += ` Cannot read: ${status.unreadable.join(', ')}.`;
+  if (status.refused.length) {
+    const first = status.refused[0];
+    text += ` ${status.refused.length} location${status.refused.length === 1 ? '' : 's'} refused, retried until copied (first: ${first.database}/${first.id}: ${first.reason || first.error}).`;
+  }
+  line.textContent = text;
+  line.classList.toggle('error', !status.ok);
 }
 
 start().catch((error) => { document.body.appendChild(element('p', `The dashboard could not start: ${error.message}`, { role: 'alert', class: 'error' })); });

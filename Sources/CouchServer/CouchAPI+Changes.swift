@@ -179,6 +179,10 @@ extension CouchAPI {
         var remaining = options.limit ?? Int.max
         let clock = ContinuousClock()
         var idleSince = clock.now
+        // A filtered feed is woken only by changes that pass its filter (its question's watcher
+        // reads each commit once for all of them); an unfiltered one by every commit.
+        let watcher = options.filter == nil || options.descending ? nil : sharedReads.watcher(db, options, question: question, since: options.since)
+        defer { if let watcher { sharedReads.leave(watcher, question: question) } }
         while true {
             options.limit = remaining == Int.max ? nil : remaining
             // Listeners asking the same question from the same position share one read.
@@ -211,7 +215,12 @@ extension CouchAPI {
                 return
             }
             let wait = heartbeat.map { min($0, heartbeat == nil ? untilTimeout : $0) } ?? untilTimeout
-            let changed = await db.notifier.wait(after: page.lastSeq, timeout: wait)
+            let changed: Bool
+            if let watcher, page.lastSeq >= watcher.start {
+                changed = await watcher.notifier.wait(after: page.lastSeq, timeout: wait)
+            } else {
+                changed = await db.notifier.wait(after: page.lastSeq, timeout: wait)
+            }
             if Task.isCancelled { return }
             if !changed, heartbeat != nil, !stopping() {
                 if feed == "eventsource" {

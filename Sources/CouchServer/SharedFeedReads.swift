@@ -43,6 +43,8 @@ final class SharedFeedReads: Sendable {
         var created: ContinuousClock.Instant
     }
     private let entries = Locked<[String: Entry]>([:])
+    /// Watchers of filtered feeds' questions (`FeedWatcher`).
+    let watchers = Locked<[String: FeedWatcher]>([:])
     static let lifetime = Duration.seconds(1)
     static let capacity = 256
 
@@ -73,5 +75,83 @@ final class SharedFeedReads: Sendable {
             return task
         }
         return try await task.value
+    }
+}
+
+/// Filtered feeds wait on a watcher of their question instead of on every commit: the watcher
+/// reads each commit once (through `SharedFeedReads`) and publishes the sequence of the last
+/// change that passed the filter, so a listener whose filter matches nothing of a commit is not
+/// woken by it. One watcher per question while any feed asks it; it starts where the first one
+/// stood.
+final class FeedWatcher: Sendable {
+    /// Publishes the sequence of the latest change that passed the filter.
+    let notifier = ChangeNotifier()
+    /// Where the watcher began reading: a feed that stands before it waits on the database itself
+    /// (the watcher has not seen what lies between).
+    let start: Int
+    fileprivate let task = Locked<Task<Void, Never>?>(nil)
+    fileprivate let listeners = Locked(0)
+
+    fileprivate init(start: Int) {
+        self.start = start
+    }
+
+    /// Reads each commit after `start` until cancelled.
+    fileprivate func run(_ db: Database, _ options: ChangesOptions, question: String, reads: SharedFeedReads) async {
+        var position = start
+        var options = options
+        options.limit = nil
+        while !Task.isCancelled {
+            guard await db.notifier.wait(after: position, timeout: .seconds(60)) else {
+                // A timeout, or the database going away or the server stopping: let every
+                // listener look for itself.
+                if !Task.isCancelled { notifier.wakeAll() }
+                continue
+            }
+            do {
+                options.since = position
+                let page = try await reads.changes(db, options, question: question).page
+                if let seq = page.rows.last?["seq"], let matched = try? db.parseSequence(seq) { notifier.publish(seq: matched) }
+                position = max(position, page.lastSeq)
+            } catch {
+                notifier.wakeAll()
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+}
+
+extension SharedFeedReads {
+    /// The watcher of `question` (made and started if none runs), counted until `leave`.
+    func watcher(_ db: Database, _ options: ChangesOptions, question: String, since: Int) -> FeedWatcher {
+        let (watcher, isNew) = watchers.withLock { watchers -> (FeedWatcher, Bool) in
+            if let existing = watchers[question] {
+                existing.listeners.withLock { $0 += 1 }
+                return (existing, false)
+            }
+            let watcher = FeedWatcher(start: since)
+            watcher.listeners.withLock { $0 = 1 }
+            watchers[question] = watcher
+            return (watcher, true)
+        }
+        if isNew {
+            let task = Task { [self] in await watcher.run(db, options, question: question, reads: self) }
+            watcher.task.withLock { $0 = task }
+        }
+        return watcher
+    }
+
+    /// A feed stops asking: the last one stops the watcher.
+    func leave(_ watcher: FeedWatcher, question: String) {
+        let last = watchers.withLock { watchers -> Bool in
+            let left = watcher.listeners.withLock { count -> Int in
+                count -= 1
+                return count
+            }
+            guard left == 0 else { return false }
+            if watchers[question] === watcher { watchers.removeValue(forKey: question) }
+            return true
+        }
+        if last { watcher.task.withLock { $0?.cancel() } }
     }
 }

@@ -423,6 +423,11 @@ public final class TrackerService: Sendable {
         guard lat.isFinite, lon.isFinite, (-90...90).contains(lat), (-180...180).contains(lon) else {
             throw Failure(400, "bad_request", "`lat` must be within [-90, 90] and `lon` within [-180, 180]")
         }
+        // Seconds since 1970, before the year 5000: it names the document (`Int(tst)`), which
+        // a larger number would trap on.
+        guard tst.isFinite, (0..<1e11).contains(tst) else {
+            throw Failure(400, "bad_request", "`tst` must be seconds since 1970 (0 to 99999999999)")
+        }
         let deviceID = device.isEmpty ? "default" : device
         let id = "owntracks-\(deviceID)-\(Int(tst))"
         var properties: JSONObject = [

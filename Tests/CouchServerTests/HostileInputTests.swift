@@ -119,6 +119,21 @@ struct HostileInputTests {
         #expect(try await Self.alive(s))
     }
 
+    @Test("An OwnTracks location with a timestamp beyond any Int (it names the document) is a 400, and the server stays up")
+    func ownTracksTimestamp() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        #expect(try await s.app(.PUT, "/api/users/oto", json: ["password": "pw-oto"]).status == 201)
+        let login = try await s.app(.POST, "/api/login", json: ["username": "oto", "password": "pw-oto"]).json
+        let auth = TestServer.Auth.basic(login["api_key"]?.stringValue ?? "", login["api_password"]?.stringValue ?? "")
+        for tst: JSON in [1e300, -1e300, 1e19, -1] {
+            let reply = try await s.app(.POST, "/api/owntracks?u=oto&d=p", json: ["_type": "location", "lat": 1, "lon": 2, "tst": tst], auth: auth)
+            #expect(reply.status == 400 && reply.json["reason"]?.stringValue?.contains("tst") == true, "\(tst): \(reply.text)")
+        }
+        #expect(try await s.app(.POST, "/api/owntracks?u=oto&d=p", json: ["_type": "location", "lat": 1, "lon": 2, "tst": 1_700_000_000], auth: auth).status == 200)
+        #expect(try await Self.alive(s))
+    }
+
     @Test("A document over --max-document-size is 413 document_too_large (CouchDB's max_document_size) by every way of writing it, and nothing is stored")
     func oversizedDocuments() async throws {
         let s = try TestServer(extraArguments: ["--max-document-size", "1000"])

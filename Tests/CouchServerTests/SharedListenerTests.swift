@@ -12,7 +12,11 @@ struct SharedListenerTests {
     /// Reads a continuous feed until `count` rows arrived (or 20 s); the ids in order.
     static func collect(_ client: HTTPClient, _ s: TestServer, _ path: String, auth: TestServer.Auth, count: Int) async throws -> [String] {
         var request = HTTPClientRequest(url: s.baseURL + path)
-        if case let .basic(name, password) = auth { request.headers.add(name: "Authorization", value: TestServer.basic(name, password)) }
+        switch auth {
+        case let .basic(name, password): request.headers.add(name: "Authorization", value: TestServer.basic(name, password))
+        case .admin: request.headers.add(name: "Authorization", value: TestServer.basic(TestServer.admin.0, TestServer.admin.1))
+        default: break
+        }
         let response = try await client.execute(request, timeout: .seconds(60))
         #expect(response.status == .ok)
         var ids: [String] = []
@@ -72,5 +76,38 @@ struct SharedListenerTests {
             let ids = try await task.value
             #expect(ids == expected[key], "\(key): \(ids)")
         }
+    }
+
+    @Test("Filtered feeds wait on their question's watcher: one that joins from before the watcher began, and one that began with it, both get each match, and nothing else")
+    func watcherJoinedFromBefore() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        #expect(try await s.request(.PUT, "/watched").status == 201)
+        #expect(try await s.request(.PUT, "/watched/early", json: ["n": 0]).status == 201)
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 8)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        defer { _ = client.shutdown() }
+        let query = "filter=_doc_ids&doc_ids=%5B%22early%22%2C%22target%22%5D&heartbeat=500"
+        let now = try await s.request(.GET, "/watched").json["update_seq"]?.stringValue ?? "0"
+        // The first feed starts the watcher at the current position.
+        let first = Task { try await Self.collect(client, s, "/watched/_changes?feed=continuous&since=\(now)&\(query)", auth: .admin, count: 1) }
+        try await Task.sleep(for: .milliseconds(300))
+        for i in 1...5 { #expect(try await s.request(.PUT, "/watched/other-\(i)", json: ["n": .int(i)]).status == 201) }
+        // The second asks the same question from the start: before the watcher began.
+        let second = Task { try await Self.collect(client, s, "/watched/_changes?feed=continuous&since=0&\(query)", auth: .admin, count: 2) }
+        try await Task.sleep(for: .milliseconds(300))
+        for i in 6...8 { #expect(try await s.request(.PUT, "/watched/other-\(i)", json: ["n": .int(i)]).status == 201) }
+        #expect(try await s.request(.PUT, "/watched/target", json: ["n": 9]).status == 201)
+        #expect(try await first.value == ["target"])
+        #expect(try await second.value == ["early", "target"])
+        // A longpoll with the filter answers at the match, not at the other commits.
+        let poll = Task { try await s.request(.GET, "/watched/_changes?feed=longpoll&since=now&filter=_doc_ids&doc_ids=%5B%22late%22%5D&timeout=10000") }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await s.request(.PUT, "/watched/noise", json: ["n": 10]).status == 201)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try await s.request(.PUT, "/watched/late", json: ["n": 11]).status == 201)
+        let answer = try await poll.value.json
+        #expect(answer["results"]?.arrayValue?.map { $0["id"] } == ["late"], "\(answer.text)")
     }
 }

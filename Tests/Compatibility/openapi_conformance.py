@@ -11,6 +11,7 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "Browser"))
 from ltserve import LTServer  # noqa: E402
@@ -31,7 +32,9 @@ def main():
                    "--max-examples", str(options.examples), "--seed", options.seed,
                    "--auth", f"{ADMIN[0]}:{ADMIN[1]}", "--workers", "1", "--no-color"]
         print("openapi conformance:", " ".join(command[:6]), "...", flush=True)
-        result = subprocess.run(command)
+        # In a directory of its own: schemathesis and hypothesis keep caches where they run.
+        with tempfile.TemporaryDirectory(prefix="lt-schemathesis-") as work:
+            result = subprocess.run(command, cwd=work)
         print(f"openapi conformance: {'1 passed, 0 failed' if result.returncode == 0 else '0 passed, 1 failed'}")
         return result.returncode
     finally:

@@ -24,14 +24,14 @@ public struct ConnectionLimits: Sendable {
 
     public init() {}
 
-    /// A new handler for one connection, counting it in `counter`.
-    public func handler(_ counter: ConnectionCounter) -> ConnectionGuard {
+    /// A new handler for one connection, counting it in `counter` (connections per address).
+    func handler(_ counter: KeyedCounter) -> ConnectionGuard {
         ConnectionGuard(limits: self, counter: counter)
     }
 
     /// An HTTP/1.1 server that keeps to these limits (each listener its own counter).
     public var server: HTTPServerBuilder {
-        let counter = ConnectionCounter()
+        let counter = KeyedCounter()
         return .http1(configuration: .init(additionalChannelHandlers: [self.handler(counter)]))
     }
 
@@ -39,32 +39,6 @@ public struct ConnectionLimits: Sendable {
     public func configuration(address: BindAddress, serverName: String?) -> ApplicationConfiguration {
         .init(address: address, serverName: serverName, availableConnectionsDelegate: MaximumAvailableConnections(maxConnections))
     }
-}
-
-/// Open connections per address, shared by the connections of one listener.
-public final class ConnectionCounter: Sendable {
-    private let open = Locked<[String: Int]>([:])
-    public init() {}
-
-    /// Counts a new connection from `address`; false (and not counted) when `limit` are open.
-    func enter(_ address: String, limit: Int) -> Bool {
-        open.withLock { open in
-            let current = open[address] ?? 0
-            guard current < limit else { return false }
-            open[address] = current + 1
-            return true
-        }
-    }
-
-    func leave(_ address: String) {
-        open.withLock { open in
-            let left = (open[address] ?? 1) - 1
-            open[address] = left > 0 ? left : nil
-        }
-    }
-
-    /// Connections open from `address` now.
-    public func count(_ address: String) -> Int { open.withLock { $0[address] ?? 0 } }
 }
 
 /// Closes a connection that waits too long for a request's head or pauses too long inside a
@@ -78,7 +52,7 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
     public typealias OutboundOut = HTTPResponsePart
 
     let limits: ConnectionLimits
-    let counter: ConnectionCounter
+    let counter: KeyedCounter
     private var counted: String?
     private var activated = false
     private var timer: Scheduled<Void>?
@@ -87,7 +61,7 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
     /// Requests read whose answers have not ended.
     private var unanswered = 0
 
-    init(limits: ConnectionLimits, counter: ConnectionCounter) {
+    init(limits: ConnectionLimits, counter: KeyedCounter) {
         self.limits = limits
         self.counter = counter
     }

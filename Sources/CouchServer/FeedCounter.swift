@@ -5,7 +5,7 @@ import Foundation
 /// (or one anonymous client) cannot hold unbounded listeners; server admins are not counted.
 final class FeedCounter: Sendable {
     let limit: Int
-    private let open = Locked<[String: Int]>([:])
+    private let held = KeyedCounter()
 
     init(limit: Int) {
         self.limit = limit
@@ -25,13 +25,7 @@ final class FeedCounter: Sendable {
     func open(for request: APIRequest) throws -> Slot {
         guard !request.user.isServerAdmin else { return Slot(nil, "") }
         let key = request.user.name.map { "user:" + $0 } ?? "client:" + request.client
-        let admitted = open.withLock { open -> Bool in
-            let current = open[key] ?? 0
-            guard current < limit else { return false }
-            open[key] = current + 1
-            return true
-        }
-        guard admitted else {
+        guard held.enter(key, limit: limit) else {
             throw EngineError(status: 429, error: "too_many_requests",
                               reason: "\(limit) changes feeds (longpoll, continuous, eventsource) are open for this user already; close one first")
         }
@@ -39,12 +33,6 @@ final class FeedCounter: Sendable {
     }
 
     fileprivate func close(_ key: String) {
-        open.withLock { open in
-            let left = (open[key] ?? 1) - 1
-            open[key] = left > 0 ? left : nil
-        }
+        held.leave(key)
     }
-
-    /// Feeds open for `key` now (for tests).
-    func count(_ key: String) -> Int { open.withLock { $0[key] ?? 0 } }
 }

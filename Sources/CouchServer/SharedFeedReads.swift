@@ -19,22 +19,24 @@ final class SharedFeedReads: Sendable {
     /// A page as every listener sharing it writes it: serialized once.
     struct Page: Sendable {
         let page: ChangesPage
+        /// Each row as JSON.
+        let rows: [[UInt8]]
         /// One JSON line per row (continuous feeds).
         let continuous: ByteBuffer
-        /// One `data:`/`id:` event per row (eventsource feeds).
-        let eventsource: ByteBuffer
 
         init(_ page: ChangesPage) {
             self.page = page
-            var lines: [UInt8] = [], events: [UInt8] = []
-            for row in page.rows {
-                let bytes = row.bytes
-                lines += bytes
-                lines.append(10)
+            rows = page.rows.map(\.bytes)
+            continuous = ByteBuffer(bytes: rows.flatMap { $0 + [10] })
+        }
+
+        /// One `data:`/`id:` event per row (eventsource feeds, few: made when asked for).
+        var eventsource: ByteBuffer {
+            var events: [UInt8] = []
+            for (row, bytes) in zip(page.rows, rows) {
                 events += Array("data: ".utf8) + bytes + Array("\nid: \(row["seq"]?.stringValue ?? "")\n\n".utf8)
             }
-            continuous = ByteBuffer(bytes: lines)
-            eventsource = ByteBuffer(bytes: events)
+            return ByteBuffer(bytes: events)
         }
     }
 

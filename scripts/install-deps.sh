@@ -43,8 +43,9 @@ fi
 if ! ldconfig -p 2>/dev/null | grep -q "libxml2.so.2"; then
   apt_install "for GPX files" libxml2 || true
 fi
-if [ "${1:-}" = "--for-tests" ] && ! python3 -c "import couchdb" 2>/dev/null; then
-  python3 -m pip install --quiet couchdb==1.2
+# CouchDB clients from PyPI (CouchDB-Python's own suite, and Tests/Compatibility/clients.py).
+if [ "${1:-}" = "--for-tests" ]; then
+  python3 -m pip install --quiet --disable-pip-version-check -r Tests/Compatibility/requirements.txt
 fi
 # The application API checked against its OpenAPI document (Tests/Compatibility).
 if [ "${1:-}" = "--for-tests" ] && [ "$(schemathesis --version 2>/dev/null)" != "schemathesis, version 4.32.5" ]; then

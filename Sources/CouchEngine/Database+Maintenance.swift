@@ -16,25 +16,24 @@ extension Database {
         }
     }
 
-    /// Writes or deletes a `_local` document. Local documents have no revision tree: `_rev`
-    /// is `0-N` and must match the stored one when the document exists.
+    /// Writes or deletes a `_local` document, as CouchDB 3 does: local documents have no
+    /// revision tree and no conflict check. `_rev` is `0-N`; a write stores `0-(N+1)` (`0-1`
+    /// without a `_rev`), a deletion answers `0-0`. Deleting a missing document is 404.
     public func putLocalDocument(id: String, rev: String?, body: JSONObject, deleted: Bool) async throws -> String {
-        try await writer.write { db, _ in
-            let current = try Int.fetchOne(db, sql: "SELECT rev FROM local_docs WHERE id = ?", arguments: [id])
-            if let current {
-                if let rev, rev != "0-\(current)" { throw EngineError.conflict }
-            } else if deleted {
-                throw EngineError.missing
-            }
+        let previous = try LocalDocument.generation(of: rev)
+        return try await writer.write { db, _ in
+            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM local_docs WHERE id = ?", arguments: [id]) == true
             if deleted {
+                guard exists else { throw EngineError.missing }
                 try db.execute(sql: "DELETE FROM local_docs WHERE id = ?", arguments: [id])
                 return "0-0"
             }
-            let next = (current ?? 0) + 1
+            let next = previous.addingReportingOverflow(1)
+            guard !next.overflow else { throw EngineError.badRequest("Invalid rev format") }
             try db.execute(
                 sql: "INSERT OR REPLACE INTO local_docs(id, rev, body) VALUES (?, ?, ?)",
-                arguments: [id, next, Data(JSON.object(body).bytes)])
-            return "0-\(next)"
+                arguments: [id, next.partialValue, Data(JSON.object(body).bytes)])
+            return "0-\(next.partialValue)"
         }
     }
 

@@ -167,27 +167,40 @@ extension Database {
         }
         var out = JSONObject()
         for (name, value) in meta.members {
-            guard case var .object(att) = value else { continue }
-            let revpos = att["revpos"]?.intValue ?? 0
+            guard case let .object(stored) = value else { continue }
+            let revpos = stored["revpos"]?.intValue ?? 0
             // With atts_since, only attachments newer than what the client has are included,
             // whether or not `attachments=true` was also given (CouchDB's replicator sends both).
             let inline = knownPos.map { revpos > $0 } ?? options.attachments
+            let encoding = stored["encoding"]?.stringValue ?? "identity"
+            // CouchDB's member order: content_type, revpos, digest, then the body's form.
+            var att = JSONObject()
+            for key in ["content_type", "revpos", "digest"] {
+                if let value = stored[key] { att.members.append((key, value)) }
+            }
             if inline, options.attachmentsFollow {
+                att["length"] = stored["length"] ?? .int(0)
                 att["follows"] = true
-            } else if inline, let digest = att["digest"]?.stringValue {
+            } else if inline, let digest = stored["digest"]?.stringValue {
                 let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest]) ?? Data()
-                att.removeValue(forKey: "length")
-                att["data"] = .string(data.base64EncodedString())
+                let plain = encoding == "gzip" ? Data(try AttachmentEncoding.gunzip(Array(data))) : data
+                att["data"] = .string(plain.base64EncodedString())
             } else {
+                att["length"] = stored["length"] ?? .int(0)
                 att["stub"] = true
+            }
+            if options.attEncodingInfo || options.attachmentsFollow, encoding != "identity" {
+                att["encoding"] = .string(encoding)
+                att["encoded_length"] = stored["encoded_length"] ?? stored["length"] ?? .int(0)
             }
             out.members.append((name, .object(att)))
         }
         return out
     }
 
-    /// An attachment's metadata and body, from the winning revision or `rev`.
-    public func attachment(docID: String, rev: Revision?, name: String) async throws -> (meta: JSONObject, data: [UInt8]) {
+    /// An attachment's metadata and body, from the winning revision or `rev`: the body decoded,
+    /// or, with `encoded`, as stored (gzip when the metadata says `"encoding": "gzip"`).
+    public func attachment(docID: String, rev: Revision?, name: String, encoded: Bool = false) async throws -> (meta: JSONObject, data: [UInt8]) {
         try await reading { db in
             guard let row = try DocRow.fetch(db, id: docID), let winner = row.tree.winner else { throw EngineError.missing }
             let target = rev ?? winner.rev
@@ -197,6 +210,9 @@ extension Database {
                   let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest])
             else {
                 throw EngineError(status: 404, error: "not_found", reason: "Document is missing attachment")
+            }
+            if !encoded, meta["encoding"]?.stringValue == "gzip" {
+                return (meta, try AttachmentEncoding.gunzip(Array(data)))
             }
             return (meta, Array(data))
         }

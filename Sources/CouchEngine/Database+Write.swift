@@ -258,7 +258,9 @@ extension Database {
                 continue
             }
             let bytes: [UInt8]
+            var sentEncoding = "identity"
             if case let .string(base64)? = att["data"] {
+                // Inline data is always plain bytes; CouchDB ignores `encoding` here too.
                 guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else {
                     throw EngineError.badRequest("Invalid attachment data for \(name)")
                 }
@@ -268,19 +270,47 @@ extension Database {
                     throw EngineError.badRequest("Attachment \(name) follows, but its body is missing")
                 }
                 bytes = body
+                if let encoding = att["encoding"] {
+                    guard let text = encoding.stringValue, text == "gzip" || text == "identity" else {
+                        throw EngineError(status: 415, error: "bad_content_type", reason: "Attachment \(name) has an unsupported encoding")
+                    }
+                    sentEncoding = text
+                }
+                // A sent digest covers the bytes as sent; a mismatch means they were damaged.
+                if let sent = att["digest"]?.stringValue, sent.hasPrefix("md5-"), sent != attachmentDigest(bytes) {
+                    throw EngineError(status: 400, error: "content_md5_mismatch", reason: "Possible message corruption.")
+                }
             } else {
                 throw EngineError.badRequest("Attachment \(name) needs data, follows or stub")
             }
-            let digest = attachmentDigest(bytes)
-            result.newBodies.append((digest, Data(bytes)))
             let contentType = att["content_type"]?.stringValue ?? "application/octet-stream"
+            let stored: [UInt8]
+            let length: Int
+            let gzipped = sentEncoding == "gzip" || AttachmentEncoding.isCompressible(contentType)
+            if sentEncoding == "gzip" {
+                stored = bytes
+                length = try AttachmentEncoding.gunzip(bytes).count
+            } else if AttachmentEncoding.isCompressible(contentType) {
+                stored = try AttachmentEncoding.gzip(bytes)
+                length = bytes.count
+            } else {
+                stored = bytes
+                length = bytes.count
+            }
+            let digest = attachmentDigest(stored)
+            result.newBodies.append((digest, Data(stored)))
             let revpos = input.revisions != nil ? (att["revpos"]?.intValue ?? newPos) : newPos
-            resolved.members.append((name, [
+            var meta: JSONObject = [
                 "content_type": .string(contentType),
                 "revpos": .int(revpos),
                 "digest": .string(digest),
-                "length": .int(bytes.count),
-            ]))
+                "length": .int(length),
+            ]
+            if gzipped {
+                meta["encoding"] = "gzip"
+                meta["encoded_length"] = .int(stored.count)
+            }
+            resolved.members.append((name, .object(meta)))
         }
         result.meta = resolved
         return result

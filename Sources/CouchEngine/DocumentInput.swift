@@ -107,6 +107,9 @@ public struct ReadOptions: Sendable {
     /// Mark included attachments `"follows": true` instead of inlining base64, for multipart
     /// responses that send the bodies as parts of their own.
     public var attachmentsFollow = false
+    /// Show `encoding` and `encoded_length` of compressed attachments (`att_encoding_info`);
+    /// multipart answers always do, as their parts carry the stored (encoded) bytes.
+    public var attEncodingInfo = false
 
     public init() {}
 }

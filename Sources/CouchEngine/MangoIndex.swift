@@ -157,6 +157,7 @@ extension Database {
                     skipped += 1
                     return true
                 }
+                guard docs.count < wanted else { return false }  // `limit: 0` wants none
                 docs.append(.object(doc))
                 return docs.count < wanted
             }

@@ -61,45 +61,57 @@ public indirect enum Selector: Sendable {
         self = try Selector.parse(object)
     }
 
-    static func parse(_ object: JSONObject) throws(EngineError) -> Selector {
+    /// `inField`: inside a field's object, where conditions (`$gt`, ...) apply to that field;
+    /// at the top of a selector (and in `$and`/`$or`/`$nor`/`$not` there) a condition has no
+    /// field to apply to, and CouchDB refuses it.
+    static func parse(_ object: JSONObject, inField: Bool = false) throws(EngineError) -> Selector {
         var parts: [Selector] = []
         for (key, value) in object.members {
             if key.hasPrefix("$") {
-                parts.append(try parseOperator(key, value))
+                if !inField, !combinationOperators.contains(key) {
+                    throw EngineError(status: 400, error: "invalid_selector", reason: "One or more conditions is missing a field name.")
+                }
+                parts.append(try parseOperator(key, value, inField: inField))
             } else {
                 let path = Selector.splitPath(key)
+                guard !path.isEmpty, !path.contains(where: \.isEmpty) else {
+                    throw EngineError(status: 400, error: "invalid_field_name", reason: "Invalid field name: \(key).")
+                }
                 parts.append(.field(path, try parseValueSelector(value)))
             }
         }
         return parts.count == 1 ? parts[0] : .and(parts)
     }
 
+    /// Operators that combine selectors rather than test a field.
+    static let combinationOperators: Set<String> = ["$and", "$or", "$nor", "$not"]
+
     /// A field's selector: an object of operators (and nested fields), or a value meaning `$eq`.
     static func parseValueSelector(_ value: JSON) throws(EngineError) -> Selector {
         if case let .object(object) = value, !object.isEmpty {
-            return try parse(object)
+            return try parse(object, inField: true)
         }
         return .condition(.eq(value))
     }
 
-    static func selectorList(_ op: String, _ value: JSON) throws(EngineError) -> [Selector] {
+    static func selectorList(_ op: String, _ value: JSON, inField: Bool) throws(EngineError) -> [Selector] {
         guard case let .array(items) = value else { throw EngineError.badRequest("\(op) requires an array argument") }
         var result: [Selector] = []
         for item in items {
             guard case let .object(object) = item else { throw EngineError.badRequest("\(op) requires an array of objects") }
-            result.append(try parse(object))
+            result.append(try parse(object, inField: inField))
         }
         return result
     }
 
-    static func parseOperator(_ op: String, _ value: JSON) throws(EngineError) -> Selector {
+    static func parseOperator(_ op: String, _ value: JSON, inField: Bool = true) throws(EngineError) -> Selector {
         switch op {
-        case "$and": return .and(try selectorList(op, value))
-        case "$or": return .or(try selectorList(op, value))
-        case "$nor": return .nor(try selectorList(op, value))
+        case "$and": return .and(try selectorList(op, value, inField: inField))
+        case "$or": return .or(try selectorList(op, value, inField: inField))
+        case "$nor": return .nor(try selectorList(op, value, inField: inField))
         case "$not":
             guard case let .object(object) = value else { throw EngineError.badRequest("$not requires an object argument") }
-            return .not(try parse(object))
+            return .not(try parse(object, inField: inField))
         case "$eq": return .condition(.eq(value))
         case "$ne": return .condition(.ne(value))
         case "$lt": return .condition(.lt(value))
@@ -130,7 +142,7 @@ public indirect enum Selector: Sendable {
             guard case let .string(pattern) = value else { throw EngineError.badRequest("$regex requires a string") }
             return .condition(.regex(try RegexBox(pattern)))
         case "$beginsWith":
-            guard case let .string(prefix) = value else { throw EngineError.badRequest("$beginsWith requires a string") }
+            guard case let .string(prefix) = value else { throw invalidOperator(op) }
             return .condition(.beginsWith(prefix))
         case "$elemMatch", "$allMatch", "$keyMapMatch":
             guard case .object = value else { throw EngineError.badRequest("\(op) requires an object argument") }
@@ -139,8 +151,12 @@ public indirect enum Selector: Sendable {
         case "$text":
             throw EngineError.badRequest("$text requires a text index, which this server does not provide")
         default:
-            throw EngineError.badRequest("Invalid operator: \(op)")
+            throw invalidOperator(op)
         }
+    }
+
+    static func invalidOperator(_ op: String) -> EngineError {
+        EngineError(status: 400, error: "invalid_operator", reason: "Invalid operator: \(op)")
     }
 
     /// Splits `a.b\.c` into `["a", "b.c"]`.

@@ -25,12 +25,23 @@ extension CouchAPI {
             allowed = isAdmin
         case .read, .write:
             if db.name == "_users" {
-                allowed = isAdmin  // collection reads of _users are for admins only
+                allowed = isAdmin  // collection reads and writes of _users are for admins only
             } else {
                 allowed = isAdmin || Self.isPublic(security) || Self.listed(user, in: security["members"])
             }
         }
         guard allowed else {
+            if user.name == nil { throw EngineError.unauthorized }
+            throw EngineError.forbidden("You are not allowed to access this db.")
+        }
+    }
+
+    /// CouchDB 3: `_users` is for admins unless its `_security` names members; even then it is
+    /// never public, and a member reaches only their own document (checked by the caller).
+    func authorizeUserDocument(_ db: Database, _ user: UserContext) throws {
+        if user.isServerAdmin { return }
+        let security = db.security
+        guard Self.listed(user, in: security["admins"]) || Self.listed(user, in: security["members"]) else {
             if user.name == nil { throw EngineError.unauthorized }
             throw EngineError.forbidden("You are not allowed to access this db.")
         }

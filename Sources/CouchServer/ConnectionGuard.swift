@@ -60,6 +60,8 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
     private var readingBody = false
     /// Requests read whose answers have not ended.
     private var unanswered = 0
+    /// A CONNECT request was read: the connection ends with its answer.
+    private var closeAfterAnswer = false
 
     init(limits: ConnectionLimits, counter: KeyedCounter) {
         self.limits = limits
@@ -108,6 +110,16 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
+        case let .head(head) where head.method == .connect:
+            // The HTTP decoder treats CONNECT as the start of a tunnel and reads no further, so
+            // the request would never end: it is answered as a request without a body (CouchDB
+            // answers it like any other method), and the connection closes after the answer.
+            closeAfterAnswer = true
+            unanswered += 1
+            disarm()
+            context.fireChannelRead(data)
+            context.fireChannelRead(wrapInboundOut(.end(nil)))
+            return
         case .head:
             readingBody = true
             arm(context, limits.bodyReadTimeout)
@@ -123,6 +135,14 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
 
     public func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) {
+            if closeAfterAnswer {
+                let channel = context.channel
+                context.writeAndFlush(data).whenComplete { result in
+                    promise?.completeWith(result)
+                    channel.close(promise: nil)
+                }
+                return
+            }
             unanswered = max(0, unanswered - 1)
             // Answered before its body was read (a refusal): the body's pauses still count.
             if unanswered == 0, !readingBody { arm(context, limits.requestHeadTimeout) }

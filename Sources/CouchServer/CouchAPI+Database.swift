@@ -137,7 +137,9 @@ extension CouchAPI {
             return try await attachmentEndpoint(db, id, path[3...].joined(separator: "/"), request)
         default:
             if second.hasPrefix("_") {
-                throw EngineError.badRequest("Only reserved document ids may start with underscore.")
+                // As CouchDB: reading an unknown `_` resource finds nothing; writing one is an illegal id.
+                if request.method == .get || request.method == .head { throw EngineError.missing }
+                throw EngineError(status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
             }
             if path.count == 2 { return try await documentEndpoint(db, second, &request) }
             return try await attachmentEndpoint(db, second, path[2...].joined(separator: "/"), request)
@@ -334,19 +336,20 @@ extension CouchAPI {
         var ids = [String](repeating: "", count: docs.count)
         var batch: [DocumentInput] = []
         var batchIndex: [Int] = []
-        var locals: [(index: Int, input: DocumentInput)] = []
+        var locals: [(index: Int, id: String, input: LocalDocument)] = []
         for (i, json) in docs.enumerated() {
             do {
+                if case let .string(id)? = json["_id"], id.hasPrefix("_local/") {
+                    ids[i] = id
+                    locals.append((i, id, try LocalDocument(json: json)))
+                    continue
+                }
                 var input = try DocumentInput(json: json)
                 if input.id == nil {
                     if !newEdits { throw EngineError.badRequest("Document id is missing") }
                     input.id = ServerSettings.randomHex(16)
                 }
                 ids[i] = input.id!
-                if input.id!.hasPrefix("_local/") {
-                    locals.append((i, input))
-                    continue
-                }
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {
                     throw EngineError(status: 403, error: "forbidden", reason: "Only admins can write design documents.")
                 }
@@ -360,10 +363,10 @@ extension CouchAPI {
         }
         // `_local` documents (replication checkpoints) all at once: they share one commit.
         let localResults = await withTaskGroup(of: (Int, Result<Revision, EngineError>).self) { group in
-            for (index, input) in locals {
+            for (index, id, input) in locals {
                 group.addTask {
                     do {
-                        let rev = try await db.putLocalDocument(id: input.id!, rev: input.rev?.description, body: input.body, deleted: input.deleted)
+                        let rev = try await db.putLocalDocument(id: id, rev: input.rev, body: input.body, deleted: input.deleted)
                         return (index, .success(Revision(rev)!))
                     } catch let error as EngineError {
                         return (index, .failure(error))
@@ -401,14 +404,17 @@ extension CouchAPI {
         options.revs = try request.bool("revs") || body["revs"] == .bool(true)
         options.attachments = try request.bool("attachments") || body["attachments"] == .bool(true)
         let latest = try request.bool("latest") || body["latest"] == .bool(true)
-        // Entries naming a revision are read together in one transaction; the rest (no rev:
-        // the winner; `_local` documents) one by one.
+        // Documents are read together in one transaction: the named revision, or, as CouchDB
+        // does without a `rev`, every leaf. `_local` documents are read one by one.
         var batch: [RevisionsRequest] = []
         var batchIndex: [Int: Int] = [:]
         for (i, entry) in docs.enumerated() {
-            guard case let .string(id)? = entry["id"], !id.hasPrefix("_local/"), let rev = entry["rev"] else { continue }
+            guard case let .string(id)? = entry["id"], !id.hasPrefix("_local/") else { continue }
             batchIndex[i] = batch.count
-            batch.append(RevisionsRequest(id: id, revs: [try parseRev(rev)], attsSince: try entry["atts_since"].map(parseRevList)))
+            let revs = try entry["rev"].map { [try parseRev($0)] }
+            // An empty `atts_since` asks for nothing (CouchDB's replicator sends one per document).
+            let since = try entry["atts_since"].map(parseRevList).flatMap { $0.isEmpty ? nil : $0 }
+            batch.append(RevisionsRequest(id: id, revs: revs, attsSince: since))
         }
         let batchResults = try await db.openRevisions(batch, latest: latest, options: options)
         var results: [JSON] = []
@@ -429,12 +435,8 @@ extension CouchAPI {
                 let opened: [OpenRevision]
                 if let index = batchIndex[i] {
                     opened = try batchResults[index].get()
-                } else if id.hasPrefix("_local/") {
-                    opened = [.ok(try await db.localDocument(id: id))]
                 } else {
-                    var docOptions = options
-                    if let since = entry["atts_since"] { docOptions.attsSince = try parseRevList(since) }
-                    opened = [.ok(try await db.document(id: id, options: docOptions))]
+                    opened = [.ok(try await db.localDocument(id: id))]
                 }
                 for item in opened {
                     switch item {

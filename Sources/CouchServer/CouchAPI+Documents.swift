@@ -14,6 +14,7 @@ extension CouchAPI {
         if id.hasPrefix("_design/") {
             try authorize(db, request.user, .admin)
         } else if db.name == "_users" {
+            try authorizeUserDocument(db, request.user)
             input = try await prepareUserDocument(db, input, user: request.user)
         } else {
             try authorize(db, request.user, .write)
@@ -30,6 +31,7 @@ extension CouchAPI {
         options.deletedConflicts = try request.bool("deleted_conflicts") || meta
         options.localSeq = try request.bool("local_seq")
         options.attachments = try request.bool("attachments")
+        options.attEncodingInfo = try request.bool("att_encoding_info")
         if let since = try request.jsonParam("atts_since") { options.attsSince = try parseRevList(since) }
         return options
     }
@@ -51,23 +53,27 @@ extension CouchAPI {
             let wantsMultipart = request.header("Accept")?.contains("multipart/related") == true
             readOptions.attachmentsFollow = wantsMultipart
             let doc = try await db.document(id: id, rev: rev, options: readOptions)
+            // As CouchDB: an answer carrying metadata (conflicts, revs_info, local_seq) has no
+            // ETag, so no cache (a browser's, CouchDB-Python's) answers a later read from it —
+            // the revision stays the same when a conflicting leaf is deleted.
+            let hasMeta = ["_conflicts", "_deleted_conflicts", "_revs_info", "_local_seq"].contains { doc[$0] != nil }
             let etag = "\"\(doc["_rev"]?.stringValue ?? "")\""
             if wantsMultipart {
                 let part = try await documentPart(db, doc)
                 if part.headers[0].1.hasPrefix("multipart/related") {
                     var headers = HTTPFields()
                     headers[.contentType] = part.headers[0].1
-                    headers[.eTag] = etag
+                    if !hasMeta { headers[.eTag] = etag }
                     return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: part.body)))
                 }
             }
-            if request.header("If-None-Match") == etag, rev == nil {
-                var headers = HTTPFields()
-                headers[.eTag] = etag
-                return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
-            }
             var headers = HTTPFields()
-            headers[.eTag] = etag
+            if !hasMeta {
+                headers[.eTag] = etag
+                if request.header("If-None-Match") == etag, rev == nil {
+                    return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
+                }
+            }
             return .json(.object(doc), headers: headers)
         case .put:
             var input: DocumentInput
@@ -77,10 +83,7 @@ extension CouchAPI {
             } else {
                 input = try DocumentInput(json: try request.json())
             }
-            if let bodyID = input.id, bodyID != id {
-                throw EngineError.badRequest("Document id in the body (\(bodyID)) does not match the URL (\(id))")
-            }
-            input.id = id
+            input.id = id  // as CouchDB: the URL names the document, whatever `_id` the body has
             if let rev = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) {
                 guard let parsed = Revision(rev) else { throw EngineError.badRequest("Invalid rev format") }
                 if let bodyRev = input.rev, bodyRev != parsed {
@@ -148,6 +151,7 @@ extension CouchAPI {
 
     func authorizeRead(_ db: Database, _ id: String, _ user: UserContext) throws {
         if db.name == "_users", !user.isServerAdmin, id.hasPrefix("org.couchdb.user:") {
+            try authorizeUserDocument(db, user)
             guard let name = user.name else { throw EngineError.unauthorized }
             guard id == "org.couchdb.user:\(name)" else {
                 throw EngineError.forbidden("You may only read your own user document.")
@@ -168,7 +172,10 @@ extension CouchAPI {
         }
         let multipart = request.header("Accept")?.contains("multipart/mixed") == true
         var options = options
+        // As CouchDB: a multipart answer carries attachment bodies (all of them, or those newer
+        // than `atts_since`) as parts of their own, with their encoding, whatever `attachments` says.
         options.attachmentsFollow = multipart
+        if multipart { options.attachments = true }
         let results = try await db.openRevisions(id: id, revs: revs, latest: try request.bool("latest"), options: options)
         if multipart {
             let boundary = ServerSettings.randomHex(16)
@@ -204,12 +211,17 @@ extension CouchAPI {
         let boundary = ServerSettings.randomHex(16)
         var parts: [(headers: [(String, String)], body: [UInt8])] = [([("Content-Type", "application/json")], JSON.object(doc).bytes)]
         for (name, meta) in following {
-            let (_, data) = try await db.attachment(docID: id, rev: rev, name: name)
-            parts.append(([
+            // The stored bytes go out as they are, gzip included, as CouchDB sends them.
+            let (_, data) = try await db.attachment(docID: id, rev: rev, name: name, encoded: true)
+            var headers = [
                 ("Content-Disposition", "attachment; filename=\"\(name)\""),
                 ("Content-Type", meta["content_type"]?.stringValue ?? "application/octet-stream"),
                 ("Content-Length", String(data.count)),
-            ], data))
+            ]
+            if let encoding = meta["encoding"]?.stringValue, encoding != "identity" {
+                headers.append(("Content-Encoding", encoding))
+            }
+            parts.append((headers, data))
         }
         return ([("Content-Type", "multipart/related; boundary=\"\(boundary)\"")], Multipart.build(parts, boundary: boundary))
     }
@@ -250,15 +262,23 @@ extension CouchAPI {
         switch request.method {
         case .get, .head:
             try authorizeRead(db, id, request.user)
-            let (meta, data) = try await db.attachment(docID: id, rev: rev, name: name)
+            // A gzip-stored body goes out as stored to a client that accepts gzip, decoded otherwise.
+            let acceptsGzip = AcceptEncoding.accepts("gzip", header: request.header("Accept-Encoding"))
+            let (meta, data) = try await db.attachment(docID: id, rev: rev, name: name, encoded: acceptsGzip)
+            let encoding = meta["encoding"]?.stringValue ?? "identity"
             var headers = HTTPFields()
-            headers[.contentType] = meta["content_type"]?.stringValue ?? "application/octet-stream"
             if let digest = meta["digest"]?.stringValue {
-                headers[.eTag] = "\"\(digest)\""
-                if digest.hasPrefix("md5-") { headers[HTTPField.Name("Content-MD5")!] = String(digest.dropFirst(4)) }
+                // CouchDB's attachment ETag is the digest's base64, without the `md5-` prefix.
+                let etag = "\"\(digest.hasPrefix("md5-") ? String(digest.dropFirst(4)) : digest)\""
+                headers[.eTag] = etag
+                if request.header("If-None-Match") == etag {
+                    return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
+                }
             }
-            headers[.acceptRanges] = "none"
             headers[.cacheControl] = "must-revalidate"
+            headers[.contentType] = meta["content_type"]?.stringValue ?? "application/octet-stream"
+            if acceptsGzip, encoding != "identity" { headers[.contentEncoding] = encoding }
+            headers[.acceptRanges] = "none"
             return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
         case .put, .delete:
             var input: DocumentInput
@@ -278,6 +298,7 @@ extension CouchAPI {
                     throw EngineError.notFound("Document is missing attachment")
                 }
             } else {
+                // A body sent with `Content-Encoding: gzip` arrives here decoded (CouchAPI.respond).
                 attachments[name] = [
                     "content_type": .string(request.header("Content-Type") ?? "application/octet-stream"),
                     "follows": true,
@@ -301,9 +322,9 @@ extension CouchAPI {
             return .json(.object(try await db.localDocument(id: id)))
         case .put:
             try authorize(db, request.user, .write)
-            let input = try DocumentInput(json: try request.json())
+            let input = try LocalDocument(json: try request.json())
             let rev = try await db.putLocalDocument(
-                id: id, rev: request.query["rev"] ?? input.rev?.description, body: input.body, deleted: input.deleted)
+                id: id, rev: request.query["rev"] ?? input.rev, body: input.body, deleted: input.deleted)
             return .json(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created)
         case .delete:
             try authorize(db, request.user, .write)

@@ -17,6 +17,32 @@ extension CouchAPI {
         var executionStats = false
         var conflicts = false
 
+        /// `use_index` as CouchDB's mango_opts reads it: a name (`ddoc`, `_design/ddoc`,
+        /// `ddoc/index`, `_design/ddoc/index`) or a list of one or two names; null or `[]` is
+        /// none. Anything else is 400 `invalid_index_name`.
+        static func parseUseIndex(_ value: JSON) throws -> [String]? {
+            func invalid() -> EngineError {
+                EngineError(status: 400, error: "invalid_index_name", reason: "Invalid index name: \(value.text)")
+            }
+            switch value {
+            case let .string(text):
+                let parts = text.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+                switch parts.count {
+                case 1 where !parts[0].isEmpty: return parts
+                case 2 where parts[0] == "_design" && !parts[1].isEmpty: return [parts[1]]
+                case 2 where !parts[0].isEmpty && !parts[1].isEmpty: return parts
+                case 3 where parts[0] == "_design" && !parts[1].isEmpty && !parts[2].isEmpty: return [parts[1], parts[2]]
+                default: throw invalid()
+                }
+            case let .array(items):
+                let names = items.compactMap(\.stringValue)
+                guard names.count == items.count, names.count <= 2, !names.contains(where: \.isEmpty) else { throw invalid() }
+                return names.isEmpty ? nil : names
+            default:
+                throw invalid()
+            }
+        }
+
         init(_ body: JSONObject) throws {
             guard let selector = body["selector"] else { throw EngineError.badRequest("Missing required key: selector") }
             self.selector = try Selector(json: selector)
@@ -52,16 +78,23 @@ extension CouchAPI {
                 }
                 fields = items.compactMap(\.stringValue)
             }
-            if let value = body["bookmark"] {
-                guard case let .string(text) = value else { throw EngineError.badRequest("Invalid bookmark") }
-                bookmark = text == "nil" ? nil : text
-            }
-            if let value = body["use_index"] {
-                switch value {
-                case let .string(s): useIndex = [s]
-                case let .array(items) where items.allSatisfy({ $0.stringValue != nil }): useIndex = items.compactMap(\.stringValue)
-                default: throw EngineError.badRequest("Invalid use_index")
+            if let value = body["bookmark"], value != .null {
+                guard case let .string(text) = value else {
+                    throw EngineError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(value)")
                 }
+                bookmark = text == "nil" || text.isEmpty ? nil : text
+            }
+            if let value = body["use_index"], value != .null {
+                useIndex = try Self.parseUseIndex(value)
+            }
+            // As CouchDB's mango_opts: booleans must be booleans, `r` a positive integer.
+            for key in ["execution_stats", "conflicts", "update", "stable"] {
+                if let value = body[key], case .bool = value {} else if let value = body[key] {
+                    throw EngineError(status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(value.text)")
+                }
+            }
+            if let value = body["r"], (ClientCount.from(value) ?? 0) < 1 {
+                throw EngineError(status: 400, error: "invalid_pos_integer", reason: "\(value.text) is not an integer greater than zero")
             }
             executionStats = body["execution_stats"] == .bool(true)
             conflicts = body["conflicts"] == .bool(true)
@@ -107,18 +140,35 @@ extension CouchAPI {
         let sortFields = find.sort.map { Selector.splitPath($0.field) }
         // As in CouchDB, sorting on a field implies it exists: documents without it are not
         // in the results, so an index on sort fields the selector does not mention is usable.
-        func usable(_ index: MangoIndex) -> Bool {
-            index.fields.allSatisfy { find.selector.requiresField($0) || sortFields.contains($0) }
-                && (sortFields.isEmpty || index.fields.starts(with: sortFields))
+        // As CouchDB 3.4: leading index fields the selector fixes to one value (`$eq`) do not
+        // change the order, so an index on [a, b] serves a sort on b when a is fixed.
+        // (mango_idx_view:can_use_sort).
+        func sortable(_ index: MangoIndex) -> Bool {
+            guard let firstSort = sortFields.first else { return true }
+            var columns = index.fields[...]
+            while let column = columns.first {
+                if column == firstSort { return columns.starts(with: sortFields) }
+                let constant = find.selector.conditions(on: column).contains { if case .eq = $0 { return true } else { return false } }
+                guard constant else { return false }
+                columns = columns.dropFirst()
+            }
+            return false
         }
-        if let useIndex = find.useIndex {
-            let ddoc = useIndex[0].hasPrefix("_design/") ? useIndex[0] : "_design/\(useIndex[0])"
+        func usable(_ index: MangoIndex) -> Bool {
+            index.fields.allSatisfy { find.selector.requiresField($0) || sortFields.contains($0) } && sortable(index)
+        }
+        if let useIndex = find.useIndex, let first = useIndex.first {
+            let ddoc = first.hasPrefix("_design/") ? first : "_design/\(first)"
             if let named = indexes.first(where: { $0.designDocument == ddoc && (useIndex.count < 2 || $0.name == useIndex[1]) }),
                usable(named) {
                 return (named, nil)
             }
             if !sortFields.isEmpty { throw EngineError(status: 400, error: "no_usable_index", reason: "The index specified with use_index cannot answer this query's sort.") }
-            return (nil, "\(useIndex.joined(separator: "/")) was not used because it does not contain a valid index for this query.")
+            // CouchDB's wording (mango_cursor), one for a design document, one for an index in it.
+            if useIndex.count == 2 {
+                return (nil, "\(ddoc), \(useIndex[1]) was not used because it is not a valid index for this query.")
+            }
+            return (nil, "\(ddoc) was not used because it does not contain a valid index for this query.")
         }
         let candidates = indexes.filter { $0.partialFilter == nil && usable($0) }
         if !sortFields.isEmpty, sortFields != [["_id"]] {
@@ -150,7 +200,7 @@ extension CouchAPI {
             // A bookmark comes back from the client: its offset is a count like any other.
             guard let bytes = Authenticator.base64urlDecode(bookmark), let json = try? JSON.parse(bytes),
                   let n = json["offset"].flatMap(ClientCount.from) else {
-                throw EngineError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(bookmark)")
+                throw EngineError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(JSON.string(bookmark).text)")
             }
             offset = n
         }
@@ -223,62 +273,97 @@ extension CouchAPI {
         ])
     }
 
-    /// `_index`: list (GET), create (POST), delete (`DELETE /_index/{ddoc}/json/{name}`).
+    /// `_index`: list (GET), create (POST), bulk delete, and delete
+    /// (`DELETE /_index/{ddoc}/json/{name}`, the ddoc with or without `_design/`), routed as
+    /// CouchDB's mango_httpd does: 405 for a known path with another method, 404 for the rest.
     func index(_ db: Database, _ request: inout APIRequest) async throws -> APIResponse {
         let path = request.path
-        if path.count == 2 {
+        switch path.count {
+        case 2:
             switch request.method {
             case .get, .head:
                 try authorize(db, request.user, .read)
                 let indexes = try await mangoIndexList(db)
-                return .json(["total_rows": .int(indexes.count), "indexes": .array(indexes)])
+                let limit = try request.query["limit"].map { try Self.indexListCount($0, minimum: 1) } ?? indexes.count
+                let skip = min(try request.query["skip"].map { try Self.indexListCount($0, minimum: 0) } ?? 0, indexes.count)
+                let page = indexes.dropFirst(skip).prefix(limit)
+                return .json(["total_rows": .int(indexes.count), "indexes": .array(Array(page))])
             case .post:
                 try authorize(db, request.user, .admin)
                 return try await createIndex(db, try request.jsonObject(), request: request)
             default:
-                throw EngineError.methodNotAllowed("GET,HEAD,POST")
+                throw EngineError.methodNotAllowed("GET,POST")
             }
-        }
-        if path.count == 3, path[2] == "_bulk_delete" {
+        case 3 where path[2] == "_bulk_delete":
             try requireMethod(request, .post)
             try authorize(db, request.user, .admin)
+            guard case let .array(docids)? = try request.jsonObject()["docids"] else {
+                throw EngineError(status: 400, error: "missing_required_key", reason: "Missing required key: docids")
+            }
             var success: [JSON] = []
             var fail: [JSON] = []
-            for ddoc in try request.jsonObject()["docids"]?.arrayValue ?? [] {
+            for ddoc in docids {
                 guard let id = ddoc.stringValue else { continue }
+                let ddocID = id.hasPrefix("_design/") ? id : "_design/\(id)"
                 do {
-                    try await deleteIndex(db, id.hasPrefix("_design/") ? id : "_design/\(id)", name: nil, request: request)
-                    success.append(["id": .string(id), "ok": true])
+                    try await deleteIndex(db, ddocID, name: nil, request: request)
+                    success.append(["id": .string(ddocID), "ok": true])
                 } catch let error as EngineError {
-                    fail.append(["id": .string(id), "error": .string(error.error)])
+                    fail.append(["id": .string(ddocID), "error": .string(error.error)])
                 }
             }
             return .json(["success": .array(success), "fail": .array(fail)])
+        case 5, 6:
+            guard path.count == 5 || path[2] == "_design" else { throw EngineError.missing }
+            let (ddoc, type, name) = path.count == 6 ? ("_design/\(path[3])", path[4], path[5]) : (path[2], path[3], path[4])
+            guard request.method == .delete else { throw EngineError.methodNotAllowed("DELETE") }
+            try authorize(db, request.user, .admin)
+            guard type == "json" else { throw EngineError.missing }
+            try await deleteIndex(db, ddoc.hasPrefix("_design/") ? ddoc : "_design/\(ddoc)", name: name, request: request)
+            return .ok()
+        default:
+            throw EngineError.missing
         }
-        guard request.method == .delete, path.count >= 4 else { throw EngineError.methodNotAllowed("DELETE") }
-        try authorize(db, request.user, .admin)
-        let ddoc = path[2] == "_design" ? "_design/\(path[3])" : "_design/\(path[2])"
-        let rest = path[2] == "_design" ? Array(path.dropFirst(4)) : Array(path.dropFirst(3))
-        guard rest.count == 2, rest[0] == "json" else { throw EngineError.badRequest("Index type must be json") }
-        try await deleteIndex(db, ddoc, name: rest[1], request: request)
-        return .ok()
+    }
+
+    /// `limit` (at least 1) and `skip` (at least 0) of an index listing.
+    static func indexListCount(_ text: String, minimum: Int) throws -> Int {
+        guard let value = ClientCount.parse(text), value >= minimum else {
+            throw EngineError(status: 400, error: "invalid_list_index_params", reason: "Index parameter ranges: limit > 1, skip > 0")
+        }
+        return value
     }
 
     func createIndex(_ db: Database, _ body: JSONObject, request: APIRequest) async throws -> APIResponse {
+        // Checked as CouchDB's mango_opts checks an index definition.
         guard case let .object(index)? = body["index"], case let .array(fields)? = index["fields"], !fields.isEmpty else {
             throw EngineError.badRequest("Index definition must include an `index` object with a non-empty `fields` list")
         }
-        if let type = body["type"]?.stringValue, type != "json" {
-            throw EngineError.badRequest("Only json indexes are supported (type \(type) is not)")
+        if let type = body["type"], type != .string("json") {
+            throw EngineError(status: 400, error: "invalid_index_type", reason: "Invalid type for index: \(type.text); only json indexes are supported")
+        }
+        for key in ["name", "ddoc"] {
+            guard let value = body[key] else { continue }
+            guard case let .string(text) = value, !text.isEmpty, text != "_design/" else {
+                throw EngineError(status: 400, error: "invalid_empty_string", reason: "Index name or ddoc cannot be empty string")
+            }
         }
         var normalized: [JSON] = []
+        var directions: Set<String> = []
         for field in fields {
             switch field {
-            case let .string(name): normalized.append([name: "asc"])
-            case let .object(o) where o.count == 1 && (o.members[0].value == "asc" || o.members[0].value == "desc"):
+            case let .string(name) where !name.isEmpty:
+                normalized.append([name: "asc"])
+                directions.insert("asc")
+            case let .object(o) where o.count == 1 && !o.members[0].key.isEmpty
+                && (o.members[0].value == "asc" || o.members[0].value == "desc"):
                 normalized.append(field)
-            default: throw EngineError.badRequest("Invalid index field: \(field)")
+                directions.insert(o.members[0].value.stringValue ?? "")
+            default: throw EngineError(status: 400, error: "invalid_sort_field", reason: "Invalid sort field: \(field.text)")
             }
+        }
+        guard directions.count <= 1 else {
+            throw EngineError(status: 400, error: "unsupported_mixed_sort", reason: "Sorts currently only support a single direction for all fields.")
         }
         var def: JSONObject = ["fields": .array(normalized)]
         if let partial = index["partial_filter_selector"] {
@@ -312,11 +397,11 @@ extension CouchAPI {
 
     func deleteIndex(_ db: Database, _ ddocID: String, name: String?, request: APIRequest) async throws {
         guard var doc = try? await db.document(id: ddocID), doc["language"] == .string("query") else {
-            throw EngineError.notFound("Index not found")
+            throw EngineError.missing
         }
         var views = doc["views"]?.objectValue ?? JSONObject()
         if let name {
-            guard views.removeValue(forKey: name) != nil else { throw EngineError.notFound("Index not found") }
+            guard views.removeValue(forKey: name) != nil else { throw EngineError.missing }
         } else {
             views = JSONObject()
         }

@@ -68,7 +68,9 @@ extension CouchAPI {
         case "_scheduler":
             return try await scheduler(request)
         default:
-            throw EngineError.badRequest("Database names must not start with an underscore unless they are system databases: \(name)")
+            // As CouchDB: creating such a database is an illegal name; anything else finds none.
+            if request.method == .put, request.path.count == 1 { throw EngineError.illegalDatabaseName(name) }
+            throw EngineError.databaseNotFound
         }
     }
 

@@ -108,11 +108,18 @@ public final class CouchAPI: Sendable {
             if request.method == .options, origin != nil {
                 response = preflight(request)
             } else {
-                let body: [UInt8]
+                var body: [UInt8]
                 do {
                     body = Array(buffer: try await request.collectBody(upTo: options.maxBodySize))
                 } catch {
                     throw EngineError.tooLarge
+                }
+                // As CouchDB: a gzip-compressed body (IBM's SDK sends them) is decoded, within
+                // the same size limit; other codings are refused.
+                switch request.headers[.contentEncoding]?.lowercased() {
+                case nil, "identity": break
+                case "gzip": if !body.isEmpty { body = try AttachmentEncoding.gunzip(body, limit: options.maxBodySize) }
+                case let other?: throw EngineError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
                 }
                 let client = options.clientAddress.client(peer: peer, headers: request.headers)
                 let (user, refresh) = try await auth.authenticate(headers: request.headers, client: client)

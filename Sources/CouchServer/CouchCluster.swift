@@ -98,7 +98,8 @@ public struct CouchCluster: Sendable {
     }
 
     static let segmentCharacters = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#%;"))
-    static let queryCharacters = CharacterSet.urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+?#%"))
+    // `;` separates parameters for CouchDB (mochiweb) as `&` does: it is encoded too.
+    static let queryCharacters = CharacterSet.urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+?#%;"))
 
     /// The `_security` of a database on the cluster (cached for 30 s); empty when unreadable.
     func security(of db: String) async -> JSONObject {

@@ -155,7 +155,8 @@ enum PercentDecoding {
     static func query(_ raw: String?) -> [String: String] {
         guard let raw, !raw.isEmpty else { return [:] }
         var out: [String: String] = [:]
-        for pair in Substring(raw).utf8.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: true) {
+        // `;` separates parameters too, as in CouchDB's HTTP layer (mochiweb) and HTML 4.
+        for pair in Substring(raw).utf8.split(omittingEmptySubsequences: true, whereSeparator: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: ";") }) {
             if let equals = pair.firstIndex(of: UInt8(ascii: "=")) {
                 out[decode(pair[..<equals], plusAsSpace: true)] = decode(pair[pair.index(after: equals)...], plusAsSpace: true)
             } else {
@@ -167,5 +168,20 @@ enum PercentDecoding {
 
     static func path(_ raw: String) -> [String] {
         Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { decode($0, plusAsSpace: false) }
+    }
+}
+
+/// Content codings a client accepts (`Accept-Encoding`).
+enum AcceptEncoding {
+    /// Whether `coding` is accepted: named or `*`, with a quality above zero.
+    static func accepts(_ coding: String, header: String?) -> Bool {
+        guard let header else { return false }
+        for item in header.split(separator: ",") {
+            let fields = item.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard let name = fields.first, name == coding || name == "*" else { continue }
+            let quality = fields.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+            if quality > 0 { return true }
+        }
+        return false
     }
 }

@@ -61,6 +61,19 @@ final class ReplicationJobs: Sendable {
         return info
     }
 
+    /// An endpoint URL as scheduler answers show it: without credentials (CouchDB drops the
+    /// user-info part), ending in `/`. Text that is not a URL is shown as `*****`.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url), let scheme = components.scheme else { return "*****" }
+        guard scheme == "http" || scheme == "https" else { return url }
+        components.user = nil
+        components.password = nil
+        components.query = nil
+        var text = components.string ?? "*****"
+        if !text.hasSuffix("/") { text += "/" }
+        return text
+    }
+
     /// `_scheduler/jobs` rows.
     func schedulerJobs() -> [JSON] {
         all.map { job in
@@ -77,8 +90,8 @@ final class ReplicationJobs: Sendable {
                 "database": .null,
                 "doc_id": .null,
                 "node": "lt@localhost",
-                "source": .string(job.replication.source.displayName),
-                "target": .string(job.replication.target.displayName),
+                "source": .string(Self.redacted(job.replication.source.displayName)),
+                "target": .string(Self.redacted(job.replication.target.displayName)),
                 "user": job.user.map(JSON.string) ?? .null,
                 "state": .string(state),
                 "info": .object(Self.info(status)),

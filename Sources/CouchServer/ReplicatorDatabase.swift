@@ -152,8 +152,8 @@ final class ReplicatorDatabase: Sendable {
                 state = "pending"
             }
             func endpoint(_ value: JSON?) -> JSON {
-                guard let value else { return .null }
-                return value.stringValue.map(JSON.string) ?? value["url"] ?? .null
+                guard let url = value?.stringValue ?? value?["url"]?.stringValue else { return .null }
+                return .string(ReplicationJobs.redacted(url))
             }
             var info: JSON = doc["_replication_stats"] ?? .null
             if let status = job?.replication.status { info = .object(ReplicationJobs.info(status)) }
@@ -163,7 +163,11 @@ final class ReplicatorDatabase: Sendable {
             row["state"] = .string(state)
             row["info"] = info
             row["error_count"] = .int(state == "failed" || state == "crashing" ? 1 : 0)
-            row["last_updated"] = doc["_replication_state_time"] ?? .null
+            row["last_updated"] = doc["_replication_state_time"]
+                ?? job.map { .string(ISO8601DateFormatter().string(from: $0.started)) } ?? .null
+            row["start_time"] = job.map { .string(ISO8601DateFormatter().string(from: $0.started)) } ?? .null
+            row["source_proxy"] = .null
+            row["target_proxy"] = .null
             rows.append(.object(row))
         }
         return rows

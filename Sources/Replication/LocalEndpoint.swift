@@ -82,6 +82,9 @@ public struct LocalEndpoint: ReplicationEndpoint {
         var code: JSON? = .object(ddoc)
         for key in ReplicationFilter.codePath(name, function) { code = code?[key] }
         guard let text = code?.stringValue else { throw ReplicationError(.fatal, "\(ddocID) has no filter function \(function)") }
+        if filters == nil {
+            throw ReplicationError(.fatal, "Filter functions need JavaScript, which this server does not have")
+        }
         return text
     }
 

@@ -160,7 +160,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
 
     static func query(_ json: JSON) -> String {
         var allowed = CharacterSet.urlQueryAllowed
-        allowed.remove(charactersIn: "&=+#")
+        allowed.remove(charactersIn: "&=+#;")  // `;` separates parameters for CouchDB too
         return json.text.addingPercentEncoding(withAllowedCharacters: allowed) ?? json.text
     }
 
@@ -309,7 +309,16 @@ public struct RemoteEndpoint: ReplicationEndpoint {
                     guard let name = named ?? (index < following.count ? following[index] : nil),
                           var attachment = attachments[name]?.objectValue else { continue }
                     attachment.removeValue(forKey: "follows")
-                    attachment["data"] = .string(Data(body.body).base64EncodedString())
+                    // Inline data is always the plain bytes: a gzip-encoded part is decoded.
+                    var bytes = body.body
+                    let encoding = attachment.removeValue(forKey: "encoding")?.stringValue ?? body.headers["content-encoding"]
+                    attachment.removeValue(forKey: "encoded_length")
+                    if let encoding, encoding.lowercased() == "gzip" {
+                        do { bytes = try AttachmentEncoding.gunzip(bytes) } catch {
+                            throw ReplicationError(.transient, "open_revs: attachment \(name) is not valid gzip")
+                        }
+                    }
+                    attachment["data"] = .string(Data(bytes).base64EncodedString())
                     attachments[name] = .object(attachment)
                 }
                 if !attachments.isEmpty { doc["_attachments"] = .object(attachments) }

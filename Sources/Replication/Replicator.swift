@@ -174,8 +174,10 @@ public final class Replication: Sendable {
         update { $0 = ReplicationStatus(state: .connecting) }
         do {
             try await retrying { try await self.source.prepare(create: false) }
-            try await retrying { try await self.target.prepare(create: self.options.createTarget) }
+            // The id covers the filter, so a filter the source refuses fails here, before the
+            // target is created: a refused replication leaves nothing behind.
             let repID = try await replicationID()
+            try await retrying { try await self.target.prepare(create: self.options.createTarget) }
             let checkpointID = "_local/\(repID)"
             let sourceLog = try await retrying { try await self.source.localDocument(checkpointID) }
             let targetLog = try await retrying { try await self.target.localDocument(checkpointID) }

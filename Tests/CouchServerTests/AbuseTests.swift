@@ -137,6 +137,29 @@ struct AbuseTests {
         _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 
+    @Test("CONNECT is answered at once (CouchDB answers it like any method) and its connection closed, not held open as a tunnel")
+    func connectMethod() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        let fd = try Self.connect(s.port)
+        defer { close(fd) }
+        Self.send(fd, "CONNECT /lt_places/_index/a HTTP/1.1\r\nHost: x\r\n\r\n")
+        var answer: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let start = Date()
+        while Date().timeIntervalSince(start) < 5 {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            let n = read(fd, &buffer, buffer.count)
+            if n <= 0 { break }
+            answer += buffer[0..<n]
+        }
+        let text = String(decoding: answer, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 404"), "\(text)")
+        #expect(Date().timeIntervalSince(start) < 4, "the connection was held open")
+        #expect(try await s.request(.GET, "/").status == 200)
+    }
+
     @Test("Slowloris: unfinished headers and a body that stops are cut off by their timeouts; one address gets only its share of connections; a valid user is served throughout")
     func slowClients() async throws {
         let s = try TestServer(extraArguments: ["--request-timeout", "2", "--body-timeout", "1", "--max-connections-per-address", "8"])

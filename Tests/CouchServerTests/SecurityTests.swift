@@ -13,10 +13,15 @@ struct SecurityTests {
         defer { s.stop() }
         let alice = TestServer.Auth.basic("alice", "wonderland")
         let bob = TestServer.Auth.basic("bob", "builder")
+        // As CouchDB 3: `_users` is for admins; no anonymous sign-up.
+        let anonymous = try await s.request(.PUT, "/_users/org.couchdb.user:mallory", json: [
+            "name": "mallory", "type": "user", "roles": [], "password": "pw",
+        ], auth: .none)
+        #expect(anonymous.status == 401)
         for (name, password) in [("alice", "wonderland"), ("bob", "builder")] {
             let signup = try await s.request(.PUT, "/_users/org.couchdb.user:\(name)", json: [
                 "_id": .string("org.couchdb.user:\(name)"), "name": .string(name), "type": "user", "roles": [], "password": .string(password),
-            ], auth: .none)
+            ])
             #expect(signup.status == 201, "\(signup.text)")
         }
         let stored = try await s.request(.GET, "/_users/org.couchdb.user:alice").json
@@ -26,7 +31,12 @@ struct SecurityTests {
         #expect(try await s.request(.GET, "/_session", auth: alice).json["userCtx"]?["name"] == "alice")
         #expect(try await s.request(.GET, "/_session", auth: .basic("alice", "wrong")).status == 401)
         #expect(try await s.request(.GET, "/_users/org.couchdb.user:alice", auth: bob).status == 403)
+        #expect(try await s.request(.GET, "/_users/org.couchdb.user:alice", auth: alice).status == 403)
+        // An admin may open `_users` to members; each then reaches only their own document.
+        #expect(try await s.request(.PUT, "/_users/_security", json: ["members": ["names": ["alice", "bob"], "roles": []]]).status == 200)
+        #expect(try await s.request(.GET, "/_users/org.couchdb.user:alice", auth: bob).status == 403)
         #expect(try await s.request(.GET, "/_users/org.couchdb.user:alice", auth: alice).status == 200)
+        #expect(try await s.request(.GET, "/_users/_all_docs", auth: alice).status == 403)
         let escalate = try await s.request(.PUT, "/_users/org.couchdb.user:alice?rev=\(stored["_rev"]!.stringValue!)", json: [
             "_id": "org.couchdb.user:alice", "name": "alice", "type": "user", "roles": ["_admin"], "password": "x",
         ], auth: alice)

@@ -94,7 +94,7 @@ struct SharedDatabaseTests {
         }
         let aliceAuth = TestServer.Auth.basic(alice.key, alice.secret)
         let mine = try await s.request(.GET, "/\(db)/_all_docs", auth: aliceAuth)
-        #expect(mine.status == 200 && Set(ids(mine)) == Set((0..<25).map { "fix\($0)" }))
+        #expect(mine.status == 200 && Set(ids(mine)) == Set((0..<25).map { "fix\($0)" }), "\(mine.status) \(mine.text.prefix(300))")
         let changes = try await s.request(.GET, "/\(db)/_changes", auth: .basic(bob.key, bob.secret))
         #expect(Set(ids(changes, "results")) == Set((0..<10).map { "fix\($0)" }))
 

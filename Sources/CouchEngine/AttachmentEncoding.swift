@@ -1,0 +1,63 @@
+import CompressNIO
+import NIOCore
+
+/// How attachment bodies are kept, as CouchDB keeps them: bodies of compressible types
+/// (`text/*`, JSON, JavaScript, XML) are stored gzip-compressed, with `"encoding": "gzip"`,
+/// `encoded_length` (stored bytes) and `length` (decoded bytes) in their metadata and a digest
+/// of the stored bytes. zlib with CouchDB's settings (level 8, 15-bit window, memory level 8)
+/// gives the same bytes CouchDB stores, so the same text has the same digest on both.
+///
+/// Replication moves the stored bytes untouched (`follows` parts carry `encoding`); a plain
+/// read decodes them.
+public enum AttachmentEncoding {
+    /// CouchDB's default `[attachments] compressible_types`.
+    static let compressibleTypes = ["text/*", "application/javascript", "application/json", "application/xml"]
+
+    /// Largest body a gzip attachment may decode to: a guard against decompression bombs.
+    public static let maxDecodedSize = 1 << 30
+
+    /// Whether CouchDB compresses attachments of this content type (parameters ignored, any case).
+    public static func isCompressible(_ contentType: String) -> Bool {
+        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return compressibleTypes.contains { pattern in
+            if pattern.hasSuffix("/*") { return type.hasPrefix(pattern.dropLast()) }
+            return type == pattern
+        }
+    }
+
+    /// gzip with CouchDB's zlib settings.
+    public static func gzip(_ bytes: [UInt8]) throws -> [UInt8] {
+        var input = ByteBuffer(bytes: bytes)
+        let configuration = ZlibConfiguration(windowSize: Int32(15), compressionLevel: Int32(8), memoryLevel: Int32(8), strategy: .default)
+        let output = try input.compress(with: .gzip(configuration: configuration))
+        return Array(output.readableBytesView)
+    }
+
+    /// Decodes a gzip body; throws `bad_request` when it is not valid gzip or decodes to more
+    /// than `limit` bytes.
+    public static func gunzip(_ bytes: [UInt8], limit: Int = maxDecodedSize) throws -> [UInt8] {
+        guard !bytes.isEmpty else { throw EngineError.badRequest("An attachment marked \"encoding\": \"gzip\" is empty") }
+        var input = ByteBuffer(bytes: bytes)
+        do {
+            let output = try input.decompress(with: .gzip(), maxSize: limit)
+            return Array(output.readableBytesView)
+        } catch let error as CompressNIOError where error == .bufferOverflow {
+            throw EngineError(status: 413, error: "too_large", reason: "A gzip attachment decodes to more than \(limit) bytes")
+        } catch {
+            throw EngineError.badRequest("An attachment marked \"encoding\": \"gzip\" is not valid gzip data")
+        }
+    }
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
+        var slice = Substring(self)
+        while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
+        while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
+        return String(slice)
+    }
+}
+
+extension Set where Element == Character {
+    fileprivate static let whitespaces: Set<Character> = [" ", "\t"]
+}

@@ -1,0 +1,147 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import LTTestSupport
+import Testing
+
+/// Single requests whose answers differed from Apache CouchDB 3.4.3's (issue 23), each checked
+/// against what CouchDB 3.4.3 answered to the same request (noted beside it).
+@Suite("Answers as CouchDB 3.4.3 gives them")
+struct CouchDBAnswersTests {
+    @Test("Unknown resources, illegal names and ids, the URL's document id, _bulk_get without rev")
+    func namesAndResources() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        // CouchDB: 404 {"error":"not_found","reason":"missing"}; writing one: 400 illegal_docid.
+        let unknown = try await s.request(.GET, "/db/_no_such_endpoint")
+        #expect(unknown.status == 404 && unknown.json["error"] == "not_found")
+        let write = try await s.request(.PUT, "/db/_no_such_endpoint", json: [:])
+        #expect(write.status == 400 && write.json["error"] == "illegal_docid")
+        // CouchDB: PUT /_leading is 400 illegal_database_name; GET is 404 "Database does not exist."
+        let create = try await s.request(.PUT, "/_leading")
+        #expect(create.status == 400 && create.json["error"] == "illegal_database_name")
+        #expect(try await s.request(.GET, "/_leading").status == 404)
+        // CouchDB: the URL names the document; a different `_id` in the body is ignored.
+        let put = try await s.request(.PUT, "/db/urlid", json: ["_id": "other", "a": 1])
+        #expect(put.status == 201 && put.json["id"] == "urlid")
+        #expect(try await s.request(.GET, "/db/other").status == 404)
+        // CouchDB: _bulk_get without `rev` answers every leaf; a missing document, rev "undefined".
+        let first = try await s.request(.PUT, "/db/c", json: ["n": 1]).json["rev"]?.stringValue ?? ""
+        _ = try await s.request(.POST, "/db/_bulk_docs", json: ["new_edits": false, "docs": [
+            ["_id": "c", "_rev": .string("2-" + String(repeating: "a", count: 32)), "_revisions": ["start": 2, "ids": [.string(String(repeating: "a", count: 32)), "ffff"]]],
+        ]])
+        let bulk = try await s.request(.POST, "/db/_bulk_get", json: ["docs": [["id": "c"], ["id": "nope"]]])
+        let leaves = bulk.json["results"]?[0]?["docs"]?.arrayValue?.compactMap { $0["ok"]?["_rev"]?.stringValue } ?? []
+        #expect(Set(leaves) == [first, "2-" + String(repeating: "a", count: 32)], "\(bulk.text)")
+        #expect(bulk.json["results"]?[1]?["docs"]?[0]?["error"]?["rev"] == "undefined")
+    }
+
+    @Test("_find and _index: use_index null or [], bad bookmarks, invalid index definitions, _index routes")
+    func mango() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        _ = try await s.request(.POST, "/db/_bulk_docs", json: ["docs": [["_id": "a", "n": 1], ["_id": "b", "n": 2]]])
+        // CouchDB's own Mango suite sends `"use_index": null`; `[]` once crashed lt.
+        for useIndex: JSON in [.null, [], "_design/none"] {
+            let found = try await s.request(.POST, "/db/_find", json: ["selector": ["n": ["$gt": 0]], "use_index": useIndex])
+            #expect(found.status == 200 && found.json["docs"]?.arrayValue?.count == 2, "\(useIndex.text): \(found.text)")
+        }
+        #expect(try await s.request(.POST, "/db/_find", json: ["selector": [:], "use_index": ["", "x"]]).json["error"] == "invalid_index_name")
+        let bookmark = try await s.request(.POST, "/db/_find", json: ["selector": [:], "bookmark": "bad-bookmark"])
+        #expect(bookmark.status == 400 && bookmark.json["error"] == "invalid_bookmark")
+        #expect(bookmark.json["reason"] == #"Invalid bookmark value: "bad-bookmark""#)
+        // Definitions CouchDB refuses with 400.
+        let bad: [JSON] = [
+            ["index": ["fields": [""]]],
+            ["index": ["fields": [["n": "asc"], ["m": "desc"]]]],
+            ["index": ["fields": [["n": 2]]]],
+            ["index": ["fields": ["n"]], "name": ""],
+            ["index": ["fields": ["n"]], "name": true],
+            ["index": ["fields": ["n"]], "ddoc": "_design/"],
+            ["index": ["fields": ["n"]], "type": "geo"],
+            ["index": ["fields": ["n"]], "type": .null],
+        ]
+        for body in bad {
+            #expect(try await s.request(.POST, "/db/_index", json: body).status == 400, "\(body.text)")
+        }
+        #expect(try await s.request(.POST, "/db/_index", json: ["index": ["fields": ["n"]], "ddoc": "dd", "name": "idx"]).status == 200)
+        // Routes: unknown paths 404, known paths with another method 405.
+        #expect(try await s.request(.PUT, "/db/_index/a").status == 404)
+        #expect(try await s.request(.GET, "/db/_index/a/b/c/d").status == 404)
+        #expect(try await s.request(.GET, "/db/_index/_bulk_delete").status == 405)
+        #expect(try await s.request(.GET, "/db/_index/dd/json/idx").status == 405)
+        #expect(try await s.request(.GET, "/db/_index/_design/dd/json/idx").status == 405)
+        #expect(try await s.request(.DELETE, "/db/_index/dd/json/missing").status == 404)
+        #expect(try await s.request(.DELETE, "/db/_index/_design/dd/json/idx").json["ok"] == true)
+    }
+
+    @Test("Request bodies sent gzip-compressed are read (IBM's SDK sends them); other codings are 415")
+    func compressedBodies() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        let body = try AttachmentEncoding.gzip(JSON.object(["docs": [["_id": "z", "n": 1]]]).bytes)
+        let bulk = try await s.request(.POST, "/db/_bulk_docs", body: body, headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+        #expect(bulk.status == 201, "\(bulk.text)")
+        #expect(try await s.request(.GET, "/db/z").json["n"] == 1)
+        let brotli = try await s.request(.POST, "/db/_bulk_docs", body: [1, 2, 3], headers: [("Content-Type", "application/json"), ("Content-Encoding", "br")])
+        #expect(brotli.status == 415)
+        let broken = try await s.request(.POST, "/db/_bulk_docs", body: [1, 2, 3], headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
+        #expect(broken.status == 400)
+    }
+
+    @Test("A read that shows conflicts has no ETag, so a cached copy cannot hide their resolution")
+    func conflictsAreNotCached() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        let first = try await s.request(.PUT, "/db/x", json: ["n": 1]).json["rev"]?.stringValue ?? ""
+        _ = try await s.request(.PUT, "/db/x?rev=\(first)", json: ["n": 2])
+        let branch = "2-" + String(repeating: "c", count: 32)
+        _ = try await s.request(.POST, "/db/_bulk_docs", json: ["new_edits": false, "docs": [
+            ["_id": "x", "_rev": .string(branch), "_revisions": ["start": 2, "ids": [.string(String(repeating: "c", count: 32)), .string(String(first.dropFirst(2)))]]],
+        ]])
+        let conflicted = try await s.request(.GET, "/db/x?conflicts=true")
+        #expect(conflicted.json["_conflicts"] != nil && conflicted.headers.first(name: "ETag") == nil)
+        let winner = conflicted.json["_rev"]?.stringValue ?? ""
+        let loser = conflicted.json["_conflicts"]?[0]?.stringValue ?? ""
+        // A client holding the winner's ETag from a plain read still gets the conflicts: an
+        // answer with metadata is never "not modified" (the winning revision did not change).
+        let revalidated = try await s.request(.GET, "/db/x?conflicts=true", headers: [("If-None-Match", "\"\(winner)\"")])
+        #expect(revalidated.status == 200 && revalidated.json["_conflicts"] != nil, "\(revalidated.status) \(revalidated.text)")
+        #expect(try await s.request(.DELETE, "/db/x?rev=\(loser)").status == 200)
+        let resolved = try await s.request(.GET, "/db/x?conflicts=true")
+        #expect(resolved.status == 200 && resolved.json["_conflicts"] == nil && resolved.json["_rev"] == .string(winner))
+        // Without metadata the ETag and 304 stay.
+        let plain = try await s.request(.GET, "/db/x")
+        #expect(plain.headers.first(name: "ETag") == "\"\(winner)\"")
+        #expect(try await s.request(.GET, "/db/x", headers: [("If-None-Match", "\"\(winner)\"")]).status == 304)
+    }
+
+    @Test("Replication: a refused request creates nothing; _scheduler shows _replicator jobs in CouchDB's shape, credentials removed")
+    func replicationAnswers() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/src")
+        _ = try await s.request(.PUT, "/src/a", json: ["n": 1])
+        let refused = try await s.request(.POST, "/_replicate", json: ["source": "src", "target": "never", "create_target": true, "filter": "nope/none"])
+        #expect(refused.status >= 400, "\(refused.text)")
+        #expect(try await s.request(.GET, "/never").status == 404, "a refused replication created its target")
+
+        let secret = TestServer.admin.1
+        let source = "http://\(TestServer.admin.0):\(secret)@127.0.0.1:\(s.port)/src"
+        _ = try await s.request(.PUT, "/_replicator")
+        #expect(try await s.request(.PUT, "/_replicator/job", json: ["source": .string(source), "target": "copy", "create_target": true, "continuous": true]).status == 201)
+        #expect(try await eventually(30) { try await s.request(.GET, "/copy/a").status == 200 })
+        let docs = try await s.request(.GET, "/_scheduler/docs")
+        let one = try await s.request(.GET, "/_scheduler/docs/_replicator/job")
+        let jobs = try await s.request(.GET, "/_scheduler/jobs")
+        for reply in [docs, one, jobs] { #expect(!reply.text.contains(secret), "\(reply.text)") }
+        #expect(one.json["state"] == "running" && one.json["doc_id"] == "job" && one.json["database"] == "_replicator", "\(one.text)")
+        #expect(one.json["source"] == .string("http://127.0.0.1:\(s.port)/src/"))
+        #expect((one.json["info"]?["docs_written"]?.intValue ?? 0) >= 1 && one.json["error_count"] == 0)
+        #expect(try await s.request(.GET, "/_scheduler/docs/_replicator/none").status == 404)
+    }
+}

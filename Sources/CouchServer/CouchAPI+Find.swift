@@ -16,6 +16,8 @@ extension CouchAPI {
         var useIndex: [String]?
         var executionStats = false
         var conflicts = false
+        var stable = false
+        var update = true
 
         /// `use_index` as CouchDB's mango_opts reads it: a name (`ddoc`, `_design/ddoc`,
         /// `ddoc/index`, `_design/ddoc/index`) or a list of one or two names; null or `[]` is
@@ -98,6 +100,8 @@ extension CouchAPI {
             }
             executionStats = body["execution_stats"] == .bool(true)
             conflicts = body["conflicts"] == .bool(true)
+            stable = body["stable"] == .bool(true)
+            update = body["update"] != .bool(false)
         }
     }
 
@@ -171,21 +175,24 @@ extension CouchAPI {
             return (nil, "\(ddoc) was not used because it does not contain a valid index for this query.")
         }
         let candidates = indexes.filter { $0.partialFilter == nil && usable($0) }
+        // CouchDB's ranking (mango_cursor_view:choose_best_index): the index whose leading
+        // columns the selector narrows the most, then the one with fewer columns, then by name.
+        func prefix(_ index: MangoIndex) -> Int {
+            index.fields.prefix { find.selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count
+        }
+        let best = candidates.min { a, b in
+            let (pa, pb) = (prefix(a), prefix(b))
+            if pa != pb { return pa > pb }
+            if a.fields.count != b.fields.count { return a.fields.count < b.fields.count }
+            return (a.designDocument, a.name) < (b.designDocument, b.name)
+        }
         if !sortFields.isEmpty, sortFields != [["_id"]] {
-            guard let index = candidates.first else {
+            guard let best else {
                 throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
             }
-            return (index, nil)
+            return (best, nil)
         }
-        let ranged = candidates.first { index in
-            find.selector.conditions(on: index.fields[0]).contains { condition in
-                switch condition {
-                case .eq, .gt, .gte, .lt, .lte, .beginsWith: return true
-                default: return false
-                }
-            }
-        }
-        if let index = ranged ?? candidates.first { return (index, nil) }
+        if let best { return (best, nil) }
         return (nil, "No matching index found, create an index to optimize query time.")
     }
 
@@ -263,14 +270,30 @@ extension CouchAPI {
             "selector": find.selector.normalizedJSON,
             "opts": ["use_index": .array((find.useIndex ?? []).map(JSON.string)), "bookmark": "nil", "limit": .int(find.limit),
                      "skip": .int(find.skip), "sort": [:], "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
-                     "r": [49], "conflicts": .bool(find.conflicts), "execution_stats": .bool(find.executionStats)],
+                     "r": 1, "conflicts": .bool(find.conflicts), "execution_stats": .bool(find.executionStats),
+                     "partition": "", "stable": .bool(find.stable), "stale": false, "update": .bool(find.update), "allow_fallback": true],
             "limit": .int(find.limit),
             "skip": .int(find.skip),
             "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
+            "mrargs": mrargs(find, index: index),
             "covering": false,
             "index_candidates": [],
             "selector_hints": [],
         ])
+    }
+
+    /// The view arguments CouchDB's explain shows (`mango_cursor_view:explain`): the key range
+    /// the index is read in, direction, and the read options.
+    func mrargs(_ find: FindRequest, index: MangoIndex?) -> JSON {
+        var (start, end) = index.map { MangoRange.keys(columns: $0.fields, selector: find.selector) }
+            ?? MangoRange.idKeys(selector: find.selector)
+        let descending = find.sort.first?.descending ?? false
+        if descending { swap(&start, &end) }
+        return [
+            "include_docs": true, "view_type": "map", "reduce": false, "partition": .null,
+            "start_key": start, "end_key": end, "direction": descending ? "rev" : "fwd",
+            "stable": .bool(find.stable), "update": .bool(find.update), "conflicts": find.conflicts ? true : "undefined",
+        ]
     }
 
     /// `_index`: list (GET), create (POST), bulk delete, and delete

@@ -59,7 +59,7 @@ extension CouchAPI {
 }
 
 /// One owner request to a shared database: how its ids go in and come back.
-struct OwnerRequest {
+package struct OwnerRequest {
     let api: CouchAPI
     let db: String
     let namespace: OwnerNamespace
@@ -317,13 +317,19 @@ struct OwnerRequest {
     /// One line of a changes feed in the owner's ids: a row (maybe followed by a comma), a
     /// whole `{"results": [...]}` answer, or an event-stream `data:` line. Other lines
     /// (array brackets, heartbeats, `id:`) pass as they are; rows of other owners are dropped.
-    static func visibleChangesLine(_ line: ArraySlice<UInt8>, _ namespace: OwnerNamespace) -> [UInt8]? {
+    package static func visibleChangesLine(_ line: ArraySlice<UInt8>, _ namespace: OwnerNamespace) -> [UInt8]? {
         let dataPrefix = Array("data: ".utf8)
         var content = line
         var lead: [UInt8] = []
         if content.starts(with: dataPrefix) {
             lead = dataPrefix
             content = content.dropFirst(dataPrefix.count)
+        }
+        // CouchDB ends its lines with `\r\n` (rows of a normal feed are `{...},\r`).
+        var carriageReturn = false
+        if content.last == UInt8(ascii: "\r") {
+            carriageReturn = true
+            content = content.dropLast()
         }
         var trailingComma = false
         if content.last == UInt8(ascii: ",") {
@@ -341,7 +347,7 @@ struct OwnerRequest {
         } else {
             return Array(line)
         }
-        return lead + out.bytes + (trailingComma ? [UInt8(ascii: ",")] : [])
+        return lead + out.bytes + (trailingComma ? [UInt8(ascii: ",")] : []) + (carriageReturn ? [UInt8(ascii: "\r")] : [])
     }
 
     func bulkDocs() async throws -> APIResponse {

@@ -211,7 +211,8 @@ public final class CouchAPI: Sendable {
     func requireServerAdmin(_ request: APIRequest) throws {
         guard request.user.isServerAdmin else {
             if request.user.name == nil { throw EngineError.unauthorized }
-            throw EngineError.forbidden("You are not a server admin.")
+            // CouchDB answers a signed-in user who is not an admin with 401, not 403.
+            throw EngineError(status: 401, error: "unauthorized", reason: "You are not a server admin.")
         }
     }
 

@@ -122,6 +122,14 @@ public final class TrackerService: Sendable {
     /// `created_at`, which the original client needs), `lt_locations_all` (admins and the `analyst` role),
     /// and the `_design/points` geo index where locations and places live.
     public func prepare(places: [JSON]) async throws {
+        // Consolidation follows `_db_updates`, which Apache CouchDB answers (404 otherwise) only
+        // when its `_global_changes` database exists: a node set up without `_cluster_setup`
+        // has none. Created here, as that setup would.
+        if try await couch.request(.get, "/_db_updates", query: ["limit": "1"], body: nil).status == 404 {
+            let created = try await couch.request(.put, "/_global_changes")
+            guard created.ok || created.status == 412 else { throw failure(created, "create _global_changes, which CouchDB's _db_updates needs") }
+            logger.notice("created _global_changes on the cluster: CouchDB's _db_updates needs it")
+        }
         _ = try await createDatabase(TrackerService.usersDB)
         if try await createDatabase(TrackerService.placesDB) {
             // Under the places' own ids, so importing the same file later changes nothing.

@@ -8,13 +8,14 @@ import Testing
 import TrackerKit
 
 /// Cluster mode against a stand-in cluster: a second `lt serve --database-only` speaking the
-/// CouchDB API on its own port. The tests use nothing of it that CouchDB lacks: databases,
+/// CouchDB API on its own port, or, with LT_TEST_COUCHDB_URL, that real CouchDB (emptied first:
+/// a throwaway instance). The tests use nothing of it that CouchDB lacks: databases,
 /// `_security`, `_users`, documents, `_session`.
 @Suite("Cluster mode", .serialized, .timeLimit(.minutes(3)))
 struct ClusterModeTests {
     static func start() throws -> (cluster: TestServer, url: String) {
-        let cluster = try TestServer(databaseOnly: true)
-        return (cluster, "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(cluster.port)")
+        let cluster = try TestServer.clusterStandIn()
+        return (cluster, cluster.adminURL)
     }
 
     @Test("Users, keys and private databases on the cluster; devices write there directly with their keys and nowhere else; consolidation into the cluster's lt_locations_all; places and the map answered from this server's mirrors; a second instance serves the same users")

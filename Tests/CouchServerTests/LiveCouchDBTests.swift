@@ -185,7 +185,7 @@ struct LiveCouchDBTests {
         for db in [source, "back_from_lt"] { _ = try await couchRequest(server, .DELETE, "/\(db)") }
     }
 
-    @Test("lt's own replicator pulls from and pushes to CouchDB; continuous _replicator jobs run on both, shown by _scheduler without credentials")
+    @Test("lt's own replicator (the server's and `lt replicate`) pulls from and pushes to CouchDB; continuous _replicator jobs run on both, shown by _scheduler without credentials")
     func ltReplicatorAndContinuousJobs() async throws {
         let server = try TestServer()
         defer { server.stop() }
@@ -202,6 +202,16 @@ struct LiveCouchDBTests {
                                             timeout: .minutes(10))
         #expect(push.status == 200, "\(push.text)")
         expectSame(try await snapshot(server, base: couch.base, "pushed_by_lt"), expected, "lt pushes to CouchDB")
+
+        // `lt replicate` (the command line, a device's local store): from CouchDB, and back to it.
+        let device = FileManager.default.temporaryDirectory.appendingPathComponent("lt-live-device-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: device) }
+        _ = try await couchRequest(server, .DELETE, "/pushed_by_cli")
+        let down = try TestServer.runLT(["replicate", couchURL(source), device.path + "/copy", "--create-target"])
+        #expect(down.status == 0, "\(down.output) \(down.errors)")
+        let up = try TestServer.runLT(["replicate", device.path + "/copy", couchURL("pushed_by_cli"), "--create-target"])
+        #expect(up.status == 0, "\(up.output) \(up.errors)")
+        expectSame(try await snapshot(server, base: couch.base, "pushed_by_cli"), expected, "lt replicate: CouchDB → a local store → CouchDB")
 
         // A continuous job in CouchDB's _replicator, into lt; new writes keep arriving.
         let job = "lt-live-\(UUID().uuidString.prefix(8))"
@@ -229,6 +239,6 @@ struct LiveCouchDBTests {
         #expect(scheduler.json["state"] == "running" && (scheduler.json["info"]?["docs_written"]?.intValue ?? 0) > 0, "\(scheduler.text)")
         let jobs = try await server.request(.GET, "/_scheduler/jobs")
         #expect(!scheduler.text.contains(couch.password) && !jobs.text.contains(couch.password))
-        for db in [source, "pushed_by_lt"] { _ = try await couchRequest(server, .DELETE, "/\(db)") }
+        for db in [source, "pushed_by_lt", "pushed_by_cli"] { _ = try await couchRequest(server, .DELETE, "/\(db)") }
     }
 }

@@ -29,6 +29,22 @@ struct OwnerNamespaceTests {
         }
     }
 
+    @Test("Changes feed lines in the owner's ids, in lt's layout and in CouchDB's (rows ending `,\\r`); other owners' rows dropped")
+    func changesLines() {
+        let bob = OwnerNamespace(owner: "bob")
+        func visible(_ text: String) -> String? {
+            OwnerRequest.visibleChangesLine(ArraySlice(Array(text.utf8)), bob).map { String(decoding: $0, as: UTF8.self) }
+        }
+        let row = #"{"seq":"1-g1","id":"\#(bob.stored("fix0"))","changes":[{"rev":"1-a"}]}"#
+        let mine = #"{"seq":"1-g1","id":"fix0","changes":[{"rev":"1-a"}]}"#
+        #expect(visible(row) == mine)
+        #expect(visible(row + ",") == mine + ",")
+        #expect(visible(row + ",\r") == mine + ",\r")  // CouchDB 3.4's normal feed
+        #expect(visible(row + "\r") == mine + "\r")
+        #expect(visible(#"{"seq":"2-g1","id":"\#(OwnerNamespace(owner: "amy").stored("fix0"))","changes":[]},\#r"#) == nil)
+        #expect(visible("],\r") == "],\r")
+    }
+
     @Test("An owner is the one role with the owner prefix; none or several give no owner access")
     func ownerFromRoles() {
         let shared = SharedDatabase(name: "s", ownerRolePrefix: "lt_owner_")

@@ -11,7 +11,10 @@ final class TestServer: @unchecked Sendable {
     let ownsDirectory: Bool
     private(set) var port = 0
     private(set) var appPort = 0
-    static let admin = ("admin", "s3cr3t-pw")
+    /// The server admin of every `lt serve` the tests start. With LT_TEST_COUCHDB_URL, the real
+    /// CouchDB's admin: requests passed through to that cluster then authenticate there too
+    /// (CouchDB locks out a name after a few wrong passwords).
+    static let admin: (String, String) = LiveCouchDB.isSet ? (LiveCouchDB.endpoint.user, LiveCouchDB.endpoint.password) : ("admin", "s3cr3t-pw")
 
     /// The `lt` binary built next to the test bundle (or `LT_BINARY`).
     static var binary: URL {
@@ -45,15 +48,82 @@ final class TestServer: @unchecked Sendable {
             try self.init(extraArguments: extraArguments)
             return
         }
-        let stand = try TestServer(databaseOnly: true)
+        let stand = try TestServer.clusterStandIn()
         do {
-            try self.init(extraArguments: ["--couchdb", "http://\(Self.admin.0):\(Self.admin.1)@127.0.0.1:\(stand.port)"] + extraArguments)
+            try self.init(extraArguments: ["--couchdb", stand.adminURL] + extraArguments)
         } catch {
             stand.stop()
             throw error
         }
         self.cluster = stand
         if !extraArguments.contains("single-db") { port = stand.port }
+    }
+
+    /// The credentials `.admin` requests carry: this server's admin, or a real CouchDB's.
+    private(set) var credentials = TestServer.admin
+
+    /// This server's address with its admin credentials, as `lt serve --couchdb` takes it.
+    var adminURL: String { "http://\(credentials.0):\(credentials.1)@127.0.0.1:\(port)" }
+
+    /// The cluster cluster-mode tests keep their data in: a stand-in (`lt serve
+    /// --database-only`), or with LT_TEST_COUCHDB_URL that real CouchDB, emptied first of
+    /// every database but the system ones and of every user (it must be a throwaway
+    /// instance; docs/compatibility.md).
+    static func clusterStandIn() throws -> TestServer {
+        guard LiveCouchDB.isSet else { return try TestServer(databaseOnly: true) }
+        return try TestServer(externalCouchDB: LiveCouchDB.endpoint)
+    }
+
+    /// A CouchDB this test does not run (no process, no data directory of ours), emptied.
+    init(externalCouchDB endpoint: (base: String, user: String, password: String)) throws {
+        dataDirectory = FileManager.default.temporaryDirectory
+        ownsDirectory = false
+        credentials = (endpoint.user, endpoint.password)
+        port = URLComponents(string: endpoint.base)?.port ?? 5984
+        try Self.empty(endpoint)
+    }
+
+    /// Deletes every non-system database and every `_users`/`_replicator` document.
+    static func empty(_ endpoint: (base: String, user: String, password: String)) throws {
+        let auth = basic(endpoint.user, endpoint.password)
+        for db in try blocking(.GET, endpoint.base + "/_all_dbs", auth: auth).arrayValue ?? [] {
+            guard let name = db.stringValue, !name.hasPrefix("_") else { continue }
+            _ = try blocking(.DELETE, endpoint.base + "/" + (name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? name), auth: auth)
+        }
+        for db in ["_users", "_replicator"] {
+            let rows = try blocking(.GET, endpoint.base + "/\(db)/_all_docs", auth: auth)["rows"]?.arrayValue ?? []
+            let gone: [JSON] = rows.compactMap { row in
+                guard let id = row["id"]?.stringValue, !id.hasPrefix("_design/"), let rev = row["value"]?["rev"] else { return nil }
+                return ["_id": .string(id), "_rev": rev, "_deleted": true]
+            }
+            if !gone.isEmpty { _ = try blocking(.POST, endpoint.base + "/\(db)/_bulk_docs", auth: auth, json: ["docs": .array(gone)]) }
+        }
+    }
+
+    /// One request from a synchronous context (setting up a cluster before a server starts).
+    static func blocking(_ method: HTTPMethod, _ url: String, auth: String, json: JSON? = nil) throws -> JSON {
+        final class Outcome: @unchecked Sendable { var result: Result<JSON, any Error> = .success(.null) }
+        let outcome = Outcome()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do {
+                var request = HTTPClientRequest(url: url)
+                request.method = method
+                request.headers.add(name: "Authorization", value: auth)
+                if let json {
+                    request.headers.add(name: "Content-Type", value: "application/json")
+                    request.body = .bytes(ByteBuffer(bytes: json.bytes))
+                }
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+                let body = try await response.body.collect(upTo: 64 * 1024 * 1024)
+                outcome.result = .success((try? JSON.parse(Array(buffer: body))) ?? .null)
+            } catch {
+                outcome.result = .failure(error)
+            }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.result.get()
     }
 
     /// `databaseOnly`: `lt serve --database-only` (a CouchDB stand-in; no application port).
@@ -134,7 +204,7 @@ final class TestServer: @unchecked Sendable {
         var request = HTTPClientRequest(url: (base ?? baseURL) + path)
         request.method = method
         switch auth {
-        case .admin: request.headers.add(name: "Authorization", value: Self.basic(Self.admin.0, Self.admin.1))
+        case .admin: request.headers.add(name: "Authorization", value: Self.basic(credentials.0, credentials.1))
         case let .basic(name, password): request.headers.add(name: "Authorization", value: Self.basic(name, password))
         case let .cookie(value): request.headers.add(name: "Cookie", value: value)
         case .none: break

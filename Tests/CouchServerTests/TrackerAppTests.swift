@@ -101,7 +101,8 @@ struct TrackerAppTests {
         ]
         for (method, path, body) in reads {
             let asBob = try await s.request(method, path, json: body, auth: .basic(bob.key, bob.secret))
-            #expect(asBob.status == 403, "bob \(method) \(path): \(asBob.status)")
+            // As CouchDB: a signed-in user is refused 403 by a database's _security, 401 by a server-admin endpoint.
+            #expect(asBob.status == (path == "/_all_dbs" ? 401 : 403), "bob \(method) \(path): \(asBob.status)")
             let anonymous = try await s.request(method, path, json: body, auth: .none)
             #expect(anonymous.status == 401, "anonymous \(method) \(path): \(anonymous.status)")
         }
@@ -117,7 +118,8 @@ struct TrackerAppTests {
         #expect(!listed.text.contains(alice.secret) && !listed.text.contains("derived_key"))
         #expect(try await s.app(.DELETE, "/api/keys/\(alice.key)", auth: .basic(bob.key, bob.secret)).status == 404)
         #expect(try await s.app(.DELETE, "/api/keys/\(alice.key)", auth: .basic(second.key, second.secret)).status == 200)
-        #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic(alice.key, alice.secret)).status == 401)
+        // At once on lt; a real CouchDB may honour the revoked key until its credentials cache catches up.
+        #expect(try await eventually(10) { try await s.request(.GET, "/\(db)/secret", auth: .basic(alice.key, alice.secret)).status == 401 })
         #expect(try await s.request(.GET, "/\(db)/secret", auth: .basic(second.key, second.secret)).status == 200)
         #expect(try await s.app(.GET, "/api/keys", auth: .basic(second.key, second.secret)).json["keys"]?.arrayValue?.count == 1)
         #expect(try await s.app(.GET, "/api/keys").status == 401)

@@ -18,6 +18,8 @@ extension CouchAPI {
         var conflicts = false
         var stable = false
         var update = true
+        /// Whether another index may answer when `use_index` cannot (CouchDB's `allow_fallback`).
+        var allowFallback = true
 
         /// `use_index` as CouchDB's mango_opts reads it: a name (`ddoc`, `_design/ddoc`,
         /// `ddoc/index`, `_design/ddoc/index`) or a list of one or two names; null or `[]` is
@@ -90,7 +92,7 @@ extension CouchAPI {
                 useIndex = try Self.parseUseIndex(value)
             }
             // As CouchDB's mango_opts: booleans must be booleans, `r` a positive integer.
-            for key in ["execution_stats", "conflicts", "update", "stable"] {
+            for key in ["execution_stats", "conflicts", "update", "stable", "allow_fallback"] {
                 if let value = body[key], case .bool = value {} else if let value = body[key] {
                     throw EngineError(status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(value.text)")
                 }
@@ -101,6 +103,7 @@ extension CouchAPI {
             executionStats = body["execution_stats"] == .bool(true)
             conflicts = body["conflicts"] == .bool(true)
             stable = body["stable"] == .bool(true)
+            allowFallback = body["allow_fallback"] != .bool(false)
             update = body["update"] != .bool(false)
         }
     }
@@ -161,18 +164,23 @@ extension CouchAPI {
         func usable(_ index: MangoIndex) -> Bool {
             index.fields.allSatisfy { find.selector.requiresField($0) || sortFields.contains($0) } && sortable(index)
         }
+        // `use_index` names an index; when it cannot answer, CouchDB falls back to the best
+        // usable one with a warning, or, with `allow_fallback: false`, refuses (mango_cursor:create).
+        var warnings: [String] = []
         if let useIndex = find.useIndex, let first = useIndex.first {
             let ddoc = first.hasPrefix("_design/") ? first : "_design/\(first)"
             if let named = indexes.first(where: { $0.designDocument == ddoc && (useIndex.count < 2 || $0.name == useIndex[1]) }),
                usable(named) {
                 return (named, nil)
             }
-            if !sortFields.isEmpty { throw EngineError(status: 400, error: "no_usable_index", reason: "The index specified with use_index cannot answer this query's sort.") }
-            // CouchDB's wording (mango_cursor), one for a design document, one for an index in it.
-            if useIndex.count == 2 {
-                return (nil, "\(ddoc), \(useIndex[1]) was not used because it is not a valid index for this query.")
+            let what = useIndex.count == 2 ? "\(ddoc), \(useIndex[1])" : ddoc
+            guard find.allowFallback else {
+                throw EngineError(status: 400, error: "invalid_index", reason: "\(what) specified by `use_index` could not be found or it is not suitable.")
             }
-            return (nil, "\(ddoc) was not used because it does not contain a valid index for this query.")
+            // CouchDB's wording (mango_cursor), one for a design document, one for an index in it.
+            warnings.append(useIndex.count == 2
+                ? "\(what) was not used because it is not a valid index for this query."
+                : "\(what) was not used because it does not contain a valid index for this query.")
         }
         let candidates = indexes.filter { $0.partialFilter == nil && usable($0) }
         // CouchDB's ranking (mango_cursor_view:choose_best_index): the index whose leading
@@ -190,10 +198,14 @@ extension CouchAPI {
             guard let best else {
                 throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
             }
-            return (best, nil)
+            return (best, warnings.isEmpty ? nil : warnings.joined(separator: "\n"))
         }
-        if let best { return (best, nil) }
-        return (nil, "No matching index found, create an index to optimize query time.")
+        if let best { return (best, warnings.isEmpty ? nil : warnings.joined(separator: "\n")) }
+        if !find.allowFallback, find.useIndex == nil {
+            throw EngineError(status: 400, error: "invalid_index", reason: "You must specify an index with the `use_index` parameter.")
+        }
+        warnings.append("No matching index found, create an index to optimize query time.")
+        return (nil, warnings.joined(separator: "\n"))
     }
 
     func find(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
@@ -271,7 +283,7 @@ extension CouchAPI {
             "opts": ["use_index": .array((find.useIndex ?? []).map(JSON.string)), "bookmark": "nil", "limit": .int(find.limit),
                      "skip": .int(find.skip), "sort": [:], "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
                      "r": 1, "conflicts": .bool(find.conflicts), "execution_stats": .bool(find.executionStats),
-                     "partition": "", "stable": .bool(find.stable), "stale": false, "update": .bool(find.update), "allow_fallback": true],
+                     "partition": "", "stable": .bool(find.stable), "stale": false, "update": .bool(find.update), "allow_fallback": .bool(find.allowFallback)],
             "limit": .int(find.limit),
             "skip": .int(find.skip),
             "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",

@@ -67,6 +67,17 @@ struct CouchDBAnswersTests {
             #expect(try await s.request(.POST, "/db/_index", json: body).status == 400, "\(body.text)")
         }
         #expect(try await s.request(.POST, "/db/_index", json: ["index": ["fields": ["n"]], "ddoc": "dd", "name": "idx"]).status == 200)
+        // allow_fallback (mango_cursor:create): an unusable use_index falls back with a warning, or is refused.
+        let fallback = try await s.request(.POST, "/db/_find", json: ["selector": ["n": ["$gt": 0]], "sort": ["n"], "use_index": "_design/none"])
+        #expect(fallback.status == 200 && fallback.json["docs"]?.arrayValue?.count == 2
+                && fallback.json["warning"]?.stringValue?.hasPrefix("_design/none was not used because") == true, "\(fallback.text)")
+        let strict = try await s.request(.POST, "/db/_find", json: ["selector": ["n": ["$gt": 0]], "use_index": "_design/none", "allow_fallback": false])
+        #expect(strict.status == 400 && strict.json["error"] == "invalid_index")
+        #expect(try await s.request(.POST, "/db/_find", json: ["selector": ["m": 1], "allow_fallback": false]).json["error"] == "invalid_index")
+        #expect(try await s.request(.POST, "/db/_find", json: ["selector": ["n": ["$gt": 0]], "allow_fallback": false]).status == 200)
+        // _explain shows the view arguments CouchDB would pass (mrargs).
+        let explained = try await s.request(.POST, "/db/_explain", json: ["selector": ["n": ["$gt": 0]]]).json
+        #expect(explained["mrargs"]?["start_key"] == [0] && explained["mrargs"]?["end_key"] == ["<MAX>"] && explained["index"]?["name"] == "idx")
         // Routes: unknown paths 404, known paths with another method 405.
         #expect(try await s.request(.PUT, "/db/_index/a").status == 404)
         #expect(try await s.request(.GET, "/db/_index/a/b/c/d").status == 404)

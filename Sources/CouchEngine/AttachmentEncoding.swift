@@ -1,4 +1,5 @@
 import CompressNIO
+import Foundation
 import NIOCore
 
 /// How attachment bodies are kept, as CouchDB keeps them: bodies of compressible types
@@ -47,17 +48,4 @@ public enum AttachmentEncoding {
             throw EngineError.badRequest("An attachment marked \"encoding\": \"gzip\" is not valid gzip data")
         }
     }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
-        var slice = Substring(self)
-        while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
-        while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
-        return String(slice)
-    }
-}
-
-extension Set where Element == Character {
-    fileprivate static let whitespaces: Set<Character> = [" ", "\t"]
 }

@@ -370,9 +370,18 @@ extension CouchAPI {
     }
 
     func createIndex(_ db: Database, _ body: JSONObject, request: APIRequest) async throws -> APIResponse {
-        // Checked as CouchDB's mango_opts checks an index definition.
+        // Checked as CouchDB's mango_opts checks an index definition: known keys only.
+        func invalidKey(_ key: String) -> EngineError {
+            EngineError(status: 400, error: "invalid_key", reason: "Invalid key \(key) for this request.")
+        }
+        if let key = body.members.first(where: { !["index", "type", "name", "ddoc", "w", "partitioned"].contains($0.key) })?.key {
+            throw invalidKey(key)
+        }
         guard case let .object(index)? = body["index"], case let .array(fields)? = index["fields"], !fields.isEmpty else {
             throw EngineError.badRequest("Index definition must include an `index` object with a non-empty `fields` list")
+        }
+        if let key = index.members.first(where: { !["fields", "partial_filter_selector"].contains($0.key) })?.key {
+            throw invalidKey(key)
         }
         if let type = body["type"], type != .string("json") {
             throw EngineError(status: 400, error: "invalid_index_type", reason: "Invalid type for index: \(type.text); only json indexes are supported")

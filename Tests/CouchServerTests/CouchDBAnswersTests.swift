@@ -62,6 +62,8 @@ struct CouchDBAnswersTests {
             ["index": ["fields": ["n"]], "ddoc": "_design/"],
             ["index": ["fields": ["n"]], "type": "geo"],
             ["index": ["fields": ["n"]], "type": .null],
+            ["index": ["fields": ["n"], "selector": ["n": 1]]],  // an unknown key (CouchDB: invalid_key)
+            ["index": ["fields": ["n"]], "bogus": 1],
         ]
         for body in bad {
             #expect(try await s.request(.POST, "/db/_index", json: body).status == 400, "\(body.text)")

@@ -1,4 +1,5 @@
 import CompressNIO
+import CouchJSON
 import Foundation
 import NIOCore
 
@@ -34,8 +35,16 @@ public enum AttachmentEncoding {
         return Array(output.readableBytesView)
     }
 
-    /// Decodes a gzip body; throws `bad_request` when it is not valid gzip or decodes to more
-    /// than `limit` bytes.
+    /// Decodes a gzip body a client or peer sent with its declared decoded `length`: at most
+    /// that many bytes are decoded (413 beyond), so a small body cannot expand without bound;
+    /// without a usable declaration, at most `maxDecodedSize`.
+    public static func gunzip(_ bytes: [UInt8], declaredLength: JSON?) throws -> [UInt8] {
+        guard let declared = declaredLength.flatMap(ClientCount.from), declared < maxDecodedSize else { return try gunzip(bytes) }
+        return try gunzip(bytes, limit: declared + 1)
+    }
+
+    /// Decodes a gzip body; throws `bad_request` when it is not valid gzip, 413 when it decodes
+    /// to `limit` bytes or more.
     public static func gunzip(_ bytes: [UInt8], limit: Int = maxDecodedSize) throws -> [UInt8] {
         guard !bytes.isEmpty else { throw EngineError.badRequest("An attachment marked \"encoding\": \"gzip\" is empty") }
         var input = ByteBuffer(bytes: bytes)

@@ -284,19 +284,12 @@ extension Database {
                 throw EngineError.badRequest("Attachment \(name) needs data, follows or stub")
             }
             let contentType = att["content_type"]?.stringValue ?? "application/octet-stream"
-            let stored: [UInt8]
-            let length: Int
+            // Stored as CouchDB stores it: gzip as sent, or compressed here when the type is compressible.
             let gzipped = sentEncoding == "gzip" || AttachmentEncoding.isCompressible(contentType)
-            if sentEncoding == "gzip" {
-                stored = bytes
-                length = try AttachmentEncoding.gunzip(bytes).count
-            } else if AttachmentEncoding.isCompressible(contentType) {
-                stored = try AttachmentEncoding.gzip(bytes)
-                length = bytes.count
-            } else {
-                stored = bytes
-                length = bytes.count
-            }
+            let stored = sentEncoding == "gzip" || !gzipped ? bytes : try AttachmentEncoding.gzip(bytes)
+            let length = sentEncoding == "gzip"
+                ? try AttachmentEncoding.gunzip(bytes, declaredLength: att["length"]).count
+                : bytes.count
             let digest = attachmentDigest(stored)
             result.newBodies.append((digest, Data(stored)))
             let revpos = input.revisions != nil ? (att["revpos"]?.intValue ?? newPos) : newPos

@@ -93,11 +93,11 @@ public enum MangoRange {
         return r
     }
 
-    /// The range the selector's top-level (`$and`-joined) conditions allow on `field`; nil
-    /// when they allow nothing, `.open` when they say nothing about it.
-    static func range(_ selector: Selector, _ field: [String]) -> Range? {
+    /// The range a field's top-level (`$and`-joined) conditions allow; nil when they allow
+    /// nothing, `.open` when they say nothing about it.
+    static func range(_ conditions: [Selector.Condition]) -> Range? {
         var range = Range.open
-        for condition in selector.conditions(on: field) {
+        for condition in conditions {
             guard let narrowed = narrow(range, condition) else { return nil }
             range = narrowed
         }
@@ -116,8 +116,9 @@ public enum MangoRange {
     public static func keys(columns: [[String]], selector: Selector) -> (start: JSON, end: JSON) {
         var ranges: [Range] = []
         for column in columns {
-            guard selector.conditions(on: column).contains(where: isIndexable) else { break }
-            guard let range = range(selector, column) else { return (.null, .null) }
+            let conditions = selector.conditions(on: column)
+            guard conditions.contains(where: isIndexable) else { break }
+            guard let range = range(conditions) else { return (.null, .null) }
             ranges.append(range)
         }
         var start: [JSON] = []
@@ -137,8 +138,9 @@ public enum MangoRange {
     /// `start_key` and `end_key` of the `_all_docs` index: the `_id` bounds (`""` and `"<MAX>"` where
     /// open), or null and `"<MAX>"` when the selector says nothing of `_id`.
     public static func idKeys(selector: Selector) -> (start: JSON, end: JSON) {
-        guard selector.conditions(on: ["_id"]).contains(where: isIndexable) else { return (.null, "<MAX>") }
-        guard let range = range(selector, ["_id"]) else { return (.null, .null) }
+        let conditions = selector.conditions(on: ["_id"])
+        guard conditions.contains(where: isIndexable) else { return (.null, "<MAX>") }
+        guard let range = range(conditions) else { return (.null, .null) }
         return (range.low.json ?? "", range.high.json ?? "<MAX>")
     }
 }

@@ -93,7 +93,7 @@ extension CouchAPI {
             }
             // As CouchDB's mango_opts: booleans must be booleans, `r` a positive integer.
             for key in ["execution_stats", "conflicts", "update", "stable", "allow_fallback"] {
-                if let value = body[key], case .bool = value {} else if let value = body[key] {
+                if let value = body[key], value.boolValue == nil {
                     throw EngineError(status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(value.text)")
                 }
             }
@@ -185,15 +185,14 @@ extension CouchAPI {
         let candidates = indexes.filter { $0.partialFilter == nil && usable($0) }
         // CouchDB's ranking (mango_cursor_view:choose_best_index): the index whose leading
         // columns the selector narrows the most, then the one with fewer columns, then by name.
-        func prefix(_ index: MangoIndex) -> Int {
-            index.fields.prefix { find.selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count
+        let ranked = candidates.map { index in
+            (index, prefix: index.fields.prefix { find.selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count)
         }
-        let best = candidates.min { a, b in
-            let (pa, pb) = (prefix(a), prefix(b))
-            if pa != pb { return pa > pb }
-            if a.fields.count != b.fields.count { return a.fields.count < b.fields.count }
-            return (a.designDocument, a.name) < (b.designDocument, b.name)
-        }
+        let best = ranked.min { a, b in
+            if a.prefix != b.prefix { return a.prefix > b.prefix }
+            if a.0.fields.count != b.0.fields.count { return a.0.fields.count < b.0.fields.count }
+            return (a.0.designDocument, a.0.name) < (b.0.designDocument, b.0.name)
+        }?.0
         if !sortFields.isEmpty, sortFields != [["_id"]] {
             guard let best else {
                 throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")

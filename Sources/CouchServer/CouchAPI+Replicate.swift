@@ -66,21 +66,18 @@ extension CouchAPI {
             let rows = jobs.schedulerJobs()
             return .json(["total_rows": .int(rows.count), "offset": 0, "jobs": .array(rows)])
         case "docs":
-            let rows = try await replicatorDatabase.schedulerDocs()
-            if request.path.count == 2 {
-                return .json(["total_rows": .int(rows.count), "offset": 0, "docs": .array(rows)])
-            }
-            // `/_scheduler/docs/_replicator[/{docid}]`
-            guard request.path[2] == ReplicatorDatabase.name, request.path.count <= 4 else {
+            // `/_scheduler/docs`, `/_scheduler/docs/_replicator`, `/_scheduler/docs/_replicator/{docid}`
+            if request.path.count > 2, request.path[2] != ReplicatorDatabase.name || request.path.count > 4 {
                 throw EngineError.databaseNotFound
             }
-            if request.path.count == 3 {
-                return .json(["total_rows": .int(rows.count), "offset": 0, "docs": .array(rows)])
+            if request.path.count == 4 {
+                guard let row = try await replicatorDatabase.schedulerDocs(only: request.path[3]).first else {
+                    throw EngineError(status: 404, error: "not_found", reason: "unknown")
+                }
+                return .json(row)
             }
-            guard let row = rows.first(where: { $0["doc_id"] == .string(request.path[3]) }) else {
-                throw EngineError(status: 404, error: "not_found", reason: "unknown")
-            }
-            return .json(row)
+            let rows = try await replicatorDatabase.schedulerDocs()
+            return .json(["total_rows": .int(rows.count), "offset": 0, "docs": .array(rows)])
         default:
             throw EngineError.notFound("missing")
         }

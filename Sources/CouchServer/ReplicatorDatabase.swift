@@ -130,11 +130,15 @@ final class ReplicatorDatabase: Sendable {
         }
     }
 
-    /// `_scheduler/docs` rows: every replication document with its state.
-    func schedulerDocs() async throws -> [JSON] {
+    /// `_scheduler/docs` rows: every replication document with its state, or only `id`'s.
+    func schedulerDocs(only id: String? = nil) async throws -> [JSON] {
         let db = try await store.open(ReplicatorDatabase.name)
         var options = AllDocsOptions()
         options.includeDocs = true
+        if let id {
+            options.startKey = id
+            options.endKey = id
+        }
         var rows: [JSON] = []
         for row in try await db.allDocs(options).rows {
             guard let id = row["id"]?.stringValue, !id.hasPrefix("_design/"), let doc = row["doc"] else { continue }
@@ -163,9 +167,9 @@ final class ReplicatorDatabase: Sendable {
             row["state"] = .string(state)
             row["info"] = info
             row["error_count"] = .int(state == "failed" || state == "crashing" ? 1 : 0)
-            row["last_updated"] = doc["_replication_state_time"]
-                ?? job.map { .string(ISO8601DateFormatter().string(from: $0.started)) } ?? .null
-            row["start_time"] = job.map { .string(ISO8601DateFormatter().string(from: $0.started)) } ?? .null
+            let started: JSON = job.map { .string(ISO8601DateFormatter().string(from: $0.started)) } ?? .null
+            row["last_updated"] = doc["_replication_state_time"] ?? started
+            row["start_time"] = started
             row["source_proxy"] = .null
             row["target_proxy"] = .null
             rows.append(.object(row))

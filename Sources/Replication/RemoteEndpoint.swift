@@ -314,7 +314,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
                     let encoding = attachment.removeValue(forKey: "encoding")?.stringValue ?? body.headers["content-encoding"]
                     attachment.removeValue(forKey: "encoded_length")
                     if let encoding, encoding.lowercased() == "gzip" {
-                        do { bytes = try AttachmentEncoding.gunzip(bytes) } catch {
+                        do { bytes = try AttachmentEncoding.gunzip(bytes, declaredLength: attachment["length"]) } catch {
                             throw ReplicationError(.transient, "open_revs: attachment \(name) is not valid gzip")
                         }
                     }

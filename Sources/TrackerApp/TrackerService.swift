@@ -125,9 +125,8 @@ public final class TrackerService: Sendable {
         // Consolidation follows `_db_updates`, which Apache CouchDB answers (404 otherwise) only
         // when its `_global_changes` database exists: a node set up without `_cluster_setup`
         // has none. Created here, as that setup would.
-        if try await couch.request(.get, "/_db_updates", query: ["limit": "1"], body: nil).status == 404 {
-            let created = try await couch.request(.put, "/_global_changes")
-            guard created.ok || created.status == 412 else { throw failure(created, "create _global_changes, which CouchDB's _db_updates needs") }
+        if try await couch.request(.get, "/_db_updates", query: ["limit": "1"], body: nil).status == 404,
+           try await createDatabase("_global_changes") {
             logger.notice("created _global_changes on the cluster: CouchDB's _db_updates needs it")
         }
         _ = try await createDatabase(TrackerService.usersDB)

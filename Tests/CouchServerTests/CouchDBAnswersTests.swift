@@ -2,6 +2,7 @@ import CouchEngine
 import CouchJSON
 import Foundation
 import LTTestSupport
+import MIMEMultipart
 import Testing
 
 /// Single requests whose answers differed from Apache CouchDB 3.4.3's (issue 23), each checked
@@ -103,6 +104,32 @@ struct CouchDBAnswersTests {
         #expect(brotli.status == 415)
         let broken = try await s.request(.POST, "/db/_bulk_docs", body: [1, 2, 3], headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip")])
         #expect(broken.status == 400)
+    }
+
+    @Test("Compressed attachments: att_encoding_info, the attachment ETag and 304, gzip only where accepted; a gzip part larger than its declared length is refused")
+    func attachmentEncoding() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        let text = Array(String(repeating: "hello world ", count: 100).utf8)
+        #expect(try await s.request(.PUT, "/db/a/t.txt", body: text, headers: [("Content-Type", "text/plain")]).status == 201)
+        // CouchDB 3.4.3: stubs show `encoding`/`encoded_length` only with att_encoding_info=true.
+        #expect(try await s.request(.GET, "/db/a").json["_attachments"]?["t.txt"]?["encoding"] == nil)
+        let info = try await s.request(.GET, "/db/a?att_encoding_info=true").json["_attachments"]?["t.txt"]
+        #expect(info?["encoding"] == "gzip" && info?["length"] == .int(text.count) && (info?["encoded_length"]?.intValue ?? 0) < text.count)
+        // CouchDB: the ETag is the digest's base64; If-None-Match with it is 304; `q=0` refuses gzip.
+        let plain = try await s.request(.GET, "/db/a/t.txt", headers: [("Accept-Encoding", "gzip;q=0")])
+        #expect(plain.body == text && plain.headers.first(name: "Content-Encoding") == nil)
+        let etag = plain.headers.first(name: "ETag") ?? ""
+        #expect(etag.hasPrefix("\"") && !etag.contains("md5-"))
+        #expect(try await s.request(.GET, "/db/a/t.txt", headers: [("If-None-Match", etag)]).status == 304)
+        // A compressed part that decodes past the length it declares is refused, not expanded.
+        let bomb = try AttachmentEncoding.gzip([UInt8](repeating: 0, count: 200_000))
+        let doc: JSON = ["_attachments": ["b.txt": ["content_type": "text/plain", "follows": true, "encoding": "gzip", "length": 10]]]
+        let body = Multipart.build([([("Content-Type", "application/json")], doc.bytes), ([], bomb)], boundary: "xyz")
+        let refused = try await s.request(.PUT, "/db/bomb", body: body, headers: [("Content-Type", "multipart/related; boundary=\"xyz\"")])
+        #expect(refused.status == 413, "\(refused.text)")
+        #expect(try await s.request(.GET, "/db/bomb").status == 404)
     }
 
     @Test("A read that shows conflicts has no ETag, so a cached copy cannot hide their resolution")

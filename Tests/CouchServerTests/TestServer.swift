@@ -80,50 +80,37 @@ final class TestServer: @unchecked Sendable {
         ownsDirectory = false
         credentials = (endpoint.user, endpoint.password)
         port = URLComponents(string: endpoint.base)?.port ?? 5984
-        try Self.empty(endpoint)
+        let base = endpoint.base
+        try Self.wait { try await self.empty(base: base) }
     }
 
     /// Deletes every non-system database and every `_users`/`_replicator` document.
-    static func empty(_ endpoint: (base: String, user: String, password: String)) throws {
-        let auth = basic(endpoint.user, endpoint.password)
-        for db in try blocking(.GET, endpoint.base + "/_all_dbs", auth: auth).arrayValue ?? [] {
+    func empty(base: String) async throws {
+        for db in try await request(.GET, "/_all_dbs", base: base).json.arrayValue ?? [] {
             guard let name = db.stringValue, !name.hasPrefix("_") else { continue }
-            _ = try blocking(.DELETE, endpoint.base + "/" + (name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? name), auth: auth)
+            _ = try await request(.DELETE, "/" + (name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? name), base: base)
         }
         for db in ["_users", "_replicator"] {
-            let rows = try blocking(.GET, endpoint.base + "/\(db)/_all_docs", auth: auth)["rows"]?.arrayValue ?? []
+            let rows = try await request(.GET, "/\(db)/_all_docs", base: base).json["rows"]?.arrayValue ?? []
             let gone: [JSON] = rows.compactMap { row in
                 guard let id = row["id"]?.stringValue, !id.hasPrefix("_design/"), let rev = row["value"]?["rev"] else { return nil }
                 return ["_id": .string(id), "_rev": rev, "_deleted": true]
             }
-            if !gone.isEmpty { _ = try blocking(.POST, endpoint.base + "/\(db)/_bulk_docs", auth: auth, json: ["docs": .array(gone)]) }
+            if !gone.isEmpty { _ = try await request(.POST, "/\(db)/_bulk_docs", json: ["docs": .array(gone)], base: base) }
         }
     }
 
-    /// One request from a synchronous context (setting up a cluster before a server starts).
-    static func blocking(_ method: HTTPMethod, _ url: String, auth: String, json: JSON? = nil) throws -> JSON {
-        final class Outcome: @unchecked Sendable { var result: Result<JSON, any Error> = .success(.null) }
+    /// Waits for async work from a synchronous context (setting up a cluster in an initializer).
+    static func wait(_ work: @escaping @Sendable () async throws -> Void) throws {
+        final class Outcome: @unchecked Sendable { var error: (any Error)? }
         let outcome = Outcome()
         let done = DispatchSemaphore(value: 0)
         Task {
-            do {
-                var request = HTTPClientRequest(url: url)
-                request.method = method
-                request.headers.add(name: "Authorization", value: auth)
-                if let json {
-                    request.headers.add(name: "Content-Type", value: "application/json")
-                    request.body = .bytes(ByteBuffer(bytes: json.bytes))
-                }
-                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
-                let body = try await response.body.collect(upTo: 64 * 1024 * 1024)
-                outcome.result = .success((try? JSON.parse(Array(buffer: body))) ?? .null)
-            } catch {
-                outcome.result = .failure(error)
-            }
+            do { try await work() } catch { outcome.error = error }
             done.signal()
         }
         done.wait()
-        return try outcome.result.get()
+        if let error = outcome.error { throw error }
     }
 
     /// `databaseOnly`: `lt serve --database-only` (a CouchDB stand-in; no application port).

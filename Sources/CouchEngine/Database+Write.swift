@@ -91,8 +91,8 @@ extension Database {
                 input, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
             let body = bodyForStorage(input.body, attachments: attachments?.meta)
             try checkSize(body, id: id, maxSize: maxSize)
-            newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: revisionHash(
-                deleted: input.deleted, parent: parent, body: body))
+            newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: CouchRevisionID.hash(
+                deleted: input.deleted, parent: parent, body: input.body, attachments: attachments?.meta))
             path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
             guard !tree.contains(newRev) else { return newRev }
             tree.merge(path: path, deleted: input.deleted)
@@ -168,17 +168,6 @@ extension Database {
             stored.members.append(("_attachments", .object(attachments)))
         }
         return JSON.object(stored).bytes
-    }
-
-    /// CouchDB derives a new revision's hash from its content, so the same edit made on two
-    /// replicas yields the same revision id.
-    static func revisionHash(deleted: Bool, parent: Revision?, body: [UInt8]) -> String {
-        var md5 = Insecure.MD5()
-        md5.update(data: [deleted ? 1 : 0])
-        md5.update(data: Array((parent?.description ?? "").utf8))
-        md5.update(data: [0])
-        md5.update(data: body)
-        return hex(md5.finalize())
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

@@ -299,10 +299,12 @@ extension CouchAPI {
                 }
             } else {
                 // A body sent with `Content-Encoding: gzip` arrives here decoded (CouchAPI.respond).
-                attachments[name] = [
+                // The new attachment goes first, as CouchDB puts it (its revision id depends on the order).
+                attachments.removeValue(forKey: name)
+                attachments.members.insert((name, [
                     "content_type": .string(request.header("Content-Type") ?? "application/octet-stream"),
                     "follows": true,
-                ]
+                ]), at: 0)
                 input.attachmentBodies[name] = request.body
             }
             input.attachments = attachments

@@ -31,6 +31,7 @@ extension Database {
         let accepted = rejected.isEmpty ? documents : documents.indices.filter { rejected[$0] == nil }.map { documents[$0] }
         let revsLimit = self.revsLimit
         let maxSize = maxDocumentSize
+        let partitioned = isPartitioned
         let written = try await writer.write { db, context in
             var results: [Result<Revision, EngineError>] = []
             results.reserveCapacity(accepted.count)
@@ -39,6 +40,7 @@ extension Database {
             // the whole write.
             for document in accepted {
                 do {
+                    if partitioned, let id = document.id { try Partition.validate(documentID: id) }
                     results.append(.success(try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context)))
                 } catch let error as EngineError where error.status < 500 {
                     results.append(.failure(error))
@@ -67,6 +69,7 @@ extension Database {
     ) throws -> Revision {
         guard let id = input.id else { throw EngineError.badRequest("Document id is missing") }
         try DocumentInput.validate(id: id)
+        if id.hasPrefix("_design/"), !input.deleted { try DesignDocumentRules.validate(input.body) }
         let existing = try DocRow.fetch(db, id: id)
         var tree = existing?.tree ?? RevisionTree()
         let newRev: Revision

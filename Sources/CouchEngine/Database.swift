@@ -33,6 +33,9 @@ public final class Database: Sendable {
     /// A random tag, created with the database, that makes its sequence strings opaque and
     /// distinguishes two databases of the same name created at different times.
     public let uuid: String
+    /// A partitioned database (CouchDB's `?partitioned=true`): every document id but design
+    /// and local ones is `partition:rest`, and queries can be scoped to one partition.
+    public let isPartitioned: Bool
     private let sequenceSuffix: String
     private let cachedMeta: Locked<CachedMeta>
     /// Checks writes before they are stored (`validate_doc_update`); nil: no checks.
@@ -154,16 +157,18 @@ public final class Database: Sendable {
         self.pool = pool
         // One statement, outside a transaction (one statement reads a consistent state): an
         // open is on the path of a write to a database that was closed, so every statement counts.
-        let (uuid, meta, seq) = try pool.unsafeRead { db -> (String, CachedMeta, Int) in
+        let (uuid, meta, seq, partitioned) = try pool.unsafeRead { db -> (String, CachedMeta, Int, Bool) in
             var values: [String: String] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT key, value FROM meta WHERE key IN ('uuid', 'revs_limit', 'security', 'update_seq')")
+            let rows = try Row.fetchCursor(db, sql: "SELECT key, value FROM meta WHERE key IN ('uuid', 'revs_limit', 'security', 'update_seq', 'partitioned')")
             while let row = try rows.next() { values[row[0]] = row[1] as String }
             guard let uuid = values["uuid"] else { throw EngineError.databaseNotFound }
             let revsLimit = values["revs_limit"].flatMap(Int.init) ?? 1000
             let security = try values["security"].flatMap { try JSON.parse($0).objectValue } ?? JSONObject()
-            return (uuid, CachedMeta(revsLimit: revsLimit, security: security), values["update_seq"].flatMap(Int.init) ?? 0)
+            return (uuid, CachedMeta(revsLimit: revsLimit, security: security), values["update_seq"].flatMap(Int.init) ?? 0,
+                    values["partitioned"] == "true")
         }
         self.uuid = uuid
+        self.isPartitioned = partitioned
         self.sequenceSuffix = "-" + uuid.prefix(12)
         self.cachedMeta = Locked(meta)
         let suffix = sequenceSuffix
@@ -183,7 +188,7 @@ public final class Database: Sendable {
     /// renamed into place and its directory synced. A database is there whole or not at all,
     /// and creating one costs two syncs instead of the eight of building it in place (a
     /// rollback journal to switch a new file to WAL, the WAL's own creation, the schema).
-    static func createFile(at path: String, scratch: URL) throws {
+    static func createFile(at path: String, scratch: URL, partitioned: Bool = false) throws {
         let building = scratch.appendingPathComponent(UUID().uuidString + ".sqlite").path
         defer { try? FileManager.default.removeItem(atPath: building) }
         var config = Configuration()
@@ -199,6 +204,7 @@ public final class Database: Sendable {
                 try Database.setMeta(db, "uuid", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
                 try Database.setMeta(db, "created", String(Int(Date().timeIntervalSince1970 * 1_000_000)))
                 try Database.setMeta(db, "security", JSON.object(Database.defaultSecurity).text)
+                if partitioned { try Database.setMeta(db, "partitioned", "true") }
                 return .commit
             }
             // Recorded in the file's header: every later open writes ahead.
@@ -300,7 +306,7 @@ public final class Database: Sendable {
             "purge_seq": .string(sequenceString(purgeSeq)),
             "update_seq": .string(sequenceString(seq)),
             "sizes": ["file": .int(file), "external": .int(active), "active": .int(active)],
-            "props": [:],
+            "props": isPartitioned ? ["partitioned": true] : [:],
             "doc_del_count": .int(deleted),
             "doc_count": .int(docs),
             "disk_format_version": 8,

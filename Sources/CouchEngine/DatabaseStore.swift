@@ -129,14 +129,15 @@ public final class DatabaseStore: Sendable {
     /// the reason when the file system refuses (out of descriptors or space: not "not found",
     /// which an unexplained failure on a missing database would otherwise read as).
     @discardableResult
-    public func create(_ name: String) throws -> Database {
+    /// Creates a database; `partitioned` makes it a partitioned one (see `Database.isPartitioned`).
+    public func create(_ name: String, partitioned: Bool = false) throws -> Database {
         guard DatabaseStore.isValidName(name) else { throw EngineError.illegalDatabaseName(name) }
         return try withNameLock(name) {
             let path = path(for: name)
             if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw EngineError.databaseExists }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
-                try Database.createFile(at: path, scratch: scratch)
+                try Database.createFile(at: path, scratch: scratch, partitioned: partitioned)
                 let database = try makeDatabase(name, path: path, notifier: shared)
                 DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
                 updates.record(name, .created)
@@ -178,8 +179,8 @@ public final class DatabaseStore: Sendable {
 
     /// Creates a database (as `create`), on another thread: creating the file syncs it.
     @discardableResult
-    public func create(_ name: String) async throws -> Database {
-        try await DatabaseStore.offThread { try self.create(name) }
+    public func create(_ name: String, partitioned: Bool = false) async throws -> Database {
+        try await DatabaseStore.offThread { try self.create(name, partitioned: partitioned) }
     }
 
     /// Runs blocking file work on a dispatch thread while the calling task waits without

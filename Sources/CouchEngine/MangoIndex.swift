@@ -10,6 +10,9 @@ public struct MangoIndex: Sendable {
     /// Dotted field paths, split.
     public var fields: [[String]]
     public var partialFilter: Selector?
+    /// Whether the index serves queries in one partition (the default in a partitioned
+    /// database) rather than global ones.
+    public var partitioned = false
     /// The definition as stored (`{"fields":[...],"partial_filter_selector":...}`), which names
     /// the index's table: a changed definition is a new index.
     public var definition: JSON
@@ -33,23 +36,56 @@ public struct MangoIndex: Sendable {
         }
     }
 
-    /// The SQLite table holding this index's entries.
-    var table: String {
-        var md5 = Insecure.MD5()
-        md5.update(data: Array((designDocument + "\u{0}" + name + "\u{0}").utf8) + definition.bytes)
-        return "mango_" + Database.hex(md5.finalize())
+    /// The index as `_index` lists it and `_explain` shows it.
+    public var listing: JSON {
+        ["ddoc": .string(designDocument), "name": .string(name), "type": "json", "partitioned": .bool(partitioned), "def": definition]
     }
 
-    /// The index key of a document, or nil when the document lacks an indexed field or fails
-    /// the partial filter (CouchDB's JSON indexes skip such documents).
-    func key(for doc: JSON) -> [UInt8]? {
+    /// The SQLite table holding this index's entries (keys and values).
+    var table: String { "mango_v2_" + tableHash }
+
+    /// The table of the same index as lt before 2026-11 kept it (keys only), dropped when
+    /// `table` is built.
+    var keysOnlyTable: String { "mango_" + tableHash }
+
+    private var tableHash: String {
+        var md5 = Insecure.MD5()
+        md5.update(data: Array((designDocument + "\u{0}" + name + "\u{0}").utf8) + definition.bytes)
+        return Database.hex(md5.finalize())
+    }
+
+    /// The index entry of a document: its key, and the indexed values themselves (a JSON
+    /// array, from which a covering query answers); nil when the document lacks an indexed
+    /// field or fails the partial filter (CouchDB's JSON indexes skip such documents).
+    func entry(for doc: JSON) -> (key: [UInt8], values: [UInt8])? {
         if let partialFilter, !partialFilter.matches(doc) { return nil }
         var key: [UInt8] = []
+        var values: [JSON] = []
+        values.reserveCapacity(fields.count)
         for path in fields {
             guard let value = Selector.lookup(doc, path) else { return nil }
             value.appendCollationKey(to: &key)
+            values.append(value)
         }
-        return key
+        return (key, JSON.array(values).bytes)
+    }
+
+    /// Whether the index alone answers a query returning `fields` for `selector` (CouchDB's
+    /// `mango_idx_view:covers` of the fields and the selector's fields: each is `_id` or one of
+    /// the columns). Without a selector, the fields alone (as `_explain` judges candidates).
+    public func covers(fields requested: [String]?, selector: Selector?) -> Bool {
+        guard let requested else { return false }
+        let needed = requested.map(Selector.splitPath) + (selector?.fieldPaths ?? [])
+        return needed.allSatisfy { $0 == ["_id"] || fields.contains($0) }
+    }
+
+    /// The document a covering query sees: `_id` and the indexed values at their paths.
+    func coveredDocument(id: String, values: [UInt8]) throws -> JSON {
+        var doc: JSONObject = ["_id": .string(id)]
+        for (path, value) in zip(fields, try JSON.parse(values).arrayValue ?? []) {
+            Selector.setPath(&doc, path, value)
+        }
+        return .object(doc)
     }
 }
 
@@ -61,6 +97,12 @@ public struct FindQuery: Sendable {
     public var skip = 0
     public var limit = 25
     public var conflicts = false
+    /// Whether the index is brought up to date first (`update: false` reads it as it is).
+    public var update = true
+    /// Answer from the index alone, without reading documents (see `MangoIndex.covers`).
+    public var covering = false
+    /// Only documents whose id is in `low..<high` (one partition's).
+    public var idRange: (low: String, high: String)?
     public init(selector: Selector) { self.selector = selector }
 }
 
@@ -75,38 +117,36 @@ extension Database {
     /// Brings an index up to date with the changes feed: entries of documents changed since
     /// the index's checkpoint are replaced. Runs through the write queue, so it is consistent
     /// with concurrent writes; an index is built on first use and then maintained incrementally.
-    public func updateIndex(_ index: MangoIndex) async throws {
+    /// Without `catchUp`, only an index that does not exist yet is made (empty, as CouchDB
+    /// reads a view never built with `update=false`).
+    public func updateIndex(_ index: MangoIndex, catchUp: Bool = true) async throws {
         let table = index.table
         let current = try await reading { db -> (Int, Int) in
             let exists = try db.tableExists("mango_indexes")
                 ? (try Int.fetchOne(db, sql: "SELECT seq FROM mango_indexes WHERE name = ?", arguments: [table]) ?? -1) : -1
             return (exists, try Database.metaInt(db, "update_seq"))
         }
-        if current.0 >= current.1 { return }
+        if current.0 >= current.1 || (!catchUp && current.0 >= 0) { return }
         _ = try await writer.write { db, _ in
             try db.execute(sql: """
                 CREATE TABLE IF NOT EXISTS mango_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, def TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS \(table)(key BLOB NOT NULL, doc_id TEXT NOT NULL, PRIMARY KEY(key, doc_id)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS \(table)(
+                    key BLOB NOT NULL, doc_id TEXT NOT NULL, vals BLOB NOT NULL, PRIMARY KEY(key, doc_id)) WITHOUT ROWID;
                 CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
+                DROP TABLE IF EXISTS \(index.keysOnlyTable);
                 """)
+            try db.execute(sql: "DELETE FROM mango_indexes WHERE name = ?", arguments: [index.keysOnlyTable])
             var since = try Int.fetchOne(db, sql: "SELECT seq FROM mango_indexes WHERE name = ?", arguments: [table]) ?? 0
             let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-            let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id) VALUES (?, ?)")
-            while true {
-                let rows = try Row.fetchAll(db, sql: """
-                    SELECT d.id, d.seq, d.deleted, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-                    WHERE d.seq > ? ORDER BY d.seq LIMIT 2000
-                    """, arguments: [since])
-                if rows.isEmpty { break }
-                for row in rows {
-                    let id: String = row[0]
-                    since = row[1]
+            let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, vals) VALUES (?, ?, ?)")
+            while catchUp {
+                let changed = try Database.changedDocuments(db, after: since, limit: 2000)
+                if changed.isEmpty { break }
+                for (id, seq, doc) in changed {
+                    since = seq
                     try delete.execute(arguments: [id])
-                    guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[3] as Data?,
-                          var body = try JSON.parse(data).objectValue else { continue }
-                    body.prepend("_id", .string(id))
-                    if let key = index.key(for: .object(body)) {
-                        try insert.execute(arguments: [Data(key), id])
+                    if let doc, let entry = index.entry(for: .object(doc)) {
+                        try insert.execute(arguments: [Data(entry.key), id, Data(entry.values)])
                     }
                 }
             }
@@ -135,7 +175,8 @@ extension Database {
     /// scan early); without one, every document is examined. The full selector is applied to
     /// each candidate either way.
     public func find(_ query: FindQuery, index: MangoIndex?) async throws -> FindResult {
-        if let index { try await updateIndex(index) }
+        if query.selector.isEmptyOr { return FindResult(docs: [], keysExamined: 0, docsExamined: 0) }
+        if let index { try await updateIndex(index, catchUp: query.update) }
         return try await reading { db in
             var options = ReadOptions()
             options.conflicts = query.conflicts
@@ -153,33 +194,66 @@ extension Database {
                 let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(encoded: row["tree"]), winnerDeleted: false)
                 guard let doc = try Database.assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body) else { return true }
                 guard query.selector.matches(.object(doc)) else { return true }
+                if id.hasPrefix("_design/") {
+                    // A full scan reads design documents too but never returns them; like
+                    // CouchDB it counts only those the selector did not match (a match is
+                    // dropped with its statistics).
+                    docsExamined -= 1
+                    keysExamined -= 1
+                    return true
+                }
                 if !needsSorting, skipped < query.skip {
                     skipped += 1
                     return true
                 }
-                guard docs.count < wanted else { return false }  // `limit: 0` wants none
+                // As CouchDB, the scan stops at the first match past the limit (which it examined).
+                guard docs.count < wanted else { return false }
                 docs.append(.object(doc))
-                return docs.count < wanted
+                return true
+            }
+
+            // A covering index answers alone: documents are made of `_id` and the indexed values.
+            func coveredMatch(_ id: String, values: [UInt8]) throws -> Bool {
+                guard let index else { return false }
+                let doc = try index.coveredDocument(id: id, values: values)
+                guard query.selector.matches(doc) else { return true }
+                if skipped < query.skip {
+                    skipped += 1
+                    return true
+                }
+                guard docs.count < wanted else { return false }
+                docs.append(doc)
+                return true
             }
 
             if let index {
                 let (low, high) = Database.keyRange(for: index, selector: query.selector)
-                var sql = "SELECT i.doc_id, d.winner, d.seq, d.tree, r.body FROM \(index.table) i JOIN docs d ON d.id = i.doc_id AND d.deleted = 0 LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE 1"
+                let covering = query.covering && !needsSorting
+                var sql = covering
+                    ? "SELECT i.doc_id, i.vals FROM \(index.table) i WHERE 1"
+                    : "SELECT i.doc_id, d.winner, d.seq, d.tree, r.body FROM \(index.table) i JOIN docs d ON d.id = i.doc_id AND d.deleted = 0 LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE 1"
                 var arguments: [any DatabaseValueConvertible] = []
                 if let low { sql += " AND i.key >= ?"; arguments.append(Data(low)) }
                 if let high { sql += " AND i.key < ?"; arguments.append(Data(high)) }
+                if let (low, high) = query.idRange {
+                    sql += " AND i.doc_id >= ? AND i.doc_id < ?"
+                    arguments += [low, high]
+                }
                 sql += " ORDER BY i.key \(query.descending ? "DESC" : "ASC"), i.doc_id \(query.descending ? "DESC" : "ASC")"
                 let cursor = try Row.fetchCursor(db, sql: sql, arguments: StatementArguments(arguments))
                 while let row = try cursor.next() {
                     keysExamined += 1
-                    if try !consider(row[0], row: row) { break }
+                    let going = covering ? try coveredMatch(row[0], values: Array(row[1] as Data)) : try consider(row[0], row: row)
+                    if !going { break }
                 }
             } else {
+                let range = query.idRange.map { _ in " AND d.id >= ? AND d.id < ?" } ?? ""
                 let cursor = try Row.fetchCursor(db, sql: """
                     SELECT d.id, d.winner, d.seq, d.tree, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-                    WHERE d.deleted = 0 AND d.id NOT BETWEEN '_design/' AND '_design0' ORDER BY d.id
-                    """)
+                    WHERE d.deleted = 0\(range) ORDER BY d.id
+                    """, arguments: StatementArguments(query.idRange.map { [$0.low, $0.high] } ?? []))
                 while let row = try cursor.next() {
+                    keysExamined += 1
                     if try !consider(row[0], row: row) { break }
                 }
             }
@@ -255,11 +329,34 @@ extension Selector {
     }
 
     /// True when every match must have a value at `path` (so an index that skips documents
-    /// without it loses nothing).
+    /// without it loses nothing), as CouchDB's `mango_selector:has_required_fields` decides:
+    /// any member of a conjunction may require it, every branch of an `$or` must (an empty
+    /// `$or` requires everything), and any condition but `{"$exists": false}` does.
     public func requiresField(_ path: [String]) -> Bool {
-        conditions(on: path).contains { condition in
-            if case .exists(false) = condition { return false }
-            return true
+        switch self {
+        case let .and(parts): return parts.contains { $0.requiresField(path) }
+        case let .or(parts): return parts.allSatisfy { $0.requiresField(path) }
+        case let .field(fieldPath, inner):
+            guard path.starts(with: fieldPath) else { return false }
+            let rest = Array(path.dropFirst(fieldPath.count))
+            if rest.isEmpty { return !inner.isOnlyExistsFalse }
+            return inner.requiresField(rest)
+        default: return false
         }
+    }
+
+    private var isOnlyExistsFalse: Bool {
+        switch self {
+        case .condition(.exists(false)): return true
+        case let .and(parts): return parts.allSatisfy(\.isOnlyExistsFalse)
+        default: return false
+        }
+    }
+
+    /// `{"$or": []}` alone: CouchDB runs no query for it and answers no documents (an empty
+    /// `$or` inside a larger selector is true).
+    public var isEmptyOr: Bool {
+        if case let .or(parts) = self { return parts.isEmpty }
+        return false
     }
 }

@@ -217,8 +217,9 @@ public indirect enum Selector: Sendable {
     func matches(_ value: JSON?) -> Bool {
         switch self {
         case let .and(parts): return parts.allSatisfy { $0.matches(value) }
-        case let .or(parts): return parts.contains { $0.matches(value) }
-        case let .nor(parts): return !parts.contains { $0.matches(value) }
+        // As CouchDB's mango_selector: an empty `$or` is true, so an empty `$nor` is false.
+        case let .or(parts): return parts.isEmpty || parts.contains { $0.matches(value) }
+        case let .nor(parts): return !(parts.isEmpty || parts.contains { $0.matches(value) })
         case let .not(inner): return !inner.matches(value)
         case let .field(path, inner):
             guard let found = Selector.lookup(value, path) else { return inner.isExistsFalse || inner.isNegatedMissingOK }
@@ -235,12 +236,55 @@ public indirect enum Selector: Sendable {
         return false
     }
 
+    /// Puts `value` at a dotted path, making the objects on the way.
+    public static func setPath(_ object: inout JSONObject, _ path: [String], _ value: JSON) {
+        guard let first = path.first else { return }
+        if path.count == 1 {
+            object[first] = value
+            return
+        }
+        var child = object[first]?.objectValue ?? JSONObject()
+        setPath(&child, Array(path.dropFirst()), value)
+        object[first] = .object(child)
+    }
+
+    /// Every field path the selector tests (a nested field object gives its inner paths; the
+    /// selectors of `$elemMatch` and the like test the field's own value).
+    public var fieldPaths: [[String]] {
+        switch self {
+        case let .and(parts), let .or(parts), let .nor(parts): return parts.flatMap(\.fieldPaths)
+        case let .not(inner): return inner.fieldPaths
+        case let .field(path, inner):
+            let nested = inner.fieldPaths.map { path + $0 }
+            return nested.isEmpty || inner.hasDirectCondition ? [path] + nested : nested
+        case .condition: return []
+        }
+    }
+
+    private var hasDirectCondition: Bool {
+        switch self {
+        case .condition: return true
+        case let .and(parts), let .or(parts), let .nor(parts): return parts.contains(where: \.hasDirectCondition)
+        case let .not(inner): return inner.hasDirectCondition
+        case .field: return false
+        }
+    }
+
     /// The value at `path`, or nil when some step is missing.
+    /// A segment that is a number picks an array's element, as in CouchDB's `mango_doc:get_field`.
     public static func lookup(_ value: JSON?, _ path: [String]) -> JSON? {
         var current = value
         for key in path {
-            guard case let .object(object)? = current, let next = object[key] else { return nil }
-            current = next
+            switch current {
+            case let .object(object)?:
+                guard let next = object[key] else { return nil }
+                current = next
+            case let .array(items)?:
+                guard let position = Int(key), key.allSatisfy(\.isASCII), items.indices.contains(position) else { return nil }
+                current = items[position]
+            default:
+                return nil
+            }
         }
         return current
     }

@@ -143,11 +143,12 @@ extension Database {
     }
 
     /// Documents changed after `since`, in sequence order, at most `limit`: each with its
-    /// winning body (`_id` and `_rev` first), or nil for deleted and design documents (which
+    /// winning body (`_id` and `_rev` first, then `_conflicts` and `_deleted_conflicts` as
+    /// CouchDB's index updater opens documents), or nil for deleted and design documents (which
     /// indexes drop).
     static func changedDocuments(_ db: GRDB.Database, after since: Int, limit: Int) throws -> [(id: String, seq: Int, doc: JSONObject?)] {
         let rows = try Row.fetchAll(db, sql: """
-            SELECT d.id, d.seq, d.deleted, d.winner, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
+            SELECT d.id, d.seq, d.deleted, d.winner, r.body, d.tree FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
             WHERE d.seq > ? ORDER BY d.seq LIMIT ?
             """, arguments: [since, limit])
         return try rows.map { row in
@@ -156,6 +157,13 @@ extension Database {
                   var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
             body.prepend("_rev", .string(row[3] as String))
             body.prepend("_id", .string(id))
+            let losers = try RevisionTree(encoded: row[5]).leaves.dropFirst()
+            if !losers.isEmpty {
+                let conflicts = losers.filter { !$0.deleted }.map { JSON.string($0.rev.description) }
+                let deleted = losers.filter(\.deleted).map { JSON.string($0.rev.description) }
+                if !conflicts.isEmpty { body.members.append(("_conflicts", .array(conflicts))) }
+                if !deleted.isEmpty { body.members.append(("_deleted_conflicts", .array(deleted))) }
+            }
             return (id, row[1], body)
         }
     }

@@ -14,7 +14,13 @@ extension CouchAPI {
         case .put:
             try requireServerAdmin(request)
             if let q = request.query["q"], Int(q) == nil { throw EngineError.badRequest("q must be an integer") }
-            try await store.create(name)
+            var partitioned = false
+            if let value = request.query["partitioned"] {
+                guard value == "true" || value == "false" else { throw EngineError.badRequest("Invalid `partitioned` parameter") }
+                partitioned = value == "true"
+                if partitioned, name.hasPrefix("_") { throw EngineError.badRequest("Cannot partition a system database") }
+            }
+            try await store.create(name, partitioned: partitioned)
             var headers = HTTPFields()
             headers[.location] = "/\(name)"
             return .json(["ok": true], status: .created, headers: headers)
@@ -44,8 +50,9 @@ extension CouchAPI {
         let path = request.path
         let second = path[1]
         switch second {
-        case "_all_docs": return try await allDocs(db, request, designOnly: false)
-        case "_design_docs": return try await allDocs(db, request, designOnly: true)
+        case "_all_docs": return try await allDocs(db, request)
+        case "_design_docs": return try await allDocs(db, request, within: ("_design/", "_design0"))
+        case "_partition": return try await partitionResource(db, request)
         case "_local_docs": return try await localDocs(db, request)
         case "_bulk_docs": return try await bulkDocs(db, request)
         case "_bulk_get": return try await bulkGet(db, request)
@@ -243,17 +250,19 @@ extension CouchAPI {
         return options
     }
 
-    func allDocs(_ db: Database, _ request: APIRequest, designOnly: Bool) async throws -> APIResponse {
+    /// `_all_docs`; `within` narrows it to ids from `low` to `high` (design documents, or one
+    /// partition's documents).
+    func allDocs(_ db: Database, _ request: APIRequest, within bounds: (low: String, high: String)? = nil) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
         try authorize(db, request.user, .read)
         let body = request.method == .post ? try request.jsonObject() : nil
         var options = try allDocsOptions(request, body: body)
-        if designOnly, options.keys == nil {
-            let low = options.startKey.map { max($0, "_design/") } ?? "_design/"
-            let high = options.endKey.map { min($0, "_design0") } ?? "_design0"
+        if let (lowest, highest) = bounds, options.keys == nil {
+            let low = options.startKey.map { max($0, lowest) } ?? lowest
+            let high = options.endKey.map { min($0, highest) } ?? highest
             if options.descending {
-                options.startKey = options.startKey.map { min($0, "_design0") } ?? "_design0"
-                options.endKey = options.endKey.map { max($0, "_design/") } ?? "_design/"
+                options.startKey = options.startKey.map { min($0, highest) } ?? highest
+                options.endKey = options.endKey.map { max($0, lowest) } ?? lowest
             } else {
                 options.startKey = low
                 options.endKey = high
@@ -468,5 +477,27 @@ extension CouchAPI {
             return .json(["missing_revs": .object(missing)])
         }
         return .json(.object(diff))
+    }
+}
+
+extension CouchAPI {
+    /// `/{db}/_partition/{partition}[/…]` of a partitioned database: the partition's
+    /// information, `_all_docs`, `_find` and `_explain` confined to its documents.
+    func partitionResource(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+        let path = request.path
+        guard db.isPartitioned else { throw EngineError.badRequest("database is not partitioned") }
+        guard path.count >= 3 else { throw EngineError.missing }
+        let partition = path[2]
+        try Partition.validate(partition)
+        switch path.count == 4 ? path[3] : (path.count == 3 ? "" : "/") {
+        case "":
+            try requireMethod(request, .get)
+            try authorize(db, request.user, .read)
+            return .json(.object(try await db.partitionInfo(partition)))
+        case "_all_docs": return try await allDocs(db, request, within: Partition.idRange(partition))
+        case "_find": return try await find(db, request, partition: partition)
+        case "_explain": return try await explain(db, request, partition: partition)
+        default: throw EngineError.missing
+        }
     }
 }

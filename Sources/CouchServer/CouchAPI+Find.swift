@@ -20,6 +20,10 @@ extension CouchAPI {
         var update = true
         /// Whether another index may answer when `use_index` cannot (CouchDB's `allow_fallback`).
         var allowFallback = true
+        /// The partition the query is confined to (`/{db}/_partition/{p}/_find`).
+        var partition: String?
+        /// Read quorum; above 1 CouchDB reads each document from the cluster (`total_quorum_docs_examined`).
+        var readQuorum = 1
 
         /// `use_index` as CouchDB's mango_opts reads it: a name (`ddoc`, `_design/ddoc`,
         /// `ddoc/index`, `_design/ddoc/index`) or a list of one or two names; null or `[]` is
@@ -45,6 +49,12 @@ extension CouchAPI {
             default:
                 throw invalid()
             }
+        }
+
+        /// Whether `index` alone answers this request (no document is read).
+        func isCovered(by index: MangoIndex?) -> Bool {
+            guard let index, !conflicts else { return false }
+            return index.covers(fields: fields, selector: selector)
         }
 
         init(_ body: JSONObject) throws {
@@ -97,8 +107,11 @@ extension CouchAPI {
                     throw EngineError(status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(value.text)")
                 }
             }
-            if let value = body["r"], (ClientCount.from(value) ?? 0) < 1 {
-                throw EngineError(status: 400, error: "invalid_pos_integer", reason: "\(value.text) is not an integer greater than zero")
+            if let value = body["r"] {
+                guard let r = ClientCount.from(value), r >= 1 else {
+                    throw EngineError(status: 400, error: "invalid_pos_integer", reason: "\(value.text) is not an integer greater than zero")
+                }
+                readQuorum = r
             }
             executionStats = body["execution_stats"] == .bool(true)
             conflicts = body["conflicts"] == .bool(true)
@@ -115,8 +128,7 @@ extension CouchAPI {
             "ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]],
         ]]
         for index in try await mangoIndexes(db) {
-            list.append(["ddoc": .string(index.designDocument), "name": .string(index.name), "type": "json",
-                         "partitioned": false, "def": index.definition])
+            list.append(index.listing)
         }
         return list
     }
@@ -127,52 +139,31 @@ extension CouchAPI {
             guard doc["language"] == .string("query"), let views = doc["views"]?.objectValue,
                   let id = doc["_id"]?.stringValue else { continue }
             for (name, view) in views.members {
-                guard let def = view["options"]?["def"], let index = try? MangoIndex(designDocument: id, name: name, definition: def) else {
+                guard let def = view["options"]?["def"], var index = try? MangoIndex(designDocument: id, name: name, definition: def) else {
                     continue
                 }
+                index.partitioned = doc["options"]?["partitioned"]?.boolValue ?? db.isPartitioned
                 indexes.append(index)
             }
         }
         return indexes
     }
 
-    /// The index `_find` uses, as CouchDB chooses: the one named by `use_index` if it can
-    /// answer the query; for a sort, one whose fields begin with the sort fields; otherwise one
-    /// whose fields the selector requires, preferring one that narrows the first field's range.
-    /// Nil means a full scan (`_all_docs`). An index that skips documents the selector could
-    /// match (a field the selector does not require, a partial filter not asked for) is never
-    /// chosen implicitly.
-    func chooseIndex(_ db: Database, _ find: FindRequest) async throws -> (index: MangoIndex?, warning: String?) {
-        let indexes = try await mangoIndexes(db)
+    /// The index `_find` uses, as CouchDB chooses it (see `MangoIndexChoice`), and the warning
+    /// CouchDB gives with it. Nil means `_all_docs`. `_find` refuses a sort no index can give
+    /// (`_explain` shows no index then).
+    func chooseIndex(_ db: Database, _ find: FindRequest, explaining: Bool = false) async throws
+        -> (index: MangoIndex?, warning: String?, choice: MangoIndexChoice)
+    {
         let sortFields = find.sort.map { Selector.splitPath($0.field) }
-        // As in CouchDB, sorting on a field implies it exists: documents without it are not
-        // in the results, so an index on sort fields the selector does not mention is usable.
-        // As CouchDB 3.4: leading index fields the selector fixes to one value (`$eq`) do not
-        // change the order, so an index on [a, b] serves a sort on b when a is fixed.
-        // (mango_idx_view:can_use_sort).
-        func sortable(_ index: MangoIndex) -> Bool {
-            guard let firstSort = sortFields.first else { return true }
-            var columns = index.fields[...]
-            while let column = columns.first {
-                if column == firstSort { return columns.starts(with: sortFields) }
-                let constant = find.selector.conditions(on: column).contains { if case .eq = $0 { return true } else { return false } }
-                guard constant else { return false }
-                columns = columns.dropFirst()
-            }
-            return false
-        }
-        func usable(_ index: MangoIndex) -> Bool {
-            index.fields.allSatisfy { find.selector.requiresField($0) || sortFields.contains($0) } && sortable(index)
-        }
+        let choice = MangoIndexChoice(
+            indexes: try await mangoIndexes(db), selector: find.selector, sort: sortFields,
+            useIndex: find.useIndex, partition: find.partition)
         // `use_index` names an index; when it cannot answer, CouchDB falls back to the best
         // usable one with a warning, or, with `allow_fallback: false`, refuses (mango_cursor:create).
         var warnings: [String] = []
-        if let useIndex = find.useIndex, let first = useIndex.first {
+        if let useIndex = find.useIndex, let first = useIndex.first, !choice.usedNamedIndex {
             let ddoc = first.hasPrefix("_design/") ? first : "_design/\(first)"
-            if let named = indexes.first(where: { $0.designDocument == ddoc && (useIndex.count < 2 || $0.name == useIndex[1]) }),
-               usable(named) {
-                return (named, nil)
-            }
             let what = useIndex.count == 2 ? "\(ddoc), \(useIndex[1])" : ddoc
             guard find.allowFallback else {
                 throw EngineError(status: 400, error: "invalid_index", reason: "\(what) specified by `use_index` could not be found or it is not suitable.")
@@ -182,36 +173,25 @@ extension CouchAPI {
                 ? "\(what) was not used because it is not a valid index for this query."
                 : "\(what) was not used because it does not contain a valid index for this query.")
         }
-        let candidates = indexes.filter { $0.partialFilter == nil && usable($0) }
-        // CouchDB's ranking (mango_cursor_view:choose_best_index): the index whose leading
-        // columns the selector narrows the most, then the one with fewer columns, then by name.
-        let ranked = candidates.map { index in
-            (index, prefix: index.fields.prefix { find.selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count)
+        let warning = { warnings.isEmpty ? nil : warnings.joined(separator: "\n") }
+        if let index = choice.index { return (index, warning(), choice) }
+        if !choice.foundUsable {
+            if explaining { return (nil, warning(), choice) }
+            throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
         }
-        let best = ranked.min { a, b in
-            if a.prefix != b.prefix { return a.prefix > b.prefix }
-            if a.0.fields.count != b.0.fields.count { return a.0.fields.count < b.0.fields.count }
-            return (a.0.designDocument, a.0.name) < (b.0.designDocument, b.0.name)
-        }?.0
-        if !sortFields.isEmpty, sortFields != [["_id"]] {
-            guard let best else {
-                throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
-            }
-            return (best, warnings.isEmpty ? nil : warnings.joined(separator: "\n"))
-        }
-        if let best { return (best, warnings.isEmpty ? nil : warnings.joined(separator: "\n")) }
         if !find.allowFallback, find.useIndex == nil {
             throw EngineError(status: 400, error: "invalid_index", reason: "You must specify an index with the `use_index` parameter.")
         }
         warnings.append("No matching index found, create an index to optimize query time.")
-        return (nil, warnings.joined(separator: "\n"))
+        return (nil, warning(), choice)
     }
 
-    func find(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+    func find(_ db: Database, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
-        let find = try FindRequest(try request.jsonObject())
-        let (index, warning) = try await chooseIndex(db, find)
+        var find = try FindRequest(try request.jsonObject())
+        find.partition = partition
+        let (index, warning, _) = try await chooseIndex(db, find)
         let started = ContinuousClock.now
         var offset = 0
         if let bookmark = find.bookmark {
@@ -228,6 +208,9 @@ extension CouchAPI {
         query.skip = offset + find.skip
         query.limit = find.limit
         query.conflicts = find.conflicts
+        query.update = find.update
+        query.covering = find.isCovered(by: index)
+        query.idRange = partition.map(Partition.idRange)
         let result = try await db.find(query, index: index)
         let docs: [JSON] = result.docs.map { doc in
             guard let fields = find.fields else { return doc }
@@ -235,7 +218,7 @@ extension CouchAPI {
             for field in fields {
                 let path = Selector.splitPath(field)
                 guard let value = Selector.lookup(doc, path) else { continue }
-                Self.setPath(&projected, path, value)
+                Selector.setPath(&projected, path, value)
             }
             return .object(projected)
         }
@@ -246,8 +229,8 @@ extension CouchAPI {
             let elapsed = started.duration(to: .now)
             out["execution_stats"] = [
                 "total_keys_examined": .int(result.keysExamined),
-                "total_docs_examined": .int(result.docsExamined),
-                "total_quorum_docs_examined": .int(0),
+                "total_docs_examined": .int(find.readQuorum > 1 ? 0 : result.docsExamined),
+                "total_quorum_docs_examined": .int(find.readQuorum > 1 ? result.docsExamined : 0),
                 "results_returned": .int(docs.count),
                 "execution_time_ms": .double(elapsed.seconds * 1000),
             ]
@@ -255,41 +238,29 @@ extension CouchAPI {
         return .json(.object(out))
     }
 
-    static func setPath(_ object: inout JSONObject, _ path: [String], _ value: JSON) {
-        guard let first = path.first else { return }
-        if path.count == 1 {
-            object[first] = value
-            return
-        }
-        var child = object[first]?.objectValue ?? JSONObject()
-        setPath(&child, Array(path.dropFirst()), value)
-        object[first] = .object(child)
-    }
-
-    func explain(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+    func explain(_ db: Database, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
-        let find = try FindRequest(try request.jsonObject())
-        let (index, _) = try await chooseIndex(db, find)
-        let indexJSON: JSON = index.map {
-            ["ddoc": .string($0.designDocument), "name": .string($0.name), "type": "json", "partitioned": false, "def": $0.definition]
-        } ?? ["ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]]]
+        var find = try FindRequest(try request.jsonObject())
+        find.partition = partition
+        let (index, _, choice) = try await chooseIndex(db, find, explaining: true)
+        let indexJSON: JSON = choice.foundUsable ? index.map(\.listing) ?? MangoIndexChoice.allDocsListing : .null
         return .json([
             "dbname": .string(db.name),
             "index": indexJSON,
-            "partitioned": false,
+            "partitioned": .bool(db.isPartitioned),
             "selector": find.selector.normalizedJSON,
             "opts": ["use_index": .array((find.useIndex ?? []).map(JSON.string)), "bookmark": "nil", "limit": .int(find.limit),
                      "skip": .int(find.skip), "sort": [:], "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
-                     "r": 1, "conflicts": .bool(find.conflicts), "execution_stats": .bool(find.executionStats),
-                     "partition": "", "stable": .bool(find.stable), "stale": false, "update": .bool(find.update), "allow_fallback": .bool(find.allowFallback)],
+                     "r": .int(find.readQuorum), "conflicts": .bool(find.conflicts), "execution_stats": .bool(find.executionStats),
+                     "partition": .string(partition ?? ""), "stable": .bool(find.stable), "stale": false, "update": .bool(find.update), "allow_fallback": .bool(find.allowFallback)],
             "limit": .int(find.limit),
             "skip": .int(find.skip),
             "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
             "mrargs": mrargs(find, index: index),
-            "covering": false,
-            "index_candidates": [],
-            "selector_hints": [],
+            "covering": .bool(find.isCovered(by: index)),
+            "index_candidates": choice.candidatesJSON(fields: find.fields),
+            "selector_hints": MangoIndexChoice.selectorHints(find.selector),
         ])
     }
 
@@ -301,7 +272,8 @@ extension CouchAPI {
         let descending = find.sort.first?.descending ?? false
         if descending { swap(&start, &end) }
         return [
-            "include_docs": true, "view_type": "map", "reduce": false, "partition": .null,
+            "include_docs": .bool(!find.isCovered(by: index)), "view_type": "map", "reduce": false,
+            "partition": find.partition.map(JSON.string) ?? .null,
             "start_key": start, "end_key": end, "direction": descending ? "rev" : "fwd",
             "stable": .bool(find.stable), "update": .bool(find.update), "conflicts": find.conflicts ? true : "undefined",
         ]
@@ -376,6 +348,10 @@ extension CouchAPI {
         if let key = body.members.first(where: { !["index", "type", "name", "ddoc", "w", "partitioned"].contains($0.key) })?.key {
             throw invalidKey(key)
         }
+        // Text and Nouveau indexes need a search service; CouchDB without one answers so.
+        if case let .string(type)? = body["type"], type == "text" || type == "nouveau" {
+            throw EngineError(status: 503, error: "required index service unavailable", reason: type)
+        }
         guard case let .object(index)? = body["index"], case let .array(fields)? = index["fields"], !fields.isEmpty else {
             throw EngineError.badRequest("Index definition must include an `index` object with a non-empty `fields` list")
         }
@@ -423,6 +399,17 @@ extension CouchAPI {
             return .json(["result": "exists", "id": .string(ddocID), "name": .string(name)])
         }
         var doc = existing ?? ["_id": .string(ddocID), "language": "query", "views": [:]]
+        // A partitioned database's indexes are partitioned unless asked otherwise (CouchDB
+        // keeps the choice in the design document's options).
+        if let value = body["partitioned"] {
+            guard let partitioned = value.boolValue else {
+                throw EngineError(status: 400, error: "invalid_partitioned_value", reason: "Invalid value for partitioned: \(value.text)")
+            }
+            if partitioned, !db.isPartitioned {
+                throw EngineError(status: 400, error: "invalid_partitioned_value", reason: "Partitioned indexes require a partitioned database.")
+            }
+            if existing == nil, partitioned != db.isPartitioned { doc["options"] = ["partitioned": .bool(partitioned)] }
+        }
         guard doc["language"] == .string("query") else {
             throw EngineError.badRequest("Design document \(ddocID) is not a query-language design document")
         }

@@ -18,6 +18,7 @@ struct RevisionIDReplayTests {
         let steps = try #require(fixture["steps"]?.arrayValue)
         #expect(steps.count >= 15)
         let server = try TestServer()
+        defer { server.stop() }
         #expect(try await server.request(.PUT, "/\(fixture["database"]?.stringValue ?? "")").status == 201)
         for step in steps {
             let path = step["path"]?.stringValue ?? "/"

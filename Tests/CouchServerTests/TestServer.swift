@@ -153,6 +153,9 @@ final class TestServer: @unchecked Sendable {
 
     var baseURL: String { "http://127.0.0.1:\(port)" }
 
+    /// A server a test forgot to stop never outlives it.
+    deinit { stop() }
+
     func stop() {
         if process.isRunning {
             process.terminate()

@@ -1,0 +1,58 @@
+import CouchJSON
+import GRDB
+
+/// CouchDB's partitioned databases: document ids `partition:rest`, so that one partition's
+/// documents are one id range and queries can be scoped to it (`/{db}/_partition/{p}/…`).
+public enum Partition {
+    /// The partition of a document id, or nil for ids without one (design, local documents).
+    public static func of(_ id: String) -> String? {
+        guard !id.hasPrefix("_"), let colon = id.firstIndex(of: ":") else { return nil }
+        return String(id[..<colon])
+    }
+
+    /// Checks a partition name as CouchDB's `couch_partition:validate_partition` does.
+    public static func validate(_ partition: String) throws(EngineError) {
+        func illegal(_ reason: String) -> EngineError { EngineError(status: 400, error: "illegal_partition", reason: reason) }
+        if partition.isEmpty { throw illegal("Partition must not be empty") }
+        if partition.hasPrefix("_") { throw illegal("Partition must not start with an underscore") }
+        if partition.contains(":") { throw illegal("Partition must not contain a colon") }
+    }
+
+    /// Checks a document id for a partitioned database (`couch_partition:validate_docid`).
+    static func validate(documentID id: String) throws(EngineError) {
+        if id.hasPrefix("_design/") || id.hasPrefix("_local/") { return }
+        guard let colon = id.firstIndex(of: ":") else {
+            throw EngineError(status: 400, error: "illegal_docid", reason: "Doc id must be of form partition:id")
+        }
+        try validate(String(id[..<colon]))
+        try DocumentInput.validate(id: String(id[id.index(after: colon)...]))
+    }
+
+    /// The id range of a partition's documents, for `id >= low AND id < high`.
+    public static func idRange(_ partition: String) -> (low: String, high: String) {
+        (partition + ":", partition + ";")  // ";" follows ":"
+    }
+}
+
+extension Database {
+    /// `GET /{db}/_partition/{partition}`: the partition's live and deleted document counts
+    /// and the size of its documents' winning bodies.
+    public func partitionInfo(_ partition: String) async throws -> JSONObject {
+        let (low, high) = Partition.idRange(partition)
+        let (live, deleted, external) = try await reading { db -> (Int, Int, Int) in
+            let row = try Row.fetchOne(db, sql: """
+                SELECT count(*) - coalesce(sum(d.deleted), 0), coalesce(sum(d.deleted), 0),
+                       coalesce(sum(CASE WHEN d.deleted = 0 THEN length(r.body) ELSE 0 END), 0)
+                FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE d.id >= ? AND d.id < ?
+                """, arguments: [low, high])
+            return (row?[0] ?? 0, row?[1] ?? 0, row?[2] ?? 0)
+        }
+        return [
+            "db_name": .string(name),
+            "sizes": ["active": .int(external), "external": .int(external)],
+            "partition": .string(partition),
+            "doc_count": .int(live),
+            "doc_del_count": .int(deleted),
+        ]
+    }
+}

@@ -27,7 +27,8 @@ extension CouchAPI {
 
         /// `use_index` as CouchDB's mango_opts reads it: a name (`ddoc`, `_design/ddoc`,
         /// `ddoc/index`, `_design/ddoc/index`) or a list of one or two names; null or `[]` is
-        /// none. Anything else is 400 `invalid_index_name`.
+        /// none. Empty names are names (of no index: a warning, as in CouchDB). Anything else is
+        /// 400 `invalid_index_name`.
         static func parseUseIndex(_ value: JSON) throws -> [String]? {
             func invalid() -> EngineError {
                 EngineError(status: 400, error: "invalid_index_name", reason: "Invalid index name: \(value.text)")
@@ -36,15 +37,15 @@ extension CouchAPI {
             case let .string(text):
                 let parts = text.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
                 switch parts.count {
-                case 1 where !parts[0].isEmpty: return parts
-                case 2 where parts[0] == "_design" && !parts[1].isEmpty: return [parts[1]]
-                case 2 where !parts[0].isEmpty && !parts[1].isEmpty: return parts
-                case 3 where parts[0] == "_design" && !parts[1].isEmpty && !parts[2].isEmpty: return [parts[1], parts[2]]
+                case 1: return parts
+                case 2 where parts[0] == "_design": return [parts[1]]
+                case 2: return parts
+                case 3 where parts[0] == "_design": return [parts[1], parts[2]]
                 default: throw invalid()
                 }
             case let .array(items):
                 let names = items.compactMap(\.stringValue)
-                guard names.count == items.count, names.count <= 2, !names.contains(where: \.isEmpty) else { throw invalid() }
+                guard names.count == items.count, names.count <= 2 else { throw invalid() }
                 return names.isEmpty ? nil : names
             default:
                 throw invalid()

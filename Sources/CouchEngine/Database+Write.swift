@@ -40,7 +40,12 @@ extension Database {
             // the whole write.
             for document in accepted {
                 do {
-                    if partitioned, let id = document.id { try Partition.validate(documentID: id) }
+                    if let id = document.id {
+                        if partitioned { try Partition.validate(documentID: id) }
+                        if !partitioned, id.hasPrefix("_design/"), document.body["options"]?["partitioned"] == .bool(true) {
+                            throw EngineError(status: 400, error: "invalid_design_doc", reason: "partitioned option cannot be true in a non-partitioned database.")
+                        }
+                    }
                     results.append(.success(try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context)))
                 } catch let error as EngineError where error.status < 500 {
                     results.append(.failure(error))

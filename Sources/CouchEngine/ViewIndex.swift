@@ -79,6 +79,8 @@ public struct ViewQuery: Sendable {
     public var reduce: Bool?
     public var group = false
     public var groupLevel: Int?
+    /// Only rows of documents whose id is in `low..<high` (one partition's).
+    public var idRange: (low: String, high: String)?
     public init() {}
 }
 
@@ -214,6 +216,9 @@ extension Database {
                 parts = keys.map { ("key = ?", [Data($0.collationKey)]) }
             } else {
                 parts = [Database.viewRange(query)]
+            }
+            if let (low, high) = query.idRange {
+                parts = parts.map { ("(\($0.condition)) AND doc_id >= ? AND doc_id < ?", $0.arguments + [low, high]) }
             }
             if countOnly {
                 var count = 0

@@ -482,13 +482,17 @@ extension CouchAPI {
 
 extension CouchAPI {
     /// `/{db}/_partition/{partition}[/…]` of a partitioned database: the partition's
-    /// information, `_all_docs`, `_find` and `_explain` confined to its documents.
+    /// information, `_all_docs`, `_find`, `_explain` and views confined to its documents.
     func partitionResource(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
         let path = request.path
         guard db.isPartitioned else { throw EngineError.badRequest("database is not partitioned") }
         guard path.count >= 3 else { throw EngineError.missing }
         let partition = path[2]
         try Partition.validate(partition)
+        if path.count == 7, path[3] == "_design", path[5] == "_view" {
+            try authorize(db, request.user, .read)
+            return try await view(db, "_design/" + path[4], path[6], request, partition: partition)
+        }
         switch path.count == 4 ? path[3] : (path.count == 3 ? "" : "/") {
         case "":
             try requireMethod(request, .get)

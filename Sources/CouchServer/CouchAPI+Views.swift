@@ -29,18 +29,29 @@ extension CouchAPI {
     /// `GET|POST /{db}/_design/{ddoc}/_view/{view}`: a JavaScript map function (run by the query
     /// server processes, batch by batch) with an optional reducer, indexed incrementally and
     /// persistently by the engine.
-    func view(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest) async throws -> APIResponse {
+    func view(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
-        let (result, reduced) = try await runView(db, ddocID, name, request)
+        let (result, reduced) = try await runView(db, ddocID, name, request, partition: partition)
         if reduced { return .json(["rows": .array(result.rows)]) }
         return .json(["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)])
     }
 
-    /// Runs a view query as `_view` (and `_list`) parameters describe it.
-    func runView(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest) async throws -> (ViewResult, Bool) {
+    /// Runs a view query as `_view` (and `_list`) parameters describe it; `partition` confines
+    /// it to one partition's documents. A partitioned design document's views (the default in a
+    /// partitioned database) answer only in a partition, the others only globally, as in CouchDB.
+    func runView(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> (ViewResult, Bool) {
         let functions = try designFunctions()
-        let view = try functions.view(try await designDocument(db, ddocID), name)
-        let query = try viewQuery(request)
+        let ddoc = try await designDocument(db, ddocID)
+        let view = try functions.view(ddoc, name)
+        var query = try viewQuery(request)
+        let partitioned = ddoc["options"]?["partitioned"]?.boolValue ?? db.isPartitioned
+        if partitioned, partition == nil {
+            throw EngineError(status: 400, error: "query_parse_error", reason: "`partition` parameter is mandatory for queries to this view.")
+        }
+        if !partitioned, partition != nil {
+            throw EngineError(status: 400, error: "query_parse_error", reason: "`partition` parameter is not supported in this design doc")
+        }
+        query.idRange = partition.map(Partition.idRange)
         let stale = request.query["stale"] == "ok" || request.query["stale"] == "update_after"
             || request.query["update"] == "false" || request.query["update"] == "lazy"
         if let update = request.query["update"], !["true", "false", "lazy"].contains(update) {

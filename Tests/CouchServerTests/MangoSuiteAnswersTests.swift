@@ -49,6 +49,22 @@ struct MangoSuiteAnswersTests {
         let global = try await s.request(.POST, "/pdb/_explain", json: selector)
         #expect(global.json["index"]?["name"] == "ga" && global.json["mrargs"]?["partition"] == .null)
         #expect(Self.ids(try await s.request(.POST, "/pdb/_find", json: selector)) == ["p:1", "q:1"])
+
+        // Views: a partitioned database's design documents are partitioned unless they say
+        // otherwise; their views answer in a partition only (CouchDB 3.4.3's answers).
+        _ = try await s.request(.PUT, "/pdb/p:3", json: ["a": 5])
+        _ = try await s.request(.PUT, "/pdb/_design/v", json: ["views": ["a": ["map": "function(d){ emit(d.a, 1); }", "reduce": "_count"]]])
+        _ = try await s.request(.PUT, "/pdb/_design/g", json: ["options": ["partitioned": false], "views": ["a": ["map": "function(d){ emit(d.a, 1); }"]]])
+        let mandatory = try await s.request(.GET, "/pdb/_design/v/_view/a")
+        #expect(mandatory.status == 400 && mandatory.json["reason"] == "`partition` parameter is mandatory for queries to this view.")
+        let rows = try await s.request(.GET, "/pdb/_partition/p/_design/v/_view/a?reduce=false")
+        #expect(rows.json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == ["p:1", "p:3"], "\(rows.text)")
+        #expect(try await s.request(.GET, "/pdb/_partition/p/_design/v/_view/a").json["rows"] == [["key": .null, "value": 2]])
+        #expect(try await s.request(.GET, "/pdb/_design/g/_view/a").json["rows"]?.arrayValue?.count == 3)
+        let unsupported = try await s.request(.GET, "/pdb/_partition/p/_design/g/_view/a")
+        #expect(unsupported.status == 400 && unsupported.json["reason"] == "`partition` parameter is not supported in this design doc")
+        let wrongDatabase = try await s.request(.PUT, "/plain/_design/pp", json: ["options": ["partitioned": true], "views": ["a": ["map": "function(d){}"]]])
+        #expect(wrongDatabase.status == 400 && wrongDatabase.json["reason"] == "partitioned option cannot be true in a non-partitioned database.")
     }
 
     @Test("A covering index answers without reading documents, and follows their changes")

@@ -15,6 +15,7 @@ enum CouchRevisionID {
     /// The 32 hex digits of a new revision's hash.
     static func hash(deleted: Bool, parent: Revision?, body: JSONObject, attachments: JSONObject?) -> String {
         var term = ErlangTerm()
+        term.bytes.reserveCapacity(512)
         term.bytes.append(131)  // version
         term.listHeader(count: 5)
         term.atom(deleted ? "true" : "false")
@@ -36,8 +37,8 @@ enum CouchRevisionID {
             term.listHeader(count: digested.count)
             for (name, type, md5) in digested {
                 term.tupleHeader(arity: 3)
-                term.binary(Array(name.utf8))
-                term.binary(Array(type.utf8))
+                term.binary(name)
+                term.binary(type)
                 term.binary(md5)
             }
             term.bytes.append(ErlangTerm.nil)
@@ -82,7 +83,7 @@ struct ErlangTerm {
         case let .bool(b): atom(b ? "true" : "false")
         case let .int(i): integer(Int64(i))
         case let .double(d): float(d)
-        case let .string(s): binary(Array(s.utf8))
+        case let .string(s): binary(s)
         case let .object(o): object(o)
         case let .array(items): list(items)
         }
@@ -98,7 +99,7 @@ struct ErlangTerm {
         listHeader(count: object.members.count)
         for (key, member) in object.members {
             tupleHeader(arity: 2)
-            binary(Array(key.utf8))
+            binary(key)
             value(member)
         }
         bytes.append(Self.nil)
@@ -159,6 +160,13 @@ struct ErlangTerm {
         bytes.append(109)
         append32(UInt32(data.count))
         bytes.append(contentsOf: data)
+    }
+
+    /// A string as jiffy decodes it: its UTF-8 bytes as a binary.
+    mutating func binary(_ text: String) {
+        bytes.append(109)
+        append32(UInt32(text.utf8.count))
+        bytes.append(contentsOf: text.utf8)
     }
 
     mutating func listHeader(count: Int) {

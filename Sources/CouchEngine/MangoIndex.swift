@@ -189,6 +189,9 @@ extension Database {
 
             func consider(_ id: String, row: Row) throws -> Bool {
                 docsExamined += 1
+                // CouchDB examines one row past the last it returns (its statistics count it);
+                // that row need not be read.
+                if docs.count >= wanted { return false }
                 guard let rev = Revision(row["winner"] as String), let data = row["body"] as Data?,
                       let body = try JSON.parse(data).objectValue else { return true }
                 let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(encoded: row["tree"]), winnerDeleted: false)
@@ -206,22 +209,19 @@ extension Database {
                     skipped += 1
                     return true
                 }
-                // As CouchDB, the scan stops at the first match past the limit (which it examined).
-                guard docs.count < wanted else { return false }
                 docs.append(.object(doc))
                 return true
             }
 
             // A covering index answers alone: documents are made of `_id` and the indexed values.
             func coveredMatch(_ id: String, values: [UInt8]) throws -> Bool {
-                guard let index else { return false }
+                guard let index, docs.count < wanted else { return false }
                 let doc = try index.coveredDocument(id: id, values: values)
                 guard query.selector.matches(doc) else { return true }
                 if skipped < query.skip {
                     skipped += 1
                     return true
                 }
-                guard docs.count < wanted else { return false }
                 docs.append(doc)
                 return true
             }

@@ -159,8 +159,11 @@ extension Database {
                   var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
             body.prepend("_rev", .string(row[3] as String))
             body.prepend("_id", .string(id))
-            let losers = try RevisionTree(encoded: row[5]).leaves.dropFirst()
-            if !losers.isEmpty {
+            // Only a tree of more than one revision can have losing leaves: most documents are
+            // not parsed for this.
+            let encodedTree: String = row[5]
+            if encodedTree.utf8.count > 2, encodedTree.contains("],[") {
+                let losers = try RevisionTree(encoded: encodedTree).leaves.dropFirst()
                 let conflicts = losers.filter { !$0.deleted }.map { JSON.string($0.rev.description) }
                 let deleted = losers.filter(\.deleted).map { JSON.string($0.rev.description) }
                 if !conflicts.isEmpty { body.members.append(("_conflicts", .array(conflicts))) }

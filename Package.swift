@@ -21,6 +21,7 @@ let package = Package(
     platforms: [.macOS(.v14), .iOS(.v17)],
     products: [
         .executable(name: "lt", targets: ["lt"]),
+        .executable(name: "lt-bench", targets: ["lt-bench"]),
         .library(name: "CouchJSON", targets: ["CouchJSON"]),
         .library(name: "CouchEngine", targets: ["CouchEngine"]),
         .library(name: "CouchServer", targets: ["CouchServer"]),
@@ -129,11 +130,38 @@ let package = Package(
             resources: [.copy("Dashboard")],
             swiftSettings: strict
         ),
-        // The command line: serve, device, replicate, places, users, bench.
+        // What the two executables share: process set-up (event loops, logging), the data
+        // directory lock, the open-file budget, the JavaScript query server (`js-server`), shipped
+        // data files, the allocator's name.
+        .target(
+            name: "CommandSupport",
+            dependencies: [
+                "CouchJSON", "CouchEngine", "JavaScript", "TrackerKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        // The benchmarks (database API, geo index, the application at scale, the device), each
+        // against a baseline measured in the same run: `lt-bench`, apart from the `lt` users run.
+        .executableTarget(
+            name: "lt-bench",
+            dependencies: [
+                "CommandSupport", "CouchJSON", "CouchEngine", "CouchServer", "Geo", "JavaScript", "Replication", "TrackerApp", "TrackerKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        // The command line: serve, device, replicate, places, users, status, analysis.
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
+                "CommandSupport", "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -182,10 +210,11 @@ let package = Package(
 
 if javascriptEngine {
     package.targets.append(.systemLibrary(name: "CDuktape", path: "Sources/CDuktape", providers: [.apt(["duktape-dev"])]))
-    package.targets.first { $0.name == "lt" }?.dependencies.append("CDuktape")
+    package.targets.first { $0.name == "CommandSupport" }?.dependencies.append("CDuktape")
 }
 
 if jemalloc {
     package.targets.append(.systemLibrary(name: "CJemalloc", path: "Sources/CJemalloc", providers: [.apt(["libjemalloc-dev"])]))
-    package.targets.first { $0.name == "lt" }?.dependencies.append("CJemalloc")
+    // Linked into both executables through CommandSupport (the allocator replaces malloc).
+    package.targets.first { $0.name == "CommandSupport" }?.dependencies.append("CJemalloc")
 }

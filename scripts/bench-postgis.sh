@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# PostGIS on the same data and query as `lt bench-geo`: 1,000,000 clustered points, radius
+# PostGIS on the same data and query as `lt-bench geo`: 1,000,000 clustered points, radius
 # 4,023.35 m, nearest first, limit 100 (geography, GiST index, ST_DWithin + ORDER BY <->).
 # Needs PostgreSQL with PostGIS (Debian: apt-get install postgresql-15-postgis-3). Starts a
 # throwaway cluster on port 5499 as the postgres user, loads the points that
-# `lt bench-geo --export DIR` writes, and runs pgbench with 1 and 2 clients for 10 s each.
+# `lt-bench geo --export DIR` writes, and runs pgbench with 1 and 2 clients for 10 s each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POINTS=${POINTS:-1000000}
@@ -12,8 +12,8 @@ WORK=$(mktemp -d /tmp/lt-postgis.XXXXXX)
 chmod 777 "$WORK"
 trap 'su postgres -c "$PGBIN/pg_ctl -D $WORK/data -m immediate stop" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 
-swift build -c release --product lt >/dev/null
-.build/release/lt bench-geo --points "$POINTS" --export "$WORK/csv"
+swift build -c release --product lt-bench >/dev/null
+.build/release/lt-bench geo --points "$POINTS" --export "$WORK/csv"
 chmod -R a+r "$WORK/csv"
 
 su postgres -c "$PGBIN/initdb -D $WORK/data -A trust" >/dev/null

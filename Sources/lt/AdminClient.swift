@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import AsyncHTTPClient
 import CouchJSON
 import Foundation

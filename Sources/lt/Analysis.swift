@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchEngine
 import CouchJSON
 import Foundation

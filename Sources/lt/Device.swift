@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchJSON
 import Foundation
 import TrackerApp
@@ -164,7 +165,7 @@ struct Device: AsyncParsableCommand {
         var noPush = false
 
         func run() async throws {
-            LT.bootstrapLogging(level: .error)
+            ProcessSetup.bootstrapLogging(level: .error)
             let credentials = try state.loggedIn()
             var chosen: TrackFile.Format?
             if let format {
@@ -219,7 +220,7 @@ struct Device: AsyncParsableCommand {
         var continuous = false
 
         func run() async throws {
-            LT.bootstrapLogging(level: .error)
+            ProcessSetup.bootstrapLogging(level: .error)
             let credentials = try state.loggedIn()
             let store = try state.store()
             let json = state.json

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchJSON
 import Foundation
 import Geo
@@ -61,9 +62,9 @@ extension Device {
         }
 
         func run() async throws {
-            LT.bootstrapLogging(level: .error)
+            ProcessSetup.bootstrapLogging(level: .error)
             let credentials = try state.loggedIn()
-            let points = try Drive.loadRoute(route)
+            let points = try ShippedData.route(route)
             var drive = SimulatedDrive(route: points)
             drive.vehicleSpeed = vehicleSpeed
             drive.noise = noiseMetres ?? 0
@@ -136,17 +137,6 @@ extension Device {
                 """)
         }
 
-        /// The built-in route or a file.
-        static func loadRoute(_ route: String) throws -> [TrackPoint] {
-            if route == "freeway-drive" {
-                guard let url = ShippedData.url("freeway-drive.json") else { throw CommandFailure("data/freeway-drive.json not found beside lt") }
-                return try TrackFile.read(Data(contentsOf: url), format: .geojson)
-            }
-            do { return try TrackFile.read(contentsOf: URL(fileURLWithPath: route)) } catch let failure as TrackFile.Failure {
-                throw CommandFailure("\(route): \(failure.reason)")
-            }
-        }
-
         static func openTrace(_ path: String) throws -> FileHandle {
             _ = FileManager.default.createFile(atPath: path, contents: nil)
             guard let handle = FileHandle(forWritingAtPath: path) else { throw CommandFailure("cannot write \(path)") }
@@ -167,18 +157,5 @@ extension Device {
         static func minutes(_ seconds: TimeInterval) -> String {
             String(format: "%d:%02d", Int(seconds) / 60, Int(seconds) % 60)
         }
-    }
-}
-
-/// Data files shipped in the repository's `data/` (see data/README.md for sources and
-/// licences), found beside the package lt was built from, then in the working directory.
-enum ShippedData {
-    static func url(_ name: String) -> URL? {
-        let candidates = [
-            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("data/\(name)"),
-            URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("data/\(name)"),
-        ]
-        return candidates.first { FileManager.default.fileExists(atPath: $0.path) }
     }
 }

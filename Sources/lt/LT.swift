@@ -1,62 +1,12 @@
 import ArgumentParser
-import Foundation
-import CouchEngine
-import Logging
-import NIOCore
-import NIOPosix
+import CommandSupport
 
-/// `lt`: the LocationTracker command line.
+/// `lt`: the LocationTracker command line. (The benchmarks are `lt-bench`.)
 @main
 struct LT: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lt",
         abstract: "LocationTracker: an offline-first location tracking server with a CouchDB-compatible database.",
-        subcommands: [Serve.self, Status.self, Users.self, Places.self, Analysis.self, Device.self, Replicate.self, Bench.self, GeoBench.self, AppBench.self, DeviceBench.self, JSServer.self],
+        subcommands: [Serve.self, Status.self, Users.self, Places.self, Analysis.self, Device.self, Replicate.self, JSServer.self],
         defaultSubcommand: Serve.self)
-}
-
-extension LT {
-    /// Makes SwiftNIO's event loops Swift concurrency's global executor, as Vapor's and
-    /// Hummingbird's server templates do: a request's handler then runs on the thread that read
-    /// it instead of being handed to the cooperative pool and back, which on a 2-core machine
-    /// doubled the rate of small requests (GET / 6.6k → 14k/s) and raised geo queries from 5k to
-    /// 7k/s (docs/benchmarks.md). Long synchronous work in a task now holds up the connections of
-    /// its event loop, as it held up a pool thread before; password hashing, the expensive
-    /// part, runs on NIO's blocking-work pool. Call first, once, before any server starts.
-    static func runTasksOnEventLoops() {
-        _ = NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
-    }
-
-    /// Logs go to stderr at `level`, for every command.
-    static func bootstrapLogging(level: Logger.Level) {
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-    }
-}
-
-/// A command that failed although its command line was fine (the server refused, another
-/// process holds the data directory): printed as "Error: …" without the usage lines that
-/// argument errors (`ValidationError`) get.
-struct CommandFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
-extension DirectoryLock {
-    /// Takes `directory` for this command; held by another `lt` process, it is a
-    /// `CommandFailure` with the reason.
-    static func forCommand(_ directory: URL) throws -> DirectoryLock {
-        do { return try DirectoryLock(directory: directory) } catch let error as EngineError { throw CommandFailure(error.reason) }
-    }
-}
-
-extension Durability {
-    /// The `--durability` option's value (`full` or `normal`, any case).
-    static func option(_ text: String) throws -> Durability {
-        guard let durability = Durability(rawValue: text.uppercased()) else { throw ValidationError("--durability must be full or normal") }
-        return durability
-    }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchJSON
 import Foundation
 import Logging

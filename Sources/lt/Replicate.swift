@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchEngine
 import CouchJSON
 import Foundation
@@ -57,7 +58,7 @@ struct Replicate: AsyncParsableCommand {
     }
 
     func run() async throws {
-        LT.bootstrapLogging(level: .warning)
+        ProcessSetup.bootstrapLogging(level: .warning)
         var stores: [String: DatabaseStore] = [:]
         var locks: [DirectoryLock] = []
         defer { withExtendedLifetime(locks) {} }

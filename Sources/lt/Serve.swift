@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchEngine
 import CouchJSON
 import CouchServer
@@ -100,10 +101,10 @@ struct Serve: AsyncParsableCommand {
     }
 
     func run() async throws {
-        LT.runTasksOnEventLoops()
+        ProcessSetup.runTasksOnEventLoops()
         let levelName = value(logLevel, "LT_LOG_LEVEL") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("Unknown log level \(levelName)") }
-        LT.bootstrapLogging(level: level)
+        ProcessSetup.bootstrapLogging(level: level)
         let logger = Logger(label: "lt")
         let directory = URL(fileURLWithPath: value(data, "LT_DATA") ?? "./lt-data", isDirectory: true)
         let host = value(host, "LT_HOST") ?? "127.0.0.1"
@@ -178,10 +179,10 @@ struct Serve: AsyncParsableCommand {
         }
         try settings.save(to: directory)
 
-        let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: Serve.openDatabaseBudget())
-        try Serve.checkOpenDatabases(maxOpen)
+        let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: ServerResources.openDatabaseBudget())
+        try ServerResources.checkOpenDatabases(maxOpen)
         switch value(javascript, "LT_JAVASCRIPT") ?? "on" {
-        case "on": options.javascript = Serve.javascriptQueryServer()
+        case "on": options.javascript = ServerResources.javascriptQueryServer()
         case "off": options.javascript = nil
         case let other: throw ValidationError("--javascript must be on or off, not \(other)")
         }
@@ -202,7 +203,7 @@ struct Serve: AsyncParsableCommand {
         let store = try DatabaseStore(
             directory: directory, maxOpen: maxOpen, durability: durabilityMode,
             validator: DesignDocumentValidator(queryServer: options.javascript, native: TrackerService.nativeValidators),
-            connections: Serve.connections, maxDocumentSize: maxDocumentSize, logger: logger)
+            connections: ServerResources.connections, maxDocumentSize: maxDocumentSize, logger: logger)
         logger.info("\(maxOpen) databases open at most; memory allocator: \(Allocator.description)")
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
@@ -246,7 +247,7 @@ struct Serve: AsyncParsableCommand {
         let service = TrackerService(couch: couch, geo: cluster == nil ? nil : local, databaseLocation: devicesReplicateWith,
                                      mode: appMode, passwordIterations: options.pbkdf2Iterations, throttle: options.loginThrottle, logger: logger)
         do {
-            try await service.prepare(places: try Serve.samplePlaces())
+            try await service.prepare(places: try ServerResources.samplePlaces())
         } catch let failure as TrackerService.Failure {
             throw CommandFailure("cannot prepare the application's databases\(cluster.map { " on \($0.baseURL)" } ?? ""): \(failure.body.text)")
         } catch where cluster != nil {
@@ -334,73 +335,6 @@ struct Serve: AsyncParsableCommand {
                 }
             }
         }
-    }
-
-    /// Users' private databases are many and small, each written by one device: one
-    /// connection each, so thousands stay open. Shared ones get concurrent readers.
-    static let connections: @Sendable (String) -> Connections = { name in
-        name.hasPrefix("lt_locations_user_") ? .single : .pool
-    }
-
-    /// How many databases to keep open when not told: raises the soft open-file limit to the
-    /// hard one, then allows two descriptors per database (file and write-ahead log) beside
-    /// 4,096 for connections and databases still closing, at most 2,048 databases: each open
-    /// one holds ~70 KB with jemalloc (its WAL index, page cache, schema, statements); with
-    /// 10,000 users writing 1,000 locations a second, 9,000 open measured 820 MiB and 1.17 ms
-    /// of CPU per write against 2,048's 336 MiB and 1.45 ms (docs/benchmarks.md, session 9). A
-    /// write to an open database costs one sync; reopening one reads its file and WAL back.
-    static func openDatabaseBudget() -> Int {
-        min(2048, max(64, (openFileLimit - 4096) / 2))
-    }
-
-    /// The open-file limit, after raising the soft limit to the hard one (once per process).
-    static let openFileLimit: Int = {
-        var limit = rlimit()
-        #if os(Linux)
-        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        #else
-        let resource = RLIMIT_NOFILE
-        #endif
-        guard getrlimit(resource, &limit) == 0 else { return 4096 + 256 }
-        if limit.rlim_cur < limit.rlim_max {
-            var raised = limit
-            raised.rlim_cur = limit.rlim_max
-            if setrlimit(resource, &raised) == 0 { limit = raised }
-        }
-        return Int(clamping: limit.rlim_cur)
-    }()
-
-    /// Checks that `maxOpen` databases fit in the open-file limit (two descriptors each, and
-    /// at least 256 left for connections; the default budget always fits): beyond it, opening
-    /// or creating a database would fail at random with "unable to open database file" under
-    /// load instead of now, clearly.
-    static func checkOpenDatabases(_ maxOpen: Int) throws {
-        guard maxOpen > 0 else { throw ValidationError("--max-open-databases must be positive") }
-        let limit = openFileLimit
-        let most = max(64, (limit - 256) / 2)
-        guard maxOpen <= most else {
-            throw ValidationError("--max-open-databases \(maxOpen) is more than this process's open-file limit (\(limit)) allows: each open database "
-                                  + "holds two file descriptors, and connections need some too; use at most \(most), or raise the limit (ulimit -n)")
-        }
-    }
-
-    /// Query servers run this same binary as `lt js-server`, when it was built with Duktape.
-    static func javascriptQueryServer() -> QueryServer? {
-        #if canImport(CDuktape)
-        let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let path = FileManager.default.fileExists(atPath: executable.path) ? executable : URL(fileURLWithPath: CommandLine.arguments[0])
-        return QueryServer(executable: path)
-        #else
-        return nil
-        #endif
-    }
-
-    /// The original system's 50 sample places, shipped in `data/sample-places.json` (Apache-2.0,
-    /// see data/README.md); looked for beside the binary's package, then in the working directory.
-    static func samplePlaces() throws -> [JSON] {
-        if let url = ShippedData.url("sample-places.json") { return try JSON.parse(Array(Data(contentsOf: url)))["places"]?.arrayValue ?? [] }
-        FileHandle.standardError.write(Data("lt: data/sample-places.json not found; lt_places starts empty\n".utf8))
-        return []
     }
 
     /// Prints where a listener is, on stdout, so scripts and tests can find an ephemeral port.

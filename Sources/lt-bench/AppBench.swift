@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchEngine
 import CouchJSON
 import CouchServer
@@ -6,14 +7,14 @@ import Foundation
 import Logging
 import TrackerApp
 
-/// `lt bench-app`: the application at scale, in one process: many registered users, then a
+/// `lt-bench app`: the application at scale, in one process: many registered users, then a
 /// steady stream of location writes spread over many of them, measuring how long each write
 /// takes to be visible in `lt_locations_all`'s geo index (the consolidation lag), the server's resident memory,
 /// and what a registration costs without its PBKDF2 part. The consolidator runs throughout, as
 /// in `lt serve`.
 struct AppBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-app",
+        commandName: "app",
         abstract: "Measure registration cost, consolidation lag and memory with many users.")
 
     @Option(help: "Registered users (each gets a database).")
@@ -41,26 +42,26 @@ struct AppBench: AsyncParsableCommand {
     var durability = "full"
 
     func run() async throws {
-        LT.runTasksOnEventLoops()
-        LT.bootstrapLogging(level: .error)
+        ProcessSetup.runTasksOnEventLoops()
+        ProcessSetup.bootstrapLogging(level: .error)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-app-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }  // on errors; normally removed below
         var options = CouchAPI.Options()
         options.pbkdf2Iterations = pbkdf2Iterations
-        let maxOpen = maxOpenDatabases ?? Serve.openDatabaseBudget()
-        try Serve.checkOpenDatabases(maxOpen)
+        let maxOpen = maxOpenDatabases ?? ServerResources.openDatabaseBudget()
+        try ServerResources.checkOpenDatabases(maxOpen)
         let dataDirectory = scratch.appendingPathComponent("data")
         let directoryLock = try DirectoryLock.forCommand(dataDirectory)
         defer { withExtendedLifetime(directoryLock) {} }
         let durabilityMode = try Durability.option(durability)
-        let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, durability: durabilityMode, connections: Serve.connections)
+        let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, durability: durabilityMode, connections: ServerResources.connections)
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: scratch), options: options, logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()
         let couch = InProcessCouch(api: api)
         let service = TrackerService(couch: couch, passwordIterations: pbkdf2Iterations, logger: Logger(label: "lt.bench"))
         try await service.prepare(places: [])
-        print("lt bench-app: \(users) users, \(rate) writes/s over \(min(active, users)) of them for \(seconds) s, at most \(inFlight) in flight; "
+        print("lt-bench app: \(users) users, \(rate) writes/s over \(min(active, users)) of them for \(seconds) s, at most \(inFlight) in flight; "
               + "PBKDF2 iterations \(pbkdf2Iterations); \(maxOpen) databases open at most; durability \(durabilityMode.rawValue.lowercased()); \(Allocator.description)")
 
         // The consolidator runs from the start, as in `lt serve`.

@@ -1,18 +1,19 @@
 import ArgumentParser
+import CommandSupport
 import CouchJSON
 import Foundation
 import Geo
 import GRDB
 import TrackerKit
 
-/// `lt bench-device`: what a device does per location. Saving accepted fixes in the device's
+/// `lt-bench device`: what a device does per location. Saving accepted fixes in the device's
 /// store (one commit each, as the app saves them) against raw SQLite inserts of the same JSON
 /// with the same durability, the whole per-fix path offline (filter, save, places from the
 /// device's copy), and the Freeway Drive end to end at maximum speed against a real `lt serve`
 /// (started as a child process) until every kept fix is in `lt_locations_all`.
 struct DeviceBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-device",
+        commandName: "device",
         abstract: "Measure the device side: local saves against raw SQLite, the per-fix path, and the Freeway Drive end to end.")
 
     @Option(help: "Accepted fixes saved per local measurement.")
@@ -25,13 +26,13 @@ struct DeviceBench: AsyncParsableCommand {
     var drives = 3
 
     func run() async throws {
-        LT.bootstrapLogging(level: .error)
+        ProcessSetup.bootstrapLogging(level: .error)
         let helper = try Bench.parse(["--durability", "full"])
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-device-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let locations = DeviceBench.fixes(fixes)
-        print("lt bench-device: \(fixes) accepted fixes per local run (one commit each, fsync on); median of \(runs) runs; \(drives) Freeway Drives")
+        print("lt-bench device: \(fixes) accepted fixes per local run (one commit each, fsync on); median of \(runs) runs; \(drives) Freeway Drives")
 
         // Baseline: the same JSON documents, one INSERT per transaction, WAL with synchronous=FULL.
         let bodies = locations.map { location -> (String, Data) in (location.id!, Data(location.json.bytes)) }
@@ -85,7 +86,7 @@ struct DeviceBench: AsyncParsableCommand {
     }
 
     static func samplePlaces() throws -> [PlaceDoc] {
-        try Serve.samplePlaces().enumerated().compactMap { i, json in
+        try ServerResources.samplePlaces().enumerated().compactMap { i, json in
             guard var place = PlaceDoc(json: json) else { return nil }
             place.id = "place-\(i)"
             return place
@@ -97,7 +98,7 @@ struct DeviceBench: AsyncParsableCommand {
         let server = try ChildServer(directory: directory)
         defer { server.stop() }
         let client = TrackerClient(baseURL: "http://127.0.0.1:\(server.appPort)")
-        var drive = SimulatedDrive(route: try Device.Drive.loadRoute("freeway-drive"))
+        var drive = SimulatedDrive(route: try ShippedData.route("freeway-drive"))
         drive.noise = 8
         let steps = drive.steps()
         var driveTimes: [Double] = [], consolidatedTimes: [Double] = []
@@ -133,7 +134,8 @@ struct DeviceBench: AsyncParsableCommand {
     }
 }
 
-/// `lt serve` as a child process on ephemeral ports (the binary running this command).
+/// `lt serve` as a child process on ephemeral ports: the `lt` built beside `lt-bench`
+/// (`swift build -c release` builds both).
 final class ChildServer: Sendable {
     let process: Process
     let port: Int
@@ -142,7 +144,12 @@ final class ChildServer: Sendable {
 
     init(directory: URL) throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? ProcessInfo.processInfo.arguments[0])
+        let bench = URL(fileURLWithPath: Bundle.main.executablePath ?? ProcessInfo.processInfo.arguments[0])
+        let lt = bench.deletingLastPathComponent().appendingPathComponent("lt")
+        guard FileManager.default.isExecutableFile(atPath: lt.path) else {
+            throw ValidationError("\(lt.path) not found: build lt too (swift build -c release --product lt)")
+        }
+        process.executableURL = lt
         process.arguments = ["serve", "--data", directory.path, "--db-port", "0", "--port", "0", "--admin", ChildServer.admin, "--log-level", "error"]
         let output = Pipe()
         process.standardOutput = output

@@ -4,9 +4,9 @@ import CJemalloc
 
 /// The memory allocator `lt` runs on: jemalloc when it was built with Debian's
 /// libjemalloc-dev present (see Package.swift), otherwise the C library's malloc.
-enum Allocator {
+public enum Allocator {
     /// For logs and benchmark reports, e.g. "jemalloc 5.3.0-0-g54eaed1d8b56".
-    static var description: String {
+    public static var description: String {
         #if canImport(CJemalloc)
         if let version = lt_jemalloc_version() { return "jemalloc " + String(cString: version) }
         #endif

@@ -7,17 +7,20 @@ import JavaScript
 import CDuktape
 #endif
 
-/// `lt js-server`: a JavaScript query server process. The database server starts these and
-/// speaks CouchDB's query server protocol with them on stdin/stdout; not for people.
-struct JSServer: ParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `js-server`: a JavaScript query server process. The database server starts these (as
+/// `lt js-server`, or `lt-bench js-server` in the benchmarks) and speaks CouchDB's query server
+/// protocol with them on stdin/stdout; not for people.
+public struct JSServer: ParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "js-server", abstract: "Run a JavaScript query server on stdin/stdout (started by lt serve).",
         shouldDisplay: false)
 
     @Option(name: .customLong("memory-limit"), help: "Address space limit of this process in MiB.")
     var memoryLimit = 1024
 
-    func run() throws {
+    public init() {}
+
+    public func run() throws {
         #if canImport(CDuktape)
         // A function that allocates without end makes this process fail, not the server.
         var limit = rlimit(rlim_cur: rlim_t(memoryLimit) << 20, rlim_max: rlim_t(memoryLimit) << 20)

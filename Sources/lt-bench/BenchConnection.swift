@@ -6,7 +6,7 @@ import Glibc
 import Darwin
 #endif
 
-/// A minimal blocking HTTP/1.1 keep-alive connection for `lt bench`: one request at a time,
+/// A minimal blocking HTTP/1.1 keep-alive connection for `lt-bench`: one request at a time,
 /// responses read by Content-Length or chunked encoding. Load generators should cost the machine
 /// as little as possible, so the figures describe the server rather than the client.
 final class BenchConnection {
@@ -29,7 +29,7 @@ final class BenchConnection {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         guard inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host, &address.sin_addr) == 1 else {
             close(fd)
-            throw Failure(description: "lt bench needs an IPv4 address, not \(host)")
+            throw Failure(description: "lt-bench needs an IPv4 address, not \(host)")
         }
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }

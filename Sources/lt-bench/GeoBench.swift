@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchEngine
 import CouchJSON
 import Foundation
@@ -6,12 +7,12 @@ import Geo
 import TrackerKit
 import GRDB
 
-/// `lt bench-geo`: the geo index against a SQLite R*Tree baseline measured in the same run, on
+/// `lt-bench geo`: the geo index against a SQLite R*Tree baseline measured in the same run, on
 /// points clustered like real tracks: index build, memory per point, the app's query ("within
 /// 4,023.35 m, nearest first, 100 results") in-process on one core and over HTTP.
 struct GeoBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench-geo",
+        commandName: "geo",
         abstract: "Measure geo indexing and queries against a SQLite R*Tree baseline.")
 
     @Option(help: "Indexed points (documents).")
@@ -42,10 +43,10 @@ struct GeoBench: AsyncParsableCommand {
     static let limit = 100
 
     func run() async throws {
-        LT.runTasksOnEventLoops()
-        LT.bootstrapLogging(level: .warning)
+        ProcessSetup.runTasksOnEventLoops()
+        ProcessSetup.bootstrapLogging(level: .warning)
         let helper = try Bench.parse(["--durability", "normal"])
-        print("lt bench-geo: \(points) points in \(points / 1000) tracks of 1,000 fixes around 40 cities; query: radius \(GeoBench.radius) m, nearest first, limit \(GeoBench.limit)")
+        print("lt-bench geo: \(points) points in \(points / 1000) tracks of 1,000 fixes around 40 cities; query: radius \(GeoBench.radius) m, nearest first, limit \(GeoBench.limit)")
         let data = GeoBench.tracks(points)
         var random = SeededGenerator(seed: 42)
         let queryPoints = (0..<queries).map { _ in data[Int(random.next() % UInt64(data.count))].coordinate }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CommandSupport
 import CouchEngine
 import CouchJSON
 import CouchServer
@@ -9,10 +10,11 @@ import Hummingbird
 import Logging
 import Replication
 
-/// `lt bench`: measures the database API over HTTP, with raw SQLite inserts of the same JSON in
+/// `lt-bench`: measures the database API over HTTP, with raw SQLite inserts of the same JSON in
 /// one transaction as the ceiling, measured in the same run. Prints medians and ratios.
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "database",
         abstract: "Measure the database API over HTTP against a raw SQLite baseline.",
         discussion: "Without --url, starts a server in this process on an ephemeral port with a temporary data directory.")
 
@@ -32,8 +34,8 @@ struct Bench: AsyncParsableCommand {
     var durability = "full"
 
     func run() async throws {
-        LT.runTasksOnEventLoops()
-        LT.bootstrapLogging(level: .warning)
+        ProcessSetup.runTasksOnEventLoops()
+        ProcessSetup.bootstrapLogging(level: .warning)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
@@ -61,7 +63,7 @@ struct Bench: AsyncParsableCommand {
         let documents = (0..<docs).map(Bench.locationDocument)
         let bodies = documents.map(\.bytes)
         let averageSize = bodies.reduce(0) { $0 + $1.count } / max(1, bodies.count)
-        print("lt bench: \(docs) location documents of ~\(averageSize) bytes; server \(url == nil ? "in-process (durability \(durability))" : base); median of \(runs) runs")
+        print("lt-bench database: \(docs) location documents of ~\(averageSize) bytes; server \(url == nil ? "in-process (durability \(durability))" : base); median of \(runs) runs")
 
         // Ceiling: raw SQLite inserts of the same JSON in one transaction.
         let sqlite = try median(runs) { run in
@@ -308,7 +310,7 @@ struct Bench: AsyncParsableCommand {
         var settings = try ServerSettings.load(from: directory.deletingLastPathComponent())
         settings.admins["bench"] = try await Passwords.hash("bench-password")
         var options = CouchAPI.Options()
-        options.javascript = Serve.javascriptQueryServer()
+        options.javascript = ServerResources.javascriptQueryServer()
         let store = try DatabaseStore(directory: directory, durability: mode, validator: DesignDocumentValidator(queryServer: options.javascript))
         let api = CouchAPI(store: store, settings: settings, options: options, logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()

@@ -83,6 +83,7 @@ public enum ServerResources {
 /// Data files shipped in the repository's `data/` (see data/README.md for sources and
 /// licences), found beside the package lt was built from, then in the working directory.
 public enum ShippedData {
+    /// The file's location, or nil when neither place has it.
     public static func url(_ name: String) -> URL? {
         let candidates = [
             URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

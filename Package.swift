@@ -190,6 +190,9 @@ let package = Package(
         .executableTarget(name: "lt-fuzz", dependencies: ["FuzzTargets"]),
         // Helpers shared by the test targets (deterministic random numbers for property tests).
         .target(name: "LTTestSupport", dependencies: ["TrackerKit"], path: "Tests/LTTestSupport", swiftSettings: strict),
+        .testTarget(name: "CouchJSONTests", dependencies: ["CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        // Runs `lt js-server` processes: the lt executable must be built (swift test builds it).
+        .testTarget(name: "JavaScriptTests", dependencies: ["JavaScript", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),

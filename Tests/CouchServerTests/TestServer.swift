@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchJSON
 import Foundation
+import LTTestSupport
 import NIOCore
 import NIOHTTP1
 
@@ -17,23 +18,7 @@ final class TestServer: @unchecked Sendable {
     static let admin: (String, String) = LiveCouchDB.isSet ? (LiveCouchDB.endpoint.user, LiveCouchDB.endpoint.password) : ("admin", "s3cr3t-pw")
 
     /// The `lt` binary built next to the test bundle (or `LT_BINARY`).
-    static var binary: URL {
-        if let path = ProcessInfo.processInfo.environment["LT_BINARY"] { return URL(fileURLWithPath: path) }
-        var candidates: [URL] = []
-        if let first = CommandLine.arguments.first { candidates.append(URL(fileURLWithPath: first).deletingLastPathComponent()) }
-        candidates.append(Bundle.main.bundleURL)
-        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent())
-        for directory in candidates {
-            var url = directory
-            for _ in 0..<4 {
-                let candidate = url.appendingPathComponent("lt")
-                if FileManager.default.isExecutableFile(atPath: candidate.path) { return candidate }
-                url = url.deletingLastPathComponent()
-            }
-        }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        return root.appendingPathComponent(".build/debug/lt")
-    }
+    static var binary: URL { LTBinary.url }
 
     /// Starts a server; `ports` (database, application) reuses known ports, as a restart does.
     /// In cluster mode: the stand-in cluster the application keeps its data in (`port` is its).

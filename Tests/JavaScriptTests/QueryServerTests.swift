@@ -1,12 +1,13 @@
 import CouchJSON
 import Foundation
 import JavaScript
+import LTTestSupport
 import Testing
 
 @Suite("JavaScript query server processes", .timeLimit(.minutes(3)))
 struct QueryServerTests {
     func server(timeout: Duration = .seconds(5), memoryLimit: Int = 1024) -> QueryServer {
-        QueryServer(executable: TestServer.binary, arguments: ["js-server", "--memory-limit", String(memoryLimit)], timeout: timeout)
+        QueryServer(executable: LTBinary.url, arguments: ["js-server", "--memory-limit", String(memoryLimit)], timeout: timeout)
     }
 
     /// False where lt was built without duktape-dev; CI installs it, so there it must be true.

@@ -21,8 +21,6 @@ enum DesignDocumentRules {
         case any([Kind])
     }
 
-    static let builtinReducers = ["_sum", "_count", "_stats", "_approx_count_distinct"]
-
     static func rules(mapKind: Kind) -> [[Step]] {
         [
             [.member("filters", [.object]), .any([.object, .string])],
@@ -55,7 +53,7 @@ enum DesignDocumentRules {
         for (name, view) in views.members where name != "lib" {
             guard let map = view["map"], map != .null else { throw invalid("View `\(name)` must contain map function") }
             if case let .string(reduce)? = view["reduce"], reduce.hasPrefix("_"),
-               !builtinReducers.contains(where: { reduce.hasPrefix($0) }) {
+               !BuiltinReducer.allCases.contains(where: { reduce.hasPrefix($0.rawValue) }) {
                 throw invalid("`\(reduce)` is not a supported reduce function.")
             }
         }

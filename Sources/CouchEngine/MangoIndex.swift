@@ -5,22 +5,27 @@ import GRDB
 
 /// A Mango JSON index: the fields it orders by, and an optional partial filter.
 public struct MangoIndex: Sendable {
-    public var designDocument: String
-    public var name: String
+    public let designDocument: String
+    public let name: String
     /// Dotted field paths, split.
-    public var fields: [[String]]
-    public var partialFilter: Selector?
+    public let fields: [[String]]
+    public private(set) var partialFilter: Selector?
     /// Whether the index serves queries in one partition (the default in a partitioned
     /// database) rather than global ones.
     public var partitioned = false
     /// The definition as stored (`{"fields":[...],"partial_filter_selector":...}`), which names
     /// the index's table: a changed definition is a new index.
-    public var definition: JSON
+    public let definition: JSON
+    /// Names the index's tables; computed once (every query and catch-up needs it).
+    private let tableHash: String
 
     public init(designDocument: String, name: String, definition: JSON) throws(EngineError) {
         self.designDocument = designDocument
         self.name = name
         self.definition = definition
+        var md5 = Insecure.MD5()
+        md5.update(data: Array((designDocument + "\u{0}" + name + "\u{0}").utf8) + definition.bytes)
+        tableHash = Database.hex(md5.finalize())
         var fields: [[String]] = []
         for field in definition["fields"]?.arrayValue ?? [] {
             switch field {
@@ -48,11 +53,7 @@ public struct MangoIndex: Sendable {
     /// `table` is built.
     var keysOnlyTable: String { "mango_" + tableHash }
 
-    private var tableHash: String {
-        var md5 = Insecure.MD5()
-        md5.update(data: Array((designDocument + "\u{0}" + name + "\u{0}").utf8) + definition.bytes)
-        return Database.hex(md5.finalize())
-    }
+
 
     /// The index entry of a document: its key, and the indexed values themselves (a JSON
     /// array, from which a covering query answers); nil when the document lacks an indexed

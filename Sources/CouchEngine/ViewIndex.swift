@@ -12,7 +12,7 @@ public typealias MapFunction = @Sendable (JSONObject) throws -> [(key: JSON, val
 public typealias BatchMapFunction = @Sendable ([JSONObject]) async throws -> [[(key: JSON, value: JSON)]?]
 
 /// CouchDB's built-in reduce functions, computed natively.
-public enum BuiltinReducer: String, Sendable {
+public enum BuiltinReducer: String, Sendable, CaseIterable {
     case count = "_count"
     case sum = "_sum"
     case stats = "_stats"

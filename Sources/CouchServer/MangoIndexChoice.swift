@@ -58,9 +58,10 @@ struct MangoIndexChoice {
             }
         }
         // `_all_docs` serves any query without a sort, or one sorted by `_id`.
+        let indexableFields = selector.indexableFieldPaths
         let allDocsUsable = sort.isEmpty || sort == [["_id"]]
         if !allDocsUsable {
-            notUsable.append((nil, selector.indexableFieldPaths.contains(["_id"]) ? .sortOrderMismatch : .fieldMismatch))
+            notUsable.append((nil, indexableFields.contains(["_id"]) ? .sortOrderMismatch : .fieldMismatch))
         }
 
         let namedUsable = usable.filter(named)
@@ -69,26 +70,25 @@ struct MangoIndexChoice {
         let allDocsFiltered = allDocsUsable && (namedUsable.isEmpty || useIndex == ["_all_docs"])
         let allDocsExcluded = allDocsUsable && !allDocsFiltered
 
-        // JSON indexes first; `_all_docs` only when none is left.
-        let narrowed = selector.indexableFieldPaths.count
-        func prefix(_ index: MangoIndex) -> Int {
-            index.fields.prefix { selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count
-        }
-        let ranked = filtered.sorted { a, b in
-            let (pa, pb) = (prefix(a), prefix(b))
-            if pa != pb { return pa > pb }
-            if a.fields.count != b.fields.count { return a.fields.count < b.fields.count }
-            return (a.designDocument, a.name) <= (b.designDocument, b.name)
+        // JSON indexes first; `_all_docs` only when none is left. Each index's prefix: its
+        // leading columns the selector narrows.
+        let narrowed = indexableFields.count
+        let ranked = filtered.map { index in
+            (index, prefix: index.fields.prefix { selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count)
+        }.sorted { a, b in
+            if a.prefix != b.prefix { return a.prefix > b.prefix }
+            if a.0.fields.count != b.0.fields.count { return a.0.fields.count < b.0.fields.count }
+            return (a.0.designDocument, a.0.name) <= (b.0.designDocument, b.0.name)
         }
         usedNamedIndex = !namedUsable.isEmpty
         var candidates: [Candidate] = []
         let sortedCount: Int
-        if let winner = ranked.first {
+        if let (winner, _) = ranked.first {
             index = winner
             foundUsable = true
             sortedCount = ranked.count
-            for (n, other) in ranked.enumerated().dropFirst() {
-                let reason: Reason = narrowed - prefix(other) > 0 ? .lessOverlap
+            for (n, (other, prefix)) in ranked.enumerated().dropFirst() {
+                let reason: Reason = narrowed - prefix > 0 ? .lessOverlap
                     : other.fields.count > winner.fields.count ? .tooManyFields : .alphabeticallyComesAfter
                 candidates.append(Candidate(index: other, usable: true, reason: reason, ranking: n))
             }

@@ -72,6 +72,38 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // What a CouchDB client and server agree on: the CouchClient protocol and its HTTP
+        // implementation, admin URLs, CouchDB's password hashes, shared-database id namespaces.
+        .target(
+            name: "CouchProtocol",
+            dependencies: [
+                "CouchJSON",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ],
+            swiftSettings: strict
+        ),
+        // What both HTTP listeners share: request context and client addresses behind proxies,
+        // connection limits and timeouts, the failed-login throttle.
+        .target(
+            name: "HTTPServing",
+            dependencies: [
+                "CouchJSON",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         // The replicator: CouchDB's replication protocol between local databases and HTTP peers.
         .target(
             name: "Replication",
@@ -89,7 +121,7 @@ let package = Package(
         .target(
             name: "CouchServer",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication", "MIMEMultipart", "JavaScript", "Geo",
+                "CouchJSON", "CouchEngine", "CouchProtocol", "HTTPServing", "Replication", "MIMEMultipart", "JavaScript", "Geo",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -115,19 +147,33 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The Location Tracker application (users, private databases, places) over the CouchDB API.
+        // The Location Tracker application (users, private databases, places, consolidation, the
+        // dashboard) over the CouchDB API only: it never sees the engine or the server behind it.
         .target(
             name: "TrackerApp",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchServer", "Geo",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "CouchJSON", "CouchProtocol", "HTTPServing", "Geo",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.copy("Dashboard")],
+            swiftSettings: strict
+        ),
+        // The server composed: the database API and the application on two listeners, embedded
+        // or in front of a CouchDB cluster (mirrors, purges). Only here do both meet.
+        .target(
+            name: "LTServer",
+            dependencies: [
+                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "HTTPServing", "JavaScript", "Replication", "TrackerApp",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         // What the two executables share: process set-up (event loops, logging), the data
@@ -149,7 +195,7 @@ let package = Package(
         .executableTarget(
             name: "lt-bench",
             dependencies: [
-                "CommandSupport", "CouchJSON", "CouchEngine", "CouchServer", "Geo", "JavaScript", "Replication", "TrackerApp", "TrackerKit",
+                "CommandSupport", "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "Geo", "JavaScript", "LTServer", "Replication", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -161,13 +207,11 @@ let package = Package(
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CommandSupport", "CouchJSON", "CouchEngine", "CouchServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
+                "CommandSupport", "CouchJSON", "CouchEngine", "CouchProtocol", "HTTPServing", "LTServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -179,7 +223,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchServer", "Geo", "MIMEMultipart", "TrackerApp",
+                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "Geo", "HTTPServing", "MIMEMultipart", "TrackerApp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -190,6 +234,9 @@ let package = Package(
         .executableTarget(name: "lt-fuzz", dependencies: ["FuzzTargets"]),
         // Helpers shared by the test targets (deterministic random numbers for property tests).
         .target(name: "LTTestSupport", dependencies: ["TrackerKit"], path: "Tests/LTTestSupport", swiftSettings: strict),
+        // Reads Package.swift and docs/ARCHITECTURE.md: every dependency is a documented one, one way.
+        .testTarget(name: "ArchitectureTests", swiftSettings: strict),
+        .testTarget(name: "CouchProtocolTests", dependencies: ["CouchProtocol", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchJSONTests", dependencies: ["CouchJSON", "LTTestSupport"], swiftSettings: strict),
         // Runs `lt js-server` processes: the lt executable must be built (swift test builds it).
         .testTarget(name: "JavaScriptTests", dependencies: ["JavaScript", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
@@ -200,7 +247,7 @@ let package = Package(
         .testTarget(
             name: "CouchServerTests",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Replication", "JavaScript", "LTTestSupport", "lt", "lt-fuzz", "TrackerApp", "TrackerKit", "MIMEMultipart",
+                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "HTTPServing", "LTServer", "Replication", "JavaScript", "LTTestSupport", "lt", "lt-fuzz", "TrackerApp", "TrackerKit", "MIMEMultipart",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -220,4 +267,12 @@ if jemalloc {
     package.targets.append(.systemLibrary(name: "CJemalloc", path: "Sources/CJemalloc", providers: [.apt(["libjemalloc-dev"])]))
     // Linked into both executables through CommandSupport (the allocator replaces malloc).
     package.targets.first { $0.name == "CommandSupport" }?.dependencies.append("CJemalloc")
+}
+
+// Each source target has a README.md (one paragraph: what it is for, where to start): not a
+// source or a resource.
+for target in package.targets where target.type != .test && target.type != .system {
+    if FileManager.default.fileExists(atPath: "\(Context.packageDirectory)/Sources/\(target.name)/README.md") {
+        target.exclude.append("README.md")
+    }
 }

@@ -1,3 +1,4 @@
+import CouchJSON
 import ArgumentParser
 import CouchEngine
 import Foundation
@@ -40,7 +41,7 @@ extension DirectoryLock {
     /// Takes `directory` for this command; held by another `lt` process, it is a
     /// `CommandFailure` with the reason.
     public static func forCommand(_ directory: URL) throws -> DirectoryLock {
-        do { return try DirectoryLock(directory: directory) } catch let error as EngineError { throw CommandFailure(error.reason) }
+        do { return try DirectoryLock(directory: directory) } catch let error as CouchError { throw CommandFailure(error.reason) }
     }
 }
 

@@ -12,12 +12,6 @@ import Glibc
 /// What a server process needs to know about its machine and its files, shared by `lt serve`
 /// and the benchmarks that run servers in process.
 public enum ServerResources {
-    /// Users' private databases are many and small, each written by one device: one
-    /// connection each, so thousands stay open. Shared ones get concurrent readers.
-    public static let connections: @Sendable (String) -> Connections = { name in
-        name.hasPrefix("lt_locations_user_") ? .single : .pool
-    }
-
     /// How many databases to keep open when not told: raises the soft open-file limit to the
     /// hard one, then allows two descriptors per database (file and write-ahead log) beside
     /// 4,096 for connections and databases still closing, at most 2,048 databases: each open

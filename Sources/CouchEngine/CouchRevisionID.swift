@@ -44,7 +44,7 @@ enum CouchRevisionID {
             term.bytes.append(ErlangTerm.nil)
         }
         term.bytes.append(ErlangTerm.nil)
-        return Database.hex(Insecure.MD5.hash(data: term.bytes))
+        return Hex.string(Insecure.MD5.hash(data: term.bytes))
     }
 
     /// CouchDB keeps a 32-hex-digit revision hash as its 16 bytes and any other as its text.

@@ -27,13 +27,13 @@ extension Database {
         let revsLimit = self.revsLimit
         return try await writer.write { db, context in
             guard let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner, !winner.deleted else {
-                throw EngineError.missing
+                throw CouchError.missing
             }
             let losers = row.tree.leaves.dropFirst().filter { !$0.deleted }
             guard !losers.isEmpty else { return nil }
             let options = ReadOptions()
             guard let winnerDoc = try Database.assemble(db, id: id, rev: winner.rev, row: row, options: options) else {
-                throw EngineError.missing
+                throw CouchError.missing
             }
             let loserDocs = try losers.compactMap { try Database.assemble(db, id: id, rev: $0.rev, row: row, options: options) }
             guard var resolved = resolver(winnerDoc, loserDocs) else { return nil }

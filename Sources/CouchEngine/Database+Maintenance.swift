@@ -9,7 +9,7 @@ extension Database {
     public func localDocument(id: String) async throws -> JSONObject {
         try await reading { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT rev, body FROM local_docs WHERE id = ?", arguments: [id]),
-                  var body = try JSON.parse(row[1] as Data).objectValue else { throw EngineError.missing }
+                  var body = try JSON.parse(row[1] as Data).objectValue else { throw CouchError.missing }
             body.prepend("_rev", .string("0-\(row[0] as Int)"))
             body.prepend("_id", .string(id))
             return body
@@ -24,12 +24,12 @@ extension Database {
         return try await writer.write { db, _ in
             let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM local_docs WHERE id = ?", arguments: [id]) == true
             if deleted {
-                guard exists else { throw EngineError.missing }
+                guard exists else { throw CouchError.missing }
                 try db.execute(sql: "DELETE FROM local_docs WHERE id = ?", arguments: [id])
                 return "0-0"
             }
             let next = previous.addingReportingOverflow(1)
-            guard !next.overflow else { throw EngineError.badRequest("Invalid rev format") }
+            guard !next.overflow else { throw CouchError.badRequest("Invalid rev format") }
             try db.execute(
                 sql: "INSERT OR REPLACE INTO local_docs(id, rev, body) VALUES (?, ?, ?)",
                 arguments: [id, next.partialValue, Data(JSON.object(body).bytes)])

@@ -178,7 +178,7 @@ extension Database {
                 return stub
             }
             let verdicts = docs.isEmpty ? [] : try await filter(docs)
-            guard verdicts.count == docs.count else { throw EngineError.corrupt("filter answer") }
+            guard verdicts.count == docs.count else { throw CouchError.corrupt("filter answer") }
             var lastSeq = batch.lastSeq
             for (row, passes) in zip(batch.rows, verdicts) where passes {
                 guard rows.count < limit else { break }

@@ -24,18 +24,18 @@ extension Database {
     /// Reads a document: the winning revision, or `rev`. Throws 404 `missing`/`deleted`.
     public func document(id: String, rev: Revision? = nil, options: ReadOptions = ReadOptions()) async throws -> JSONObject {
         try await reading { db in
-            guard let row = try DocRow.fetch(db, id: id) else { throw EngineError.missing }
+            guard let row = try DocRow.fetch(db, id: id) else { throw CouchError.missing }
             let target: Revision
             if let rev {
-                guard row.tree.contains(rev) else { throw EngineError.missing }
+                guard row.tree.contains(rev) else { throw CouchError.missing }
                 target = rev
             } else {
-                guard let winner = row.tree.winner else { throw EngineError.missing }
-                if winner.deleted { throw EngineError.deleted }
+                guard let winner = row.tree.winner else { throw CouchError.missing }
+                if winner.deleted { throw CouchError.deleted }
                 target = winner.rev
             }
             guard let doc = try Database.assemble(db, id: id, rev: target, row: row, options: options) else {
-                throw EngineError.missing
+                throw CouchError.missing
             }
             return doc
         }
@@ -55,14 +55,14 @@ extension Database {
     /// `missing` for each named revision, or a 404 error when no revision was named.
     public func openRevisions(
         _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
-    ) async throws -> [Result<[OpenRevision], EngineError>] {
+    ) async throws -> [Result<[OpenRevision], CouchError>] {
         try await reading { db in
             try requests.map { request in
                 var options = options
                 if let since = request.attsSince { options.attsSince = since }
                 guard let row = try DocRow.fetch(db, id: request.id) else {
                     if let revs = request.revs { return .success(revs.map { OpenRevision.missing($0) }) }
-                    return .failure(EngineError.missing)
+                    return .failure(CouchError.missing)
                 }
                 return .success(try Database.openRevisions(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options))
             }
@@ -202,14 +202,14 @@ extension Database {
     /// or, with `encoded`, as stored (gzip when the metadata says `"encoding": "gzip"`).
     public func attachment(docID: String, rev: Revision?, name: String, encoded: Bool = false) async throws -> (meta: JSONObject, data: [UInt8]) {
         try await reading { db in
-            guard let row = try DocRow.fetch(db, id: docID), let winner = row.tree.winner else { throw EngineError.missing }
+            guard let row = try DocRow.fetch(db, id: docID), let winner = row.tree.winner else { throw CouchError.missing }
             let target = rev ?? winner.rev
-            if rev == nil, winner.deleted { throw EngineError.deleted }
+            if rev == nil, winner.deleted { throw CouchError.deleted }
             guard let meta = try Database.storedAttachments(db, id: docID, rev: target)?[name]?.objectValue,
                   let digest = meta["digest"]?.stringValue,
                   let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest])
             else {
-                throw EngineError(status: 404, error: "not_found", reason: "Document is missing attachment")
+                throw CouchError(status: 404, error: "not_found", reason: "Document is missing attachment")
             }
             if !encoded, meta["encoding"]?.stringValue == "gzip" {
                 return (meta, try AttachmentEncoding.gunzip(Array(data)))

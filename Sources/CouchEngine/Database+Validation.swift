@@ -34,7 +34,7 @@ public protocol WriteValidator: Sendable {
     /// the database's design documents that have a `validate_doc_update` function.
     func validate(
         _ writes: [ProposedWrite], database: Database, designDocuments: [JSONObject], user: UserContext
-    ) async throws -> [EngineError?]
+    ) async throws -> [CouchError?]
 }
 
 extension Database {
@@ -70,7 +70,7 @@ extension Database {
 
     /// Runs the validator over the documents it applies to; returns the rejected ones by index.
     /// Design documents (admins only) and `_local` documents are not validated, as in CouchDB.
-    func rejectedWrites(_ documents: [DocumentInput], newEdits: Bool, user: UserContext) async throws -> [Int: EngineError] {
+    func rejectedWrites(_ documents: [DocumentInput], newEdits: Bool, user: UserContext) async throws -> [Int: CouchError] {
         guard let validator else { return [:] }
         let validating = try await designDocuments().filter { $0["validate_doc_update"]?.stringValue != nil }
         guard !validating.isEmpty else { return [:] }
@@ -85,7 +85,7 @@ extension Database {
         guard !checked.isEmpty else { return [:] }
         let verdicts = try await validator.validate(
             checked.map(\.1), database: self, designDocuments: validating, user: user)
-        var rejected: [Int: EngineError] = [:]
+        var rejected: [Int: CouchError] = [:]
         for ((index, _), verdict) in zip(checked, verdicts) {
             if let verdict { rejected[index] = verdict }
         }

@@ -26,14 +26,14 @@ extension Database {
     /// first, as `user` (by default the server itself, a server admin); a rejected document
     /// is not written.
     /// Returns each document's new revision or its error, in input order.
-    public func update(_ documents: [DocumentInput], newEdits: Bool, user: UserContext = .system) async throws -> [Result<Revision, EngineError>] {
+    public func update(_ documents: [DocumentInput], newEdits: Bool, user: UserContext = .system) async throws -> [Result<Revision, CouchError>] {
         let rejected = try await rejectedWrites(documents, newEdits: newEdits, user: user)
         let accepted = rejected.isEmpty ? documents : documents.indices.filter { rejected[$0] == nil }.map { documents[$0] }
         let revsLimit = self.revsLimit
         let maxSize = maxDocumentSize
         let partitioned = isPartitioned
         let written = try await writer.write { db, context in
-            var results: [Result<Revision, EngineError>] = []
+            var results: [Result<Revision, CouchError>] = []
             results.reserveCapacity(accepted.count)
             // `apply` validates a document completely before it writes anything, so a rejected
             // document leaves no trace without a savepoint of its own; a storage error aborts
@@ -43,11 +43,11 @@ extension Database {
                     if let id = document.id {
                         if partitioned { try Partition.validate(documentID: id) }
                         if !partitioned, id.hasPrefix("_design/"), document.body["options"]?["partitioned"] == .bool(true) {
-                            throw EngineError(status: 400, error: "invalid_design_doc", reason: "partitioned option cannot be true in a non-partitioned database.")
+                            throw CouchError(status: 400, error: "invalid_design_doc", reason: "partitioned option cannot be true in a non-partitioned database.")
                         }
                     }
                     results.append(.success(try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context)))
-                } catch let error as EngineError where error.status < 500 {
+                } catch let error as CouchError where error.status < 500 {
                     results.append(.failure(error))
                 }
             }
@@ -66,13 +66,13 @@ extension Database {
 
     /// 413 `document_too_large` (the id as reason, as CouchDB answers) for a body over `maxSize`.
     static func checkSize(_ body: [UInt8], id: String, maxSize: Int) throws {
-        guard body.count <= maxSize else { throw EngineError(status: 413, error: "document_too_large", reason: id) }
+        guard body.count <= maxSize else { throw CouchError(status: 413, error: "document_too_large", reason: id) }
     }
 
     static func apply(
         _ input: DocumentInput, newEdits: Bool, revsLimit: Int, maxSize: Int = .max, db: GRDB.Database, context: WriteQueue.Context
     ) throws -> Revision {
-        guard let id = input.id else { throw EngineError.badRequest("Document id is missing") }
+        guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         try DocumentInput.validate(id: id)
         if id.hasPrefix("_design/"), !input.deleted { try DesignDocumentRules.validate(input.body) }
         let existing = try DocRow.fetch(db, id: id)
@@ -84,14 +84,14 @@ extension Database {
         if newEdits {
             var parent: Revision?
             if let rev = input.rev {
-                guard tree.isLeaf(rev) else { throw EngineError.conflict }
+                guard tree.isLeaf(rev) else { throw CouchError.conflict }
                 if let node = tree.node(rev), node.deleted, !input.deleted, existing?.winnerDeleted == false {
                     // Editing a deleted branch of a live document is a conflict, as in CouchDB.
-                    throw EngineError.conflict
+                    throw CouchError.conflict
                 }
                 parent = rev
             } else if let winner = tree.winner {
-                guard winner.deleted else { throw EngineError.conflict }
+                guard winner.deleted else { throw CouchError.conflict }
                 parent = winner.rev  // recreate on top of the tombstone
             }
             let previous = try parent.flatMap { try storedAttachments(db, id: id, rev: $0) }
@@ -108,7 +108,7 @@ extension Database {
             try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
         } else {
             guard let rev = input.rev else {
-                throw EngineError.badRequest("Replicated documents (new_edits=false) need a _rev")
+                throw CouchError.badRequest("Replicated documents (new_edits=false) need a _rev")
             }
             newRev = rev
             path = input.revisions ?? [rev]
@@ -131,7 +131,7 @@ extension Database {
         for removed in tree.stem(limit: revsLimit) {
             try deleteBody(db, id: id, rev: removed)
         }
-        guard let winner = tree.winner else { throw EngineError.corrupt("revision tree") }
+        guard let winner = tree.winner else { throw CouchError.corrupt("revision tree") }
         context.seq += 1
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [id, context.seq, winner.rev.description, winner.deleted ? 1 : 0, tree.encoded])
@@ -176,18 +176,6 @@ extension Database {
             stored.members.append(("_attachments", .object(attachments)))
         }
         return JSON.object(stored).bytes
-    }
-
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
-    /// Lowercase hex of a byte sequence.
-    public static func hex(_ bytes: some Sequence<UInt8>) -> String {
-        var out: [UInt8] = []
-        for byte in bytes {
-            out.append(hexDigits[Int(byte >> 4)])
-            out.append(hexDigits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 
     static func storeBody(_ db: GRDB.Database, id: String, rev: Revision, body: [UInt8], attachments: ResolvedAttachments?) throws {
@@ -238,7 +226,7 @@ extension Database {
         var result = ResolvedAttachments()
         var resolved = JSONObject()
         for (name, value) in sent.members {
-            guard case let .object(att) = value else { throw EngineError.badRequest("Invalid attachment \(name)") }
+            guard case let .object(att) = value else { throw CouchError.badRequest("Invalid attachment \(name)") }
             if att["stub"] == .bool(true) {
                 if let old = previous?[name]?.objectValue,
                    att["digest"] == nil || att["digest"] == old["digest"] {
@@ -250,7 +238,7 @@ extension Database {
                     if meta["revpos"] == nil { meta["revpos"] = .int(newPos) }
                     resolved.members.append((name, .object(meta)))
                 } else {
-                    throw EngineError.missingStub(name)
+                    throw CouchError.missingStub(name)
                 }
                 continue
             }
@@ -259,26 +247,26 @@ extension Database {
             if case let .string(base64)? = att["data"] {
                 // Inline data is always plain bytes; CouchDB ignores `encoding` here too.
                 guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else {
-                    throw EngineError.badRequest("Invalid attachment data for \(name)")
+                    throw CouchError.badRequest("Invalid attachment data for \(name)")
                 }
                 bytes = Array(data)
             } else if att["follows"] == .bool(true) {
                 guard let body = input.attachmentBodies[name] else {
-                    throw EngineError.badRequest("Attachment \(name) follows, but its body is missing")
+                    throw CouchError.badRequest("Attachment \(name) follows, but its body is missing")
                 }
                 bytes = body
                 if let encoding = att["encoding"] {
                     guard let text = encoding.stringValue, text == "gzip" || text == "identity" else {
-                        throw EngineError(status: 415, error: "bad_content_type", reason: "Attachment \(name) has an unsupported encoding")
+                        throw CouchError(status: 415, error: "bad_content_type", reason: "Attachment \(name) has an unsupported encoding")
                     }
                     sentEncoding = text
                 }
                 // A sent digest covers the bytes as sent; a mismatch means they were damaged.
                 if let sent = att["digest"]?.stringValue, sent.hasPrefix("md5-"), sent != attachmentDigest(bytes) {
-                    throw EngineError(status: 400, error: "content_md5_mismatch", reason: "Possible message corruption.")
+                    throw CouchError(status: 400, error: "content_md5_mismatch", reason: "Possible message corruption.")
                 }
             } else {
-                throw EngineError.badRequest("Attachment \(name) needs data, follows or stub")
+                throw CouchError.badRequest("Attachment \(name) needs data, follows or stub")
             }
             let contentType = att["content_type"]?.stringValue ?? "application/octet-stream"
             // Stored as CouchDB stores it: gzip as sent, or compressed here when the type is compressible.

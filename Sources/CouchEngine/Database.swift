@@ -161,7 +161,7 @@ public final class Database: Sendable {
             var values: [String: String] = [:]
             let rows = try Row.fetchCursor(db, sql: "SELECT key, value FROM meta WHERE key IN ('uuid', 'revs_limit', 'security', 'update_seq', 'partitioned')")
             while let row = try rows.next() { values[row[0]] = row[1] as String }
-            guard let uuid = values["uuid"] else { throw EngineError.databaseNotFound }
+            guard let uuid = values["uuid"] else { throw CouchError.databaseNotFound }
             let revsLimit = values["revs_limit"].flatMap(Int.init) ?? 1000
             let security = try values["security"].flatMap { try JSON.parse($0).objectValue } ?? JSONObject()
             return (uuid, CachedMeta(revsLimit: revsLimit, security: security), values["update_seq"].flatMap(Int.init) ?? 0,
@@ -213,7 +213,7 @@ public final class Database: Sendable {
         try queue.close()
         try syncFile(building)
         guard rename(building, path) == 0 else {
-            throw EngineError.internalError("cannot create \(path): \(String(cString: strerror(errno)))")
+            throw CouchError.internalError("cannot create \(path): \(String(cString: strerror(errno)))")
         }
         try syncFile((path as NSString).deletingLastPathComponent)
     }
@@ -259,11 +259,11 @@ public final class Database: Sendable {
             if s == "now" { return -1 }
             if let i = Int(s) { return max(0, i) }
             if let dash = s.firstIndex(of: "-"), let i = Int(s[s.startIndex..<dash]) { return max(0, i) }
-            throw EngineError.badRequest("Malformed sequence supplied in 'since' parameter.")
+            throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
         case .array(let parts) where !parts.isEmpty:
             return try parseSequence(parts[0])
         default:
-            throw EngineError.badRequest("Malformed sequence supplied in 'since' parameter.")
+            throw CouchError.badRequest("Malformed sequence supplied in 'since' parameter.")
         }
     }
 
@@ -273,7 +273,7 @@ public final class Database: Sendable {
     public var security: JSONObject { cachedMeta.withLock { $0.security } }
 
     public func setRevsLimit(_ limit: Int) async throws {
-        guard limit > 0 else { throw EngineError.badRequest("revs_limit must be a positive integer") }
+        guard limit > 0 else { throw CouchError.badRequest("revs_limit must be a positive integer") }
         try await pool.write { db in try Database.setMeta(db, "revs_limit", String(limit)) }
         cachedMeta.withLock { $0.revsLimit = limit }
     }
@@ -365,7 +365,7 @@ public enum Durability: String, Sendable {
 /// fsync of a file or directory.
 private func syncFile(_ path: String) throws {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw EngineError.internalError("cannot open \(path): \(String(cString: strerror(errno)))") }
+    guard fd >= 0 else { throw CouchError.internalError("cannot open \(path): \(String(cString: strerror(errno)))") }
     defer { close(fd) }
-    guard fsync(fd) == 0 else { throw EngineError.internalError("cannot sync \(path): \(String(cString: strerror(errno)))") }
+    guard fsync(fd) == 0 else { throw CouchError.internalError("cannot sync \(path): \(String(cString: strerror(errno)))") }
 }

@@ -1,3 +1,4 @@
+import CouchJSON
 import CSQLiteTuning
 import Foundation
 import Logging
@@ -131,10 +132,10 @@ public final class DatabaseStore: Sendable {
     @discardableResult
     /// Creates a database; `partitioned` makes it a partitioned one (see `Database.isPartitioned`).
     public func create(_ name: String, partitioned: Bool = false) throws -> Database {
-        guard DatabaseStore.isValidName(name) else { throw EngineError.illegalDatabaseName(name) }
+        guard DatabaseStore.isValidName(name) else { throw CouchError.illegalDatabaseName(name) }
         return try withNameLock(name) {
             let path = path(for: name)
-            if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw EngineError.databaseExists }
+            if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw CouchError.databaseExists }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
                 try Database.createFile(at: path, scratch: scratch, partitioned: partitioned)
@@ -142,12 +143,12 @@ public final class DatabaseStore: Sendable {
                 DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
                 updates.record(name, .created)
                 return database
-            } catch let error as EngineError {
+            } catch let error as CouchError {
                 removeFiles(path)
                 throw error
             } catch {
                 removeFiles(path)
-                throw EngineError.internalError("Could not create the database: \(error)")
+                throw CouchError.internalError("Could not create the database: \(error)")
             }
         }
     }
@@ -218,7 +219,7 @@ public final class DatabaseStore: Sendable {
 
     /// Opens the file of a database that was not open when asked for.
     private func openFile(_ name: String) throws -> Database {
-        guard DatabaseStore.isValidName(name) else { throw EngineError.databaseNotFound }
+        guard DatabaseStore.isValidName(name) else { throw CouchError.databaseNotFound }
         return try withNameLock(name) {
             // Opened by another caller while this one waited for the name?
             if let database = state.withLock({ $0.open.peek(name) }) { return database }
@@ -232,7 +233,7 @@ public final class DatabaseStore: Sendable {
             }
             let path = path(for: name)
             guard FileManager.default.fileExists(atPath: path), !state.withLock({ $0.deleting.contains(name) }) else {
-                throw EngineError.databaseNotFound
+                throw CouchError.databaseNotFound
             }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             let database = try makeDatabase(name, path: path, notifier: shared)
@@ -263,7 +264,7 @@ public final class DatabaseStore: Sendable {
         let database = try withNameLock(name) { () throws -> Database? in
             guard DatabaseStore.isValidName(name), FileManager.default.fileExists(atPath: file),
                   !state.withLock({ $0.deleting.contains(name) }) else {
-                throw EngineError.databaseNotFound
+                throw CouchError.databaseNotFound
             }
             let entry = state.withLock { state in
                 state.deleting.insert(name)

@@ -40,7 +40,7 @@ enum DesignDocumentRules {
         ]
     }
 
-    static func validate(_ body: JSONObject) throws(EngineError) {
+    static func validate(_ body: JSONObject) throws(CouchError) {
         let mapKind: Kind = body["language"] == .string("query") ? .object : .string
         for rule in rules(mapKind: mapKind) {
             if let (path, kinds) = firstMismatch(.object(body), rule[...], path: []) {
@@ -76,7 +76,7 @@ enum DesignDocumentRules {
         }
     }
 
-    private static func invalid(_ reason: String) -> EngineError {
-        EngineError(status: 400, error: "invalid_design_doc", reason: reason)
+    private static func invalid(_ reason: String) -> CouchError {
+        CouchError(status: 400, error: "invalid_design_doc", reason: reason)
     }
 }

@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import CouchJSON
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
@@ -15,18 +16,18 @@ public final class DirectoryLock: Sendable {
     public let path: String
     private let descriptor: Int32
 
-    /// Takes the lock, or throws `EngineError` 412 naming the directory when another process
+    /// Takes the lock, or throws `CouchError` 412 naming the directory when another process
     /// (or another lock in this one) holds it.
     public init(directory: URL) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         path = directory.appendingPathComponent(".lock").path
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            throw EngineError(status: 500, error: "file_error", reason: "Cannot open \(path): \(String(cString: strerror(errno)))")
+            throw CouchError(status: 500, error: "file_error", reason: "Cannot open \(path): \(String(cString: strerror(errno)))")
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
-            throw EngineError(status: 412, error: "directory_in_use",
+            throw CouchError(status: 412, error: "directory_in_use",
                               reason: "\(directory.path) is in use by another lt process (lt serve?); stop it, or reach its databases over HTTP")
         }
         descriptor = fd

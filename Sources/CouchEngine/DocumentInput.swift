@@ -26,9 +26,9 @@ public struct DocumentInput: Sendable {
     }
 
     /// Splits a JSON document, rejecting what CouchDB rejects.
-    public init(json: JSON) throws(EngineError) {
+    public init(json: JSON) throws(CouchError) {
         guard case let .object(object) = json else {
-            throw EngineError.badRequest("Document must be a JSON object")
+            throw CouchError.badRequest("Document must be a JSON object")
         }
         var body = JSONObject()
         body.members.reserveCapacity(object.count)
@@ -40,16 +40,16 @@ public struct DocumentInput: Sendable {
             }
             switch key {
             case "_id":
-                guard case let .string(id) = value else { throw EngineError.badRequest("Document id must be a string") }
+                guard case let .string(id) = value else { throw CouchError.badRequest("Document id must be a string") }
                 self.id = id
             case "_rev":
                 guard case let .string(text) = value, let rev = Revision(text) else {
-                    throw EngineError.badRequest("Invalid rev format")
+                    throw CouchError.badRequest("Invalid rev format")
                 }
                 self.rev = rev
             case "_deleted":
                 guard case let .bool(flag) = value else {
-                    throw EngineError.invalidDocument("_deleted must be a boolean")
+                    throw CouchError.invalidDocument("_deleted must be a boolean")
                 }
                 self.deleted = flag
             case "_revisions":
@@ -57,38 +57,38 @@ public struct DocumentInput: Sendable {
                 // so a later edit's `start + 1` fits too.
                 guard let start = value["start"]?.intValue, start > 0, start <= Revision.largestPosition,
                       case let .array(ids)? = value["ids"], !ids.isEmpty, ids.count <= start else {
-                    throw EngineError.badRequest("_revisions must be an object with a positive 'start' and a non-empty 'ids' array")
+                    throw CouchError.badRequest("_revisions must be an object with a positive 'start' and a non-empty 'ids' array")
                 }
                 var path: [Revision] = []
                 for (offset, id) in ids.enumerated() {
-                    guard case let .string(hash) = id, !hash.isEmpty else { throw EngineError.badRequest("Invalid _revisions ids") }
+                    guard case let .string(hash) = id, !hash.isEmpty else { throw CouchError.badRequest("Invalid _revisions ids") }
                     path.append(Revision(pos: start - offset, hash: hash))
                 }
                 self.revisions = path
             case "_attachments":
-                guard case let .object(atts) = value else { throw EngineError.badRequest("_attachments must be an object") }
+                guard case let .object(atts) = value else { throw CouchError.badRequest("_attachments must be an object") }
                 for (_, att) in atts.members {
-                    guard case .object = att else { throw EngineError.badRequest("Each attachment must be a JSON object") }
+                    guard case .object = att else { throw CouchError.badRequest("Each attachment must be a JSON object") }
                 }
                 self.attachments = atts
             default:
                 if DocumentInput.ignoredSpecials.contains(key) { continue }
-                throw EngineError.invalidDocument("Bad special document member: \(key)")
+                throw CouchError.invalidDocument("Bad special document member: \(key)")
             }
         }
         self.body = body
         if let revisions, let rev, revisions.first != rev {
-            throw EngineError.badRequest("_rev does not match the newest entry of _revisions")
+            throw CouchError.badRequest("_rev does not match the newest entry of _revisions")
         }
     }
 
     /// Checks a document id as CouchDB does: a non-empty string; only `_design/` and `_local/`
     /// ids may start with an underscore.
-    public static func validate(id: String) throws(EngineError) {
-        guard !id.isEmpty else { throw EngineError.badRequest("Document id must not be empty") }
+    public static func validate(id: String) throws(CouchError) {
+        guard !id.isEmpty else { throw CouchError.badRequest("Document id must not be empty") }
         if id.hasPrefix("_") {
             for prefix in ["_design/", "_local/"] where id.hasPrefix(prefix) && id.count > prefix.count { return }
-            throw EngineError.badRequest("Only reserved document ids may start with underscore.")
+            throw CouchError.badRequest("Only reserved document ids may start with underscore.")
         }
     }
 }

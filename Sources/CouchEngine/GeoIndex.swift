@@ -13,21 +13,44 @@ public typealias GeometryExtractor = @Sendable ([JSONObject]) async throws -> [[
 public struct GeoIndexDefinition: Sendable {
     public var signature: String
     public var extract: GeometryExtractor
+    /// Where a document's time is (ms since 1970), first present number wins: field paths
+    /// from the definition's `time` member (`"created_at"` or `["created_at", "properties.timestamp"]`).
+    /// Without it points carry no time, and `_geo_grid`'s time window leaves them out.
+    public var timeFields: [[String]]
 
-    public init(code: String, extract: @escaping GeometryExtractor) {
-        signature = GeoIndexDefinition.signature(code: code)
+    /// `timeFields` are part of the index: a changed list is a new index.
+    public init(code: String, timeFields: [[String]] = [], extract: @escaping GeometryExtractor) {
+        signature = GeoIndexDefinition.signature(code: code, timeFields: timeFields)
+        self.timeFields = timeFields
         self.extract = extract
     }
 
-    /// The index name for an index function's code, without building a definition. (The
-    /// second layout keeps each point's time; indexes of the first are rebuilt once.)
-    public static func signature(code: String) -> String {
-        ViewDefinition.signature(code: "geo2\u{0}" + code)
+    /// The index name for an index function's code and time fields, without building a
+    /// definition. (The second layout keeps each point's time; indexes of the first are
+    /// rebuilt once.)
+    public static func signature(code: String, timeFields: [[String]] = []) -> String {
+        let time = timeFields.isEmpty ? "" : "\u{0}time\u{0}" + timeFields.map { $0.joined(separator: ".") }.joined(separator: "\u{0}")
+        return ViewDefinition.signature(code: "geo2\u{0}" + code + time)
     }
 
-    /// A document's time for the index (`created_at`, else `properties.timestamp`, in ms).
-    static func time(of doc: JSONObject) -> Double? {
-        (doc["created_at"] ?? doc["properties"]?["timestamp"])?.doubleValue
+    /// The `time` member of an `st_indexes` entry as field paths: a dotted path or a list of them.
+    public static func timeFields(_ member: JSON?) throws(CouchError) -> [[String]] {
+        guard let member else { return [] }
+        let paths = member.stringValue.map { [$0] } ?? member.arrayValue?.compactMap(\.stringValue)
+        guard let paths, !paths.isEmpty, paths.count == (member.arrayValue?.count ?? 1), paths.allSatisfy({ !$0.isEmpty }) else {
+            throw .badRequest("an st_indexes time must be a field path (\"created_at\") or a list of them")
+        }
+        return paths.map { $0.split(separator: ".", omittingEmptySubsequences: false).map(String.init) }
+    }
+
+    /// A document's time for the index: the first of `timeFields` holding a number.
+    func time(of doc: JSONObject) -> Double? {
+        for path in timeFields {
+            var value: JSON? = .object(doc)
+            for field in path { value = value?[field] }
+            if let number = value?.doubleValue { return number }
+        }
+        return nil
     }
 
     var table: String { "geo_" + signature }
@@ -79,88 +102,84 @@ public struct GeoIndexUpdate: Sendable {
     public var skipped: [(id: String, reason: String)] = []
 }
 
-extension Database {
-    /// Brings a geo index up to date with the changes feed, in batches: extract geometries
-    /// outside any transaction, then replace the changed documents' rows and move the
-    /// checkpoint in one transaction, and apply the same changes to the loaded in-memory index.
-    @discardableResult
-    public func updateGeoIndex(_ index: GeoIndexDefinition) async throws -> GeoIndexUpdate {
-        let table = index.table
-        var report = GeoIndexUpdate()
-        while true {
-            let (since, changed) = try await reading { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
-                let since = try db.tableExists("geo_indexes")
-                    ? (try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0) : 0
-                return (since, try Database.changedDocuments(db, after: since, limit: 5000))
-            }
-            guard let last = changed.last?.seq else {
-                if !(try await reading { db in try db.tableExists(table) }) {
-                    _ = try await writer.write { db, _ in
-                        try Database.createGeoTables(db, table)
-                        try db.execute(sql: "UPDATE geo_indexes SET seq = max(seq, ?) WHERE name = ?", arguments: [since, table])
-                        return true
-                    }
-                }
-                return report
-            }
-            let live = changed.compactMap(\.doc)
-            let extracted = live.isEmpty ? [] : try await index.extract(live)
-            guard extracted.count == live.count else { throw EngineError.corrupt("geo index answer") }
-            var geometries: [String: Geometry] = [:]
-            var times: [String: Double] = [:]
-            for (doc, values) in zip(live, extracted) {
-                let id = doc["_id"]?.stringValue ?? ""
-                if let time = GeoIndexDefinition.time(of: doc) { times[id] = time }
-                guard let values else {
-                    report.skipped.append((id, "the index function failed"))
-                    continue
-                }
-                do {
-                    let parsed = try values.map { try Geometry(geoJSON: $0) }
-                    if parsed.count == 1 { geometries[id] = parsed[0] } else if parsed.count > 1 { geometries[id] = .collection(parsed) }
-                } catch let error as GeometryError {
-                    report.skipped.append((id, error.reason))
-                }
-            }
-            let changes: [(id: String, geometry: Geometry?)] = changed.map { ($0.id, geometries[$0.id]) }
-            let changedTimes = times
-            let stored = try await writer.write { db, _ -> Bool in
-                try Database.createGeoTables(db, table)
-                let current = try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0
-                guard current == since else { return false }  // another update got here first
-                let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-                let insert = try db.makeStatement(sql: "INSERT INTO \(table)(doc_id, lon, lat, geometry, t) VALUES (?, ?, ?, ?, ?)")
-                for (id, geometry) in changes {
-                    try delete.execute(arguments: [id])
-                    switch geometry {
-                    case let .point(c)?: try insert.execute(arguments: [id, c.lon, c.lat, nil, changedTimes[id]])
-                    case let other?: try insert.execute(arguments: [id, nil, nil, other.geoJSON.text, changedTimes[id]])
-                    case nil: break
-                    }
-                }
-                try db.execute(sql: "UPDATE geo_indexes SET seq = ? WHERE name = ?", arguments: [last, table])
-                return true
-            }
-            if stored {
-                geoCache.withLock { cache in
-                    guard let loaded = cache[table] else { return }
-                    if loaded.seq == since {
-                        loaded.index.apply(changes, times: changedTimes)
-                        cache[table] = (last, loaded.index)
-                    } else {
-                        cache.removeValue(forKey: table)  // out of step: reload on next use
-                    }
-                }
-            }
-        }
-    }
+/// A geo index as a `SecondaryIndex`: each changed document's geometry (a point as two
+/// numbers, anything else as GeoJSON) and time replace the old ones.
+struct GeoRows: SecondaryIndex {
+    /// The changed documents' geometries (nil: none), their times, and the documents skipped
+    /// because their geometry is invalid or their function failed.
+    typealias Batch = (changes: [(id: String, geometry: Geometry?)], times: [String: Double], skipped: [(id: String, reason: String)])
 
-    static func createGeoTables(_ db: GRDB.Database, _ table: String) throws {
+    let index: GeoIndexDefinition
+    static let registry = "geo_indexes"
+    var table: String { index.table }
+    var batchSize: Int { 5000 }
+
+    func createTables(_ db: GRDB.Database) throws {
         try db.execute(sql: """
             CREATE TABLE IF NOT EXISTS geo_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
             CREATE TABLE IF NOT EXISTS \(table)(doc_id TEXT PRIMARY KEY NOT NULL, lon REAL, lat REAL, geometry TEXT, t REAL) WITHOUT ROWID;
             INSERT OR IGNORE INTO geo_indexes(name, seq) VALUES ('\(table)', 0);
             """)
+    }
+
+    func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
+        let live = changed.compactMap(\.doc)
+        let extracted = live.isEmpty ? [] : try await index.extract(live)
+        guard extracted.count == live.count else { throw CouchError.corrupt("geo index answer") }
+        var geometries: [String: Geometry] = [:]
+        var times: [String: Double] = [:]
+        var skipped: [(id: String, reason: String)] = []
+        for (doc, values) in zip(live, extracted) {
+            let id = doc["_id"]?.stringValue ?? ""
+            if let time = index.time(of: doc) { times[id] = time }
+            guard let values else {
+                skipped.append((id, "the index function failed"))
+                continue
+            }
+            do {
+                let parsed = try values.map { try Geometry(geoJSON: $0) }
+                if parsed.count == 1 { geometries[id] = parsed[0] } else if parsed.count > 1 { geometries[id] = .collection(parsed) }
+            } catch let error as GeometryError {
+                skipped.append((id, error.reason))
+            }
+        }
+        return (changed.map { ($0.id, geometries[$0.id]) }, times, skipped)
+    }
+
+    func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws {
+        let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
+        let insert = try db.makeStatement(sql: "INSERT INTO \(table)(doc_id, lon, lat, geometry, t) VALUES (?, ?, ?, ?, ?)")
+        for (id, geometry) in batch.changes {
+            try delete.execute(arguments: [id])
+            switch geometry {
+            case let .point(c)?: try insert.execute(arguments: [id, c.lon, c.lat, nil, batch.times[id]])
+            case let other?: try insert.execute(arguments: [id, nil, nil, other.geoJSON.text, batch.times[id]])
+            case nil: break
+            }
+        }
+    }
+}
+
+extension Database {
+    /// Brings a geo index up to date with the changes feed, and applies the same changes to
+    /// the loaded in-memory index (reloaded on next use when it is out of step).
+    @discardableResult
+    public func updateGeoIndex(_ index: GeoIndexDefinition) async throws -> GeoIndexUpdate {
+        var report = GeoIndexUpdate()
+        let table = index.table
+        try await catchUp(GeoRows(index: index)) { batch, since, last in
+            report.skipped += batch.skipped
+            geoCache.withLock { cache in
+                guard let loaded = cache[table] else { return }
+                if loaded.seq == since {
+                    loaded.index.apply(batch.changes, times: batch.times)
+                    cache[table] = (last, loaded.index)
+                } else {
+                    cache.removeValue(forKey: table)  // out of step: reload on next use
+                }
+            }
+        }
+        return report
     }
 
     /// The in-memory index, loaded from its persisted rows on first use (not rebuilt from

@@ -19,7 +19,7 @@ public struct LocalDocument: Sendable {
     /// Reads a local document's JSON; throws `bad_request` for anything but an object, a
     /// non-string `_rev`, or another special (`_`) member, as CouchDB does.
     public init(json: JSON) throws {
-        guard case let .object(object) = json else { throw EngineError.badRequest("Document must be a JSON object") }
+        guard case let .object(object) = json else { throw CouchError.badRequest("Document must be a JSON object") }
         var body = JSONObject()
         var rev: String?
         var deleted = false
@@ -28,13 +28,13 @@ public struct LocalDocument: Sendable {
             case "_id", "_revisions":
                 continue
             case "_rev":
-                guard case let .string(text) = value else { throw EngineError.badRequest("Invalid rev format") }
+                guard case let .string(text) = value else { throw CouchError.badRequest("Invalid rev format") }
                 rev = text
             case "_deleted":
                 deleted = value == .bool(true)
             default:
                 if key.hasPrefix("_") {
-                    throw EngineError(status: 400, error: "doc_validation", reason: "Bad special document member: \(key)")
+                    throw CouchError(status: 400, error: "doc_validation", reason: "Bad special document member: \(key)")
                 }
                 body.members.append((key, value))
             }
@@ -46,7 +46,7 @@ public struct LocalDocument: Sendable {
     static func generation(of rev: String?) throws -> Int {
         guard let rev else { return 0 }
         guard rev.hasPrefix("0-"), let number = Int(rev.dropFirst(2)), number >= 0 else {
-            throw EngineError.badRequest("Invalid rev format")
+            throw CouchError.badRequest("Invalid rev format")
         }
         return number
     }

@@ -19,22 +19,22 @@ public struct MangoIndex: Sendable {
     /// Names the index's tables; computed once (every query and catch-up needs it).
     private let tableHash: String
 
-    public init(designDocument: String, name: String, definition: JSON) throws(EngineError) {
+    public init(designDocument: String, name: String, definition: JSON) throws(CouchError) {
         self.designDocument = designDocument
         self.name = name
         self.definition = definition
         var md5 = Insecure.MD5()
         md5.update(data: Array((designDocument + "\u{0}" + name + "\u{0}").utf8) + definition.bytes)
-        tableHash = Database.hex(md5.finalize())
+        tableHash = Hex.string(md5.finalize())
         var fields: [[String]] = []
         for field in definition["fields"]?.arrayValue ?? [] {
             switch field {
             case let .string(s): fields.append(Selector.splitPath(s))
             case let .object(o) where o.count == 1: fields.append(Selector.splitPath(o.members[0].key))
-            default: throw EngineError.badRequest("Invalid index field: \(field)")
+            default: throw CouchError.badRequest("Invalid index field: \(field)")
             }
         }
-        guard !fields.isEmpty else { throw EngineError.badRequest("An index needs at least one field") }
+        guard !fields.isEmpty else { throw CouchError.badRequest("An index needs at least one field") }
         self.fields = fields
         if let partial = definition["partial_filter_selector"], partial.objectValue?.isEmpty == false {
             partialFilter = try Selector(json: partial)
@@ -114,47 +114,52 @@ public struct FindResult: Sendable {
     public var docsExamined: Int
 }
 
-extension Database {
-    /// Brings an index up to date with the changes feed: entries of documents changed since
-    /// the index's checkpoint are replaced. Runs through the write queue, so it is consistent
-    /// with concurrent writes; an index is built on first use and then maintained incrementally.
-    /// Without `catchUp`, only an index that does not exist yet is made (empty, as CouchDB
-    /// reads a view never built with `update=false`).
-    public func updateIndex(_ index: MangoIndex, catchUp: Bool = true) async throws {
-        let table = index.table
-        let current = try await reading { db -> (Int, Int) in
-            let exists = try db.tableExists("mango_indexes")
-                ? (try Int.fetchOne(db, sql: "SELECT seq FROM mango_indexes WHERE name = ?", arguments: [table]) ?? -1) : -1
-            return (exists, try Database.metaInt(db, "update_seq"))
+/// A Mango index as a `SecondaryIndex`: each changed document's entry (its key, and the indexed
+/// values a covering query reads) replaces the old one.
+struct MangoEntries: SecondaryIndex {
+    typealias Batch = [(key: [UInt8], values: [UInt8])?]
+
+    let index: MangoIndex
+    static let registry = "mango_indexes"
+    var table: String { index.table }
+    var batchSize: Int { 2000 }
+
+    /// Also drops the index's table in the layout before covering indexes (keys only).
+    func createTables(_ db: GRDB.Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE IF NOT EXISTS mango_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, def TEXT NOT NULL);
+            CREATE TABLE IF NOT EXISTS \(table)(
+                key BLOB NOT NULL, doc_id TEXT NOT NULL, vals BLOB NOT NULL, PRIMARY KEY(key, doc_id)) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
+            DROP TABLE IF EXISTS \(index.keysOnlyTable);
+            """)
+        try db.execute(sql: "DELETE FROM mango_indexes WHERE name = ?", arguments: [index.keysOnlyTable])
+        try db.execute(sql: "INSERT OR IGNORE INTO mango_indexes(name, seq, def) VALUES (?, 0, ?)", arguments: [table, index.definition.text])
+    }
+
+    func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
+        changed.map { $0.doc.flatMap { index.entry(for: .object($0)) } }
+    }
+
+    func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws {
+        let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
+        let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, vals) VALUES (?, ?, ?)")
+        for ((id, _, _), entry) in zip(changed, batch) {
+            try delete.execute(arguments: [id])
+            if let entry { try insert.execute(arguments: [Data(entry.key), id, Data(entry.values)]) }
         }
-        if current.0 >= current.1 || (!catchUp && current.0 >= 0) { return }
-        _ = try await writer.write { db, _ in
-            try db.execute(sql: """
-                CREATE TABLE IF NOT EXISTS mango_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, def TEXT NOT NULL);
-                CREATE TABLE IF NOT EXISTS \(table)(
-                    key BLOB NOT NULL, doc_id TEXT NOT NULL, vals BLOB NOT NULL, PRIMARY KEY(key, doc_id)) WITHOUT ROWID;
-                CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
-                DROP TABLE IF EXISTS \(index.keysOnlyTable);
-                """)
-            try db.execute(sql: "DELETE FROM mango_indexes WHERE name = ?", arguments: [index.keysOnlyTable])
-            var since = try Int.fetchOne(db, sql: "SELECT seq FROM mango_indexes WHERE name = ?", arguments: [table]) ?? 0
-            let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-            let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, vals) VALUES (?, ?, ?)")
-            while catchUp {
-                let changed = try Database.changedDocuments(db, after: since, limit: 2000)
-                if changed.isEmpty { break }
-                for (id, seq, doc) in changed {
-                    since = seq
-                    try delete.execute(arguments: [id])
-                    if let doc, let entry = index.entry(for: .object(doc)) {
-                        try insert.execute(arguments: [Data(entry.key), id, Data(entry.values)])
-                    }
-                }
-            }
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO mango_indexes(name, seq, def) VALUES (?, ?, ?)",
-                arguments: [table, since, index.definition.text])
-            return true
+    }
+}
+
+extension Database {
+    /// Brings an index up to date with the changes feed (built on first use, then maintained
+    /// incrementally). Without `catchUp`, only an index that does not exist yet is made
+    /// (empty, as CouchDB reads a view never built with `update=false`).
+    public func updateIndex(_ index: MangoIndex, catchUp: Bool = true) async throws {
+        if catchUp {
+            try await self.catchUp(MangoEntries(index: index))
+        } else {
+            try await createIfMissing(MangoEntries(index: index))
         }
     }
 

@@ -11,18 +11,18 @@ public enum Partition {
     }
 
     /// Checks a partition name as CouchDB's `couch_partition:validate_partition` does.
-    public static func validate(_ partition: String) throws(EngineError) {
-        func illegal(_ reason: String) -> EngineError { EngineError(status: 400, error: "illegal_partition", reason: reason) }
+    public static func validate(_ partition: String) throws(CouchError) {
+        func illegal(_ reason: String) -> CouchError { CouchError(status: 400, error: "illegal_partition", reason: reason) }
         if partition.isEmpty { throw illegal("Partition must not be empty") }
         if partition.hasPrefix("_") { throw illegal("Partition must not start with an underscore") }
         if partition.contains(":") { throw illegal("Partition must not contain a colon") }
     }
 
     /// Checks a document id for a partitioned database (`couch_partition:validate_docid`).
-    static func validate(documentID id: String) throws(EngineError) {
+    static func validate(documentID id: String) throws(CouchError) {
         if id.hasPrefix("_design/") || id.hasPrefix("_local/") { return }
         guard let colon = id.firstIndex(of: ":") else {
-            throw EngineError(status: 400, error: "illegal_docid", reason: "Doc id must be of form partition:id")
+            throw CouchError(status: 400, error: "illegal_docid", reason: "Doc id must be of form partition:id")
         }
         try validate(String(id[..<colon]))
         try DocumentInput.validate(id: String(id[id.index(after: colon)...]))

@@ -246,10 +246,10 @@ extension RevisionTree {
 
     /// Reads the storage form written by `encoded`.
     public init(encoded: String) throws {
-        guard case let .array(items) = try JSON.parse(encoded) else { throw EngineError.corrupt("revision tree") }
+        guard case let .array(items) = try JSON.parse(encoded) else { throw CouchError.corrupt("revision tree") }
         for item in items {
             guard case let .array(f) = item, f.count == 4, let pos = f[0].intValue, let hash = f[1].stringValue,
-                  let parent = f[2].intValue, let deleted = f[3].intValue else { throw EngineError.corrupt("revision tree") }
+                  let parent = f[2].intValue, let deleted = f[3].intValue else { throw CouchError.corrupt("revision tree") }
             nodes.append(Node(rev: Revision(pos: pos, hash: hash), parent: parent < 0 ? nil : parent, deleted: deleted == 1))
         }
     }

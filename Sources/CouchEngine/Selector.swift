@@ -35,10 +35,10 @@ public indirect enum Selector: Sendable {
     public final class RegexBox: @unchecked Sendable {
         let pattern: String
         let regex: NSRegularExpression
-        init(_ pattern: String) throws(EngineError) {
+        init(_ pattern: String) throws(CouchError) {
             self.pattern = pattern
             do { regex = try NSRegularExpression(pattern: pattern) } catch {
-                throw EngineError.badRequest("Invalid regular expression: \(pattern)")
+                throw CouchError.badRequest("Invalid regular expression: \(pattern)")
             }
         }
         func matches(_ s: String) -> Bool {
@@ -56,26 +56,26 @@ public indirect enum Selector: Sendable {
     static let types: Set<String> = ["null", "boolean", "number", "string", "array", "object"]
 
     /// Parses a selector object as sent to `_find`, `_changes` or `_index`.
-    public init(json: JSON) throws(EngineError) {
-        guard case let .object(object) = json else { throw EngineError.badRequest("Selector must be a JSON object") }
+    public init(json: JSON) throws(CouchError) {
+        guard case let .object(object) = json else { throw CouchError.badRequest("Selector must be a JSON object") }
         self = try Selector.parse(object)
     }
 
     /// `inField`: inside a field's object, where conditions (`$gt`, ...) apply to that field;
     /// at the top of a selector (and in `$and`/`$or`/`$nor`/`$not` there) a condition has no
     /// field to apply to, and CouchDB refuses it.
-    static func parse(_ object: JSONObject, inField: Bool = false) throws(EngineError) -> Selector {
+    static func parse(_ object: JSONObject, inField: Bool = false) throws(CouchError) -> Selector {
         var parts: [Selector] = []
         for (key, value) in object.members {
             if key.hasPrefix("$") {
                 if !inField, !combinationOperators.contains(key) {
-                    throw EngineError(status: 400, error: "invalid_selector", reason: "One or more conditions is missing a field name.")
+                    throw CouchError(status: 400, error: "invalid_selector", reason: "One or more conditions is missing a field name.")
                 }
                 parts.append(try parseOperator(key, value, inField: inField))
             } else {
                 let path = Selector.splitPath(key)
                 guard !path.isEmpty, !path.contains(where: \.isEmpty) else {
-                    throw EngineError(status: 400, error: "invalid_field_name", reason: "Invalid field name: \(key).")
+                    throw CouchError(status: 400, error: "invalid_field_name", reason: "Invalid field name: \(key).")
                 }
                 parts.append(.field(path, try parseValueSelector(value)))
             }
@@ -87,30 +87,30 @@ public indirect enum Selector: Sendable {
     static let combinationOperators: Set<String> = ["$and", "$or", "$nor", "$not"]
 
     /// A field's selector: an object of operators (and nested fields), or a value meaning `$eq`.
-    static func parseValueSelector(_ value: JSON) throws(EngineError) -> Selector {
+    static func parseValueSelector(_ value: JSON) throws(CouchError) -> Selector {
         if case let .object(object) = value, !object.isEmpty {
             return try parse(object, inField: true)
         }
         return .condition(.eq(value))
     }
 
-    static func selectorList(_ op: String, _ value: JSON, inField: Bool) throws(EngineError) -> [Selector] {
-        guard case let .array(items) = value else { throw EngineError.badRequest("\(op) requires an array argument") }
+    static func selectorList(_ op: String, _ value: JSON, inField: Bool) throws(CouchError) -> [Selector] {
+        guard case let .array(items) = value else { throw CouchError.badRequest("\(op) requires an array argument") }
         var result: [Selector] = []
         for item in items {
-            guard case let .object(object) = item else { throw EngineError.badRequest("\(op) requires an array of objects") }
+            guard case let .object(object) = item else { throw CouchError.badRequest("\(op) requires an array of objects") }
             result.append(try parse(object, inField: inField))
         }
         return result
     }
 
-    static func parseOperator(_ op: String, _ value: JSON, inField: Bool = true) throws(EngineError) -> Selector {
+    static func parseOperator(_ op: String, _ value: JSON, inField: Bool = true) throws(CouchError) -> Selector {
         switch op {
         case "$and": return .and(try selectorList(op, value, inField: inField))
         case "$or": return .or(try selectorList(op, value, inField: inField))
         case "$nor": return .nor(try selectorList(op, value, inField: inField))
         case "$not":
-            guard case let .object(object) = value else { throw EngineError.badRequest("$not requires an object argument") }
+            guard case let .object(object) = value else { throw CouchError.badRequest("$not requires an object argument") }
             return .not(try parse(object, inField: inField))
         case "$eq": return .condition(.eq(value))
         case "$ne": return .condition(.ne(value))
@@ -119,44 +119,44 @@ public indirect enum Selector: Sendable {
         case "$gt": return .condition(.gt(value))
         case "$gte": return .condition(.gte(value))
         case "$exists":
-            guard case let .bool(flag) = value else { throw EngineError.badRequest("$exists requires a boolean") }
+            guard case let .bool(flag) = value else { throw CouchError.badRequest("$exists requires a boolean") }
             return .condition(.exists(flag))
         case "$type":
             guard case let .string(name) = value, types.contains(name) else {
-                throw EngineError.badRequest("$type must be one of null, boolean, number, string, array, object")
+                throw CouchError.badRequest("$type must be one of null, boolean, number, string, array, object")
             }
             return .condition(.type(name))
         case "$in", "$nin", "$all":
-            guard case let .array(items) = value else { throw EngineError.badRequest("\(op) requires an array argument") }
+            guard case let .array(items) = value else { throw CouchError.badRequest("\(op) requires an array argument") }
             return .condition(op == "$in" ? .in(items) : op == "$nin" ? .nin(items) : .all(items))
         case "$size":
-            guard let n = value.intValue, n >= 0 else { throw EngineError.badRequest("$size requires a non-negative integer") }
+            guard let n = value.intValue, n >= 0 else { throw CouchError.badRequest("$size requires a non-negative integer") }
             return .condition(.size(n))
         case "$mod":
             guard case let .array(args) = value, args.count == 2, let d = args[0].intValue, let r = args[1].intValue, d != 0,
                   case .int = args[0], case .int = args[1] else {
-                throw EngineError.badRequest("$mod requires [Divisor, Remainder] integers with a non-zero divisor")
+                throw CouchError.badRequest("$mod requires [Divisor, Remainder] integers with a non-zero divisor")
             }
             return .condition(.mod(divisor: d, remainder: r))
         case "$regex":
-            guard case let .string(pattern) = value else { throw EngineError.badRequest("$regex requires a string") }
+            guard case let .string(pattern) = value else { throw CouchError.badRequest("$regex requires a string") }
             return .condition(.regex(try RegexBox(pattern)))
         case "$beginsWith":
             guard case let .string(prefix) = value else { throw invalidOperator(op) }
             return .condition(.beginsWith(prefix))
         case "$elemMatch", "$allMatch", "$keyMapMatch":
-            guard case .object = value else { throw EngineError.badRequest("\(op) requires an object argument") }
+            guard case .object = value else { throw CouchError.badRequest("\(op) requires an object argument") }
             let inner = try parseValueSelector(value)
             return .condition(op == "$elemMatch" ? .elemMatch(inner) : op == "$allMatch" ? .allMatch(inner) : .keyMapMatch(inner))
         case "$text":
-            throw EngineError.badRequest("$text requires a text index, which this server does not provide")
+            throw CouchError.badRequest("$text requires a text index, which this server does not provide")
         default:
             throw invalidOperator(op)
         }
     }
 
-    static func invalidOperator(_ op: String) -> EngineError {
-        EngineError(status: 400, error: "invalid_operator", reason: "Invalid operator: \(op)")
+    static func invalidOperator(_ op: String) -> CouchError {
+        CouchError(status: 400, error: "invalid_operator", reason: "Invalid operator: \(op)")
     }
 
     /// Splits `a.b\.c` into `["a", "b.c"]`.

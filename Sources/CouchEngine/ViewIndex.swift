@@ -56,7 +56,7 @@ public struct ViewDefinition: Sendable {
 
     /// The index name for map code, without building a definition (`_view_cleanup`, `_info`).
     public static func signature(code: String) -> String {
-        Database.hex(Insecure.MD5.hash(data: Array(code.utf8)))
+        Hex.string(Insecure.MD5.hash(data: Array(code.utf8)))
     }
 
     var table: String { "view_" + signature }
@@ -90,87 +90,56 @@ public struct ViewResult: Sendable {
     public var rows: [JSON]
 }
 
-extension Database {
-    /// Brings a view's index up to date with the changes feed, as CouchDB updates views
-    /// lazily: each changed document's old rows are replaced by what the map emits now.
-    /// Returns how many documents failed to map (skipped).
-    @discardableResult
-    public func updateView(_ view: ViewDefinition) async throws -> Int {
-        let table = view.table
-        var failures = 0
-        while true {
-            // Read a batch of changed documents, map them outside any transaction (the map may
-            // be a JavaScript round trip), then store their rows and the new checkpoint.
-            let (since, changed) = try await reading { db -> (Int, [(id: String, seq: Int, doc: JSONObject?)]) in
-                let since = try db.tableExists("view_indexes")
-                    ? (try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0) : 0
-                return (since, try Database.changedDocuments(db, after: since, limit: 1000))
-            }
-            guard let last = changed.last?.seq else {
-                if !(try await reading { db in try db.tableExists(table) }) {
-                    try await createViewTables(table, checkpoint: since)
-                }
-                return failures
-            }
-            let live = changed.compactMap(\.doc)
-            let mapped = live.isEmpty ? [] : try await view.map(live)
-            guard mapped.count == live.count else { throw EngineError.corrupt("view map answer") }
-            failures += mapped.filter { $0 == nil }.count
-            var rowsByID: [String: [(key: JSON, value: JSON)]] = [:]
-            for (doc, rows) in zip(live, mapped) {
-                if let id = doc["_id"]?.stringValue { rowsByID[id] = rows ?? [] }
-            }
-            let ids = changed.map(\.id)
-            let rowsToStore = rowsByID
-            _ = try await writer.write { db, _ -> Bool in
-                try Database.createViewTables(db, table)
-                let current = try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
-                guard current == since else { return false }  // another update got here first
-                let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-                let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
-                var delta = 0
-                for id in ids {
-                    try delete.execute(arguments: [id])
-                    delta -= db.changesCount
-                    for (n, row) in (rowsToStore[id] ?? []).enumerated() {
-                        try insert.execute(arguments: [Data(row.key.collationKey), id, n, row.key.text, row.value.text])
-                        delta += 1
-                    }
-                }
-                try db.execute(
-                    sql: "UPDATE view_indexes SET seq = ?, rows = rows + ? WHERE name = ?", arguments: [last, delta, table])
-                return true
-            }
-        }
+/// A view's index as a `SecondaryIndex`: each changed document's old rows are replaced by
+/// what the map emits now (in `view_indexes`, with the row count kept beside the checkpoint).
+struct ViewRows: SecondaryIndex {
+    /// Each live document's rows, and how many documents failed to map (skipped).
+    typealias Batch = (rows: [String: [(key: JSON, value: JSON)]], failures: Int)
+
+    let view: ViewDefinition
+    static let registry = "view_indexes"
+    var table: String { view.table }
+    var batchSize: Int { 1000 }
+
+    func createTables(_ db: GRDB.Database) throws {
+        try Database.createViewTables(db, table)
     }
 
-    /// Documents changed after `since`, in sequence order, at most `limit`: each with its
-    /// winning body (`_id` and `_rev` first, then `_conflicts` and `_deleted_conflicts` as
-    /// CouchDB's index updater opens documents), or nil for deleted and design documents (which
-    /// indexes drop).
-    static func changedDocuments(_ db: GRDB.Database, after since: Int, limit: Int) throws -> [(id: String, seq: Int, doc: JSONObject?)] {
-        let rows = try Row.fetchAll(db, sql: """
-            SELECT d.id, d.seq, d.deleted, d.winner, r.body, d.tree FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-            WHERE d.seq > ? ORDER BY d.seq LIMIT ?
-            """, arguments: [since, limit])
-        return try rows.map { row in
-            let id: String = row[0]
-            guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
-                  var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
-            body.prepend("_rev", .string(row[3] as String))
-            body.prepend("_id", .string(id))
-            // Only a tree of more than one revision can have losing leaves: most documents are
-            // not parsed for this.
-            let encodedTree: String = row[5]
-            if encodedTree.utf8.count > 2, encodedTree.contains("],[") {
-                let losers = try RevisionTree(encoded: encodedTree).leaves.dropFirst()
-                let conflicts = losers.filter { !$0.deleted }.map { JSON.string($0.rev.description) }
-                let deleted = losers.filter(\.deleted).map { JSON.string($0.rev.description) }
-                if !conflicts.isEmpty { body.members.append(("_conflicts", .array(conflicts))) }
-                if !deleted.isEmpty { body.members.append(("_deleted_conflicts", .array(deleted))) }
-            }
-            return (id, row[1], body)
+    func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
+        let live = changed.compactMap(\.doc)
+        let mapped = live.isEmpty ? [] : try await view.map(live)
+        guard mapped.count == live.count else { throw CouchError.corrupt("view map answer") }
+        var rowsByID: [String: [(key: JSON, value: JSON)]] = [:]
+        for (doc, rows) in zip(live, mapped) {
+            if let id = doc["_id"]?.stringValue { rowsByID[id] = rows ?? [] }
         }
+        return (rowsByID, mapped.filter { $0 == nil }.count)
+    }
+
+    func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws {
+        let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
+        let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
+        var delta = 0
+        for (id, _, _) in changed {
+            try delete.execute(arguments: [id])
+            delta -= db.changesCount
+            for (n, row) in (batch.rows[id] ?? []).enumerated() {
+                try insert.execute(arguments: [Data(row.key.collationKey), id, n, row.key.text, row.value.text])
+                delta += 1
+            }
+        }
+        try db.execute(sql: "UPDATE view_indexes SET rows = rows + ? WHERE name = ?", arguments: [delta, table])
+    }
+}
+
+extension Database {
+    /// Brings a view's index up to date with the changes feed, as CouchDB updates views
+    /// lazily. Returns how many documents failed to map (skipped).
+    @discardableResult
+    public func updateView(_ view: ViewDefinition) async throws -> Int {
+        var failures = 0
+        try await catchUp(ViewRows(view: view)) { batch, _, _ in failures += batch.failures }
+        return failures
     }
 
     static func createViewTables(_ db: GRDB.Database, _ table: String) throws {
@@ -184,25 +153,17 @@ extension Database {
             """)
     }
 
-    private func createViewTables(_ table: String, checkpoint: Int) async throws {
-        _ = try await writer.write { db, _ in
-            try Database.createViewTables(db, table)
-            try db.execute(sql: "UPDATE view_indexes SET seq = max(seq, ?) WHERE name = ?", arguments: [checkpoint, table])
-            return true
-        }
-    }
-
     /// Queries a view (bringing it up to date first unless `stale`): rows in CouchDB's
     /// collation order of keys, then document ids; reduced (whole range, `group`, or
     /// `group_level`) when the view has a reducer and `reduce` is not false.
     public func queryView(_ view: ViewDefinition, _ query: ViewQuery, stale: Bool = false) async throws -> ViewResult {
         if !stale { try await updateView(view) }
         let reducing = query.reduce ?? (view.reduce != nil)
-        if reducing, view.reduce == nil { throw EngineError.badRequest("Reduce is invalid for map-only views.") }
-        if reducing, query.includeDocs { throw EngineError.badRequest("`include_docs` is invalid for reduce") }
+        if reducing, view.reduce == nil { throw CouchError.badRequest("Reduce is invalid for map-only views.") }
+        if reducing, query.includeDocs { throw CouchError.badRequest("`include_docs` is invalid for reduce") }
         let grouped = query.group || query.groupLevel != nil
         if reducing, query.keys != nil, !grouped {
-            throw EngineError.badRequest("Multi-key fetches for reduce views must use `group=true`")
+            throw CouchError.badRequest("Multi-key fetches for reduce views must use `group=true`")
         }
         let table = view.table
         // Without grouping, _count needs no rows at all: SQLite counts the range.
@@ -393,7 +354,7 @@ extension Database {
             var count = 0, total = 0.0, sumsqr = 0.0, minimum = Double.infinity, maximum = -Double.infinity
             for value in values {
                 guard let x = value.doubleValue else {
-                    throw EngineError(status: 500, error: "builtin_reduce_error", reason: "_stats can only reduce numbers: \(value)")
+                    throw CouchError(status: 500, error: "builtin_reduce_error", reason: "_stats can only reduce numbers: \(value)")
                 }
                 count += 1
                 total += x
@@ -427,7 +388,7 @@ extension Database {
             return try sum(.array([a]), .array(y))
         default:
             guard let x = a.doubleValue, let y = b.doubleValue else {
-                throw EngineError(status: 500, error: "builtin_reduce_error", reason: "_sum can only reduce numbers or arrays of numbers: \(b)")
+                throw CouchError(status: 500, error: "builtin_reduce_error", reason: "_sum can only reduce numbers or arrays of numbers: \(b)")
             }
             return .double(x + y)
         }

@@ -1,5 +1,7 @@
 import CouchEngine
 import CouchJSON
+import HTTPServing
+import CouchProtocol
 import Crypto
 import Foundation
 import Hummingbird
@@ -94,10 +96,10 @@ final class Authenticator: Sendable {
         if let authorization = headers[.authorization], authorization.lowercased().hasPrefix("basic ") {
             let encoded = authorization.dropFirst("basic ".count).trimmingSpaces
             guard let data = Data(base64Encoded: String(encoded)), let text = String(data: data, encoding: .utf8),
-                  let colon = text.firstIndex(of: ":") else { throw EngineError.badCredentials }
+                  let colon = text.firstIndex(of: ":") else { throw CouchError.badCredentials }
             let name = String(text[..<colon])
             let password = String(text[text.index(after: colon)...])
-            guard let user = try await login(name: name, password: password, client: client) else { throw EngineError.badCredentials }
+            guard let user = try await login(name: name, password: password, client: client) else { throw CouchError.badCredentials }
             return (user, false)
         }
         if let cookie = Self.cookieValue(headers, name: "AuthSession") {
@@ -132,7 +134,7 @@ final class Authenticator: Sendable {
     func signature(_ payload: String, salt: String) -> String {
         let secret = settings.withLock { $0.secret }
         let key = SymmetricKey(data: Array((secret + salt).utf8))
-        return Database.hex(HMAC<SHA256>.authenticationCode(for: Array(payload.utf8), using: key))
+        return Hex.string(HMAC<SHA256>.authenticationCode(for: Array(payload.utf8), using: key))
     }
 
     func verifyCookie(_ value: String) async -> (UserContext, issued: Date)? {

@@ -31,8 +31,8 @@ extension CouchAPI {
             }
         }
         guard allowed else {
-            if user.name == nil { throw EngineError.unauthorized }
-            throw EngineError.forbidden("You are not allowed to access this db.")
+            if user.name == nil { throw CouchError.unauthorized }
+            throw CouchError.forbidden("You are not allowed to access this db.")
         }
     }
 
@@ -42,8 +42,8 @@ extension CouchAPI {
         if user.isServerAdmin { return }
         let security = db.security
         guard Self.listed(user, in: security["admins"]) || Self.listed(user, in: security["members"]) else {
-            if user.name == nil { throw EngineError.unauthorized }
-            throw EngineError.forbidden("You are not allowed to access this db.")
+            if user.name == nil { throw CouchError.unauthorized }
+            throw CouchError.forbidden("You are not allowed to access this db.")
         }
     }
 

@@ -14,7 +14,7 @@ extension CouchAPI {
         var options = ChangesOptions()
         let feed = request.query["feed"] ?? "normal"
         guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {
-            throw EngineError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
+            throw CouchError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
         }
         options.limit = try request.int("limit")
         if options.limit == 0 { options.limit = 1 }
@@ -25,7 +25,7 @@ extension CouchAPI {
         switch request.query["style"] ?? "main_only" {
         case "main_only": options.allLeaves = false
         case "all_docs": options.allLeaves = true
-        default: throw EngineError.badRequest("Supported `style` values: main_only, all_docs")
+        default: throw CouchError.badRequest("Supported `style` values: main_only, all_docs")
         }
         let lastEventID = request.header("Last-Event-ID")
         if let since = request.query["since"] ?? lastEventID {
@@ -40,11 +40,11 @@ extension CouchAPI {
             let fromQuery = try request.jsonParam("doc_ids")
             let ids = body?["doc_ids"] ?? fromQuery
             guard case let .array(list)? = ids, list.allSatisfy({ $0.stringValue != nil }) else {
-                throw EngineError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+                throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
             }
             options.filter = .docIDs(Set(list.compactMap(\.stringValue)))
         case "_selector":
-            guard let selector = body?["selector"] else { throw EngineError.badRequest("Selector must be specified in POST payload") }
+            guard let selector = body?["selector"] else { throw CouchError.badRequest("Selector must be specified in POST payload") }
             options.filter = .selector(try Selector(json: selector))
         case "_design":
             options.filter = .design
@@ -54,7 +54,7 @@ extension CouchAPI {
         let heartbeat: Duration? = try {
             guard let raw = request.query["heartbeat"] else { return nil }
             if raw == "true" { return .milliseconds(60000) }
-            guard let ms = Int(raw), ms > 0 else { throw EngineError.badRequest("Invalid heartbeat value") }
+            guard let ms = Int(raw), ms > 0 else { throw CouchError.badRequest("Invalid heartbeat value") }
             return .milliseconds(max(ms, 100))
         }()
         let timeout: Duration = try request.int("timeout").map { .milliseconds(max($0, 0)) } ?? .milliseconds(60000)

@@ -13,12 +13,12 @@ extension CouchAPI {
             return .json(.object(try await db.info()))
         case .put:
             try requireServerAdmin(request)
-            if let q = request.query["q"], Int(q) == nil { throw EngineError.badRequest("q must be an integer") }
+            if let q = request.query["q"], Int(q) == nil { throw CouchError.badRequest("q must be an integer") }
             var partitioned = false
             if let value = request.query["partitioned"] {
-                guard value == "true" || value == "false" else { throw EngineError.badRequest("Invalid `partitioned` parameter") }
+                guard value == "true" || value == "false" else { throw CouchError.badRequest("Invalid `partitioned` parameter") }
                 partitioned = value == "true"
-                if partitioned, name.hasPrefix("_") { throw EngineError.badRequest("Cannot partition a system database") }
+                if partitioned, name.hasPrefix("_") { throw CouchError.badRequest("Cannot partition a system database") }
             }
             try await store.create(name, partitioned: partitioned)
             var headers = HTTPFields()
@@ -27,19 +27,19 @@ extension CouchAPI {
         case .delete:
             try requireServerAdmin(request)
             if request.query["rev"] != nil {
-                throw EngineError.badRequest("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
+                throw CouchError.badRequest("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
             }
             try await store.delete(name)
             return .json(["ok": true])
         case .post:
             let db = try await store.open(name)
             var input = try DocumentInput(json: try request.json())
-            if input.id == nil { input.id = ServerSettings.randomHex(16) }
+            if input.id == nil { input.id = Hex.random(bytes: 16) }
             let id = input.id!
             let rev = try await writeDocument(db, input, request: request)
             return documentWritten(db, id, rev, request: request)
         default:
-            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
         }
     }
 
@@ -70,7 +70,7 @@ extension CouchAPI {
             if request.method == .put {
                 try authorize(db, request.user, .admin)
                 guard case let .int(limit) = try request.json(), limit > 0 else {
-                    throw EngineError.badRequest("The revs_limit must be a positive integer")
+                    throw CouchError.badRequest("The revs_limit must be a positive integer")
                 }
                 try await db.setRevsLimit(limit)
                 return .ok()
@@ -84,10 +84,10 @@ extension CouchAPI {
                 let security = try request.jsonObject()
                 for group in ["admins", "members"] {
                     guard let value = security[group] else { continue }
-                    guard case let .object(object) = value else { throw EngineError.badRequest("\(group) must be a JSON object") }
+                    guard case let .object(object) = value else { throw CouchError.badRequest("\(group) must be a JSON object") }
                     for list in ["names", "roles"] {
                         if let entries = object[list], !(entries.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false) {
-                            throw EngineError.badRequest("\(group).\(list) must be a JSON list of strings")
+                            throw CouchError.badRequest("\(group).\(list) must be a JSON list of strings")
                         }
                     }
                 }
@@ -102,7 +102,7 @@ extension CouchAPI {
             let body = try request.jsonObject()
             var purgeRequest: [(id: String, revs: [Revision])] = []
             for (id, value) in body.members {
-                guard let list = value.arrayValue else { throw EngineError.badRequest("Each purge entry must be a list of revisions") }
+                guard let list = value.arrayValue else { throw CouchError.badRequest("Each purge entry must be a list of revisions") }
                 purgeRequest.append((id, try list.map { try parseRev($0) }))
             }
             let (purgeSeq, purged) = try await db.purge(purgeRequest)
@@ -111,7 +111,7 @@ extension CouchAPI {
             try requireMethod(request, .post)
             try authorize(db, request.user, .admin)
             guard request.header("Content-Type")?.hasPrefix("application/json") == true else {
-                throw EngineError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
+                throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
             }
             if path.count == 2 {
                 let database = db
@@ -132,10 +132,10 @@ extension CouchAPI {
             try await viewCleanup(db)
             return .ok(status: .accepted)
         case "_local":
-            guard path.count >= 3 else { throw EngineError.badRequest("Missing _local document id") }
+            guard path.count >= 3 else { throw CouchError.badRequest("Missing _local document id") }
             return try await localDocument(db, "_local/" + path[2...].joined(separator: "/"), &request)
         case "_design":
-            guard path.count >= 3 else { throw EngineError.badRequest("Missing design document id") }
+            guard path.count >= 3 else { throw CouchError.badRequest("Missing design document id") }
             let id = "_design/\(path[2])"
             if path.count == 3 { return try await documentEndpoint(db, id, &request) }
             if path[3].hasPrefix("_") {
@@ -145,8 +145,8 @@ extension CouchAPI {
         default:
             if second.hasPrefix("_") {
                 // As CouchDB: reading an unknown `_` resource finds nothing; writing one is an illegal id.
-                if request.method == .get || request.method == .head { throw EngineError.missing }
-                throw EngineError(status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
+                if request.method == .get || request.method == .head { throw CouchError.missing }
+                throw CouchError(status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
             }
             if path.count == 2 { return try await documentEndpoint(db, second, &request) }
             return try await attachmentEndpoint(db, second, path[2...].joined(separator: "/"), request)
@@ -160,7 +160,7 @@ extension CouchAPI {
             try requireMethod(request, .get)
             return try await designInfo(db, id)
         case "_view":
-            guard rest.count == 2 else { throw EngineError.notFound("missing") }
+            guard rest.count == 2 else { throw CouchError.notFound("missing") }
             return try await view(db, id, rest[1], request)
         case "_show":
             return try await show(db, id, rest, request)
@@ -169,7 +169,7 @@ extension CouchAPI {
         case "_update":
             return try await updateHandler(db, id, rest, request)
         case "_rewrite":
-            throw EngineError.notImplemented("_rewrite is deprecated in CouchDB 3 and not supported")
+            throw CouchError.notImplemented("_rewrite is deprecated in CouchDB 3 and not supported")
         case "_geo":
             return try await geo(db, id, rest, request)
         case "_geo_info":
@@ -177,20 +177,20 @@ extension CouchAPI {
         case "_geo_grid":
             return try await geoGrid(db, id, rest, request)
         case "_search":
-            throw EngineError.notImplemented("_search (Lucene full-text search) is not supported")
+            throw CouchError.notImplemented("_search (Lucene full-text search) is not supported")
         default:
-            throw EngineError.notFound("missing")
+            throw CouchError.notFound("missing")
         }
     }
 
     func parseRev(_ value: JSON) throws -> Revision {
-        guard case let .string(text) = value, let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+        guard case let .string(text) = value, let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
         return rev
     }
 
     func parseRevList(_ value: JSON?) throws -> [Revision] {
         guard let value else { return [] }
-        guard case let .array(items) = value else { throw EngineError.badRequest("Expected a list of revisions") }
+        guard case let .array(items) = value else { throw CouchError.badRequest("Expected a list of revisions") }
         return try items.map(parseRev)
     }
 
@@ -219,23 +219,23 @@ extension CouchAPI {
         options.startKey = try keyString(param("startkey", "start_key"), "startkey")
         options.endKey = try keyString(param("endkey", "end_key"), "endkey")
         if let key = try param("key") {
-            guard case .string = key else { throw EngineError.badRequest("key must be a string for _all_docs") }
+            guard case .string = key else { throw CouchError.badRequest("key must be a string for _all_docs") }
             options.keys = [key]
         }
         if let keys = try param("keys") {
-            guard case let .array(list) = keys else { throw EngineError.badRequest("`keys` member must be an array.") }
+            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` member must be an array.") }
             options.keys = list
         }
         func bool(_ name: String) throws -> Bool {
             if let value = body?[name] {
-                guard case let .bool(b) = value else { throw EngineError.badRequest("Invalid boolean parameter: \(name)") }
+                guard case let .bool(b) = value else { throw CouchError.badRequest("Invalid boolean parameter: \(name)") }
                 return b
             }
             return try request.bool(name)
         }
         func int(_ name: String) throws -> Int? {
             if let value = body?[name] {
-                guard let i = ClientCount.from(value) else { throw EngineError.badRequest("Invalid value for integer parameter \(name) (\(ClientCount.range))") }
+                guard let i = ClientCount.from(value) else { throw CouchError.badRequest("Invalid value for integer parameter \(name) (\(ClientCount.range))") }
                 return i
             }
             return try request.int(name)
@@ -330,10 +330,10 @@ extension CouchAPI {
     func bulkDocs(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .post)
         let body = try request.jsonObject()
-        guard case let .array(docs)? = body["docs"] else { throw EngineError.badRequest("POST body must include `docs` parameter.") }
+        guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
         var newEdits = true
         if let value = body["new_edits"] {
-            guard case let .bool(flag) = value else { throw EngineError.badRequest("`new_edits` parameter must be a boolean.") }
+            guard case let .bool(flag) = value else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
             newEdits = flag
         }
         if request.query["new_edits"] == "false" { newEdits = false }
@@ -341,7 +341,7 @@ extension CouchAPI {
         if !isDbAdmin { try authorize(db, request.user, .write) }
 
         // Parse and check every document; failures become per-document errors.
-        var results = [Result<Revision, EngineError>?](repeating: nil, count: docs.count)
+        var results = [Result<Revision, CouchError>?](repeating: nil, count: docs.count)
         var ids = [String](repeating: "", count: docs.count)
         var batch: [DocumentInput] = []
         var batchIndex: [Int] = []
@@ -355,32 +355,32 @@ extension CouchAPI {
                 }
                 var input = try DocumentInput(json: json)
                 if input.id == nil {
-                    if !newEdits { throw EngineError.badRequest("Document id is missing") }
-                    input.id = ServerSettings.randomHex(16)
+                    if !newEdits { throw CouchError.badRequest("Document id is missing") }
+                    input.id = Hex.random(bytes: 16)
                 }
                 ids[i] = input.id!
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {
-                    throw EngineError(status: 403, error: "forbidden", reason: "Only admins can write design documents.")
+                    throw CouchError(status: 403, error: "forbidden", reason: "Only admins can write design documents.")
                 }
                 if db.name == "_users" { input = try await prepareUserDocument(db, input, user: request.user) }
                 batch.append(input)
                 batchIndex.append(i)
-            } catch let error as EngineError {
+            } catch let error as CouchError {
                 if case let .string(id)? = json["_id"] { ids[i] = id }
                 results[i] = .failure(error)
             }
         }
         // `_local` documents (replication checkpoints) all at once: they share one commit.
-        let localResults = await withTaskGroup(of: (Int, Result<Revision, EngineError>).self) { group in
+        let localResults = await withTaskGroup(of: (Int, Result<Revision, CouchError>).self) { group in
             for (index, id, input) in locals {
                 group.addTask {
                     do {
                         let rev = try await db.putLocalDocument(id: id, rev: input.rev, body: input.body, deleted: input.deleted)
                         return (index, .success(Revision(rev)!))
-                    } catch let error as EngineError {
+                    } catch let error as CouchError {
                         return (index, .failure(error))
                     } catch {
-                        return (index, .failure(EngineError(status: 500, error: "internal_server_error", reason: "\(error)")))
+                        return (index, .failure(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")))
                     }
                 }
             }
@@ -408,7 +408,7 @@ extension CouchAPI {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
         let body = try request.jsonObject()
-        guard case let .array(docs)? = body["docs"] else { throw EngineError.badRequest("Missing JSON list of 'docs'.") }
+        guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
         var options = ReadOptions()
         options.revs = try request.bool("revs") || body["revs"] == .bool(true)
         options.attachments = try request.bool("attachments") || body["attachments"] == .bool(true)
@@ -435,7 +435,7 @@ extension CouchAPI {
                 continue
             }
             var docsOut: [JSON] = []
-            func fail(_ error: EngineError) {
+            func fail(_ error: CouchError) {
                 docsOut.append(["error": [
                     "id": .string(id), "rev": entry["rev"] ?? "undefined", "error": .string(error.error), "reason": .string(error.reason),
                 ]])
@@ -454,7 +454,7 @@ extension CouchAPI {
                         docsOut.append(["error": ["id": .string(id), "rev": .string(rev.description), "error": "not_found", "reason": "missing"]])
                     }
                 }
-            } catch let error as EngineError {
+            } catch let error as CouchError {
                 fail(error)
             }
             results.append(["id": .string(id), "docs": .array(docsOut)])
@@ -485,8 +485,8 @@ extension CouchAPI {
     /// information, `_all_docs`, `_find`, `_explain` and views confined to its documents.
     func partitionResource(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
         let path = request.path
-        guard db.isPartitioned else { throw EngineError.badRequest("database is not partitioned") }
-        guard path.count >= 3 else { throw EngineError.missing }
+        guard db.isPartitioned else { throw CouchError.badRequest("database is not partitioned") }
+        guard path.count >= 3 else { throw CouchError.missing }
         let partition = path[2]
         try Partition.validate(partition)
         if path.count == 7, path[3] == "_design", path[5] == "_view" {
@@ -501,7 +501,7 @@ extension CouchAPI {
         case "_all_docs": return try await allDocs(db, request, within: Partition.idRange(partition))
         case "_find": return try await find(db, request, partition: partition)
         case "_explain": return try await explain(db, request, partition: partition)
-        default: throw EngineError.missing
+        default: throw CouchError.missing
         }
     }
 }

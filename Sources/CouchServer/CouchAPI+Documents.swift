@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -9,7 +10,7 @@ extension CouchAPI {
     /// Checks who may write `input` and writes it (interactive edit unless `new_edits=false`).
     func writeDocument(_ db: Database, _ input: DocumentInput, request: APIRequest, newEdits: Bool = true) async throws -> Revision {
         var input = input
-        guard let id = input.id else { throw EngineError.badRequest("Document id is missing") }
+        guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         try DocumentInput.validate(id: id)
         if id.hasPrefix("_design/") {
             try authorize(db, request.user, .admin)
@@ -46,7 +47,7 @@ extension CouchAPI {
                 return try await openRevisions(db, id, openRevs, options: options, request: request)
             }
             let rev = try request.query["rev"].map { text -> Revision in
-                guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+                guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
                 return rev
             }
             var readOptions = options
@@ -85,9 +86,9 @@ extension CouchAPI {
             }
             input.id = id  // as CouchDB: the URL names the document, whatever `_id` the body has
             if let rev = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) {
-                guard let parsed = Revision(rev) else { throw EngineError.badRequest("Invalid rev format") }
+                guard let parsed = Revision(rev) else { throw CouchError.badRequest("Invalid rev format") }
                 if let bodyRev = input.rev, bodyRev != parsed {
-                    throw EngineError.badRequest("Document rev from request body and query string have different values")
+                    throw CouchError.badRequest("Document rev from request body and query string have different values")
                 }
                 input.rev = parsed
             }
@@ -96,16 +97,16 @@ extension CouchAPI {
             return documentWritten(db, id, rev, request: request)
         case .delete:
             guard let text = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) else {
-                throw EngineError.conflict
+                throw CouchError.conflict
             }
-            guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
-            guard try await db.winningRevision(id: id) != nil else { throw EngineError.missing }
+            guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
+            guard try await db.winningRevision(id: id) != nil else { throw CouchError.missing }
             let newRev = try await writeDocument(db, DocumentInput(id: id, rev: rev, deleted: true), request: request)
             return documentWritten(db, id, newRev, request: request, status: .ok)
         case HTTPRequest.Method("COPY")!:
             return try await copyDocument(db, id, request)
         default:
-            throw EngineError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
+            throw CouchError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
         }
     }
 
@@ -113,21 +114,21 @@ extension CouchAPI {
     func copyDocument(_ db: Database, _ id: String, _ request: APIRequest) async throws -> APIResponse {
         try authorizeRead(db, id, request.user)
         guard let destination = request.header("Destination"), !destination.isEmpty else {
-            throw EngineError.badRequest("Destination header is mandatory for COPY.")
+            throw CouchError.badRequest("Destination header is mandatory for COPY.")
         }
         var targetID = destination
         var targetRev: Revision?
         if let question = destination.firstIndex(of: "?") {
             targetID = String(destination[..<question])
-            let query = PercentDecoding.query(String(destination[destination.index(after: question)...]))
+            let query = CouchURL.parameters(String(destination[destination.index(after: question)...]))
             if let rev = query["rev"] {
-                guard let parsed = Revision(rev) else { throw EngineError.badRequest("Invalid rev format") }
+                guard let parsed = Revision(rev) else { throw CouchError.badRequest("Invalid rev format") }
                 targetRev = parsed
             }
         }
-        targetID = PercentDecoding.decode(Substring(targetID), plusAsSpace: false)
+        targetID = CouchURL.decode(Substring(targetID), plusAsSpace: false)
         let sourceRev = try request.query["rev"].map { text -> Revision in
-            guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+            guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
             return rev
         }
         let source = try await db.document(id: id, rev: sourceRev)
@@ -152,9 +153,9 @@ extension CouchAPI {
     func authorizeRead(_ db: Database, _ id: String, _ user: UserContext) throws {
         if db.name == "_users", !user.isServerAdmin, id.hasPrefix("org.couchdb.user:") {
             try authorizeUserDocument(db, user)
-            guard let name = user.name else { throw EngineError.unauthorized }
+            guard let name = user.name else { throw CouchError.unauthorized }
             guard id == "org.couchdb.user:\(name)" else {
-                throw EngineError.forbidden("You may only read your own user document.")
+                throw CouchError.forbidden("You may only read your own user document.")
             }
             return
         }
@@ -167,7 +168,7 @@ extension CouchAPI {
         if raw == "all" {
             revs = nil
         } else {
-            guard let json = try? JSON.parse(raw) else { throw EngineError.badRequest("Invalid open_revs") }
+            guard let json = try? JSON.parse(raw) else { throw CouchError.badRequest("Invalid open_revs") }
             revs = try parseRevList(json)
         }
         let multipart = request.header("Accept")?.contains("multipart/mixed") == true
@@ -178,7 +179,7 @@ extension CouchAPI {
         if multipart { options.attachments = true }
         let results = try await db.openRevisions(id: id, revs: revs, latest: try request.bool("latest"), options: options)
         if multipart {
-            let boundary = ServerSettings.randomHex(16)
+            let boundary = Hex.random(bytes: 16)
             var parts: [(headers: [(String, String)], body: [UInt8])] = []
             for result in results {
                 switch result {
@@ -208,7 +209,7 @@ extension CouchAPI {
         guard !following.isEmpty, let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue.flatMap(Revision.init) else {
             return ([("Content-Type", "application/json")], JSON.object(doc).bytes)
         }
-        let boundary = ServerSettings.randomHex(16)
+        let boundary = Hex.random(bytes: 16)
         var parts: [(headers: [(String, String)], body: [UInt8])] = [([("Content-Type", "application/json")], JSON.object(doc).bytes)]
         for (name, meta) in following {
             // The stored bytes go out as they are, gzip included, as CouchDB sends them.
@@ -229,12 +230,12 @@ extension CouchAPI {
     /// A `multipart/related` document upload: the JSON document first, then the bodies of
     /// attachments marked `follows`, in the order they appear in `_attachments`.
     func multipartDocument(_ request: APIRequest, contentType: String) throws -> DocumentInput {
-        guard let boundary = Multipart.boundary(of: contentType) else { throw EngineError.badRequest("Multipart body without boundary") }
+        guard let boundary = Multipart.boundary(of: contentType) else { throw CouchError.badRequest("Multipart body without boundary") }
         let parts: [Multipart.Part]
-        do { parts = try Multipart.parse(request.body, boundary: boundary) } catch { throw EngineError.badRequest(error.description) }
-        guard let first = parts.first else { throw EngineError.badRequest("Empty multipart body") }
+        do { parts = try Multipart.parse(request.body, boundary: boundary) } catch { throw CouchError.badRequest(error.description) }
+        guard let first = parts.first else { throw CouchError.badRequest("Empty multipart body") }
         let json: JSON
-        do { json = try JSON.parse(first.body) } catch { throw EngineError.badRequest("The first multipart part must be the JSON document") }
+        do { json = try JSON.parse(first.body) } catch { throw CouchError.badRequest("The first multipart part must be the JSON document") }
         var input = try DocumentInput(json: json)
         let following = (input.attachments ?? JSONObject()).members.filter { $0.value["follows"] == .bool(true) }.map(\.key)
         var remaining = Array(parts.dropFirst())
@@ -245,7 +246,7 @@ extension CouchAPI {
             } else if !remaining.isEmpty {
                 input.attachmentBodies[name] = remaining.removeFirst().body
             } else {
-                throw EngineError.badRequest("Attachment \(name) follows, but its part is missing")
+                throw CouchError.badRequest("Attachment \(name) follows, but its part is missing")
             }
         }
         return input
@@ -256,7 +257,7 @@ extension CouchAPI {
     /// `/{db}/{docid}/{attachment}`: GET, HEAD, PUT, DELETE.
     func attachmentEndpoint(_ db: Database, _ id: String, _ name: String, _ request: APIRequest) async throws -> APIResponse {
         let rev = try request.query["rev"].map { text -> Revision in
-            guard let rev = Revision(text) else { throw EngineError.badRequest("Invalid rev format") }
+            guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
             return rev
         }
         switch request.method {
@@ -283,19 +284,19 @@ extension CouchAPI {
         case .put, .delete:
             var input: DocumentInput
             if let current = try await db.winningRevision(id: id), !current.deleted || rev != nil {
-                guard let rev else { throw EngineError.conflict }
+                guard let rev else { throw CouchError.conflict }
                 let doc = try await db.document(id: id, rev: rev)
                 input = try DocumentInput(json: .object(doc))
             } else {
-                if request.method == .delete { throw EngineError.missing }
-                if rev != nil { throw EngineError.conflict }
+                if request.method == .delete { throw CouchError.missing }
+                if rev != nil { throw CouchError.conflict }
                 input = DocumentInput(id: id)
                 if let current = try await db.winningRevision(id: id) { input.rev = current.rev }
             }
             var attachments = input.attachments ?? JSONObject()
             if request.method == .delete {
                 guard attachments.removeValue(forKey: name) != nil else {
-                    throw EngineError.notFound("Document is missing attachment")
+                    throw CouchError.notFound("Document is missing attachment")
                 }
             } else {
                 // A body sent with `Content-Encoding: gzip` arrives here decoded (CouchAPI.respond).
@@ -311,7 +312,7 @@ extension CouchAPI {
             let newRev = try await writeDocument(db, input, request: request)
             return documentWritten(db, id, newRev, request: request, status: request.method == .delete ? .ok : .created)
         default:
-            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
         }
     }
 
@@ -333,7 +334,7 @@ extension CouchAPI {
             _ = try await db.putLocalDocument(id: id, rev: request.query["rev"], body: JSONObject(), deleted: true)
             return .json(["ok": true, "id": .string(id), "rev": "0-0"])
         default:
-            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
         }
     }
 
@@ -344,38 +345,38 @@ extension CouchAPI {
     /// a plaintext `password` is replaced by its PBKDF2-SHA256 hash.
     func prepareUserDocument(_ db: Database, _ input: DocumentInput, user: UserContext) async throws -> DocumentInput {
         var input = input
-        guard let id = input.id else { throw EngineError.badRequest("Document id is missing") }
+        guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         if id.hasPrefix("_design/") {
             try authorize(db, user, .admin)
             return input
         }
         let prefix = "org.couchdb.user:"
         guard id.hasPrefix(prefix) else {
-            throw EngineError.forbidden("Document ID must be of the form org.couchdb.user:name")
+            throw CouchError.forbidden("Document ID must be of the form org.couchdb.user:name")
         }
         let name = String(id.dropFirst(prefix.count))
         let existing = try? await db.document(id: id)
         if !user.isServerAdmin, (try? authorize(db, user, .admin)) == nil {
             if let existing {
                 guard user.name == name else {
-                    if user.name == nil { throw EngineError.unauthorized }
-                    throw EngineError.forbidden("You may only update your own user document.")
+                    if user.name == nil { throw CouchError.unauthorized }
+                    throw CouchError.forbidden("You may only update your own user document.")
                 }
                 if !input.deleted, input.body["roles"] != existing["roles"] {
-                    throw EngineError.forbidden("Only _admin may edit roles")
+                    throw CouchError.forbidden("Only _admin may edit roles")
                 }
             } else if !input.deleted, let roles = input.body["roles"]?.arrayValue, !roles.isEmpty {
-                throw EngineError.forbidden("Only _admin may set roles")
+                throw CouchError.forbidden("Only _admin may set roles")
             }
         }
         if input.deleted { return input }
-        guard input.body["type"] == .string("user") else { throw EngineError.forbidden("doc.type must be user") }
-        guard input.body["name"] == .string(name) else { throw EngineError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
+        guard input.body["type"] == .string("user") else { throw CouchError.forbidden("doc.type must be user") }
+        guard input.body["name"] == .string(name) else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
         guard input.body["roles"]?.arrayValue?.allSatisfy({ $0.stringValue != nil }) == true else {
-            throw EngineError.forbidden("doc.roles must be an array of strings")
+            throw CouchError.forbidden("doc.roles must be an array of strings")
         }
         if let password = input.body.removeValue(forKey: "password") {
-            guard case let .string(plain) = password else { throw EngineError.forbidden("doc.password must be a string") }
+            guard case let .string(plain) = password else { throw CouchError.forbidden("doc.password must be a string") }
             let hash = try await Passwords.hash(plain, iterations: options.pbkdf2Iterations)
             for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key", "password_sha"] {
                 input.body.removeValue(forKey: key)

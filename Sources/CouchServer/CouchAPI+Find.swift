@@ -30,8 +30,8 @@ extension CouchAPI {
         /// none. Empty names are names (of no index: a warning, as in CouchDB). Anything else is
         /// 400 `invalid_index_name`.
         static func parseUseIndex(_ value: JSON) throws -> [String]? {
-            func invalid() -> EngineError {
-                EngineError(status: 400, error: "invalid_index_name", reason: "Invalid index name: \(value.text)")
+            func invalid() -> CouchError {
+                CouchError(status: 400, error: "invalid_index_name", reason: "Invalid index name: \(value.text)")
             }
             switch value {
             case let .string(text):
@@ -59,43 +59,43 @@ extension CouchAPI {
         }
 
         init(_ body: JSONObject) throws {
-            guard let selector = body["selector"] else { throw EngineError.badRequest("Missing required key: selector") }
+            guard let selector = body["selector"] else { throw CouchError.badRequest("Missing required key: selector") }
             self.selector = try Selector(json: selector)
             if let value = body["limit"] {
-                guard let n = ClientCount.from(value) else { throw EngineError.badRequest("Invalid value for limit (\(ClientCount.range))") }
+                guard let n = ClientCount.from(value) else { throw CouchError.badRequest("Invalid value for limit (\(ClientCount.range))") }
                 limit = n
             }
             if let value = body["skip"] {
-                guard let n = ClientCount.from(value) else { throw EngineError.badRequest("Invalid value for skip (\(ClientCount.range))") }
+                guard let n = ClientCount.from(value) else { throw CouchError.badRequest("Invalid value for skip (\(ClientCount.range))") }
                 skip = n
             }
             if let value = body["sort"] {
-                guard case let .array(items) = value else { throw EngineError.badRequest("Invalid sort: must be an array") }
+                guard case let .array(items) = value else { throw CouchError.badRequest("Invalid sort: must be an array") }
                 for item in items {
                     switch item {
                     case let .string(field): sort.append((field, false))
                     case let .object(object) where object.count == 1:
                         let (field, direction) = object.members[0]
                         guard let d = direction.stringValue, d == "asc" || d == "desc" else {
-                            throw EngineError.badRequest("Invalid sort direction for \(field)")
+                            throw CouchError.badRequest("Invalid sort direction for \(field)")
                         }
                         sort.append((field, d == "desc"))
-                    default: throw EngineError.badRequest("Invalid sort field: \(item)")
+                    default: throw CouchError.badRequest("Invalid sort field: \(item)")
                     }
                 }
                 if Set(sort.map(\.descending)).count > 1 {
-                    throw EngineError.badRequest("Sorts currently only support a single direction for all fields.")
+                    throw CouchError.badRequest("Sorts currently only support a single direction for all fields.")
                 }
             }
             if let value = body["fields"] {
                 guard case let .array(items) = value, items.allSatisfy({ $0.stringValue != nil }) else {
-                    throw EngineError.badRequest("Invalid fields: must be an array of strings")
+                    throw CouchError.badRequest("Invalid fields: must be an array of strings")
                 }
                 fields = items.compactMap(\.stringValue)
             }
             if let value = body["bookmark"], value != .null {
                 guard case let .string(text) = value else {
-                    throw EngineError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(value)")
+                    throw CouchError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(value)")
                 }
                 bookmark = text == "nil" || text.isEmpty ? nil : text
             }
@@ -105,12 +105,12 @@ extension CouchAPI {
             // As CouchDB's mango_opts: booleans must be booleans, `r` a positive integer.
             for key in ["execution_stats", "conflicts", "update", "stable", "allow_fallback"] {
                 if let value = body[key], value.boolValue == nil {
-                    throw EngineError(status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(value.text)")
+                    throw CouchError(status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(value.text)")
                 }
             }
             if let value = body["r"] {
                 guard let r = ClientCount.from(value), r >= 1 else {
-                    throw EngineError(status: 400, error: "invalid_pos_integer", reason: "\(value.text) is not an integer greater than zero")
+                    throw CouchError(status: 400, error: "invalid_pos_integer", reason: "\(value.text) is not an integer greater than zero")
                 }
                 readQuorum = r
             }
@@ -167,7 +167,7 @@ extension CouchAPI {
             let ddoc = first.hasPrefix("_design/") ? first : "_design/\(first)"
             let what = useIndex.count == 2 ? "\(ddoc), \(useIndex[1])" : ddoc
             guard find.allowFallback else {
-                throw EngineError(status: 400, error: "invalid_index", reason: "\(what) specified by `use_index` could not be found or it is not suitable.")
+                throw CouchError(status: 400, error: "invalid_index", reason: "\(what) specified by `use_index` could not be found or it is not suitable.")
             }
             // CouchDB's wording (mango_cursor), one for a design document, one for an index in it.
             warnings.append(useIndex.count == 2
@@ -178,10 +178,10 @@ extension CouchAPI {
         if let index = choice.index { return (index, warning(), choice) }
         if !choice.foundUsable {
             if explaining { return (nil, warning(), choice) }
-            throw EngineError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
+            throw CouchError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
         }
         if !find.allowFallback, find.useIndex == nil {
-            throw EngineError(status: 400, error: "invalid_index", reason: "You must specify an index with the `use_index` parameter.")
+            throw CouchError(status: 400, error: "invalid_index", reason: "You must specify an index with the `use_index` parameter.")
         }
         warnings.append("No matching index found, create an index to optimize query time.")
         return (nil, warning(), choice)
@@ -199,7 +199,7 @@ extension CouchAPI {
             // A bookmark comes back from the client: its offset is a count like any other.
             guard let bytes = Authenticator.base64urlDecode(bookmark), let json = try? JSON.parse(bytes),
                   let n = json["offset"].flatMap(ClientCount.from) else {
-                throw EngineError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(JSON.string(bookmark).text)")
+                throw CouchError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(JSON.string(bookmark).text)")
             }
             offset = n
         }
@@ -299,13 +299,13 @@ extension CouchAPI {
                 try authorize(db, request.user, .admin)
                 return try await createIndex(db, try request.jsonObject(), request: request)
             default:
-                throw EngineError.methodNotAllowed("GET,POST")
+                throw CouchError.methodNotAllowed("GET,POST")
             }
         case 3 where path[2] == "_bulk_delete":
             try requireMethod(request, .post)
             try authorize(db, request.user, .admin)
             guard case let .array(docids)? = try request.jsonObject()["docids"] else {
-                throw EngineError(status: 400, error: "missing_required_key", reason: "Missing required key: docids")
+                throw CouchError(status: 400, error: "missing_required_key", reason: "Missing required key: docids")
             }
             var success: [JSON] = []
             var fail: [JSON] = []
@@ -315,57 +315,57 @@ extension CouchAPI {
                 do {
                     try await deleteIndex(db, ddocID, name: nil, request: request)
                     success.append(["id": .string(ddocID), "ok": true])
-                } catch let error as EngineError {
+                } catch let error as CouchError {
                     fail.append(["id": .string(ddocID), "error": .string(error.error)])
                 }
             }
             return .json(["success": .array(success), "fail": .array(fail)])
         case 5, 6:
-            guard path.count == 5 || path[2] == "_design" else { throw EngineError.missing }
+            guard path.count == 5 || path[2] == "_design" else { throw CouchError.missing }
             let (ddoc, type, name) = path.count == 6 ? ("_design/\(path[3])", path[4], path[5]) : (path[2], path[3], path[4])
-            guard request.method == .delete else { throw EngineError.methodNotAllowed("DELETE") }
+            guard request.method == .delete else { throw CouchError.methodNotAllowed("DELETE") }
             try authorize(db, request.user, .admin)
-            guard type == "json" else { throw EngineError.missing }
+            guard type == "json" else { throw CouchError.missing }
             try await deleteIndex(db, ddoc.hasPrefix("_design/") ? ddoc : "_design/\(ddoc)", name: name, request: request)
             return .ok()
         default:
-            throw EngineError.missing
+            throw CouchError.missing
         }
     }
 
     /// `limit` (at least 1) and `skip` (at least 0) of an index listing.
     static func indexListCount(_ text: String, minimum: Int) throws -> Int {
         guard let value = ClientCount.parse(text), value >= minimum else {
-            throw EngineError(status: 400, error: "invalid_list_index_params", reason: "Index parameter ranges: limit > 1, skip > 0")
+            throw CouchError(status: 400, error: "invalid_list_index_params", reason: "Index parameter ranges: limit > 1, skip > 0")
         }
         return value
     }
 
     func createIndex(_ db: Database, _ body: JSONObject, request: APIRequest) async throws -> APIResponse {
         // Checked as CouchDB's mango_opts checks an index definition: known keys only.
-        func invalidKey(_ key: String) -> EngineError {
-            EngineError(status: 400, error: "invalid_key", reason: "Invalid key \(key) for this request.")
+        func invalidKey(_ key: String) -> CouchError {
+            CouchError(status: 400, error: "invalid_key", reason: "Invalid key \(key) for this request.")
         }
         if let key = body.members.first(where: { !["index", "type", "name", "ddoc", "w", "partitioned"].contains($0.key) })?.key {
             throw invalidKey(key)
         }
         // Text and Nouveau indexes need a search service; CouchDB without one answers so.
         if case let .string(type)? = body["type"], type == "text" || type == "nouveau" {
-            throw EngineError(status: 503, error: "required index service unavailable", reason: type)
+            throw CouchError(status: 503, error: "required index service unavailable", reason: type)
         }
         guard case let .object(index)? = body["index"], case let .array(fields)? = index["fields"], !fields.isEmpty else {
-            throw EngineError.badRequest("Index definition must include an `index` object with a non-empty `fields` list")
+            throw CouchError.badRequest("Index definition must include an `index` object with a non-empty `fields` list")
         }
         if let key = index.members.first(where: { !["fields", "partial_filter_selector"].contains($0.key) })?.key {
             throw invalidKey(key)
         }
         if let type = body["type"], type != .string("json") {
-            throw EngineError(status: 400, error: "invalid_index_type", reason: "Invalid type for index: \(type.text); only json indexes are supported")
+            throw CouchError(status: 400, error: "invalid_index_type", reason: "Invalid type for index: \(type.text); only json indexes are supported")
         }
         for key in ["name", "ddoc"] {
             guard let value = body[key] else { continue }
             guard case let .string(text) = value, !text.isEmpty, text != "_design/" else {
-                throw EngineError(status: 400, error: "invalid_empty_string", reason: "Index name or ddoc cannot be empty string")
+                throw CouchError(status: 400, error: "invalid_empty_string", reason: "Index name or ddoc cannot be empty string")
             }
         }
         var normalized: [JSON] = []
@@ -379,11 +379,11 @@ extension CouchAPI {
                 && (o.members[0].value == "asc" || o.members[0].value == "desc"):
                 normalized.append(field)
                 directions.insert(o.members[0].value.stringValue ?? "")
-            default: throw EngineError(status: 400, error: "invalid_sort_field", reason: "Invalid sort field: \(field.text)")
+            default: throw CouchError(status: 400, error: "invalid_sort_field", reason: "Invalid sort field: \(field.text)")
             }
         }
         guard directions.count <= 1 else {
-            throw EngineError(status: 400, error: "unsupported_mixed_sort", reason: "Sorts currently only support a single direction for all fields.")
+            throw CouchError(status: 400, error: "unsupported_mixed_sort", reason: "Sorts currently only support a single direction for all fields.")
         }
         var def: JSONObject = ["fields": .array(normalized)]
         if let partial = index["partial_filter_selector"] {
@@ -391,7 +391,7 @@ extension CouchAPI {
             def["partial_filter_selector"] = partial
         }
         // Named after its definition, so creating the same index again answers "exists".
-        let signature = Database.hex(Insecure.MD5.hash(data: JSON.object(def).bytes))
+        let signature = Hex.string(Insecure.MD5.hash(data: JSON.object(def).bytes))
         var ddocID = body["ddoc"]?.stringValue ?? "_design/\(signature)"
         if !ddocID.hasPrefix("_design/") { ddocID = "_design/\(ddocID)" }
         let name = body["name"]?.stringValue ?? signature
@@ -404,15 +404,15 @@ extension CouchAPI {
         // keeps the choice in the design document's options).
         if let value = body["partitioned"] {
             guard let partitioned = value.boolValue else {
-                throw EngineError(status: 400, error: "invalid_partitioned_value", reason: "Invalid value for partitioned: \(value.text)")
+                throw CouchError(status: 400, error: "invalid_partitioned_value", reason: "Invalid value for partitioned: \(value.text)")
             }
             if partitioned, !db.isPartitioned {
-                throw EngineError(status: 400, error: "invalid_partitioned_value", reason: "Partitioned indexes require a partitioned database.")
+                throw CouchError(status: 400, error: "invalid_partitioned_value", reason: "Partitioned indexes require a partitioned database.")
             }
             if existing == nil, partitioned != db.isPartitioned { doc["options"] = ["partitioned": .bool(partitioned)] }
         }
         guard doc["language"] == .string("query") else {
-            throw EngineError.badRequest("Design document \(ddocID) is not a query-language design document")
+            throw CouchError.badRequest("Design document \(ddocID) is not a query-language design document")
         }
         var views = doc["views"]?.objectValue ?? JSONObject()
         views[name] = [
@@ -428,11 +428,11 @@ extension CouchAPI {
 
     func deleteIndex(_ db: Database, _ ddocID: String, name: String?, request: APIRequest) async throws {
         guard var doc = try? await db.document(id: ddocID), doc["language"] == .string("query") else {
-            throw EngineError.missing
+            throw CouchError.missing
         }
         var views = doc["views"]?.objectValue ?? JSONObject()
         if let name {
-            guard views.removeValue(forKey: name) != nil else { throw EngineError.missing }
+            guard views.removeValue(forKey: name) != nil else { throw CouchError.missing }
         } else {
             views = JSONObject()
         }

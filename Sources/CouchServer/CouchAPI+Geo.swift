@@ -9,12 +9,14 @@ import JavaScript
 /// Cloudant Geo's HTTP API: `_geo`, `_geo_info`, `_geo_cleanup`, over `st_indexes` in design
 /// documents.
 extension CouchAPI {
-    /// An `st_indexes` function's source, and the code its index is named after: the source,
-    /// plus the `views.lib` modules a JavaScript function may `require`.
-    static func geoIndexCode(_ ddoc: JSONObject, _ name: String) -> (source: String, code: String)? {
-        guard let source = ddoc["st_indexes"]?[name]?["index"]?.stringValue else { return nil }
-        if GeoIndexDefinition.native(source) != nil { return (source, source) }
-        return (source, source + "\u{0}" + (ddoc["views"]?["lib"]?.text ?? ""))
+    /// An `st_indexes` function's source, the code its index is named after (the source, plus
+    /// the `views.lib` modules a JavaScript function may `require`), and where its documents'
+    /// times are (its `time` member, our addition: Cloudant ignores it).
+    static func geoIndexCode(_ ddoc: JSONObject, _ name: String) throws(CouchError) -> (source: String, code: String, timeFields: [[String]])? {
+        guard let entry = ddoc["st_indexes"]?[name], let source = entry["index"]?.stringValue else { return nil }
+        let timeFields = try GeoIndexDefinition.timeFields(entry["time"])
+        if GeoIndexDefinition.native(source) != nil { return (source, source, timeFields) }
+        return (source, source + "\u{0}" + (ddoc["views"]?["lib"]?.text ?? ""), timeFields)
     }
 
     /// The geo index `name` of a design document, remembered per design document revision.
@@ -32,14 +34,14 @@ extension CouchAPI {
     /// The geo index `name` of a design document. Index functions that only call
     /// `st_index(doc.geometry)` are read natively; others run in the query server.
     func geoIndex(_ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
-        guard let (source, code) = CouchAPI.geoIndexCode(ddoc, name) else {
-            throw EngineError.notFound("missing st_index function \(name) in \(ddoc["_id"]?.stringValue ?? "the design document")")
+        guard let (source, code, timeFields) = try CouchAPI.geoIndexCode(ddoc, name) else {
+            throw CouchError.notFound("missing st_index function \(name) in \(ddoc["_id"]?.stringValue ?? "the design document")")
         }
-        if let native = GeoIndexDefinition.native(source) { return GeoIndexDefinition(code: code, extract: native) }
+        if let native = GeoIndexDefinition.native(source) { return GeoIndexDefinition(code: code, timeFields: timeFields, extract: native) }
         let functions = try designFunctions()
         let lib = ddoc["views"]?["lib"]
         let key = GeoIndexDefinition.signature(code: code)
-        return GeoIndexDefinition(code: code) { docs in
+        return GeoIndexDefinition(code: code, timeFields: timeFields) { docs in
             let results = try await DesignFunctions.translating {
                 try await functions.queryServer.map(key: key, functions: [source], lib: lib, documents: docs)
             }
@@ -50,11 +52,11 @@ extension CouchAPI {
     /// `GET /{db}/_design/{ddoc}/_geo/{index}`.
     func geo(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
-        guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
+        guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
         let geoRequest: GeoRequest
         do { geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept")) } catch let error as GeometryError {
-            throw EngineError.badRequest(error.reason)
+            throw CouchError.badRequest(error.reason)
         }
         let result = try await db.geoQuery(index, geoRequest)
         logSkipped(result.update, db: db, index: "\(ddocID)/\(rest[1])")
@@ -144,7 +146,7 @@ extension CouchAPI {
     /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
     func geoInfo(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
-        guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
+        guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
         let update = try await db.updateGeoIndex(index)
         logSkipped(update, db: db, index: "\(ddocID)/\(rest[1])")
@@ -162,10 +164,10 @@ extension CouchAPI {
     /// `{"total", "columns", "rows", "cells": [[row, column, count, lat, lon]], "points": [[lat, lon, id, time]]}`.
     func geoGrid(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
-        guard rest.count == 2 else { throw EngineError.notFound("missing geo index name") }
+        guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
         let grid: GeoGridRequest
-        do { grid = try GeoGridRequest(parameters: request.query) } catch { throw EngineError.badRequest(error.reason) }
+        do { grid = try GeoGridRequest(parameters: request.query) } catch { throw CouchError.badRequest(error.reason) }
         return .json(bytes: grid.json(try await db.geoGrid(index, grid, stale: request.query["stale"] == "ok")))
     }
 
@@ -174,7 +176,9 @@ extension CouchAPI {
         var live: Set<String> = []
         for ddoc in try await db.designDocuments() {
             for name in ddoc["st_indexes"]?.objectValue?.keys ?? [] {
-                if let (_, code) = CouchAPI.geoIndexCode(ddoc, name) { live.insert(GeoIndexDefinition.signature(code: code)) }
+                if let (_, code, timeFields) = try? CouchAPI.geoIndexCode(ddoc, name) {
+                    live.insert(GeoIndexDefinition.signature(code: code, timeFields: timeFields))
+                }
             }
         }
         try await db.dropGeoIndexes(except: live)

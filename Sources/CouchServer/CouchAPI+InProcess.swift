@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchProtocol
 import CouchJSON
 import Foundation
 import HTTPTypes
@@ -15,14 +16,14 @@ extension CouchAPI {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         var request = APIRequest(
-            method: method, headers: headers, path: PercentDecoding.path(path), query: query, body: body?.bytes ?? [], user: user)
+            method: method, headers: headers, path: CouchURL.segments(path), query: query, body: body?.bytes ?? [], user: user)
         let response: APIResponse
         do {
             response = try await route(&request)
-        } catch let error as EngineError {
+        } catch let error as CouchError {
             response = .error(error)
         } catch {
-            response = .error(meaning(of: error, path: request.path) ?? EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
+            response = .error(meaning(of: error, path: request.path) ?? CouchError(status: 500, error: "internal_server_error", reason: "\(error)"))
         }
         let collector = BodyCollector()
         do { try await response.body.write(collector) } catch {
@@ -49,4 +50,23 @@ final class BodyCollector: ResponseBodyWriter, Sendable {
     }
 
     func finish(_ trailingHeaders: HTTPFields?) async throws {}
+}
+
+/// The CouchDB API of this process, called directly (no network, no credentials check).
+public struct InProcessCouch: CouchClient {
+    let api: CouchAPI
+
+    public init(api: CouchAPI) {
+        self.api = api
+    }
+
+    public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
+        let (status, bytes) = await api.perform(method, path, query: query, body: body)
+        return CouchReply(status: status, body: bytes)
+    }
+
+    public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
+        guard let user = await api.verify(name: name, password: password) else { return nil }
+        return (user.name ?? name, user.roles)
+    }
 }

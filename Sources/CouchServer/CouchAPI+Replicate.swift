@@ -7,13 +7,13 @@ extension CouchAPI {
     /// `POST /_replicate`: one-shot (answers when done), continuous (starts a job), cancel.
     func replicate(_ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .post)
-        guard request.user.name != nil else { throw EngineError.unauthorized }
+        guard request.user.name != nil else { throw CouchError.unauthorized }
         let replicationRequest: ReplicationRequest
         do {
             replicationRequest = try ReplicationRequest(
                 json: try request.jsonObject(), store: store, user: request.user, filters: filterResolver)
         } catch let error as ReplicationError {
-            throw EngineError.badRequest(error.message)
+            throw CouchError.badRequest(error.message)
         }
         if replicationRequest.usesLocalEndpoints { try requireServerAdmin(request) }
         let replication = Replication(source: replicationRequest.source, target: replicationRequest.target,
@@ -22,7 +22,7 @@ extension CouchAPI {
         let jobID = id + (replicationRequest.options.continuous ? "+continuous" : "")
         if replicationRequest.cancel {
             guard jobs.cancel(jobID) else {
-                throw EngineError.notFound("Replication \(jobID) is not running")
+                throw CouchError.notFound("Replication \(jobID) is not running")
             }
             return .json(["ok": true, "_local_id": .string(jobID)])
         }
@@ -49,10 +49,10 @@ extension CouchAPI {
             return try await body()
         } catch let error as ReplicationError {
             switch error.kind {
-            case .notFound: throw EngineError(status: 404, error: "db_not_found", reason: error.message)
-            case .unauthorized: throw EngineError(status: 401, error: "unauthorized", reason: error.message)
-            case .transient: throw EngineError(status: 500, error: "replication_failed", reason: error.message)
-            case .fatal: throw EngineError(status: 400, error: "bad_request", reason: error.message)
+            case .notFound: throw CouchError(status: 404, error: "db_not_found", reason: error.message)
+            case .unauthorized: throw CouchError(status: 401, error: "unauthorized", reason: error.message)
+            case .transient: throw CouchError(status: 500, error: "replication_failed", reason: error.message)
+            case .fatal: throw CouchError(status: 400, error: "bad_request", reason: error.message)
             }
         }
     }
@@ -68,18 +68,18 @@ extension CouchAPI {
         case "docs":
             // `/_scheduler/docs`, `/_scheduler/docs/_replicator`, `/_scheduler/docs/_replicator/{docid}`
             if request.path.count > 2, request.path[2] != ReplicatorDatabase.name || request.path.count > 4 {
-                throw EngineError.databaseNotFound
+                throw CouchError.databaseNotFound
             }
             if request.path.count == 4 {
                 guard let row = try await replicatorDatabase.schedulerDocs(only: request.path[3]).first else {
-                    throw EngineError(status: 404, error: "not_found", reason: "unknown")
+                    throw CouchError(status: 404, error: "not_found", reason: "unknown")
                 }
                 return .json(row)
             }
             let rows = try await replicatorDatabase.schedulerDocs()
             return .json(["total_rows": .int(rows.count), "offset": 0, "docs": .array(rows)])
         default:
-            throw EngineError.notFound("missing")
+            throw CouchError.notFound("missing")
         }
     }
 }

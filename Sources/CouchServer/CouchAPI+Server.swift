@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import Hummingbird
 
@@ -13,8 +14,8 @@ extension CouchAPI {
         case "_uuids":
             try requireMethod(request, .get)
             let count = try request.int("count") ?? 1
-            guard count <= 1000 else { throw EngineError.badRequest("count parameter too large") }
-            return .json(["uuids": .array((0..<count).map { _ in .string(ServerSettings.randomHex(16)) })])
+            guard count <= 1000 else { throw CouchError.badRequest("count parameter too large") }
+            return .json(["uuids": .array((0..<count).map { _ in .string(Hex.random(bytes: 16)) })])
         case "_all_dbs":
             try requireMethod(request, .get)
             try requireServerAdmin(request)
@@ -38,7 +39,7 @@ extension CouchAPI {
             let names: [String]
             if request.method == .post {
                 guard let keys = try request.jsonObject()["keys"]?.arrayValue else {
-                    throw EngineError.badRequest("`keys` member must exist.")
+                    throw CouchError.badRequest("`keys` member must exist.")
                 }
                 names = keys.compactMap(\.stringValue)
             } else {
@@ -69,8 +70,8 @@ extension CouchAPI {
             return try await scheduler(request)
         default:
             // As CouchDB: creating such a database is an illegal name; anything else finds none.
-            if request.method == .put, request.path.count == 1 { throw EngineError.illegalDatabaseName(name) }
-            throw EngineError.databaseNotFound
+            if request.method == .put, request.path.count == 1 { throw CouchError.illegalDatabaseName(name) }
+            throw CouchError.databaseNotFound
         }
     }
 
@@ -90,7 +91,7 @@ extension CouchAPI {
             var password: String?
             let contentType = request.header("Content-Type") ?? ""
             if contentType.contains("application/x-www-form-urlencoded") {
-                let form = PercentDecoding.query(String(decoding: request.body, as: UTF8.self))
+                let form = CouchURL.parameters(String(decoding: request.body, as: UTF8.self))
                 name = form["name"] ?? form["username"]
                 password = form["password"]
             } else {
@@ -98,10 +99,10 @@ extension CouchAPI {
                 name = body["name"]?.stringValue ?? body["username"]?.stringValue
                 password = body["password"]?.stringValue
             }
-            guard let name, let password else { throw EngineError.badCredentials }
+            guard let name, let password else { throw CouchError.badCredentials }
             guard let user = try await auth.login(name: name, password: password, client: request.client),
                   let cookie = await auth.makeCookie(for: name) else {
-                throw EngineError.badCredentials
+                throw CouchError.badCredentials
             }
             var headers = HTTPFields()
             headers[.setCookie] = auth.setCookieHeader(cookie)
@@ -115,7 +116,7 @@ extension CouchAPI {
             headers[.setCookie] = "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0"
             return .json(["ok": true], headers: headers)
         default:
-            throw EngineError.methodNotAllowed("DELETE,GET,HEAD,POST")
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST")
         }
     }
 
@@ -128,7 +129,7 @@ extension CouchAPI {
         let updates = store.updates
         let feed = request.query["feed"] ?? "normal"
         guard feed == "normal" || feed == "longpoll" else {
-            throw EngineError.badRequest("Supported `feed` types: normal, longpoll")
+            throw CouchError.badRequest("Supported `feed` types: normal, longpoll")
         }
         let since = updates.parse(since: request.query["since"])
         let limit = try request.int("limit") ?? Int.max

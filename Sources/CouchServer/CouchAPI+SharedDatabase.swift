@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -12,7 +13,7 @@ extension CouchAPI {
     /// cluster mode the `_security` is the cluster's.
     func ownerAccess(_ name: String, _ user: UserContext) async throws -> OwnerNamespace? {
         guard !user.isServerAdmin, let shared = options.sharedDatabases.first(where: { $0.name == name }),
-              let namespace = shared.namespace(for: user) else { return nil }
+              let namespace = shared.namespace(roles: user.roles) else { return nil }
         let security = if let cluster = options.cluster { await cluster.security(of: name) } else { try await store.open(name).security }
         if Self.listed(user, in: security["admins"]) || Self.listed(user, in: security["members"]) { return nil }
         return namespace
@@ -38,7 +39,7 @@ extension CouchAPI {
             switch request.method {
             case .get, .head: return try await owner.info()
             case .post: return try await owner.createDocument()
-            default: throw EngineError.forbidden("Only admins create or delete a shared database")
+            default: throw CouchError.forbidden("Only admins create or delete a shared database")
             }
         case "_all_docs": return try await owner.allDocs()
         case "_changes": return try await owner.changes()
@@ -48,10 +49,10 @@ extension CouchAPI {
         case "_find": return try await owner.find()
         case "_ensure_full_commit": return try await owner.forward(path: ["_ensure_full_commit"], body: request.body)
         case "_local":
-            guard rest.count >= 2 else { throw EngineError.badRequest("Missing _local document id") }
+            guard rest.count >= 2 else { throw CouchError.badRequest("Missing _local document id") }
             return try await owner.document(id: "_local/" + rest.dropFirst().joined(separator: "/"), attachment: [])
         case let special? where special.hasPrefix("_"):
-            throw EngineError.forbidden("\(special) is not available to owners in a shared database")
+            throw CouchError.forbidden("\(special) is not available to owners in a shared database")
         case let id?:
             return try await owner.document(id: id, attachment: Array(rest.dropFirst()))
         }
@@ -144,7 +145,7 @@ package struct OwnerRequest {
     // MARK: Ids in and out
 
     func stored(_ id: String) throws -> String {
-        if id.hasPrefix("_design/") { throw EngineError.forbidden("Design documents of a shared database are for its admins") }
+        if id.hasPrefix("_design/") { throw CouchError.forbidden("Design documents of a shared database are for its admins") }
         return namespace.stored(id)
     }
 
@@ -179,13 +180,13 @@ package struct OwnerRequest {
 
     /// A document the owner sends: `_id` into their namespace (generated when missing).
     func incomingDocument(_ doc: JSON, generateID: Bool) throws -> JSON {
-        guard case var .object(object) = doc else { throw EngineError.badRequest("Document must be a JSON object") }
+        guard case var .object(object) = doc else { throw CouchError.badRequest("Document must be a JSON object") }
         if case let .string(id)? = object["_id"] {
             object["_id"] = .string(try stored(id))
         } else if object["_id"] != nil {
-            throw EngineError.badRequest("Document id must be a string")
+            throw CouchError.badRequest("Document id must be a string")
         } else if generateID {
-            object.prepend("_id", .string(namespace.stored(ServerSettings.randomHex(16))))
+            object.prepend("_id", .string(namespace.stored(Hex.random(bytes: 16))))
         }
         return .object(object)
     }
@@ -207,7 +208,7 @@ package struct OwnerRequest {
             var out = JSONObject()
             for (key, value) in object.members {
                 if isID, key == "$regex" {
-                    throw EngineError.badRequest("$regex on _id is not available in a shared database; use $beginsWith")
+                    throw CouchError.badRequest("$regex on _id is not available in a shared database; use $beginsWith")
                 }
                 let idValue = key == "_id" || (isID && ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$beginsWith", "$not", "$and", "$or", "$nor"].contains(key))
                 out[key] = try storedIDs(in: value, isID: idValue)
@@ -239,17 +240,17 @@ package struct OwnerRequest {
 
     func allDocs() async throws -> APIResponse {
         guard request.method == .get || request.method == .head || request.method == .post else {
-            throw EngineError.methodNotAllowed("GET,HEAD,POST")
+            throw CouchError.methodNotAllowed("GET,HEAD,POST")
         }
         var query = request.query
         var body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : JSONObject()
         func storedKey(_ value: JSON, _ name: String) throws -> JSON {
-            guard case let .string(id) = value else { throw EngineError.badRequest("\(name) must be a document id string") }
+            guard case let .string(id) = value else { throw CouchError.badRequest("\(name) must be a document id string") }
             return .string(try stored(id))
         }
         let keys = try body["keys"] ?? request.jsonParam("keys")
         if let keys {
-            guard case let .array(list) = keys else { throw EngineError.badRequest("`keys` member must be an array.") }
+            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` member must be an array.") }
             body["keys"] = .array(try list.map { try storedKey($0, "keys") })
             query["keys"] = nil
         }
@@ -280,7 +281,7 @@ package struct OwnerRequest {
     /// `_changes` of the owner's documents only, every feed type; rows stream through as the
     /// inner feed writes them, one line at a time.
     func changes() async throws -> APIResponse {
-        guard request.method == .get || request.method == .post else { throw EngineError.methodNotAllowed("GET,POST") }
+        guard request.method == .get || request.method == .post else { throw CouchError.methodNotAllowed("GET,POST") }
         var query = request.query
         let body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : JSONObject()
         var forwarded = JSONObject()
@@ -289,19 +290,19 @@ package struct OwnerRequest {
             query["filter"] = "_selector"
             forwarded["selector"] = try ownedSelector(nil)
         case "_selector":
-            guard let selector = body["selector"] else { throw EngineError.badRequest("Selector must be specified in POST payload") }
+            guard let selector = body["selector"] else { throw CouchError.badRequest("Selector must be specified in POST payload") }
             forwarded["selector"] = try ownedSelector(selector)
         case "_doc_ids":
             guard case let .array(ids)? = try body["doc_ids"] ?? request.jsonParam("doc_ids") else {
-                throw EngineError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+                throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
             }
             forwarded["doc_ids"] = .array(try ids.map {
-                guard case let .string(id) = $0 else { throw EngineError.badRequest("`doc_ids` filter parameter is not a list of doc ids.") }
+                guard case let .string(id) = $0 else { throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.") }
                 return .string(try stored(id))
             })
             query["doc_ids"] = nil
         case let other?:
-            throw EngineError.forbidden("Filter \(other) is not available in a shared database; use _selector or _doc_ids")
+            throw CouchError.forbidden("Filter \(other) is not available in a shared database; use _selector or _doc_ids")
         }
         var response = try await forward(method: .post, path: ["_changes"], query: query, json: .object(forwarded))
         guard response.status == .ok else { return response }
@@ -352,7 +353,7 @@ package struct OwnerRequest {
 
     func bulkDocs() async throws -> APIResponse {
         var body = try request.jsonObject()
-        guard case let .array(docs)? = body["docs"] else { throw EngineError.badRequest("POST body must include `docs` parameter.") }
+        guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
         body["docs"] = .array(try docs.map { try incomingDocument($0, generateID: true) })
         return try await rewritten(try await forward(path: ["_bulk_docs"], json: .object(body))) { result in
             .array((result.arrayValue ?? []).compactMap(visibleRow))
@@ -361,7 +362,7 @@ package struct OwnerRequest {
 
     func bulkGet() async throws -> APIResponse {
         var body = try request.jsonObject()
-        guard case let .array(docs)? = body["docs"] else { throw EngineError.badRequest("Missing JSON list of 'docs'.") }
+        guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
         body["docs"] = .array(try docs.map { entry in
             guard case var .object(object) = entry, case let .string(id)? = object["id"] else { return entry }
             object["id"] = .string(try stored(id))
@@ -416,7 +417,7 @@ package struct OwnerRequest {
     /// A document or one of its attachments: GET, HEAD, PUT, DELETE.
     func document(id: String, attachment: [String]) async throws -> APIResponse {
         guard [.get, .head, .put, .delete].contains(request.method) else {
-            throw EngineError.forbidden("\(request.method) is not available in a shared database")
+            throw CouchError.forbidden("\(request.method) is not available in a shared database")
         }
         let storedID = try stored(id)
         let path = storedID.hasPrefix("_local/") ? ["_local", String(storedID.dropFirst(7))] : [storedID] + attachment

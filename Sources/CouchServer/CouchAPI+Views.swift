@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -13,7 +14,7 @@ extension CouchAPI {
     /// The query server's functions, or 501 where this server has no JavaScript engine.
     func designFunctions() throws -> DesignFunctions {
         guard let javascript = options.javascript else {
-            throw EngineError.notImplemented("JavaScript is not available on this server (build lt with Debian's duktape-dev)")
+            throw CouchError.notImplemented("JavaScript is not available on this server (build lt with Debian's duktape-dev)")
         }
         return DesignFunctions(queryServer: javascript)
     }
@@ -21,7 +22,7 @@ extension CouchAPI {
     /// A design document from the database's cache (`not_found` if there is none).
     func designDocument(_ db: Database, _ id: String) async throws -> JSONObject {
         guard let ddoc = try await db.designDocuments().first(where: { $0["_id"]?.stringValue == id }) else {
-            throw EngineError.missing
+            throw CouchError.missing
         }
         return ddoc
     }
@@ -46,16 +47,16 @@ extension CouchAPI {
         var query = try viewQuery(request)
         let partitioned = ddoc["options"]?["partitioned"]?.boolValue ?? db.isPartitioned
         if partitioned, partition == nil {
-            throw EngineError(status: 400, error: "query_parse_error", reason: "`partition` parameter is mandatory for queries to this view.")
+            throw CouchError(status: 400, error: "query_parse_error", reason: "`partition` parameter is mandatory for queries to this view.")
         }
         if !partitioned, partition != nil {
-            throw EngineError(status: 400, error: "query_parse_error", reason: "`partition` parameter is not supported in this design doc")
+            throw CouchError(status: 400, error: "query_parse_error", reason: "`partition` parameter is not supported in this design doc")
         }
         query.idRange = partition.map(Partition.idRange)
         let stale = request.query["stale"] == "ok" || request.query["stale"] == "update_after"
             || request.query["update"] == "false" || request.query["update"] == "lazy"
         if let update = request.query["update"], !["true", "false", "lazy"].contains(update) {
-            throw EngineError.badRequest("Invalid value for `update`: \(update) (true, false or lazy)")
+            throw CouchError.badRequest("Invalid value for `update`: \(update) (true, false or lazy)")
         }
         let result = try await db.queryView(view, query, stale: stale)
         if request.query["update"] == "lazy" || request.query["stale"] == "update_after" {
@@ -78,7 +79,7 @@ extension CouchAPI {
         var query = ViewQuery()
         query.key = try param("key")
         if let keys = try param("keys") {
-            guard case let .array(list) = keys else { throw EngineError.badRequest("`keys` must be an array") }
+            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` must be an array") }
             query.keys = list
         }
         query.startKey = try param("startkey", "start_key")
@@ -126,7 +127,7 @@ extension CouchAPI {
         try requireMethod(request, .get, .post)
         let (_, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "shows")
         guard answer[0] == "resp", let response = answer[1]?.objectValue else {
-            throw EngineError(status: 500, error: "render_error", reason: "Unexpected show answer")
+            throw CouchError(status: 500, error: "render_error", reason: "Unexpected show answer")
         }
         return try functionResponse(response)
     }
@@ -137,10 +138,10 @@ extension CouchAPI {
     private func callDocumentFunction(
         _ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest, kind: String
     ) async throws -> (String?, JSON) {
-        guard rest.count >= 2 else { throw EngineError.notFound("missing \(kind) function name") }
+        guard rest.count >= 2 else { throw CouchError.notFound("missing \(kind) function name") }
         let functions = try designFunctions()
         let ddoc = try await designDocument(db, ddocID)
-        guard ddoc[kind]?[rest[1]]?.stringValue != nil else { throw EngineError.notFound("missing \(kind) function \(rest[1])") }
+        guard ddoc[kind]?[rest[1]]?.stringValue != nil else { throw CouchError.notFound("missing \(kind) function \(rest[1])") }
         let docID = rest.count > 2 ? rest[2...].joined(separator: "/") : nil
         var doc: JSON = .null
         if let docID, let found = try? await db.document(id: docID) { doc = .object(found) }
@@ -157,12 +158,12 @@ extension CouchAPI {
         try requireMethod(request, .post, .put)
         let (docID, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "updates")
         guard answer[0] == "up", let response = answer[2]?.objectValue else {
-            throw EngineError(status: 500, error: "render_error", reason: "Unexpected update answer")
+            throw CouchError(status: 500, error: "render_error", reason: "Unexpected update answer")
         }
         var result = try functionResponse(response)
         if case let .object(newDoc)? = answer[1] {
             var input = try DocumentInput(json: .object(newDoc))
-            if input.id == nil { input.id = docID ?? ServerSettings.randomHex(16) }
+            if input.id == nil { input.id = docID ?? Hex.random(bytes: 16) }
             let rev = try await writeDocument(db, input, request: request)
             result.headers[HTTPField.Name("X-Couch-Id")!] = input.id
             result.headers[HTTPField.Name("X-Couch-Update-NewRev")!] = rev.description
@@ -175,10 +176,10 @@ extension CouchAPI {
     /// the view's rows rendered by a list function (`start`, `send`, `getRow`).
     func list(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
-        guard rest.count == 3 || rest.count == 4 else { throw EngineError.notFound("bad list path: _list/{list}/[{ddoc}/]{view}") }
+        guard rest.count == 3 || rest.count == 4 else { throw CouchError.notFound("bad list path: _list/{list}/[{ddoc}/]{view}") }
         let functions = try designFunctions()
         let ddoc = try await designDocument(db, ddocID)
-        guard ddoc["lists"]?[rest[1]]?.stringValue != nil else { throw EngineError.notFound("missing list function \(rest[1])") }
+        guard ddoc["lists"]?[rest[1]]?.stringValue != nil else { throw CouchError.notFound("missing list function \(rest[1])") }
         let viewDDoc = rest.count == 4 ? "_design/\(rest[2])" : ddocID
         let (result, reduced) = try await runView(db, viewDDoc, rest.count == 4 ? rest[3] : rest[2], request)
         var head: JSONObject = ["offset": .int(result.offset)]
@@ -189,7 +190,7 @@ extension CouchAPI {
                 designDocument: ddoc, path: ["lists", rest[1]], arguments: [.object(head), req, .array(result.rows)])
         }
         guard answer[0] == "list", var response = answer[1]?.objectValue, let chunks = answer[2]?.arrayValue else {
-            throw EngineError(status: 500, error: "render_error", reason: "Unexpected list answer")
+            throw CouchError(status: 500, error: "render_error", reason: "Unexpected list answer")
         }
         response["body"] = .string(chunks.compactMap(\.stringValue).joined())
         return try functionResponse(response)
@@ -215,7 +216,7 @@ extension CouchAPI {
             if let field = HTTPField.Name(name), let text = value.stringValue { headers[field] = text }
         }
         let code = response["code"]?.intValue ?? 200
-        guard (100...599).contains(code) else { throw EngineError(status: 500, error: "render_error", reason: "Invalid status code \(code)") }
+        guard (100...599).contains(code) else { throw CouchError(status: 500, error: "render_error", reason: "Invalid status code \(code)") }
         return APIResponse(status: HTTPResponse.Status(code: code), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
@@ -231,14 +232,14 @@ extension CouchAPI {
         let query = JSONObject(request.query.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSON.string($0.value)) })
         var form = JSONObject()
         if request.header("Content-Type")?.hasPrefix("application/x-www-form-urlencoded") == true {
-            let pairs = PercentDecoding.query(String(decoding: request.body, as: UTF8.self)).sorted { $0.key < $1.key }
+            let pairs = CouchURL.parameters(String(decoding: request.body, as: UTF8.self)).sorted { $0.key < $1.key }
             form = JSONObject(pairs.map { (key: $0.key, value: JSON.string($0.value)) })
         }
         let path = JSON.array(request.path.map(JSON.string))
         return [
             "info": .object(try await db.info()),
             "id": id.map(JSON.string) ?? .null,
-            "uuid": .string(ServerSettings.randomHex(16)),
+            "uuid": .string(Hex.random(bytes: 16)),
             "method": .string(request.method.rawValue),
             "requested_path": path,
             "path": path,
@@ -279,13 +280,13 @@ extension CouchAPI {
         let functions = try designFunctions()
         if name == "_view" {
             guard let view = request.query["view"], let slash = view.firstIndex(of: "/") else {
-                throw EngineError.badRequest("`view` filter parameter is not provided.")
+                throw CouchError.badRequest("`view` filter parameter is not provided.")
             }
             let ddoc = try await designDocument(db, "_design/" + view[..<slash])
             return try functions.viewFilter(ddoc, String(view[view.index(after: slash)...]))
         }
         guard let slash = name.firstIndex(of: "/") else {
-            throw EngineError.badRequest("`filter` parameter is not correct: \(name) (use ddoc/name, _view, _doc_ids, _selector or _design)")
+            throw CouchError.badRequest("`filter` parameter is not correct: \(name) (use ddoc/name, _view, _doc_ids, _selector or _design)")
         }
         let ddoc = try await designDocument(db, "_design/" + name[..<slash])
         return try functions.filter(ddoc, String(name[name.index(after: slash)...]), request: try await javascriptRequest(db, request, id: nil))

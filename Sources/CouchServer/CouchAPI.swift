@@ -1,5 +1,7 @@
 import CouchEngine
 import CouchJSON
+import HTTPServing
+import CouchProtocol
 import Foundation
 import Hummingbird
 import JavaScript
@@ -112,20 +114,20 @@ public final class CouchAPI: Sendable {
                 do {
                     body = Array(buffer: try await request.collectBody(upTo: options.maxBodySize))
                 } catch {
-                    throw EngineError.tooLarge
+                    throw CouchError.tooLarge
                 }
                 // As CouchDB: a gzip-compressed body (IBM's SDK sends them) is decoded, within
                 // the same size limit; other codings are refused.
                 switch request.headers[.contentEncoding]?.lowercased() {
                 case nil, "identity": break
                 case "gzip": if !body.isEmpty { body = try AttachmentEncoding.gunzip(body, limit: options.maxBodySize) }
-                case let other?: throw EngineError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
+                case let other?: throw CouchError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
                 }
                 let client = options.clientAddress.client(peer: peer, headers: request.headers)
                 let (user, refresh) = try await auth.authenticate(headers: request.headers, client: client)
                 var api = APIRequest(
-                    method: request.method, headers: request.headers, path: PercentDecoding.path(request.uri.path),
-                    query: PercentDecoding.query(request.uri.query), body: body, user: user, client: client)
+                    method: request.method, headers: request.headers, path: CouchURL.segments(request.uri.path),
+                    query: CouchURL.parameters(request.uri.query), body: body, user: user, client: client)
                 if try await passesThroughToCluster(api), let cluster = options.cluster {
                     response = try await cluster.send(api.method, path: api.path, query: api.query, headers: api.headers, body: api.body,
                                                       authorization: request.headers[.authorization])
@@ -136,15 +138,15 @@ public final class CouchAPI: Sendable {
                     response.headers[.setCookie] = auth.setCookieHeader(cookie)
                 }
             }
-        } catch let error as EngineError {
+        } catch let error as CouchError {
             if error.status >= 500 { logger.error("\(request.method) \(request.uri.path): \(error)") }
             response = .error(error)
         } catch {
-            if let meaning = meaning(of: error, path: PercentDecoding.path(request.uri.path)) {
+            if let meaning = meaning(of: error, path: CouchURL.segments(request.uri.path)) {
                 response = .error(meaning)
             } else {
                 logger.error("\(request.method) \(request.uri.path): \(error)")
-                response = .error(EngineError(status: 500, error: "internal_server_error", reason: "\(error)"))
+                response = .error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)"))
             }
         }
         response.headers[.server] = "CouchDB/\(CouchAPI.version) (LocationTracker)"
@@ -164,8 +166,8 @@ public final class CouchAPI: Sendable {
     /// a request to a database that no longer exists (it reached the database just as it was
     /// deleted: SQLite finds its connection closed or its file gone) is that database not
     /// existing, not a server failure. nil for anything else.
-    func meaning(of error: any Error, path: [String]) -> EngineError? {
-        if let error = error as? EngineError { return error }
+    func meaning(of error: any Error, path: [String]) -> CouchError? {
+        if let error = error as? CouchError { return error }
         if let name = path.first, DatabaseStore.isValidName(name), !store.exists(name) { return .databaseNotFound }
         return nil
     }
@@ -194,7 +196,7 @@ public final class CouchAPI: Sendable {
         if first.hasPrefix("_"), !DatabaseStore.systemDatabases.contains(first) {
             return try await serverEndpoint(first, &request)
         }
-        guard DatabaseStore.isValidName(first) else { throw EngineError.illegalDatabaseName(first) }
+        guard DatabaseStore.isValidName(first) else { throw CouchError.illegalDatabaseName(first) }
         if let namespace = try await ownerAccess(first, request.user) {
             return try await ownerRequest(first, namespace, request)
         }
@@ -204,15 +206,15 @@ public final class CouchAPI: Sendable {
 
     func requireMethod(_ request: APIRequest, _ allowed: HTTPRequest.Method...) throws {
         guard allowed.contains(request.method) || (request.method == .head && allowed.contains(.get)) else {
-            throw EngineError.methodNotAllowed(allowed.map(\.rawValue).joined(separator: ","))
+            throw CouchError.methodNotAllowed(allowed.map(\.rawValue).joined(separator: ","))
         }
     }
 
     func requireServerAdmin(_ request: APIRequest) throws {
         guard request.user.isServerAdmin else {
-            if request.user.name == nil { throw EngineError.unauthorized }
+            if request.user.name == nil { throw CouchError.unauthorized }
             // CouchDB answers a signed-in user who is not an admin with 401, not 403.
-            throw EngineError(status: 401, error: "unauthorized", reason: "You are not a server admin.")
+            throw CouchError(status: 401, error: "unauthorized", reason: "You are not a server admin.")
         }
     }
 

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -59,7 +60,7 @@ public struct CouchCluster: Sendable {
             // changes); a body, a continuous feed's too, streams for as long as it lasts.
             response = try await client.execute(request, timeout: .seconds(300))
         } catch {
-            throw EngineError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
+            throw CouchError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
         }
         var fields = HTTPFields()
         for (name, value) in response.headers where Self.returnedResponseHeaders.contains(name.lowercased()) {
@@ -114,7 +115,7 @@ public struct CouchCluster: Sendable {
     func user(_ name: String) async -> JSONObject? {
         await users.document(name) { name in
             let (status, json) = try await adminJSON(.get, ["_users", "org.couchdb.user:" + name])
-            guard status == 200 || status == 404 else { throw EngineError(status: status, error: "unavailable", reason: "\(json)") }
+            guard status == 200 || status == 404 else { throw CouchError(status: status, error: "unavailable", reason: "\(json)") }
             return json.objectValue.flatMap { $0["derived_key"] == nil ? nil : $0 }
         }
     }
@@ -126,7 +127,7 @@ public struct CouchCluster: Sendable {
         while !Task.isCancelled {
             do {
                 let (status, json) = try await adminJSON(.get, ["_users", "_changes"], query: ["feed": "longpoll", "since": since, "timeout": "30000"])
-                guard status == 200, let last = json["last_seq"] else { throw EngineError(status: status, error: "unavailable", reason: "\(json)") }
+                guard status == 200, let last = json["last_seq"] else { throw CouchError(status: status, error: "unavailable", reason: "\(json)") }
                 for row in json["results"]?.arrayValue ?? [] {
                     if let id = row["id"]?.stringValue, id.hasPrefix("org.couchdb.user:") { users.forget(String(id.dropFirst(17))) }
                 }
@@ -141,30 +142,6 @@ public struct CouchCluster: Sendable {
             }
         }
         users.following(false)
-    }
-}
-
-/// A CouchDB server's URL with a server admin's credentials, as cluster mode is given one:
-/// `http(s)://ADMIN:PASSWORD@host[:port]`.
-public struct AdminURL: Sendable {
-    public let scheme: String
-    /// `host:port`, the port filled in when the URL leaves it out.
-    public let host: String
-    /// `scheme://host:port`, without credentials.
-    public var baseURL: String { "\(scheme)://\(host)" }
-    /// The admin's `Authorization` header (basic).
-    public let authorization: String
-
-    /// 400 `bad_request` when the URL is not http(s) with a name and password.
-    public init(_ url: String) throws(EngineError) {
-        guard let components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme),
-              let hostname = components.host, let user = components.user, let password = components.password else {
-            throw EngineError.badRequest("The CouchDB URL must look like http://ADMIN:PASSWORD@host:5984")
-        }
-        self.scheme = scheme
-        host = "\(hostname):\(components.port ?? (scheme == "https" ? 443 : 80))"
-        let name = user.removingPercentEncoding ?? user, secret = password.removingPercentEncoding ?? password
-        authorization = "Basic " + Data("\(name):\(secret)".utf8).base64EncodedString()
     }
 }
 

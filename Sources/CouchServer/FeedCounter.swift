@@ -1,3 +1,5 @@
+import CouchJSON
+import HTTPServing
 import CouchEngine
 import Foundation
 
@@ -26,7 +28,7 @@ final class FeedCounter: Sendable {
         guard !request.user.isServerAdmin else { return Slot(nil, "") }
         let key = request.user.name.map { "user:" + $0 } ?? "client:" + request.client
         guard held.enter(key, limit: limit) else {
-            throw EngineError(status: 429, error: "too_many_requests",
+            throw CouchError(status: 429, error: "too_many_requests",
                               reason: "\(limit) changes feeds (longpoll, continuous, eventsource) are open for this user already; close one first")
         }
         return Slot(self, key)

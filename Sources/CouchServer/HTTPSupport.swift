@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import HTTPServing
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -24,17 +25,17 @@ struct APIRequest {
 
     /// The body parsed as JSON, or 400 `bad_request` if it is not JSON.
     func json() throws -> JSON {
-        guard !body.isEmpty else { throw EngineError.badRequest("Request body is empty; a JSON body is required") }
+        guard !body.isEmpty else { throw CouchError.badRequest("Request body is empty; a JSON body is required") }
         do {
             return try JSON.parse(body)
         } catch {
-            throw EngineError.badRequest("invalid UTF-8 JSON: \(error)")
+            throw CouchError.badRequest("invalid UTF-8 JSON: \(error)")
         }
     }
 
     /// The body as a JSON object, or 400.
     func jsonObject() throws -> JSONObject {
-        guard case let .object(object) = try json() else { throw EngineError.badRequest("Request body must be a JSON object") }
+        guard case let .object(object) = try json() else { throw CouchError.badRequest("Request body must be a JSON object") }
         return object
     }
 
@@ -43,7 +44,7 @@ struct APIRequest {
         switch raw {
         case "true": return true
         case "false": return false
-        default: throw EngineError.badRequest("Invalid boolean parameter: \(name)=\(raw)")
+        default: throw CouchError.badRequest("Invalid boolean parameter: \(name)=\(raw)")
         }
     }
 
@@ -52,7 +53,7 @@ struct APIRequest {
     func int(_ name: String) throws -> Int? {
         guard let raw = query[name] else { return nil }
         guard let value = ClientCount.parse(raw) else {
-            throw EngineError.badRequest("Invalid value for integer parameter \(name): \(raw) (\(ClientCount.range))")
+            throw CouchError.badRequest("Invalid value for integer parameter \(name): \(raw) (\(ClientCount.range))")
         }
         return value
     }
@@ -61,7 +62,7 @@ struct APIRequest {
     func jsonParam(_ name: String) throws -> JSON? {
         guard let raw = query[name] else { return nil }
         do { return try JSON.parse(raw) } catch {
-            throw EngineError.badRequest("Invalid JSON in query parameter \(name)")
+            throw CouchError.badRequest("Invalid JSON in query parameter \(name)")
         }
     }
 }
@@ -89,7 +90,7 @@ struct APIResponse {
         return APIResponse(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
-    static func error(_ error: EngineError, headers: HTTPFields = [:]) -> APIResponse {
+    static func error(_ error: CouchError, headers: HTTPFields = [:]) -> APIResponse {
         json(["error": .string(error.error), "reason": .string(error.reason)],
              status: HTTPResponse.Status(code: error.status), headers: headers)
     }
@@ -103,71 +104,15 @@ struct APIResponse {
     }
 }
 
-extension EngineError {
-    static func methodNotAllowed(_ allowed: String) -> EngineError {
-        EngineError(status: 405, error: "method_not_allowed", reason: "Only \(allowed) allowed")
+extension CouchError {
+    static func methodNotAllowed(_ allowed: String) -> CouchError {
+        CouchError(status: 405, error: "method_not_allowed", reason: "Only \(allowed) allowed")
     }
-    static let unauthorized = EngineError(status: 401, error: "unauthorized", reason: "You are not authorized to access this db.")
-    static let badCredentials = EngineError(status: 401, error: "unauthorized", reason: "Name or password is incorrect.")
-    static let tooLarge = EngineError(status: 413, error: "too_large", reason: "the request entity is too large")
-    static func notImplemented(_ reason: String) -> EngineError {
-        EngineError(status: 501, error: "not_implemented", reason: reason)
-    }
-}
-
-enum PercentDecoding {
-    /// Decodes `%XX` escapes (and `+` as space when `plusAsSpace`); invalid escapes stay as they are.
-    static func decode(_ s: Substring, plusAsSpace: Bool) -> String {
-        decode(s.utf8, plusAsSpace: plusAsSpace)
-    }
-
-    /// Works on UTF-8 bytes throughout: query strings and paths are parsed on every request, and
-    /// splitting a `String` walks grapheme clusters.
-    static func decode(_ s: Substring.UTF8View, plusAsSpace: Bool) -> String {
-        let percent = UInt8(ascii: "%"), plus = UInt8(ascii: "+")
-        guard s.contains(where: { $0 == percent || (plusAsSpace && $0 == plus) }) else { return String(Substring(s)) }
-        let input = Array(s)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(input.count)
-        var i = 0
-        while i < input.count {
-            let byte = input[i]
-            if byte == percent, i + 2 < input.count, let high = hexValue(input[i + 1]), let low = hexValue(input[i + 2]) {
-                bytes.append(high << 4 | low)
-                i += 3
-                continue
-            }
-            bytes.append(plusAsSpace && byte == plus ? UInt8(ascii: " ") : byte)
-            i += 1
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
-
-    static func query(_ raw: String?) -> [String: String] {
-        guard let raw, !raw.isEmpty else { return [:] }
-        var out: [String: String] = [:]
-        // `;` separates parameters too, as in CouchDB's HTTP layer (mochiweb) and HTML 4.
-        for pair in Substring(raw).utf8.split(omittingEmptySubsequences: true, whereSeparator: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: ";") }) {
-            if let equals = pair.firstIndex(of: UInt8(ascii: "=")) {
-                out[decode(pair[..<equals], plusAsSpace: true)] = decode(pair[pair.index(after: equals)...], plusAsSpace: true)
-            } else {
-                out[decode(pair, plusAsSpace: true)] = ""
-            }
-        }
-        return out
-    }
-
-    static func path(_ raw: String) -> [String] {
-        Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { decode($0, plusAsSpace: false) }
+    static let unauthorized = CouchError(status: 401, error: "unauthorized", reason: "You are not authorized to access this db.")
+    static let badCredentials = CouchError(status: 401, error: "unauthorized", reason: "Name or password is incorrect.")
+    static let tooLarge = CouchError(status: 413, error: "too_large", reason: "the request entity is too large")
+    static func notImplemented(_ reason: String) -> CouchError {
+        CouchError(status: 501, error: "not_implemented", reason: reason)
     }
 }
 

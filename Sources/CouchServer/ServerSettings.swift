@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 
 /// Node settings kept in `<data>/server.json`: the server's stable uuid (PouchDB derives
@@ -16,7 +17,7 @@ public struct ServerSettings: Sendable {
     public static func load(from directory: URL) throws -> ServerSettings {
         let url = fileURL(in: directory)
         guard let data = try? Data(contentsOf: url) else {
-            return ServerSettings(uuid: randomHex(16), admins: [:], secret: randomHex(32))
+            return ServerSettings(uuid: Hex.random(bytes: 16), admins: [:], secret: Hex.random(bytes: 32))
         }
         let json = try JSON.parse(Array(data))
         var admins: [String: Passwords.Hash] = [:]
@@ -24,7 +25,7 @@ public struct ServerSettings: Sendable {
             if let text = value.stringValue, let hash = Passwords.parseAdminString(text) { admins[name] = hash }
         }
         guard let uuid = json["uuid"]?.stringValue, let secret = json["secret"]?.stringValue else {
-            throw EngineError.corrupt("server.json")
+            throw CouchError.corrupt("server.json")
         }
         return ServerSettings(uuid: uuid, admins: admins, secret: secret)
     }
@@ -39,14 +40,10 @@ public struct ServerSettings: Sendable {
         let temporary = url.appendingPathExtension("tmp")
         guard FileManager.default.createFile(
             atPath: temporary.path, contents: Data(json.bytes), attributes: [.posixPermissions: 0o600])
-        else { throw EngineError(status: 500, error: "file_error", reason: "Cannot write \(temporary.path)") }
+        else { throw CouchError(status: 500, error: "file_error", reason: "Cannot write \(temporary.path)") }
         // rename(2) replaces the old file atomically.
         guard rename(temporary.path, url.path) == 0 else {
-            throw EngineError(status: 500, error: "file_error", reason: "Cannot replace \(url.path)")
+            throw CouchError(status: 500, error: "file_error", reason: "Cannot replace \(url.path)")
         }
-    }
-
-    public static func randomHex(_ bytes: Int) -> String {
-        Database.hex((0..<bytes).map { _ in UInt8.random(in: 0...255) })
     }
 }

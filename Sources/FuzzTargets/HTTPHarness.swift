@@ -1,5 +1,7 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
+import HTTPServing
 import CouchServer
 import Foundation
 import HTTPTypes

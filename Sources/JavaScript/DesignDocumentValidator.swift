@@ -7,7 +7,7 @@ import CouchJSON
 /// Every function must accept a write for it to be stored.
 public struct DesignDocumentValidator: WriteValidator {
     /// A validation function's behaviour in Swift: nil accepts the write, an error rejects it.
-    public typealias NativeFunction = @Sendable (_ write: ProposedWrite, _ user: UserContext) -> EngineError?
+    public typealias NativeFunction = @Sendable (_ write: ProposedWrite, _ user: UserContext) -> CouchError?
 
     /// nil where this server has no JavaScript engine: writes to a database with validation
     /// functions are then refused (500), never let through unchecked.
@@ -26,9 +26,9 @@ public struct DesignDocumentValidator: WriteValidator {
 
     public func validate(
         _ writes: [ProposedWrite], database: Database, designDocuments: [JSONObject], user: UserContext
-    ) async throws -> [EngineError?] {
+    ) async throws -> [CouchError?] {
         // The first design document (in id order) that rejects a write gives its error.
-        var verdicts = [EngineError?](repeating: nil, count: writes.count)
+        var verdicts = [CouchError?](repeating: nil, count: writes.count)
         var javascript: [JSONObject] = []
         for ddoc in designDocuments {
             guard let source = ddoc["validate_doc_update"]?.stringValue, let function = native[DesignDocumentValidator.normalized(source)] else {
@@ -41,7 +41,7 @@ public struct DesignDocumentValidator: WriteValidator {
         }
         guard !javascript.isEmpty else { return verdicts }
         guard let queryServer else {
-            let error = EngineError(
+            let error = CouchError(
                 status: 500, error: "javascript_unavailable",
                 reason: "This database has validate_doc_update functions, and this server has no JavaScript engine to run them")
             return verdicts.map { $0 ?? error }
@@ -71,15 +71,15 @@ public struct DesignDocumentValidator: WriteValidator {
     }
 
     /// A function's answer for one write: nil (accepted) or the error that rejects it.
-    static func verdict(_ answer: JSON) -> EngineError? {
+    static func verdict(_ answer: JSON) -> CouchError? {
         if let reason = answer["forbidden"] {
-            return EngineError(status: 403, error: "forbidden", reason: reason.stringValue ?? reason.text)
+            return CouchError(status: 403, error: "forbidden", reason: reason.stringValue ?? reason.text)
         }
         if let reason = answer["unauthorized"] {
-            return EngineError(status: 401, error: "unauthorized", reason: reason.stringValue ?? reason.text)
+            return CouchError(status: 401, error: "unauthorized", reason: reason.stringValue ?? reason.text)
         }
         if case let .array(items) = answer, items.count == 3, items[0] == "error" {
-            return EngineError(status: 500, error: items[1].stringValue ?? "error", reason: items[2].stringValue ?? "")
+            return CouchError(status: 500, error: items[1].stringValue ?? "error", reason: items[2].stringValue ?? "")
         }
         return nil
     }

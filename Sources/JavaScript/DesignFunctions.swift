@@ -33,10 +33,10 @@ public struct DesignFunctions: Sendable {
     /// reduce function) by the query server.
     public func view(_ ddoc: JSONObject, _ name: String) throws -> ViewDefinition {
         guard name != "lib", let definition = ddoc["views"]?[name]?.objectValue, let map = definition["map"]?.stringValue else {
-            throw EngineError.notFound("missing_named_view")
+            throw CouchError.notFound("missing_named_view")
         }
         if let language = ddoc["language"]?.stringValue, language != "javascript" {
-            throw EngineError(status: 400, error: "unsupported_language", reason: "Design document language \(language) is not supported")
+            throw CouchError(status: 400, error: "unsupported_language", reason: "Design document language \(language) is not supported")
         }
         let lib = ddoc["views"]?["lib"]
         let code = DesignFunctions.viewCode(map: map, lib: lib)
@@ -47,7 +47,7 @@ public struct DesignFunctions: Sendable {
             let trimmed = source.trimmingCharacters(in: .whitespacesAndNewlines)
             if trimmed.hasPrefix("_") {
                 guard let builtin = BuiltinReducer(rawValue: trimmed) else {
-                    throw EngineError.badRequest("Unknown builtin reduce function: \(trimmed)")
+                    throw CouchError.badRequest("Unknown builtin reduce function: \(trimmed)")
                 }
                 reducer = .builtin(builtin)
             } else {
@@ -67,7 +67,7 @@ public struct DesignFunctions: Sendable {
     /// A `_changes` filter from `filters.<name>`: `filter(doc, req)` for each document.
     public func filter(_ ddoc: JSONObject, _ name: String, request: JSON) throws -> DocumentFilter {
         guard ddoc["filters"]?[name]?.stringValue != nil else {
-            throw EngineError.notFound("missing json key: \(name)")
+            throw CouchError.notFound("missing json key: \(name)")
         }
         let queryServer = self.queryServer
         return { docs in
@@ -78,7 +78,7 @@ public struct DesignFunctions: Sendable {
     /// The `_view` filter: documents the view's map function emits at least one row for.
     public func viewFilter(_ ddoc: JSONObject, _ view: String) throws -> DocumentFilter {
         guard view != "lib", ddoc["views"]?[view]?["map"]?.stringValue != nil else {
-            throw EngineError.notFound("missing json key: \(view)")
+            throw CouchError.notFound("missing json key: \(view)")
         }
         let queryServer = self.queryServer
         return { docs in
@@ -89,7 +89,7 @@ public struct DesignFunctions: Sendable {
     static func verdicts(_ queryServer: QueryServer, _ ddoc: JSONObject, _ path: [String], _ arguments: [JSON], count: Int) async throws -> [Bool] {
         let answer = try await translating { try await queryServer.call(designDocument: ddoc, path: path, arguments: arguments) }
         guard answer[0] == true, let list = answer[1]?.arrayValue, list.count == count else {
-            throw EngineError(status: 500, error: "os_process_error", reason: "Unexpected filter answer")
+            throw CouchError(status: 500, error: "os_process_error", reason: "Unexpected filter answer")
         }
         return list.map { $0 == true }
     }
@@ -97,7 +97,7 @@ public struct DesignFunctions: Sendable {
     /// Query server failures as CouchDB's errors (500 with the query server's words).
     public static func translating<T>(_ body: () async throws -> T) async throws -> T {
         do { return try await body() } catch let failure as QueryServer.Failure {
-            throw EngineError(status: 500, error: failure.error, reason: failure.reason)
+            throw CouchError(status: 500, error: failure.error, reason: failure.reason)
         }
     }
 }

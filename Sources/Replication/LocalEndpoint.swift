@@ -25,14 +25,14 @@ public struct LocalEndpoint: ReplicationEndpoint {
     public var displayName: String { "local:\(name)" }
 
     func database() async throws -> Database {
-        do { return try await store.open(name) } catch let error as EngineError where error.status == 404 {
+        do { return try await store.open(name) } catch let error as CouchError where error.status == 404 {
             throw ReplicationError(.notFound, "Database \(name) does not exist")
         }
     }
 
     public func prepare(create: Bool) async throws {
         if create, !store.exists(name) {
-            do { try await store.create(name) } catch let error as EngineError where error.status == 412 {}
+            do { try await store.create(name) } catch let error as CouchError where error.status == 412 {}
         }
         _ = try await database()
     }
@@ -44,7 +44,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
     }
 
     public func localDocument(_ id: String) async throws -> JSONObject? {
-        do { return try await database().localDocument(id: id) } catch let error as EngineError where error.status == 404 {
+        do { return try await database().localDocument(id: id) } catch let error as CouchError where error.status == 404 {
             return nil
         }
     }

@@ -162,7 +162,7 @@ public final class Replication: Sendable {
         var md5 = Insecure.MD5()
         let filterID = try await options.filter?.identity(source: source) ?? ""
         md5.update(data: Array("\(sourceID)\n\(targetID)\n\(filterID)".utf8))
-        return Database.hex(md5.finalize())
+        return Hex.string(md5.finalize())
     }
 
     /// Runs the replication. One-shot: returns when the target has everything the source had

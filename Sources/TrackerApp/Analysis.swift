@@ -1,5 +1,5 @@
 import CouchJSON
-import CouchServer
+import CouchProtocol
 import Foundation
 import Geo
 

@@ -1,6 +1,7 @@
-import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
+import NIOConcurrencyHelpers
 import HTTPTypes
 import Logging
 
@@ -59,9 +60,9 @@ public final class Consolidator: Sendable {
             return done
         }
     }
-    private let counters = Locked(Statistics())
+    private let counters = NIOLockedValueBox(Statistics())
     /// A snapshot of the counters.
-    public var statistics: Statistics { counters.withLock { $0 } }
+    public var statistics: Statistics { counters.withLockedValue { $0 } }
 
     /// A location that `lt_locations_all` refused: it is tried again, and its database's
     /// checkpoint stays before it until it is copied.
@@ -81,9 +82,9 @@ public final class Consolidator: Sendable {
         var refusals: [Refusal]
         var unreadable: Bool
     }
-    private let retries = Locked<[String: Retry]>([:])
+    private let retries = NIOLockedValueBox<[String: Retry]>([:])
     /// Databases the start-up sweep has not looked at yet.
-    private let sweepRemaining = Locked(0)
+    private let sweepRemaining = NIOLockedValueBox(0)
 
     /// The first wait before reading a database again, doubled with each failure up to `longestRetry`.
     static let firstRetry = Duration.seconds(2)
@@ -119,16 +120,16 @@ public final class Consolidator: Sendable {
 
     /// A snapshot of where consolidation stands.
     public var status: Status {
-        let retries = self.retries.withLock { $0 }
+        let retries = self.retries.withLockedValue { $0 }
         let refused = retries.values.flatMap(\.refusals).sorted { ($0.database, $0.id) < ($1.database, $1.id) }
-        return Status(sweepRemaining: sweepRemaining.withLock { $0 }, retrying: retries.count,
+        return Status(sweepRemaining: sweepRemaining.withLockedValue { $0 }, retrying: retries.count,
                       unreadable: retries.filter(\.value.unreadable).map(\.key).sorted(), refused: Array(refused.prefix(100)),
                       statistics: statistics)
     }
 
     /// Puts `db` in the retry queue: read again after a wait that doubles with each failure.
     func retryLater(_ db: String, refusals: [Refusal], unreadable: Bool) {
-        let attempts = retries.withLock { retries -> Int in
+        let attempts = retries.withLockedValue { retries -> Int in
             let attempts = (retries[db]?.attempts ?? 0) + 1
             let wait = min(Consolidator.longestRetry, Consolidator.firstRetry * (1 << min(attempts - 1, 10)))
             retries[db] = Retry(attempts: attempts, due: .now + wait, refusals: refusals, unreadable: unreadable)
@@ -143,12 +144,12 @@ public final class Consolidator: Sendable {
     /// The databases whose wait is over, taken out of the retry queue (put back if they fail again).
     func dueRetries() -> [String] {
         let now = ContinuousClock.now
-        return retries.withLock { retries in retries.filter { $0.value.due <= now }.map(\.key) }
+        return retries.withLockedValue { retries in retries.filter { $0.value.due <= now }.map(\.key) }
     }
 
     /// `db` was copied to its latest change: nothing of it waits any more.
     func copied(_ db: String) {
-        retries.withLock { _ = $0.removeValue(forKey: db) }
+        retries.withLockedValue { _ = $0.removeValue(forKey: db) }
     }
 
     public init(couch: any CouchClient, logger: Logger = Logger(label: "lt.consolidator")) {
@@ -168,9 +169,9 @@ public final class Consolidator: Sendable {
     static let roundInterval = Duration.milliseconds(100)
 
     /// Each user database's checkpoint, shared by the two lanes (below).
-    private let checkpoints = Locked<[String: Checkpoint]>([:])
+    private let checkpoints = NIOLockedValueBox<[String: Checkpoint]>([:])
     /// The databases a lane is copying now: the other leaves them alone meanwhile.
-    private let copying = Locked<Set<String>>([])
+    private let copying = NIOLockedValueBox<Set<String>>([])
 
     /// Runs until cancelled, in two lanes: one follows `_db_updates` and copies what changes
     /// now, in rounds; the other looks at every user database once (what changed while the
@@ -181,7 +182,7 @@ public final class Consolidator: Sendable {
         let position = try? await couch.request(.get, "/_db_updates", query: ["since": "now"], body: nil)
         let since = position.flatMap { $0.ok ? $0.json["last_seq"]?.stringValue : nil } ?? "now"
         let loaded = await loadCheckpoints()
-        checkpoints.withLock { $0 = loaded }
+        checkpoints.withLockedValue { $0 = loaded }
         let everyDatabase = await userDatabases()
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.follow(since: since) }
@@ -203,7 +204,7 @@ public final class Consolidator: Sendable {
                 // Waiting for news only when there is nothing to look at again; databases
                 // waiting to be retried (unreadable, or a location refused) are looked at
                 // when their wait is over, without holding the others up.
-                let waiting = retries.withLock { !$0.isEmpty }
+                let waiting = retries.withLockedValue { !$0.isEmpty }
                 var query = ["since": since]
                 if again.isEmpty { query.merge(["feed": "longpoll", "timeout": waiting ? "1000" : "10000"]) { $1 } }
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
@@ -234,7 +235,7 @@ public final class Consolidator: Sendable {
     /// which the other lane works through.
     func sweep(_ names: [String]) async {
         var next = names[...]
-        sweepRemaining.withLock { $0 = names.count }
+        sweepRemaining.withLockedValue { $0 = names.count }
         while !next.isEmpty, !Task.isCancelled {
             var chunk = Array(next.prefix(Consolidator.sweepChunk))
             next = next.dropFirst(chunk.count)
@@ -244,8 +245,8 @@ public final class Consolidator: Sendable {
                 chunk = unwritten
                 if !chunk.isEmpty { try? await Task.sleep(for: .seconds(2)) }
             }
-            counters.withLock { $0.swept += count }
-            sweepRemaining.withLock { $0 -= count }
+            counters.withLockedValue { $0.swept += count }
+            sweepRemaining.withLockedValue { $0 -= count }
         }
     }
 
@@ -295,20 +296,20 @@ public final class Consolidator: Sendable {
     /// copying them. Databases that could not be read, or some of whose locations were
     /// refused, go to the retry queue; their checkpoints stay where they were.
     func consolidate(_ names: [String], parallelism: Int) async -> (unwritten: [String], taken: [String]) {
-        let (claimed, taken) = copying.withLock { copying -> ([String], [String]) in
+        let (claimed, taken) = copying.withLockedValue { copying -> ([String], [String]) in
             var claimed: [String] = [], taken: [String] = []
             for name in names {
                 if copying.insert(name).inserted { claimed.append(name) } else { taken.append(name) }
             }
             return (claimed, taken)
         }
-        defer { copying.withLock { copying in for name in claimed { copying.remove(name) } } }
+        defer { copying.withLockedValue { copying in for name in claimed { copying.remove(name) } } }
         var pending = claimed
         while !pending.isEmpty, !Task.isCancelled {
             let readStart = ContinuousClock.now
             let (batches, failed) = await withTaskGroup(of: (String, Read).self) { group -> ([Batch], [String]) in
                 var next = pending.makeIterator()
-                let since = { @Sendable (name: String) in self.checkpoints.withLock { $0[name]?.seq } ?? "0" }
+                let since = { @Sendable (name: String) in self.checkpoints.withLockedValue { $0[name]?.seq } ?? "0" }
                 for _ in 0..<parallelism {
                     guard let name = next.next() else { break }
                     group.addTask { (name, await self.read(name, since: since(name))) }
@@ -330,7 +331,7 @@ public final class Consolidator: Sendable {
             do {
                 refused = try await write(batches)
                 let writeEnd = ContinuousClock.now
-                counters.withLock {
+                counters.withLockedValue {
                     $0.rounds += 1
                     $0.databasesRead += batches.count
                     $0.documentsCopied += batches.reduce(0) { $0 + $1.docs.count } - refused.values.reduce(0) { $0 + $1.count }
@@ -353,7 +354,7 @@ public final class Consolidator: Sendable {
         let start = ContinuousClock.now
         defer {
             let took = start.duration(to: .now).seconds
-            counters.withLock { $0.slowestRead = max($0.slowestRead, took) }
+            counters.withLockedValue { $0.slowestRead = max($0.slowestRead, took) }
         }
         do {
             var since = since
@@ -437,7 +438,7 @@ public final class Consolidator: Sendable {
         // A database that contributed no documents (a new user's, with only its design
         // document) moves only the checkpoint kept in memory: saving those cost a commit per
         // round all through registrations, and after a restart reading them again copies nothing.
-        checkpoints.withLock { checkpoints in
+        checkpoints.withLockedValue { checkpoints in
             for batch in batches where batch.docs.isEmpty {
                 checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: checkpoints[batch.db]?.rev)
             }
@@ -446,7 +447,7 @@ public final class Consolidator: Sendable {
         guard !copied.isEmpty else { return refused }
         let saves: [JSON] = copied.map { batch in
             var doc: JSONObject = ["_id": .string(Consolidator.checkpointPrefix + batch.db), "seq": .string(batch.lastSeq)]
-            if let rev = checkpoints.withLock({ $0[batch.db]?.rev }) { doc["_rev"] = .string(rev) }
+            if let rev = checkpoints.withLockedValue({ $0[batch.db]?.rev }) { doc["_rev"] = .string(rev) }
             return .object(doc)
         }
         let saved = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(saves)])
@@ -454,12 +455,12 @@ public final class Consolidator: Sendable {
         let results = saved.json.arrayValue ?? []
         for (batch, result) in zip(copied, results) {
             if let rev = result["rev"]?.stringValue, result["error"] == nil {
-                checkpoints.withLock { $0[batch.db] = Checkpoint(seq: batch.lastSeq, rev: rev) }
+                checkpoints.withLockedValue { $0[batch.db] = Checkpoint(seq: batch.lastSeq, rev: rev) }
             } else {
                 // Changed behind our back (a user deleted and registered again): read it afresh.
                 let current = try await couch.request(.get, "/\(all)/\(Consolidator.checkpointPrefix)\(batch.db)")
                 let fresh = current.ok ? Checkpoint(seq: current.json["seq"]?.stringValue ?? "0", rev: current.json["_rev"]?.stringValue) : nil
-                checkpoints.withLock { $0[batch.db] = fresh }
+                checkpoints.withLockedValue { $0[batch.db] = fresh }
             }
         }
         return refused

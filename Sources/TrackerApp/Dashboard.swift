@@ -1,5 +1,5 @@
 import CouchJSON
-import CouchServer
+import CouchProtocol
 import Foundation
 import HTTPTypes
 import Geo
@@ -52,7 +52,7 @@ extension TrackerService {
     /// document; the places release is bumped so devices pull again.
     public func savePlace(id: String?, name: String, position: Coordinate) async throws -> JSON {
         var doc: JSONObject = ["type": "Feature", "created_at": .double((Date().timeIntervalSince1970 * 1000).rounded())]
-        let placeID = id ?? "place-" + ServerSettings.randomHex(8)
+        let placeID = id ?? "place-" + Hex.random(bytes: 8)
         if let id {
             let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(TrackerService.encode(id))")
             guard existing.ok, let object = existing.json.objectValue, object["geometry"] != nil else { throw Failure(404, "not_found", "No place \(id)") }

@@ -1,5 +1,6 @@
 import CouchJSON
-import CouchServer
+import CouchProtocol
+import HTTPServing
 import Foundation
 import Geo
 import HTTPTypes

@@ -1,7 +1,8 @@
-import CouchEngine
-import CouchServer
+import CouchJSON
+import CouchProtocol
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 
 /// Signed-in dashboard users: a random 256-bit token in an HttpOnly, SameSite=Strict cookie,
 /// kept on the server only as its SHA-256 (a leaked session table opens nothing), valid for
@@ -19,13 +20,13 @@ final class DashboardSessions: Sendable {
 
     static let cookieName = "lt_session"
     let lifetime: TimeInterval = 12 * 3600
-    private let sessions = Locked<[String: Session]>([:])
+    private let sessions = NIOLockedValueBox<[String: Session]>([:])
 
     /// Starts a session; returns the token for the cookie.
     func start(name: String, roles: Set<String>, isTrackerUser: Bool) -> String {
-        let token = ServerSettings.randomHex(32)
+        let token = Hex.random(bytes: 32)
         let now = Date()
-        sessions.withLock { table in
+        sessions.withLockedValue { table in
             if table.count > 10_000 { table = table.filter { now.timeIntervalSince($0.value.lastUse) < lifetime } }
             table[DashboardSessions.digest(token)] = Session(name: name, roles: roles, isTrackerUser: isTrackerUser, lastUse: now)
         }
@@ -36,7 +37,7 @@ final class DashboardSessions: Sendable {
     func session(_ token: String) -> Session? {
         let key = DashboardSessions.digest(token)
         let now = Date()
-        return sessions.withLock { table -> Session? in
+        return sessions.withLockedValue { table -> Session? in
             guard var session = table[key] else { return nil }
             guard now.timeIntervalSince(session.lastUse) < lifetime else {
                 table.removeValue(forKey: key)
@@ -49,12 +50,12 @@ final class DashboardSessions: Sendable {
     }
 
     func end(_ token: String) {
-        _ = sessions.withLock { $0.removeValue(forKey: DashboardSessions.digest(token)) }
+        _ = sessions.withLockedValue { $0.removeValue(forKey: DashboardSessions.digest(token)) }
     }
 
     /// Ends every session of a tracker user (their account was deleted).
     func end(user: String) {
-        sessions.withLock { table in table = table.filter { !($0.value.isTrackerUser && $0.value.name == user) } }
+        sessions.withLockedValue { table in table = table.filter { !($0.value.isTrackerUser && $0.value.name == user) } }
     }
 
     static func digest(_ token: String) -> String {

@@ -1,6 +1,6 @@
-import CouchEngine
 import CouchJSON
-import CouchServer
+import CouchProtocol
+import HTTPServing
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -202,7 +202,7 @@ public struct TrackerHTTP: Sendable {
             var response = TrackerHTTP.reply(failure.body, status: HTTPResponse.Status(code: failure.status))
             if let allow = failure.allow { response.headers[.allow] = allow.joined(separator: ", ") }
             return response
-        } catch let error as EngineError {
+        } catch let error as CouchError {
             return TrackerHTTP.reply(["error": .string(error.error), "reason": .string(error.reason)], status: HTTPResponse.Status(code: error.status))
         } catch {
             return TrackerHTTP.reply(["error": "Internal Server Error", "reason": .string("\(error)")], status: .internalServerError)

@@ -1,6 +1,6 @@
-import CouchEngine
 import CouchJSON
-import CouchServer
+import CouchProtocol
+import HTTPServing
 import Foundation
 import Logging
 
@@ -26,10 +26,15 @@ public final class TrackerService: Sendable {
     public static let usersDB = "lt_users"
     public static let placesDB = "lt_places"
     public static let allLocationsDB = "lt_locations_all"
-    /// The geo design document of the original system, in every location and place database.
+    /// The geo design document of the original system, in every location and place database,
+    /// with where a location's time is (`time`, for the dashboard's time window; Cloudant and
+    /// CouchDB ignore it).
     public static let pointsDesign: JSON = [
         "_id": "_design/points", "language": "javascript",
-        "st_indexes": ["pointidx": ["index": "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}"]],
+        "st_indexes": ["pointidx": [
+            "index": "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}",
+            "time": ["created_at", "properties.timestamp"],
+        ]],
     ]
 
     /// Where users' locations live.
@@ -55,13 +60,13 @@ public final class TrackerService: Sendable {
         "validate_doc_update": "function (newDoc, oldDoc, userCtx) { if (userCtx.roles.indexOf('_admin') === -1) { throw({forbidden: 'Only the server writes here; members read.'}); } }",
     ]
 
-    /// The application's validation functions as Swift, by source (for
-    /// `DesignDocumentValidator`): its own databases then need no JavaScript engine.
-    public static let nativeValidators: [String: @Sendable (ProposedWrite, UserContext) -> EngineError?] = [
-        readOnlyDesign["validate_doc_update"]!.stringValue!: { _, user in
-            user.roles.contains("_admin") ? nil : EngineError(status: 403, error: "forbidden", reason: "Only the server writes here; members read.")
-        },
-    ]
+    /// What `readOnlyDesign`'s validation function means, so a server can run it without a
+    /// JavaScript engine: writes are refused with 403 `forbidden` and `reason` unless the writer
+    /// is a server admin. (The server composition maps `source` to native code.)
+    public static let readOnlyValidation = (
+        source: readOnlyDesign["validate_doc_update"]!.stringValue!,
+        reason: "Only the server writes here; members read."
+    )
 
     let couch: any CouchClient
     /// Where geo queries go (`_geo`, `_geo_grid`): the same database in embedded mode; in
@@ -159,9 +164,21 @@ public final class TrackerService: Sendable {
         return true
     }
 
+    /// Writes `pointsDesign` into `db`, or brings an older one (written by an earlier version)
+    /// up to date.
     func ensureDesign(_ db: String) async throws {
-        let reply = try await couch.request(.put, "/\(db)/_design/points", body: TrackerService.pointsDesign)
-        guard reply.ok || reply.status == 409 else { throw failure(reply, "write the geo index of \(db)") }
+        let path = "/\(db)/_design/points"
+        let reply = try await couch.request(.put, path, body: TrackerService.pointsDesign)
+        guard reply.status == 409 else {
+            guard reply.ok else { throw failure(reply, "write the geo index of \(db)") }
+            return
+        }
+        let current = try expect(try await couch.request(.get, path), "read the geo index of \(db)").json
+        guard current["st_indexes"] != TrackerService.pointsDesign["st_indexes"], let rev = current["_rev"] else { return }
+        var updated = TrackerService.pointsDesign.objectValue!
+        updated["_rev"] = rev
+        let written = try await couch.request(.put, path, body: .object(updated))
+        guard written.ok || written.status == 409 else { throw failure(written, "update the geo index of \(db)") }
     }
 
     @discardableResult
@@ -252,8 +269,8 @@ public final class TrackerService: Sendable {
             throw Failure(401, "unauthorized", "Name or password is incorrect.")
         }
         throttle.succeeded(account: username, client: client)
-        let key = "key-" + ServerSettings.randomHex(16)
-        let secret = ServerSettings.randomHex(16)
+        let key = "key-" + Hex.random(bytes: 16)
+        let secret = Hex.random(bytes: 16)
         // A fast hash is enough for a random 128-bit secret (one PBKDF2 iteration, as CouchDB
         // stores it), so every request with it costs microseconds, not a PBKDF2 run.
         let hash = try await Passwords.hash(secret, iterations: 1)

@@ -2,6 +2,8 @@ import ArgumentParser
 import CommandSupport
 import CouchEngine
 import CouchJSON
+import CouchProtocol
+import LTServer
 import CouchServer
 import Foundation
 import Logging
@@ -55,7 +57,7 @@ struct AppBench: AsyncParsableCommand {
         let directoryLock = try DirectoryLock.forCommand(dataDirectory)
         defer { withExtendedLifetime(directoryLock) {} }
         let durabilityMode = try Durability.option(durability)
-        let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, durability: durabilityMode, connections: ServerResources.connections)
+        let store = try DatabaseStore(directory: dataDirectory, maxOpen: maxOpen, durability: durabilityMode, connections: LocationTrackerServer.connections)
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: scratch), options: options, logger: Logger(label: "lt.bench"))
         try api.prepareSystemDatabases()
         let couch = InProcessCouch(api: api)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandSupport
 import CouchJSON
+import CouchProtocol
 import Foundation
 import Logging
 import TrackerApp
@@ -38,9 +39,7 @@ struct Places: AsyncParsableCommand {
                 throw CommandFailure("\(file) is not a FeatureCollection")
             }
             let couch: HTTPCouch
-            do { couch = try HTTPCouch(url: url) } catch let failure as TrackerService.Failure {
-                throw ValidationError(failure.body["reason"]?.stringValue ?? "bad URL")
-            }
+            do { couch = try HTTPCouch(url: url) } catch { throw ValidationError(error.reason) }
             let result: TrackerService.PlacesImport
             do {
                 var quiet = Logger(label: "lt.places")

@@ -1,3 +1,4 @@
+import CouchJSON
 import CouchEngine
 import Testing
 
@@ -22,12 +23,12 @@ struct AttachmentEncodingTests {
             #expect(packed.starts(with: [0x1F, 0x8B]))
             #expect(try AttachmentEncoding.gunzip(packed) == bytes)
         }
-        #expect(throws: EngineError.self) { try AttachmentEncoding.gunzip([1, 2, 3]) }
+        #expect(throws: CouchError.self) { try AttachmentEncoding.gunzip([1, 2, 3]) }
         let bomb = try AttachmentEncoding.gzip([UInt8](repeating: 0, count: 100_000))
         do {
             _ = try AttachmentEncoding.gunzip(bomb, limit: 1000)
             Issue.record("a body past the limit was decoded")
-        } catch let error as EngineError {
+        } catch let error as CouchError {
             #expect(error.status == 413)
         }
     }

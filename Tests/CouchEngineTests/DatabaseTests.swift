@@ -42,21 +42,21 @@ struct DatabaseTests {
             let db = try await store.create("mvcc")
             let r1 = try await db.update(try doc(#"{"_id":"a","v":1}"#))
             #expect(r1.pos == 1 && r1.hash.count == 32)
-            await #expect(throws: EngineError.conflict) { _ = try await db.update(try doc(#"{"_id":"a","v":2}"#)) }
+            await #expect(throws: CouchError.conflict) { _ = try await db.update(try doc(#"{"_id":"a","v":2}"#)) }
             let r2 = try await db.update(try doc(#"{"_id":"a","_rev":"\#(r1)","v":2}"#))
-            await #expect(throws: EngineError.conflict) { _ = try await db.update(try doc(#"{"_id":"a","_rev":"\#(r1)","v":3}"#)) }
+            await #expect(throws: CouchError.conflict) { _ = try await db.update(try doc(#"{"_id":"a","_rev":"\#(r1)","v":3}"#)) }
             #expect(try await db.document(id: "a")["v"] == 2)
             // The old body is still readable until compaction.
             #expect(try await db.document(id: "a", rev: r1)["v"] == 1)
             let r3 = try await db.update(DocumentInput(id: "a", rev: r2, deleted: true))
-            await #expect(throws: EngineError.deleted) { _ = try await db.document(id: "a") }
+            await #expect(throws: CouchError.deleted) { _ = try await db.document(id: "a") }
             let info = try await db.info()
             #expect(info["doc_count"] == 0 && info["doc_del_count"] == 1)
             // Recreating a deleted document extends the tombstone's branch.
             let r4 = try await db.update(try doc(#"{"_id":"a","v":4}"#))
             #expect(r4.pos == r3.pos + 1)
             try await db.compact()
-            await #expect(throws: EngineError.missing) { _ = try await db.document(id: "a", rev: r1) }
+            await #expect(throws: CouchError.missing) { _ = try await db.document(id: "a", rev: r1) }
             #expect(try await db.document(id: "a")["v"] == 4)
         }
     }
@@ -112,7 +112,7 @@ struct DatabaseTests {
             let current = try await db.document(id: "a")
             #expect(current["_rev"] == .string(r2.description))
             #expect(current["_attachments"]?["t.txt"]?["stub"] == true)
-            await #expect(throws: EngineError.self) {
+            await #expect(throws: CouchError.self) {
                 _ = try await db.update(try doc(#"{"_id":"c","_attachments":{"x":{"stub":true}}}"#))
             }
             var since = ReadOptions()
@@ -135,9 +135,9 @@ struct DatabaseTests {
                 try doc(#"{"_id":"ok1"}"#),
             ], newEdits: true)
             #expect((try? results[0].get()) != nil)
-            #expect(throws: EngineError.self) { try results[1].get() }
+            #expect(throws: CouchError.self) { try results[1].get() }
             #expect((try? results[2].get()) != nil)
-            #expect(throws: EngineError.conflict) { try results[3].get() }
+            #expect(throws: CouchError.conflict) { try results[3].get() }
             let info = try await db.info()
             #expect(info["doc_count"] == 2)
             #expect(info["update_seq"]?.stringValue?.hasPrefix("2-") == true)
@@ -166,14 +166,14 @@ struct DatabaseTests {
             // As CouchDB 3: no conflict check on local documents; the next revision follows the one given.
             #expect(try await db.putLocalDocument(id: "_local/cp", rev: "0-9", body: ["last_seq": 6], deleted: false) == "0-10")
             #expect(try await db.localDocument(id: "_local/cp")["last_seq"] == 6)
-            await #expect(throws: EngineError.self) {
+            await #expect(throws: CouchError.self) {
                 _ = try await db.putLocalDocument(id: "_local/cp", rev: "1-abc", body: [:], deleted: false)
             }
             #expect(try await db.changes(ChangesOptions()).rows.count == 30)  // local docs are not in changes
             let r = try await db.winningRevision(id: "doc00")!.rev
             let (purgeSeq, purged) = try await db.purge([("doc00", [r])])
             #expect(purgeSeq == 1 && purged["doc00"] == .array([.string(r.description)]))
-            await #expect(throws: EngineError.missing) { _ = try await db.document(id: "doc00") }
+            await #expect(throws: CouchError.missing) { _ = try await db.document(id: "doc00") }
         }
     }
 
@@ -191,10 +191,10 @@ struct DatabaseTests {
             #expect(store.allNames().count == 41)
             for i in 0..<40 { #expect(try await store.open("user_\(i)").info()["doc_count"] == 1) }
             #expect(try await store.open(odd).info()["doc_count"] == 1)
-            #expect(throws: EngineError.databaseExists) { try store.create("user_1") }
-            #expect(throws: EngineError.self) { try store.create("Bad") }
+            #expect(throws: CouchError.databaseExists) { try store.create("user_1") }
+            #expect(throws: CouchError.self) { try store.create("Bad") }
             try await store.delete("user_1")
-            #expect(throws: EngineError.databaseNotFound) { try store.open("user_1") }
+            #expect(throws: CouchError.databaseNotFound) { try store.open("user_1") }
             // Built aside and renamed into place: nothing is left where they were built.
             #expect(try FileManager.default.contentsOfDirectory(atPath: store.directory.appendingPathComponent("creating").path).isEmpty)
         }

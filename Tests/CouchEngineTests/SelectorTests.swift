@@ -56,7 +56,7 @@ struct SelectorTests {
     func rejectsBadInput() {
         for bad in [#"{"a":{"$bogus":1}}"#, #"{"a":{"$in":1}}"#, #"{"a":{"$mod":[0,1]}}"#, #"{"a":{"$regex":"("}}"#,
                     #"{"$or":{"a":1}}"#, #"{"a":{"$type":"integer"}}"#, #"[1]"#] {
-            #expect(throws: EngineError.self) { _ = try Selector(json: try JSON.parse(bad)) }
+            #expect(throws: CouchError.self) { _ = try Selector(json: try JSON.parse(bad)) }
         }
     }
 

@@ -104,7 +104,7 @@ struct ViewIndexTests {
             let calls = Locked(0)
             let failing = ViewDefinition(code: "counting", map: { doc in
                 calls.withLock { $0 += 1 }
-                if doc["_id"] == "f2" { throw EngineError.badRequest("boom") }
+                if doc["_id"] == "f2" { throw CouchError.badRequest("boom") }
                 return doc["km"].map { [(key: $0, value: JSON.int(1))] } ?? []
             }, reduce: .count)
             #expect(try await db.updateView(failing) == 1)

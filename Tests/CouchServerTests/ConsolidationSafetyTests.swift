@@ -1,8 +1,10 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import CouchServer
 import Foundation
 import JavaScript
+import LTServer
 import LTTestSupport
 import Logging
 import Testing
@@ -18,7 +20,7 @@ struct ConsolidationSafetyTests {
     static func serverWithoutJavaScript(_ directory: URL) async throws -> (CouchAPI, TrackerService) {
         let store = try DatabaseStore(
             directory: directory.appendingPathComponent("data"),
-            validator: DesignDocumentValidator(queryServer: nil, native: TrackerService.nativeValidators), connections: { _ in .single })
+            validator: DesignDocumentValidator(queryServer: nil, native: LocationTrackerServer.nativeValidators), connections: { _ in .single })
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: directory), options: CouchAPI.Options(), logger: Logger(label: "test"))
         try api.prepareSystemDatabases()
         let service = TrackerService(couch: InProcessCouch(api: api), passwordIterations: 1, logger: Logger(label: "test"))

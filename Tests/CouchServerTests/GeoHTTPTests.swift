@@ -199,12 +199,17 @@ struct GeoHTTPTests {
         #expect(try geoTables() == 1)
     }
 
-    @Test("_geo_grid: counts on a grid with a time window and an id prefix, the points when few, kept current as documents change; bad boxes and sizes are 400; the dashboard's map endpoint is for analysts")
+    @Test("_geo_grid: counts on a grid with a time window (times from the index's `time` fields) and an id prefix, the points when few, kept current as documents change; bad boxes, sizes and time fields are 400; the dashboard's map endpoint is for analysts")
     func grid() async throws {
         let s = try TestServer()
         defer { s.stop() }
         #expect(try await s.request(.PUT, "/tracks").status == 201)
-        #expect(try await s.request(.PUT, "/tracks/_design/points", json: ["st_indexes": ["pointidx": ["index": .string(GeoHTTPTests.pointIndex)]]]).status == 201)
+        let index = JSON.string(GeoHTTPTests.pointIndex)
+        #expect(try await s.request(.PUT, "/tracks/_design/points", json: ["st_indexes": [
+            "pointidx": ["index": index, "time": ["recorded", "created_at"]],
+            "untimed": ["index": index],
+            "badtime": ["index": index, "time": 5],
+        ]]).status == 201)
         let docs: [JSON] = (0..<30).map { i in
             ["_id": .string("\(i % 2 == 0 ? "ann" : "ben"):\(i)"), "created_at": .int(1_000 * i),
              "geometry": ["type": "Point", "coordinates": [.double(-122 + Double(i % 6) * 0.1), .double(37 + Double(i / 6) * 0.1)]]]
@@ -218,6 +223,12 @@ struct GeoHTTPTests {
         // A window of time and one owner's prefix.
         let some = try await s.request(.GET, "/tracks/_design/points/_geo_grid/pointidx?bbox=-123,36,-121,38&from=10000&to=19000&prefix=ann:").json
         #expect(some["total"] == 5 && some["points"]?.arrayValue?.isEmpty == true)
+        // The engine reads no field of its own: an index without `time` has no times to window.
+        let untimed = try await s.request(.GET, "/tracks/_design/points/_geo_grid/untimed?bbox=-123,36,-121,38&from=10000&to=19000").json
+        #expect(untimed["total"] == 0)
+        #expect(try await s.request(.GET, "/tracks/_design/points/_geo_grid/untimed?bbox=-123,36,-121,38").json["total"] == 30)
+        let badTime = try await s.request(.GET, "/tracks/_design/points/_geo_grid/badtime?bbox=-123,36,-121,38")
+        #expect(badTime.status == 400 && badTime.json["reason"]?.stringValue?.contains("time") == true)
         // Kept current: a deletion and a move.
         let rev = try await s.request(.GET, "/tracks/ann:0").json["_rev"]!.stringValue!
         _ = try await s.request(.DELETE, "/tracks/ann:0?rev=\(rev)")

@@ -1,4 +1,3 @@
-import CouchEngine
 import CouchJSON
 import Crypto
 import _CryptoExtras
@@ -33,7 +32,7 @@ public enum Passwords {
 
     /// Hashes a new password with a random 16-byte salt.
     public static func hash(_ password: String, iterations: Int = defaultIterations) throws -> Hash {
-        let salt = Database.hex((0..<16).map { _ in UInt8.random(in: 0...255) })
+        let salt = Hex.random(bytes: 16)
         let key = try derive(password, salt: salt, iterations: iterations, prf: "sha256")
         return Hash(derivedKey: key, salt: salt, iterations: iterations, prf: "sha256")
     }
@@ -51,7 +50,7 @@ public enum Passwords {
         let key = try KDF.Insecure.PBKDF2.deriveKey(
             from: Array(password.utf8), salt: Array(salt.utf8), using: function,
             outputByteCount: length, unsafeUncheckedRounds: max(1, iterations))
-        return key.withUnsafeBytes { Database.hex($0) }
+        return key.withUnsafeBytes { Hex.string($0) }
     }
 
     /// Checks a password against a stored hash in constant time.

@@ -1,4 +1,3 @@
-import CouchEngine
 import CouchJSON
 import Foundation
 import Hummingbird

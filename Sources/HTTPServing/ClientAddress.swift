@@ -1,4 +1,4 @@
-import CouchEngine
+import CouchJSON
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -15,12 +15,12 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
     public init(_ text: String) throws {
         let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let bytes = AddressRange.bytes(String(parts[0])) else {
-            throw EngineError.badRequest("\(text) is not an IP address or range (CIDR, e.g. 10.0.0.0/8 or fd00::/8)")
+            throw CouchError.badRequest("\(text) is not an IP address or range (CIDR, e.g. 10.0.0.0/8 or fd00::/8)")
         }
         var bits = bytes.count * 8
         if parts.count == 2 {
             guard let parsed = Int(parts[1]), (0...bytes.count * 8).contains(parsed) else {
-                throw EngineError.badRequest("\(text): the prefix length must be 0 to \(bytes.count * 8)")
+                throw CouchError.badRequest("\(text): the prefix length must be 0 to \(bytes.count * 8)")
             }
             bits = parsed
         }

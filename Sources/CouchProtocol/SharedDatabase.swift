@@ -1,4 +1,3 @@
-import CouchEngine
 import CouchJSON
 
 /// A database many users share, each seeing only their own documents, as if the database
@@ -18,8 +17,8 @@ public struct SharedDatabase: Sendable {
 
     /// The namespace a user acts in: from the one role that starts with `ownerRolePrefix`;
     /// nil when they have none or several (such a user gets no owner access at all).
-    public func namespace(for user: UserContext) -> OwnerNamespace? {
-        let owners = user.roles.filter { $0.hasPrefix(ownerRolePrefix) && $0.count > ownerRolePrefix.count }
+    public func namespace(roles: [String]) -> OwnerNamespace? {
+        let owners = roles.filter { $0.hasPrefix(ownerRolePrefix) && $0.count > ownerRolePrefix.count }
         guard owners.count == 1 else { return nil }
         return OwnerNamespace(owner: String(owners[0].dropFirst(ownerRolePrefix.count)))
     }

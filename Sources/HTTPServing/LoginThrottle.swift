@@ -1,4 +1,5 @@
-import CouchEngine
+import CouchJSON
+import NIOConcurrencyHelpers
 import Foundation
 
 /// Slows down password guessing without letting anyone lock the owner out.
@@ -45,7 +46,7 @@ public final class LoginThrottle: Sendable {
     }
 
     public let policy: Policy
-    private let entries = Locked<[String: Entry]>([:])
+    private let entries = NIOLockedValueBox<[String: Entry]>([:])
 
     public init(policy: Policy = Policy()) {
         self.policy = policy
@@ -54,7 +55,7 @@ public final class LoginThrottle: Sendable {
     /// Whether `client` may try a password for `account` now; throws 429 `too_many_requests`
     /// with the wait otherwise.
     public func check(account: String, client: String, now: Date = Date()) throws {
-        let wait = entries.withLock { table -> TimeInterval in
+        let wait = entries.withLockedValue { table -> TimeInterval in
             var wait = remaining(table, Self.pairKey(account, client), free: policy.freePerAccountAndClient, now: now)
             wait = max(wait, remaining(table, Self.clientKey(client), free: policy.freePerClient, now: now))
             // The account's own count applies only to clients that have failed for it themselves.
@@ -65,14 +66,14 @@ public final class LoginThrottle: Sendable {
         }
         if wait > 0 {
             let seconds = Int(wait.rounded(.up))
-            throw EngineError(status: 429, error: "too_many_requests",
+            throw CouchError(status: 429, error: "too_many_requests",
                               reason: "Too many failed logins; try again in \(seconds) \(seconds == 1 ? "second" : "seconds")")
         }
     }
 
     /// Records a failed password check.
     public func failed(account: String, client: String, now: Date = Date()) {
-        entries.withLock { table in
+        entries.withLockedValue { table in
             if table.count >= policy.capacity { forgetOldest(&table, now: now) }
             var keys = [Self.pairKey(account, client), Self.clientKey(client)]
             if !LoginThrottle.isRandomSecret(account) { keys.append(Self.accountKey(account)) }
@@ -87,7 +88,7 @@ public final class LoginThrottle: Sendable {
 
     /// Records a successful check: the client's failures for that account are forgotten.
     public func succeeded(account: String, client: String) {
-        entries.withLock { _ = $0.removeValue(forKey: Self.pairKey(account, client)) }
+        entries.withLockedValue { _ = $0.removeValue(forKey: Self.pairKey(account, client)) }
     }
 
     /// Seconds `key` must still wait (0: none).
@@ -111,7 +112,7 @@ public final class LoginThrottle: Sendable {
     }
 
     /// How many keys are remembered (for tests and statistics).
-    public var count: Int { entries.withLock { $0.count } }
+    public var count: Int { entries.withLockedValue { $0.count } }
 
     /// API keys are random 128-bit secrets, named `key-<hex>`: guessing one is hopeless, so
     /// failures for them never slow down the account's other clients.

@@ -1,14 +1,13 @@
 import AsyncHTTPClient
 import CouchJSON
-import CouchServer
 import Foundation
 import HTTPTypes
 import NIOCore
 import NIOHTTP1
 
-/// The database the application runs on, spoken to only through CouchDB's HTTP API: the server
-/// in this process (`InProcessCouch`) now, Apache CouchDB over HTTP in cluster mode. The
-/// application never reaches into the engine, so whatever it does, a CouchDB cluster can do.
+/// A CouchDB server spoken to only through CouchDB's HTTP API: the server in this process
+/// (`InProcessCouch`, in CouchServer), or Apache CouchDB over HTTP (`HTTPCouch`, cluster mode).
+/// The application uses nothing else, so whatever it does, a CouchDB cluster can do.
 public protocol CouchClient: Sendable {
     /// One request as a server admin. `path` is percent-encoded as in a URL.
     func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply
@@ -31,27 +30,9 @@ public struct CouchReply: Sendable {
 }
 
 extension CouchClient {
-    func request(_ method: HTTPRequest.Method, _ path: String, body: JSON? = nil) async throws -> CouchReply {
+    /// One request without query parameters.
+    public func request(_ method: HTTPRequest.Method, _ path: String, body: JSON? = nil) async throws -> CouchReply {
         try await request(method, path, query: [:], body: body)
-    }
-}
-
-/// The CouchDB API of this process, called directly (no network, no credentials check).
-public struct InProcessCouch: CouchClient {
-    let api: CouchAPI
-
-    public init(api: CouchAPI) {
-        self.api = api
-    }
-
-    public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
-        let (status, bytes) = await api.perform(method, path, query: query, body: body)
-        return CouchReply(status: status, body: bytes)
-    }
-
-    public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
-        guard let user = await api.verify(name: name, password: password) else { return nil }
-        return (user.name ?? name, user.roles)
     }
 }
 
@@ -74,10 +55,10 @@ public struct HTTPCouch: CouchClient {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
-    /// A URL with admin credentials.
-    public init(url: String, http: HTTPClient? = nil) throws {
+    /// A URL with admin credentials; 400 `bad_request` when it has none or is not http(s).
+    public init(url: String, http: HTTPClient? = nil) throws(CouchError) {
         let address: AdminURL
-        do { address = try AdminURL(url) } catch { throw TrackerService.Failure(400, "bad_request", error.reason) }
+        address = try AdminURL(url)
         scheme = address.scheme
         host = address.host
         baseURL = address.baseURL

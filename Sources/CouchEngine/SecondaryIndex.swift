@@ -1,0 +1,111 @@
+import CouchJSON
+import Foundation
+import GRDB
+
+/// A document changed since an index's checkpoint: its winning body as CouchDB's index updater
+/// opens it (`_id`, `_rev`, then `_conflicts`/`_deleted_conflicts`), or nil when it is deleted
+/// or a design document (which indexes drop).
+public typealias ChangedDocument = (id: String, seq: Int, doc: JSONObject?)
+
+/// A secondary index kept from the changes feed: a view, a Mango index or a geo index. The
+/// engine catches every kind up with one loop (`Database.catchUp`); an index says only where
+/// its checkpoint and rows live, what a batch of changed documents becomes, and how to store it.
+///
+/// The loop reads a batch after the checkpoint, has the index `prepare` it outside any
+/// transaction (a map function may be a JavaScript round trip), then in one write transaction
+/// checks the checkpoint has not moved (another update got there first), lets the index
+/// `store` the batch and moves the checkpoint: an index is always exactly as of its checkpoint.
+public protocol SecondaryIndex: Sendable {
+    /// What a batch of changed documents becomes before it is stored.
+    associatedtype Batch: Sendable
+
+    /// The table of this kind's indexes and their checkpoints (`name TEXT PRIMARY KEY, seq INTEGER`).
+    static var registry: String { get }
+    /// This index's rows; also its name in the registry.
+    var table: String { get }
+    /// Changed documents read and stored per transaction.
+    var batchSize: Int { get }
+
+    /// Creates the registry and this index's tables when missing, registered at checkpoint 0.
+    func createTables(_ db: GRDB.Database) throws
+    /// The rows of a batch of changed documents.
+    func prepare(_ changed: [ChangedDocument]) async throws -> Batch
+    /// Replaces the rows of the batch's documents (`changed`, in sequence order), inside the
+    /// transaction that moves the checkpoint.
+    func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws
+}
+
+extension Database {
+    /// Brings `index` up to date with the changes feed, batch by batch. `committed` is called
+    /// after each batch is stored, with the batch and the checkpoints before and after it (the
+    /// geo index applies the same changes to its in-memory copy). An index with nothing to catch
+    /// up costs one read; one never built gets its tables.
+    public func catchUp<Index: SecondaryIndex>(
+        _ index: Index, committed: (Index.Batch, _ from: Int, _ to: Int) -> Void = { _, _, _ in }
+    ) async throws {
+        while true {
+            let (since, changed, exists) = try await reading { db -> (Int, [ChangedDocument], Bool) in
+                guard try db.tableExists(Index.registry), try db.tableExists(index.table) else { return (0, [], false) }
+                let since = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
+                return (since, try Database.changedDocuments(db, after: since, limit: index.batchSize), true)
+            }
+            if !exists {
+                _ = try await writer.write { db, _ in
+                    try index.createTables(db)
+                    return true
+                }
+                continue
+            }
+            guard let last = changed.last?.seq else { return }
+            let batch = try await index.prepare(changed)
+            let stored = try await writer.write { db, _ -> Bool in
+                let current = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
+                guard current == since else { return false }  // another update got here first
+                try index.store(batch, changed: changed, in: db)
+                try db.execute(sql: "UPDATE \(Index.registry) SET seq = ? WHERE name = ?", arguments: [last, index.table])
+                return true
+            }
+            if stored { committed(batch, since, last) }
+        }
+    }
+
+    /// Makes `index`'s tables if it has none (an empty index at checkpoint 0, as CouchDB reads a
+    /// view never built with `update=false`).
+    public func createIfMissing<Index: SecondaryIndex>(_ index: Index) async throws {
+        let exists = try await reading { db in try db.tableExists(Index.registry) && db.tableExists(index.table) }
+        if exists { return }
+        _ = try await writer.write { db, _ in
+            try index.createTables(db)
+            return true
+        }
+    }
+
+    /// Documents changed after `since`, in sequence order, at most `limit`: each with its
+    /// winning body (`_id` and `_rev` first, then `_conflicts` and `_deleted_conflicts` as
+    /// CouchDB's index updater opens documents), or nil for deleted and design documents (which
+    /// indexes drop).
+    static func changedDocuments(_ db: GRDB.Database, after since: Int, limit: Int) throws -> [ChangedDocument] {
+        let rows = try Row.fetchAll(db, sql: """
+            SELECT d.id, d.seq, d.deleted, d.winner, r.body, d.tree FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
+            WHERE d.seq > ? ORDER BY d.seq LIMIT ?
+            """, arguments: [since, limit])
+        return try rows.map { row in
+            let id: String = row[0]
+            guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
+                  var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
+            body.prepend("_rev", .string(row[3] as String))
+            body.prepend("_id", .string(id))
+            // Only a tree of more than one revision can have losing leaves: most documents are
+            // not parsed for this.
+            let encodedTree: String = row[5]
+            if encodedTree.utf8.count > 2, encodedTree.contains("],[") {
+                let losers = try RevisionTree(encoded: encodedTree).leaves.dropFirst()
+                let conflicts = losers.filter { !$0.deleted }.map { JSON.string($0.rev.description) }
+                let deleted = losers.filter(\.deleted).map { JSON.string($0.rev.description) }
+                if !conflicts.isEmpty { body.members.append(("_conflicts", .array(conflicts))) }
+                if !deleted.isEmpty { body.members.append(("_deleted_conflicts", .array(deleted))) }
+            }
+            return (id, row[1], body)
+        }
+    }
+}

@@ -1,0 +1,66 @@
+import CouchEngine
+import Foundation
+import Logging
+import Replication
+import TrackerApp
+
+/// In cluster mode, this server's own copies of the cluster databases it needs geo indexes
+/// for (CouchDB has none): `lt_places` and the analysts' database, kept by continuous pull
+/// replications (checkpointed, so a restart resumes), with the cluster's purges followed.
+struct ClusterMirrors {
+    private let tasks: [Task<Void, Never>]
+
+    /// Stops the replications and the purge follower.
+    func cancel() { tasks.forEach { $0.cancel() } }
+
+    /// Nothing to mirror without a cluster. Places are few and every device asks for them:
+    /// they are brought up to date before this returns.
+    static func start(_ clusterURL: String?, service: TrackerService, store: DatabaseStore, logger: Logger) async throws -> ClusterMirrors {
+        guard let clusterURL else { return ClusterMirrors(tasks: []) }
+        do { _ = try await replication(TrackerService.placesDB, from: clusterURL, into: store, continuous: false, logger: logger).run() } catch {
+            throw ServerStartFailure("cannot copy lt_places from the cluster: \(error)")
+        }
+        let analysis = service.analysisDatabase
+        if try await service.mirrorIsStale(analysis) {
+            logger.notice("this server's copy of \(analysis) was last brought up to date with the cluster's purges over \(Int(TrackerService.purgeRetention / 86400)) days ago: starting it afresh")
+            try await store.delete(analysis)
+        }
+        let mirrors = Task { await follow([TrackerService.placesDB, analysis], from: clusterURL, into: store, logger: logger) }
+        // Purges on the cluster (deleted users' locations) reach this server's copy too.
+        let purges = Task { await service.followPurges(into: analysis) }
+        return ClusterMirrors(tasks: [mirrors, purges])
+    }
+
+    /// A pull replication of a cluster database into this server's store of the same name.
+    static func replication(_ name: String, from clusterURL: String, into store: DatabaseStore, continuous: Bool, logger: Logger) throws -> Replication {
+        guard let components = URLComponents(string: clusterURL), let scheme = components.scheme, let host = components.host else {
+            throw ServerStartFailure("bad CouchDB URL")
+        }
+        let base = "\(scheme)://\(host):\(components.port ?? (scheme == "https" ? 443 : 80))"
+        if !store.exists(name) { _ = try store.create(name) }
+        var options = ReplicationOptions()
+        options.continuous = continuous
+        options.checkpointInterval = .seconds(1)
+        return Replication(source: try RemoteEndpoint(url: "\(base)/\(name)", username: components.user?.removingPercentEncoding,
+                                                      password: components.password?.removingPercentEncoding),
+                           target: LocalEndpoint(store: store, name: name), options: options, logger: logger)
+    }
+
+    /// Keeps the mirrors following; a replication that stops is started again after 5 s.
+    static func follow(_ names: [String], from clusterURL: String, into store: DatabaseStore, logger: Logger) async {
+        await withTaskGroup(of: Void.self) { group in
+            for name in names {
+                group.addTask {
+                    while !Task.isCancelled {
+                        do {
+                            _ = try await replication(name, from: clusterURL, into: store, continuous: true, logger: logger).run()
+                        } catch {
+                            logger.warning("mirror of \(name): \(error); starting again in 5 s")
+                        }
+                        try? await Task.sleep(for: .seconds(5))
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,182 @@
+import CouchEngine
+import CouchJSON
+import CouchProtocol
+import CouchServer
+import Foundation
+import HTTPServing
+import Hummingbird
+import JavaScript
+import Logging
+import NIOConcurrencyHelpers
+import ServiceLifecycle
+import TrackerApp
+
+/// The running server: the database API (CouchServer over the engine) and the application
+/// (TrackerApp over a CouchClient) composed into two listeners, embedded or in cluster mode.
+/// This is the only place that knows both; the application never sees the engine.
+public enum LocationTrackerServer {
+    /// Users' private databases are many and small, each written by one device: one
+    /// connection each, so thousands stay open. Shared ones get concurrent readers.
+    public static let connections: @Sendable (String) -> Connections = { name in
+        name.hasPrefix("lt_locations_user_") ? .single : .pool
+    }
+
+    /// The application's validation rules as Swift, by source, for `DesignDocumentValidator`:
+    /// its own databases then need no JavaScript engine.
+    public static let nativeValidators: [String: @Sendable (ProposedWrite, UserContext) -> CouchError?] = [
+        TrackerService.readOnlyValidation.source: { _, user in
+            user.isServerAdmin ? nil : .forbidden(TrackerService.readOnlyValidation.reason)
+        },
+    ]
+
+    /// Runs until SIGTERM or SIGINT.
+    public static func run(_ configuration: ServerConfiguration, logger: Logger) async throws {
+        let settings = try await prepareSettings(configuration)
+        let store = try openStore(configuration, logger: logger)
+        logger.info("\(configuration.maxOpenDatabases) databases open at most; memory allocator: \(configuration.allocator)")
+        var options = configuration.database
+        if configuration.mode == .singleDatabase { options.sharedDatabases = [TrackerService.sharedLocations] }
+        if let clusterURL = configuration.clusterURL, !configuration.databaseOnly, configuration.mode == .singleDatabase {
+            // With one shared database in the cluster, this server is its owners' way into it.
+            do { options.cluster = try CouchCluster(url: clusterURL) } catch let error as CouchError { throw ServerStartFailure(error.reason) }
+        }
+        let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
+        try api.prepareSystemDatabases()
+        api.startBackgroundJobs()
+        defer { api.stopBackgroundJobs() }
+
+        let boundDatabasePort = NIOLockedValueBox(configuration.databasePort)
+        let database = listener(
+            "database API", responder: api.responder, port: configuration.databasePort, serverName: nil,
+            configuration: configuration, logger: logger) { port in boundDatabasePort.withLockedValue { $0 = port } }
+        if configuration.databaseOnly {
+            try await ServiceGroup(configuration: groupConfiguration([database], logger: logger)).run()
+            return
+        }
+        try await runWithApplication(
+            configuration, api: api, store: store, database: database,
+            databasePort: { boundDatabasePort.withLockedValue { $0 } }, logger: logger)
+    }
+
+    /// Loads `server.json`, adds or keeps the configured admin (one is generated and printed
+    /// once when there is none), and saves it.
+    static func prepareSettings(_ configuration: ServerConfiguration) async throws -> ServerSettings {
+        var settings = try ServerSettings.load(from: configuration.directory)
+        let iterations = configuration.database.pbkdf2Iterations
+        if let admin = configuration.admin {
+            if let existing = settings.admins[admin.name], await Passwords.verify(admin.password, against: existing) {
+                // Unchanged: keep the stored hash.
+            } else {
+                settings.admins[admin.name] = try await Passwords.hash(admin.password, iterations: iterations)
+            }
+        }
+        if settings.admins.isEmpty {
+            let password = Hex.random(bytes: 12)
+            settings.admins["admin"] = try await Passwords.hash(password, iterations: iterations)
+            FileHandle.standardError.write(Data("""
+                lt: no server admin was configured, so one was created:
+                      name:     admin
+                      password: \(password)
+                    It is stored only as a PBKDF2 hash in \(configuration.directory.path)/server.json and will not be shown again.
+                    Use --admin NAME:PASSWORD to choose your own.
+
+                """.utf8))
+        }
+        try settings.save(to: configuration.directory)
+        return settings
+    }
+
+    static func openStore(_ configuration: ServerConfiguration, logger: Logger) throws -> DatabaseStore {
+        if let why = configuration.javascriptOffReason {
+            logger.warning("JavaScript is \(why): design documents' JavaScript functions answer 501 and writes to databases with JavaScript validation are refused; everything else, the application included, works")
+        }
+        return try DatabaseStore(
+            directory: configuration.directory, maxOpen: configuration.maxOpenDatabases, durability: configuration.durability,
+            validator: DesignDocumentValidator(queryServer: configuration.database.javascript, native: nativeValidators),
+            connections: configuration.sqliteConnections, maxDocumentSize: configuration.maxDocumentSize, logger: logger)
+    }
+
+    /// The application beside the database API: on this server's engine (embedded) or on the
+    /// cluster, with this server's mirrors for geo queries, consolidation and purges.
+    static func runWithApplication(
+        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, database: some Service,
+        databasePort: @escaping @Sendable () -> Int, logger: Logger
+    ) async throws {
+        let cluster = try await clusterClient(configuration)
+        let local = InProcessCouch(api: api)
+        let couch: any CouchClient = cluster ?? local
+        let mode = configuration.mode
+        // Devices replicate with the cluster, except into a shared database: through this server.
+        let devicesReplicateWith = mode == .singleDatabase ? nil : cluster.map { ($0.host, $0.scheme) }
+        let service = TrackerService(
+            couch: couch, geo: cluster == nil ? nil : local, databaseLocation: devicesReplicateWith, mode: mode,
+            passwordIterations: configuration.database.pbkdf2Iterations, throttle: configuration.database.loginThrottle, logger: logger)
+        do {
+            try await service.prepare(places: configuration.places)
+        } catch let failure as TrackerService.Failure {
+            throw ServerStartFailure("cannot prepare the application's databases\(cluster.map { " on \($0.baseURL)" } ?? ""): \(failure.body.text)")
+        } catch where cluster != nil {
+            throw ServerStartFailure("cannot reach CouchDB at \(cluster!.baseURL): \(error)")
+        }
+        let mirrors = try await ClusterMirrors.start(configuration.clusterURL, service: service, store: store, logger: logger)
+        defer { mirrors.cancel() }
+        logger.info("mode \(mode.rawValue): locations in \(mode == .singleDatabase ? TrackerService.sharedLocationsDB : "lt_locations_user_<name>")\(cluster.map { " on \($0.baseURL)" } ?? "")")
+        // Every user's locations flow into lt_locations_all (a single shared database needs no consolidation).
+        let consolidator = mode == .databasePerUser ? Consolidator(couch: couch, logger: logger) : nil
+        let consolidation = Task { await consolidator?.run() }
+        defer { consolidation.cancel() }
+        let application = listener(
+            "application API",
+            responder: TrackerHTTP(service: service, dashboard: configuration.dashboard, limits: configuration.application,
+                                   consolidator: consolidator, databasePort: databasePort).responder,
+            port: configuration.applicationPort, serverName: "LocationTracker", configuration: configuration, logger: logger)
+        try await ServiceGroup(configuration: groupConfiguration([database, application], logger: logger)).run()
+    }
+
+    /// The cluster's client in cluster mode, once its URL's credentials are known to be a
+    /// server admin's (the application creates databases and users); nil when embedded.
+    static func clusterClient(_ configuration: ServerConfiguration) async throws -> HTTPCouch? {
+        guard let url = configuration.clusterURL else { return nil }
+        let cluster: HTTPCouch
+        do { cluster = try HTTPCouch(url: url) } catch { throw ServerStartFailure(error.reason) }
+        let session: CouchReply
+        do { session = try await cluster.request(.get, "/_session", query: [:], body: nil) } catch {
+            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(error)")
+        }
+        guard session.ok, session.json["userCtx"]?["roles"]?.arrayValue?.contains("_admin") == true else {
+            throw ServerStartFailure("CouchDB at \(cluster.baseURL) does not take the URL's credentials as a server admin's (GET /_session answered \(session.status))")
+        }
+        return cluster
+    }
+
+    /// One listener with the configured connection limits; announces its bound port.
+    static func listener<Responder: HTTPResponder>(
+        _ name: String, responder: Responder, port: Int, serverName: String?, configuration: ServerConfiguration,
+        logger: Logger, bound: @escaping @Sendable (Int) -> Void = { _ in }
+    ) -> some Service where Responder.Context == ClientRequestContext {
+        let host = configuration.host
+        return Application(
+            responder: responder,
+            server: configuration.connections.server,
+            configuration: configuration.connections.configuration(address: .hostname(host, port: port), serverName: serverName),
+            onServerRunning: { channel in
+                let actual = channel.localAddress?.port ?? port
+                bound(actual)
+                announce(name, host: host, port: actual)
+            },
+            logger: logger)
+    }
+
+    /// SIGTERM and SIGINT shut down gracefully: requests in flight may finish, but long polls
+    /// and continuous feeds are cancelled after 3 s rather than kept to their timeout.
+    static func groupConfiguration(_ services: [any Service], logger: Logger) -> ServiceGroupConfiguration {
+        var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(3)
+        return configuration
+    }
+
+    /// Prints where a listener is, on stdout, so scripts and tests can find an ephemeral port.
+    static func announce(_ what: String, host: String, port: Int) {
+        FileHandle.standardOutput.write(Data("lt: \(what) listening on http://\(host):\(port)\n".utf8))
+    }
+}

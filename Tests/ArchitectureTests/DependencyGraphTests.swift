@@ -1,0 +1,161 @@
+import Foundation
+import Testing
+
+/// The package's targets depend on each other only as `docs/ARCHITECTURE.md` draws it: every
+/// edge in `Package.swift` is in the documented graph, and the documented graph runs one way
+/// (no edge to a higher layer, no cycle).
+struct DependencyGraphTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func everyEdgeInPackageSwiftIsDocumented() throws {
+        let package = try PackageManifest.read(Self.root.appendingPathComponent("Package.swift"))
+        let documented = try DocumentedGraph.read(Self.root.appendingPathComponent("docs/ARCHITECTURE.md"))
+        for target in package.targets.keys.sorted() where !package.isTest(target) {
+            #expect(documented.layers[target] != nil, "\(target) is in Package.swift but not in the table of docs/ARCHITECTURE.md")
+        }
+        for target in documented.layers.keys.sorted() {
+            #expect(package.targets[target] != nil, "\(target) is in docs/ARCHITECTURE.md but not in Package.swift")
+        }
+        for (target, dependencies) in package.targets.sorted(by: { $0.key < $1.key }) where !package.isTest(target) {
+            for dependency in dependencies.sorted() {
+                #expect(documented.edges[target, default: []].contains(dependency),
+                        "Package.swift: \(target) depends on \(dependency), which docs/ARCHITECTURE.md does not allow")
+            }
+        }
+    }
+
+    @Test func documentedGraphRunsOneWay() throws {
+        let documented = try DocumentedGraph.read(Self.root.appendingPathComponent("docs/ARCHITECTURE.md"))
+        #expect(documented.layers.count >= 15)
+        for (target, dependencies) in documented.edges {
+            for dependency in dependencies {
+                let from = try #require(documented.layers[target]), to = try #require(documented.layers[dependency], "\(dependency) has no layer")
+                #expect(to <= from, "\(target) (layer \(from)) may depend on \(dependency) (layer \(to)): an upward edge")
+            }
+        }
+        #expect(documented.cycle() == nil, "a cycle: \(documented.cycle() ?? [])")
+    }
+
+    /// Test targets depend on the source targets they test (and the test support), never on
+    /// another test target.
+    @Test func testTargetsDependOnlyOnSourceTargets() throws {
+        let package = try PackageManifest.read(Self.root.appendingPathComponent("Package.swift"))
+        let tests = package.targets.keys.filter(package.isTest)
+        #expect(!tests.isEmpty)
+        for test in tests.sorted() {
+            for dependency in package.targets[test, default: []] {
+                #expect(!package.isTest(dependency), "\(test) depends on the test target \(dependency)")
+            }
+        }
+    }
+
+    /// The reader itself, on a manifest written for it.
+    @Test func manifestReaderFindsTargetsAndEdges() {
+        let manifest = PackageManifest(text: """
+            let package = Package(targets: [
+                .target(name: "A", dependencies: ["B", .product(name: "X", package: "x")], swiftSettings: strict),
+                .target(name: "B", resources: [.copy("Dashboard")]),
+                .executableTarget(name: "c-tool", dependencies: ["A"]),
+                .testTarget(name: "ATests", dependencies: ["A", "B"]),
+            ])
+            package.targets.first { $0.name == "B" }?.dependencies.append("CSystem")
+            """)
+        #expect(manifest.targets == ["A": ["B"], "B": ["CSystem"], "c-tool": ["A"], "ATests": ["A", "B"]])
+        #expect(manifest.isTest("ATests") && !manifest.isTest("A"))
+    }
+
+    @Test func cycleIsFound() {
+        let graph = DocumentedGraph(layers: ["A": 1, "B": 1, "C": 0], edges: ["A": ["B"], "B": ["A", "C"]])
+        #expect(graph.cycle() != nil)
+        #expect(DocumentedGraph(layers: ["A": 1, "B": 0], edges: ["A": ["B"]]).cycle() == nil)
+    }
+}
+
+/// The targets of `Package.swift` and their in-package dependencies, read from its text (the
+/// manifest is plain: `.target(name: "X", dependencies: ["Y", .product(...)])`, and
+/// dependencies appended after it with `package.targets.first { $0.name == "X" }?.dependencies.append("Y")`).
+struct PackageManifest {
+    var targets: [String: Set<String>] = [:]
+    var testTargets: Set<String> = []
+
+    func isTest(_ name: String) -> Bool { testTargets.contains(name) }
+
+    static func read(_ url: URL) throws -> PackageManifest {
+        PackageManifest(text: try String(contentsOf: url, encoding: .utf8))
+    }
+
+    init(text: String) {
+        let declaration = /\.(target|executableTarget|testTarget|systemLibrary)\(\s*name:\s*"([^"]+)"/
+        for match in text.matches(of: declaration) {
+            let name = String(match.output.2)
+            if match.output.1 == "testTarget" { testTargets.insert(name) }
+            let body = Self.balanced(text[match.range.upperBound...])
+            var dependencies = Set<String>()
+            if let list = body.firstRange(of: "dependencies:") {
+                let items = Self.balanced(body[list.upperBound...].drop { $0 != "[" }.dropFirst(), open: "[", close: "]")
+                let withoutProducts = items.replacing(/\.product\([^)]*\)/, with: "")
+                for literal in withoutProducts.matches(of: /"([^"]+)"/) { dependencies.insert(String(literal.output.1)) }
+            }
+            targets[name] = dependencies
+        }
+        for match in text.matches(of: /package\.targets\.first \{ \$0\.name == "([^"]+)" \}\?\.dependencies\.append\("([^"]+)"\)/) {
+            targets[String(match.output.1), default: []].insert(String(match.output.2))
+        }
+    }
+
+    /// The text up to the bracket that closes the one just before it.
+    static func balanced(_ text: Substring, open: Character = "(", close: Character = ")") -> Substring {
+        var depth = 1
+        var inString = false
+        for index in text.indices {
+            let character = text[index]
+            if character == "\"" { inString.toggle() }
+            if inString { continue }
+            if character == open { depth += 1 }
+            if character == close {
+                depth -= 1
+                if depth == 0 { return text[..<index] }
+            }
+        }
+        return text
+    }
+}
+
+/// The table "Targets and layers" in `docs/ARCHITECTURE.md`: `| layer | target | purpose | may depend on |`.
+struct DocumentedGraph {
+    var layers: [String: Int]
+    var edges: [String: Set<String>]
+
+    static func read(_ url: URL) throws -> DocumentedGraph {
+        let text = try String(contentsOf: url, encoding: .utf8)
+        var layers: [String: Int] = [:], edges: [String: Set<String>] = [:]
+        for line in text.split(separator: "\n") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            // | 4 protocol | `CouchProtocol` | purpose | `CouchJSON`, `Geo` |
+            guard cells.count == 6, let layer = Int(cells[1].prefix { $0.isNumber }),
+                  let target = cells[2].firstMatch(of: /^`([^`]+)`$/)?.output.1 else { continue }
+            layers[String(target)] = layer
+            edges[String(target)] = Set(cells[4].matches(of: /`([^`]+)`/).map { String($0.output.1) })
+        }
+        return DocumentedGraph(layers: layers, edges: edges)
+    }
+
+    /// A cycle of targets, or nil.
+    func cycle() -> [String]? {
+        var state: [String: Bool] = [:]  // false: on the path; true: done
+        func visit(_ node: String, _ path: [String]) -> [String]? {
+            if state[node] == true { return nil }
+            if state[node] == false, let start = path.firstIndex(of: node) { return Array(path[start...]) + [node] }
+            state[node] = false
+            for next in edges[node, default: []].sorted() {
+                if let found = visit(next, path + [node]) { return found }
+            }
+            state[node] = true
+            return nil
+        }
+        for node in edges.keys.sorted() {
+            if let found = visit(node, []) { return found }
+        }
+        return nil
+    }
+}

@@ -85,6 +85,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -108,7 +109,7 @@ let package = Package(
         .target(
             name: "Replication",
             dependencies: [
-                "CouchJSON", "CouchEngine", "MIMEMultipart",
+                "CouchJSON", "CouchEngine", "CouchProtocol", "MIMEMultipart",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -140,7 +141,7 @@ let package = Package(
         .target(
             name: "TrackerKit",
             dependencies: [
-                "CouchJSON", "Geo", "CouchEngine", "Replication",
+                "CouchJSON", "Geo", "CouchEngine", "CouchProtocol", "Replication",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

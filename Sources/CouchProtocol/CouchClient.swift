@@ -2,7 +2,6 @@ import AsyncHTTPClient
 import CouchJSON
 import Foundation
 import HTTPTypes
-import NIOCore
 import NIOHTTP1
 
 /// A CouchDB server spoken to only through CouchDB's HTTP API: the server in this process
@@ -16,15 +15,18 @@ public protocol CouchClient: Sendable {
     func verify(name: String, password: String) async throws -> (name: String, roles: [String])?
 }
 
-/// A CouchDB answer: status and body.
+/// A CouchDB answer read whole: status, headers and body.
 public struct CouchReply: Sendable {
     public var status: Int
+    public var headers: HTTPHeaders
     public var body: [UInt8]
     public var json: JSON { (try? JSON.parse(body)) ?? .null }
     public var ok: Bool { (200..<300).contains(status) }
+    public var contentType: String { headers["Content-Type"].first ?? "" }
 
-    public init(status: Int, body: [UInt8]) {
+    public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8]) {
         self.status = status
+        self.headers = headers
         self.body = body
     }
 }
@@ -39,64 +41,27 @@ extension CouchClient {
 /// Apache CouchDB over HTTP (cluster mode), as the server admin named in its URL
 /// (`http://admin:secret@couchdb.example:5984`). The application runs on it unchanged.
 public struct HTTPCouch: CouchClient {
+    let server: CouchHTTPClient
     /// `scheme://host:port`, without credentials.
-    public let baseURL: String
+    public var baseURL: String { server.serverURL }
     /// `host:port` as devices reach the cluster (what a login hands out).
-    public let host: String
-    public let scheme: String
-    let authorization: String
-    let http: HTTPClient
-
-    /// The client cluster-mode requests share.
-    static let sharedClient: HTTPClient = {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
-        configuration.timeout.connect = .seconds(10)
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
+    public var host: String { server.host }
+    public var scheme: String { server.scheme }
 
     /// A URL with admin credentials; 400 `bad_request` when it has none or is not http(s).
-    public init(url: String, http: HTTPClient? = nil) throws(CouchError) {
-        let address: AdminURL
-        address = try AdminURL(url)
-        scheme = address.scheme
-        host = address.host
-        baseURL = address.baseURL
-        authorization = address.authorization
-        self.http = http ?? HTTPCouch.sharedClient
+    /// Connections are retried while a request's deadline allows (a cluster node restarting).
+    public init(url: String, http: HTTPClient = CouchHTTPClient.retryingConnections) throws(CouchError) {
+        server = try CouchHTTPClient.admin(url: url, http: http)
     }
 
     public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
-        try await send(method, path, query: query, body: body, authorization: authorization)
+        try await server.send(HTTPMethod(rawValue: method.rawValue), path + CouchURL.query(query), json: body, maxBody: 512 << 20)
     }
 
     /// Who a name and password are, as the cluster's `GET /_session` says with them.
     public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
-        let reply = try await send(.get, "/_session", query: [:], body: nil,
-                                   authorization: "Basic " + Data("\(name):\(password)".utf8).base64EncodedString())
+        let reply = try await server.authenticated(as: (name, password)).send(.GET, "/_session")
         guard reply.ok, let user = reply.json["userCtx"]?["name"]?.stringValue else { return nil }
         return (user, (reply.json["userCtx"]?["roles"]?.arrayValue ?? []).compactMap(\.stringValue))
-    }
-
-    func send(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?, authorization: String) async throws -> CouchReply {
-        var url = baseURL + path
-        if !query.isEmpty {
-            // Every reserved character escaped, `+` too (CouchDB reads it as a space).
-            let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "-._~"))
-            url += "?" + query.sorted { $0.key < $1.key }.map { key, value in
-                "\(key.addingPercentEncoding(withAllowedCharacters: allowed) ?? key)=\(value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value)"
-            }.joined(separator: "&")
-        }
-        var request = HTTPClientRequest(url: url)
-        request.method = HTTPMethod(rawValue: method.rawValue)
-        request.headers.add(name: "Authorization", value: authorization)
-        request.headers.add(name: "Accept", value: "application/json")
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: body.bytes))
-        }
-        let response = try await http.execute(request, timeout: .seconds(120))
-        let bytes = try await response.body.collect(upTo: 512 << 20)
-        return CouchReply(status: Int(response.status.code), body: Array(buffer: bytes))
     }
 }

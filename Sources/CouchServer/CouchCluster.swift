@@ -17,20 +17,20 @@ import Replication
 /// credentials, so the cluster's `_security` decides. Users and API keys are the cluster's
 /// `_users` documents (`ClusterUsers`).
 public struct CouchCluster: Sendable {
+    /// The cluster, as no one: each request carries the `Authorization` it is sent with.
+    let server: CouchHTTPClient
     /// `scheme://host:port`, without credentials.
-    public let baseURL: String
+    public var baseURL: String { server.serverURL }
     let adminAuthorization: String
-    let client: HTTPClient
     let users: ClusterUsers
     /// Each shared database's `_security`, read from the cluster at most every 30 s.
     private let securities = Locked<[String: (security: JSONObject, read: ContinuousClock.Instant)]>([:])
 
     /// `url` carries the admin credentials: `http://ADMIN:PASSWORD@host:5984`.
-    public init(url: String, client: HTTPClient = RemoteEndpoint.sharedClient) throws {
-        let address = try AdminURL(url)
-        baseURL = address.baseURL
-        adminAuthorization = address.authorization
-        self.client = client
+    public init(url: String, client: HTTPClient = CouchHTTPClient.shared) throws(CouchError) {
+        let admin = try CouchHTTPClient.admin(url: url, http: client)
+        adminAuthorization = admin.basicAuthorization ?? ""
+        server = admin.authenticated(as: nil)
         users = ClusterUsers()
     }
 
@@ -47,18 +47,17 @@ public struct CouchCluster: Sendable {
     func send(
         _ method: HTTPRequest.Method, path: [String], query: [String: String], headers: HTTPFields, body: [UInt8], authorization: String?
     ) async throws -> APIResponse {
-        var request = HTTPClientRequest(url: url(path, query))
-        request.method = HTTPMethod(rawValue: method.rawValue)
-        for field in headers where Self.forwardedRequestHeaders.contains(field.name.canonicalName) {
-            request.headers.add(name: field.name.rawName, value: field.value)
-        }
-        if let authorization { request.headers.replaceOrAdd(name: "Authorization", value: authorization) }
-        if !body.isEmpty || method == .put || method == .post { request.body = .bytes(ByteBuffer(bytes: body)) }
+        var forwarded = headers.filter { Self.forwardedRequestHeaders.contains($0.name.canonicalName) }.map { ($0.name.rawName, $0.value) }
+        if let authorization { forwarded.append(("Authorization", authorization)) }
+        let sendsBody = !body.isEmpty || method == .put || method == .post
         let response: HTTPClientResponse
         do {
             // The deadline covers the answer's head only (a long poll's head can wait for its
             // changes); a body, a continuous feed's too, streams for as long as it lasts.
-            response = try await client.execute(request, timeout: .seconds(300))
+            response = try await server.stream(
+                HTTPMethod(rawValue: method.rawValue), CouchURL.path(path) + CouchURL.query(query), headers: forwarded,
+                body: sendsBody ? body : nil, contentType: headers[.contentType] ?? "application/json", accept: nil,
+                deadline: .now() + .seconds(300))
         } catch {
             throw CouchError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
         }
@@ -83,24 +82,6 @@ public struct CouchCluster: Sendable {
         let bytes = collector.bytes.withLock { $0 }
         return (Int(response.status.code), (try? JSON.parse(bytes)) ?? .null)
     }
-
-    /// The URL of `path` (decoded segments) with `query` (decoded values), encoded again.
-    func url(_ path: [String], _ query: [String: String]) -> String {
-        var text = baseURL
-        for segment in path { text += "/" + (segment.addingPercentEncoding(withAllowedCharacters: Self.segmentCharacters) ?? segment) }
-        if path.isEmpty { text += "/" }
-        if !query.isEmpty {
-            text += "?" + query.sorted { $0.key < $1.key }.map { key, value in
-                (key.addingPercentEncoding(withAllowedCharacters: Self.queryCharacters) ?? key) + "="
-                    + (value.addingPercentEncoding(withAllowedCharacters: Self.queryCharacters) ?? value)
-            }.joined(separator: "&")
-        }
-        return text
-    }
-
-    static let segmentCharacters = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/?#%;"))
-    // `;` separates parameters for CouchDB (mochiweb) as `&` does: it is encoded too.
-    static let queryCharacters = CharacterSet.urlQueryAllowed.subtracting(CharacterSet(charactersIn: "&=+?#%;"))
 
     /// The `_security` of a database on the cluster (cached for 30 s); empty when unreadable.
     func security(of db: String) async -> JSONObject {

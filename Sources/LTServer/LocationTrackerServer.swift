@@ -38,7 +38,7 @@ public enum LocationTrackerServer {
         if configuration.mode == .singleDatabase { options.sharedDatabases = [TrackerService.sharedLocations] }
         if let clusterURL = configuration.clusterURL, !configuration.databaseOnly, configuration.mode == .singleDatabase {
             // With one shared database in the cluster, this server is its owners' way into it.
-            do { options.cluster = try CouchCluster(url: clusterURL) } catch let error as CouchError { throw ServerStartFailure(error.reason) }
+            do { options.cluster = try CouchCluster(url: clusterURL) } catch { throw ServerStartFailure(error.reason) }
         }
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import MIMEMultipart
 import NIOCore
@@ -10,134 +11,50 @@ import NIOHTTP1
 /// speaks the replication protocol. Credentials come from the URL (`http://user:pw@host/db`)
 /// or are passed in, and go out as basic auth.
 public struct RemoteEndpoint: ReplicationEndpoint {
-    /// How credentials go to the peer.
-    public enum Authentication: Sendable {
-        /// `Authorization: Basic` on every request.
-        case basic
-        /// Log in once with `POST /_session` and send the `AuthSession` cookie; log in again
-        /// when the server answers 401 (an expired session).
-        case cookie
-    }
+    /// How credentials go to the peer (basic auth, or a `_session` cookie).
+    public typealias Authentication = CouchHTTPClient.Authentication
+    typealias Reply = CouchHTTPClient.Reply
 
     /// The database URL without credentials, no trailing slash.
-    public let url: String
-    let authorization: String?
-    let credentials: (user: String, password: String)?
-    let authentication: Authentication
-    private let sessionCookie = Locked<String?>(nil)
-    let client: HTTPClient
+    public var url: String { server.url }
+    /// The peer, at the database's URL.
+    let server: CouchHTTPClient
     /// Whether `_bulk_get` works on this peer; probed on first use (false: never try it).
     private let bulkGetSupported: Locked<Bool?>
-
-    /// The HTTP client replications share. Connection attempts are not retried inside the
-    /// client: a peer that is down fails the request at once, and the replicator's own
-    /// backoff decides when to try again (and reports the replication as offline meanwhile).
-    public static let sharedClient: HTTPClient = {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 8)
-        configuration.connectionPool.retryConnectionEstablishment = false
-        configuration.timeout.connect = .seconds(10)
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
 
     /// - Parameter bulkGet: use `_bulk_get` when the peer has it (false: always fetch with
     ///   per-document `open_revs`, as for peers without it).
     public init(url: String, username: String? = nil, password: String? = nil, authentication: Authentication = .basic,
-                bulkGet: Bool = true, client: HTTPClient = RemoteEndpoint.sharedClient) throws {
+                bulkGet: Bool = true, client: HTTPClient = CouchHTTPClient.shared) throws {
         bulkGetSupported = Locked(bulkGet ? nil : false)
-        guard var components = URLComponents(string: url), let scheme = components.scheme, ["http", "https"].contains(scheme),
-              components.host != nil else {
+        do {
+            server = try CouchHTTPClient(url: url, username: username, password: password, authentication: authentication, http: client)
+        } catch {
             throw ReplicationError(.fatal, "Not an http(s) database URL: \(url)")
         }
-        let user = username ?? components.user.map { $0.removingPercentEncoding ?? $0 }
-        let pass = password ?? components.password.map { $0.removingPercentEncoding ?? $0 }
-        components.user = nil
-        components.password = nil
-        var text = components.string ?? url
-        while text.hasSuffix("/") { text.removeLast() }
-        self.url = text
-        if let user, let pass {
-            authorization = "Basic " + Data("\(user):\(pass)".utf8).base64EncodedString()
-            credentials = (user, pass)
-        } else {
-            authorization = nil
-            credentials = nil
-        }
-        self.authentication = authentication
-        self.client = client
     }
 
     public var displayName: String { url }
 
-    /// The server's root URL and the database's path segment.
-    var serverURL: String {
-        guard let slash = url.range(of: "/", options: .backwards), slash.lowerBound > url.index(url.startIndex, offsetBy: 8) else { return url }
-        return String(url[..<slash.lowerBound])
+    /// A document's path after the database's URL: its id escaped, but a `_local/` or
+    /// `_design/` prefix kept as a path segment, as CouchDB expects them.
+    static func documentPath(_ id: String) -> String {
+        for prefix in ["_local/", "_design/"] where id.hasPrefix(prefix) {
+            return "/" + prefix + CouchURL.encode(String(id.dropFirst(prefix.count)))
+        }
+        return "/" + CouchURL.encode(id)
     }
 
-    struct Reply {
-        var status: Int
-        var body: [UInt8]
-        var contentType = ""
-        var json: JSON { (try? JSON.parse(body)) ?? .null }
-    }
-
-    /// One request; network failures become transient errors, error statuses are returned.
-    func send(_ method: HTTPMethod, _ path: String, json: JSON? = nil, base: String? = nil, accept: String = "application/json",
+    /// One request (`target`: the path after the database's URL, or after the server's with
+    /// `fromServerRoot`); network failures become transient errors, error statuses are returned.
+    func send(_ method: HTTPMethod, _ target: String, json: JSON? = nil, fromServerRoot: Bool = false, accept: String = "application/json",
               timeout: TimeAmount = .seconds(120)) async throws -> Reply {
-        guard authentication == .cookie, credentials != nil else {
-            return try await execute(method, path, json: json, base: base, accept: accept, timeout: timeout, auth: authorization.map { ("Authorization", $0) })
-        }
-        var cookie = sessionCookie.withLock { $0 }
-        if cookie == nil { cookie = try await logIn() }
-        let reply = try await execute(method, path, json: json, base: base, accept: accept, timeout: timeout, auth: cookie.map { ("Cookie", $0) })
-        guard reply.status == 401 else { return reply }
-        // The session expired: log in again once.
-        let fresh = try await logIn()
-        return try await execute(method, path, json: json, base: base, accept: accept, timeout: timeout, auth: fresh.map { ("Cookie", $0) })
-    }
-
-    /// `POST /_session`; returns the `AuthSession=...` cookie, or nil when the server set none.
-    private func logIn() async throws -> String? {
-        guard let credentials else { return nil }
-        var request = HTTPClientRequest(url: serverURL + "/_session")
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: JSON.object(["name": .string(credentials.user), "password": .string(credentials.password)]).bytes))
-        let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, timeout: .seconds(60))
-            _ = try await response.body.collect(upTo: 1 << 20)
+            return try await server.send(method, target, fromServerRoot: fromServerRoot, json: json, accept: accept, timeout: timeout)
+        } catch let refused as CouchHTTPClient.LoginRefused {
+            throw failure(Reply(status: refused.status, body: []), "log in to \(server.serverURL)")
         } catch {
-            throw ReplicationError(.transient, "POST \(serverURL)/_session: \(error)")
-        }
-        guard response.status == .ok else {
-            throw failure(Reply(status: Int(response.status.code), body: []), "log in to \(serverURL)")
-        }
-        let cookie = response.headers["Set-Cookie"].lazy.compactMap { header -> String? in
-            let pair = header.split(separator: ";").first.map(String.init) ?? ""
-            return pair.hasPrefix("AuthSession=") ? pair : nil
-        }.first
-        sessionCookie.withLock { $0 = cookie }
-        return cookie
-    }
-
-    private func execute(_ method: HTTPMethod, _ path: String, json: JSON?, base: String?, accept: String, timeout: TimeAmount,
-                         auth: (String, String)?) async throws -> Reply {
-        var request = HTTPClientRequest(url: (base ?? url) + path)
-        request.method = method
-        request.headers.add(name: "Accept", value: accept)
-        if let auth { request.headers.add(name: auth.0, value: auth.1) }
-        if let json {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: json.bytes))
-        }
-        do {
-            let response = try await client.execute(request, timeout: timeout)
-            let body = try await response.body.collect(upTo: 1 << 30)
-            return Reply(status: Int(response.status.code), body: Array(buffer: body), contentType: response.headers["Content-Type"].first ?? "")
-        } catch {
-            throw ReplicationError(.transient, "\(method) \(displayName)\(path): \(error)")
+            throw ReplicationError(.transient, "\(method) \(displayName)\(target): \(error)")
         }
     }
 
@@ -152,18 +69,6 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         }
     }
 
-    static func encode(_ value: String) -> String {
-        var allowed = CharacterSet.urlPathAllowed
-        allowed.remove(charactersIn: "/?#&=+")
-        return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
-    }
-
-    static func query(_ json: JSON) -> String {
-        var allowed = CharacterSet.urlQueryAllowed
-        allowed.remove(charactersIn: "&=+#;")  // `;` separates parameters for CouchDB too
-        return json.text.addingPercentEncoding(withAllowedCharacters: allowed) ?? json.text
-    }
-
     public func prepare(create: Bool) async throws {
         let head = try await send(.GET, "")
         if head.status == 200 { return }
@@ -176,14 +81,14 @@ public struct RemoteEndpoint: ReplicationEndpoint {
     }
 
     public func identity() async throws -> String {
-        let root = try await send(.GET, "/", base: serverURL)
+        let root = try await send(.GET, "/", fromServerRoot: true)
         let name = url.split(separator: "/").last.map(String.init) ?? url
         if root.status == 200, let uuid = root.json["uuid"]?.stringValue { return "\(uuid)/\(name)" }
         return url
     }
 
     public func localDocument(_ id: String) async throws -> JSONObject? {
-        let reply = try await send(.GET, "/" + id)
+        let reply = try await send(.GET, RemoteEndpoint.documentPath(id))
         if reply.status == 404 { return nil }
         guard reply.status == 200, let object = reply.json.objectValue else { throw failure(reply, "read \(id)") }
         return object
@@ -193,7 +98,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         var body = body
         if let current = try await localDocument(id), let rev = current["_rev"] { body["_rev"] = rev } else { body.removeValue(forKey: "_rev") }
         body["_id"] = .string(id)
-        let reply = try await send(.PUT, "/" + id, json: .object(body))
+        let reply = try await send(.PUT, RemoteEndpoint.documentPath(id), json: .object(body))
         guard reply.status == 201 || reply.status == 200 else { throw failure(reply, "save checkpoint \(id)") }
     }
 
@@ -203,7 +108,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
 
     func readChanges(feed: String, since: JSON, limit: Int, filter: ReplicationFilter?, timeout: Duration?) async throws -> ChangesBatch {
         // A string sequence goes out as it came (CouchDB's are opaque strings); others as JSON.
-        let sinceParam = since.stringValue.map(RemoteEndpoint.encode) ?? RemoteEndpoint.query(since)
+        let sinceParam = CouchURL.encode(since.stringValue ?? since.text)
         var path = "/_changes?style=all_docs&feed=\(feed)&limit=\(limit)&since=\(sinceParam)"
         if let timeout { path += "&timeout=\(timeout.components.seconds * 1000)" }
         var body: JSON? = nil
@@ -215,9 +120,9 @@ public struct RemoteEndpoint: ReplicationEndpoint {
             path += "&filter=_selector"
             body = ["selector": selector]
         case let .function(name, queryParams)?:
-            path += "&filter=" + RemoteEndpoint.encode(name)
+            path += "&filter=" + CouchURL.encode(name)
             for (key, value) in queryParams.members {
-                path += "&" + RemoteEndpoint.encode(key) + "=" + RemoteEndpoint.encode(value.stringValue ?? value.text)
+                path += "&" + CouchURL.encode(key) + "=" + CouchURL.encode(value.stringValue ?? value.text)
             }
         case nil: break
         }
@@ -229,7 +134,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
 
     public func filterCode(_ name: String, queryParams: JSONObject) async throws -> String {
         let (ddocID, function) = try ReplicationFilter.designPath(name, queryParams)
-        let reply = try await send(.GET, "/" + ddocID.split(separator: "/").map { RemoteEndpoint.encode(String($0)) }.joined(separator: "/"))
+        let reply = try await send(.GET, RemoteEndpoint.documentPath(ddocID))
         guard reply.status == 200 else { throw failure(reply, "read the filter's design document \(ddocID)") }
         var code: JSON? = reply.json
         for key in ReplicationFilter.codePath(name, function) { code = code?[key] }
@@ -281,7 +186,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         for request in requests {
             let revs = JSON.array(request.revs.map { .string($0.description) })
             let since = JSON.array(request.attsSince.map { .string($0.description) })
-            let path = "/\(RemoteEndpoint.encode(request.id))?revs=true&latest=true&attachments=true&open_revs=\(RemoteEndpoint.query(revs))&atts_since=\(RemoteEndpoint.query(since))"
+            let path = RemoteEndpoint.documentPath(request.id) + "?revs=true&latest=true&attachments=true&open_revs=\(CouchURL.encode(revs.text))&atts_since=\(CouchURL.encode(since.text))"
             let reply = try await send(.GET, path, accept: "multipart/mixed, application/json")
             guard reply.status == 200 else { throw failure(reply, "open_revs \(request.id)") }
             docs += try RemoteEndpoint.openRevisionsDocuments(reply)

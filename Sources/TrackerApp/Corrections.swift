@@ -1,4 +1,5 @@
 import CouchJSON
+import CouchProtocol
 import Foundation
 import Geo
 
@@ -29,7 +30,7 @@ extension TrackerService {
             throw Failure(400, "bad_request", "Send the corrected position as `latitude` and `longitude` (or a Point `geometry`)")
         }
         do { try Coordinate(lon: lon, lat: lat).validate() } catch let error as GeometryError { throw Failure(400, "bad_request", error.reason) }
-        let place = try await couch.request(.get, "/\(TrackerService.placesDB)/\(TrackerService.encode(id))")
+        let place = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
         guard place.ok, place.json["geometry"] != nil else { throw Failure(404, "not_found", "No place \(id)") }
         let original = place.json["geometry"]?["coordinates"]
         let report: JSON = [
@@ -62,21 +63,21 @@ extension TrackerService {
     /// `previousPositions`, place marked `verified`) and bumps the dataset version; `reject`
     /// only records the decision.
     public func review(report id: String, approve: Bool, by admin: String) async throws -> JSON {
-        let reply = try await couch.request(.get, "/\(TrackerService.reportsDB)/\(TrackerService.encode(id))")
+        let reply = try await couch.request(.get, "/\(TrackerService.reportsDB)/\(CouchURL.encode(id))")
         guard reply.ok, var report = reply.json.objectValue, report["type"] == "reported-location" else {
             throw Failure(404, "not_found", "No report \(id)")
         }
         guard report["reviewStatus"] == "submitted" else { throw Failure(409, "conflict", "Report \(id) was already reviewed") }
         var dataVersion: JSON = .null
         if approve, let placeID = report["placeId"]?.stringValue {
-            let placeReply = try await couch.request(.get, "/\(TrackerService.placesDB)/\(TrackerService.encode(placeID))")
+            let placeReply = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))")
             guard placeReply.ok, var place = placeReply.json.objectValue else { throw Failure(404, "not_found", "No place \(placeID)") }
             var history = place["previousPositions"]?.arrayValue ?? []
             history.append(["geometry": place["geometry"] ?? .null, "replacedAt": .string(Date().ISO8601Format()), "report": .string(id)])
             place["previousPositions"] = .array(history)
             place["geometry"] = report["geometry"]
             place["verified"] = true
-            let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(TrackerService.encode(placeID))", body: .object(place))
+            let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(place))
             if saved.status == 409 { throw Failure(409, "conflict", "The place changed meanwhile; review again") }
             try expect(saved, "move place \(placeID)")
             dataVersion = .int(try await bumpRelease())
@@ -84,7 +85,7 @@ extension TrackerService {
         report["reviewStatus"] = approve ? "approved" : "rejected"
         report["reviewedBy"] = .string(admin)
         report["reviewedDate"] = .string(Date().ISO8601Format())
-        try await expect(couch.request(.put, "/\(TrackerService.reportsDB)/\(TrackerService.encode(id))", body: .object(report)), "record the review")
+        try await expect(couch.request(.put, "/\(TrackerService.reportsDB)/\(CouchURL.encode(id))", body: .object(report)), "record the review")
         return ["ok": true, "reviewStatus": report["reviewStatus"]!, "dataVersion": dataVersion]
     }
 
@@ -108,10 +109,5 @@ extension TrackerService {
             if saved.status != 409 { throw failure(saved, "bump the places release") }
         }
         throw Failure(503, "conflict", "The places release is changing too often; try again")
-    }
-
-    /// A document id as one path segment.
-    static func encode(_ id: String) -> String {
-        id.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-_.~"))) ?? id
     }
 }

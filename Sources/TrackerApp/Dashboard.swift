@@ -54,13 +54,13 @@ extension TrackerService {
         var doc: JSONObject = ["type": "Feature", "created_at": .double((Date().timeIntervalSince1970 * 1000).rounded())]
         let placeID = id ?? "place-" + Hex.random(bytes: 8)
         if let id {
-            let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(TrackerService.encode(id))")
+            let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
             guard existing.ok, let object = existing.json.objectValue, object["geometry"] != nil else { throw Failure(404, "not_found", "No place \(id)") }
             doc = object
         }
         doc["name"] = .string(name)
         doc["geometry"] = Geometry.point(position).geoJSON
-        let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(TrackerService.encode(placeID))", body: .object(doc))
+        let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(doc))
         if saved.status == 409 { throw Failure(409, "conflict", "The place changed meanwhile; reload and try again") }
         try expect(saved, "save place \(placeID)")
         let release = try await bumpRelease()
@@ -70,9 +70,9 @@ extension TrackerService {
     /// Deletes a place; the places release is bumped.
     public func deletePlace(_ id: String) async throws -> JSON {
         guard id != TrackerService.releaseID, !id.hasPrefix("_") else { throw Failure(400, "bad_request", "\(id) is not a place") }
-        let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(TrackerService.encode(id))")
+        let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
         guard existing.ok, let rev = existing.json["_rev"]?.stringValue else { throw Failure(404, "not_found", "No place \(id)") }
-        let deleted = try await couch.request(.delete, "/\(TrackerService.placesDB)/\(TrackerService.encode(id))", query: ["rev": rev], body: nil)
+        let deleted = try await couch.request(.delete, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))", query: ["rev": rev], body: nil)
         try expect(deleted, "delete place \(id)")
         return ["ok": true, "dataVersion": .int(try await bumpRelease())]
     }
@@ -156,12 +156,12 @@ extension TrackerService {
             db = TrackerService.sharedLocationsDB
             if let user { stored = OwnerNamespace(owner: user).stored(id) }
         }
-        let path = "/\(db)/\(TrackerService.encode(stored))"
+        let path = "/\(db)/\(CouchURL.encode(stored))"
         let doc = try await couch.request(.get, path)
         guard doc.ok, let stub = doc.json["_attachments"]?[attachment], let type = stub["content_type"]?.stringValue, type.hasPrefix("image/") else {
             throw Failure(404, "not_found", "No photo \(attachment) in \(id)")
         }
-        let bytes = try await couch.request(.get, path + "/" + TrackerService.encode(attachment))
+        let bytes = try await couch.request(.get, path + "/" + CouchURL.encode(attachment))
         try expect(bytes, "read photo \(id)/\(attachment)")
         return (bytes.body, type)
     }

@@ -304,7 +304,7 @@ public final class TrackerService: Sendable {
     /// `DELETE /api/keys/:key`: revokes one of the user's API keys (a lost device); it stops
     /// opening the database at once.
     public func revokeKey(_ key: String, of username: String) async throws -> JSON {
-        let path = "/_users/org.couchdb.user:\(TrackerService.encode(key))"
+        let path = "/_users/org.couchdb.user:\(CouchURL.encode(key))"
         let reply = try await couch.request(.get, path)
         // Another user's key is as unknown as a key that never was.
         guard key.hasPrefix("key-"), reply.ok, reply.json["lt_user"]?.stringValue == username, let rev = reply.json["_rev"]?.stringValue else {
@@ -384,7 +384,7 @@ public final class TrackerService: Sendable {
         ], body: nil)
         for row in locals.json["rows"]?.arrayValue ?? [] {
             guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"]?.stringValue else { continue }
-            _ = try await couch.request(.delete, "/\(db)/_local/\(TrackerService.encode(String(id.dropFirst(7))))", query: ["rev": rev], body: nil)
+            _ = try await couch.request(.delete, "/\(db)/_local/\(CouchURL.encode(String(id.dropFirst(7))))", query: ["rev": rev], body: nil)
         }
         return purged
     }
@@ -468,7 +468,7 @@ public final class TrackerService: Sendable {
             "properties": .object(properties),
         ]
         let stored = mode == .singleDatabase ? OwnerNamespace(owner: user).stored(id) : id
-        let reply = try await couch.request(.put, "/\(locationDatabase(for: user))/\(TrackerService.encode(stored))", body: doc)
+        let reply = try await couch.request(.put, "/\(locationDatabase(for: user))/\(CouchURL.encode(stored))", body: doc)
         guard reply.ok || reply.status == 409 else { throw failure(reply, "store an OwnTracks location") }
         return []
     }

@@ -1,4 +1,5 @@
 import CouchJSON
+import CouchProtocol
 import Foundation
 import Geo
 import AsyncHTTPClient
@@ -43,19 +44,20 @@ public struct TrackerClient: Sendable {
 
     /// The application's base URL, e.g. `http://127.0.0.1:8080`.
     public let baseURL: String
-    let http: HTTPClient
+    /// The application server (nil when `baseURL` is not an http(s) URL: every call fails).
+    let server: CouchHTTPClient?
 
-    /// `http` defaults to the replicator's client, which does not retry connecting: with the
-    /// server unreachable a call fails at once (and the app answers from the device) instead of
+    /// `http` defaults to the shared client, which does not retry connecting: with the server
+    /// unreachable a call fails at once (and the app answers from the device) instead of
     /// waiting out the connect timeout.
-    public init(baseURL: String, http: HTTPClient = RemoteEndpoint.sharedClient) {
+    public init(baseURL: String, http: HTTPClient = CouchHTTPClient.shared) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
-        self.http = http
+        server = try? CouchHTTPClient(url: self.baseURL, http: http)
     }
 
     /// `PUT /api/users/:username`.
     public func register(username: String, password: String) async throws {
-        _ = try await call(.PUT, "/api/users/\(username)", body: [
+        _ = try await call(.PUT, "/api/users/" + CouchURL.encode(username), body: [
             "username": .string(username), "password": .string(password), "type": "user", "_id": .string(username),
         ])
     }
@@ -81,11 +83,10 @@ public struct TrackerClient: Sendable {
     /// One page of places within `radius` metres, nearest first, and the bookmark of the next
     /// page (nil: this was the last). `limit` is at most 200.
     public func placesPage(near center: Coordinate, radius: Double, limit: Int = 200, bookmark: String? = nil) async throws -> (places: [PlaceDoc], next: String?) {
-        var query = "lat=\(center.lat)&lon=\(center.lon)&radius=\(radius)&relation=contains&nearest=true&include_docs=true&limit=\(limit)"
-        if let bookmark, !bookmark.isEmpty {
-            query += "&bookmark=" + (bookmark.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? bookmark)
-        }
-        let json = try await call(.GET, "/api/places?\(query)")
+        var query = [("lat", "\(center.lat)"), ("lon", "\(center.lon)"), ("radius", "\(radius)"), ("relation", "contains"),
+                     ("nearest", "true"), ("include_docs", "true"), ("limit", "\(limit)")]
+        if let bookmark, !bookmark.isEmpty { query.append(("bookmark", bookmark)) }
+        let json = try await call(.GET, "/api/places" + CouchURL.query(query))
         let rows = json["rows"]?.arrayValue ?? []
         let next = json["bookmark"]?.stringValue
         return (rows.compactMap { row in row["doc"].flatMap(PlaceDoc.init(json:)) }, rows.count >= limit && next?.isEmpty == false ? next : nil)
@@ -100,26 +101,17 @@ public struct TrackerClient: Sendable {
     public func reportPosition(of place: String, at position: Coordinate, comment: String? = nil, credentials: Credentials) async throws -> String {
         var body: JSONObject = ["latitude": .double(position.lat), "longitude": .double(position.lon)]
         if let comment { body["comment"] = .string(comment) }
-        let json = try await call(.POST, "/api/places/\(place)/adjustments", body: .object(body), credentials: credentials)
+        let json = try await call(.POST, "/api/places/\(CouchURL.encode(place))/adjustments", body: .object(body), credentials: credentials)
         return json["id"]?.stringValue ?? ""
     }
 
     func call(_ method: HTTPMethod, _ path: String, body: JSON? = nil, credentials: Credentials? = nil) async throws -> JSON {
-        var request = HTTPClientRequest(url: baseURL + path)
-        request.method = method
-        if let body {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(bytes: body.bytes))
-        }
-        if let credentials {
-            let token = Data("\(credentials.apiKey):\(credentials.apiPassword)".utf8).base64EncodedString()
-            request.headers.add(name: "Authorization", value: "Basic \(token)")
-        }
-        let response = try await http.execute(request, timeout: .seconds(30))
-        let bytes = Array(buffer: try await response.body.collect(upTo: 16 << 20))
-        let json = (try? JSON.parse(bytes)) ?? .null
-        guard (200..<300).contains(Int(response.status.code)) else {
-            throw Failure(status: Int(response.status.code), error: json["error"]?.stringValue ?? "http_error", reason: json["reason"]?.stringValue)
+        guard let server else { throw Failure(status: 400, error: "bad_request", reason: "Not an http(s) URL: \(baseURL)") }
+        let reply = try await server.authenticated(as: credentials.map { ($0.apiKey, $0.apiPassword) })
+            .send(method, path, json: body, timeout: .seconds(30), maxBody: 16 << 20)
+        let json = reply.json
+        guard reply.ok else {
+            throw Failure(status: reply.status, error: json["error"]?.stringValue ?? "http_error", reason: json["reason"]?.stringValue)
         }
         return json
     }

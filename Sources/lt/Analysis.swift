@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 
 /// `lt analysis`: everyone's locations on a running server, for admins and analysts (the
@@ -119,7 +120,7 @@ struct Analysis: AsyncParsableCommand {
 
         func run() async throws {
             let client = try Analysis.client(app)
-            let path = "/api/analysis/users/" + (user.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? user) + "/stats"
+            let path = "/api/analysis/users/" + CouchURL.encode(user) + "/stats"
             print(try await client.send(.GET, path).text)
         }
     }

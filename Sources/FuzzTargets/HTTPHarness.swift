@@ -25,7 +25,7 @@ import TrackerApp
 final class HTTPHarness: @unchecked Sendable {
     static let shared = HTTPHarness()
     let api: CouchAPI
-    let app: TrackerHTTP
+    let app: RouterResponder<ClientRequestContext>
     let directory: URL
     static let admin = ("admin", "fuzz-password")
 
@@ -49,7 +49,7 @@ final class HTTPHarness: @unchecked Sendable {
                                                                         "geometry": ["type": "Point", "coordinates": [-122.3, 37.5]]]]) }
             var limits = AppLimits()
             limits.maxBodySize = 64 * 1024
-            app = TrackerHTTP(service: service, limits: limits, databasePort: { 5984 })
+            app = TrackerHTTP(service: service, limits: limits, databasePort: { 5984 }).responder
             _ = try HTTPHarness.wait { try await service.register(username: "fuzzer", password: JSON.string("fuzz-password")) }
         } catch {
             FileHandle.standardError.write(Data("lt-fuzz: cannot set up the server in \(directory.path): \(error)\n".utf8))
@@ -104,7 +104,8 @@ final class HTTPHarness: @unchecked Sendable {
         guard let request = HTTPHarness.request(bytes) else { return }
         let app = self.app
         let context = ClientRequestContext(peerAddress: "127.0.0.1", logger: Logger(label: "lt-fuzz", factory: { _ in SwiftLogNoOpLogHandler() }))
-        check(request) { await app.respond(request, context) }
+        // The routes' middleware answers every failure: a thrown error is a finding (a 500 without JSON).
+        check(request) { (try? await app.respond(to: request, context: context)) ?? Response(status: .internalServerError) }
     }
 
     /// Answers the request (cancelled after 2 s) and checks the answer.

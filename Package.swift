@@ -234,7 +234,17 @@ let package = Package(
         ),
         .executableTarget(name: "lt-fuzz", dependencies: ["FuzzTargets"]),
         // Helpers shared by the test targets (deterministic random numbers for property tests).
-        .target(name: "LTTestSupport", dependencies: ["TrackerKit"], path: "Tests/LTTestSupport", swiftSettings: strict),
+        // What the test targets share: seeded random numbers, the `lt` binary, a real `lt serve`
+        // on ephemeral ports (`TestServer`), a misbehaving proxy, the real CouchDB when given.
+        .target(
+            name: "LTTestSupport",
+            dependencies: [
+                "TrackerKit", "CouchJSON",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/LTTestSupport", swiftSettings: strict),
         // Reads Package.swift and docs/ARCHITECTURE.md: every dependency is a documented one, one way.
         .testTarget(name: "ArchitectureTests", swiftSettings: strict),
         .testTarget(name: "CouchProtocolTests", dependencies: ["CouchProtocol", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
@@ -245,6 +255,34 @@ let package = Package(
         .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        // The application: unit tests over a CouchClient, and its API over a real `lt serve`
+        // (embedded and in cluster mode).
+        .testTarget(
+            name: "TrackerAppTests",
+            dependencies: [
+                "TrackerApp", "CouchJSON", "CouchProtocol", "CouchEngine", "CouchServer", "JavaScript", "LTServer", "Geo", "Replication",
+                "TrackerKit", "LTTestSupport", "lt",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // Whole-system scenarios: devices registering, driving and syncing through real servers,
+        // kill -9 and restart, the command line's own reports.
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "CouchJSON", "CouchEngine", "Geo", "TrackerKit", "LTTestSupport", "lt",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // The CouchDB API over a real `lt serve`, against CouchDB's own answers and peers.
         .testTarget(
             name: "CouchServerTests",
             dependencies: [

@@ -30,14 +30,14 @@ public final class DatabaseStore: Sendable {
     let connections: @Sendable (String) -> Connections
 
     private struct State {
-        var open = OpenDatabases<Database>()
+        var open = OpenDatabases<DocumentDatabase>()
         var notifiers: [String: ChangeNotifier] = [:]
         var random = SystemRandomNumberGenerator()
         /// The clock when idle databases last gave back memory.
         var sweptAt: UInt64 = 0
         /// Names being deleted: not found for opening, existing for creating, until gone.
         var deleting: Set<String> = []
-        /// Database files opened (not found open) since the start.
+        /// DocumentDatabase files opened (not found open) since the start.
         var filesOpened = 0
         /// Databases pushed out of `open` that something may still hold (a request writing):
         /// until such a one is gone, opening its name gives it back rather than a second
@@ -47,7 +47,7 @@ public final class DatabaseStore: Sendable {
     }
 
     private struct Evicted {
-        weak var database: Database?
+        weak var database: DocumentDatabase?
     }
 
     /// How many times a database was not open when asked for, and its file was opened.
@@ -130,17 +130,17 @@ public final class DatabaseStore: Sendable {
     /// the reason when the file system refuses (out of descriptors or space: not "not found",
     /// which an unexplained failure on a missing database would otherwise read as).
     @discardableResult
-    /// Creates a database; `partitioned` makes it a partitioned one (see `Database.isPartitioned`).
-    public func create(_ name: String, partitioned: Bool = false) throws -> Database {
+    /// Creates a database; `partitioned` makes it a partitioned one (see `DocumentDatabase.isPartitioned`).
+    public func create(_ name: String, partitioned: Bool = false) throws -> DocumentDatabase {
         guard DatabaseStore.isValidName(name) else { throw CouchError.illegalDatabaseName(name) }
         return try withNameLock(name) {
             let path = path(for: name)
             if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw CouchError.databaseExists }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
-                try Database.createFile(at: path, scratch: scratch, partitioned: partitioned)
+                try DocumentDatabase.createFile(at: path, scratch: scratch, partitioned: partitioned)
                 let database = try makeDatabase(name, path: path, notifier: shared)
-                DatabaseStore.releaseInBackground(state.withLock { state -> Database? in remember(database, &state) })
+                DatabaseStore.releaseInBackground(state.withLock { state -> DocumentDatabase? in remember(database, &state) })
                 updates.record(name, .created)
                 return database
             } catch let error as CouchError {
@@ -161,8 +161,8 @@ public final class DatabaseStore: Sendable {
     private static let sqliteConfigured: Bool = lt_sqlite_configure_for_many_connections() == 0
 
     /// The database if it is open already (and marked as used).
-    private func alreadyOpen(_ name: String) -> Database? {
-        let (found, idle) = state.withLock { state -> (Database?, [Database]) in
+    private func alreadyOpen(_ name: String) -> DocumentDatabase? {
+        let (found, idle) = state.withLock { state -> (DocumentDatabase?, [DocumentDatabase]) in
             guard let database = state.open.use(name) else { return (nil, []) }
             return (database, idleDatabases(&state))
         }
@@ -173,14 +173,14 @@ public final class DatabaseStore: Sendable {
     /// Opens an existing database; 404 `not_found` if there is none. Opening one that is not
     /// open yet reads its file and WAL (and closes the one it evicts): that
     /// happens on another thread, so the caller's (an event loop, in a server) goes on serving.
-    public func open(_ name: String) async throws -> Database {
+    public func open(_ name: String) async throws -> DocumentDatabase {
         if let found = alreadyOpen(name) { return found }
         return try await DatabaseStore.offThread { try self.openFile(name) }
     }
 
     /// Creates a database (as `create`), on another thread: creating the file syncs it.
     @discardableResult
-    public func create(_ name: String, partitioned: Bool = false) async throws -> Database {
+    public func create(_ name: String, partitioned: Bool = false) async throws -> DocumentDatabase {
         try await DatabaseStore.offThread { try self.create(name, partitioned: partitioned) }
     }
 
@@ -206,25 +206,25 @@ public final class DatabaseStore: Sendable {
 
     /// Lets go of an evicted database on a dispatch thread: if nothing else holds it, it
     /// closes there (system calls and freeing its memory), not on the thread that opened another.
-    static func releaseInBackground(_ database: Database?) {
+    static func releaseInBackground(_ database: DocumentDatabase?) {
         guard let database else { return }
         fileQueue().async { withExtendedLifetime(database) {} }
     }
 
     /// Opens an existing database; 404 `not_found` if there is none (blocking: see the async
     /// overload).
-    public func open(_ name: String) throws -> Database {
+    public func open(_ name: String) throws -> DocumentDatabase {
         try alreadyOpen(name) ?? openFile(name)
     }
 
     /// Opens the file of a database that was not open when asked for.
-    private func openFile(_ name: String) throws -> Database {
+    private func openFile(_ name: String) throws -> DocumentDatabase {
         guard DatabaseStore.isValidName(name) else { throw CouchError.databaseNotFound }
         return try withNameLock(name) {
             // Opened by another caller while this one waited for the name?
             if let database = state.withLock({ $0.open.peek(name) }) { return database }
             // Pushed out, but still held and open: take it back.
-            if let (database, pushedOut) = state.withLock({ state -> (Database, Database?)? in
+            if let (database, pushedOut) = state.withLock({ state -> (DocumentDatabase, DocumentDatabase?)? in
                 guard let alive = state.evicted.removeValue(forKey: name)?.database else { return nil }
                 return (alive, remember(alive, &state))
             }) {
@@ -237,7 +237,7 @@ public final class DatabaseStore: Sendable {
             }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             let database = try makeDatabase(name, path: path, notifier: shared)
-            DatabaseStore.releaseInBackground(state.withLock { state -> Database? in
+            DatabaseStore.releaseInBackground(state.withLock { state -> DocumentDatabase? in
                 state.filesOpened += 1
                 return remember(database, &state)
             })
@@ -245,9 +245,9 @@ public final class DatabaseStore: Sendable {
         }
     }
 
-    private func makeDatabase(_ name: String, path: String, notifier: ChangeNotifier) throws -> Database {
+    private func makeDatabase(_ name: String, path: String, notifier: ChangeNotifier) throws -> DocumentDatabase {
         let connections = connections(name)
-        return try Database(
+        return try DocumentDatabase(
             name: name, path: path, notifier: notifier, durability: durability, validator: validator,
             connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: maxDocumentSize)
     }
@@ -261,7 +261,7 @@ public final class DatabaseStore: Sendable {
     /// creating.
     public func delete(_ name: String) async throws {
         let file = path(for: name)
-        let database = try withNameLock(name) { () throws -> Database? in
+        let database = try withNameLock(name) { () throws -> DocumentDatabase? in
             guard DatabaseStore.isValidName(name), FileManager.default.fileExists(atPath: file),
                   !state.withLock({ $0.deleting.contains(name) }) else {
                 throw CouchError.databaseNotFound
@@ -301,7 +301,7 @@ public final class DatabaseStore: Sendable {
 
     /// Every `activeSet` uses: the open single-connection databases not used since the last
     /// sweep, to give back their memory.
-    private func idleDatabases(_ state: inout State) -> [Database] {
+    private func idleDatabases(_ state: inout State) -> [DocumentDatabase] {
         let clock = state.open.clock
         guard clock - state.sweptAt >= DatabaseStore.activeSet else { return [] }
         let since = state.sweptAt
@@ -311,7 +311,7 @@ public final class DatabaseStore: Sendable {
 
     /// Keeps `database` open; returns one it pushed out, if any (see `OpenDatabases.evict`),
     /// for the caller to release outside the lock (it closes when its last user lets go).
-    private func remember(_ database: Database, _ state: inout State) -> Database? {
+    private func remember(_ database: DocumentDatabase, _ state: inout State) -> DocumentDatabase? {
         state.open.insert(database.name, database)
         guard state.open.count > maxOpen,
               let pushedOut = state.open.evict(sparing: UInt64(max(1, maxOpen / 4)), using: &state.random) else { return nil }

@@ -160,7 +160,7 @@ struct GeoRows: SecondaryIndex {
     }
 }
 
-extension Database {
+extension DocumentDatabase {
     /// Brings a geo index up to date with the changes feed, and applies the same changes to
     /// the loaded in-memory index (reloaded on next use when it is out of step).
     @discardableResult
@@ -225,7 +225,7 @@ extension Database {
         let docs = try await reading { db in
             try hits.map { hit -> JSONObject? in
                 guard let row = try DocRow.fetch(db, id: hit.id), let winner = row.tree.winner, !winner.deleted else { return nil }
-                return try Database.assemble(db, id: hit.id, rev: winner.rev, row: row, options: ReadOptions())
+                return try DocumentDatabase.assemble(db, id: hit.id, rev: winner.rev, row: row, options: ReadOptions())
             }
         }
         return (Array(zip(hits, docs)), more, update)

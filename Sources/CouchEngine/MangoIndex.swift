@@ -151,7 +151,7 @@ struct MangoEntries: SecondaryIndex {
     }
 }
 
-extension Database {
+extension DocumentDatabase {
     /// Brings an index up to date with the changes feed (built on first use, then maintained
     /// incrementally). Without `catchUp`, only an index that does not exist yet is made
     /// (empty, as CouchDB reads a view never built with `update=false`).
@@ -201,7 +201,7 @@ extension Database {
                 guard let rev = Revision(row["winner"] as String), let data = row["body"] as Data?,
                       let body = try JSON.parse(data).objectValue else { return true }
                 let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(encoded: row["tree"]), winnerDeleted: false)
-                guard let doc = try Database.assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body) else { return true }
+                guard let doc = try DocumentDatabase.assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body) else { return true }
                 guard query.selector.matches(.object(doc)) else { return true }
                 if id.hasPrefix("_design/") {
                     // A full scan reads design documents too but never returns them; like
@@ -233,7 +233,7 @@ extension Database {
             }
 
             if let index {
-                let (low, high) = Database.keyRange(for: index, selector: query.selector)
+                let (low, high) = DocumentDatabase.keyRange(for: index, selector: query.selector)
                 let covering = query.covering && !needsSorting
                 var sql = covering
                     ? "SELECT i.doc_id, i.vals FROM \(index.table) i WHERE 1"

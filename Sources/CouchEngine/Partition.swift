@@ -34,7 +34,7 @@ public enum Partition {
     }
 }
 
-extension Database {
+extension DocumentDatabase {
     /// `GET /{db}/_partition/{partition}`: the partition's live and deleted document counts
     /// and the size of its documents' winning bodies.
     public func partitionInfo(_ partition: String) async throws -> JSONObject {

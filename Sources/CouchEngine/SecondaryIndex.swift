@@ -8,7 +8,7 @@ import GRDB
 public typealias ChangedDocument = (id: String, seq: Int, doc: JSONObject?)
 
 /// A secondary index kept from the changes feed: a view, a Mango index or a geo index. The
-/// engine catches every kind up with one loop (`Database.catchUp`); an index says only where
+/// engine catches every kind up with one loop (`DocumentDatabase.catchUp`); an index says only where
 /// its checkpoint and rows live, what a batch of changed documents becomes, and how to store it.
 ///
 /// The loop reads a batch after the checkpoint, has the index `prepare` it outside any
@@ -35,7 +35,7 @@ public protocol SecondaryIndex: Sendable {
     func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws
 }
 
-extension Database {
+extension DocumentDatabase {
     /// Brings `index` up to date with the changes feed, batch by batch. `committed` is called
     /// after each batch is stored, with the batch and the checkpoints before and after it (the
     /// geo index applies the same changes to its in-memory copy). An index with nothing to catch
@@ -47,7 +47,7 @@ extension Database {
             let (since, changed, exists) = try await reading { db -> (Int, [ChangedDocument], Bool) in
                 guard try db.tableExists(Index.registry), try db.tableExists(index.table) else { return (0, [], false) }
                 let since = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
-                return (since, try Database.changedDocuments(db, after: since, limit: index.batchSize), true)
+                return (since, try DocumentDatabase.changedDocuments(db, after: since, limit: index.batchSize), true)
             }
             if !exists {
                 _ = try await writer.write { db, _ in

@@ -102,7 +102,7 @@ struct ViewRows: SecondaryIndex {
     var batchSize: Int { 1000 }
 
     func createTables(_ db: GRDB.Database) throws {
-        try Database.createViewTables(db, table)
+        try DocumentDatabase.createViewTables(db, table)
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
@@ -132,7 +132,7 @@ struct ViewRows: SecondaryIndex {
     }
 }
 
-extension Database {
+extension DocumentDatabase {
     /// Brings a view's index up to date with the changes feed, as CouchDB updates views
     /// lazily. Returns how many documents failed to map (skipped).
     @discardableResult
@@ -179,7 +179,7 @@ extension Database {
             if let keys = query.keys ?? query.key.map({ [$0] }) {
                 parts = keys.map { ("key = ?", [Data($0.collationKey)]) }
             } else {
-                parts = [Database.viewRange(query)]
+                parts = [DocumentDatabase.viewRange(query)]
             }
             if let (low, high) = query.idRange {
                 parts = parts.map { ("(\($0.condition)) AND doc_id >= ? AND doc_id < ?", $0.arguments + [low, high]) }
@@ -208,8 +208,8 @@ extension Database {
                 return ViewResult(totalRows: total, offset: 0, rows: count == 0 ? [] : [["key": .null, "value": .int(count)]])
             }
             var reduced: [JSON] = []
-            for (key, members) in Database.group(rows, group: query.group, level: query.groupLevel) {
-                let value = try await Database.reduce(reducer, members)
+            for (key, members) in DocumentDatabase.group(rows, group: query.group, level: query.groupLevel) {
+                let value = try await DocumentDatabase.reduce(reducer, members)
                 reduced.append(["key": grouped ? key : .null, "value": value])
             }
             let page = Array(reduced.dropFirst(query.skip).prefix(query.limit ?? Int.max))
@@ -223,7 +223,7 @@ extension Database {
                     // `{"_id": ...}` values include that document instead, as CouchDB does.
                     let docID = row.value["_id"]?.stringValue ?? row.id
                     if let docRow = try DocRow.fetch(db, id: docID), let winner = docRow.tree.winner, !winner.deleted {
-                        item["doc"] = try Database.assemble(db, id: docID, rev: winner.rev, row: docRow, options: ReadOptions()).map(JSON.object) ?? .null
+                        item["doc"] = try DocumentDatabase.assemble(db, id: docID, rev: winner.rev, row: docRow, options: ReadOptions()).map(JSON.object) ?? .null
                     } else {
                         item["doc"] = .null
                     }
@@ -246,7 +246,7 @@ extension Database {
                     seqs.append(try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0)
                 }
             }
-            let updateSeq = tables.isEmpty ? try Database.metaInt(db, "update_seq") : (seqs.count == tables.count ? seqs.min() ?? 0 : 0)
+            let updateSeq = tables.isEmpty ? try DocumentDatabase.metaInt(db, "update_seq") : (seqs.count == tables.count ? seqs.min() ?? 0 : 0)
             let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [updateSeq]) ?? 0
             // Page sizes from SQLite's dbstat table where it is compiled in; 0 where it is not.
             var bytes = 0

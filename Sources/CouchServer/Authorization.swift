@@ -15,7 +15,7 @@ extension CouchAPI {
     /// Enforces `_security` as CouchDB 3 does: server admins may do anything; database admins
     /// (by name or role) may administer; members may read and write non-design documents; a
     /// database whose members list is empty is public. 401 for anonymous users, 403 otherwise.
-    func authorize(_ db: Database, _ user: UserContext, _ access: Access) throws {
+    func authorize(_ db: DocumentDatabase, _ user: UserContext, _ access: Access) throws {
         if user.isServerAdmin { return }
         let security = db.security
         let isAdmin = Self.listed(user, in: security["admins"])
@@ -38,7 +38,7 @@ extension CouchAPI {
 
     /// CouchDB 3: `_users` is for admins unless its `_security` names members; even then it is
     /// never public, and a member reaches only their own document (checked by the caller).
-    func authorizeUserDocument(_ db: Database, _ user: UserContext) throws {
+    func authorizeUserDocument(_ db: DocumentDatabase, _ user: UserContext) throws {
         if user.isServerAdmin { return }
         let security = db.security
         guard Self.listed(user, in: security["admins"]) || Self.listed(user, in: security["members"]) else {

@@ -7,7 +7,7 @@ import ServiceLifecycle
 extension CouchAPI {
     /// `/{db}/_changes` with every feed type. Waiting feeds sleep on the database's change
     /// notifier, so idle listeners cost no polling.
-    func changes(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+    func changes(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
         try authorize(db, request.user, .read)
         let body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : nil
@@ -140,7 +140,7 @@ extension CouchAPI {
               request.query["feed"] ?? "normal" == "normal" else { return nil }
         var since = 0
         if let raw = request.query["since"] {
-            guard let parsed = try? Database.parseSequence((try? JSON.parse(raw)) ?? .string(raw)), parsed >= 0 else { return nil }
+            guard let parsed = try? DocumentDatabase.parseSequence((try? JSON.parse(raw)) ?? .string(raw)), parsed >= 0 else { return nil }
             since = parsed
         }
         let limit: Int?, includeDocs: Bool
@@ -161,7 +161,7 @@ extension CouchAPI {
         return .json(changesResult(rows: page.rows, lastSeq: page.lastSeq, pending: page.pending))
     }
 
-    func changesResult(_ db: Database, _ page: ChangesPage) -> JSON {
+    func changesResult(_ db: DocumentDatabase, _ page: ChangesPage) -> JSON {
         changesResult(rows: page.rows, lastSeq: db.sequenceString(page.lastSeq), pending: page.pending)
     }
 
@@ -172,7 +172,7 @@ extension CouchAPI {
     /// Runs a longpoll, continuous or eventsource feed until its limit, timeout or the client
     /// going away. Heartbeats are newlines (continuous, longpoll) or heartbeat events.
     func streamChanges(
-        _ db: Database, options: ChangesOptions, question: String, feed: String, heartbeat: Duration?, timeout: Duration,
+        _ db: DocumentDatabase, options: ChangesOptions, question: String, feed: String, heartbeat: Duration?, timeout: Duration,
         stopping: @Sendable () -> Bool, writer: inout any ResponseBodyWriter
     ) async throws {
         var options = options

@@ -153,7 +153,7 @@ extension CouchAPI {
         }
     }
 
-    func designSubresource(_ db: Database, _ id: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func designSubresource(_ db: DocumentDatabase, _ id: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try authorize(db, request.user, .read)
         switch rest[0] {
         case "_info":
@@ -252,7 +252,7 @@ extension CouchAPI {
 
     /// `_all_docs`; `within` narrows it to ids from `low` to `high` (design documents, or one
     /// partition's documents).
-    func allDocs(_ db: Database, _ request: APIRequest, within bounds: (low: String, high: String)? = nil) async throws -> APIResponse {
+    func allDocs(_ db: DocumentDatabase, _ request: APIRequest, within bounds: (low: String, high: String)? = nil) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
         try authorize(db, request.user, .read)
         let body = request.method == .post ? try request.jsonObject() : nil
@@ -317,7 +317,7 @@ extension CouchAPI {
         return APIResponse(status: .ok, headers: headers, body: stream)
     }
 
-    func localDocs(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+    func localDocs(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
         try authorize(db, request.user, .read)
         let options = try allDocsOptions(request, body: request.method == .post ? try request.jsonObject() : nil)
@@ -327,7 +327,7 @@ extension CouchAPI {
 
     // MARK: _bulk_docs, _bulk_get, _revs_diff
 
-    func bulkDocs(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+    func bulkDocs(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .post)
         let body = try request.jsonObject()
         guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
@@ -404,7 +404,7 @@ extension CouchAPI {
         return .json(.array(out), status: .created)
     }
 
-    func bulkGet(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+    func bulkGet(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
         let body = try request.jsonObject()
@@ -462,7 +462,7 @@ extension CouchAPI {
         return .json(["results": .array(results)])
     }
 
-    func revsDiff(_ db: Database, _ request: APIRequest, legacy: Bool) async throws -> APIResponse {
+    func revsDiff(_ db: DocumentDatabase, _ request: APIRequest, legacy: Bool) async throws -> APIResponse {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
         let body = try request.jsonObject()
@@ -483,7 +483,7 @@ extension CouchAPI {
 extension CouchAPI {
     /// `/{db}/_partition/{partition}[/…]` of a partitioned database: the partition's
     /// information, `_all_docs`, `_find`, `_explain` and views confined to its documents.
-    func partitionResource(_ db: Database, _ request: APIRequest) async throws -> APIResponse {
+    func partitionResource(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         let path = request.path
         guard db.isPartitioned else { throw CouchError.badRequest("database is not partitioned") }
         guard path.count >= 3 else { throw CouchError.missing }

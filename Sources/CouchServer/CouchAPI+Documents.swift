@@ -8,7 +8,7 @@ import MIMEMultipart
 
 extension CouchAPI {
     /// Checks who may write `input` and writes it (interactive edit unless `new_edits=false`).
-    func writeDocument(_ db: Database, _ input: DocumentInput, request: APIRequest, newEdits: Bool = true) async throws -> Revision {
+    func writeDocument(_ db: DocumentDatabase, _ input: DocumentInput, request: APIRequest, newEdits: Bool = true) async throws -> Revision {
         var input = input
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         try DocumentInput.validate(id: id)
@@ -38,7 +38,7 @@ extension CouchAPI {
     }
 
     /// `/{db}/{docid}`: GET, HEAD, PUT, DELETE.
-    func documentEndpoint(_ db: Database, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
+    func documentEndpoint(_ db: DocumentDatabase, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
         switch request.method {
         case .get, .head:
             try authorizeRead(db, id, request.user)
@@ -111,7 +111,7 @@ extension CouchAPI {
     }
 
     /// `COPY /{db}/{docid}` with a `Destination: target[?rev=R]` header.
-    func copyDocument(_ db: Database, _ id: String, _ request: APIRequest) async throws -> APIResponse {
+    func copyDocument(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
         try authorizeRead(db, id, request.user)
         guard let destination = request.header("Destination"), !destination.isEmpty else {
             throw CouchError.badRequest("Destination header is mandatory for COPY.")
@@ -139,7 +139,7 @@ extension CouchAPI {
         return documentWritten(db, targetID, rev, request: request)
     }
 
-    func documentWritten(_ db: Database, _ id: String, _ rev: Revision, request: APIRequest, status: HTTPResponse.Status = .created) -> APIResponse {
+    func documentWritten(_ db: DocumentDatabase, _ id: String, _ rev: Revision, request: APIRequest, status: HTTPResponse.Status = .created) -> APIResponse {
         var headers = HTTPFields()
         headers[.eTag] = "\"\(rev)\""
         headers[.location] = "/\(db.name)/\(id)"
@@ -150,7 +150,7 @@ extension CouchAPI {
         return .json(["ok": true, "id": .string(id), "rev": .string(rev.description)], status: status, headers: headers)
     }
 
-    func authorizeRead(_ db: Database, _ id: String, _ user: UserContext) throws {
+    func authorizeRead(_ db: DocumentDatabase, _ id: String, _ user: UserContext) throws {
         if db.name == "_users", !user.isServerAdmin, id.hasPrefix("org.couchdb.user:") {
             try authorizeUserDocument(db, user)
             guard let name = user.name else { throw CouchError.unauthorized }
@@ -163,7 +163,7 @@ extension CouchAPI {
     }
 
     /// `open_revs`: several revisions, as a JSON array or as `multipart/mixed`.
-    func openRevisions(_ db: Database, _ id: String, _ raw: String, options: ReadOptions, request: APIRequest) async throws -> APIResponse {
+    func openRevisions(_ db: DocumentDatabase, _ id: String, _ raw: String, options: ReadOptions, request: APIRequest) async throws -> APIResponse {
         let revs: [Revision]?
         if raw == "all" {
             revs = nil
@@ -204,7 +204,7 @@ extension CouchAPI {
     /// One document as a MIME part: plain JSON, or, when attachments follow, a nested
     /// `multipart/related` body with the JSON first and each attachment body after it, as
     /// CouchDB sends `open_revs` to replicators.
-    func documentPart(_ db: Database, _ doc: JSONObject) async throws -> (headers: [(String, String)], body: [UInt8]) {
+    func documentPart(_ db: DocumentDatabase, _ doc: JSONObject) async throws -> (headers: [(String, String)], body: [UInt8]) {
         let following = (doc["_attachments"]?.objectValue ?? JSONObject()).members.filter { $0.value["follows"] == .bool(true) }
         guard !following.isEmpty, let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue.flatMap(Revision.init) else {
             return ([("Content-Type", "application/json")], JSON.object(doc).bytes)
@@ -255,7 +255,7 @@ extension CouchAPI {
     // MARK: Attachments
 
     /// `/{db}/{docid}/{attachment}`: GET, HEAD, PUT, DELETE.
-    func attachmentEndpoint(_ db: Database, _ id: String, _ name: String, _ request: APIRequest) async throws -> APIResponse {
+    func attachmentEndpoint(_ db: DocumentDatabase, _ id: String, _ name: String, _ request: APIRequest) async throws -> APIResponse {
         let rev = try request.query["rev"].map { text -> Revision in
             guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
             return rev
@@ -318,7 +318,7 @@ extension CouchAPI {
 
     // MARK: _local documents
 
-    func localDocument(_ db: Database, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
+    func localDocument(_ db: DocumentDatabase, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
         switch request.method {
         case .get, .head:
             try authorize(db, request.user, .read)
@@ -343,7 +343,7 @@ extension CouchAPI {
     /// Applies the `_users` rules before a write: the id names the user, `type` is `user`,
     /// only admins set roles, a user edits only their own document (anyone may sign up), and
     /// a plaintext `password` is replaced by its PBKDF2-SHA256 hash.
-    func prepareUserDocument(_ db: Database, _ input: DocumentInput, user: UserContext) async throws -> DocumentInput {
+    func prepareUserDocument(_ db: DocumentDatabase, _ input: DocumentInput, user: UserContext) async throws -> DocumentInput {
         var input = input
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         if id.hasPrefix("_design/") {

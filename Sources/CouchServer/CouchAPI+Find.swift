@@ -124,7 +124,7 @@ extension CouchAPI {
 
     /// The JSON indexes of a database: design documents with `"language": "query"`, as
     /// `_index` lists them (the special `_all_docs` index first).
-    func mangoIndexList(_ db: Database) async throws -> [JSON] {
+    func mangoIndexList(_ db: DocumentDatabase) async throws -> [JSON] {
         var list: [JSON] = [[
             "ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]],
         ]]
@@ -134,7 +134,7 @@ extension CouchAPI {
         return list
     }
 
-    func mangoIndexes(_ db: Database) async throws -> [MangoIndex] {
+    func mangoIndexes(_ db: DocumentDatabase) async throws -> [MangoIndex] {
         var indexes: [MangoIndex] = []
         for doc in try await db.designDocuments() {
             guard doc["language"] == .string("query"), let views = doc["views"]?.objectValue,
@@ -153,7 +153,7 @@ extension CouchAPI {
     /// The index `_find` uses, as CouchDB chooses it (see `MangoIndexChoice`), and the warning
     /// CouchDB gives with it. Nil means `_all_docs`. `_find` refuses a sort no index can give
     /// (`_explain` shows no index then).
-    func chooseIndex(_ db: Database, _ find: FindRequest, explaining: Bool = false) async throws
+    func chooseIndex(_ db: DocumentDatabase, _ find: FindRequest, explaining: Bool = false) async throws
         -> (index: MangoIndex?, warning: String?, choice: MangoIndexChoice)
     {
         let sortFields = find.sort.map { Selector.splitPath($0.field) }
@@ -187,7 +187,7 @@ extension CouchAPI {
         return (nil, warning(), choice)
     }
 
-    func find(_ db: Database, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
+    func find(_ db: DocumentDatabase, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
         var find = try FindRequest(try request.jsonObject())
@@ -239,7 +239,7 @@ extension CouchAPI {
         return .json(.object(out))
     }
 
-    func explain(_ db: Database, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
+    func explain(_ db: DocumentDatabase, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
         try requireMethod(request, .post)
         try authorize(db, request.user, .read)
         var find = try FindRequest(try request.jsonObject())
@@ -283,7 +283,7 @@ extension CouchAPI {
     /// `_index`: list (GET), create (POST), bulk delete, and delete
     /// (`DELETE /_index/{ddoc}/json/{name}`, the ddoc with or without `_design/`), routed as
     /// CouchDB's mango_httpd does: 405 for a known path with another method, 404 for the rest.
-    func index(_ db: Database, _ request: inout APIRequest) async throws -> APIResponse {
+    func index(_ db: DocumentDatabase, _ request: inout APIRequest) async throws -> APIResponse {
         let path = request.path
         switch path.count {
         case 2:
@@ -341,7 +341,7 @@ extension CouchAPI {
         return value
     }
 
-    func createIndex(_ db: Database, _ body: JSONObject, request: APIRequest) async throws -> APIResponse {
+    func createIndex(_ db: DocumentDatabase, _ body: JSONObject, request: APIRequest) async throws -> APIResponse {
         // Checked as CouchDB's mango_opts checks an index definition: known keys only.
         func invalidKey(_ key: String) -> CouchError {
             CouchError(status: 400, error: "invalid_key", reason: "Invalid key \(key) for this request.")
@@ -426,7 +426,7 @@ extension CouchAPI {
         return .json(["result": "created", "id": .string(ddocID), "name": .string(name)])
     }
 
-    func deleteIndex(_ db: Database, _ ddocID: String, name: String?, request: APIRequest) async throws {
+    func deleteIndex(_ db: DocumentDatabase, _ ddocID: String, name: String?, request: APIRequest) async throws {
         guard var doc = try? await db.document(id: ddocID), doc["language"] == .string("query") else {
             throw CouchError.missing
         }

@@ -20,7 +20,7 @@ extension CouchAPI {
     }
 
     /// The geo index `name` of a design document, remembered per design document revision.
-    func geoIndex(_ db: Database, _ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
+    func geoIndex(_ db: DocumentDatabase, _ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
         let key = "\(db.name)\u{0}\(ddoc["_id"]?.stringValue ?? "")\u{0}\(ddoc["_rev"]?.stringValue ?? "")\u{0}\(name)"
         if let known = geoDefinitions.withLock({ $0[key] }) { return known }
         let definition = try geoIndex(ddoc, name)
@@ -50,7 +50,7 @@ extension CouchAPI {
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo/{index}`.
-    func geo(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func geo(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
@@ -134,7 +134,7 @@ extension CouchAPI {
 
     /// Documents whose geometry could not be indexed are skipped and logged (the first ten of
     /// an update one by one, then a count).
-    func logSkipped(_ update: GeoIndexUpdate, db: Database, index: String) {
+    func logSkipped(_ update: GeoIndexUpdate, db: DocumentDatabase, index: String) {
         for (id, reason) in update.skipped.prefix(10) {
             logger.warning("geo index \(db.name)/\(index): skipped \(id): \(reason)")
         }
@@ -144,7 +144,7 @@ extension CouchAPI {
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
-    func geoInfo(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func geoInfo(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
@@ -162,7 +162,7 @@ extension CouchAPI {
     /// (`created_at`) lies in `from`…`to` (ms) and whose id starts with `prefix`; the points
     /// themselves when there are at most `points` (≤ 5,000). Answers
     /// `{"total", "columns", "rows", "cells": [[row, column, count, lat, lon]], "points": [[lat, lon, id, time]]}`.
-    func geoGrid(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func geoGrid(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
@@ -172,7 +172,7 @@ extension CouchAPI {
     }
 
     /// `POST /{db}/_geo_cleanup`: drops geo indexes no design document defines any more.
-    func geoCleanup(_ db: Database) async throws {
+    func geoCleanup(_ db: DocumentDatabase) async throws {
         var live: Set<String> = []
         for ddoc in try await db.designDocuments() {
             for name in ddoc["st_indexes"]?.objectValue?.keys ?? [] {

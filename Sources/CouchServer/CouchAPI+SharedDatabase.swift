@@ -221,7 +221,7 @@ package struct OwnerRequest {
 
     // MARK: Endpoints
 
-    /// Database info without the figures that describe other owners' documents.
+    /// DocumentDatabase info without the figures that describe other owners' documents.
     func info() async throws -> APIResponse {
         try await rewritten(try await forward(method: .get, path: [], body: [])) { info in
             var out = JSONObject()

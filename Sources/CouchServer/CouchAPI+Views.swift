@@ -20,7 +20,7 @@ extension CouchAPI {
     }
 
     /// A design document from the database's cache (`not_found` if there is none).
-    func designDocument(_ db: Database, _ id: String) async throws -> JSONObject {
+    func designDocument(_ db: DocumentDatabase, _ id: String) async throws -> JSONObject {
         guard let ddoc = try await db.designDocuments().first(where: { $0["_id"]?.stringValue == id }) else {
             throw CouchError.missing
         }
@@ -30,7 +30,7 @@ extension CouchAPI {
     /// `GET|POST /{db}/_design/{ddoc}/_view/{view}`: a JavaScript map function (run by the query
     /// server processes, batch by batch) with an optional reducer, indexed incrementally and
     /// persistently by the engine.
-    func view(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
+    func view(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
         let (result, reduced) = try await runView(db, ddocID, name, request, partition: partition)
         if reduced { return .json(["rows": .array(result.rows)]) }
@@ -40,7 +40,7 @@ extension CouchAPI {
     /// Runs a view query as `_view` (and `_list`) parameters describe it; `partition` confines
     /// it to one partition's documents. A partitioned design document's views (the default in a
     /// partitioned database) answer only in a partition, the others only globally, as in CouchDB.
-    func runView(_ db: Database, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> (ViewResult, Bool) {
+    func runView(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> (ViewResult, Bool) {
         let functions = try designFunctions()
         let ddoc = try await designDocument(db, ddocID)
         let view = try functions.view(ddoc, name)
@@ -98,7 +98,7 @@ extension CouchAPI {
     }
 
     /// `GET /{db}/_design/{ddoc}/_info`: the state of the design document's view index.
-    func designInfo(_ db: Database, _ ddocID: String) async throws -> APIResponse {
+    func designInfo(_ db: DocumentDatabase, _ ddocID: String) async throws -> APIResponse {
         let ddoc = try await designDocument(db, ddocID)
         let signatures = DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) }
         let state = try await db.viewIndexState(signatures: signatures)
@@ -113,7 +113,7 @@ extension CouchAPI {
 
     /// `POST /{db}/_view_cleanup`: drops view indexes no design document uses any more, and
     /// Mango indexes without their design document.
-    func viewCleanup(_ db: Database) async throws {
+    func viewCleanup(_ db: DocumentDatabase) async throws {
         let ddocs = try await db.designDocuments()
         let live = Set(ddocs.flatMap { ddoc in DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) } })
         try await db.dropViewIndexes(except: live)
@@ -123,7 +123,7 @@ extension CouchAPI {
     // MARK: Shows, lists, updates
 
     /// `GET|POST /{db}/_design/{ddoc}/_show/{name}[/{docid}]`.
-    func show(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func show(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
         let (_, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "shows")
         guard answer[0] == "resp", let response = answer[1]?.objectValue else {
@@ -136,7 +136,7 @@ extension CouchAPI {
     /// document `rest[2...]` (null when there is none) and the request; returns the document
     /// id and the function's answer.
     private func callDocumentFunction(
-        _ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest, kind: String
+        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest, kind: String
     ) async throws -> (String?, JSON) {
         guard rest.count >= 2 else { throw CouchError.notFound("missing \(kind) function name") }
         let functions = try designFunctions()
@@ -154,7 +154,7 @@ extension CouchAPI {
 
     /// `POST|PUT /{db}/_design/{ddoc}/_update/{name}[/{docid}]`: the function returns
     /// `[doc, response]`; a non-null doc is saved (with the caller's rights and validation).
-    func updateHandler(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func updateHandler(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .post, .put)
         let (docID, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "updates")
         guard answer[0] == "up", let response = answer[2]?.objectValue else {
@@ -174,7 +174,7 @@ extension CouchAPI {
 
     /// `GET|POST /{db}/_design/{ddoc}/_list/{list}/{view}` (or `.../{list}/{other ddoc}/{view}`):
     /// the view's rows rendered by a list function (`start`, `send`, `getRow`).
-    func list(_ db: Database, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func list(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
         guard rest.count == 3 || rest.count == 4 else { throw CouchError.notFound("bad list path: _list/{list}/[{ddoc}/]{view}") }
         let functions = try designFunctions()
@@ -222,7 +222,7 @@ extension CouchAPI {
 
     /// CouchDB's request object for design functions (`req`): query, headers, body, the
     /// caller's `userCtx`, the database's `info` and `secObj`.
-    func javascriptRequest(_ db: Database, _ request: APIRequest, id: String?) async throws -> JSON {
+    func javascriptRequest(_ db: DocumentDatabase, _ request: APIRequest, id: String?) async throws -> JSON {
         var userContext = request.user.json.objectValue ?? JSONObject()
         userContext.prepend("db", .string(db.name))
         var headers = JSONObject()
@@ -276,7 +276,7 @@ extension CouchAPI {
     }
 
     /// The `_changes` filter named by `filter=ddoc/name` or `filter=_view&view=ddoc/name`.
-    func designFilter(_ db: Database, _ name: String, _ request: APIRequest) async throws -> DocumentFilter {
+    func designFilter(_ db: DocumentDatabase, _ name: String, _ request: APIRequest) async throws -> DocumentFilter {
         let functions = try designFunctions()
         if name == "_view" {
             guard let view = request.query["view"], let slash = view.firstIndex(of: "/") else {

@@ -51,7 +51,7 @@ final class SharedFeedReads: Sendable {
     static let capacity = 256
 
     /// The question a feed asks, without its position: what makes two listeners' pages equal.
-    static func question(_ db: Database, _ request: APIRequest) -> String {
+    static func question(_ db: DocumentDatabase, _ request: APIRequest) -> String {
         let ignored: Set<String> = ["feed", "since", "heartbeat", "timeout"]
         let query = request.query.filter { !ignored.contains($0.key) }.sorted { $0.key < $1.key }
             .map { "\($0.key)=\($0.value)" }.joined(separator: "&")
@@ -61,7 +61,7 @@ final class SharedFeedReads: Sendable {
 
     /// The changes after `options.since`, shared with every listener asking `question` from the
     /// same position while the database's latest commit is the same.
-    func changes(_ db: Database, _ options: ChangesOptions, question: String) async throws -> Page {
+    func changes(_ db: DocumentDatabase, _ options: ChangesOptions, question: String) async throws -> Page {
         // The latest commit is not part of the key: a page read a moment ago ends at its own
         // last_seq, and a listener continues from there, so it misses nothing.
         let key = "\(question)\u{0}\(options.since)\u{0}\(options.limit ?? -1)"
@@ -99,7 +99,7 @@ final class FeedWatcher: Sendable {
     }
 
     /// Reads each commit after `start` until cancelled.
-    fileprivate func run(_ db: Database, _ options: ChangesOptions, question: String, reads: SharedFeedReads) async {
+    fileprivate func run(_ db: DocumentDatabase, _ options: ChangesOptions, question: String, reads: SharedFeedReads) async {
         var position = start
         var options = options
         options.limit = nil
@@ -125,7 +125,7 @@ final class FeedWatcher: Sendable {
 
 extension SharedFeedReads {
     /// The watcher of `question` (made and started if none runs), counted until `leave`.
-    func watcher(_ db: Database, _ options: ChangesOptions, question: String, since: Int) -> FeedWatcher {
+    func watcher(_ db: DocumentDatabase, _ options: ChangesOptions, question: String, since: Int) -> FeedWatcher {
         let (watcher, isNew) = watchers.withLock { watchers -> (FeedWatcher, Bool) in
             if let existing = watchers[question] {
                 existing.listeners.withLock { $0 += 1 }

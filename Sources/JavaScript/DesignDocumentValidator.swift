@@ -25,7 +25,7 @@ public struct DesignDocumentValidator: WriteValidator {
     static func normalized(_ source: String) -> String { source.trimmingCharacters(in: .whitespacesAndNewlines) }
 
     public func validate(
-        _ writes: [ProposedWrite], database: Database, designDocuments: [JSONObject], user: UserContext
+        _ writes: [ProposedWrite], database: DocumentDatabase, designDocuments: [JSONObject], user: UserContext
     ) async throws -> [CouchError?] {
         // The first design document (in id order) that rejects a write gives its error.
         var verdicts = [CouchError?](repeating: nil, count: writes.count)

@@ -3,7 +3,7 @@ import CouchJSON
 
 /// Resolves a filter function (`ddoc/name` or `_view`) with its query parameters on a local
 /// database.
-public typealias FilterResolver = @Sendable (Database, _ name: String, _ queryParams: JSONObject) async throws -> DocumentFilter
+public typealias FilterResolver = @Sendable (DocumentDatabase, _ name: String, _ queryParams: JSONObject) async throws -> DocumentFilter
 
 /// A database in this process, read and written through the engine without HTTP.
 public struct LocalEndpoint: ReplicationEndpoint {
@@ -24,7 +24,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
 
     public var displayName: String { "local:\(name)" }
 
-    func database() async throws -> Database {
+    func database() async throws -> DocumentDatabase {
         do { return try await store.open(name) } catch let error as CouchError where error.status == 404 {
             throw ReplicationError(.notFound, "Database \(name) does not exist")
         }

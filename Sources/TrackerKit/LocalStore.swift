@@ -19,8 +19,8 @@ public final class LocalStore: Sendable {
         for name in ["locations", "places"] where !store.exists(name) { try store.create(name) }
     }
 
-    public var locations: Database { get throws { try store.open("locations") } }
-    public var places: Database { get throws { try store.open("places") } }
+    public var locations: DocumentDatabase { get throws { try store.open("locations") } }
+    public var places: DocumentDatabase { get throws { try store.open("places") } }
 
     /// Saves a recorded location (a new id when it has none); returns its id.
     @discardableResult
@@ -118,16 +118,16 @@ public final class LocalStore: Sendable {
 
     static let syncState = "lt-sync"
 
-    func pushedSeq(_ db: Database) async -> Int {
+    func pushedSeq(_ db: DocumentDatabase) async -> Int {
         await state(LocalStore.syncState, in: db)?["pushed_seq"]?.intValue ?? 0
     }
 
     /// A small state document in `database` (a `_local` one: never replicated).
-    func state(_ id: String, in database: Database) async -> JSONObject? {
+    func state(_ id: String, in database: DocumentDatabase) async -> JSONObject? {
         try? await database.localDocument(id: "_local/" + id)
     }
 
-    func setState(_ id: String, in database: Database, _ body: JSONObject) async throws {
+    func setState(_ id: String, in database: DocumentDatabase, _ body: JSONObject) async throws {
         let existing = await state(id, in: database)
         _ = try await database.putLocalDocument(id: "_local/" + id, rev: existing?["_rev"]?.stringValue, body: body, deleted: false)
     }
@@ -145,7 +145,7 @@ public final class LocalStore: Sendable {
         }
     }
 
-    func newest(_ db: Database, limit: Int) async throws -> [JSON] {
+    func newest(_ db: DocumentDatabase, limit: Int) async throws -> [JSON] {
         var query = FindQuery(selector: try Selector(json: ["created_at": ["$gt": 0]]))
         query.sort = [["created_at"]]
         query.descending = true

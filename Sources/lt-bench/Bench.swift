@@ -98,7 +98,7 @@ struct Bench: AsyncParsableCommand {
         }
         report("raw SQLite full read in key order (ceiling)", sqliteRead, unit: "rows/s")
 
-        // The engine alone (no HTTP): the same batches through Database.update.
+        // The engine alone (no HTTP): the same batches through DocumentDatabase.update.
         let engineStore = try DatabaseStore(directory: scratch.appendingPathComponent("engine"), durability: try Durability.option(durability))
         let engine = try await medianAsync(runs) { run in
             let db = try await engineStore.create("engine\(run)")
@@ -109,7 +109,7 @@ struct Bench: AsyncParsableCommand {
             }
             return Double(inputs.count) / start.duration(to: .now).seconds
         }
-        report("engine Database.update, batches of 1,000", engine, unit: "docs/s", ceiling: sqlite)
+        report("engine DocumentDatabase.update, batches of 1,000", engine, unit: "docs/s", ceiling: sqlite)
 
         // _bulk_docs, batches of 1,000, 4 clients.
         let batches = stride(from: 0, to: documents.count, by: 1000).map {

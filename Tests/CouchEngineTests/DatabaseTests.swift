@@ -205,7 +205,7 @@ struct DatabaseTests {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
         let store = try DatabaseStore(directory: directory.url, maxOpen: 1, connections: { _ in .single })
-        var held: Database? = try await store.create("a")  // as a request writing to it would
+        var held: DocumentDatabase? = try await store.create("a")  // as a request writing to it would
         _ = try await held!.update(DocumentInput(id: "one", body: ["n": 1]))
         try await store.create("b")  // pushes a out
         let again = try await store.open("a")

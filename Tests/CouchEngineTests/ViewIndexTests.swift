@@ -17,7 +17,7 @@ struct ViewIndexTests {
         return [(key: [doc["user"] ?? .null, doc["day"] ?? .null], value: doc["km"] ?? .null)]
     }, reduce: .sum)
 
-    func load(_ db: Database) async throws {
+    func load(_ db: DocumentDatabase) async throws {
         var docs: [DocumentInput] = []
         for (i, (user, day, km)) in [("ann", 1, 3), ("ann", 1, 4), ("ann", 2, 5), ("bob", 1, 10), ("bob", 3, 1)].enumerated() {
             docs.append(DocumentInput(id: "f\(i)", body: ["type": "fix", "user": .string(user), "day": .int(day), "km": .int(km)]))

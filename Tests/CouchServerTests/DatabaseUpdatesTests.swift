@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchJSON
 import Foundation
+import LTTestSupport
 import Testing
 
 @Suite("_db_updates", .timeLimit(.minutes(3)))

@@ -1,4 +1,5 @@
 import Foundation
+import LTTestSupport
 import Testing
 
 /// The fuzzing corpus (`Tests/Fuzz/corpus/<harness>`: seeds, and every input that once made

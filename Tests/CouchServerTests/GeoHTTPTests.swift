@@ -11,11 +11,10 @@ import Testing
 /// its 50 sample places.
 @Suite("Geo queries over HTTP", .serialized, .timeLimit(.minutes(3)))
 struct GeoHTTPTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     static let pointIndex = "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}"
 
     static func samplePlaces() throws -> [JSON] {
-        let data = try Data(contentsOf: repository.appendingPathComponent("data/sample-places.json"))
+        let data = try Data(contentsOf: Repository.root.appendingPathComponent("data/sample-places.json"))
         return try JSON.parse(Array(data))["places"]?.arrayValue ?? []
     }
 

@@ -5,24 +5,6 @@ import LTTestSupport
 import NIOHTTP1
 import Testing
 
-/// The real Apache CouchDB beside lt: set `LT_TEST_COUCHDB_URL=http://admin:password@127.0.0.1:5984`
-/// (docs/compatibility.md says how to run one). Without it these tests are skipped.
-enum LiveCouchDB {
-    static let url = ProcessInfo.processInfo.environment["LT_TEST_COUCHDB_URL"]
-    static var isSet: Bool { url?.isEmpty == false }
-
-    /// The base URL without credentials, and the credentials.
-    static var endpoint: (base: String, user: String, password: String) {
-        let components = URLComponents(string: url ?? "")
-        var plain = components
-        plain?.user = nil
-        plain?.password = nil
-        var base = plain?.string ?? ""
-        while base.hasSuffix("/") { base.removeLast() }
-        return (base, components?.user ?? "", components?.password ?? "")
-    }
-}
-
 @Suite("Real Apache CouchDB (LT_TEST_COUCHDB_URL)", .serialized,
        .enabled(if: LiveCouchDB.isSet, "skipped: LT_TEST_COUCHDB_URL is not set (docs/compatibility.md)"))
 struct LiveCouchDBTests {

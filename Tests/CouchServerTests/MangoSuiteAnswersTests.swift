@@ -1,5 +1,6 @@
 import CouchJSON
 import Foundation
+import LTTestSupport
 import Testing
 
 /// What CouchDB's own Mango suite (3.4.3, `src/mango/test`) found lt answering differently

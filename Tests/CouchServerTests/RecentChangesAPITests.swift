@@ -29,7 +29,7 @@ struct RecentChangesAPITests {
             ["style": "all_docs"], ["style": "all_docs", "include_docs": "true", "since": "1"], ["since": "99"], ["feed": "normal", "since": "3"],
         ]
         for query in queries {
-            let since = try Database.parseSequence((try? JSON.parse(query["since"] ?? "0")) ?? .string(query["since"]!))
+            let since = try DocumentDatabase.parseSequence((try? JSON.parse(query["since"] ?? "0")) ?? .string(query["since"]!))
             #expect(store.recentChanges.page(String(db.dropFirst()), since: since, limit: nil, includeDocs: false, allLeaves: false) != nil)
             let fromMemory = await api.perform(.get, "\(db)/_changes", query: query)
             // An option outside the plain read (one that changes nothing here) makes the database answer.

@@ -1,5 +1,6 @@
 import CouchJSON
 import Foundation
+import LTTestSupport
 import NIOHTTP1
 import Testing
 

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchJSON
 import Foundation
+import LTTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing

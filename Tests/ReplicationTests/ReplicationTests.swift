@@ -19,7 +19,7 @@ func replicate(_ store: DatabaseStore, _ from: String, _ to: String, _ configure
 
 /// Everything replication must agree on: per document, the winner and its body, every leaf with
 /// its deleted flag and full history.
-func snapshot(_ db: Database) async throws -> [String: JSON] {
+func snapshot(_ db: DocumentDatabase) async throws -> [String: JSON] {
     var out: [String: JSON] = [:]
     var options = ChangesOptions()
     options.allLeaves = true

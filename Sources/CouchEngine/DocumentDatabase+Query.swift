@@ -54,12 +54,12 @@ public struct ChangesPage: Sendable {
     public var pending: Int
 }
 
-extension Database {
+extension DocumentDatabase {
     /// `_all_docs` (and `_design_docs` with a key range): rows of non-deleted documents in id
     /// order, or rows for `keys` in the order given.
     public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
         try await reading { db in
-            let total = try Database.metaInt(db, "doc_count")
+            let total = try DocumentDatabase.metaInt(db, "doc_count")
             if let keys = options.keys {
                 var rows: [JSON] = []
                 let selected = options.descending ? keys.reversed() : keys
@@ -77,7 +77,7 @@ extension Database {
                     } else {
                         out["value"] = .object(value)
                         if options.includeDocs {
-                            out["doc"] = try Database.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
+                            out["doc"] = try DocumentDatabase.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
                                 .map(JSON.object) ?? .null
                         }
                     }
@@ -121,7 +121,7 @@ extension Database {
                 let rev: String = row[1]
                 var out: JSONObject = ["id": .string(id), "key": .string(id), "value": ["rev": .string(rev)]]
                 if options.includeDocs, let data = row[4] as Data?, let body = try JSON.parse(data).objectValue {
-                    out["doc"] = try Database.assembleWinnerRow(db, id: id, row: row, body: body, deleted: false, options: options.read)
+                    out["doc"] = try DocumentDatabase.assembleWinnerRow(db, id: id, row: row, body: body, deleted: false, options: options.read)
                 }
                 rows.append(.object(out))
             }
@@ -200,7 +200,7 @@ extension Database {
 
     private func unfilteredChanges(_ options: ChangesOptions) async throws -> ChangesPage {
         try await reading { db in
-            let updateSeq = try Database.metaInt(db, "update_seq")
+            let updateSeq = try DocumentDatabase.metaInt(db, "update_seq")
             var rows: [JSON] = []
             var lastSeq = options.descending ? 0 : options.since
             let limit = options.limit ?? Int.max
@@ -259,7 +259,7 @@ extension Database {
                     out.members.reserveCapacity(5)
                     if deleted { out["deleted"] = true }
                     if options.includeDocs {
-                        out["doc"] = body == nil ? .null : try Database.assembleWinnerRow(
+                        out["doc"] = body == nil ? .null : try DocumentDatabase.assembleWinnerRow(
                             db, id: id, row: row, body: body!, deleted: deleted, options: options.read)
                     }
                     rows.append(.object(out))

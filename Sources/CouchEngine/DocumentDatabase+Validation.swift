@@ -33,11 +33,11 @@ public protocol WriteValidator: Sendable {
     /// For each write, nil to accept it or the error that rejects it. `designDocuments` are
     /// the database's design documents that have a `validate_doc_update` function.
     func validate(
-        _ writes: [ProposedWrite], database: Database, designDocuments: [JSONObject], user: UserContext
+        _ writes: [ProposedWrite], database: DocumentDatabase, designDocuments: [JSONObject], user: UserContext
     ) async throws -> [CouchError?]
 }
 
-extension Database {
+extension DocumentDatabase {
     /// The database's live design documents (with `_id` and `_rev`), cached until a design
     /// document is written or purged.
     public func designDocuments() async throws -> [JSONObject] {
@@ -79,7 +79,7 @@ extension Database {
             return !id.hasPrefix("_design/") && !id.hasPrefix("_local/")
         }
         let proposals = try await reading { db in
-            try candidates.map { try Database.proposedWrite(documents[$0], newEdits: newEdits, db: db) }
+            try candidates.map { try DocumentDatabase.proposedWrite(documents[$0], newEdits: newEdits, db: db) }
         }
         let checked = zip(candidates, proposals).compactMap { index, proposal in proposal.map { (index, $0) } }
         guard !checked.isEmpty else { return [:] }

@@ -18,7 +18,7 @@ struct DocRow {
     }
 }
 
-extension Database {
+extension DocumentDatabase {
     /// Writes documents, each atomically, all in one transaction. With `newEdits` each document
     /// edits its `_rev` (or creates the document) and gets a new revision; without it, each
     /// document is a revision from elsewhere (replication), added to the tree as it is.
@@ -46,7 +46,7 @@ extension Database {
                             throw CouchError(status: 400, error: "invalid_design_doc", reason: "partitioned option cannot be true in a non-partitioned database.")
                         }
                     }
-                    results.append(.success(try Database.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context)))
+                    results.append(.success(try DocumentDatabase.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context)))
                 } catch let error as CouchError where error.status < 500 {
                     results.append(.failure(error))
                 }

@@ -1,34 +1,33 @@
 import AsyncHTTPClient
 import CouchJSON
 import Foundation
-import LTTestSupport
 import NIOCore
 import NIOHTTP1
 
 /// A real `lt serve` process on ephemeral ports with its own data directory.
-final class TestServer: @unchecked Sendable {
-    let process = Process()
-    let dataDirectory: URL
-    let ownsDirectory: Bool
-    private(set) var port = 0
-    private(set) var appPort = 0
+public final class TestServer: @unchecked Sendable {
+    public let process = Process()
+    public let dataDirectory: URL
+    public let ownsDirectory: Bool
+    public private(set) var port = 0
+    public private(set) var appPort = 0
     /// The server admin of every `lt serve` the tests start. With LT_TEST_COUCHDB_URL, the real
     /// CouchDB's admin: requests passed through to that cluster then authenticate there too
     /// (CouchDB locks out a name after a few wrong passwords).
-    static let admin: (String, String) = LiveCouchDB.isSet ? (LiveCouchDB.endpoint.user, LiveCouchDB.endpoint.password) : ("admin", "s3cr3t-pw")
+    public static let admin: (String, String) = LiveCouchDB.isSet ? (LiveCouchDB.endpoint.user, LiveCouchDB.endpoint.password) : ("admin", "s3cr3t-pw")
 
     /// The `lt` binary built next to the test bundle (or `LT_BINARY`).
-    static var binary: URL { LTBinary.url }
+    public static var binary: URL { LTBinary.url }
 
     /// Starts a server; `ports` (database, application) reuses known ports, as a restart does.
     /// In cluster mode: the stand-in cluster the application keeps its data in (`port` is its).
-    private(set) var cluster: TestServer?
+    public private(set) var cluster: TestServer?
 
     /// Cluster mode: a stand-in cluster (`lt serve --database-only`) and an application server
     /// in front of it; `appPort` is the application's, `port` where devices replicate (and
     /// tests talk to): the cluster's, or with `--mode single-db` this server's own, the owners'
     /// way into the shared database (other requests to it pass through to the cluster).
-    convenience init(cluster: Bool, extraArguments: [String] = []) throws {
+    public convenience init(cluster: Bool, extraArguments: [String] = []) throws {
         guard cluster else {
             try self.init(extraArguments: extraArguments)
             return
@@ -45,22 +44,22 @@ final class TestServer: @unchecked Sendable {
     }
 
     /// The credentials `.admin` requests carry: this server's admin, or a real CouchDB's.
-    private(set) var credentials = TestServer.admin
+    public private(set) var credentials = TestServer.admin
 
     /// This server's address with its admin credentials, as `lt serve --couchdb` takes it.
-    var adminURL: String { "http://\(credentials.0):\(credentials.1)@127.0.0.1:\(port)" }
+    public var adminURL: String { "http://\(credentials.0):\(credentials.1)@127.0.0.1:\(port)" }
 
     /// The cluster cluster-mode tests keep their data in: a stand-in (`lt serve
     /// --database-only`), or with LT_TEST_COUCHDB_URL that real CouchDB, emptied first of
     /// every database but the system ones and of every user (it must be a throwaway
     /// instance; docs/compatibility.md).
-    static func clusterStandIn() throws -> TestServer {
+    public static func clusterStandIn() throws -> TestServer {
         guard LiveCouchDB.isSet else { return try TestServer(databaseOnly: true) }
         return try TestServer(externalCouchDB: LiveCouchDB.endpoint)
     }
 
     /// A CouchDB this test does not run (no process, no data directory of ours), emptied.
-    init(externalCouchDB endpoint: (base: String, user: String, password: String)) throws {
+    public init(externalCouchDB endpoint: (base: String, user: String, password: String)) throws {
         dataDirectory = FileManager.default.temporaryDirectory
         ownsDirectory = false
         credentials = (endpoint.user, endpoint.password)
@@ -70,7 +69,7 @@ final class TestServer: @unchecked Sendable {
     }
 
     /// Deletes every non-system database and every `_users`/`_replicator` document.
-    func empty(base: String) async throws {
+    public func empty(base: String) async throws {
         for db in try await request(.GET, "/_all_dbs", base: base).json.arrayValue ?? [] {
             guard let name = db.stringValue, !name.hasPrefix("_") else { continue }
             _ = try await request(.DELETE, "/" + (name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? name), base: base)
@@ -86,7 +85,7 @@ final class TestServer: @unchecked Sendable {
     }
 
     /// Waits for async work from a synchronous context (setting up a cluster in an initializer).
-    static func wait(_ work: @escaping @Sendable () async throws -> Void) throws {
+    public static func wait(_ work: @escaping @Sendable () async throws -> Void) throws {
         final class Outcome: @unchecked Sendable { var error: (any Error)? }
         let outcome = Outcome()
         let done = DispatchSemaphore(value: 0)
@@ -99,7 +98,7 @@ final class TestServer: @unchecked Sendable {
     }
 
     /// `databaseOnly`: `lt serve --database-only` (a CouchDB stand-in; no application port).
-    init(dataDirectory: URL? = nil, ports: (database: Int, app: Int)? = nil, databaseOnly: Bool = false, extraArguments: [String] = []) throws {
+    public init(dataDirectory: URL? = nil, ports: (database: Int, app: Int)? = nil, databaseOnly: Bool = false, extraArguments: [String] = []) throws {
         if let dataDirectory {
             self.dataDirectory = dataDirectory
             ownsDirectory = false
@@ -134,14 +133,14 @@ final class TestServer: @unchecked Sendable {
         }
     }
 
-    enum TestServerError: Error { case didNotStart }
+    public enum TestServerError: Error, Sendable { case didNotStart }
 
-    var baseURL: String { "http://127.0.0.1:\(port)" }
+    public var baseURL: String { "http://127.0.0.1:\(port)" }
 
     /// A server a test forgot to stop never outlives it.
     deinit { stop() }
 
-    func stop() {
+    public func stop() {
         if process.isRunning {
             process.terminate()
             process.waitUntilExit()
@@ -151,28 +150,28 @@ final class TestServer: @unchecked Sendable {
     }
 
     /// SIGKILL, no chance to flush anything.
-    func kill() {
+    public func kill() {
         Foundation.kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
     }
 
-    struct Reply: Sendable {
-        let status: Int
-        let headers: HTTPHeaders
-        let body: [UInt8]
-        var json: JSON { (try? JSON.parse(body)) ?? .null }
-        var text: String { String(decoding: body, as: UTF8.self) }
+    public struct Reply: Sendable {
+        public let status: Int
+        public let headers: HTTPHeaders
+        public let body: [UInt8]
+        public var json: JSON { (try? JSON.parse(body)) ?? .null }
+        public var text: String { String(decoding: body, as: UTF8.self) }
     }
 
-    enum Auth { case admin, none, basic(String, String), cookie(String) }
+    public enum Auth: Sendable { case admin, none, basic(String, String), cookie(String) }
 
     /// One request to the application port (no credentials unless given).
-    func app(_ method: HTTPMethod, _ path: String, json: JSON? = nil, auth: Auth = .none) async throws -> Reply {
+    public func app(_ method: HTTPMethod, _ path: String, json: JSON? = nil, auth: Auth = .none) async throws -> Reply {
         try await request(method, path, json: json, auth: auth, base: "http://127.0.0.1:\(appPort)")
     }
 
     /// One HTTP request; `body` may be JSON or raw bytes.
-    func request(
+    public func request(
         _ method: HTTPMethod, _ path: String, json: JSON? = nil, body: [UInt8]? = nil, auth: Auth = .admin,
         headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60), base: String? = nil
     ) async throws -> Reply {
@@ -198,7 +197,7 @@ final class TestServer: @unchecked Sendable {
 
     /// Runs the lt binary (a CLI command, or a server expected to refuse to start); its exit
     /// status, standard output and standard error.
-    static func runLT(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    public static func runLT(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -220,19 +219,19 @@ final class TestServer: @unchecked Sendable {
 
     /// `lt device register` against this server: a device in `state` for `username`, whose
     /// password is `pw-<username>`; the command's exit status.
-    func registerDevice(state: String, username: String) throws -> Int32 {
+    public func registerDevice(state: String, username: String) throws -> Int32 {
         try TestServer.runLT(["device", "register", "--server", "http://127.0.0.1:\(appPort)", "--state", state,
                               "--username", username, "--password", "pw-\(username)"]).status
     }
 
-    static func basic(_ name: String, _ password: String) -> String {
+    public static func basic(_ name: String, _ password: String) -> String {
         "Basic " + Data("\(name):\(password)".utf8).base64EncodedString()
     }
 }
 
 extension Array where Element == UInt8 {
     /// True when `needle` occurs somewhere in these bytes.
-    func containsBytes(_ needle: [UInt8]) -> Bool {
+    public func containsBytes(_ needle: [UInt8]) -> Bool {
         guard !needle.isEmpty, count >= needle.count else { return needle.isEmpty }
         for start in 0...(count - needle.count) where self[start] == needle[0] && Array(self[start..<(start + needle.count)]) == needle {
             return true

@@ -7,17 +7,17 @@ import Glibc
 /// A TCP proxy on 127.0.0.1 that forwards to a server and misbehaves at random: it drops
 /// connections before forwarding, cuts responses off part-way, and delays traffic. For fault
 /// tests of clients (the replicator) against a real server.
-final class FaultyProxy: @unchecked Sendable {
-    let port: Int
+public final class FaultyProxy: @unchecked Sendable {
+    public let port: Int
     private let listener: Int32
     private let target: Int
     private let faultRate: Double
     private let lock = NSLock()
     private var rng: UInt64
     private var stopped = false
-    private(set) var faultsInjected = 0
+    public private(set) var faultsInjected = 0
 
-    init(targetPort: Int, faultRate: Double, seed: UInt64) throws {
+    public init(targetPort: Int, faultRate: Double, seed: UInt64) throws {
         target = targetPort
         self.faultRate = faultRate
         rng = seed
@@ -38,7 +38,7 @@ final class FaultyProxy: @unchecked Sendable {
         Thread.detachNewThread { [self] in acceptLoop() }
     }
 
-    func stop() {
+    public func stop() {
         lock.lock()
         stopped = true
         lock.unlock()
@@ -101,12 +101,12 @@ final class FaultyProxy: @unchecked Sendable {
     /// The two sockets of one proxied connection. Both pumps shut them down when they stop; only
     /// the last one closes them, so a descriptor number is never closed twice (it may already
     /// belong to a newer connection).
-    final class Link: @unchecked Sendable {
-        let sockets: (Int32, Int32)
+    public final class Link: @unchecked Sendable {
+        public let sockets: (Int32, Int32)
         private let lock = NSLock()
         private var running = 2
-        init(_ a: Int32, _ b: Int32) { sockets = (a, b) }
-        func finished() {
+        public init(_ a: Int32, _ b: Int32) { sockets = (a, b) }
+        public func finished() {
             shutdown(sockets.0, Int32(SHUT_RDWR))
             shutdown(sockets.1, Int32(SHUT_RDWR))
             lock.lock()

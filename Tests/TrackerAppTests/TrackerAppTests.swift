@@ -78,7 +78,7 @@ struct TrackerAppTests {
             "/api/openapi.json", "/api/keys", "/api/keys/{key}", "/api/places/{id}", "/api/session", "/api/me/locations", "/api/me/live", "/api/status",
         ])
         // The copy in the repository (JSON is YAML) is the document the server serves.
-        let file = try JSON.parse(Array(Data(contentsOf: GeoHTTPTests.repository.appendingPathComponent("docs/openapi.yaml"))))
+        let file = try JSON.parse(Array(Data(contentsOf: Repository.root.appendingPathComponent("docs/openapi.yaml"))))
         #expect(openAPI.json == file, "docs/openapi.yaml is out of date: curl -s http://127.0.0.1:8080/api/openapi.json | python3 -m json.tool --no-ensure-ascii > docs/openapi.yaml")
     }
 
@@ -397,7 +397,7 @@ struct TrackerAppTests {
         // The server's own sample places imported again: all already there under their ids;
         // the one whose correction was approved above takes the file's position again (an
         // import is the admin's word on the places) and keeps the record of its old positions.
-        let samples = try TestServer.runLT(["places", "import", GeoHTTPTests.repository.appendingPathComponent("data/sample-places.json").path, "--url", dbURL])
+        let samples = try TestServer.runLT(["places", "import", Repository.root.appendingPathComponent("data/sample-places.json").path, "--url", dbURL])
         #expect(samples.status == 0 && samples.output.contains("50 places: 0 new, 1 updated, 49 unchanged; places release 5"), "\(samples.output)")
         let reverted = try await s.request(.GET, "/lt_places/\(placeID)").json
         #expect(reverted["geometry"] == original && reverted["previousPositions"] != nil, "\(reverted.text)")

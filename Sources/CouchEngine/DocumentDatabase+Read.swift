@@ -20,7 +20,7 @@ public struct RevisionsRequest: Sendable {
     }
 }
 
-extension Database {
+extension DocumentDatabase {
     /// Reads a document: the winning revision, or `rev`. Throws 404 `missing`/`deleted`.
     public func document(id: String, rev: Revision? = nil, options: ReadOptions = ReadOptions()) async throws -> JSONObject {
         try await reading { db in
@@ -34,7 +34,7 @@ extension Database {
                 if winner.deleted { throw CouchError.deleted }
                 target = winner.rev
             }
-            guard let doc = try Database.assemble(db, id: id, rev: target, row: row, options: options) else {
+            guard let doc = try DocumentDatabase.assemble(db, id: id, rev: target, row: row, options: options) else {
                 throw CouchError.missing
             }
             return doc
@@ -64,7 +64,7 @@ extension Database {
                     if let revs = request.revs { return .success(revs.map { OpenRevision.missing($0) }) }
                     return .failure(CouchError.missing)
                 }
-                return .success(try Database.openRevisions(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options))
+                return .success(try DocumentDatabase.openRevisions(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options))
             }
         }
     }
@@ -89,7 +89,7 @@ extension Database {
             wanted = row.tree.leaves.map(\.rev)
         }
         return try wanted.map { rev in
-            if let doc = try Database.assemble(db, id: id, rev: rev, row: row, options: options) {
+            if let doc = try DocumentDatabase.assemble(db, id: id, rev: rev, row: row, options: options) {
                 return .ok(doc)
             }
             return .missing(rev)
@@ -103,7 +103,7 @@ extension Database {
         storedBody: JSONObject? = nil
     ) throws -> JSONObject? {
         guard let node = row.tree.node(rev) else { return nil }
-        guard let body = try storedBody ?? Database.storedBody(db, id: id, rev: rev) else { return nil }
+        guard let body = try storedBody ?? DocumentDatabase.storedBody(db, id: id, rev: rev) else { return nil }
         var doc = JSONObject()
         doc.members.reserveCapacity(body.count + 4)
         doc.members.append(("_id", .string(id)))
@@ -205,7 +205,7 @@ extension Database {
             guard let row = try DocRow.fetch(db, id: docID), let winner = row.tree.winner else { throw CouchError.missing }
             let target = rev ?? winner.rev
             if rev == nil, winner.deleted { throw CouchError.deleted }
-            guard let meta = try Database.storedAttachments(db, id: docID, rev: target)?[name]?.objectValue,
+            guard let meta = try DocumentDatabase.storedAttachments(db, id: docID, rev: target)?[name]?.objectValue,
                   let digest = meta["digest"]?.stringValue,
                   let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest])
             else {

@@ -25,7 +25,7 @@ import CSQLiteTuning
 ///   with `att_refs` recording which revision uses which digest;
 /// - `local_docs`: `_local` documents, outside the changes index;
 /// - `meta`: counters, `_security`, `_revs_limit`, the database's uuid.
-public final class Database: Sendable {
+public final class DocumentDatabase: Sendable {
     public let name: String
     let pool: any DatabaseWriter
     let writer: WriteQueue
@@ -152,7 +152,7 @@ public final class Database: Sendable {
                 try db.execute(sql: "PRAGMA journal_size_limit = 65536")
                 try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
             }
-            pool = try DatabaseQueue(path: Database.uriWithoutLocks(path), configuration: config)
+            pool = try DatabaseQueue(path: DocumentDatabase.uriWithoutLocks(path), configuration: config)
         }
         self.pool = pool
         // One statement, outside a transaction (one statement reads a consistent state): an
@@ -197,14 +197,14 @@ public final class Database: Sendable {
             try db.execute(sql: "PRAGMA journal_mode = OFF")
             try db.execute(sql: "PRAGMA synchronous = OFF")
         }
-        let queue = try DatabaseQueue(path: Database.uriWithoutLocks(building), configuration: config)
+        let queue = try DatabaseQueue(path: DocumentDatabase.uriWithoutLocks(building), configuration: config)
         try queue.inDatabase { db in
             try db.inTransaction {
-                try db.execute(sql: Database.schema)
-                try Database.setMeta(db, "uuid", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
-                try Database.setMeta(db, "created", String(Int(Date().timeIntervalSince1970 * 1_000_000)))
-                try Database.setMeta(db, "security", JSON.object(Database.defaultSecurity).text)
-                if partitioned { try Database.setMeta(db, "partitioned", "true") }
+                try db.execute(sql: DocumentDatabase.schema)
+                try DocumentDatabase.setMeta(db, "uuid", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
+                try DocumentDatabase.setMeta(db, "created", String(Int(Date().timeIntervalSince1970 * 1_000_000)))
+                try DocumentDatabase.setMeta(db, "security", JSON.object(DocumentDatabase.defaultSecurity).text)
+                if partitioned { try DocumentDatabase.setMeta(db, "partitioned", "true") }
                 return .commit
             }
             // Recorded in the file's header: every later open writes ahead.
@@ -248,7 +248,7 @@ public final class Database: Sendable {
 
     /// Parses a sequence a client passed back: our strings, plain integers, or `now` (-1).
     public func parseSequence(_ value: JSON) throws -> Int {
-        try Database.parseSequence(value)
+        try DocumentDatabase.parseSequence(value)
     }
 
     /// The same, for a database not at hand.
@@ -274,24 +274,24 @@ public final class Database: Sendable {
 
     public func setRevsLimit(_ limit: Int) async throws {
         guard limit > 0 else { throw CouchError.badRequest("revs_limit must be a positive integer") }
-        try await pool.write { db in try Database.setMeta(db, "revs_limit", String(limit)) }
+        try await pool.write { db in try DocumentDatabase.setMeta(db, "revs_limit", String(limit)) }
         cachedMeta.withLock { $0.revsLimit = limit }
     }
 
     public func setSecurity(_ security: JSONObject) async throws {
         // Through the group commit, so it shares a transaction with concurrent writes.
-        try await writer.write { db, _ in try Database.setMeta(db, "security", JSON.object(security).text) }
+        try await writer.write { db, _ in try DocumentDatabase.setMeta(db, "security", JSON.object(security).text) }
         cachedMeta.withLock { $0.security = security }
     }
 
-    /// Database information as `GET /{db}` returns it.
+    /// DocumentDatabase information as `GET /{db}` returns it.
     public func info() async throws -> JSONObject {
         let (seq, docs, deleted, purgeSeq, pages, pageSize, free) = try await reading { db in
             (
-                try Database.metaInt(db, "update_seq"),
-                try Database.metaInt(db, "doc_count"),
-                try Database.metaInt(db, "doc_del_count"),
-                try Database.metaInt(db, "purge_seq"),
+                try DocumentDatabase.metaInt(db, "update_seq"),
+                try DocumentDatabase.metaInt(db, "doc_count"),
+                try DocumentDatabase.metaInt(db, "doc_del_count"),
+                try DocumentDatabase.metaInt(db, "purge_seq"),
                 try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
                 try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096,
                 try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
@@ -319,7 +319,7 @@ public final class Database: Sendable {
 
     /// The current update sequence number.
     public func updateSeq() async throws -> Int {
-        try await reading { db in try Database.metaInt(db, "update_seq") }
+        try await reading { db in try DocumentDatabase.metaInt(db, "update_seq") }
     }
 
     func close() {

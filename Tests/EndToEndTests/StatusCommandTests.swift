@@ -1,5 +1,6 @@
 import CouchJSON
 import Foundation
+import LTTestSupport
 import Testing
 
 /// `lt status` and `GET /api/status` against a real server: what consolidation has copied,

@@ -53,12 +53,7 @@ public struct LocationFilter: Sendable {
     }
 }
 
-extension TrackerService {
-    /// 404 unless `user` is registered (in either mode, where their locations are kept differs).
-    func requireRegistered(_ user: String) async throws {
-        guard try await couch.request(.head, "/\(TrackerService.usersDB)/\(user)").ok else { throw Failure(404, "not_found", "No user \(user)") }
-    }
-
+extension LocationReports {
     /// Calls `visit` with each page of location documents the filter keeps, reading the
     /// database in pages of 2,000, so an export of millions holds one page at a time.
     public func forEachLocation(_ filter: LocationFilter, _ visit: ([(doc: JSON, point: Coordinate, time: Double)]) async throws -> Void) async throws {
@@ -79,34 +74,6 @@ extension TrackerService {
         if !found { throw Failure(404, "not_found", "No locations for \(filter.user ?? "anyone")") }
     }
 
-    /// Calls `visit` with each page of `_all_docs` rows of a database (`size` rows at a time,
-    /// continuing after the last id of the page before), only ids in `range` (start included,
-    /// end not) if given. False when there is no such database.
-    func forEachPage(
-        of db: String, size: Int, includeDocs: Bool, range: (start: String, end: String)? = nil, _ visit: ([JSON]) async throws -> Void
-    ) async throws -> Bool {
-        var startKey: String?
-        while true {
-            var query = ["limit": String(size)]
-            if includeDocs { query["include_docs"] = "true" }
-            if let range {
-                query["startkey"] = JSON.string(range.start).text
-                query["endkey"] = JSON.string(range.end).text
-                query["inclusive_end"] = "false"
-            }
-            if let startKey {
-                query["startkey"] = JSON.string(startKey).text
-                query["skip"] = "1"
-            }
-            let reply = try await couch.request(.get, "/\(db)/_all_docs", query: query, body: nil)
-            if reply.status == 404 { return false }
-            try expect(reply, "read \(db)")
-            let rows = reply.json["rows"]?.arrayValue ?? []
-            try await visit(rows)
-            guard rows.count == size, let last = rows.last?["id"]?.stringValue else { return true }
-            startKey = last
-        }
-    }
 
     /// Per-user statistics: count, first and last fix, and distance travelled (great-circle
     /// between consecutive fixes in time order; only times and positions are held, 24 bytes each).

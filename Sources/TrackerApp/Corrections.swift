@@ -7,11 +7,7 @@ import Geo
 /// corrected position, admins approve or reject it; approving moves the place (keeping its old
 /// position in the document) and bumps the places dataset's version, so devices pull
 /// `lt_places` only when it changed.
-extension TrackerService {
-    public static let reportsDB = "lt_place_reports"
-    /// The document in `lt_places` whose `dataVersion` grows with every approved change.
-    public static let releaseID = "dataset-release"
-
+extension PlaceCatalog {
     /// Creates the reports database (admins only: users see their own reports through the API).
     func prepareCorrections() async throws {
         _ = try await createDatabase(TrackerService.reportsDB)

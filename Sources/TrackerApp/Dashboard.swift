@@ -5,7 +5,7 @@ import HTTPTypes
 import Geo
 
 /// What the dashboard asks of the application beyond the device API.
-extension TrackerService {
+extension LocationReports {
     /// New location documents of `user` after `since` (`now` for only what comes next), waiting
     /// up to `timeout` ms for one: the user's own database, or their part of the shared one.
     public func changes(of user: String, since: String, timeout: Int) async throws -> (docs: [JSON], lastSeq: String) {
@@ -46,35 +46,6 @@ extension TrackerService {
             since = last.stringValue ?? last.text
         }
         return found.prefix(limit).sorted { $0.time < $1.time }.map(\.doc)
-    }
-
-    /// Creates (`id` nil) or updates a place: name and position, keeping the rest of the
-    /// document; the places release is bumped so devices pull again.
-    public func savePlace(id: String?, name: String, position: Coordinate) async throws -> JSON {
-        var doc: JSONObject = ["type": "Feature", "created_at": .double((Date().timeIntervalSince1970 * 1000).rounded())]
-        let placeID = id ?? "place-" + Hex.random(bytes: 8)
-        if let id {
-            let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
-            guard existing.ok, let object = existing.json.objectValue, object["geometry"] != nil else { throw Failure(404, "not_found", "No place \(id)") }
-            doc = object
-        }
-        doc["name"] = .string(name)
-        doc["geometry"] = Geometry.point(position).geoJSON
-        let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(doc))
-        if saved.status == 409 { throw Failure(409, "conflict", "The place changed meanwhile; reload and try again") }
-        try expect(saved, "save place \(placeID)")
-        let release = try await bumpRelease()
-        return ["ok": true, "id": .string(placeID), "rev": saved.json["rev"] ?? .null, "dataVersion": .int(release)]
-    }
-
-    /// Deletes a place; the places release is bumped.
-    public func deletePlace(_ id: String) async throws -> JSON {
-        guard id != TrackerService.releaseID, !id.hasPrefix("_") else { throw Failure(400, "bad_request", "\(id) is not a place") }
-        let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
-        guard existing.ok, let rev = existing.json["_rev"]?.stringValue else { throw Failure(404, "not_found", "No place \(id)") }
-        let deleted = try await couch.request(.delete, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))", query: ["rev": rev], body: nil)
-        try expect(deleted, "delete place \(id)")
-        return ["ok": true, "dataVersion": .int(try await bumpRelease())]
     }
 
     /// Everyone's locations (or one user's) counted on a grid over a box, for the dashboard's
@@ -164,5 +135,36 @@ extension TrackerService {
         let bytes = try await couch.request(.get, path + "/" + CouchURL.encode(attachment))
         try expect(bytes, "read photo \(id)/\(attachment)")
         return (bytes.body, type)
+    }
+}
+
+extension PlaceCatalog {
+    /// Creates (`id` nil) or updates a place: name and position, keeping the rest of the
+    /// document; the places release is bumped so devices pull again.
+    public func savePlace(id: String?, name: String, position: Coordinate) async throws -> JSON {
+        var doc: JSONObject = ["type": "Feature", "created_at": .double((Date().timeIntervalSince1970 * 1000).rounded())]
+        let placeID = id ?? "place-" + Hex.random(bytes: 8)
+        if let id {
+            let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
+            guard existing.ok, let object = existing.json.objectValue, object["geometry"] != nil else { throw Failure(404, "not_found", "No place \(id)") }
+            doc = object
+        }
+        doc["name"] = .string(name)
+        doc["geometry"] = Geometry.point(position).geoJSON
+        let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(doc))
+        if saved.status == 409 { throw Failure(409, "conflict", "The place changed meanwhile; reload and try again") }
+        try expect(saved, "save place \(placeID)")
+        let release = try await bumpRelease()
+        return ["ok": true, "id": .string(placeID), "rev": saved.json["rev"] ?? .null, "dataVersion": .int(release)]
+    }
+
+    /// Deletes a place; the places release is bumped.
+    public func deletePlace(_ id: String) async throws -> JSON {
+        guard id != TrackerService.releaseID, !id.hasPrefix("_") else { throw Failure(400, "bad_request", "\(id) is not a place") }
+        let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
+        guard existing.ok, let rev = existing.json["_rev"]?.stringValue else { throw Failure(404, "not_found", "No place \(id)") }
+        let deleted = try await couch.request(.delete, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))", query: ["rev": rev], body: nil)
+        try expect(deleted, "delete place \(id)")
+        return ["ok": true, "dataVersion": .int(try await bumpRelease())]
     }
 }

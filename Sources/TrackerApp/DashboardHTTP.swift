@@ -166,17 +166,17 @@ extension TrackerHTTP {
         let limit = min(max(Int(query["limit"] ?? "100") ?? 100, 1), 10_000)
         if filter.from == nil, filter.to == nil, service.mode == .databasePerUser {
             // The newest written, from the end of the changes feed: no full read of a long history.
-            let docs = try await service.newestLocations(of: user, limit: limit)
+            let docs = try await service.reports.newestLocations(of: user, limit: limit)
             return TrackerHTTP.reply(["locations": .array(docs)])
         }
         var newest: [(doc: JSON, time: Double)] = []
         do {
-            try await service.forEachLocation(filter) { page in
+            try await service.reports.forEachLocation(filter) { page in
                 newest += page.map { ($0.doc, $0.time) }
                 if newest.count > limit * 4 { newest = Array(newest.sorted { $0.time > $1.time }.prefix(limit)) }
             }
         } catch let failure as TrackerService.Failure where failure.status == 404 {}
-        let rows = newest.sorted { $0.time > $1.time }.prefix(limit).reversed().map { service.visible($0.doc, to: user) }
+        let rows = newest.sorted { $0.time > $1.time }.prefix(limit).reversed().map { service.reports.visible($0.doc, to: user) }
         return TrackerHTTP.reply(["locations": .array(Array(rows))])
     }
 
@@ -190,10 +190,10 @@ extension TrackerHTTP {
             try await writer.write(ByteBuffer(string: ": live\n\n"))
             var since = "now"
             while !Task.isCancelled {
-                let page = try await service.changes(of: user, since: since, timeout: 20_000)
+                let page = try await service.reports.changes(of: user, since: since, timeout: 20_000)
                 since = page.lastSeq
                 for doc in page.docs {
-                    let event = "event: location\ndata: " + service.visible(doc, to: user).text + "\n\n"
+                    let event = "event: location\ndata: " + service.reports.visible(doc, to: user).text + "\n\n"
                     try await writer.write(ByteBuffer(string: event))
                 }
                 if page.docs.isEmpty { try await writer.write(ByteBuffer(string: ": keep-alive\n\n")) }
@@ -209,14 +209,14 @@ extension TrackerHTTP {
     /// /api/places/:id`; every change bumps the places release so devices pull again.
     func editPlace(_ method: HTTPRequest.Method, _ id: String?, _ request: Request) async throws -> Response {
         if method == .delete, let id {
-            return TrackerHTTP.reply(try await service.deletePlace(id))
+            return TrackerHTTP.reply(try await service.places.deletePlace(id))
         }
         let body = try await json(request)
         guard let name = body["name"]?.stringValue, !name.isEmpty, let lat = body["latitude"]?.doubleValue, let lon = body["longitude"]?.doubleValue,
               (-90...90).contains(lat), (-180...180).contains(lon) else {
             throw TrackerService.Failure(400, "bad_request", "A place needs a `name`, `latitude` (−90…90) and `longitude` (−180…180)")
         }
-        let saved = try await service.savePlace(id: id, name: name, position: Coordinate(lon: lon, lat: lat))
+        let saved = try await service.places.savePlace(id: id, name: name, position: Coordinate(lon: lon, lat: lat))
         return TrackerHTTP.reply(saved, status: id == nil ? .created : .ok)
     }
 }

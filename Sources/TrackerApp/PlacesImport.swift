@@ -1,4 +1,5 @@
 import CouchJSON
+import CouchProtocol
 import Crypto
 import Foundation
 
@@ -6,7 +7,7 @@ import Foundation
 /// has a stable id (its own `_id` or `id`, else one made from its name and geometry), an
 /// import updates the places it already holds, leaves identical ones alone, and bumps the
 /// places release once when anything changed (devices pull `lt_places` only when it grew).
-extension TrackerService {
+extension PlaceCatalog {
     /// What an import did.
     public struct PlacesImport: Sendable {
         public var created = 0
@@ -47,7 +48,7 @@ extension TrackerService {
             guard var doc = feature.objectValue, doc["geometry"]?.objectValue != nil else {
                 throw Failure(400, "bad_request", "Feature \(index) has no geometry")
             }
-            let id = TrackerService.placeID(doc)
+            let id = PlaceCatalog.placeID(doc)
             guard !id.hasPrefix("_"), id != TrackerService.releaseID else { throw Failure(400, "bad_request", "Feature \(index): \(id) cannot name a place") }
             doc.removeValue(forKey: "id")
             doc.removeValue(forKey: "_rev")
@@ -79,7 +80,7 @@ extension TrackerService {
                     // correction's previousPositions) is kept.
                     doc = old
                     for (key, value) in imported where key != "_id" { doc[key] = value }
-                    if TrackerService.samePlace(old, doc) {
+                    if PlaceCatalog.samePlace(old, doc) {
                         result.unchanged += 1
                         continue
                     }

@@ -131,7 +131,7 @@ public struct TrackerHTTP: Sendable {
         let body = ResponseBody { writer in
             try await writer.write(ByteBuffer(string: format.header))
             var first = true
-            try await service.forEachLocation(filter) { page in
+            try await service.reports.forEachLocation(filter) { page in
                 var out: [UInt8] = []
                 for (doc, point, time) in page {
                     out += format.row(doc, point, time, first: first)

@@ -72,11 +72,11 @@ extension TrackerHTTP {
             // A user's own photos; admins and analysts: everyone's, or one user's (?user=).
             let (user, owner) = try await photoScope(request, context)
             let limit = min(max(Int(TrackerHTTP.query(request)["limit"] ?? "500") ?? 500, 1), 5000)
-            return TrackerHTTP.reply(try await service.photos(user: user, visibleTo: owner, limit: limit))
+            return TrackerHTTP.reply(try await service.reports.photos(user: user, visibleTo: owner, limit: limit))
         }
         api.get("photos/:id/:attachment") { request, context in
             let (user, _) = try await photoScope(request, context)
-            let photo = try await service.photo(id: context.parameter("id"), attachment: context.parameter("attachment"), user: user)
+            let photo = try await service.reports.photo(id: context.parameter("id"), attachment: context.parameter("attachment"), user: user)
             var response = TrackerHTTP.file(photo.bytes, name: "", cache: false)
             response.headers[.contentType] = photo.contentType
             return response
@@ -96,10 +96,10 @@ extension TrackerHTTP {
     /// positions (users submit, admins review).
     func placeRoutes(_ api: RouterGroup<ClientRequestContext>) {
         api.get("places") { request, _ in
-            let reply = try await service.places(query: TrackerHTTP.query(request))
+            let reply = try await service.places.nearby(query: TrackerHTTP.query(request))
             return TrackerHTTP.reply(bytes: reply.body, status: HTTPResponse.Status(code: reply.status))
         }
-        api.get("places/version") { _, _ in TrackerHTTP.reply(try await service.placesVersion()) }
+        api.get("places/version") { _, _ in TrackerHTTP.reply(try await service.places.placesVersion()) }
         api.post("places") { request, context in
             _ = try await requireRole(["_admin"], request, context, purpose: "Editing places is for admins")
             return try await editPlace(.post, nil, request)
@@ -112,21 +112,21 @@ extension TrackerHTTP {
         }
         api.post("places/:id/adjustments") { request, context in
             let user = try await requireUser(request, context)
-            return TrackerHTTP.reply(try await service.submitAdjustment(place: context.parameter("id"), by: user, body: try await json(request)),
+            return TrackerHTTP.reply(try await service.places.submitAdjustment(place: context.parameter("id"), by: user, body: try await json(request)),
                                      status: .created)
         }
         api.get("adjustments/mine") { request, context in
-            TrackerHTTP.reply(try await service.adjustments(submittedBy: try await requireUser(request, context), status: nil))
+            TrackerHTTP.reply(try await service.places.adjustments(submittedBy: try await requireUser(request, context), status: nil))
         }
         api.get("adjustments") { request, context in
             _ = try await requireRole(["_admin"], request, context, purpose: "Reviewing place reports is for admins")
-            return TrackerHTTP.reply(try await service.adjustments(submittedBy: nil, status: TrackerHTTP.query(request)["status"] ?? "submitted"))
+            return TrackerHTTP.reply(try await service.places.adjustments(submittedBy: nil, status: TrackerHTTP.query(request)["status"] ?? "submitted"))
         }
         api.post("adjustments/:id/:decision") { request, context in
             let decision = context.parameter("decision")
             guard decision == "approve" || decision == "reject" else { throw HTTPError(.notFound) }
             let admin = try await requireRole(["_admin"], request, context, purpose: "Reviewing place reports is for admins")
-            return TrackerHTTP.reply(try await service.review(report: context.parameter("id"), approve: decision == "approve", by: admin))
+            return TrackerHTTP.reply(try await service.places.review(report: context.parameter("id"), approve: decision == "approve", by: admin))
         }
     }
 
@@ -145,14 +145,14 @@ extension TrackerHTTP {
         }
         api.get("analysis/map") { request, context in
             try await requireAnalyst(request, context)
-            let reply = try await service.locationGrid(query: TrackerHTTP.query(request))
+            let reply = try await service.reports.locationGrid(query: TrackerHTTP.query(request))
             return TrackerHTTP.reply(bytes: reply.body, status: HTTPResponse.Status(code: reply.status))
         }
         api.get("analysis/users/:name/stats") { request, context in
             try await requireAnalyst(request, context)
             let name = context.parameter("name")
             try TrackerService.validate(username: name)
-            return TrackerHTTP.reply(try await service.statistics(user: name))
+            return TrackerHTTP.reply(try await service.reports.statistics(user: name))
         }
         api.get("status") { request, context in
             _ = try await requireRole(["_admin"], request, context, purpose: "The server's status is for admins")

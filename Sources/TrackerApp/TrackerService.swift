@@ -7,7 +7,7 @@ import Logging
 /// The Location Tracker application (the reference design's Node.js server): registration,
 /// login with per-device API keys, a private database per user, places near a position.
 /// Everything it stores goes through `CouchClient`, as CouchDB requests.
-public final class TrackerService: Sendable {
+public final class TrackerService: CouchBacked {
     /// An error for the application API: status and `{"error", "reason"}`.
     public struct Failure: Error, Sendable {
         public var status: Int
@@ -24,6 +24,10 @@ public final class TrackerService: Sendable {
     }
 
     public static let usersDB = "lt_users"
+    /// Users' reports of wrong place positions (admins only: users see their own through the API).
+    public static let reportsDB = "lt_place_reports"
+    /// The document in `lt_places` whose `dataVersion` grows with every approved change.
+    public static let releaseID = "dataset-release"
     public static let placesDB = "lt_places"
     public static let allLocationsDB = "lt_locations_all"
     /// The geo design document of the original system, in every location and place database,
@@ -82,6 +86,10 @@ public final class TrackerService: Sendable {
     /// Failed password checks, shared with the database API (`CouchAPI.Options.loginThrottle`).
     let throttle: LoginThrottle
     let logger: Logger
+    /// Places near a position, their editing, import and corrections.
+    public let places: PlaceCatalog
+    /// Locations read back: exports, statistics, the dashboard's tracks, map grid and photos.
+    public let reports: LocationReports
 
     /// - Parameters:
     ///   - passwordIterations: PBKDF2-SHA256 iterations for users' passwords.
@@ -102,6 +110,8 @@ public final class TrackerService: Sendable {
         self.mode = mode
         self.passwordIterations = passwordIterations
         self.logger = logger
+        places = PlaceCatalog(couch: couch, geo: geo ?? couch, logger: logger)
+        reports = LocationReports(couch: couch, geo: geo ?? couch, separateGeo: geo != nil, mode: mode, logger: logger)
     }
 
     /// The private database of a user (database-per-user mode).
@@ -137,7 +147,7 @@ public final class TrackerService: Sendable {
         _ = try await createDatabase(TrackerService.usersDB)
         if try await createDatabase(TrackerService.placesDB) {
             // Under the places' own ids, so importing the same file later changes nothing.
-            let seeded = try await importPlaces(places, announce: false)
+            let seeded = try await self.places.importPlaces(places, announce: false)
             logger.info("created \(TrackerService.placesDB) with \(seeded.created) places")
         }
         try await ensureDesign(TrackerService.placesDB)
@@ -152,16 +162,8 @@ public final class TrackerService: Sendable {
         // Members read; only admins (the server's own consolidation and deletions) write.
         let readOnly = try await couch.request(.put, "/\(all)/_design/read-only", body: TrackerService.readOnlyDesign)
         guard readOnly.ok || readOnly.status == 409 else { throw failure(readOnly, "protect \(all) from writes by its readers") }
-        try await prepareCorrections()
+        try await self.places.prepareCorrections()
         if separateGeo { try await preparePurgeNotices() }
-    }
-
-    /// Creates a database; false when it already exists.
-    func createDatabase(_ name: String) async throws -> Bool {
-        let reply = try await couch.request(.put, "/\(name)")
-        if reply.status == 412 { return false }
-        try expect(reply, "create \(name)")
-        return true
     }
 
     /// Writes `pointsDesign` into `db`, or brings an older one (written by an earlier version)
@@ -179,17 +181,6 @@ public final class TrackerService: Sendable {
         updated["_rev"] = rev
         let written = try await couch.request(.put, path, body: .object(updated))
         guard written.ok || written.status == 409 else { throw failure(written, "update the geo index of \(db)") }
-    }
-
-    @discardableResult
-    func expect(_ reply: CouchReply, _ what: String) throws -> CouchReply {
-        guard reply.ok else { throw failure(reply, what) }
-        return reply
-    }
-
-    func failure(_ reply: CouchReply, _ what: String) -> Failure {
-        logger.error("\(what) failed: \(reply.status) \(String(decoding: reply.body.prefix(300), as: UTF8.self))")
-        return Failure(500, "Internal Server Error", "could not \(what)")
     }
 
     // MARK: Users
@@ -473,8 +464,4 @@ public final class TrackerService: Sendable {
         return []
     }
 
-    /// `GET /api/places?...`: the geo query on `lt_places`, answered as CouchDB answers it.
-    public func places(query: [String: String]) async throws -> CouchReply {
-        try await geo.request(.get, "/\(TrackerService.placesDB)/_design/points/_geo/pointidx", query: query, body: nil)
-    }
 }

@@ -40,11 +40,11 @@ struct Places: AsyncParsableCommand {
             }
             let couch: HTTPCouch
             do { couch = try HTTPCouch(url: url) } catch { throw ValidationError(error.reason) }
-            let result: TrackerService.PlacesImport
+            let result: PlaceCatalog.PlacesImport
             do {
                 var quiet = Logger(label: "lt.places")
                 quiet.logLevel = .warning  // the summary below says what happened
-                result = try await TrackerService(couch: couch, logger: quiet).importPlaces(features)
+                result = try await TrackerService(couch: couch, logger: quiet).places.importPlaces(features)
             } catch let failure as TrackerService.Failure {
                 throw CommandFailure(failure.body["reason"]?.stringValue ?? failure.body.text)
             }
@@ -115,7 +115,7 @@ struct Places: AsyncParsableCommand {
     }
 
     /// One line on what an import did: "50 places: 3 new, 1 updated, 46 unchanged; places release 7".
-    static func summary(_ result: TrackerService.PlacesImport, of total: Int) -> String {
+    static func summary(_ result: PlaceCatalog.PlacesImport, of total: Int) -> String {
         var line = "\(total) \(total == 1 ? "place" : "places"): \(result.created) new, \(result.updated) updated, \(result.unchanged) unchanged"
         if !result.failed.isEmpty { line += ", \(result.failed.count) not stored" }
         if let version = result.dataVersion { line += "; places release \(version)" } else { line += "; places release unchanged" }

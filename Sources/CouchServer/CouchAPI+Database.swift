@@ -43,144 +43,103 @@ extension CouchAPI {
         }
     }
 
-    /// `/{db}/...`: special endpoints, design and local documents, documents and attachments.
-    func databaseSubresource(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
-        if request.path[1] == "_changes", let recent = recentChanges(name, request) { return recent }
-        let db = try await store.open(name)
-        let path = request.path
-        let second = path[1]
-        switch second {
-        case "_all_docs": return try await allDocs(db, request)
-        case "_design_docs": return try await allDocs(db, request, within: ("_design/", "_design0"))
-        case "_partition": return try await partitionResource(db, request)
-        case "_local_docs": return try await localDocs(db, request)
-        case "_bulk_docs": return try await bulkDocs(db, request)
-        case "_bulk_get": return try await bulkGet(db, request)
-        case "_revs_diff", "_missing_revs": return try await revsDiff(db, request, legacy: second == "_missing_revs")
-        case "_changes": return try await changes(db, request)
-        case "_find": return try await find(db, request)
-        case "_explain": return try await explain(db, request)
-        case "_index": return try await index(db, &request)
-        case "_ensure_full_commit":
-            try requireMethod(request, .post)
-            try authorize(db, request.user, .write)
-            return .json(["ok": true, "instance_start_time": "0"], status: .created)
-        case "_revs_limit":
-            try requireMethod(request, .get, .put)
-            if request.method == .put {
-                try authorize(db, request.user, .admin)
-                guard case let .int(limit) = try request.json(), limit > 0 else {
-                    throw CouchError.badRequest("The revs_limit must be a positive integer")
-                }
-                try await db.setRevsLimit(limit)
-                return .ok()
-            }
-            try authorize(db, request.user, .read)
-            return .json(.int(db.revsLimit))
-        case "_security":
-            try requireMethod(request, .get, .put)
-            if request.method == .put {
-                try authorize(db, request.user, .admin)
-                let security = try request.jsonObject()
-                for group in ["admins", "members"] {
-                    guard let value = security[group] else { continue }
-                    guard case let .object(object) = value else { throw CouchError.badRequest("\(group) must be a JSON object") }
-                    for list in ["names", "roles"] {
-                        if let entries = object[list], !(entries.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false) {
-                            throw CouchError.badRequest("\(group).\(list) must be a JSON list of strings")
-                        }
-                    }
-                }
-                try await db.setSecurity(security)
-                return .ok()
-            }
-            try authorize(db, request.user, .read)
-            return .json(.object(db.security))
-        case "_purge":
-            try requireMethod(request, .post)
-            try requireServerAdmin(request)
-            let body = try request.jsonObject()
-            var purgeRequest: [(id: String, revs: [Revision])] = []
-            for (id, value) in body.members {
-                guard let list = value.arrayValue else { throw CouchError.badRequest("Each purge entry must be a list of revisions") }
-                purgeRequest.append((id, try list.map { try parseRev($0) }))
-            }
-            let (purgeSeq, purged) = try await db.purge(purgeRequest)
-            return .json(["purge_seq": .string(db.sequenceString(purgeSeq)), "purged": .object(purged)], status: .created)
-        case "_compact":
-            try requireMethod(request, .post)
-            try authorize(db, request.user, .admin)
-            guard request.header("Content-Type")?.hasPrefix("application/json") == true else {
-                throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
-            }
-            if path.count == 2 {
-                let database = db
-                let logger = self.logger
-                Task {
-                    do { try await database.compact() } catch { logger.error("compaction of \(database.name) failed: \(error)") }
-                }
-            }
-            return .ok(status: .accepted)
-        case "_geo_cleanup":
-            try requireMethod(request, .post)
-            try authorize(db, request.user, .admin)
-            try await geoCleanup(db)
-            return .ok(status: .accepted)
-        case "_view_cleanup":
-            try requireMethod(request, .post)
-            try authorize(db, request.user, .admin)
-            try await viewCleanup(db)
-            return .ok(status: .accepted)
-        case "_local":
-            guard path.count >= 3 else { throw CouchError.badRequest("Missing _local document id") }
-            return try await localDocument(db, "_local/" + path[2...].joined(separator: "/"), &request)
-        case "_design":
-            guard path.count >= 3 else { throw CouchError.badRequest("Missing design document id") }
-            let id = "_design/\(path[2])"
-            if path.count == 3 { return try await documentEndpoint(db, id, &request) }
-            if path[3].hasPrefix("_") {
-                return try await designSubresource(db, id, Array(path[3...]), request)
-            }
-            return try await attachmentEndpoint(db, id, path[3...].joined(separator: "/"), request)
-        default:
-            if second.hasPrefix("_") {
-                // As CouchDB: reading an unknown `_` resource finds nothing; writing one is an illegal id.
-                if request.method == .get || request.method == .head { throw CouchError.missing }
-                throw CouchError(status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
-            }
-            if path.count == 2 { return try await documentEndpoint(db, second, &request) }
-            return try await attachmentEndpoint(db, second, path[2...].joined(separator: "/"), request)
-        }
+    /// `/{db}/_ensure_full_commit`: every acknowledged write is already durable.
+    func ensureFullCommit(_ db: DocumentDatabase, _ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .post)
+        try authorize(db, request.user, .write)
+        return .json(["ok": true, "instance_start_time": "0"], status: .created)
     }
 
-    func designSubresource(_ db: DocumentDatabase, _ id: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try authorize(db, request.user, .read)
-        switch rest[0] {
-        case "_info":
-            try requireMethod(request, .get)
-            return try await designInfo(db, id)
-        case "_view":
-            guard rest.count == 2 else { throw CouchError.notFound("missing") }
-            return try await view(db, id, rest[1], request)
-        case "_show":
-            return try await show(db, id, rest, request)
-        case "_list":
-            return try await list(db, id, rest, request)
-        case "_update":
-            return try await updateHandler(db, id, rest, request)
-        case "_rewrite":
-            throw CouchError.notImplemented("_rewrite is deprecated in CouchDB 3 and not supported")
-        case "_geo":
-            return try await geo(db, id, rest, request)
-        case "_geo_info":
-            return try await geoInfo(db, id, rest, request)
-        case "_geo_grid":
-            return try await geoGrid(db, id, rest, request)
-        case "_search":
-            throw CouchError.notImplemented("_search (Lucene full-text search) is not supported")
-        default:
-            throw CouchError.notFound("missing")
+    /// `/{db}/_revs_limit`: read (readers) or set (database admins).
+    func revsLimit(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .put)
+        if request.method == .put {
+            try authorize(db, request.user, .admin)
+            guard case let .int(limit) = try request.json(), limit > 0 else {
+                throw CouchError.badRequest("The revs_limit must be a positive integer")
+            }
+            try await db.setRevsLimit(limit)
+            return .ok()
         }
+        try authorize(db, request.user, .read)
+        return .json(.int(db.revsLimit))
+    }
+
+    /// `/{db}/_security`: read (readers) or replace (database admins), its shape checked.
+    func security(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .put)
+        guard request.method == .put else {
+            try authorize(db, request.user, .read)
+            return .json(.object(db.security))
+        }
+        try authorize(db, request.user, .admin)
+        let security = try request.jsonObject()
+        for group in ["admins", "members"] {
+            guard let value = security[group] else { continue }
+            guard case let .object(object) = value else { throw CouchError.badRequest("\(group) must be a JSON object") }
+            for list in ["names", "roles"] {
+                if let entries = object[list], !(entries.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false) {
+                    throw CouchError.badRequest("\(group).\(list) must be a JSON list of strings")
+                }
+            }
+        }
+        try await db.setSecurity(security)
+        return .ok()
+    }
+
+    /// `POST /{db}/_purge` (server admins): forgets the given revisions entirely.
+    func purge(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        try requireServerAdmin(request)
+        let body = try request.jsonObject()
+        var purgeRequest: [(id: String, revs: [Revision])] = []
+        for (id, value) in body.members {
+            guard let list = value.arrayValue else { throw CouchError.badRequest("Each purge entry must be a list of revisions") }
+            purgeRequest.append((id, try list.map { try parseRev($0) }))
+        }
+        let (purgeSeq, purged) = try await db.purge(purgeRequest)
+        return .json(["purge_seq": .string(db.sequenceString(purgeSeq)), "purged": .object(purged)], status: .created)
+    }
+
+    /// `POST /{db}/_compact[/{ddoc}]` (database admins): compaction in the background (a
+    /// design document's views need none).
+    func compact(_ db: DocumentDatabase, _ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .post)
+        try authorize(db, request.user, .admin)
+        guard request.header("Content-Type")?.hasPrefix("application/json") == true else {
+            throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
+        }
+        if request.path.count == 2 {
+            let logger = self.logger
+            Task {
+                do { try await db.compact() } catch { logger.error("compaction of \(db.name) failed: \(error)") }
+            }
+        }
+        return .ok(status: .accepted)
+    }
+
+    /// `POST /{db}/_view_cleanup` (database admins): drops the indexes of views no design document has.
+    func cleanUpViews(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        try authorize(db, request.user, .admin)
+        try await viewCleanup(db)
+        return .ok(status: .accepted)
+    }
+
+    /// `POST /{db}/_geo_cleanup` (database admins): drops the geo indexes no design document has.
+    func cleanUpGeoIndexes(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .post)
+        try authorize(db, request.user, .admin)
+        try await geoCleanup(db)
+        return .ok(status: .accepted)
+    }
+
+    /// A document id from the URL that is no special resource: as CouchDB, reading an unknown
+    /// `_` resource finds nothing, and writing one is an illegal id.
+    func plainDocumentID(_ id: String, _ request: APIRequest) throws -> String {
+        guard id.hasPrefix("_") else { return id }
+        if request.method == .get || request.method == .head { throw CouchError.missing }
+        throw CouchError(status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
     }
 
     func parseRev(_ value: JSON) throws -> Revision {

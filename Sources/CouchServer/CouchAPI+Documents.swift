@@ -299,7 +299,7 @@ extension CouchAPI {
                     throw CouchError.notFound("Document is missing attachment")
                 }
             } else {
-                // A body sent with `Content-Encoding: gzip` arrives here decoded (CouchAPI.respond).
+                // A body sent with `Content-Encoding: gzip` arrives here decoded (CouchRequestBody).
                 // The new attachment goes first, as CouchDB puts it (its revision id depends on the order).
                 attachments.removeValue(forKey: name)
                 attachments.members.insert((name, [

@@ -6,8 +6,8 @@ import HTTPTypes
 import Hummingbird
 
 extension CouchAPI {
-    /// Performs a CouchDB API request in this process, as `user`, without HTTP or a
-    /// credentials check: how the application layer talks to the database it runs on. The
+    /// Performs a CouchDB API request in this process, as `user`, without a socket or a
+    /// credentials check (through the same routes and middleware as the listener's requests): how the application layer talks to the database it runs on. The
     /// request and answer are exactly those of the HTTP API (`path` percent-encoded as in a
     /// URL), so the same application code can run against Apache CouchDB over HTTP.
     public func perform(
@@ -15,15 +15,12 @@ extension CouchAPI {
     ) async -> (status: Int, body: [UInt8]) {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        var request = APIRequest(
-            method: method, headers: headers, path: CouchURL.segments(path), query: query, body: body?.bytes ?? [], user: user)
-        let response: APIResponse
+        let response: Response
         do {
-            response = try await route(&request)
-        } catch let error as CouchError {
-            response = .error(error)
+            response = try await performTrusted(
+                method, (path.hasPrefix("/") ? path : "/" + path) + CouchURL.query(query), headers: headers, body: body?.bytes ?? [], user: user)
         } catch {
-            response = .error(meaning(of: error, path: request.path) ?? CouchError(status: 500, error: "internal_server_error", reason: "\(error)"))
+            return (500, JSON.object(["error": "internal_server_error", "reason": .string("\(error)")]).bytes)
         }
         let collector = BodyCollector()
         do { try await response.body.write(collector) } catch {
@@ -34,6 +31,18 @@ extension CouchAPI {
 }
 
 extension CouchAPI {
+    /// Runs a request (`target`: its path and query, percent-encoded) through the routes and
+    /// their middleware as `user`, trusted without credentials.
+    func performTrusted(
+        _ method: HTTPRequest.Method, _ target: String, headers: HTTPFields, body: [UInt8], user: UserContext
+    ) async throws -> Response {
+        var head = HTTPRequest(method: method, scheme: nil, authority: nil, path: target)
+        head.headerFields = headers
+        var context = CouchRequestContext(peerAddress: nil, logger: logger)
+        context.inProcessUser = user
+        return try await router.respond(to: Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body))), context: context)
+    }
+
     /// Checks a name and password as the database API does (server admins, `_users`); the
     /// user with their roles, or nil.
     public func verify(name: String, password: String) async -> UserContext? {

@@ -5,74 +5,74 @@ import Foundation
 import Hummingbird
 
 extension CouchAPI {
-    /// Endpoints under `/_...`.
-    func serverEndpoint(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
-        switch name {
-        case "_up":
-            try requireMethod(request, .get)
-            return .json(["status": "ok", "seeds": [:]])
-        case "_uuids":
-            try requireMethod(request, .get)
-            let count = try request.int("count") ?? 1
-            guard count <= 1000 else { throw CouchError.badRequest("count parameter too large") }
-            return .json(["uuids": .array((0..<count).map { _ in .string(Hex.random(bytes: 16)) })])
-        case "_all_dbs":
-            try requireMethod(request, .get)
-            try requireServerAdmin(request)
-            var names = store.allNames()
-            let descending = try request.bool("descending")
-            if descending { names.reverse() }
-            if let start = try request.jsonParam("startkey")?.stringValue ?? request.jsonParam("start_key")?.stringValue {
-                names = names.filter { descending ? $0 <= start : $0 >= start }
-            }
-            if let end = try request.jsonParam("endkey")?.stringValue ?? request.jsonParam("end_key")?.stringValue {
-                names = names.filter { descending ? $0 >= end : $0 <= end }
-            }
-            let skip = try request.int("skip") ?? 0
-            let limit = try request.int("limit") ?? Int.max
-            return .json(.array(names.dropFirst(skip).prefix(limit).map(JSON.string)))
-        case "_db_updates":
-            return try await databaseUpdates(request)
-        case "_dbs_info":
-            try requireMethod(request, .get, .post)
-            try requireServerAdmin(request)
-            let names: [String]
-            if request.method == .post {
-                guard let keys = try request.jsonObject()["keys"]?.arrayValue else {
-                    throw CouchError.badRequest("`keys` member must exist.")
-                }
-                names = keys.compactMap(\.stringValue)
-            } else {
-                names = store.allNames()
-            }
-            var rows: [JSON] = []
-            for name in names {
-                if let db = try? await store.open(name) {
-                    rows.append(["key": .string(name), "info": .object(try await db.info())])
-                } else {
-                    rows.append(["key": .string(name), "error": "not_found"])
-                }
-            }
-            return .json(.array(rows))
-        case "_session":
-            return try await session(&request)
-        case "_active_tasks":
-            try requireMethod(request, .get)
-            try requireServerAdmin(request)
-            return .json(.array(jobs.activeTasks()))
-        case "_membership":
-            try requireMethod(request, .get)
-            try requireServerAdmin(request)
-            return .json(["all_nodes": ["lt@localhost"], "cluster_nodes": ["lt@localhost"]])
-        case "_replicate":
-            return try await replicate(request)
-        case "_scheduler":
-            return try await scheduler(request)
-        default:
-            // As CouchDB: creating such a database is an illegal name; anything else finds none.
-            if request.method == .put, request.path.count == 1 { throw CouchError.illegalDatabaseName(name) }
-            throw CouchError.databaseNotFound
+    /// `/_up`: the health check.
+    func up(_ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .get)
+        return .json(["status": "ok", "seeds": [:]])
+    }
+
+    /// `/_uuids?count=n`: fresh document ids.
+    func uuids(_ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .get)
+        let count = try request.int("count") ?? 1
+        guard count <= 1000 else { throw CouchError.badRequest("count parameter too large") }
+        return .json(["uuids": .array((0..<count).map { _ in .string(Hex.random(bytes: 16)) })])
+    }
+
+    /// `/_all_dbs` (admins): database names, in order, within the key range asked.
+    func allDatabases(_ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .get)
+        try requireServerAdmin(request)
+        var names = store.allNames()
+        let descending = try request.bool("descending")
+        if descending { names.reverse() }
+        if let start = try request.jsonParam("startkey")?.stringValue ?? request.jsonParam("start_key")?.stringValue {
+            names = names.filter { descending ? $0 <= start : $0 >= start }
         }
+        if let end = try request.jsonParam("endkey")?.stringValue ?? request.jsonParam("end_key")?.stringValue {
+            names = names.filter { descending ? $0 >= end : $0 <= end }
+        }
+        let skip = try request.int("skip") ?? 0
+        let limit = try request.int("limit") ?? Int.max
+        return .json(.array(names.dropFirst(skip).prefix(limit).map(JSON.string)))
+    }
+
+    /// `/_dbs_info` (admins): every database's info (GET), or those named in `keys` (POST).
+    func databasesInfo(_ request: APIRequest) async throws -> APIResponse {
+        try requireMethod(request, .get, .post)
+        try requireServerAdmin(request)
+        let names: [String]
+        if request.method == .post {
+            guard let keys = try request.jsonObject()["keys"]?.arrayValue else {
+                throw CouchError.badRequest("`keys` member must exist.")
+            }
+            names = keys.compactMap(\.stringValue)
+        } else {
+            names = store.allNames()
+        }
+        var rows: [JSON] = []
+        for name in names {
+            if let db = try? await store.open(name) {
+                rows.append(["key": .string(name), "info": .object(try await db.info())])
+            } else {
+                rows.append(["key": .string(name), "error": "not_found"])
+            }
+        }
+        return .json(.array(rows))
+    }
+
+    /// `/_active_tasks` (admins): the running replications.
+    func activeTasks(_ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .get)
+        try requireServerAdmin(request)
+        return .json(.array(jobs.activeTasks()))
+    }
+
+    /// `/_membership` (admins): this one node.
+    func membership(_ request: APIRequest) throws -> APIResponse {
+        try requireMethod(request, .get)
+        try requireServerAdmin(request)
+        return .json(["all_nodes": ["lt@localhost"], "cluster_nodes": ["lt@localhost"]])
     }
 
     /// `/_session`: cookie login (form or JSON), session info, logout.

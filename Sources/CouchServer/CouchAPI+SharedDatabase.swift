@@ -19,15 +19,6 @@ extension CouchAPI {
         return namespace
     }
 
-    /// Cluster mode: whether a request from outside goes to the cluster as it is, with the
-    /// caller's own credentials: any request to a shared database by someone who is not one
-    /// of its owners (the cluster's `_security` then decides; the server's own in-process
-    /// requests read its local copy).
-    func passesThroughToCluster(_ request: APIRequest) async throws -> Bool {
-        guard options.cluster != nil, let first = request.path.first, options.sharedDatabases.contains(where: { $0.name == first }) else { return false }
-        return try await ownerAccess(first, request.user) == nil
-    }
-
     /// A request of an owner to a shared database: the endpoints replicators and apps use,
     /// each rewritten into the owner's namespace, run as the server, and answered with the
     /// owner's ids. Everything else (design documents, views, `_security`, ...) is refused.
@@ -76,6 +67,9 @@ package struct OwnerRequest {
         var headers = request.headers
         headers[.authorization] = nil
         headers[.cookie] = nil
+        // The body is decoded, and may be rewritten.
+        headers[.contentEncoding] = nil
+        headers[.contentLength] = nil
         if json {
             headers[.contentType] = "application/json"
             headers[.accept] = "application/json"
@@ -84,10 +78,12 @@ package struct OwnerRequest {
             return try await cluster.send(method ?? request.method, path: [db] + path, query: query ?? request.query, headers: headers, body: body,
                                           authorization: cluster.adminAuthorization)
         }
-        var inner = APIRequest(
-            method: method ?? request.method, headers: headers, path: [db] + path, query: query ?? request.query,
-            body: body, user: .system)
-        return try await api.route(&inner)
+        let response = try await api.performTrusted(
+            method ?? request.method, CouchURL.path([db] + path) + CouchURL.query(query ?? request.query), headers: headers, body: body, user: .system)
+        // The answer may be rewritten: its length is set when it is sent.
+        var answerHeaders = response.headers
+        answerHeaders[.contentLength] = nil
+        return APIResponse(status: response.status, headers: answerHeaders, body: response.body)
     }
 
     func forward(method: HTTPRequest.Method? = nil, path: [String], query: [String: String]? = nil, json body: JSON) async throws -> APIResponse {

@@ -55,6 +55,9 @@ public final class CouchAPI: Sendable {
     let sharedReads = SharedFeedReads()
     /// Cluster mode: the task following the cluster's `_users` (see `CouchCluster`).
     let usersFollower = Locked<Task<Void, Never>?>(nil)
+    /// The routes behind their middleware. They hold this API unowned (it holds them), so they
+    /// are made once its other properties exist: set once in `init`, before it is shared.
+    nonisolated(unsafe) private(set) var router: RouterResponder<CouchRequestContext>!
     static let version = "3.4.3"
 
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
@@ -70,6 +73,7 @@ public final class CouchAPI: Sendable {
         let filterResolver = CouchAPI.makeFilterResolver(options.javascript)
         self.filterResolver = filterResolver
         self.replicatorDatabase = ReplicatorDatabase(store: store, jobs: jobs, filters: filterResolver, logger: logger)
+        router = makeRouter().buildResponder()
     }
 
     /// Starts the server's background work: the `_replicator` database's jobs.
@@ -95,71 +99,19 @@ public final class CouchAPI: Sendable {
         }
     }
 
-    /// A Hummingbird responder for this API.
-    public var responder: CallbackResponder<ClientRequestContext> {
-        CallbackResponder { request, context in await self.respond(to: request, peer: context.peerAddress) }
+    /// The database listener's responder: the URL table (`CouchRoutes.swift`) behind its
+    /// middleware (`CouchMiddleware.swift`).
+    public var responder: CallbackResponder<CouchRequestContext> {
+        CallbackResponder { [self] request, context in try await router.respond(to: request, context: context) }
     }
 
-    /// Answers one request from the connection's `peer` address (what `responder` does for
-    /// each request; public for harnesses that drive the API without a listener).
+    /// Answers one request from the connection's `peer` address as the listener would (for
+    /// harnesses that drive the API without one).
     public func respond(to request: Request, peer: String?) async -> Response {
-        var request = request
-        var response: APIResponse
-        let origin = request.headers[.origin]
-        do {
-            if request.method == .options, origin != nil {
-                response = preflight(request)
-            } else {
-                var body: [UInt8]
-                do {
-                    body = Array(buffer: try await request.collectBody(upTo: options.maxBodySize))
-                } catch {
-                    throw CouchError.tooLarge
-                }
-                // As CouchDB: a gzip-compressed body (IBM's SDK sends them) is decoded, within
-                // the same size limit; other codings are refused.
-                switch request.headers[.contentEncoding]?.lowercased() {
-                case nil, "identity": break
-                case "gzip": if !body.isEmpty { body = try AttachmentEncoding.gunzip(body, limit: options.maxBodySize) }
-                case let other?: throw CouchError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
-                }
-                let client = options.clientAddress.client(peer: peer, headers: request.headers)
-                let (user, refresh) = try await auth.authenticate(headers: request.headers, client: client)
-                var api = APIRequest(
-                    method: request.method, headers: request.headers, path: CouchURL.segments(request.uri.path),
-                    query: CouchURL.parameters(request.uri.query), body: body, user: user, client: client)
-                if try await passesThroughToCluster(api), let cluster = options.cluster {
-                    response = try await cluster.send(api.method, path: api.path, query: api.query, headers: api.headers, body: api.body,
-                                                      authorization: request.headers[.authorization])
-                } else {
-                    response = try await route(&api)
-                }
-                if refresh, let name = user.name, response.headers[.setCookie] == nil, let cookie = await auth.makeCookie(for: name) {
-                    response.headers[.setCookie] = auth.setCookieHeader(cookie)
-                }
-            }
-        } catch let error as CouchError {
-            if error.status >= 500 { logger.error("\(request.method) \(request.uri.path): \(error)") }
-            response = .error(error)
-        } catch {
-            if let meaning = meaning(of: error, path: CouchURL.segments(request.uri.path)) {
-                response = .error(meaning)
-            } else {
-                logger.error("\(request.method) \(request.uri.path): \(error)")
-                response = .error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)"))
-            }
+        let context = CouchRequestContext(peerAddress: peer, logger: logger)
+        do { return try await router.respond(to: request, context: context) } catch {
+            return APIResponse.error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")).response
         }
-        response.headers[.server] = "CouchDB/\(CouchAPI.version) (LocationTracker)"
-        logger.debug("\(request.method) \(request.uri.path) \(response.status.code)")
-        if let origin, corsAllows(origin) {
-            response.headers[.accessControlAllowOrigin] = origin
-            response.headers[.accessControlAllowCredentials] = "true"
-            response.headers[.accessControlExposeHeaders] = "content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"
-        }
-        if request.method == .head {
-            response.body = ResponseBody()
-        }
-        return response.response
     }
 
     /// What a failure means to the client when it has a CouchDB meaning: storage failing under
@@ -187,21 +139,6 @@ public final class CouchAPI: Sendable {
             headers[.accessControlMaxAge] = "600"
         }
         return APIResponse(status: .noContent, headers: headers, body: ResponseBody())
-    }
-
-    /// Dispatches on the first path segments, CouchDB's URL layout.
-    func route(_ request: inout APIRequest) async throws -> APIResponse {
-        let path = request.path
-        guard let first = path.first else { return try welcome(request) }
-        if first.hasPrefix("_"), !DatabaseStore.systemDatabases.contains(first) {
-            return try await serverEndpoint(first, &request)
-        }
-        guard DatabaseStore.isValidName(first) else { throw CouchError.illegalDatabaseName(first) }
-        if let namespace = try await ownerAccess(first, request.user) {
-            return try await ownerRequest(first, namespace, request)
-        }
-        if path.count == 1 { return try await databaseEndpoint(first, &request) }
-        return try await databaseSubresource(first, &request)
     }
 
     func requireMethod(_ request: APIRequest, _ allowed: HTTPRequest.Method...) throws {

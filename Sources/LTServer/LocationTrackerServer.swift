@@ -153,7 +153,7 @@ public enum LocationTrackerServer {
     static func listener<Responder: HTTPResponder>(
         _ name: String, responder: Responder, port: Int, serverName: String?, configuration: ServerConfiguration,
         logger: Logger, bound: @escaping @Sendable (Int) -> Void = { _ in }
-    ) -> some Service where Responder.Context == ClientRequestContext {
+    ) -> some Service where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
         let host = configuration.host
         return Application(
             responder: responder,

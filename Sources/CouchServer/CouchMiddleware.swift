@@ -1,0 +1,189 @@
+import CouchEngine
+import CouchJSON
+import CouchProtocol
+import Foundation
+import HTTPServing
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// What the database listener knows of a request once it is through the middleware: where it
+/// comes from, who asks, and its body.
+public struct CouchRequestContext: RequestContext {
+    /// The listener's part: the core storage and the peer's address.
+    var listener: ClientRequestContext
+    public var coreContext: CoreRequestContextStorage {
+        get { listener.coreContext }
+        set { listener.coreContext = newValue }
+    }
+    /// The peer's IP address (the connection's, before any proxy header is considered).
+    public var peerAddress: String? { listener.peerAddress }
+    /// The client: the peer, or for a trusted proxy the address it names (`ClientAddress`).
+    var client = ""
+    /// Who asks (`CouchAuthentication`); anonymous until then.
+    var user = UserContext.anonymous
+    /// Whether the answer renews the session cookie.
+    var renewSession = false
+    /// The body, collected within the size limit and decoded (`CouchRequestBody`).
+    var body: [UInt8] = []
+    /// For the server's own requests (`CouchAPI.perform`): who asks, trusted without credentials.
+    var inProcessUser: UserContext?
+
+    public init(source: ApplicationRequestContextSource) {
+        listener = ClientRequestContext(source: source)
+    }
+
+    /// A context for a request that did not come through a listener (fuzzing, tests).
+    public init(peerAddress: String?, logger: Logger) {
+        listener = ClientRequestContext(peerAddress: peerAddress, logger: logger)
+    }
+}
+
+/// One line per request at debug level: method, path (no query: it may carry secrets),
+/// status and time taken.
+struct CouchAccessLog: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+        guard logger.logLevel <= .debug else { return try await next(request, context) }
+        let start = ContinuousClock.now
+        let response = try await next(request, context)
+        logger.debug("\(request.method) \(request.uri.path) \(response.status.code) \(ContinuousClock.now - start)")
+        return response
+    }
+}
+
+/// The server's `Server` header on every answer, CORS (preflights answered here, allowed
+/// origins named on answers), and no body for `HEAD`.
+struct CouchResponseHeaders: RouterMiddleware {
+    unowned let api: CouchAPI
+
+    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+        let origin = request.headers[.origin]
+        var response = request.method == .options && origin != nil ? api.preflight(request).response : try await next(request, context)
+        response.headers[.server] = "CouchDB/\(CouchAPI.version) (LocationTracker)"
+        if let origin, api.corsAllows(origin) {
+            response.headers[.accessControlAllowOrigin] = origin
+            response.headers[.accessControlAllowCredentials] = "true"
+            response.headers[.accessControlExposeHeaders] = "content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"
+        }
+        if request.method == .head { response.body = ResponseBody() }
+        return response
+    }
+}
+
+/// Every failure as CouchDB's `{"error","reason"}` with its status; a storage failure under a
+/// database just deleted is that database missing; anything else a logged 500.
+struct CouchErrors: RouterMiddleware {
+    unowned let api: CouchAPI
+
+    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            // No route: the database missing, a method CouchDB does not route, or nothing here.
+            let path = CouchURL.segments(request.uri.path)
+            if let meaning = api.meaning(of: error, path: path), meaning.status == 404 { return APIResponse.error(meaning).response }
+            guard CouchRouteTable.methods.contains(request.method) else {
+                return APIResponse.error(.methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")).response
+            }
+            return APIResponse.error(.notFound("missing")).response
+        } catch let error as CouchError {
+            if error.status >= 500 { api.logger.error("\(request.method) \(request.uri.path): \(error)") }
+            return APIResponse.error(error).response
+        } catch {
+            if let meaning = api.meaning(of: error, path: CouchURL.segments(request.uri.path)) { return APIResponse.error(meaning).response }
+            api.logger.error("\(request.method) \(request.uri.path): \(error)")
+            return APIResponse.error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")).response
+        }
+    }
+}
+
+/// The body, collected up to the limit (413 beyond); a gzip-compressed one (IBM's SDK sends
+/// them) decoded within the same limit, as CouchDB does; other codings refused.
+struct CouchRequestBody: RouterMiddleware {
+    let maxBodySize: Int
+
+    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+        var request = request
+        var context = context
+        do {
+            // The server's own requests are not limited: it made their bodies itself.
+            context.body = Array(buffer: try await request.collectBody(upTo: context.inProcessUser == nil ? maxBodySize : .max))
+        } catch {
+            throw CouchError.tooLarge
+        }
+        switch request.headers[.contentEncoding]?.lowercased() {
+        case nil, "identity": break
+        case "gzip": if !context.body.isEmpty { context.body = try AttachmentEncoding.gunzip(context.body, limit: maxBodySize) }
+        case let other?: throw CouchError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
+        }
+        return try await next(request, context)
+    }
+}
+
+/// Who asks: basic auth or the session cookie (`Authenticator`, failed passwords throttled),
+/// from which client address; a session cookie near its end renewed on a successful answer.
+struct CouchAuthentication: RouterMiddleware {
+    unowned let api: CouchAPI
+
+    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+        var context = context
+        if let user = context.inProcessUser {
+            (context.user, context.client) = (user, "in-process")
+            return try await next(request, context)
+        }
+        context.client = api.options.clientAddress.client(peer: context.peerAddress, headers: request.headers)
+        (context.user, context.renewSession) = try await api.auth.authenticate(headers: request.headers, client: context.client)
+        var response = try await next(request, context)
+        if context.renewSession, let name = context.user.name, response.headers[.setCookie] == nil,
+           let cookie = await api.auth.makeCookie(for: name) {
+            response.headers[.setCookie] = api.auth.setCookieHeader(cookie)
+        }
+        return response
+    }
+}
+
+/// Cluster mode: a request to a shared database by someone who is not one of its owners goes
+/// to the cluster as it came, with the caller's own credentials (the cluster's `_security`
+/// then decides; the server's own in-process requests read its local copy). The rest is
+/// routed here.
+struct ClusterPassThrough: RouterMiddleware {
+    unowned let api: CouchAPI
+    let cluster: CouchCluster
+
+    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+        let path = CouchURL.segments(request.uri.path)
+        guard context.inProcessUser == nil, let name = path.first, api.options.sharedDatabases.contains(where: { $0.name == name }),
+              try await api.ownerAccess(name, context.user) == nil else {
+            return try await next(request, context)
+        }
+        return try await cluster.send(
+            request.method, path: path, query: CouchURL.parameters(request.uri.query), headers: request.headers, body: context.body,
+            authorization: request.headers[.authorization]
+        ).response
+    }
+}
+
+/// `/{db}/...`: the name checked by CouchDB's rules (a `_` name other than the system
+/// databases is none), and an owner's request to a shared database answered in the owner's
+/// namespace (`OwnerRequest`) instead of by the routes.
+struct DatabaseAccess: RouterMiddleware {
+    unowned let api: CouchAPI
+
+    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+        let name = CouchURL.decode(Substring(context.parameters.get("db") ?? ""), plusAsSpace: false)
+        if name.hasPrefix("_"), !DatabaseStore.systemDatabases.contains(name) {
+            // As CouchDB: creating such a database is an illegal name; anything else finds none.
+            if request.method == .put, CouchURL.segments(request.uri.path).count == 1 {
+                throw CouchError.illegalDatabaseName(name)
+            }
+            throw CouchError.databaseNotFound
+        }
+        guard DatabaseStore.isValidName(name) else { throw CouchError.illegalDatabaseName(name) }
+        if let namespace = try await api.ownerAccess(name, context.user) {
+            return try await api.ownerRequest(name, namespace, APIRequest(request, context)).response
+        }
+        return try await next(request, context)
+    }
+}

@@ -52,16 +52,17 @@ let package = Package(
         // JavaScript query server processes (CouchDB's query server protocol), and their client.
         .target(
             name: "JavaScript",
-            dependencies: ["CouchJSON", "CouchEngine", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CouchJSON", "CouchEngine", "CouchIndexes", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         // SQLite settings only C can reach (variadic functions).
         .target(name: "CSQLiteTuning", linkerSettings: [.linkedLibrary("sqlite3")]),
-        // The document database engine on SQLite: revision trees, changes, attachments, Mango. No HTTP.
+        // The document database engine on SQLite: revision trees, changes, attachments, the
+        // secondary-index protocol. No HTTP.
         .target(
             name: "CouchEngine",
             dependencies: [
-                "CouchJSON", "Geo", "CSQLiteTuning",
+                "CouchJSON", "CSQLiteTuning",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -69,6 +70,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strict
+        ),
+        // The secondary indexes kept from the changes feed: views, Mango, geo.
+        .target(
+            name: "CouchIndexes",
+            dependencies: [
+                "CouchJSON", "CouchEngine", "Geo",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strict
         ),
@@ -122,7 +133,7 @@ let package = Package(
         .target(
             name: "CouchServer",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchProtocol", "HTTPServing", "Replication", "MIMEMultipart", "JavaScript", "Geo",
+                "CouchJSON", "CouchEngine", "CouchIndexes", "CouchProtocol", "HTTPServing", "Replication", "MIMEMultipart", "JavaScript", "Geo",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -141,7 +152,7 @@ let package = Package(
         .target(
             name: "TrackerKit",
             dependencies: [
-                "CouchJSON", "Geo", "CouchEngine", "CouchProtocol", "Replication",
+                "CouchJSON", "Geo", "CouchEngine", "CouchIndexes", "CouchProtocol", "Replication",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -196,7 +207,7 @@ let package = Package(
         .executableTarget(
             name: "lt-bench",
             dependencies: [
-                "CommandSupport", "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "Geo", "JavaScript", "LTServer", "Replication", "TrackerApp", "TrackerKit",
+                "CommandSupport", "CouchJSON", "CouchEngine", "CouchIndexes", "CouchProtocol", "CouchServer", "Geo", "JavaScript", "LTServer", "Replication", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -253,7 +264,8 @@ let package = Package(
         .testTarget(name: "JavaScriptTests", dependencies: ["JavaScript", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
-        .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "CouchIndexesTests", dependencies: ["CouchIndexes", "CouchEngine", "CouchJSON", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         // The application: unit tests over a CouchClient, and its API over a real `lt serve`
         // (embedded and in cluster mode).

@@ -1,5 +1,14 @@
 import CouchJSON
 
+/// CouchDB's built-in reduce functions, computed natively (by the views of
+/// `CouchIndexes`); design documents may name only these after `_`.
+public enum BuiltinReducer: String, Sendable, CaseIterable {
+    case count = "_count"
+    case sum = "_sum"
+    case stats = "_stats"
+    case approxCountDistinct = "_approx_count_distinct"
+}
+
 /// The shape CouchDB requires of a design document before storing it
 /// (`couch_mrview:validate_ddoc_fields`): the type of each known member, a `map` in every
 /// view (an object for `"language": "query"`, source text otherwise), and only CouchDB's

@@ -79,8 +79,8 @@ extension DocumentDatabase {
             return (context.purgeSeq, purged, gone)
         }
         if !gone.isEmpty {
-            geoCache.withLock { cache in
-                for loaded in cache.values { loaded.index.apply(gone.map { ($0, nil) }, times: [:]) }
+            loadedIndexes.withLock { loaded in
+                for entry in loaded.values { entry.index.remove(gone) }
             }
         }
         return (purgeSeq, purged)
@@ -90,13 +90,14 @@ extension DocumentDatabase {
     /// which follow that feed, would never learn of it: its rows go now, in the purge's
     /// transaction. (One that keeps a revision gets a new sequence and is re-indexed.)
     static func removeFromIndexes(_ db: GRDB.Database, id: String) throws {
-        for catalog in ["geo_indexes", "view_indexes", "mango_indexes"] where try db.tableExists(catalog) {
-            for table in try String.fetchAll(db, sql: "SELECT name FROM \(catalog)") where try db.tableExists(table) {
+        for registry in try indexRegistries(db) {
+            let countsRows = try db.columns(in: registry).contains { $0.name == "rows" }
+            for table in try String.fetchAll(db, sql: "SELECT name FROM \(registry)") where try db.tableExists(table) {
                 let removed = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE doc_id = ?", arguments: [id]) ?? 0
                 guard removed > 0 else { continue }
                 try db.execute(sql: "DELETE FROM \(table) WHERE doc_id = ?", arguments: [id])
-                if catalog == "view_indexes" {
-                    try db.execute(sql: "UPDATE view_indexes SET rows = rows - ? WHERE name = ?", arguments: [removed, table])
+                if countsRows {
+                    try db.execute(sql: "UPDATE \(registry) SET rows = rows - ? WHERE name = ?", arguments: [removed, table])
                 }
             }
         }

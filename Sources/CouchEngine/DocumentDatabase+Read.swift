@@ -96,6 +96,22 @@ extension DocumentDatabase {
         }
     }
 
+    /// A document's winning revision as a reader gets it (nil: missing or deleted), for
+    /// indexes that answer with documents.
+    package static func winningDocument(_ db: GRDB.Database, id: String, options: ReadOptions = ReadOptions()) throws -> JSONObject? {
+        guard let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner, !winner.deleted else { return nil }
+        return try assemble(db, id: id, rev: winner.rev, row: row, options: options)
+    }
+
+    /// The winning revision from a scan of `docs` joined with `revs` (a row with `winner`,
+    /// `tree`, `seq` and the revision's `body`); nil when its body is not a JSON object.
+    package static func winningDocument(_ db: GRDB.Database, id: String, scanned row: Row, options: ReadOptions) throws -> JSONObject? {
+        guard let rev = Revision(row["winner"] as String), let data = row["body"] as Data?,
+              let body = try JSON.parse(data).objectValue else { return nil }
+        let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(encoded: row["tree"]), winnerDeleted: false)
+        return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body)
+    }
+
     /// Builds the JSON of one stored revision with the requested extras; nil when the body of
     /// that revision is not stored (unknown, or compacted away).
     static func assemble(

@@ -5,7 +5,6 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Geo
 import GRDB
 import GRDBSQLite
 import CSQLiteTuning
@@ -43,8 +42,9 @@ public final class DocumentDatabase: Sendable {
     /// Largest document body stored (bytes of JSON); see `DatabaseStore.maxDocumentSize`.
     let maxDocumentSize: Int
     let designCache = Locked(DesignCache())
-    /// Loaded geo indexes by table name, with the sequence each reflects.
-    let geoCache = Locked<[String: (seq: Int, index: SpatialIndex)]>([:])
+    /// Indexes kept in memory beside their tables (geo), by table name, each with the
+    /// sequence it reflects.
+    package let loadedIndexes = Locked<[String: (seq: Int, index: any LoadedIndex)]>([:])
 
     struct CachedMeta {
         var revsLimit: Int
@@ -226,16 +226,21 @@ public final class DocumentDatabase: Sendable {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)").execute(arguments: [key, value])
     }
 
+    /// Runs `work` in one write transaction of the write queue (indexes' own tables).
+    package func writing<T: Sendable>(_ work: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
+        try await writer.write { db, _ in try work(db) }
+    }
+
     /// Reads in one consistent state. A pool reads in a snapshot transaction; a single
     /// connection runs the closure as it is, since nothing else runs on that connection
     /// meanwhile (no transaction and read-only pragmas around it: four statements less per
     /// read, and a user's database is read once per write by the consolidator).
-    func reading<T: Sendable>(_ body: @Sendable (GRDB.Database) throws -> T) async throws -> T {
+    package func reading<T: Sendable>(_ body: @Sendable (GRDB.Database) throws -> T) async throws -> T {
         if isSingleConnection { return try await pool.unsafeRead(body) }
         return try await pool.read(body)
     }
 
-    static func metaInt(_ db: GRDB.Database, _ key: String) throws -> Int {
+    package static func metaInt(_ db: GRDB.Database, _ key: String) throws -> Int {
         try meta(db, key).flatMap(Int.init) ?? 0
     }
 

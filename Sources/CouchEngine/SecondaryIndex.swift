@@ -35,6 +35,13 @@ public protocol SecondaryIndex: Sendable {
     func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws
 }
 
+/// An index also kept in memory beside its table (the geo index's spatial tree): a purge,
+/// which takes documents out of every index's table, takes them out of it too.
+package protocol LoadedIndex: AnyObject, Sendable {
+    /// Drops these documents' entries.
+    func remove(_ ids: [String])
+}
+
 extension DocumentDatabase {
     /// Brings `index` up to date with the changes feed, batch by batch. `committed` is called
     /// after each batch is stored, with the batch and the checkpoints before and after it (the
@@ -78,6 +85,12 @@ extension DocumentDatabase {
             try index.createTables(db)
             return true
         }
+    }
+
+    /// The registries of every kind of index this database has (each a table named
+    /// `*_indexes` of `name` and `seq`, and `rows` where the kind counts its rows).
+    static func indexRegistries(_ db: GRDB.Database) throws -> [String] {
+        try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_indexes' ESCAPE '\\'")
     }
 
     /// Documents changed after `since`, in sequence order, at most `limit`: each with its

@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchIndexes
 import CouchJSON
 
 /// How `_find` picks its index, as CouchDB's `mango_cursor:create` and

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandSupport
 import CouchEngine
+import CouchIndexes
 import CouchJSON
 import Foundation
 import Geo

@@ -1,3 +1,4 @@
+import CouchEngine
 import CouchJSON
 import Crypto
 import Foundation
@@ -166,7 +167,7 @@ extension DocumentDatabase {
     /// Drops index tables whose index no longer exists (`_view_cleanup`).
     public func dropIndexes(except keep: [MangoIndex]) async throws {
         let keepTables = Set(keep.map(\.table))
-        _ = try await writer.write { db, _ in
+        _ = try await writing { db in
             guard try db.tableExists("mango_indexes") else { return true }
             for table in try String.fetchAll(db, sql: "SELECT name FROM mango_indexes") where !keepTables.contains(table) {
                 try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
@@ -198,10 +199,7 @@ extension DocumentDatabase {
                 // CouchDB examines one row past the last it returns (its statistics count it);
                 // that row need not be read.
                 if docs.count >= wanted { return false }
-                guard let rev = Revision(row["winner"] as String), let data = row["body"] as Data?,
-                      let body = try JSON.parse(data).objectValue else { return true }
-                let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(encoded: row["tree"]), winnerDeleted: false)
-                guard let doc = try DocumentDatabase.assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body) else { return true }
+                guard let doc = try DocumentDatabase.winningDocument(db, id: id, scanned: row, options: options) else { return true }
                 guard query.selector.matches(.object(doc)) else { return true }
                 if id.hasPrefix("_design/") {
                     // A full scan reads design documents too but never returns them; like

@@ -1,3 +1,4 @@
+import CouchEngine
 import CouchJSON
 import Foundation
 import Geo
@@ -160,6 +161,12 @@ struct GeoRows: SecondaryIndex {
     }
 }
 
+extension SpatialIndex: LoadedIndex {
+    package func remove(_ ids: [String]) {
+        apply(ids.map { ($0, nil) }, times: [:])
+    }
+}
+
 extension DocumentDatabase {
     /// Brings a geo index up to date with the changes feed, and applies the same changes to
     /// the loaded in-memory index (reloaded on next use when it is out of step).
@@ -169,11 +176,11 @@ extension DocumentDatabase {
         let table = index.table
         try await catchUp(GeoRows(index: index)) { batch, since, last in
             report.skipped += batch.skipped
-            geoCache.withLock { cache in
-                guard let loaded = cache[table] else { return }
+            loadedIndexes.withLock { cache in
+                guard let loaded = cache[table], let spatial = loaded.index as? SpatialIndex else { return }
                 if loaded.seq == since {
-                    loaded.index.apply(batch.changes, times: batch.times)
-                    cache[table] = (last, loaded.index)
+                    spatial.apply(batch.changes, times: batch.times)
+                    cache[table] = (last, spatial)
                 } else {
                     cache.removeValue(forKey: table)  // out of step: reload on next use
                 }
@@ -186,7 +193,7 @@ extension DocumentDatabase {
     /// the documents), and the sequence it reflects.
     func loadedGeoIndex(_ index: GeoIndexDefinition) async throws -> SpatialIndex {
         let table = index.table
-        if let loaded = geoCache.withLock({ $0[table] }) { return loaded.index }
+        if let loaded = loadedIndexes.withLock({ $0[table]?.index as? SpatialIndex }) { return loaded }
         let (seq, entries, times) = try await reading { db -> (Int, [(id: String, geometry: Geometry)], [Double]) in
             guard try db.tableExists(table) else { return (0, [], []) }
             let seq = try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0
@@ -206,8 +213,8 @@ extension DocumentDatabase {
             return (seq, entries, times)
         }
         let built = SpatialIndex(entries, times: times)
-        return geoCache.withLock { cache in
-            if let loaded = cache[table] { return loaded.index }
+        return loadedIndexes.withLock { cache in
+            if let loaded = cache[table]?.index as? SpatialIndex { return loaded }
             cache[table] = (seq, built)
             return built
         }
@@ -224,8 +231,7 @@ extension DocumentDatabase {
         guard request.includeDocs else { return (hits.map { ($0, nil) }, more, update) }
         let docs = try await reading { db in
             try hits.map { hit -> JSONObject? in
-                guard let row = try DocRow.fetch(db, id: hit.id), let winner = row.tree.winner, !winner.deleted else { return nil }
-                return try DocumentDatabase.assemble(db, id: hit.id, rev: winner.rev, row: row, options: ReadOptions())
+                try DocumentDatabase.winningDocument(db, id: hit.id)
             }
         }
         return (Array(zip(hits, docs)), more, update)
@@ -240,7 +246,7 @@ extension DocumentDatabase {
     /// The loaded index, first brought up to date unless `stale`. A loaded index that has seen
     /// the latest commit needs no look at the changes feed.
     func currentGeoIndex(_ index: GeoIndexDefinition, stale: Bool) async throws -> (index: SpatialIndex, update: GeoIndexUpdate) {
-        let current = geoCache.withLock { $0[index.table].map { $0.seq >= notifier.latest } } ?? false
+        let current = loadedIndexes.withLock { $0[index.table].map { $0.seq >= notifier.latest } } ?? false
         let update = stale || current ? GeoIndexUpdate() : try await updateGeoIndex(index)
         return (try await loadedGeoIndex(index), update)
     }
@@ -257,7 +263,7 @@ extension DocumentDatabase {
 
     /// Drops geo indexes whose signature is not in `keep` (`_geo_cleanup`), with their memory.
     public func dropGeoIndexes(except keep: Set<String>) async throws {
-        let dropped = try await writer.write { db, _ -> [String] in
+        let dropped = try await writing { db -> [String] in
             guard try db.tableExists("geo_indexes") else { return [] }
             var dropped: [String] = []
             for table in try String.fetchAll(db, sql: "SELECT name FROM geo_indexes") where !keep.contains(String(table.dropFirst("geo_".count))) {
@@ -267,6 +273,6 @@ extension DocumentDatabase {
             }
             return dropped
         }
-        geoCache.withLock { cache in for table in dropped { cache.removeValue(forKey: table) } }
+        loadedIndexes.withLock { cache in for table in dropped { cache.removeValue(forKey: table) } }
     }
 }

@@ -1,3 +1,4 @@
+import CouchEngine
 import CouchJSON
 
 /// The keys a selector confines an index scan to, computed as CouchDB's Mango does

@@ -1,3 +1,4 @@
+import CouchEngine
 import CouchJSON
 import Crypto
 import Foundation
@@ -10,14 +11,6 @@ public typealias MapFunction = @Sendable (JSONObject) throws -> [(key: JSON, val
 /// A map function applied to a batch of documents at once (a JavaScript query server maps a
 /// batch per round trip): the rows of each document, or nil for one that failed to map.
 public typealias BatchMapFunction = @Sendable ([JSONObject]) async throws -> [[(key: JSON, value: JSON)]?]
-
-/// CouchDB's built-in reduce functions, computed natively.
-public enum BuiltinReducer: String, Sendable, CaseIterable {
-    case count = "_count"
-    case sum = "_sum"
-    case stats = "_stats"
-    case approxCountDistinct = "_approx_count_distinct"
-}
 
 /// A view's reduce function: built in, or custom (JavaScript) with `reduce` over rows and
 /// `rereduce` over earlier reductions, as CouchDB calls them.
@@ -222,11 +215,7 @@ extension DocumentDatabase {
                 if query.includeDocs {
                     // `{"_id": ...}` values include that document instead, as CouchDB does.
                     let docID = row.value["_id"]?.stringValue ?? row.id
-                    if let docRow = try DocRow.fetch(db, id: docID), let winner = docRow.tree.winner, !winner.deleted {
-                        item["doc"] = try DocumentDatabase.assemble(db, id: docID, rev: winner.rev, row: docRow, options: ReadOptions()).map(JSON.object) ?? .null
-                    } else {
-                        item["doc"] = .null
-                    }
+                    item["doc"] = try DocumentDatabase.winningDocument(db, id: docID).map(JSON.object) ?? .null
                 }
                 return .object(item)
             }
@@ -260,7 +249,7 @@ extension DocumentDatabase {
 
     /// Drops the view indexes whose signature is not in `keep` (`_view_cleanup`).
     public func dropViewIndexes(except keep: Set<String>) async throws {
-        _ = try await writer.write { db, _ in
+        _ = try await writing { db in
             guard try db.tableExists("view_indexes") else { return true }
             for table in try String.fetchAll(db, sql: "SELECT name FROM view_indexes") where !keep.contains(String(table.dropFirst("view_".count))) {
                 try db.execute(sql: "DROP TABLE IF EXISTS \(table)")

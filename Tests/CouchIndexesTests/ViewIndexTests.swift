@@ -1,6 +1,8 @@
 import CouchEngine
+import CouchIndexes
 import CouchJSON
 import Foundation
+import LTTestSupport
 import Testing
 
 @Suite("Map/reduce view indexes")
@@ -122,6 +124,25 @@ struct ViewIndexTests {
             let reopened = try await DatabaseStore(directory: directory).open("p")
             #expect(try await reopened.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
             #expect(calls.withLock { $0 } == 7)
+        }
+    }
+
+    @Test("A document purged down to its last revision leaves every kind of index, rows counted again, even read without an update")
+    func purgeLeavesIndexes() async throws {
+        try await withStore { store, _ in
+            let db = try await store.create("p")
+            try await load(db)
+            let byType = try MangoIndex(designDocument: "_design/m", name: "by-type", definition: ["fields": ["type"]])
+            var find = FindQuery(selector: try Selector(json: ["type": "fix"]))
+            #expect(try await db.queryView(Self.byUserDay, ViewQuery()).totalRows == 5)
+            #expect(try await db.find(find, index: byType).docs.count == 5)
+            let rev = try #require(try await db.winningRevision(id: "f3")?.rev)
+            _ = try await db.purge([(id: "f3", revs: [rev])])
+            // Purged documents are not in the changes feed: only the purge can take them out.
+            let stale = try await db.queryView(Self.byUserDay, ViewQuery(), stale: true)
+            #expect(stale.totalRows == 4 && !stale.rows.contains { $0["id"] == "f3" })
+            find.update = false
+            #expect(try await db.find(find, index: byType).docs.compactMap { $0["_id"]?.stringValue } == ["f0", "f1", "f2", "f4"])
         }
     }
 }

@@ -10,12 +10,35 @@ extension CouchAPI {
     func changes(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try requireMethod(request, .get, .post)
         try authorize(db, request.user, .read)
-        let body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : nil
-        var options = ChangesOptions()
         let feed = request.query["feed"] ?? "normal"
         guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {
             throw CouchError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
         }
+        let options = try await changesOptions(db, request)
+        let (heartbeat, timeout) = try feedTimes(request)
+        if feed == "normal" { return try await normalChanges(db, options) }
+        return try waitingChanges(db, request, options, feed: feed, heartbeat: heartbeat, timeout: timeout)
+    }
+
+    /// A waiting feed's `heartbeat` (none, or at least 100 ms) and `timeout` (default 60 s).
+    func feedTimes(_ request: APIRequest) throws -> (heartbeat: Duration?, timeout: Duration) {
+        var heartbeat: Duration?
+        if let raw = request.query["heartbeat"] {
+            if raw == "true" {
+                heartbeat = .milliseconds(60000)
+            } else {
+                guard let ms = Int(raw), ms > 0 else { throw CouchError.badRequest("Invalid heartbeat value") }
+                heartbeat = .milliseconds(max(ms, 100))
+            }
+        }
+        return (heartbeat, try request.int("timeout").map { .milliseconds(max($0, 0)) } ?? .milliseconds(60000))
+    }
+
+    /// What a `_changes` request asks: its parameters (and a POST body's `doc_ids` or
+    /// `selector`), each checked as CouchDB checks it.
+    func changesOptions(_ db: DocumentDatabase, _ request: APIRequest) async throws -> ChangesOptions {
+        let body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : nil
+        var options = ChangesOptions()
         options.limit = try request.int("limit")
         if options.limit == 0 { options.limit = 1 }
         options.descending = try request.bool("descending")
@@ -27,8 +50,7 @@ extension CouchAPI {
         case "all_docs": options.allLeaves = true
         default: throw CouchError.badRequest("Supported `style` values: main_only, all_docs")
         }
-        let lastEventID = request.header("Last-Event-ID")
-        if let since = request.query["since"] ?? lastEventID {
+        if let since = request.query["since"] ?? request.header("Last-Event-ID") {
             let parsed = since == "now" ? JSON.string("now") : ((try? JSON.parse(since)) ?? .string(since))
             let value = try db.parseSequence(parsed)
             options.since = value < 0 ? try await db.updateSeq() : value
@@ -51,65 +73,63 @@ extension CouchAPI {
         case let name?:
             options.filter = .documents(try await designFilter(db, name, request))
         }
-        let heartbeat: Duration? = try {
-            guard let raw = request.query["heartbeat"] else { return nil }
-            if raw == "true" { return .milliseconds(60000) }
-            guard let ms = Int(raw), ms > 0 else { throw CouchError.badRequest("Invalid heartbeat value") }
-            return .milliseconds(max(ms, 100))
-        }()
-        let timeout: Duration = try request.int("timeout").map { .milliseconds(max($0, 0)) } ?? .milliseconds(60000)
+        return options
+    }
 
-        if feed == "normal" {
-            // Small answers in one piece; large ones streamed in pages, so reading the whole
-            // feed of a big database does not hold it all in memory.
-            let pageSize = 5000
-            if let limit = options.limit, limit <= pageSize {
-                return .json(changesResult(db, try await db.changes(options)))
-            }
-            var first = options
-            first.limit = pageSize
-            let firstPage = try await db.changes(first)
-            if firstPage.rows.count < pageSize {
-                return .json(changesResult(db, firstPage))
-            }
-            var headers = HTTPFields()
-            headers[.contentType] = "application/json"
-            headers[.cacheControl] = "must-revalidate"
-            let all = options
-            let body = ResponseBody { writer in
-                let total = all.limit ?? Int.max
-                var page = firstPage
-                var requested = pageSize
-                var sent = 0
-                var next = all
-                try await writer.write(ByteBuffer(string: "{\"results\":[\n"))
-                while true {
-                    var out: [UInt8] = []
-                    for row in page.rows {
-                        if sent > 0 { out.append(contentsOf: ",\n".utf8) }
-                        sent += 1
-                        row.write(to: &out)
-                    }
-                    try await writer.write(ByteBuffer(bytes: out))
-                    if page.rows.count < requested || sent >= total { break }
-                    requested = min(pageSize, total - sent)
-                    next.since = page.lastSeq
-                    next.limit = requested
-                    page = try await db.changes(next)
-                }
-                // Close the array, then the members of {"last_seq","pending"} without its "{".
-                let tail: JSON = ["last_seq": .string(db.sequenceString(page.lastSeq)), "pending": .int(page.pending)]
-                try await writer.write(ByteBuffer(bytes: Array("\n],".utf8) + tail.bytes.dropFirst() + [UInt8(ascii: "\n")]))
-                try await writer.finish(nil)
-            }
-            return APIResponse(status: .ok, headers: headers, body: body)
+    /// `feed=normal`: small answers in one piece; large ones streamed in pages, so reading the
+    /// whole feed of a big database does not hold it all in memory.
+    func normalChanges(_ db: DocumentDatabase, _ options: ChangesOptions) async throws -> APIResponse {
+        let pageSize = 5000
+        if let limit = options.limit, limit <= pageSize {
+            return .json(changesResult(db, try await db.changes(options)))
         }
-        let contentType = feed == "eventsource" ? "text/event-stream" : "application/json"
+        var first = options
+        first.limit = pageSize
+        let firstPage = try await db.changes(first)
+        if firstPage.rows.count < pageSize {
+            return .json(changesResult(db, firstPage))
+        }
         var headers = HTTPFields()
-        headers[.contentType] = contentType
+        headers[.contentType] = "application/json"
         headers[.cacheControl] = "must-revalidate"
-        let feedOptions = options
-        // Counted against the user's share of open feeds until the answer is done with.
+        let body = ResponseBody { writer in
+            let total = options.limit ?? Int.max
+            var page = firstPage
+            var requested = pageSize
+            var sent = 0
+            var next = options
+            try await writer.write(ByteBuffer(string: "{\"results\":[\n"))
+            while true {
+                var out: [UInt8] = []
+                for row in page.rows {
+                    if sent > 0 { out.append(contentsOf: ",\n".utf8) }
+                    sent += 1
+                    row.write(to: &out)
+                }
+                try await writer.write(ByteBuffer(bytes: out))
+                if page.rows.count < requested || sent >= total { break }
+                requested = min(pageSize, total - sent)
+                next.since = page.lastSeq
+                next.limit = requested
+                page = try await db.changes(next)
+            }
+            // Close the array, then the members of {"last_seq","pending"} without its "{".
+            let tail: JSON = ["last_seq": .string(db.sequenceString(page.lastSeq)), "pending": .int(page.pending)]
+            try await writer.write(ByteBuffer(bytes: Array("\n],".utf8) + tail.bytes.dropFirst() + [UInt8(ascii: "\n")]))
+            try await writer.finish(nil)
+        }
+        return APIResponse(status: .ok, headers: headers, body: body)
+    }
+
+    /// `longpoll`, `continuous` and `eventsource`: a streamed answer that waits for changes
+    /// (up to `timeout`, with `heartbeat` newlines meanwhile), counted against the user's share
+    /// of open feeds until it is done with.
+    func waitingChanges(
+        _ db: DocumentDatabase, _ request: APIRequest, _ options: ChangesOptions, feed: String, heartbeat: Duration?, timeout: Duration
+    ) throws -> APIResponse {
+        var headers = HTTPFields()
+        headers[.contentType] = feed == "eventsource" ? "text/event-stream" : "application/json"
+        headers[.cacheControl] = "must-revalidate"
         let slot = try feeds.open(for: request)
         let question = SharedFeedReads.question(db, request)
         let stream = ResponseBody { writer in
@@ -119,7 +139,7 @@ extension CouchAPI {
             let stopping = Locked(false)
             try await withGracefulShutdownHandler {
                 try await self.streamChanges(
-                    db, options: feedOptions, question: question, feed: feed, heartbeat: heartbeat, timeout: timeout,
+                    db, options: options, question: question, feed: feed, heartbeat: heartbeat, timeout: timeout,
                     stopping: { stopping.withLock { $0 } }, writer: &writer)
             } onGracefulShutdown: {
                 stopping.withLock { $0 = true }

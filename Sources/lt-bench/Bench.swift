@@ -40,50 +40,92 @@ struct Bench: AsyncParsableCommand {
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
+        let (target, serverTask) = try await server(scratch)
+        defer { serverTask?.cancel() }
+        let w = try Workload(target: target, documents: (0..<docs).map(Bench.locationDocument), scratch: scratch)
+        let averageSize = w.bodies.reduce(0) { $0 + $1.count } / max(1, w.bodies.count)
+        print("lt-bench database: \(docs) location documents of ~\(averageSize) bytes; server \(url == nil ? "in-process (durability \(durability))" : target.base); median of \(runs) runs")
 
-        var serverTask: Task<Void, any Error>?
+        let (sqlite, sqliteRead) = try ceilings(w)
+        try await engineUpdates(w, ceiling: sqlite)
+        let bulk = try await bulkDocs(w, ceiling: sqlite)
+        try await singlePuts(w, ceiling: sqlite)
+        let allDocsRate = try await fullReads(w, ceiling: sqliteRead)
+        try await replication(w, bulk: bulk)
+        try await databaseCreation(w)
+        try await javascriptView(w, allDocsRate: allDocsRate)
+        try await validatedBulkDocs(w, bulk: bulk)
+        try await indexedFind(w)
+    }
+
+    /// The server measured and how to reach it: `--url`, or one started in this process.
+    struct Target: Sendable {
         var base: String
         var user: String?
         var password: String?
-        if let url {
-            guard var components = URLComponents(string: url) else { throw ValidationError("Cannot parse --url \(url)") }
-            (user, password) = (components.user, components.password)
-            components.user = nil
-            components.password = nil
-            base = (components.string ?? url).trimmingCharacters(in: CharacterSet(charactersIn: "/"))
-        } else {
+    }
+
+    /// What every measurement shares: the server, a client of it, the documents (as JSON, as
+    /// bodies, and in `_bulk_docs` batches of 1,000) and a scratch directory.
+    struct Workload: Sendable {
+        let target: Target
+        let client: Client
+        let documents: [JSON]
+        let bodies: [[UInt8]]
+        let batches: [[UInt8]]
+        let scratch: URL
+
+        init(target: Target, documents: [JSON], scratch: URL) throws {
+            let authorization = target.user.flatMap { user in
+                target.password.map { "Basic " + Data("\(user):\($0)".utf8).base64EncodedString() }
+            } ?? ""
+            self.target = target
+            client = try Client(base: target.base, authorization: authorization)
+            self.documents = documents
+            bodies = documents.map(\.bytes)
+            batches = stride(from: 0, to: documents.count, by: 1000).map {
+                JSON.object(["docs": .array(Array(documents[$0..<min($0 + 1000, documents.count)]))]).bytes
+            }
+            self.scratch = scratch
+        }
+    }
+
+    /// The server to measure: `--url` (credentials taken out of it), or one started in this
+    /// process on an ephemeral port, with its task.
+    func server(_ scratch: URL) async throws -> (Target, Task<Void, any Error>?) {
+        guard let url else {
             let (task, port) = try await startServer(scratch.appendingPathComponent("server"))
             guard port > 0 else { throw ValidationError("the in-process server did not report its port") }
-            serverTask = task
-            base = "http://127.0.0.1:\(port)"
-            (user, password) = ("bench", "bench-password")
+            return (Target(base: "http://127.0.0.1:\(port)", user: "bench", password: "bench-password"), task)
         }
-        defer { serverTask?.cancel() }
-        let authorization = user.flatMap { user in password.map { "Basic " + Data("\(user):\($0)".utf8).base64EncodedString() } } ?? ""
-        let client = try Client(base: base, authorization: authorization)
-        let documents = (0..<docs).map(Bench.locationDocument)
-        let bodies = documents.map(\.bytes)
-        let averageSize = bodies.reduce(0) { $0 + $1.count } / max(1, bodies.count)
-        print("lt-bench database: \(docs) location documents of ~\(averageSize) bytes; server \(url == nil ? "in-process (durability \(durability))" : base); median of \(runs) runs")
+        guard var components = URLComponents(string: url) else { throw ValidationError("Cannot parse --url \(url)") }
+        let (user, password) = (components.user, components.password)
+        components.user = nil
+        components.password = nil
+        return (Target(base: (components.string ?? url).trimmingCharacters(in: CharacterSet(charactersIn: "/")), user: user, password: password), nil)
+    }
 
+    /// The ceilings: raw SQLite inserting the same JSON in one transaction, and reading the
+    /// same rows back in key order.
+    func ceilings(_ w: Workload) throws -> (insert: Double, read: Double) {
         // Ceiling: raw SQLite inserts of the same JSON in one transaction.
         let sqlite = try median(runs) { run in
-            let path = scratch.appendingPathComponent("raw-\(run).sqlite").path
+            let path = w.scratch.appendingPathComponent("raw-\(run).sqlite").path
             let queue = try DatabaseQueue(path: path)
             try queue.write { db in try db.execute(sql: "CREATE TABLE docs(id TEXT PRIMARY KEY, body BLOB)") }
             let start = ContinuousClock.now
             try queue.write { db in
                 let statement = try db.makeStatement(sql: "INSERT INTO docs(id, body) VALUES (?, ?)")
-                for (i, body) in bodies.enumerated() {
-                    try statement.execute(arguments: [documents[i]["_id"]!.stringValue!, Data(body)])
+                for (i, body) in w.bodies.enumerated() {
+                    try statement.execute(arguments: [w.documents[i]["_id"]!.stringValue!, Data(body)])
                 }
             }
-            return Double(bodies.count) / start.duration(to: .now).seconds
+            return Double(w.bodies.count) / start.duration(to: .now).seconds
         }
         report("raw SQLite inserts, one transaction (ceiling)", sqlite, unit: "docs/s")
         // Ceiling for the full reads: raw SQLite reading the same rows back in key order.
         let sqliteRead = try median(runs) { run in
-            let queue = try DatabaseQueue(path: scratch.appendingPathComponent("raw-\(run).sqlite").path)
+            let queue = try DatabaseQueue(path: w.scratch.appendingPathComponent("raw-\(run).sqlite").path)
             let start = ContinuousClock.now
             let count = try queue.read { db -> Int in
                 var count = 0
@@ -97,75 +139,87 @@ struct Bench: AsyncParsableCommand {
             return Double(count) / start.duration(to: .now).seconds
         }
         report("raw SQLite full read in key order (ceiling)", sqliteRead, unit: "rows/s")
+        return (sqlite, sqliteRead)
+    }
 
-        // The engine alone (no HTTP): the same batches through DocumentDatabase.update.
-        let engineStore = try DatabaseStore(directory: scratch.appendingPathComponent("engine"), durability: try Durability.option(durability))
+    /// The engine alone (no HTTP): the same batches through `DocumentDatabase.update`.
+    func engineUpdates(_ w: Workload, ceiling: Double) async throws {
+        let engineStore = try DatabaseStore(directory: w.scratch.appendingPathComponent("engine"), durability: try Durability.option(durability))
         let engine = try await medianAsync(runs) { run in
             let db = try await engineStore.create("engine\(run)")
-            let inputs = try documents.map { try DocumentInput(json: $0) }
+            let inputs = try w.documents.map { try DocumentInput(json: $0) }
             let start = ContinuousClock.now
             for batch in stride(from: 0, to: inputs.count, by: 1000) {
                 _ = try await db.update(Array(inputs[batch..<min(batch + 1000, inputs.count)]), newEdits: true, user: .system)
             }
             return Double(inputs.count) / start.duration(to: .now).seconds
         }
-        report("engine DocumentDatabase.update, batches of 1,000", engine, unit: "docs/s", ceiling: sqlite)
+        report("engine DocumentDatabase.update, batches of 1,000", engine, unit: "docs/s", ceiling: ceiling)
+    }
 
-        // _bulk_docs, batches of 1,000, 4 clients.
-        let batches = stride(from: 0, to: documents.count, by: 1000).map {
-            JSON.object(["docs": .array(Array(documents[$0..<min($0 + 1000, documents.count)]))]).bytes
-        }
+    /// `_bulk_docs`, batches of 1,000, 4 clients.
+    func bulkDocs(_ w: Workload, ceiling: Double) async throws -> Double {
         let bulk = try await medianAsync(runs) { run in
             let db = "bulk\(run)"
-            try await client.send("PUT", "/\(db)", expect: 201)
+            try await w.client.send("PUT", "/\(db)", expect: 201)
             let start = ContinuousClock.now
-            try await client.concurrently(4, batches.count) { connection, i in
-                let reply = try connection.send("POST", "/\(db)/_bulk_docs", authorization: client.authorization, body: batches[i])
+            try await w.client.concurrently(4, w.batches.count) { connection, i in
+                let reply = try connection.send("POST", "/\(db)/_bulk_docs", authorization: w.client.authorization, body: w.batches[i])
                 try Client.check(reply, 201, "POST", "_bulk_docs")
             }
-            return Double(documents.count) / start.duration(to: .now).seconds
+            return Double(w.documents.count) / start.duration(to: .now).seconds
         }
-        report("_bulk_docs, batches of 1,000, 4 clients", bulk, unit: "docs/s", ceiling: sqlite)
+        report("_bulk_docs, batches of 1,000, 4 clients", bulk, unit: "docs/s", ceiling: ceiling)
+        return bulk
+    }
 
-        // Single-document PUTs, 8 clients.
+    /// Single-document PUTs, 8 clients.
+    func singlePuts(_ w: Workload, ceiling: Double) async throws {
         let single = try await medianAsync(runs) { run in
             let db = "puts\(run)"
-            try await client.send("PUT", "/\(db)", expect: 201)
-            let count = min(puts, documents.count)
-            let requests = documents.prefix(count).map { document -> (String, [UInt8]) in
+            try await w.client.send("PUT", "/\(db)", expect: 201)
+            let count = min(puts, w.documents.count)
+            let requests = w.documents.prefix(count).map { document -> (String, [UInt8]) in
                 var doc = document.objectValue!
                 let id = doc.removeValue(forKey: "_id")!.stringValue!
                 return ("/\(db)/\(id)", JSON.object(doc).bytes)
             }
             let start = ContinuousClock.now
-            try await client.concurrently(8, count) { connection, i in
-                let reply = try connection.send("PUT", requests[i].0, authorization: client.authorization, body: requests[i].1)
+            try await w.client.concurrently(8, count) { connection, i in
+                let reply = try connection.send("PUT", requests[i].0, authorization: w.client.authorization, body: requests[i].1)
                 try Client.check(reply, 201, "PUT", requests[i].0)
             }
             return Double(count) / start.duration(to: .now).seconds
         }
-        report("single-document PUT, 8 clients", single, unit: "docs/s", ceiling: sqlite)
+        report("single-document PUT, 8 clients", single, unit: "docs/s", ceiling: ceiling)
+    }
 
+    /// Full reads of the bulk-loaded database (`_changes`, `_all_docs?include_docs=true`).
+    func fullReads(_ w: Workload, ceiling: Double) async throws -> Double {
         // Full reads of the bulk-loaded database; the clock stops when the response is in,
         // the client's parsing (to check the row count) is not timed.
         func fullRead(_ path: String, rowsKey: String) async throws -> Double {
             try await medianAsync(runs) { _ in
                 let start = ContinuousClock.now
-                let reply = try await client.send("GET", path, expect: 200)
+                let reply = try await w.client.send("GET", path, expect: 200)
                 let elapsed = start.duration(to: .now).seconds
                 let rows = try JSON.parse(reply)[rowsKey]?.arrayValue?.count ?? 0
-                guard rows == documents.count else { throw ValidationError("\(path) returned \(rows) rows") }
+                guard rows == w.documents.count else { throw ValidationError("\(path) returned \(rows) rows") }
                 return Double(rows) / elapsed
             }
         }
         report("_changes, full read", try await fullRead("/bulk0/_changes", rowsKey: "results"),
-               unit: "rows/s", ceiling: sqliteRead, baseline: "raw SQLite read")
+               unit: "rows/s", ceiling: ceiling, baseline: "raw SQLite read")
         let allDocsRate = try await fullRead("/bulk0/_all_docs?include_docs=true", rowsKey: "rows")
-        report("_all_docs?include_docs=true, full read", allDocsRate, unit: "rows/s", ceiling: sqliteRead, baseline: "raw SQLite read")
+        report("_all_docs?include_docs=true, full read", allDocsRate, unit: "rows/s", ceiling: ceiling, baseline: "raw SQLite read")
+        return allDocsRate
+    }
 
+    /// Replication through the replicator over HTTP.
+    func replication(_ w: Workload, bulk: Double) async throws {
         // Replication: pull everything into a fresh local database, then push it to an empty
         // server database, through the replicator over HTTP.
-        let replicationStore = try DatabaseStore(directory: scratch.appendingPathComponent("replicas"))
+        let replicationStore = try DatabaseStore(directory: w.scratch.appendingPathComponent("replicas"))
         func replicationRate(_ endpoints: (Int) throws -> (any ReplicationEndpoint, any ReplicationEndpoint)) async throws -> Double {
             try await medianAsync(runs) { run in
                 let (source, target) = try endpoints(run)
@@ -173,47 +227,52 @@ struct Bench: AsyncParsableCommand {
                 options.createTarget = true
                 let start = ContinuousClock.now
                 let result = try await Replication(source: source, target: target, options: options).run()
-                guard result.status.docsWritten == documents.count else {
-                    throw ValidationError("replication wrote \(result.status.docsWritten) of \(documents.count)")
+                guard result.status.docsWritten == w.documents.count else {
+                    throw ValidationError("replication wrote \(result.status.docsWritten) of \(w.documents.count)")
                 }
-                return Double(documents.count) / start.duration(to: .now).seconds
+                return Double(w.documents.count) / start.duration(to: .now).seconds
             }
         }
         let pull = try await replicationRate { run in
-            (try RemoteEndpoint(url: "\(base)/bulk0", username: user, password: password),
+            (try RemoteEndpoint(url: "\(w.target.base)/bulk0", username: w.target.user, password: w.target.password),
              LocalEndpoint(store: replicationStore, name: "pulled\(run)"))
         }
         report("replication pull, server → new local database", pull, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
         let push = try await replicationRate { run in
             (LocalEndpoint(store: replicationStore, name: "pulled0"),
-             try RemoteEndpoint(url: "\(base)/pushed\(run)", username: user, password: password))
+             try RemoteEndpoint(url: "\(w.target.base)/pushed\(run)", username: w.target.user, password: w.target.password))
         }
         report("replication push, local → empty server database", push, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
+    }
 
+    /// Per-user databases: creation over HTTP.
+    func databaseCreation(_ w: Workload) async throws {
         // Per-user databases: creation over HTTP (one SQLite file each, WAL, full schema).
         let creations = 500
         let creation = try await medianAsync(runs) { run in
             let start = ContinuousClock.now
-            try await client.concurrently(1, creations) { connection, i in
-                let reply = try connection.send("PUT", "/userdb-\(run)-\(i)", authorization: client.authorization)
+            try await w.client.concurrently(1, creations) { connection, i in
+                let reply = try connection.send("PUT", "/userdb-\(run)-\(i)", authorization: w.client.authorization)
                 try Client.check(reply, 201, "PUT", "/userdb-\(run)-\(i)")
             }
             return Double(creations) / start.duration(to: .now).seconds
         }
         report("database creation (PUT /{db}), 1 client", creation, unit: "dbs/s")
+    }
 
-        // A JavaScript view: building a _count-reduced index over every document, then queries.
-        try await client.send("PUT", "/bulk0/_design/bench", json: ["views": ["by_user": [
+    /// A JavaScript view: building a `_count`-reduced index over every document, then queries.
+    func javascriptView(_ w: Workload, allDocsRate: Double) async throws {
+        try await w.client.send("PUT", "/bulk0/_design/bench", json: ["views": ["by_user": [
             "map": "function (doc) { if (doc.properties) { emit(doc.properties.username, null); } }", "reduce": "_count"]]], expect: 201)
         let viewStart = ContinuousClock.now
-        let built = try await client.send("GET", "/bulk0/_design/bench/_view/by_user", expect: 200)
-        if (try JSON.parse(built))["rows"]?[0]?["value"]?.intValue == documents.count {
-            report("JavaScript view build (_count), all documents", Double(documents.count) / viewStart.duration(to: .now).seconds,
+        let built = try await w.client.send("GET", "/bulk0/_design/bench/_view/by_user", expect: 200)
+        if (try JSON.parse(built))["rows"]?[0]?["value"]?.intValue == w.documents.count {
+            report("JavaScript view build (_count), all documents", Double(w.documents.count) / viewStart.duration(to: .now).seconds,
                    unit: "docs/s", ceiling: allDocsRate, baseline: "_all_docs read")
             let viewQueries = try await medianAsync(runs) { _ in
                 let start = ContinuousClock.now
-                try await client.concurrently(1, 200) { connection, q in
-                    let reply = try connection.send("GET", "/bulk0/_design/bench/_view/by_user?key=%22user\(q % 50)%22", authorization: client.authorization)
+                try await w.client.concurrently(1, 200) { connection, q in
+                    let reply = try connection.send("GET", "/bulk0/_design/bench/_view/by_user?key=%22user\(q % 50)%22", authorization: w.client.authorization)
                     try Client.check(reply, 200, "GET", "_view")
                 }
                 return 200 / start.duration(to: .now).seconds
@@ -222,10 +281,12 @@ struct Bench: AsyncParsableCommand {
         } else {
             print("JavaScript view: not measured (\(String(decoding: built.prefix(200), as: UTF8.self)))")
         }
+    }
 
-        // _bulk_docs into a database whose design document validates every write.
-        try await client.send("PUT", "/validated", expect: 201)
-        try await client.send("PUT", "/validated/_design/rules", json: ["validate_doc_update": """
+    /// `_bulk_docs` into a database whose design document validates every write.
+    func validatedBulkDocs(_ w: Workload, bulk: Double) async throws {
+        try await w.client.send("PUT", "/validated", expect: 201)
+        try await w.client.send("PUT", "/validated/_design/rules", json: ["validate_doc_update": """
             function (newDoc, oldDoc, userCtx) {
                 if (!newDoc._deleted && !(newDoc.properties && typeof newDoc.properties.username === "string")) {
                     throw({forbidden: "properties.username is required"});
@@ -233,27 +294,29 @@ struct Bench: AsyncParsableCommand {
             }
             """], expect: 201)
         let validatedStart = ContinuousClock.now
-        try await client.concurrently(4, batches.count) { connection, i in
-            let reply = try connection.send("POST", "/validated/_bulk_docs", authorization: client.authorization, body: batches[i])
+        try await w.client.concurrently(4, w.batches.count) { connection, i in
+            let reply = try connection.send("POST", "/validated/_bulk_docs", authorization: w.client.authorization, body: w.batches[i])
             try Client.check(reply, 201, "POST", "_bulk_docs")
             guard !String(decoding: reply.body, as: UTF8.self).contains("\"error\"") else { throw ValidationError("a valid document was rejected") }
         }
         report("_bulk_docs + validate_doc_update, 4 clients",
-               Double(documents.count) / validatedStart.duration(to: .now).seconds, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
+               Double(w.documents.count) / validatedStart.duration(to: .now).seconds, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
+    }
 
-        // A selective _find with a JSON index on the queried field.
-        try await client.send("POST", "/bulk0/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user"], expect: 200)
+    /// A selective `_find` with a JSON index on the queried field.
+    func indexedFind(_ w: Workload) async throws {
+        try await w.client.send("POST", "/bulk0/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user"], expect: 200)
         // The first query builds the index; the measurement is of queries on a built index.
         let buildStart = ContinuousClock.now
-        try await client.send("POST", "/bulk0/_find", json: ["selector": ["properties.username": "user0"], "limit": 1], expect: 200)
-        report("building the index over all documents", Double(documents.count) / buildStart.duration(to: .now).seconds, unit: "docs/s")
+        try await w.client.send("POST", "/bulk0/_find", json: ["selector": ["properties.username": "user0"], "limit": 1], expect: 200)
+        report("building the index over all documents", Double(w.documents.count) / buildStart.duration(to: .now).seconds, unit: "docs/s")
         let queries = (0..<200).map { q in
             JSON.object(["selector": ["properties.username": .string("user\(q % 50)")], "limit": 25]).bytes
         }
         let find = try await medianAsync(runs) { _ in
             let start = ContinuousClock.now
-            try await client.concurrently(1, queries.count) { connection, q in
-                let reply = try connection.send("POST", "/bulk0/_find", authorization: client.authorization, body: queries[q])
+            try await w.client.concurrently(1, queries.count) { connection, q in
+                let reply = try connection.send("POST", "/bulk0/_find", authorization: w.client.authorization, body: queries[q])
                 try Client.check(reply, 200, "POST", "_find")
                 guard (try JSON.parse(reply.body)["docs"]?.arrayValue?.count ?? 0) == 25 else { throw ValidationError("_find found too little") }
             }

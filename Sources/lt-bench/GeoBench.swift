@@ -52,20 +52,34 @@ struct GeoBench: AsyncParsableCommand {
         var random = SeededGenerator(seed: 42)
         let queryPoints = (0..<queries).map { _ in data[Int(random.next() % UInt64(data.count))].coordinate }
         if let export {
-            let directory = URL(fileURLWithPath: export, isDirectory: true)
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            var csv = ""
-            csv.reserveCapacity(data.count * 48)
-            for p in data { csv += "\(p.id),\(p.coordinate.lon),\(p.coordinate.lat)\n" }
-            try Data(csv.utf8).write(to: directory.appendingPathComponent("points.csv"))
-            let queries = queryPoints.enumerated().map { "\($0.offset + 1),\($0.element.lon),\($0.element.lat)\n" }.joined()
-            try Data(queries.utf8).write(to: directory.appendingPathComponent("queries.csv"))
-            print("wrote \(data.count) points and \(queryPoints.count) query centres to \(directory.path)")
+            try exportPoints(data, queryPoints, to: URL(fileURLWithPath: export, isDirectory: true))
             return
         }
+        let baseline = try await measureRTree(data, queryPoints)
+        helper.report("SQLite R*Tree build (baseline)", baseline.build, unit: "points/s")
+        helper.report("SQLite R*Tree query (baseline), 1 core", baseline.rate, unit: "queries/s")
+        measureInMemory(data, queryPoints, baseline: baseline, helper: helper)
+        if let redis { try await measureRedis(redis, data, queryPoints, helper: helper) }
+        guard documents else { return }
+        try await measureDocuments(data, queryPoints, helper: helper)
+    }
 
-        // Baseline: SQLite R*Tree (an in-memory database) as a box pre-filter, exact distance
-        // check, sort by distance.
+    /// Writes the points (`points.csv`: id,lon,lat) and query centres (`queries.csv`: n,lon,lat)
+    /// for other engines (scripts/bench-postgis.sh).
+    func exportPoints(_ data: [(id: String, coordinate: Coordinate)], _ queryPoints: [Coordinate], to directory: URL) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var csv = ""
+        csv.reserveCapacity(data.count * 48)
+        for p in data { csv += "\(p.id),\(p.coordinate.lon),\(p.coordinate.lat)\n" }
+        try Data(csv.utf8).write(to: directory.appendingPathComponent("points.csv"))
+        let queries = queryPoints.enumerated().map { "\($0.offset + 1),\($0.element.lon),\($0.element.lat)\n" }.joined()
+        try Data(queries.utf8).write(to: directory.appendingPathComponent("queries.csv"))
+        print("wrote \(data.count) points and \(queryPoints.count) query centres to \(directory.path)")
+    }
+
+    /// The baseline: SQLite R*Tree (an in-memory database) as a box pre-filter, exact distance
+    /// check, sort by distance. Its build rate, query rate and results.
+    func measureRTree(_ data: [(id: String, coordinate: Coordinate)], _ queryPoints: [Coordinate]) async throws -> (build: Double, rate: Double, hits: Int) {
         let rtree = try DatabaseQueue()
         let baselineBuildStart = ContinuousClock.now
         try await rtree.write { db in
@@ -101,16 +115,17 @@ struct GeoBench: AsyncParsableCommand {
             return found
         }
         let baselineRate = Double(min(baselineQueries, queryPoints.count)) / baselineStart.duration(to: .now).seconds
-        helper.report("SQLite R*Tree build (baseline)", baselineBuild, unit: "points/s")
-        helper.report("SQLite R*Tree query (baseline), 1 core", baselineRate, unit: "queries/s")
+        return (baselineBuild, baselineRate, baselineHits)
+    }
 
-        // The in-memory index.
+    /// The in-memory index: build rate, size, and queries on one core against the baseline.
+    func measureInMemory(_ data: [(id: String, coordinate: Coordinate)], _ queryPoints: [Coordinate], baseline: (build: Double, rate: Double, hits: Int), helper: Bench) {
         let before = GeoBench.residentBytes()
         let buildStart = ContinuousClock.now
         let index = SpatialIndex(data.map { ($0.id, Geometry.point($0.coordinate)) })
         let build = Double(data.count) / buildStart.duration(to: .now).seconds
         let after = GeoBench.residentBytes()
-        helper.report("index build from points, in memory", build, unit: "points/s", ceiling: baselineBuild, baseline: "R*Tree build")
+        helper.report("index build from points, in memory", build, unit: "points/s", ceiling: baseline.build, baseline: "R*Tree build")
         helper.report("index arrays per point", Double(index.bytes) / Double(data.count), unit: "bytes")
         helper.report("resident memory growth per point (build)", Double(after - before) / Double(data.count), unit: "bytes")
 
@@ -124,14 +139,10 @@ struct GeoBench: AsyncParsableCommand {
             }
             return Double(queryPoints.count) / queryStart.duration(to: .now).seconds
         }
-        helper.report("app query in-process, 1 core", rates[rates.count / 2], unit: "queries/s", ceiling: baselineRate, baseline: "R*Tree")
+        helper.report("app query in-process, 1 core", rates[rates.count / 2], unit: "queries/s", ceiling: baseline.rate, baseline: "R*Tree")
         print(String(format: "   (median of %d rounds of %d queries; slowest %.0f, fastest %.0f)", rates.count, queryPoints.count, rates.first!, rates.last!))
         print(String(format: "   (%.1f results per query; R*Tree baseline %.1f)", Double(hits) / Double(queryPoints.count),
-                     Double(baselineHits) / Double(max(1, min(baselineQueries, queryPoints.count)))))
-
-        if let redis { try await measureRedis(redis, data, queryPoints, helper: helper) }
-        guard documents else { return }
-        try await measureDocuments(data, queryPoints, helper: helper)
+                     Double(baseline.hits) / Double(max(1, min(baselineQueries, queryPoints.count)))))
     }
 
     /// The same points in Redis (GEOADD), the same queries as GEOSEARCH ... BYRADIUS ... ASC

@@ -60,31 +60,7 @@ extension DocumentDatabase {
     public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
         try await reading { db in
             let total = try DocumentDatabase.metaInt(db, "doc_count")
-            if let keys = options.keys {
-                var rows: [JSON] = []
-                let selected = options.descending ? keys.reversed() : keys
-                for key in selected.dropFirst(options.skip).prefix(options.limit ?? Int.max) {
-                    guard case let .string(id) = key, let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner else {
-                        rows.append(["key": key, "error": "not_found"])
-                        continue
-                    }
-                    var value: JSONObject = ["rev": .string(winner.rev.description)]
-                    var out: JSONObject = ["id": .string(id), "key": .string(id)]
-                    if winner.deleted {
-                        value["deleted"] = true
-                        out["value"] = .object(value)
-                        if options.includeDocs { out["doc"] = .null }
-                    } else {
-                        out["value"] = .object(value)
-                        if options.includeDocs {
-                            out["doc"] = try DocumentDatabase.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
-                                .map(JSON.object) ?? .null
-                        }
-                    }
-                    rows.append(.object(out))
-                }
-                return (total, 0, rows)
-            }
+            if let keys = options.keys { return (total, 0, try DocumentDatabase.rows(db, keys: keys, options)) }
             var conditions = ["d.deleted = 0"]
             var arguments: [any DatabaseValueConvertible] = []
             let (low, high) = options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
@@ -127,6 +103,34 @@ extension DocumentDatabase {
             }
             return (total, offset, rows)
         }
+    }
+
+    /// `_all_docs` with `keys`: a row per key in the order given (deleted documents with
+    /// `deleted`, unknown ids as `not_found`).
+    static func rows(_ db: GRDB.Database, keys: [JSON], _ options: AllDocsOptions) throws -> [JSON] {
+        var rows: [JSON] = []
+        let selected = options.descending ? keys.reversed() : keys
+        for key in selected.dropFirst(options.skip).prefix(options.limit ?? Int.max) {
+            guard case let .string(id) = key, let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner else {
+                rows.append(["key": key, "error": "not_found"])
+                continue
+            }
+            var value: JSONObject = ["rev": .string(winner.rev.description)]
+            var out: JSONObject = ["id": .string(id), "key": .string(id)]
+            if winner.deleted {
+                value["deleted"] = true
+                out["value"] = .object(value)
+                if options.includeDocs { out["doc"] = .null }
+            } else {
+                out["value"] = .object(value)
+                if options.includeDocs {
+                    out["doc"] = try DocumentDatabase.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
+                        .map(JSON.object) ?? .null
+                }
+            }
+            rows.append(.object(out))
+        }
+        return rows
     }
 
     /// `_local_docs`: the `_local` documents in id order.
@@ -231,38 +235,8 @@ extension DocumentDatabase {
                     let deleted = (row[5] as Int) != 0
                     var body: JSONObject?
                     if needsBody, let data = row[4] as Data? { body = try JSON.parse(data).objectValue }
-                    switch options.filter {
-                    case let .docIDs(ids)?: if !ids.contains(id) { continue }
-                    case .design?: if !id.hasPrefix("_design/") { continue }
-                    case .documents?: break  // applied by `changes`
-                    case let .selector(selector)?:
-                        if let idPrefix {
-                            if !id.hasPrefix(idPrefix) { continue }
-                        } else {
-                            // As CouchDB: a deletion is matched as its tombstone, {_id, _rev, _deleted: true}.
-                            var doc = body ?? JSONObject()
-                            if deleted { doc["_deleted"] = true }
-                            doc.prepend("_rev", .string(row[1] as String))
-                            doc.prepend("_id", .string(id))
-                            if !selector.matches(.object(doc)) { continue }
-                        }
-                    case nil: break
-                    }
-                    var changes: [JSON]
-                    if options.allLeaves {
-                        let tree = try RevisionTree(encoded: row[3])
-                        changes = tree.leaves.map { ["rev": .string($0.rev.description)] }
-                    } else {
-                        changes = [["rev": .string(row[1] as String)]]
-                    }
-                    var out: JSONObject = ["seq": .string(sequenceString(seq)), "id": .string(id), "changes": .array(changes)]
-                    out.members.reserveCapacity(5)
-                    if deleted { out["deleted"] = true }
-                    if options.includeDocs {
-                        out["doc"] = body == nil ? .null : try DocumentDatabase.assembleWinnerRow(
-                            db, id: id, row: row, body: body!, deleted: deleted, options: options.read)
-                    }
-                    rows.append(.object(out))
+                    guard DocumentDatabase.passes(options.filter, id: id, winner: row[1], body: body, deleted: deleted, idPrefix: idPrefix) else { continue }
+                    rows.append(try changeRow(db, row, id: id, seq: seq, body: body, deleted: deleted, options))
                     lastSeq = seq
                     if rows.count >= limit { break }
                 }
@@ -273,6 +247,44 @@ extension DocumentDatabase {
             let pending = options.descending ? 0 : (try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [lastSeq]) ?? 0)
             return ChangesPage(rows: rows, lastSeq: lastSeq, pending: pending)
         }
+    }
+
+    /// Whether a change passes the engine's own filters (`_doc_ids`, `_design`, `_selector`;
+    /// design-function filters are applied by `changes`). As CouchDB, a selector matches a
+    /// deletion as its tombstone, `{_id, _rev, _deleted: true}`; one on `_id` alone
+    /// (`idPrefix`) needs no body.
+    static func passes(_ filter: ChangesFilter?, id: String, winner: String, body: JSONObject?, deleted: Bool, idPrefix: String?) -> Bool {
+        switch filter {
+        case let .docIDs(ids)?: return ids.contains(id)
+        case .design?: return id.hasPrefix("_design/")
+        case .documents?, nil: return true
+        case let .selector(selector)?:
+            if let idPrefix { return id.hasPrefix(idPrefix) }
+            var doc = body ?? JSONObject()
+            if deleted { doc["_deleted"] = true }
+            doc.prepend("_rev", .string(winner))
+            doc.prepend("_id", .string(id))
+            return selector.matches(.object(doc))
+        }
+    }
+
+    /// One row of the changes feed from a `docs` row (columns id, winner, seq, tree, body):
+    /// the winning revision or every leaf (`style=all_docs`), and the document when asked.
+    func changeRow(_ db: GRDB.Database, _ row: Row, id: String, seq: Int, body: JSONObject?, deleted: Bool, _ options: ChangesOptions) throws -> JSON {
+        let changes: [JSON]
+        if options.allLeaves {
+            changes = try RevisionTree(encoded: row[3]).leaves.map { ["rev": .string($0.rev.description)] }
+        } else {
+            changes = [["rev": .string(row[1] as String)]]
+        }
+        var out: JSONObject = ["seq": .string(sequenceString(seq)), "id": .string(id), "changes": .array(changes)]
+        out.members.reserveCapacity(5)
+        if deleted { out["deleted"] = true }
+        if options.includeDocs {
+            out["doc"] = body == nil ? .null : try DocumentDatabase.assembleWinnerRow(
+                db, id: id, row: row, body: body!, deleted: deleted, options: options.read)
+        }
+        return .object(out)
     }
 
     /// Builds the winning document from a `docs` row (columns id, winner, seq, tree) and its body.

@@ -69,6 +69,10 @@ extension DocumentDatabase {
         guard body.count <= maxSize else { throw CouchError(status: 413, error: "document_too_large", reason: id) }
     }
 
+    /// Stores one write inside the write queue's transaction: the revision added to the
+    /// document's tree (checked as CouchDB checks it), its body and attachments, the tree
+    /// stemmed to `revsLimit`, the document's row and counts, and the change for the recent
+    /// changes record. Returns the new (or already known) revision.
     static func apply(
         _ input: DocumentInput, newEdits: Bool, revsLimit: Int, maxSize: Int = .max, db: GRDB.Database, context: WriteQueue.Context
     ) throws -> Revision {
@@ -77,57 +81,10 @@ extension DocumentDatabase {
         if id.hasPrefix("_design/"), !input.deleted { try DesignDocumentRules.validate(input.body) }
         let existing = try DocRow.fetch(db, id: id)
         var tree = existing?.tree ?? RevisionTree()
-        let newRev: Revision
-        let path: [Revision]
-        var attachments: ResolvedAttachments?
-
-        if newEdits {
-            var parent: Revision?
-            if let rev = input.rev {
-                guard tree.isLeaf(rev) else { throw CouchError.conflict }
-                if let node = tree.node(rev), node.deleted, !input.deleted, existing?.winnerDeleted == false {
-                    // Editing a deleted branch of a live document is a conflict, as in CouchDB.
-                    throw CouchError.conflict
-                }
-                parent = rev
-            } else if let winner = tree.winner {
-                guard winner.deleted else { throw CouchError.conflict }
-                parent = winner.rev  // recreate on top of the tombstone
-            }
-            let previous = try parent.flatMap { try storedAttachments(db, id: id, rev: $0) }
-            attachments = try resolveAttachments(
-                input, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
-            let body = bodyForStorage(input.body, attachments: attachments?.meta)
-            try checkSize(body, id: id, maxSize: maxSize)
-            newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: CouchRevisionID.hash(
-                deleted: input.deleted, parent: parent, body: input.body, attachments: attachments?.meta))
-            path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
-            guard !tree.contains(newRev) else { return newRev }
-            tree.merge(path: path, deleted: input.deleted)
-            // Everything is checked; from here on only storage errors can happen.
-            try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
-        } else {
-            guard let rev = input.rev else {
-                throw CouchError.badRequest("Replicated documents (new_edits=false) need a _rev")
-            }
-            newRev = rev
-            path = input.revisions ?? [rev]
-            if tree.contains(rev) { return rev }
-            // Stubs refer to attachments of an ancestor on this path that we already have.
-            var previous: JSONObject?
-            for ancestor in path.dropFirst() where tree.contains(ancestor) {
-                if let found = try storedAttachments(db, id: id, rev: ancestor) {
-                    previous = found
-                    break
-                }
-            }
-            attachments = try resolveAttachments(input, newPos: rev.pos, previous: previous, db: db)
-            let body = bodyForStorage(input.body, attachments: attachments?.meta)
-            try checkSize(body, id: id, maxSize: maxSize)
-            tree.merge(path: path, deleted: input.deleted)
-            try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
-        }
-
+        let edit = newEdits
+            ? try storeEdit(input, id: id, existing: existing, tree: &tree, maxSize: maxSize, db: db)
+            : try storeReplicated(input, id: id, tree: &tree, maxSize: maxSize, db: db)
+        guard edit.stored else { return edit.rev }
         for removed in tree.stem(limit: revsLimit) {
             try deleteBody(db, id: id, rev: removed)
         }
@@ -140,11 +97,11 @@ extension DocumentDatabase {
             // The document as `include_docs` shows it (`assemble`), when the revision written
             // won and has no attachments (whose stubs need more than this write has at hand).
             var doc: [UInt8]?
-            if winner.rev == newRev, attachments?.meta.isEmpty ?? true {
+            if winner.rev == edit.rev, edit.attachments?.meta.isEmpty ?? true {
                 var shown = JSONObject()
                 shown.members.reserveCapacity(input.body.count + 3)
                 shown.members.append(("_id", .string(id)))
-                shown.members.append(("_rev", .string(newRev.description)))
+                shown.members.append(("_rev", .string(edit.rev.description)))
                 if winner.deleted { shown.members.append(("_deleted", true)) }
                 shown.members.append(contentsOf: input.body.members)
                 doc = JSON.object(shown).bytes
@@ -152,7 +109,69 @@ extension DocumentDatabase {
             context.changes.append(RecentChanges.Change(
                 seq: context.seq, id: id, leaves: tree.leaves.map(\.rev.description), deleted: winner.deleted, doc: doc))
         }
-        return newRev
+        return edit.rev
+    }
+
+    /// One revision written into a document's tree, and whether anything was stored (not when
+    /// the tree had it already).
+    typealias StoredEdit = (rev: Revision, attachments: ResolvedAttachments?, stored: Bool)
+
+    /// A client's edit (`new_edits=true`): the revision edited must be a leaf (a live
+    /// document's deleted branch is a conflict; no revision recreates a deleted document), the
+    /// new revision id is CouchDB's hash of the edit, and its body is stored.
+    static func storeEdit(
+        _ input: DocumentInput, id: String, existing: DocRow?, tree: inout RevisionTree, maxSize: Int, db: GRDB.Database
+    ) throws -> StoredEdit {
+        var parent: Revision?
+        if let rev = input.rev {
+            guard tree.isLeaf(rev) else { throw CouchError.conflict }
+            if let node = tree.node(rev), node.deleted, !input.deleted, existing?.winnerDeleted == false {
+                // Editing a deleted branch of a live document is a conflict, as in CouchDB.
+                throw CouchError.conflict
+            }
+            parent = rev
+        } else if let winner = tree.winner {
+            guard winner.deleted else { throw CouchError.conflict }
+            parent = winner.rev  // recreate on top of the tombstone
+        }
+        let previous = try parent.flatMap { try storedAttachments(db, id: id, rev: $0) }
+        let attachments = try resolveAttachments(input, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
+        let body = bodyForStorage(input.body, attachments: attachments?.meta)
+        try checkSize(body, id: id, maxSize: maxSize)
+        let newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: CouchRevisionID.hash(
+            deleted: input.deleted, parent: parent, body: input.body, attachments: attachments?.meta))
+        let path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
+        guard !tree.contains(newRev) else { return (newRev, attachments, false) }
+        tree.merge(path: path, deleted: input.deleted)
+        // Everything is checked; from here on only storage errors can happen.
+        try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
+        return (newRev, attachments, true)
+    }
+
+    /// A replicated revision (`new_edits=false`): merged into the tree with its history as
+    /// given, its attachment stubs resolved against the nearest ancestor this side has.
+    static func storeReplicated(
+        _ input: DocumentInput, id: String, tree: inout RevisionTree, maxSize: Int, db: GRDB.Database
+    ) throws -> StoredEdit {
+        guard let rev = input.rev else {
+            throw CouchError.badRequest("Replicated documents (new_edits=false) need a _rev")
+        }
+        let path = input.revisions ?? [rev]
+        if tree.contains(rev) { return (rev, nil, false) }
+        // Stubs refer to attachments of an ancestor on this path that we already have.
+        var previous: JSONObject?
+        for ancestor in path.dropFirst() where tree.contains(ancestor) {
+            if let found = try storedAttachments(db, id: id, rev: ancestor) {
+                previous = found
+                break
+            }
+        }
+        let attachments = try resolveAttachments(input, newPos: rev.pos, previous: previous, db: db)
+        let body = bodyForStorage(input.body, attachments: attachments?.meta)
+        try checkSize(body, id: id, maxSize: maxSize)
+        tree.merge(path: path, deleted: input.deleted)
+        try storeBody(db, id: id, rev: rev, body: body, attachments: attachments)
+        return (rev, attachments, true)
     }
 
     static func adjustCounts(_ context: WriteQueue.Context, before: Bool?, after: Bool?) {
@@ -228,46 +247,10 @@ extension DocumentDatabase {
         for (name, value) in sent.members {
             guard case let .object(att) = value else { throw CouchError.badRequest("Invalid attachment \(name)") }
             if att["stub"] == .bool(true) {
-                if let old = previous?[name]?.objectValue,
-                   att["digest"] == nil || att["digest"] == old["digest"] {
-                    resolved.members.append((name, .object(old)))
-                } else if let digest = att["digest"]?.stringValue,
-                          try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM attachments WHERE digest = ?"), arguments: [digest]) == true {
-                    var meta = att
-                    meta.removeValue(forKey: "stub")
-                    if meta["revpos"] == nil { meta["revpos"] = .int(newPos) }
-                    resolved.members.append((name, .object(meta)))
-                } else {
-                    throw CouchError.missingStub(name)
-                }
+                resolved.members.append((name, .object(try stubAttachment(name, att, previous: previous, newPos: newPos, db: db))))
                 continue
             }
-            let bytes: [UInt8]
-            var sentEncoding = "identity"
-            if case let .string(base64)? = att["data"] {
-                // Inline data is always plain bytes; CouchDB ignores `encoding` here too.
-                guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else {
-                    throw CouchError.badRequest("Invalid attachment data for \(name)")
-                }
-                bytes = Array(data)
-            } else if att["follows"] == .bool(true) {
-                guard let body = input.attachmentBodies[name] else {
-                    throw CouchError.badRequest("Attachment \(name) follows, but its body is missing")
-                }
-                bytes = body
-                if let encoding = att["encoding"] {
-                    guard let text = encoding.stringValue, text == "gzip" || text == "identity" else {
-                        throw CouchError(status: 415, error: "bad_content_type", reason: "Attachment \(name) has an unsupported encoding")
-                    }
-                    sentEncoding = text
-                }
-                // A sent digest covers the bytes as sent; a mismatch means they were damaged.
-                if let sent = att["digest"]?.stringValue, sent.hasPrefix("md5-"), sent != attachmentDigest(bytes) {
-                    throw CouchError(status: 400, error: "content_md5_mismatch", reason: "Possible message corruption.")
-                }
-            } else {
-                throw CouchError.badRequest("Attachment \(name) needs data, follows or stub")
-            }
+            let (bytes, sentEncoding) = try sentAttachment(name, att, input: input)
             let contentType = att["content_type"]?.stringValue ?? "application/octet-stream"
             // Stored as CouchDB stores it: gzip as sent, or compressed here when the type is compressible.
             let gzipped = sentEncoding == "gzip" || AttachmentEncoding.isCompressible(contentType)
@@ -292,6 +275,50 @@ extension DocumentDatabase {
         }
         result.meta = resolved
         return result
+    }
+
+    /// A stub (`"stub": true`): the previous revision's attachment of that name (its digest,
+    /// if given, must agree), or one stored under the digest given; 412 otherwise.
+    static func stubAttachment(_ name: String, _ att: JSONObject, previous: JSONObject?, newPos: Int, db: GRDB.Database) throws -> JSONObject {
+        if let old = previous?[name]?.objectValue, att["digest"] == nil || att["digest"] == old["digest"] {
+            return old
+        }
+        if let digest = att["digest"]?.stringValue,
+           try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM attachments WHERE digest = ?"), arguments: [digest]) == true {
+            var meta = att
+            meta.removeValue(forKey: "stub")
+            if meta["revpos"] == nil { meta["revpos"] = .int(newPos) }
+            return meta
+        }
+        throw CouchError.missingStub(name)
+    }
+
+    /// The bytes of a sent attachment and their encoding: inline base64 `data` (always plain
+    /// bytes; CouchDB ignores `encoding` there too), or a body that `follows` in the multipart
+    /// request (`gzip` or `identity`, its sent digest checked against the bytes).
+    static func sentAttachment(_ name: String, _ att: JSONObject, input: DocumentInput) throws -> (bytes: [UInt8], encoding: String) {
+        if case let .string(base64)? = att["data"] {
+            guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else {
+                throw CouchError.badRequest("Invalid attachment data for \(name)")
+            }
+            return (Array(data), "identity")
+        }
+        guard att["follows"] == .bool(true) else { throw CouchError.badRequest("Attachment \(name) needs data, follows or stub") }
+        guard let body = input.attachmentBodies[name] else {
+            throw CouchError.badRequest("Attachment \(name) follows, but its body is missing")
+        }
+        var encoding = "identity"
+        if let sent = att["encoding"] {
+            guard let text = sent.stringValue, text == "gzip" || text == "identity" else {
+                throw CouchError(status: 415, error: "bad_content_type", reason: "Attachment \(name) has an unsupported encoding")
+            }
+            encoding = text
+        }
+        // A sent digest covers the bytes as sent; a mismatch means they were damaged.
+        if let sent = att["digest"]?.stringValue, sent.hasPrefix("md5-"), sent != attachmentDigest(body) {
+            throw CouchError(status: 400, error: "content_md5_mismatch", reason: "Possible message corruption.")
+        }
+        return (body, encoding)
     }
 
     /// `md5-<base64>` as CouchDB writes attachment digests.

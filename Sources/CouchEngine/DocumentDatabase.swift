@@ -111,12 +111,33 @@ public final class DocumentDatabase: Sendable {
         self.maxDocumentSize = maxDocumentSize
         self.notifier = notifier
         self.validator = validator
+        let pool = try DocumentDatabase.openConnections(path: path, name: name, durability: durability, connections: connections)
+        self.pool = pool
+        let (uuid, meta, seq, partitioned) = try DocumentDatabase.readMeta(pool)
+        self.uuid = uuid
+        self.isPartitioned = partitioned
+        self.sequenceSuffix = "-" + uuid.prefix(12)
+        self.cachedMeta = Locked(meta)
+        let suffix = sequenceSuffix
+        var onChanges: WriteQueue.ChangesListener?
+        if let recentChanges {
+            onChanges = { before, after, changes, complete in
+                recentChanges.record(name, suffix: suffix, from: before, to: after, changes: changes, complete: complete)
+            }
+        }
+        self.writer = WriteQueue(pool: pool, onChanges: onChanges, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
+        recentChanges?.begin(name, suffix: suffix, seq: seq)
+        notifier.publish(seq: seq, commit: false)
+    }
+
+    /// The file's connections: a pool (concurrent readers beside the writer, WAL kept between
+    /// opens), or one connection holding the file exclusively for the many small databases.
+    static func openConnections(path: String, name: String, durability: Durability, connections: Connections) throws -> any DatabaseWriter {
         var config = Configuration()
         config.busyMode = .timeout(30)
         config.foreignKeysEnabled = false  // no foreign keys in the schema: one pragma less per open
         config.maximumReaderCount = 4
         config.label = name
-        let pool: any DatabaseWriter
         switch connections {
         case .pool:
             config.prepareDatabase { db in
@@ -127,7 +148,7 @@ public final class DocumentDatabase: Sendable {
                 _ = withUnsafeMutablePointer(to: &persist) { sqlite3_file_control(db.sqliteConnection, nil, SQLITE_FCNTL_PERSIST_WAL, $0) }
                 try db.execute(sql: "PRAGMA journal_size_limit = 65536")
             }
-            pool = try DatabasePool(path: path, configuration: config)
+            return try DatabasePool(path: path, configuration: config)
         case .single:
             // Thousands of these: their queues share the default pool of threads (about one
             // per core, more while some wait for the disk) instead of each getting a thread of
@@ -152,12 +173,15 @@ public final class DocumentDatabase: Sendable {
                 try db.execute(sql: "PRAGMA journal_size_limit = 65536")
                 try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
             }
-            pool = try DatabaseQueue(path: DocumentDatabase.uriWithoutLocks(path), configuration: config)
+            return try DatabaseQueue(path: DocumentDatabase.uriWithoutLocks(path), configuration: config)
         }
-        self.pool = pool
-        // One statement, outside a transaction (one statement reads a consistent state): an
-        // open is on the path of a write to a database that was closed, so every statement counts.
-        let (uuid, meta, seq, partitioned) = try pool.unsafeRead { db -> (String, CachedMeta, Int, Bool) in
+    }
+
+    /// The database's uuid, cached metadata (`_revs_limit`, `_security`), update sequence and
+    /// whether it is partitioned: one statement outside a transaction (one statement reads a
+    /// consistent state), since an open is on the path of a write to a closed database.
+    static func readMeta(_ pool: any DatabaseWriter) throws -> (uuid: String, meta: CachedMeta, seq: Int, partitioned: Bool) {
+        try pool.unsafeRead { db -> (String, CachedMeta, Int, Bool) in
             var values: [String: String] = [:]
             let rows = try Row.fetchCursor(db, sql: "SELECT key, value FROM meta WHERE key IN ('uuid', 'revs_limit', 'security', 'update_seq', 'partitioned')")
             while let row = try rows.next() { values[row[0]] = row[1] as String }
@@ -167,20 +191,6 @@ public final class DocumentDatabase: Sendable {
             return (uuid, CachedMeta(revsLimit: revsLimit, security: security), values["update_seq"].flatMap(Int.init) ?? 0,
                     values["partitioned"] == "true")
         }
-        self.uuid = uuid
-        self.isPartitioned = partitioned
-        self.sequenceSuffix = "-" + uuid.prefix(12)
-        self.cachedMeta = Locked(meta)
-        let suffix = sequenceSuffix
-        var onChanges: WriteQueue.ChangesListener?
-        if let recentChanges {
-            onChanges = { before, after, changes, complete in
-                recentChanges.record(name, suffix: suffix, from: before, to: after, changes: changes, complete: complete)
-            }
-        }
-        self.writer = WriteQueue(pool: pool, onChanges: onChanges, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
-        recentChanges?.begin(name, suffix: suffix, seq: seq)
-        notifier.publish(seq: seq, commit: false)
     }
 
     /// Writes a new, empty database file at `path` (which must not exist): built under

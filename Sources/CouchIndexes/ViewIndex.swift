@@ -168,15 +168,7 @@ extension DocumentDatabase {
             guard try db.tableExists(table) else { return (0, [], 0) }
             let total = try Int.fetchOne(db, sql: "SELECT rows FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
             let order = query.descending ? "DESC" : "ASC"
-            var parts: [(condition: String, arguments: [any DatabaseValueConvertible])] = []
-            if let keys = query.keys ?? query.key.map({ [$0] }) {
-                parts = keys.map { ("key = ?", [Data($0.collationKey)]) }
-            } else {
-                parts = [DocumentDatabase.viewRange(query)]
-            }
-            if let (low, high) = query.idRange {
-                parts = parts.map { ("(\($0.condition)) AND doc_id >= ? AND doc_id < ?", $0.arguments + [low, high]) }
-            }
+            let parts = DocumentDatabase.viewScans(query)
             if countOnly {
                 var count = 0
                 for part in parts {
@@ -209,18 +201,37 @@ extension DocumentDatabase {
             return ViewResult(totalRows: total, offset: 0, rows: page)
         }
         let page = Array(rows.dropFirst(query.skip).prefix(query.limit ?? Int.max))
-        let out: [JSON] = try await reading { db in
+        return ViewResult(totalRows: total, offset: query.skip, rows: try await mapRows(page, includeDocs: query.includeDocs))
+    }
+
+    /// The key ranges a view query reads, each a SQL condition with its arguments: one per key
+    /// (`keys`, `key`), or the range between `startkey` and `endkey`; within the partition's ids.
+    static func viewScans(_ query: ViewQuery) -> [(condition: String, arguments: [any DatabaseValueConvertible])] {
+        var parts: [(condition: String, arguments: [any DatabaseValueConvertible])]
+        if let keys = query.keys ?? query.key.map({ [$0] }) {
+            parts = keys.map { ("key = ?", [Data($0.collationKey)]) }
+        } else {
+            parts = [DocumentDatabase.viewRange(query)]
+        }
+        if let (low, high) = query.idRange {
+            parts = parts.map { ("(\($0.condition)) AND doc_id >= ? AND doc_id < ?", $0.arguments + [low, high]) }
+        }
+        return parts
+    }
+
+    /// A map view's page of rows as JSON, each with its document when asked (`{"_id": ...}`
+    /// values include that document instead, as CouchDB does).
+    func mapRows(_ page: [(key: JSON, id: String, value: JSON)], includeDocs: Bool) async throws -> [JSON] {
+        try await reading { db in
             try page.map { row in
                 var item: JSONObject = ["id": .string(row.id), "key": row.key, "value": row.value]
-                if query.includeDocs {
-                    // `{"_id": ...}` values include that document instead, as CouchDB does.
+                if includeDocs {
                     let docID = row.value["_id"]?.stringValue ?? row.id
                     item["doc"] = try DocumentDatabase.winningDocument(db, id: docID).map(JSON.object) ?? .null
                 }
                 return .object(item)
             }
         }
-        return ViewResult(totalRows: total, offset: query.skip, rows: out)
     }
 
     /// The state of the view indexes with these signatures (one design document's views):

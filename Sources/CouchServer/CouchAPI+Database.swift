@@ -329,8 +329,18 @@ extension CouchAPI {
                 results[i] = .failure(error)
             }
         }
-        // `_local` documents (replication checkpoints) all at once: they share one commit.
-        let localResults = await withTaskGroup(of: (Int, Result<Revision, CouchError>).self) { group in
+        for (index, result) in await Self.writeLocalDocuments(db, locals) { results[index] = result }
+        let written = try await db.update(batch, newEdits: newEdits, user: request.user)
+        for (offset, result) in written.enumerated() { results[batchIndex[offset]] = result }
+
+        return .json(.array(Self.bulkDocsRows(results.map { $0! }, ids: ids, docs: docs, newEdits: newEdits)), status: .created)
+    }
+
+    /// `_local` documents of a `_bulk_docs` (replication checkpoints), all at once: they share one commit.
+    static func writeLocalDocuments(
+        _ db: DocumentDatabase, _ locals: [(index: Int, id: String, input: LocalDocument)]
+    ) async -> [(Int, Result<Revision, CouchError>)] {
+        await withTaskGroup(of: (Int, Result<Revision, CouchError>).self) { group in
             for (index, id, input) in locals {
                 group.addTask {
                     do {
@@ -345,13 +355,14 @@ extension CouchAPI {
             }
             return await group.reduce(into: []) { $0.append($1) }
         }
-        for (index, result) in localResults { results[index] = result }
-        let written = try await db.update(batch, newEdits: newEdits, user: request.user)
-        for (offset, result) in written.enumerated() { results[batchIndex[offset]] = result }
+    }
 
+    /// `_bulk_docs`' answer: a row per document in order, `ok` with the new revision (none
+    /// for `new_edits=false`) or the error with its reason and the revision sent.
+    static func bulkDocsRows(_ results: [Result<Revision, CouchError>], ids: [String], docs: [JSON], newEdits: Bool) -> [JSON] {
         var out: [JSON] = []
         for (i, result) in results.enumerated() {
-            switch result! {
+            switch result {
             case let .success(rev):
                 if newEdits { out.append(["ok": true, "id": .string(ids[i]), "rev": .string(rev.description)]) }
             case let .failure(error):
@@ -360,7 +371,7 @@ extension CouchAPI {
                 out.append(.object(row))
             }
         }
-        return .json(.array(out), status: .created)
+        return out
     }
 
     func bulkGet(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {

@@ -37,77 +37,89 @@ extension CouchAPI {
         return options
     }
 
-    /// `/{db}/{docid}`: GET, HEAD, PUT, DELETE.
+    /// `/{db}/{docid}`: GET, HEAD, PUT, DELETE, COPY.
     func documentEndpoint(_ db: DocumentDatabase, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
         switch request.method {
-        case .get, .head:
-            try authorizeRead(db, id, request.user)
-            let options = try readOptions(request)
-            if let openRevs = request.query["open_revs"] {
-                return try await openRevisions(db, id, openRevs, options: options, request: request)
-            }
-            let rev = try request.query["rev"].map { text -> Revision in
-                guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
-                return rev
-            }
-            var readOptions = options
-            let wantsMultipart = request.header("Accept")?.contains("multipart/related") == true
-            readOptions.attachmentsFollow = wantsMultipart
-            let doc = try await db.document(id: id, rev: rev, options: readOptions)
-            // As CouchDB: an answer carrying metadata (conflicts, revs_info, local_seq) has no
-            // ETag, so no cache (a browser's, CouchDB-Python's) answers a later read from it —
-            // the revision stays the same when a conflicting leaf is deleted.
-            let hasMeta = ["_conflicts", "_deleted_conflicts", "_revs_info", "_local_seq"].contains { doc[$0] != nil }
-            let etag = "\"\(doc["_rev"]?.stringValue ?? "")\""
-            if wantsMultipart {
-                let part = try await documentPart(db, doc)
-                if part.headers[0].1.hasPrefix("multipart/related") {
-                    var headers = HTTPFields()
-                    headers[.contentType] = part.headers[0].1
-                    if !hasMeta { headers[.eTag] = etag }
-                    return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: part.body)))
-                }
-            }
-            var headers = HTTPFields()
-            if !hasMeta {
-                headers[.eTag] = etag
-                if request.header("If-None-Match") == etag, rev == nil {
-                    return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
-                }
-            }
-            return .json(.object(doc), headers: headers)
-        case .put:
-            var input: DocumentInput
-            let contentType = request.header("Content-Type") ?? ""
-            if contentType.lowercased().hasPrefix("multipart/related") {
-                input = try multipartDocument(request, contentType: contentType)
-            } else {
-                input = try DocumentInput(json: try request.json())
-            }
-            input.id = id  // as CouchDB: the URL names the document, whatever `_id` the body has
-            if let rev = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) {
-                guard let parsed = Revision(rev) else { throw CouchError.badRequest("Invalid rev format") }
-                if let bodyRev = input.rev, bodyRev != parsed {
-                    throw CouchError.badRequest("Document rev from request body and query string have different values")
-                }
-                input.rev = parsed
-            }
-            let newEdits = request.query["new_edits"] != "false"
-            let rev = try await writeDocument(db, input, request: request, newEdits: newEdits)
-            return documentWritten(db, id, rev, request: request)
-        case .delete:
-            guard let text = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) else {
-                throw CouchError.conflict
-            }
-            guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
-            guard try await db.winningRevision(id: id) != nil else { throw CouchError.missing }
-            let newRev = try await writeDocument(db, DocumentInput(id: id, rev: rev, deleted: true), request: request)
-            return documentWritten(db, id, newRev, request: request, status: .ok)
-        case HTTPRequest.Method("COPY")!:
-            return try await copyDocument(db, id, request)
-        default:
-            throw CouchError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
+        case .get, .head: return try await readDocument(db, id, request)
+        case .put: return try await putDocument(db, id, request)
+        case .delete: return try await deleteDocument(db, id, request)
+        case HTTPRequest.Method("COPY")!: return try await copyDocument(db, id, request)
+        default: throw CouchError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
         }
+    }
+
+    /// `GET /{db}/{docid}`: one revision (`rev`), several (`open_revs`), as JSON or as
+    /// `multipart/related` with attachment bodies; 304 for a matching `If-None-Match`.
+    func readDocument(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
+        try authorizeRead(db, id, request.user)
+        let options = try readOptions(request)
+        if let openRevs = request.query["open_revs"] {
+            return try await openRevisions(db, id, openRevs, options: options, request: request)
+        }
+        let rev = try request.query["rev"].map { text -> Revision in
+            guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
+            return rev
+        }
+        var readOptions = options
+        let wantsMultipart = request.header("Accept")?.contains("multipart/related") == true
+        readOptions.attachmentsFollow = wantsMultipart
+        let doc = try await db.document(id: id, rev: rev, options: readOptions)
+        // As CouchDB: an answer carrying metadata (conflicts, revs_info, local_seq) has no
+        // ETag, so no cache (a browser's, CouchDB-Python's) answers a later read from it —
+        // the revision stays the same when a conflicting leaf is deleted.
+        let hasMeta = ["_conflicts", "_deleted_conflicts", "_revs_info", "_local_seq"].contains { doc[$0] != nil }
+        let etag = "\"\(doc["_rev"]?.stringValue ?? "")\""
+        if wantsMultipart {
+            let part = try await documentPart(db, doc)
+            if part.headers[0].1.hasPrefix("multipart/related") {
+                var headers = HTTPFields()
+                headers[.contentType] = part.headers[0].1
+                if !hasMeta { headers[.eTag] = etag }
+                return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: part.body)))
+            }
+        }
+        var headers = HTTPFields()
+        if !hasMeta {
+            headers[.eTag] = etag
+            if request.header("If-None-Match") == etag, rev == nil {
+                return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
+            }
+        }
+        return .json(.object(doc), headers: headers)
+    }
+
+    /// `PUT /{db}/{docid}`: a JSON or `multipart/related` body; the revision edited from
+    /// `rev`, `If-Match` or the body (which must agree).
+    func putDocument(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
+        var input: DocumentInput
+        let contentType = request.header("Content-Type") ?? ""
+        if contentType.lowercased().hasPrefix("multipart/related") {
+            input = try multipartDocument(request, contentType: contentType)
+        } else {
+            input = try DocumentInput(json: try request.json())
+        }
+        input.id = id  // as CouchDB: the URL names the document, whatever `_id` the body has
+        if let rev = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) {
+            guard let parsed = Revision(rev) else { throw CouchError.badRequest("Invalid rev format") }
+            if let bodyRev = input.rev, bodyRev != parsed {
+                throw CouchError.badRequest("Document rev from request body and query string have different values")
+            }
+            input.rev = parsed
+        }
+        let newEdits = request.query["new_edits"] != "false"
+        let rev = try await writeDocument(db, input, request: request, newEdits: newEdits)
+        return documentWritten(db, id, rev, request: request)
+    }
+
+    /// `DELETE /{db}/{docid}?rev=`: a deletion revision (409 without a revision).
+    func deleteDocument(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
+        guard let text = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) else {
+            throw CouchError.conflict
+        }
+        guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
+        guard try await db.winningRevision(id: id) != nil else { throw CouchError.missing }
+        let newRev = try await writeDocument(db, DocumentInput(id: id, rev: rev, deleted: true), request: request)
+        return documentWritten(db, id, newRev, request: request, status: .ok)
     }
 
     /// `COPY /{db}/{docid}` with a `Destination: target[?rev=R]` header.

@@ -342,8 +342,10 @@ extension CouchAPI {
         return value
     }
 
-    func createIndex(_ db: DocumentDatabase, _ body: JSONObject, request: APIRequest) async throws -> APIResponse {
-        // Checked as CouchDB's mango_opts checks an index definition: known keys only.
+    /// An index definition checked as CouchDB's mango_opts checks it (known keys only, one
+    /// sort direction, a valid partial filter): the definition stored in the design document,
+    /// and its fields as `{name: direction}`.
+    static func indexDefinition(_ body: JSONObject) throws -> (def: JSONObject, fields: [JSON]) {
         func invalidKey(_ key: String) -> CouchError {
             CouchError(status: 400, error: "invalid_key", reason: "Invalid key \(key) for this request.")
         }
@@ -391,6 +393,13 @@ extension CouchAPI {
             _ = try Selector(json: partial)
             def["partial_filter_selector"] = partial
         }
+        return (def, normalized)
+    }
+
+    /// `POST /{db}/_index`: a JSON index as a view of a query-language design document, named
+    /// after its definition unless named ("exists" when it is there already).
+    func createIndex(_ db: DocumentDatabase, _ body: JSONObject, request: APIRequest) async throws -> APIResponse {
+        let (def, normalized) = try Self.indexDefinition(body)
         // Named after its definition, so creating the same index again answers "exists".
         let signature = Hex.string(Insecure.MD5.hash(data: JSON.object(def).bytes))
         var ddocID = body["ddoc"]?.stringValue ?? "_design/\(signature)"

@@ -69,68 +69,77 @@ extension CouchAPI {
         }
         let bookmark = GeoRequest.bookmark(after: result.hits.last?.hit.position ?? geoRequest.search.after)
         switch geoRequest.format {
-        case .view:
-            // The common answer, written straight to bytes: `{"bookmark","rows":[{"id","geometry"[,"doc"]}]}`.
-            var out: [UInt8] = []
-            out.reserveCapacity(64 + result.hits.count * (geoRequest.includeDocs ? 400 : 110))
-            out += #"{"bookmark":"#.utf8
-            JSON.writeString(bookmark, to: &out)
-            out += #","rows":["#.utf8
-            for (i, (hit, doc)) in result.hits.enumerated() {
-                if i > 0 { out.append(UInt8(ascii: ",")) }
-                out += #"{"id":"#.utf8
-                JSON.writeString(hit.id, to: &out)
-                out += #","geometry":"#.utf8
-                if case let .point(c) = hit.geometry {
-                    out += #"{"type":"Point","coordinates":["#.utf8
-                    JSON.writeDouble(c.lon, to: &out)
-                    out.append(UInt8(ascii: ","))
-                    JSON.writeDouble(c.lat, to: &out)
-                    out += "]}".utf8
-                } else {
-                    hit.geometry.geoJSON.write(to: &out)
-                }
-                if geoRequest.includeDocs {
-                    out += #","doc":"#.utf8
-                    (doc.map(JSON.object) ?? .null).write(to: &out)
-                }
-                out.append(UInt8(ascii: "}"))
-            }
-            out += "]}\n".utf8
-            return .json(bytes: out)
-        case .geojson:
-            let features: [JSON] = result.hits.map { hit, doc in
-                var feature: JSONObject = ["_id": .string(hit.id)]
-                if let doc {
-                    feature["_rev"] = doc["_rev"] ?? .null
-                    feature["geometry"] = hit.geometry.geoJSON
-                    feature["type"] = doc["type"] ?? "Feature"
-                    feature["properties"] = doc["properties"] ?? [:]
-                } else {
-                    feature["geometry"] = hit.geometry.geoJSON
-                    feature["type"] = "Feature"
-                    feature["properties"] = [:]
-                }
-                return .object(feature)
-            }
-            var headers = HTTPFields()
-            if request.header("Accept")?.contains("application/vnd.geo+json") == true || request.query["format"] == "application/vnd.geo+json" {
-                headers[.contentType] = "application/vnd.geo+json"
-            }
-            var response = APIResponse.json(["bookmark": .string(bookmark), "type": "FeatureCollection", "features": .array(features)])
-            if let type = headers[.contentType] { response.headers[.contentType] = type }
-            return response
-        case .legacy:
-            let features: [JSON] = result.hits.map { hit, doc in
-                var feature: JSONObject = ["id": .string(hit.id)]
-                if let doc {
-                    for (key, value) in doc.members where key != "_id" && key != "_rev" { feature[key] = value }
-                    if feature["type"] == nil { feature["type"] = "Feature" }
-                }
-                return .object(feature)
-            }
-            return .json(["bookmark": .string(bookmark), "features": .array(features), "type": "FeatureCollection"])
+        case .view: return .json(bytes: Self.geoRows(result.hits, bookmark: bookmark, includeDocs: geoRequest.includeDocs))
+        case .geojson: return geoFeatures(result.hits, bookmark: bookmark, request)
+        case .legacy: return Self.legacyGeoFeatures(result.hits, bookmark: bookmark)
         }
+    }
+
+    /// The common answer, written straight to bytes: `{"bookmark","rows":[{"id","geometry"[,"doc"]}]}`.
+    static func geoRows(_ hits: [(hit: GeoHit, doc: JSONObject?)], bookmark: String, includeDocs: Bool) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + hits.count * (includeDocs ? 400 : 110))
+        out += #"{"bookmark":"#.utf8
+        JSON.writeString(bookmark, to: &out)
+        out += #","rows":["#.utf8
+        for (i, (hit, doc)) in hits.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out += #"{"id":"#.utf8
+            JSON.writeString(hit.id, to: &out)
+            out += #","geometry":"#.utf8
+            if case let .point(c) = hit.geometry {
+                out += #"{"type":"Point","coordinates":["#.utf8
+                JSON.writeDouble(c.lon, to: &out)
+                out.append(UInt8(ascii: ","))
+                JSON.writeDouble(c.lat, to: &out)
+                out += "]}".utf8
+            } else {
+                hit.geometry.geoJSON.write(to: &out)
+            }
+            if includeDocs {
+                out += #","doc":"#.utf8
+                (doc.map(JSON.object) ?? .null).write(to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        out += "]}\n".utf8
+        return out
+    }
+
+    /// `format=geojson`: a GeoJSON `FeatureCollection` (typed `application/vnd.geo+json` when asked).
+    func geoFeatures(_ hits: [(hit: GeoHit, doc: JSONObject?)], bookmark: String, _ request: APIRequest) -> APIResponse {
+        let features: [JSON] = hits.map { hit, doc in
+            var feature: JSONObject = ["_id": .string(hit.id)]
+            if let doc {
+                feature["_rev"] = doc["_rev"] ?? .null
+                feature["geometry"] = hit.geometry.geoJSON
+                feature["type"] = doc["type"] ?? "Feature"
+                feature["properties"] = doc["properties"] ?? [:]
+            } else {
+                feature["geometry"] = hit.geometry.geoJSON
+                feature["type"] = "Feature"
+                feature["properties"] = [:]
+            }
+            return .object(feature)
+        }
+        var response = APIResponse.json(["bookmark": .string(bookmark), "type": "FeatureCollection", "features": .array(features)])
+        if request.header("Accept")?.contains("application/vnd.geo+json") == true || request.query["format"] == "application/vnd.geo+json" {
+            response.headers[.contentType] = "application/vnd.geo+json"
+        }
+        return response
+    }
+
+    /// `format=legacy`: features with the documents' own members.
+    static func legacyGeoFeatures(_ hits: [(hit: GeoHit, doc: JSONObject?)], bookmark: String) -> APIResponse {
+        let features: [JSON] = hits.map { hit, doc in
+            var feature: JSONObject = ["id": .string(hit.id)]
+            if let doc {
+                for (key, value) in doc.members where key != "_id" && key != "_rev" { feature[key] = value }
+                if feature["type"] == nil { feature["type"] = "Feature" }
+            }
+            return .object(feature)
+        }
+        return .json(["bookmark": .string(bookmark), "features": .array(features), "type": "FeatureCollection"])
     }
 
     /// Documents whose geometry could not be indexed are skipped and logged (the first ten of

@@ -74,13 +74,7 @@ struct MangoIndexChoice {
         // JSON indexes first; `_all_docs` only when none is left. Each index's prefix: its
         // leading columns the selector narrows.
         let narrowed = indexableFields.count
-        let ranked = filtered.map { index in
-            (index, prefix: index.fields.prefix { selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count)
-        }.sorted { a, b in
-            if a.prefix != b.prefix { return a.prefix > b.prefix }
-            if a.0.fields.count != b.0.fields.count { return a.0.fields.count < b.0.fields.count }
-            return (a.0.designDocument, a.0.name) <= (b.0.designDocument, b.0.name)
-        }
+        let ranked = Self.ranked(filtered, selector: selector)
         usedNamedIndex = !namedUsable.isEmpty
         var candidates: [Candidate] = []
         let sortedCount: Int
@@ -111,9 +105,25 @@ struct MangoIndexChoice {
         candidates += notUsable.map { Candidate(index: $0.0, usable: false, reason: $0.1, ranking: notUsableRank) }
         candidates += outOfScope.map { Candidate(index: $0, usable: false, reason: .scopeMismatch, ranking: outOfScopeRank) }
         candidates += partial.map { Candidate(index: $0, usable: false, reason: .isPartial, ranking: partialRank) }
-        // CouchDB lists them from a map keyed by index records, folded into a list: by design
-        // document and name, descending, `_all_docs` last.
-        others = candidates.sorted { a, b in
+        others = Self.listed(candidates)
+    }
+
+    /// The usable indexes best first, each with its prefix (its leading columns the selector
+    /// narrows): the longest prefix, then the fewest columns, then by design document and name.
+    static func ranked(_ indexes: [MangoIndex], selector: Selector) -> [(MangoIndex, prefix: Int)] {
+        indexes.map { index in
+            (index, prefix: index.fields.prefix { selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count)
+        }.sorted { a, b in
+            if a.prefix != b.prefix { return a.prefix > b.prefix }
+            if a.0.fields.count != b.0.fields.count { return a.0.fields.count < b.0.fields.count }
+            return (a.0.designDocument, a.0.name) <= (b.0.designDocument, b.0.name)
+        }
+    }
+
+    /// The candidates in the order `_explain` lists them: CouchDB folds a map keyed by index
+    /// records into a list, so by design document and name, descending, `_all_docs` last.
+    static func listed(_ candidates: [Candidate]) -> [Candidate] {
+        candidates.sorted { a, b in
             guard let x = a.index else { return false }
             guard let y = b.index else { return true }
             if x.designDocument != y.designDocument {

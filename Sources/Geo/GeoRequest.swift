@@ -28,28 +28,58 @@ public struct GeoRequest: Sendable {
     /// RFC 7946 order), `g`/`geometry` (WKT), `relation`/`filter`, `nearest`, `limit`, `skip`,
     /// `bookmark`, `include_docs`, `format`, `stale`. Exactly one query geometry is allowed.
     public init(parameters: [String: String], accept: String? = nil) throws {
+        let query = Parameters(values: parameters)
+        let shape = try GeoRequest.shape(query)
+        let relation = try GeoRequest.relation(query, shape: shape)
+        let page = try GeoRequest.page(query)
+        search = GeoSearch(shape: shape, relation: relation, limit: page.limit, skip: page.skip, after: page.after)
+        includeDocs = try query.flag("include_docs")
+        let formatName = parameters["format"] ?? (accept?.contains("application/vnd.geo+json") == true ? "application/vnd.geo+json" : "view")
+        switch formatName {
+        case "view": format = .view
+        case "geojson", "application/vnd.geo+json": format = .geojson
+        case "legacy": format = .legacy
+        default: throw GeometryError("Unknown format \(formatName); use view, geojson, legacy or application/vnd.geo+json")
+        }
+        switch parameters["stale"] {
+        case nil, "false": stale = false
+        case "ok", "update_after", "true": stale = true
+        case let other?: throw GeometryError("`stale` must be ok, update_after or false, not \(other)")
+        }
+    }
+
+    /// The query parameters, read by any of a value's names.
+    struct Parameters {
+        let values: [String: String]
+
         func value(_ names: String...) -> String? {
-            for name in names { if let v = parameters[name] { return v } }
+            for name in names { if let v = values[name] { return v } }
             return nil
         }
+
         func number(_ names: String...) throws -> Double? {
             for name in names {
-                guard let text = parameters[name] else { continue }
+                guard let text = values[name] else { continue }
                 guard let v = Double(text), v.isFinite else { throw GeometryError("`\(name)` must be a number, not \(text)") }
                 return v
             }
             return nil
         }
+
         func flag(_ name: String) throws -> Bool {
-            switch parameters[name] {
+            switch values[name] {
             case nil, "false": return false
             case "true": return true
             case let other?: throw GeometryError("`\(name)` must be true or false, not \(other)")
             }
         }
-        let lat = try number("lat", "y"), lon = try number("lon", "x")
-        let radius = try number("radius", "r")
-        let rangeX = try number("rangex", "x_range"), rangeY = try number("rangey", "y_range")
+    }
+
+    /// The one query geometry: a circle, an ellipse or a point around `lat`/`lon`, a box, or WKT.
+    static func shape(_ query: Parameters) throws -> QueryShape {
+        let lat = try query.number("lat", "y"), lon = try query.number("lon", "x")
+        let radius = try query.number("radius", "r")
+        let rangeX = try query.number("rangex", "x_range"), rangeY = try query.number("rangey", "y_range")
         var shapes: [QueryShape] = []
         if lat != nil || lon != nil || radius != nil || rangeX != nil || rangeY != nil {
             guard let lat, let lon else { throw GeometryError("`lat` and `lon` must be given together") }
@@ -68,53 +98,45 @@ public struct GeoRequest: Sendable {
                 shapes.append(.geometry(.point(center)))
             }
         }
-        if let bbox = value("bbox") { shapes.append(.box(try BoundingBox(parameter: bbox))) }
-        if let wkt = value("g", "geometry") { shapes.append(.geometry(try WKT.parse(wkt))) }
+        if let bbox = query.value("bbox") { shapes.append(.box(try BoundingBox(parameter: bbox))) }
+        if let wkt = query.value("g", "geometry") { shapes.append(.geometry(try WKT.parse(wkt))) }
         guard !shapes.isEmpty else { throw GeometryError("No geometry query specified.") }
         guard shapes.count == 1 else { throw GeometryError("Multiple geometry queries specified.") }
-        let shape = shapes[0]
+        return shapes[0]
+    }
 
-        let nearest = try flag("nearest")
-        var relation: Relation?
-        if let name = value("relation", "filter") {
+    /// The relation asked (`relation`/`filter`); none for `nearest` around a point (every
+    /// document, nearest first); `intersects` otherwise.
+    static func relation(_ query: Parameters, shape: QueryShape) throws -> Relation? {
+        let nearest = try query.flag("nearest")
+        if let name = query.value("relation", "filter") {
             guard let parsed = Relation(rawValue: name) else {
                 throw GeometryError("Unknown relation \(name); use one of " + Relation.allCases.map(\.rawValue).joined(separator: ", "))
             }
-            relation = parsed
-        } else if case .geometry(.point) = shape, nearest {
-            relation = nil  // every document, nearest first
-        } else {
-            relation = .intersects
+            return parsed
         }
+        if case .geometry(.point) = shape, nearest { return nil }
+        return .intersects
+    }
+
+    /// `limit` (Cloudant's default and most), `skip`/`startIndex`, and where a `bookmark` resumes.
+    static func page(_ query: Parameters) throws -> (limit: Int, skip: Int, after: GeoPosition?) {
         var limit = GeoRequest.defaultLimit
-        if let text = parameters["limit"] {
+        if let text = query.values["limit"] {
             guard let parsed = ClientCount.parse(text) else { throw GeometryError("`limit` must be \(ClientCount.range)") }
             guard parsed <= GeoRequest.maxLimit else { throw GeometryError("Limit must be less than or equal to \(GeoRequest.maxLimit)") }
             limit = parsed
         }
         var skip = 0
-        if let text = value("skip", "startIndex") {
+        if let text = query.value("skip", "startIndex") {
             guard let parsed = ClientCount.parse(text) else { throw GeometryError("`skip` must be \(ClientCount.range)") }
             skip = parsed
         }
         var after: GeoPosition?
-        if let bookmark = parameters["bookmark"], !bookmark.isEmpty {
+        if let bookmark = query.values["bookmark"], !bookmark.isEmpty {
             after = try GeoRequest.decodeBookmark(bookmark)
         }
-        search = GeoSearch(shape: shape, relation: relation, limit: limit, skip: skip, after: after)
-        includeDocs = try flag("include_docs")
-        let formatName = parameters["format"] ?? (accept?.contains("application/vnd.geo+json") == true ? "application/vnd.geo+json" : "view")
-        switch formatName {
-        case "view": format = .view
-        case "geojson", "application/vnd.geo+json": format = .geojson
-        case "legacy": format = .legacy
-        default: throw GeometryError("Unknown format \(formatName); use view, geojson, legacy or application/vnd.geo+json")
-        }
-        switch parameters["stale"] {
-        case nil, "false": stale = false
-        case "ok", "update_after", "true": stale = true
-        case let other?: throw GeometryError("`stale` must be ok, update_after or false, not \(other)")
-        }
+        return (limit, skip, after)
     }
 
     /// A bookmark: where the last page ended, opaque to clients (base64url of distance and id).

@@ -141,6 +141,9 @@ public final class SpatialIndex: @unchecked Sendable {
         lock.unlock()
     }
 
+    // Kept in one piece (over 60 lines): the best-first search keeps its two heaps, the page
+    // and the delta in locals that every step of the loop reads; split, they would be passed
+    // through each call on the hottest path of a geo query.
     /// Answers a query: the page of matching documents in (distance, id) order, and whether
     /// more follow.
     public func search(_ query: GeoSearch) -> (hits: [GeoHit], more: Bool) {

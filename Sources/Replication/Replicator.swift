@@ -165,6 +165,9 @@ public final class Replication: Sendable {
         return Hex.string(md5.finalize())
     }
 
+    // Kept in one piece (over 60 lines): the pipeline's state (the sequence reached, the last
+    // checkpoint, the batches in flight) is shared by the loop, the checkpoint closure and the
+    // error paths that checkpoint before giving up; split, it would be threaded through each.
     /// Runs the replication. One-shot: returns when the target has everything the source had
     /// at the start. Continuous: runs until the task is cancelled, then checkpoints and returns.
     /// Throws on errors retrying cannot fix (401/403, a missing database, too many failures).

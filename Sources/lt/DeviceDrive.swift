@@ -98,16 +98,7 @@ extension Device {
                 if !online { offlineFixes += 1 }
                 if inBackground { backgroundFixes += 1 }
                 let outcome = try await tracker.record(step.fix)
-                if let traceFile, let location = outcome.location {
-                    let line: JSON = [
-                        "id": .string(outcome.id ?? ""), "elapsed": .double(step.elapsed), "lat": .double(location.coordinate.lat),
-                        "lon": .double(location.coordinate.lon), "timestamp": .double(location.timestamp), "online": .bool(online),
-                        "background": .bool(inBackground), "places_source": .string(outcome.placesSource.rawValue),
-                        "complete": .bool(outcome.complete),
-                        "places": .array(outcome.places.map { ["id": .string($0.place.id ?? ""), "distance": .double($0.distance)] }),
-                    ]
-                    try traceFile.write(contentsOf: Data((line.text + "\n").utf8))
-                }
+                if let traceFile { try Drive.trace(outcome, step: step, online: online, background: inBackground, to: traceFile) }
                 if live, clock.now - lastDraw > .milliseconds(100) {
                     lastDraw = clock.now
                     await Drive.draw(tracker, step: step, of: drive.duration, online: online, background: inBackground)
@@ -116,6 +107,14 @@ extension Device {
             if live { await Drive.draw(tracker, step: steps.last, of: drive.duration, online: true, background: false, finishing: true) }
             let (pushed, pending) = try await tracker.finish()
             if live { FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8)) }
+            try await report(tracker, drive: drive, pushed: pushed, pending: pending, offlineFixes: offlineFixes,
+                             backgroundFixes: backgroundFixes, wallSeconds: (clock.now - began).seconds)
+        }
+
+        /// The drive's summary: fixes kept and rejected (by reason), pushed and pending, places
+        /// answers, sync state; as JSON with `--json`.
+        func report(_ tracker: DeviceTracker, drive: SimulatedDrive, pushed: Int, pending: Int, offlineFixes: Int,
+                    backgroundFixes: Int, wallSeconds: Double) async throws {
             let counters = await tracker.counters
             let syncStatus = await tracker.sync.status
             let summary: JSONObject = [
@@ -126,15 +125,28 @@ extension Device {
                 "places_answers": ["server": .int(counters.serverAnswers), "device": .int(counters.deviceAnswers)],
                 "server_failures": .int(counters.serverFailures), "region_pulls": .int(await tracker.places.pulls),
                 "offline_fixes": .int(offlineFixes), "background_fixes": .int(backgroundFixes),
-                "route_seconds": .double(drive.duration), "wall_seconds": .double((clock.now - began).seconds),
+                "route_seconds": .double(drive.duration), "wall_seconds": .double(wallSeconds),
                 "session_id": .string(tracker.sessionID), "sync": .string(syncStatus.description),
             ]
             state.report(summary, text: """
-                drove \(route): \(counters.fixes) fixes in \(Drive.minutes(drive.duration)) of route time (\(String(format: "%.1f", (clock.now - began).seconds)) s)
+                drove \(route): \(counters.fixes) fixes in \(Drive.minutes(drive.duration)) of route time (\(String(format: "%.1f", wallSeconds)) s)
                 kept \(counters.accepted), rejected \(counters.rejectedTotal) (\(counters.rejected.map { "\($0.value) \($0.key.rawValue)" }.sorted().joined(separator: ", ")))
                 pushed \(pushed), \(pending) still only on the device; sync \(syncStatus)
                 \(counters.placesSeen.count) places seen: \(counters.serverAnswers) answers from the server, \(counters.deviceAnswers) from the device; \(await tracker.places.pulls) region pulls
                 """)
+        }
+
+        /// One line of `--trace`: where the fix was kept, online or not, and the places answer.
+        static func trace(_ outcome: DeviceTracker.Outcome, step: SimulatedDrive.Step, online: Bool, background: Bool, to file: FileHandle) throws {
+            guard let location = outcome.location else { return }
+            let line: JSON = [
+                "id": .string(outcome.id ?? ""), "elapsed": .double(step.elapsed), "lat": .double(location.coordinate.lat),
+                "lon": .double(location.coordinate.lon), "timestamp": .double(location.timestamp), "online": .bool(online),
+                "background": .bool(background), "places_source": .string(outcome.placesSource.rawValue),
+                "complete": .bool(outcome.complete),
+                "places": .array(outcome.places.map { ["id": .string($0.place.id ?? ""), "distance": .double($0.distance)] }),
+            ]
+            try file.write(contentsOf: Data((line.text + "\n").utf8))
         }
 
         static func openTrace(_ path: String) throws -> FileHandle {

@@ -40,7 +40,7 @@ extension CouchAPI {
         head.headerFields = headers
         var context = CouchRequestContext(peerAddress: nil, logger: logger)
         context.inProcessUser = user
-        return try await router.respond(to: Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body))), context: context)
+        return try await pipeline.respond(to: Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body))), context: context)
     }
 
     /// Checks a name and password as the database API does (server admins, `_users`); the

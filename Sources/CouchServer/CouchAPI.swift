@@ -58,7 +58,7 @@ public final class CouchAPI: Sendable {
     let usersFollower = Locked<Task<Void, Never>?>(nil)
     /// The routes behind their middleware. They hold this API unowned (it holds them), so they
     /// are made once its other properties exist: set once in `init`, before it is shared.
-    nonisolated(unsafe) private(set) var router: RouterResponder<CouchRequestContext>!
+    nonisolated(unsafe) private(set) var pipeline: CouchResponder!
     static let version = "3.4.3"
 
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
@@ -74,7 +74,7 @@ public final class CouchAPI: Sendable {
         let filterResolver = CouchAPI.makeFilterResolver(options.javascript)
         self.filterResolver = filterResolver
         self.replicatorDatabase = ReplicatorDatabase(store: store, jobs: jobs, filters: filterResolver, logger: logger)
-        router = makeRouter().buildResponder()
+        pipeline = makeResponder()
     }
 
     /// Starts the server's background work: the `_replicator` database's jobs.
@@ -103,14 +103,14 @@ public final class CouchAPI: Sendable {
     /// The database listener's responder: the URL table (`CouchRoutes.swift`) behind its
     /// middleware (`CouchMiddleware.swift`).
     public var responder: CallbackResponder<CouchRequestContext> {
-        CallbackResponder { [self] request, context in try await router.respond(to: request, context: context) }
+        CallbackResponder { [self] request, context in try await pipeline.respond(to: request, context: context) }
     }
 
     /// Answers one request from the connection's `peer` address as the listener would (for
     /// harnesses that drive the API without one).
     public func respond(to request: Request, peer: String?) async -> Response {
         let context = CouchRequestContext(peerAddress: peer, logger: logger)
-        do { return try await router.respond(to: request, context: context) } catch {
+        do { return try await pipeline.respond(to: request, context: context) } catch {
             return APIResponse.error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")).response
         }
     }

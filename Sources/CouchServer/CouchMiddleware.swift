@@ -14,7 +14,7 @@ public struct CouchRequestContext: RequestContext {
     var listener: ClientRequestContext
     public var coreContext: CoreRequestContextStorage {
         get { listener.coreContext }
-        set { listener.coreContext = newValue }
+        _modify { yield &listener.coreContext }  // in place: the router sets parameters per request
     }
     /// The peer's IP address (the connection's, before any proxy header is considered).
     public var peerAddress: String? { listener.peerAddress }
@@ -80,14 +80,6 @@ struct CouchErrors: RouterMiddleware {
     func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
         do {
             return try await next(request, context)
-        } catch let error as HTTPError where error.status == .notFound {
-            // No route: the database missing, a method CouchDB does not route, or nothing here.
-            let path = CouchURL.segments(request.uri.path)
-            if let meaning = api.meaning(of: error, path: path), meaning.status == 404 { return APIResponse.error(meaning).response }
-            guard CouchRouteTable.methods.contains(request.method) else {
-                return APIResponse.error(.methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")).response
-            }
-            return APIResponse.error(.notFound("missing")).response
         } catch let error as CouchError {
             if error.status >= 500 { api.logger.error("\(request.method) \(request.uri.path): \(error)") }
             return APIResponse.error(error).response
@@ -168,10 +160,11 @@ struct ClusterPassThrough: RouterMiddleware {
 /// `/{db}/...`: the name checked by CouchDB's rules (a `_` name other than the system
 /// databases is none), and an owner's request to a shared database answered in the owner's
 /// namespace (`OwnerRequest`) instead of by the routes.
-struct DatabaseAccess: RouterMiddleware {
+struct DatabaseAccess {
     unowned let api: CouchAPI
 
-    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+    /// The owner's answer, or nil when the routes answer.
+    func ownerAnswer(_ request: Request, _ context: CouchRequestContext) async throws -> Response? {
         let name = CouchURL.decode(Substring(context.parameters.get("db") ?? ""), plusAsSpace: false)
         if name.hasPrefix("_"), !DatabaseStore.systemDatabases.contains(name) {
             // As CouchDB: creating such a database is an illegal name; anything else finds none.
@@ -181,9 +174,56 @@ struct DatabaseAccess: RouterMiddleware {
             throw CouchError.databaseNotFound
         }
         guard DatabaseStore.isValidName(name) else { throw CouchError.illegalDatabaseName(name) }
-        if let namespace = try await api.ownerAccess(name, context.user) {
-            return try await api.ownerRequest(name, namespace, APIRequest(request, context)).response
+        guard let namespace = try await api.ownerAccess(name, context.user) else { return nil }
+        return try await api.ownerRequest(name, namespace, APIRequest(request, context)).response
+    }
+}
+
+/// No route for the request: the database missing, a method CouchDB does not route, or
+/// nothing here, as CouchDB's error (the router's own answer would not be).
+struct CouchRouteMissing: RouterMiddleware {
+    unowned let api: CouchAPI
+
+    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            if let name = CouchURL.segments(request.uri.path).first, DatabaseStore.isValidName(name), !api.store.exists(name) {
+                throw CouchError.databaseNotFound
+            }
+            guard CouchRouteTable.methods.contains(request.method) else { throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY") }
+            throw CouchError.notFound("missing")
         }
-        return try await next(request, context)
+    }
+}
+
+/// The database listener: the URL table (`CouchRoutes.swift`) behind the middleware every
+/// request passes, outermost first: the access log, headers and CORS, errors as
+/// `{"error","reason"}`, the body, authentication, and in cluster mode the pass-through.
+/// Composed here with concrete types (direct calls), not as a list of existentials.
+struct CouchResponder: HTTPResponder {
+    let routes: RouterResponder<CouchRequestContext>
+    let accessLog: CouchAccessLog
+    let headers: CouchResponseHeaders
+    let errors: CouchErrors
+    let body: CouchRequestBody
+    let authentication: CouchAuthentication
+    let cluster: ClusterPassThrough?
+
+    func respond(to request: Request, context: CouchRequestContext) async throws -> Response {
+        try await accessLog.handle(request, context: context) { request, context in
+            try await headers.handle(request, context: context) { request, context in
+                try await errors.handle(request, context: context) { request, context in
+                    try await body.handle(request, context: context) { request, context in
+                        try await authentication.handle(request, context: context) { request, context in
+                            guard let cluster else { return try await routes.respond(to: request, context: context) }
+                            return try await cluster.handle(request, context: context) { request, context in
+                                try await routes.respond(to: request, context: context)
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -8,17 +8,20 @@ import Hummingbird
 /// `CouchMiddleware.swift`; each handler checks its own methods, so that a known path asked
 /// with another method is CouchDB's 405 naming the allowed ones.
 extension CouchAPI {
+    /// The listener's responder: the routes behind the middleware (`CouchMiddleware.swift`).
+    func makeResponder() -> CouchResponder {
+        CouchResponder(
+            routes: makeRouter().buildResponder(), accessLog: CouchAccessLog(logger: logger), headers: CouchResponseHeaders(api: self),
+            errors: CouchErrors(api: self), body: CouchRequestBody(maxBodySize: options.maxBodySize),
+            authentication: CouchAuthentication(api: self), cluster: options.cluster.map { ClusterPassThrough(api: self, cluster: $0) })
+    }
+
     func makeRouter() -> Router<CouchRequestContext> {
         let router = Router(context: CouchRequestContext.self)
-        router.add(middleware: CouchAccessLog(logger: logger))
-        router.add(middleware: CouchResponseHeaders(api: self))
-        router.add(middleware: CouchErrors(api: self))
-        router.add(middleware: CouchRequestBody(maxBodySize: options.maxBodySize))
-        router.add(middleware: CouchAuthentication(api: self))
-        if let cluster = options.cluster { router.add(middleware: ClusterPassThrough(api: self, cluster: cluster)) }
-        addServerRoutes(CouchRouteTable(api: self, routes: router.group()))
-        // `/{db}/...`: the name checked and shared databases' owners answered first.
-        let database = CouchRouteTable(api: self, routes: router.group(":db").add(middleware: DatabaseAccess(api: self)))
+        router.add(middleware: CouchRouteMissing(api: self))
+        addServerRoutes(CouchRouteTable(api: self, routes: router.group(), database: false))
+        // `/{db}/...`: the name checked and shared databases' owners answered first (`DatabaseAccess`).
+        let database = CouchRouteTable(api: self, routes: router.group(":db"), database: true)
         addDatabaseRoutes(database)
         addDocumentRoutes(database)
         addQueryRoutes(database)
@@ -126,13 +129,17 @@ extension CouchAPI {
 struct CouchRouteTable {
     unowned let api: CouchAPI
     let routes: RouterGroup<CouchRequestContext>
+    /// Routes under `/{db}`: `DatabaseAccess` first.
+    let database: Bool
 
     /// The methods routed to handlers (each answers CouchDB's 404 or 405 for those it does not
     /// serve); any other is 405 (`CouchErrors`).
     static let methods: [HTTPRequest.Method] = [.get, .head, .put, .post, .delete, .patch, .options, .connect, .trace, HTTPRequest.Method("COPY")!]
 
     func on(_ path: RouterPath, _ handle: @escaping @Sendable (CouchAPI, inout APIRequest) async throws -> APIResponse) {
+        let access = database ? DatabaseAccess(api: api) : nil
         let handler: @Sendable (Request, CouchRequestContext) async throws -> Response = { [unowned api] request, context in
+            if let answer = try await access?.ownerAnswer(request, context) { return answer }
             var request = APIRequest(request, context)
             return try await handle(api, &request).response
         }

@@ -179,30 +179,13 @@ struct DatabaseAccess {
     }
 }
 
-/// No route for the request: the database missing, a method CouchDB does not route, or
-/// nothing here, as CouchDB's error (the router's own answer would not be).
-struct CouchRouteMissing: RouterMiddleware {
-    unowned let api: CouchAPI
-
-    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
-        do {
-            return try await next(request, context)
-        } catch let error as HTTPError where error.status == .notFound {
-            if let name = CouchURL.segments(request.uri.path).first, DatabaseStore.isValidName(name), !api.store.exists(name) {
-                throw CouchError.databaseNotFound
-            }
-            guard CouchRouteTable.methods.contains(request.method) else { throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY") }
-            throw CouchError.notFound("missing")
-        }
-    }
-}
-
 /// The database listener: the URL table (`CouchRoutes.swift`) behind the middleware every
 /// request passes, outermost first: the access log, headers and CORS, errors as
 /// `{"error","reason"}`, the body, authentication, and in cluster mode the pass-through.
 /// Composed here with concrete types (direct calls), not as a list of existentials.
 struct CouchResponder: HTTPResponder {
     let routes: RouterResponder<CouchRequestContext>
+    let store: DatabaseStore
     let accessLog: CouchAccessLog
     let headers: CouchResponseHeaders
     let errors: CouchErrors
@@ -210,16 +193,27 @@ struct CouchResponder: HTTPResponder {
     let authentication: CouchAuthentication
     let cluster: ClusterPassThrough?
 
+    /// The route's answer. With no route for the request (the router's endpoint path is then
+    /// "NotFound"; a route's is its pattern), CouchDB's error instead of the router's own: the
+    /// database missing, a method CouchDB does not route, or nothing here.
+    func route(_ request: Request, _ context: CouchRequestContext) async throws -> Response {
+        let response = try await routes.respond(to: request, context: context)
+        guard context.coreContext.endpointPath.value == "NotFound" else { return response }
+        if let name = CouchURL.segments(request.uri.path).first, DatabaseStore.isValidName(name), !store.exists(name) {
+            throw CouchError.databaseNotFound
+        }
+        guard CouchRouteTable.methods.contains(request.method) else { throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY") }
+        throw CouchError.notFound("missing")
+    }
+
     func respond(to request: Request, context: CouchRequestContext) async throws -> Response {
         try await accessLog.handle(request, context: context) { request, context in
             try await headers.handle(request, context: context) { request, context in
                 try await errors.handle(request, context: context) { request, context in
                     try await body.handle(request, context: context) { request, context in
                         try await authentication.handle(request, context: context) { request, context in
-                            guard let cluster else { return try await routes.respond(to: request, context: context) }
-                            return try await cluster.handle(request, context: context) { request, context in
-                                try await routes.respond(to: request, context: context)
-                            }
+                            guard let cluster else { return try await route(request, context) }
+                            return try await cluster.handle(request, context: context, next: route)
                         }
                     }
                 }

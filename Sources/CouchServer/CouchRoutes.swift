@@ -11,14 +11,13 @@ extension CouchAPI {
     /// The listener's responder: the routes behind the middleware (`CouchMiddleware.swift`).
     func makeResponder() -> CouchResponder {
         CouchResponder(
-            routes: makeRouter().buildResponder(), accessLog: CouchAccessLog(logger: logger), headers: CouchResponseHeaders(api: self),
+            routes: makeRouter().buildResponder(), store: store, accessLog: CouchAccessLog(logger: logger), headers: CouchResponseHeaders(api: self),
             errors: CouchErrors(api: self), body: CouchRequestBody(maxBodySize: options.maxBodySize),
             authentication: CouchAuthentication(api: self), cluster: options.cluster.map { ClusterPassThrough(api: self, cluster: $0) })
     }
 
     func makeRouter() -> Router<CouchRequestContext> {
         let router = Router(context: CouchRequestContext.self)
-        router.add(middleware: CouchRouteMissing(api: self))
         addServerRoutes(CouchRouteTable(api: self, routes: router.group(), database: false))
         // `/{db}/...`: the name checked and shared databases' owners answered first (`DatabaseAccess`).
         let database = CouchRouteTable(api: self, routes: router.group(":db"), database: true)

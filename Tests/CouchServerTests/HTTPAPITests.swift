@@ -41,6 +41,21 @@ struct HTTPAPITests {
         #expect(settings.contains("-pbkdf2:sha256-"))
     }
 
+    @Test("A path no route serves is CouchDB's error: the database missing, a method not routed, or nothing here")
+    func unroutedPaths() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        let nothing = try await s.request(.GET, "/_session/extra")
+        #expect(nothing.status == 404 && nothing.json == ["error": "not_found", "reason": "missing"])
+        let noDatabase = try await s.request(.GET, "/no_such_db/_design/d/_view")
+        #expect(noDatabase.status == 404 && noDatabase.json["reason"] == "Database does not exist.")
+        let view = try await s.request(.GET, "/lt_places/_design/d/_view")
+        #expect(view.status == 404 && view.json["error"] == "not_found")
+        let method = try await s.request(HTTPMethod(rawValue: "PROPFIND"), "/lt_places")
+        #expect(method.status == 405 && method.json["error"] == "method_not_allowed")
+        #expect(try await s.request(.GET, "/").status == 200)
+    }
+
     @Test("Databases: create, info, duplicate, illegal name, delete")
     func databases() async throws {
         try await withServer { s in

@@ -14,6 +14,7 @@ public enum ClientCount {
 
     /// A non-negative decimal count (`"25"`) up to `largest`; nil for anything else (a sign,
     /// a fraction, letters, nothing, too many digits).
+    @inlinable
     public static func parse(_ text: some StringProtocol) -> Int? {
         var value = 0
         var digits = 0

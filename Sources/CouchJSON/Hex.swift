@@ -1,8 +1,10 @@
 /// Lowercase hexadecimal, as CouchDB writes digests, salts, uuids and sequence hashes.
 public enum Hex {
-    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+    @usableFromInline static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// Lowercase hex of a byte sequence.
+    /// Lowercase hex of a byte sequence. Inlinable, so that each caller's sequence type is
+    /// specialized (every new revision id is made with it, from another module).
+    @inlinable
     public static func string(_ bytes: some Sequence<UInt8>) -> String {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.underestimatedCount * 2)

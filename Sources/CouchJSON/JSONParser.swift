@@ -8,9 +8,17 @@ public struct JSONParseError: Error, CustomStringConvertible, Sendable {
 extension JSON {
     /// Parses a complete JSON text. Nesting deeper than `maxDepth` is rejected rather than
     /// overflowing the stack.
+    /// Inlinable, so that callers in other modules copy their bytes (`Data` from SQLite, most
+    /// often) specialized, not byte by byte through the generic `Collection`.
+    @inlinable
     public static func parse(_ bytes: some Collection<UInt8>, maxDepth: Int = 512) throws(JSONParseError) -> JSON {
-        let array = bytes as? [UInt8] ?? Array(bytes)
-        return try array.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> JSON in
+        if let array = bytes as? [UInt8] { return try parse(array: array, maxDepth: maxDepth) }
+        return try parse(array: Array(bytes), maxDepth: maxDepth)
+    }
+
+    @usableFromInline
+    static func parse(array: [UInt8], maxDepth: Int) throws(JSONParseError) -> JSON {
+        try array.withUnsafeBufferPointer { (buffer) throws(JSONParseError) -> JSON in
             var parser = JSONParser(bytes: buffer, maxDepth: maxDepth)
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)

@@ -41,64 +41,64 @@ public struct CouchRequestContext: RequestContext {
 
 /// One line per request at debug level: method, path (no query: it may carry secrets),
 /// status and time taken.
-struct CouchAccessLog: RouterMiddleware {
+struct CouchAccessLog {
     let logger: Logger
 
-    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
-        guard logger.logLevel <= .debug else { return try await next(request, context) }
-        let start = ContinuousClock.now
-        let response = try await next(request, context)
+    /// When the request began, if it is to be logged.
+    func start() -> ContinuousClock.Instant? {
+        logger.logLevel <= .debug ? ContinuousClock.now : nil
+    }
+
+    func record(_ request: Request, _ response: Response, since start: ContinuousClock.Instant?) {
+        guard let start else { return }
         logger.debug("\(request.method) \(request.uri.path) \(response.status.code) \(ContinuousClock.now - start)")
-        return response
     }
 }
 
 /// The server's `Server` header on every answer, CORS (preflights answered here, allowed
 /// origins named on answers), and no body for `HEAD`.
-struct CouchResponseHeaders: RouterMiddleware {
+struct CouchResponseHeaders {
     unowned let api: CouchAPI
 
-    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
-        let origin = request.headers[.origin]
-        var response = request.method == .options && origin != nil ? api.preflight(request).response : try await next(request, context)
+    /// The answer to a CORS preflight (`OPTIONS` with an `Origin`), or nil for any other request.
+    func preflight(_ request: Request) -> Response? {
+        request.method == .options && request.headers[.origin] != nil ? api.preflight(request).response : nil
+    }
+
+    func finish(_ response: inout Response, _ request: Request) {
         response.headers[.server] = "CouchDB/\(CouchAPI.version) (LocationTracker)"
-        if let origin, api.corsAllows(origin) {
+        if let origin = request.headers[.origin], api.corsAllows(origin) {
             response.headers[.accessControlAllowOrigin] = origin
             response.headers[.accessControlAllowCredentials] = "true"
             response.headers[.accessControlExposeHeaders] = "content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"
         }
         if request.method == .head { response.body = ResponseBody() }
-        return response
     }
 }
 
 /// Every failure as CouchDB's `{"error","reason"}` with its status; a storage failure under a
 /// database just deleted is that database missing; anything else a logged 500.
-struct CouchErrors: RouterMiddleware {
+struct CouchErrors {
     unowned let api: CouchAPI
 
-    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
-        do {
-            return try await next(request, context)
-        } catch let error as CouchError {
+    func response(for error: any Error, _ request: Request) -> Response {
+        if let error = error as? CouchError {
             if error.status >= 500 { api.logger.error("\(request.method) \(request.uri.path): \(error)") }
             return APIResponse.error(error).response
-        } catch {
-            if let meaning = api.meaning(of: error, path: CouchURL.segments(request.uri.path)) { return APIResponse.error(meaning).response }
-            api.logger.error("\(request.method) \(request.uri.path): \(error)")
-            return APIResponse.error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")).response
         }
+        if let meaning = api.meaning(of: error, path: CouchURL.segments(request.uri.path)) { return APIResponse.error(meaning).response }
+        api.logger.error("\(request.method) \(request.uri.path): \(error)")
+        return APIResponse.error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")).response
     }
 }
 
 /// The body, collected up to the limit (413 beyond); a gzip-compressed one (IBM's SDK sends
 /// them) decoded within the same limit, as CouchDB does; other codings refused.
-struct CouchRequestBody: RouterMiddleware {
+struct CouchRequestBody {
     let maxBodySize: Int
 
-    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+    func read(_ request: Request, into context: inout CouchRequestContext) async throws {
         var request = request
-        var context = context
         do {
             // The server's own requests are not limited: it made their bodies itself.
             context.body = Array(buffer: try await request.collectBody(upTo: context.inProcessUser == nil ? maxBodySize : .max))
@@ -110,29 +110,27 @@ struct CouchRequestBody: RouterMiddleware {
         case "gzip": if !context.body.isEmpty { context.body = try AttachmentEncoding.gunzip(context.body, limit: maxBodySize) }
         case let other?: throw CouchError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
         }
-        return try await next(request, context)
     }
 }
 
 /// Who asks: basic auth or the session cookie (`Authenticator`, failed passwords throttled),
 /// from which client address; a session cookie near its end renewed on a successful answer.
-struct CouchAuthentication: RouterMiddleware {
+struct CouchAuthentication {
     unowned let api: CouchAPI
 
-    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
-        var context = context
+    func identify(_ request: Request, _ context: inout CouchRequestContext) async throws {
         if let user = context.inProcessUser {
             (context.user, context.client) = (user, "in-process")
-            return try await next(request, context)
+            return
         }
         context.client = api.options.clientAddress.client(peer: context.peerAddress, headers: request.headers)
         (context.user, context.renewSession) = try await api.auth.authenticate(headers: request.headers, client: context.client)
-        var response = try await next(request, context)
-        if context.renewSession, let name = context.user.name, response.headers[.setCookie] == nil,
-           let cookie = await api.auth.makeCookie(for: name) {
-            response.headers[.setCookie] = api.auth.setCookieHeader(cookie)
-        }
-        return response
+    }
+
+    func renewSession(_ response: inout Response, _ context: CouchRequestContext) async {
+        guard context.renewSession, let name = context.user.name, response.headers[.setCookie] == nil,
+              let cookie = await api.auth.makeCookie(for: name) else { return }
+        response.headers[.setCookie] = api.auth.setCookieHeader(cookie)
     }
 }
 
@@ -140,15 +138,16 @@ struct CouchAuthentication: RouterMiddleware {
 /// to the cluster as it came, with the caller's own credentials (the cluster's `_security`
 /// then decides; the server's own in-process requests read its local copy). The rest is
 /// routed here.
-struct ClusterPassThrough: RouterMiddleware {
+struct ClusterPassThrough {
     unowned let api: CouchAPI
     let cluster: CouchCluster
 
-    func handle(_ request: Request, context: CouchRequestContext, next: (Request, CouchRequestContext) async throws -> Response) async throws -> Response {
+    /// The cluster's answer, or nil when the request is routed here.
+    func answer(_ request: Request, _ context: CouchRequestContext) async throws -> Response? {
         let path = CouchURL.segments(request.uri.path)
         guard context.inProcessUser == nil, let name = path.first, api.options.sharedDatabases.contains(where: { $0.name == name }),
               try await api.ownerAccess(name, context.user) == nil else {
-            return try await next(request, context)
+            return nil
         }
         return try await cluster.send(
             request.method, path: path, query: CouchURL.parameters(request.uri.query), headers: request.headers, body: context.body,
@@ -179,10 +178,12 @@ struct DatabaseAccess {
     }
 }
 
-/// The database listener: the URL table (`CouchRoutes.swift`) behind the middleware every
-/// request passes, outermost first: the access log, headers and CORS, errors as
-/// `{"error","reason"}`, the body, authentication, and in cluster mode the pass-through.
-/// Composed here with concrete types (direct calls), not as a list of existentials.
+/// The database listener: the URL table (`CouchRoutes.swift`) behind the steps every request
+/// passes, in order: the access log, CORS preflights, the body, authentication, in cluster mode
+/// the pass-through, the route; errors as `{"error","reason"}`, then the headers every answer
+/// gets. Each step is its own type with one job; they are called in turn here rather than
+/// nested as middleware, so a request takes a flat path (nested, each layer was an async call
+/// carrying the request and context on).
 struct CouchResponder: HTTPResponder {
     let routes: RouterResponder<CouchRequestContext>
     let store: DatabaseStore
@@ -207,17 +208,26 @@ struct CouchResponder: HTTPResponder {
     }
 
     func respond(to request: Request, context: CouchRequestContext) async throws -> Response {
-        try await accessLog.handle(request, context: context) { request, context in
-            try await headers.handle(request, context: context) { request, context in
-                try await errors.handle(request, context: context) { request, context in
-                    try await body.handle(request, context: context) { request, context in
-                        try await authentication.handle(request, context: context) { request, context in
-                            guard let cluster else { return try await route(request, context) }
-                            return try await cluster.handle(request, context: context, next: route)
-                        }
-                    }
-                }
-            }
+        let start = accessLog.start()
+        var response: Response
+        if let preflight = headers.preflight(request) {
+            response = preflight
+        } else {
+            do { response = try await answer(request, context) } catch { response = errors.response(for: error, request) }
         }
+        headers.finish(&response, request)
+        accessLog.record(request, response, since: start)
+        return response
+    }
+
+    /// The body read, the user identified, then the cluster's answer or the route's, with a
+    /// renewed session cookie when one is due.
+    func answer(_ request: Request, _ context: CouchRequestContext) async throws -> Response {
+        var context = context
+        try await body.read(request, into: &context)
+        try await authentication.identify(request, &context)
+        var response = if let passed = try await cluster?.answer(request, context) { passed } else { try await route(request, context) }
+        await authentication.renewSession(&response, context)
+        return response
     }
 }

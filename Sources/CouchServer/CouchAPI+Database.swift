@@ -216,17 +216,7 @@ extension CouchAPI {
         try authorize(db, request.user, .read)
         let body = request.method == .post ? try request.jsonObject() : nil
         var options = try allDocsOptions(request, body: body)
-        if let (lowest, highest) = bounds, options.keys == nil {
-            let low = options.startKey.map { max($0, lowest) } ?? lowest
-            let high = options.endKey.map { min($0, highest) } ?? highest
-            if options.descending {
-                options.startKey = options.startKey.map { min($0, highest) } ?? highest
-                options.endKey = options.endKey.map { max($0, lowest) } ?? lowest
-            } else {
-                options.startKey = low
-                options.endKey = high
-            }
-        }
+        if let bounds, options.keys == nil { options = Self.bounded(options, within: bounds) }
         let updateSeq: JSON? = try request.bool("update_seq") ? .string(db.sequenceString(try await db.updateSeq())) : nil
         // Answers larger than a page are streamed, page by page in key order.
         let pageSize = 5000
@@ -274,6 +264,20 @@ extension CouchAPI {
             try await writer.finish(nil)
         }
         return APIResponse(status: .ok, headers: headers, body: stream)
+    }
+
+    /// The key range narrowed to `bounds` (`_design_docs`, a partition's ids), in the
+    /// direction asked.
+    static func bounded(_ options: AllDocsOptions, within bounds: (low: String, high: String)) -> AllDocsOptions {
+        var options = options
+        if options.descending {
+            options.startKey = options.startKey.map { min($0, bounds.high) } ?? bounds.high
+            options.endKey = options.endKey.map { max($0, bounds.low) } ?? bounds.low
+        } else {
+            options.startKey = options.startKey.map { max($0, bounds.low) } ?? bounds.low
+            options.endKey = options.endKey.map { min($0, bounds.high) } ?? bounds.high
+        }
+        return options
     }
 
     func localDocs(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {

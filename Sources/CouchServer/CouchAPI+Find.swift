@@ -59,6 +59,28 @@ extension CouchAPI {
             return index.covers(fields: fields, selector: selector)
         }
 
+        /// `sort`: field names (ascending) or `{field: "asc"|"desc"}`, all in one direction.
+        static func parseSort(_ value: JSON) throws -> [(field: String, descending: Bool)] {
+            guard case let .array(items) = value else { throw CouchError.badRequest("Invalid sort: must be an array") }
+            var sort: [(field: String, descending: Bool)] = []
+            for item in items {
+                switch item {
+                case let .string(field): sort.append((field, false))
+                case let .object(object) where object.count == 1:
+                    let (field, direction) = object.members[0]
+                    guard let d = direction.stringValue, d == "asc" || d == "desc" else {
+                        throw CouchError.badRequest("Invalid sort direction for \(field)")
+                    }
+                    sort.append((field, d == "desc"))
+                default: throw CouchError.badRequest("Invalid sort field: \(item)")
+                }
+            }
+            if Set(sort.map(\.descending)).count > 1 {
+                throw CouchError.badRequest("Sorts currently only support a single direction for all fields.")
+            }
+            return sort
+        }
+
         init(_ body: JSONObject) throws {
             guard let selector = body["selector"] else { throw CouchError.badRequest("Missing required key: selector") }
             self.selector = try Selector(json: selector)
@@ -70,24 +92,7 @@ extension CouchAPI {
                 guard let n = ClientCount.from(value) else { throw CouchError.badRequest("Invalid value for skip (\(ClientCount.range))") }
                 skip = n
             }
-            if let value = body["sort"] {
-                guard case let .array(items) = value else { throw CouchError.badRequest("Invalid sort: must be an array") }
-                for item in items {
-                    switch item {
-                    case let .string(field): sort.append((field, false))
-                    case let .object(object) where object.count == 1:
-                        let (field, direction) = object.members[0]
-                        guard let d = direction.stringValue, d == "asc" || d == "desc" else {
-                            throw CouchError.badRequest("Invalid sort direction for \(field)")
-                        }
-                        sort.append((field, d == "desc"))
-                    default: throw CouchError.badRequest("Invalid sort field: \(item)")
-                    }
-                }
-                if Set(sort.map(\.descending)).count > 1 {
-                    throw CouchError.badRequest("Sorts currently only support a single direction for all fields.")
-                }
-            }
+            if let value = body["sort"] { sort = try Self.parseSort(value) }
             if let value = body["fields"] {
                 guard case let .array(items) = value, items.allSatisfy({ $0.stringValue != nil }) else {
                     throw CouchError.badRequest("Invalid fields: must be an array of strings")

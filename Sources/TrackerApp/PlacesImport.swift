@@ -36,12 +36,9 @@ extension PlaceCatalog {
         return "place-" + SHA256.hash(data: identity).prefix(8).map { String(format: "%02x", $0) }.joined()
     }
 
-    /// Imports GeoJSON features (or the original `places` list) into `lt_places`. Each must
-    /// have a geometry. A place already stored takes the file's members and keeps the others
-    /// (`created_at`, the positions of approved corrections); a new one gets `created_at` now. With
-    /// `announce`, a change bumps the places release (the first seeding of a new server does
-    /// not: its release starts at 1).
-    public func importPlaces(_ features: [JSON], announce: Bool = true) async throws -> PlacesImport {
+    /// The features as place documents (`_id` from the feature's id or name), each with a
+    /// geometry (400 otherwise).
+    static func placeDocuments(_ features: [JSON]) throws -> [(id: String, doc: JSONObject)] {
         var places: [(id: String, doc: JSONObject)] = []
         var positions: [String: Int] = [:]
         for (index, feature) in features.enumerated() {
@@ -60,6 +57,16 @@ extension PlaceCatalog {
                 places.append((id, doc))
             }
         }
+        return places
+    }
+
+    /// Imports GeoJSON features (or the original `places` list) into `lt_places`. Each must
+    /// have a geometry. A place already stored takes the file's members and keeps the others
+    /// (`created_at`, the positions of approved corrections); a new one gets `created_at` now. With
+    /// `announce`, a change bumps the places release (the first seeding of a new server does
+    /// not: its release starts at 1).
+    public func importPlaces(_ features: [JSON], announce: Bool = true) async throws -> PlacesImport {
+        let places = try Self.placeDocuments(features)
         var result = PlacesImport()
         let now = JSON.double((Date().timeIntervalSince1970 * 1000).rounded())
         for start in stride(from: 0, to: places.count, by: 1000) {

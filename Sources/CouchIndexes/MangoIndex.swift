@@ -189,58 +189,14 @@ extension DocumentDatabase {
         if query.selector.isEmptyOr { return FindResult(docs: [], keysExamined: 0, docsExamined: 0) }
         if let index { try await updateIndex(index, catchUp: query.update) }
         return try await reading { db in
-            var options = ReadOptions()
-            options.conflicts = query.conflicts
-            var docs: [JSON] = []
-            var keysExamined = 0
-            var docsExamined = 0
-            var skipped = 0
-            let needsSorting = !query.sort.isEmpty && index == nil
-            let wanted = needsSorting ? Int.max : query.limit
-
-            func consider(_ id: String, row: Row) throws -> Bool {
-                docsExamined += 1
-                // CouchDB examines one row past the last it returns (its statistics count it);
-                // that row need not be read.
-                if docs.count >= wanted { return false }
-                guard let doc = try DocumentDatabase.winningDocument(db, id: id, scanned: row, options: options) else { return true }
-                guard query.selector.matches(.object(doc)) else { return true }
-                if id.hasPrefix("_design/") {
-                    // A full scan reads design documents too but never returns them; like
-                    // CouchDB it counts only those the selector did not match (a match is
-                    // dropped with its statistics).
-                    docsExamined -= 1
-                    keysExamined -= 1
-                    return true
-                }
-                if !needsSorting, skipped < query.skip {
-                    skipped += 1
-                    return true
-                }
-                docs.append(.object(doc))
-                return true
-            }
-
-            // A covering index answers alone: documents are made of `_id` and the indexed values.
-            func coveredMatch(_ id: String, values: [UInt8]) throws -> Bool {
-                guard let index, docs.count < wanted else { return false }
-                let doc = try index.coveredDocument(id: id, values: values)
-                guard query.selector.matches(doc) else { return true }
-                if skipped < query.skip {
-                    skipped += 1
-                    return true
-                }
-                docs.append(doc)
-                return true
-            }
-
+            var scan = MangoScan(query: query, index: index)
             if let index {
-                let covering = query.covering && !needsSorting
-                let scan = DocumentDatabase.indexScan(index, query, covering: covering)
-                let cursor = try Row.fetchCursor(db, sql: scan.sql, arguments: scan.arguments)
+                let covering = query.covering && !scan.needsSorting
+                let sql = DocumentDatabase.indexScan(index, query, covering: covering)
+                let cursor = try Row.fetchCursor(db, sql: sql.sql, arguments: sql.arguments)
                 while let row = try cursor.next() {
-                    keysExamined += 1
-                    let going = covering ? try coveredMatch(row[0], values: Array(row[1] as Data)) : try consider(row[0], row: row)
+                    scan.keysExamined += 1
+                    let going = covering ? try scan.coveredMatch(row[0], values: Array(row[1] as Data)) : try scan.consider(row[0], row: row, db)
                     if !going { break }
                 }
             } else {
@@ -250,12 +206,12 @@ extension DocumentDatabase {
                     WHERE d.deleted = 0\(range) ORDER BY d.id
                     """, arguments: StatementArguments(query.idRange.map { [$0.low, $0.high] } ?? []))
                 while let row = try cursor.next() {
-                    keysExamined += 1
-                    if try !consider(row[0], row: row) { break }
+                    scan.keysExamined += 1
+                    if try !scan.consider(row[0], row: row, db) { break }
                 }
             }
-            if needsSorting { docs = DocumentDatabase.sortedPage(docs, query) }
-            return FindResult(docs: docs, keysExamined: keysExamined, docsExamined: docsExamined)
+            let docs = scan.needsSorting ? DocumentDatabase.sortedPage(scan.docs, query) : scan.docs
+            return FindResult(docs: docs, keysExamined: scan.keysExamined, docsExamined: scan.docsExamined)
         }
     }
 
@@ -378,5 +334,68 @@ extension Selector {
     public var isEmptyOr: Bool {
         if case let .or(parts) = self { return parts.isEmpty }
         return false
+    }
+}
+
+/// One `_find` scan in progress: the documents found, CouchDB's statistics, and the rows
+/// skipped so far.
+struct MangoScan {
+    let query: FindQuery
+    let index: MangoIndex?
+    let options: ReadOptions
+    /// Without an index that orders them, every match is kept and sorted afterwards.
+    let needsSorting: Bool
+    let wanted: Int
+    var docs: [JSON] = []
+    var keysExamined = 0
+    var docsExamined = 0
+    var skipped = 0
+
+    init(query: FindQuery, index: MangoIndex?) {
+        self.query = query
+        self.index = index
+        var options = ReadOptions()
+        options.conflicts = query.conflicts
+        self.options = options
+        needsSorting = !query.sort.isEmpty && index == nil
+        wanted = needsSorting ? Int.max : query.limit
+    }
+
+    /// A scanned row's document (a join of `docs` and `revs`): kept when the selector matches;
+    /// false when the scan can stop.
+    mutating func consider(_ id: String, row: Row, _ db: GRDB.Database) throws -> Bool {
+        docsExamined += 1
+        // CouchDB examines one row past the last it returns (its statistics count it);
+        // that row need not be read.
+        if docs.count >= wanted { return false }
+        guard let doc = try DocumentDatabase.winningDocument(db, id: id, scanned: row, options: options) else { return true }
+        guard query.selector.matches(.object(doc)) else { return true }
+        if id.hasPrefix("_design/") {
+            // A full scan reads design documents too but never returns them; like CouchDB it
+            // counts only those the selector did not match (a match is dropped with its
+            // statistics).
+            docsExamined -= 1
+            keysExamined -= 1
+            return true
+        }
+        if !needsSorting, skipped < query.skip {
+            skipped += 1
+            return true
+        }
+        docs.append(.object(doc))
+        return true
+    }
+
+    /// A covering index answers alone: documents are made of `_id` and the indexed values.
+    mutating func coveredMatch(_ id: String, values: [UInt8]) throws -> Bool {
+        guard let index, docs.count < wanted else { return false }
+        let doc = try index.coveredDocument(id: id, values: values)
+        guard query.selector.matches(doc) else { return true }
+        if skipped < query.skip {
+            skipped += 1
+            return true
+        }
+        docs.append(doc)
+        return true
     }
 }

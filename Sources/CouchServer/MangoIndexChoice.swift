@@ -92,20 +92,30 @@ struct MangoIndexChoice {
             foundUsable = allDocsFiltered
             sortedCount = allDocsFiltered ? 1 : 0
         }
-        // Rankings as CouchDB numbers the stages: each non-empty stage pushes the next one down.
-        let unfavoredRank = max(1, sortedCount)
         let unfavored = ranked.isEmpty ? [] : (allDocsFiltered ? [nil] : []) as [MangoIndex?]
+        candidates += Self.staged(
+            after: sortedCount, unfavored: unfavored, excluded: excluded + (allDocsExcluded ? [nil] : []), notUsable: notUsable,
+            outOfScope: outOfScope, partial: partial)
+        others = Self.listed(candidates)
+    }
+
+    /// The indexes not chosen after the usable ones, ranked as CouchDB numbers its stages
+    /// (unfavoured type, excluded by `use_index`, not usable, out of scope, partial): each
+    /// non-empty stage pushes the next one down.
+    static func staged(
+        after sortedCount: Int, unfavored: [MangoIndex?], excluded: [MangoIndex?], notUsable: [(MangoIndex?, Reason)],
+        outOfScope: [MangoIndex], partial: [MangoIndex]
+    ) -> [Candidate] {
+        let unfavoredRank = max(1, sortedCount)
         let excludedRank = unfavoredRank + (unfavored.isEmpty ? 0 : 1)
-        let excludedAll: [MangoIndex?] = excluded + (allDocsExcluded ? [nil] : [])
-        let notUsableRank = excludedRank + (excludedAll.isEmpty ? 0 : 1)
+        let notUsableRank = excludedRank + (excluded.isEmpty ? 0 : 1)
         let outOfScopeRank = notUsableRank + (notUsable.isEmpty ? 0 : 1)
         let partialRank = outOfScopeRank + (outOfScope.isEmpty ? 0 : 1)
-        candidates += unfavored.map { Candidate(index: $0, usable: true, reason: .unfavoredType, ranking: unfavoredRank) }
-        candidates += excludedAll.map { Candidate(index: $0, usable: true, reason: .excludedByUser, ranking: excludedRank) }
-        candidates += notUsable.map { Candidate(index: $0.0, usable: false, reason: $0.1, ranking: notUsableRank) }
-        candidates += outOfScope.map { Candidate(index: $0, usable: false, reason: .scopeMismatch, ranking: outOfScopeRank) }
-        candidates += partial.map { Candidate(index: $0, usable: false, reason: .isPartial, ranking: partialRank) }
-        others = Self.listed(candidates)
+        return unfavored.map { Candidate(index: $0, usable: true, reason: .unfavoredType, ranking: unfavoredRank) }
+            + excluded.map { Candidate(index: $0, usable: true, reason: .excludedByUser, ranking: excludedRank) }
+            + notUsable.map { Candidate(index: $0.0, usable: false, reason: $0.1, ranking: notUsableRank) }
+            + outOfScope.map { Candidate(index: $0, usable: false, reason: .scopeMismatch, ranking: outOfScopeRank) }
+            + partial.map { Candidate(index: $0, usable: false, reason: .isPartial, ranking: partialRank) }
     }
 
     /// The usable indexes best first, each with its prefix (its leading columns the selector

@@ -4,11 +4,11 @@ import CouchProtocol
 import Hummingbird
 
 /// The database API's URL table: every path of CouchDB 3's layout this server answers, area by
-/// area, and the handler behind it. The middleware every request passes first is in
+/// area, and the handler behind it. The steps every request passes first are in
 /// `CouchMiddleware.swift`; each handler checks its own methods, so that a known path asked
 /// with another method is CouchDB's 405 naming the allowed ones.
 extension CouchAPI {
-    /// The listener's responder: the routes behind the middleware (`CouchMiddleware.swift`).
+    /// The listener's responder: the routes behind the steps of `CouchMiddleware.swift`.
     func makeResponder() -> CouchResponder {
         CouchResponder(
             routes: makeRouter().buildResponder(), store: store, accessLog: CouchAccessLog(logger: logger), headers: CouchResponseHeaders(api: self),

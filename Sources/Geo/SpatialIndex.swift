@@ -235,6 +235,9 @@ public final class SpatialIndex: @unchecked Sendable {
         }
     }
 
+    // Kept in one piece (over 60 lines): one pass over every point (a million behind the
+    // dashboard's map), the grid's arrays and the box's measures in locals that the two nested
+    // helpers share; split, they would be passed through each call of that pass.
     /// Points in a box counted on a grid of `columns` × `rows` cells (what a map shows when
     /// there are too many points to draw): the total, each non-empty cell's count and mean
     /// position, and the points themselves when there are at most `pointLimit`. Optionally

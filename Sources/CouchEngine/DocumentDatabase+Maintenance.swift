@@ -46,6 +46,7 @@ extension DocumentDatabase {
         let (purgeSeq, purged, gone) = try await writer.write { db, context in
             var purged = JSONObject()
             var gone: [String] = []
+            var indexTables: [IndexTable]?  // found once, when the first document goes
             for (id, revs) in request {
                 guard var row = try DocRow.fetch(db, id: id) else {
                     purged.members.append((id, .array([])))
@@ -72,7 +73,8 @@ extension DocumentDatabase {
                 } else {
                     try db.execute(sql: "DELETE FROM docs WHERE id = ?", arguments: [id])
                     DocumentDatabase.adjustCounts(context, before: row.winnerDeleted, after: nil)
-                    try DocumentDatabase.removeFromIndexes(db, id: id)
+                    if indexTables == nil { indexTables = try DocumentDatabase.indexTables(db) }
+                    try DocumentDatabase.removeFromIndexes(db, id: id, tables: indexTables ?? [])
                     gone.append(id)
                 }
             }
@@ -89,16 +91,13 @@ extension DocumentDatabase {
     /// A document purged down to its last revision leaves the changes feed, so the indexes,
     /// which follow that feed, would never learn of it: its rows go now, in the purge's
     /// transaction. (One that keeps a revision gets a new sequence and is re-indexed.)
-    static func removeFromIndexes(_ db: GRDB.Database, id: String) throws {
-        for registry in try indexRegistries(db) {
-            let countsRows = try db.columns(in: registry).contains { $0.name == "rows" }
-            for table in try String.fetchAll(db, sql: "SELECT name FROM \(registry)") where try db.tableExists(table) {
-                let removed = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table) WHERE doc_id = ?", arguments: [id]) ?? 0
-                guard removed > 0 else { continue }
-                try db.execute(sql: "DELETE FROM \(table) WHERE doc_id = ?", arguments: [id])
-                if countsRows {
-                    try db.execute(sql: "UPDATE \(registry) SET rows = rows - ? WHERE name = ?", arguments: [removed, table])
-                }
+    static func removeFromIndexes(_ db: GRDB.Database, id: String, tables: [IndexTable]) throws {
+        for index in tables {
+            let removed = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(index.table) WHERE doc_id = ?", arguments: [id]) ?? 0
+            guard removed > 0 else { continue }
+            try db.execute(sql: "DELETE FROM \(index.table) WHERE doc_id = ?", arguments: [id])
+            if index.countsRows {
+                try db.execute(sql: "UPDATE \(index.registry) SET rows = rows - ? WHERE name = ?", arguments: [removed, index.table])
             }
         }
     }

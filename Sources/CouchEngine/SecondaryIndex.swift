@@ -87,10 +87,22 @@ extension DocumentDatabase {
         }
     }
 
-    /// The registries of every kind of index this database has (each a table named
-    /// `*_indexes` of `name` and `seq`, and `rows` where the kind counts its rows).
-    static func indexRegistries(_ db: GRDB.Database) throws -> [String] {
-        try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_indexes' ESCAPE '\\'")
+    /// One table of an index of any kind: its registry (a table named `*_indexes`, of `name`
+    /// and `seq`), and whether that kind counts its rows there (a `rows` column).
+    struct IndexTable {
+        let registry: String
+        let table: String
+        let countsRows: Bool
+    }
+
+    /// Every index table this database has, found through the registries.
+    static func indexTables(_ db: GRDB.Database) throws -> [IndexTable] {
+        let registries = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_indexes' ESCAPE '\\'")
+        return try registries.flatMap { registry in
+            let countsRows = try db.columns(in: registry).contains { $0.name == "rows" }
+            return try String.fetchAll(db, sql: "SELECT name FROM \(registry)").filter { try db.tableExists($0) }
+                .map { IndexTable(registry: registry, table: $0, countsRows: countsRows) }
+        }
     }
 
     /// Documents changed after `since`, in sequence order, at most `limit`: each with its

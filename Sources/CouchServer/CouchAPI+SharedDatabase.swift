@@ -15,7 +15,7 @@ extension CouchAPI {
         guard !user.isServerAdmin, let shared = options.sharedDatabases.first(where: { $0.name == name }),
               let namespace = shared.namespace(roles: user.roles) else { return nil }
         let security = if let cluster = options.cluster { await cluster.security(of: name) } else { try await store.open(name).security }
-        if Self.listed(user, in: security["admins"]) || Self.listed(user, in: security["members"]) { return nil }
+        if user.isListed(in: security["admins"]) || user.isListed(in: security["members"]) { return nil }
         return namespace
     }
 
@@ -400,7 +400,7 @@ package struct OwnerRequest {
     }
 
     func find() async throws -> APIResponse {
-        try api.requireMethod(request, .post)
+        try request.requireMethod(.post)
         var body = try request.jsonObject()
         body["selector"] = try ownedSelector(body["selector"])
         return try await rewritten(try await forward(path: ["_find"], json: .object(body))) { result in

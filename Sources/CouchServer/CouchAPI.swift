@@ -9,8 +9,9 @@ import JavaScript
 import Logging
 import Replication
 
-/// The CouchDB 3 HTTP API over a `DatabaseStore`: request decoding, authentication,
-/// authorization and dispatch to the endpoint handlers in the `CouchAPI+*.swift` files.
+/// The CouchDB 3 HTTP API over a `DatabaseStore`: the server's state (settings, sessions,
+/// replication jobs, feeds) shared by the areas' handlers (`*Endpoints`), the URL table that
+/// routes to them (`CouchRoutes.swift`) and the steps before it (`CouchMiddleware.swift`).
 public final class CouchAPI: Sendable {
     public struct Options: Sendable {
         /// Largest request body accepted (413 beyond it).
@@ -71,7 +72,7 @@ public final class CouchAPI: Sendable {
         feeds = FeedCounter(limit: options.maxFeedsPerUser)
         let jobs = ReplicationJobs()
         self.jobs = jobs
-        let filterResolver = CouchAPI.makeFilterResolver(options.javascript)
+        let filterResolver = DesignEndpoints.makeFilterResolver(options.javascript)
         self.filterResolver = filterResolver
         self.replicatorDatabase = ReplicatorDatabase(store: store, jobs: jobs, filters: filterResolver, logger: logger)
         pipeline = makeResponder()
@@ -142,22 +143,8 @@ public final class CouchAPI: Sendable {
         return APIResponse(status: .noContent, headers: headers, body: ResponseBody())
     }
 
-    func requireMethod(_ request: APIRequest, _ allowed: HTTPRequest.Method...) throws {
-        guard allowed.contains(request.method) || (request.method == .head && allowed.contains(.get)) else {
-            throw CouchError.methodNotAllowed(allowed.map(\.rawValue).joined(separator: ","))
-        }
-    }
-
-    func requireServerAdmin(_ request: APIRequest) throws {
-        guard request.user.isServerAdmin else {
-            if request.user.name == nil { throw CouchError.unauthorized }
-            // CouchDB answers a signed-in user who is not an admin with 401, not 403.
-            throw CouchError(status: 401, error: "unauthorized", reason: "You are not a server admin.")
-        }
-    }
-
     func welcome(_ request: APIRequest) throws -> APIResponse {
-        try requireMethod(request, .get)
+        try request.requireMethod(.get)
         let uuid = settings.withLock { $0.uuid }
         return .json([
             "couchdb": "Welcome",

@@ -8,6 +8,23 @@ import Hummingbird
 /// `CouchMiddleware.swift`; each handler checks its own methods, so that a known path asked
 /// with another method is CouchDB's 405 naming the allowed ones.
 extension CouchAPI {
+    /// The server-wide resources under `/_*`: status, UUIDs, the database list, sessions, tasks.
+    var server: ServerEndpoints { ServerEndpoints(api: self) }
+    /// A database and its database-wide resources: bulk reads and writes, replication checkpoints, security, maintenance, partitions.
+    var databases: DatabaseEndpoints { DatabaseEndpoints(api: self) }
+    /// Documents, their attachments and `_local` documents: read, write, delete, copy.
+    var documents: DocumentEndpoints { DocumentEndpoints(api: self) }
+    /// The `_changes` feed in all its modes.
+    var changeFeeds: ChangesEndpoints { ChangesEndpoints(api: self) }
+    /// Mango: `_find`, `_explain` and `_index`.
+    var mango: MangoEndpoints { MangoEndpoints(api: self) }
+    /// Design-document functions: views, show, list, update and filters.
+    var design: DesignEndpoints { DesignEndpoints(api: self) }
+    /// Cloudant Geo: `_geo`, `_geo_info`, `_geo_grid`, `_geo_cleanup`.
+    var geoQueries: GeoEndpoints { GeoEndpoints(api: self) }
+    /// `_replicate` and the `_scheduler`.
+    var replication: ReplicationEndpoints { ReplicationEndpoints(api: self) }
+
     /// The listener's responder: the routes behind the steps of `CouchMiddleware.swift`.
     func makeResponder() -> CouchResponder {
         CouchResponder(
@@ -30,89 +47,89 @@ extension CouchAPI {
     /// `/` and `/_*`: the server, sessions, replication and its scheduler.
     func addServerRoutes(_ server: CouchRouteTable) {
         server.on("/") { api, request in try api.welcome(request) }
-        server.on("_up") { api, request in try api.up(request) }
-        server.on("_uuids") { api, request in try api.uuids(request) }
-        server.on("_all_dbs") { api, request in try api.allDatabases(request) }
-        server.on("_dbs_info") { api, request in try await api.databasesInfo(request) }
-        server.on("_db_updates") { api, request in try await api.databaseUpdates(request) }
-        server.on("_session") { api, request in try await api.session(&request) }
-        server.on("_active_tasks") { api, request in try api.activeTasks(request) }
-        server.on("_membership") { api, request in try api.membership(request) }
-        server.on("_replicate") { api, request in try await api.replicate(request) }
-        server.on("_scheduler") { api, request in try await api.scheduler(request) }
-        server.on("_scheduler/**") { api, request in try await api.scheduler(request) }
+        server.on("_up") { api, request in try api.server.up(request) }
+        server.on("_uuids") { api, request in try api.server.uuids(request) }
+        server.on("_all_dbs") { api, request in try api.server.allDatabases(request) }
+        server.on("_dbs_info") { api, request in try await api.server.databasesInfo(request) }
+        server.on("_db_updates") { api, request in try await api.server.databaseUpdates(request) }
+        server.on("_session") { api, request in try await api.server.session(&request) }
+        server.on("_active_tasks") { api, request in try api.server.activeTasks(request) }
+        server.on("_membership") { api, request in try api.server.membership(request) }
+        server.on("_replicate") { api, request in try await api.replication.replicate(request) }
+        server.on("_scheduler") { api, request in try await api.replication.scheduler(request) }
+        server.on("_scheduler/**") { api, request in try await api.replication.scheduler(request) }
     }
 
     /// `/{db}` and the database-wide resources: bulk reads and writes, replication's
     /// checkpoints and differences, security, maintenance, partitions.
     func addDatabaseRoutes(_ db: CouchRouteTable) {
-        db.on("") { api, request in try await api.databaseEndpoint(request.path[0], &request) }
-        db.on("_all_docs", database: { api, db, request in try await api.allDocs(db, request) })
-        db.on("_design_docs", database: { api, db, request in try await api.allDocs(db, request, within: ("_design/", "_design0")) })
-        db.on("_local_docs", database: { api, db, request in try await api.localDocs(db, request) })
-        db.on("_bulk_docs", database: { api, db, request in try await api.bulkDocs(db, request) })
-        db.on("_bulk_get", database: { api, db, request in try await api.bulkGet(db, request) })
-        db.on("_revs_diff", database: { api, db, request in try await api.revsDiff(db, request, legacy: false) })
-        db.on("_missing_revs", database: { api, db, request in try await api.revsDiff(db, request, legacy: true) })
-        db.on("_ensure_full_commit", database: { api, db, request in try api.ensureFullCommit(db, request) })
-        db.on("_revs_limit", database: { api, db, request in try await api.revsLimit(db, request) })
-        db.on("_security", database: { api, db, request in try await api.security(db, request) })
-        db.on("_purge", database: { api, db, request in try await api.purge(db, request) })
-        db.on("_compact", database: { api, db, request in try api.compact(db, request) })
-        db.on("_compact/:ddoc", database: { api, db, request in try api.compact(db, request) })
-        db.on("_view_cleanup", database: { api, db, request in try await api.cleanUpViews(db, request) })
-        db.on("_geo_cleanup", database: { api, db, request in try await api.cleanUpGeoIndexes(db, request) })
-        db.on("_partition", database: { api, db, request in try await api.partitionResource(db, request) })
-        db.on("_partition/**", database: { api, db, request in try await api.partitionResource(db, request) })
+        db.on("") { api, request in try await api.databases.databaseEndpoint(request.path[0], &request) }
+        db.on("_all_docs", database: { api, db, request in try await api.databases.allDocs(db, request) })
+        db.on("_design_docs", database: { api, db, request in try await api.databases.allDocs(db, request, within: ("_design/", "_design0")) })
+        db.on("_local_docs", database: { api, db, request in try await api.databases.localDocs(db, request) })
+        db.on("_bulk_docs", database: { api, db, request in try await api.databases.bulkDocs(db, request) })
+        db.on("_bulk_get", database: { api, db, request in try await api.databases.bulkGet(db, request) })
+        db.on("_revs_diff", database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: false) })
+        db.on("_missing_revs", database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: true) })
+        db.on("_ensure_full_commit", database: { api, db, request in try api.databases.ensureFullCommit(db, request) })
+        db.on("_revs_limit", database: { api, db, request in try await api.databases.revsLimit(db, request) })
+        db.on("_security", database: { api, db, request in try await api.databases.security(db, request) })
+        db.on("_purge", database: { api, db, request in try await api.databases.purge(db, request) })
+        db.on("_compact", database: { api, db, request in try api.databases.compact(db, request) })
+        db.on("_compact/:ddoc", database: { api, db, request in try api.databases.compact(db, request) })
+        db.on("_view_cleanup", database: { api, db, request in try await api.databases.cleanUpViews(db, request) })
+        db.on("_geo_cleanup", database: { api, db, request in try await api.databases.cleanUpGeoIndexes(db, request) })
+        db.on("_partition", database: { api, db, request in try await api.databases.partitionResource(db, request) })
+        db.on("_partition/**", database: { api, db, request in try await api.databases.partitionResource(db, request) })
     }
 
     /// Documents, their attachments, `_local` and design documents.
     func addDocumentRoutes(_ db: CouchRouteTable) {
         db.on(":doc", database: { api, db, request in
-            try await api.documentEndpoint(db, try api.plainDocumentID(request.path[1], request), &request)
+            try await api.documents.documentEndpoint(db, try api.databases.plainDocumentID(request.path[1], request), &request)
         })
         db.on(":doc/**", database: { api, db, request in
-            try await api.attachmentEndpoint(db, try api.plainDocumentID(request.path[1], request), request.path[2...].joined(separator: "/"), request)
+            try await api.documents.attachmentEndpoint(db, try api.databases.plainDocumentID(request.path[1], request), request.path[2...].joined(separator: "/"), request)
         })
         db.on("_local", database: { _, _, _ in throw CouchError.badRequest("Missing _local document id") })
         db.on("_local/**", database: { api, db, request in
-            try await api.localDocument(db, "_local/" + request.path[2...].joined(separator: "/"), &request)
+            try await api.documents.localDocument(db, "_local/" + request.path[2...].joined(separator: "/"), &request)
         })
         db.on("_design", database: { _, _, _ in throw CouchError.badRequest("Missing design document id") })
-        db.on("_design/:ddoc", database: { api, db, request in try await api.documentEndpoint(db, "_design/\(request.path[2])", &request) })
+        db.on("_design/:ddoc", database: { api, db, request in try await api.documents.documentEndpoint(db, "_design/\(request.path[2])", &request) })
         db.on("_design/:ddoc/**", database: { api, db, request in
             // Design functions have routes of their own; other `_` names are none.
             guard !request.path[3].hasPrefix("_") else { throw CouchError.notFound("missing") }
-            return try await api.attachmentEndpoint(db, "_design/\(request.path[2])", request.path[3...].joined(separator: "/"), request)
+            return try await api.documents.attachmentEndpoint(db, "_design/\(request.path[2])", request.path[3...].joined(separator: "/"), request)
         })
     }
 
     /// The feeds and queries: changes, Mango, views, design functions, geo.
     func addQueryRoutes(_ db: CouchRouteTable) {
         db.on("_changes") { api, request in
-            if let recent = api.recentChanges(request.path[0], request) { return recent }
-            return try await api.changes(try await api.store.open(request.path[0]), request)
+            if let recent = api.changeFeeds.recentChanges(request.path[0], request) { return recent }
+            return try await api.changeFeeds.changes(try await api.store.open(request.path[0]), request)
         }
-        db.on("_find", database: { api, db, request in try await api.find(db, request) })
-        db.on("_explain", database: { api, db, request in try await api.explain(db, request) })
-        db.on("_index", database: { api, db, request in try await api.index(db, &request) })
-        db.on("_index/**", database: { api, db, request in try await api.index(db, &request) })
+        db.on("_find", database: { api, db, request in try await api.mango.find(db, request) })
+        db.on("_explain", database: { api, db, request in try await api.mango.explain(db, request) })
+        db.on("_index", database: { api, db, request in try await api.mango.index(db, &request) })
+        db.on("_index/**", database: { api, db, request in try await api.mango.index(db, &request) })
         db.on("_design/:ddoc/_info", design: { api, db, id, request in
-            try api.requireMethod(request, .get)
-            return try await api.designInfo(db, id)
+            try request.requireMethod(.get)
+            return try await api.design.designInfo(db, id)
         })
-        db.on("_design/:ddoc/_view/:view", design: { api, db, id, request in try await api.view(db, id, request.path[4], request) })
-        db.on("_design/:ddoc/_show/**", design: { api, db, id, request in try await api.show(db, id, Array(request.path[3...]), request) })
-        db.on("_design/:ddoc/_list/**", design: { api, db, id, request in try await api.list(db, id, Array(request.path[3...]), request) })
+        db.on("_design/:ddoc/_view/:view", design: { api, db, id, request in try await api.design.view(db, id, request.path[4], request) })
+        db.on("_design/:ddoc/_show/**", design: { api, db, id, request in try await api.design.show(db, id, Array(request.path[3...]), request) })
+        db.on("_design/:ddoc/_list/**", design: { api, db, id, request in try await api.design.list(db, id, Array(request.path[3...]), request) })
         db.on("_design/:ddoc/_update/**", design: { api, db, id, request in
-            try await api.updateHandler(db, id, Array(request.path[3...]), request)
+            try await api.design.updateHandler(db, id, Array(request.path[3...]), request)
         })
-        db.on("_design/:ddoc/_geo/**", design: { api, db, id, request in try await api.geo(db, id, Array(request.path[3...]), request) })
+        db.on("_design/:ddoc/_geo/**", design: { api, db, id, request in try await api.geoQueries.geo(db, id, Array(request.path[3...]), request) })
         db.on("_design/:ddoc/_geo_info/**", design: { api, db, id, request in
-            try await api.geoInfo(db, id, Array(request.path[3...]), request)
+            try await api.geoQueries.geoInfo(db, id, Array(request.path[3...]), request)
         })
         db.on("_design/:ddoc/_geo_grid/**", design: { api, db, id, request in
-            try await api.geoGrid(db, id, Array(request.path[3...]), request)
+            try await api.geoQueries.geoGrid(db, id, Array(request.path[3...]), request)
         })
         db.on("_design/:ddoc/_rewrite/**", design: { _, _, _, _ in
             throw CouchError.notImplemented("_rewrite is deprecated in CouchDB 3 and not supported")
@@ -153,7 +170,7 @@ struct CouchRouteTable {
     /// A design function's route (`/{db}/_design/{ddoc}/_*`): a reader of the database may call it.
     func on(_ path: RouterPath, design handle: @escaping @Sendable (CouchAPI, DocumentDatabase, String, APIRequest) async throws -> APIResponse) {
         on(path, database: { api, db, request in
-            try api.authorize(db, request.user, .read)
+            try request.user.authorize(.read, to: db)
             return try await handle(api, db, "_design/\(request.path[2])", request)
         })
     }

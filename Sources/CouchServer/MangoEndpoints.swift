@@ -5,7 +5,10 @@ import Crypto
 import Foundation
 import Hummingbird
 
-extension CouchAPI {
+/// Mango: `_find`, `_explain` and `_index`, with the choice of index for a query.
+struct MangoEndpoints: Sendable {
+    let api: CouchAPI
+
     /// Parsed `_find` / `_explain` request.
     struct FindRequest {
         var selector: Selector
@@ -194,8 +197,8 @@ extension CouchAPI {
     }
 
     func find(_ db: DocumentDatabase, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
-        try requireMethod(request, .post)
-        try authorize(db, request.user, .read)
+        try request.requireMethod(.post)
+        try request.user.authorize(.read, to: db)
         var find = try FindRequest(try request.jsonObject())
         find.partition = partition
         let (index, warning, _) = try await chooseIndex(db, find)
@@ -246,8 +249,8 @@ extension CouchAPI {
     }
 
     func explain(_ db: DocumentDatabase, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
-        try requireMethod(request, .post)
-        try authorize(db, request.user, .read)
+        try request.requireMethod(.post)
+        try request.user.authorize(.read, to: db)
         var find = try FindRequest(try request.jsonObject())
         find.partition = partition
         let (index, _, choice) = try await chooseIndex(db, find, explaining: true)
@@ -295,21 +298,21 @@ extension CouchAPI {
         case 2:
             switch request.method {
             case .get, .head:
-                try authorize(db, request.user, .read)
+                try request.user.authorize(.read, to: db)
                 let indexes = try await mangoIndexList(db)
                 let limit = try request.query["limit"].map { try Self.indexListCount($0, minimum: 1) } ?? indexes.count
                 let skip = min(try request.query["skip"].map { try Self.indexListCount($0, minimum: 0) } ?? 0, indexes.count)
                 let page = indexes.dropFirst(skip).prefix(limit)
                 return .json(["total_rows": .int(indexes.count), "indexes": .array(Array(page))])
             case .post:
-                try authorize(db, request.user, .admin)
+                try request.user.authorize(.admin, to: db)
                 return try await createIndex(db, try request.jsonObject(), request: request)
             default:
                 throw CouchError.methodNotAllowed("GET,POST")
             }
         case 3 where path[2] == "_bulk_delete":
-            try requireMethod(request, .post)
-            try authorize(db, request.user, .admin)
+            try request.requireMethod(.post)
+            try request.user.authorize(.admin, to: db)
             guard case let .array(docids)? = try request.jsonObject()["docids"] else {
                 throw CouchError(status: 400, error: "missing_required_key", reason: "Missing required key: docids")
             }
@@ -330,7 +333,7 @@ extension CouchAPI {
             guard path.count == 5 || path[2] == "_design" else { throw CouchError.missing }
             let (ddoc, type, name) = path.count == 6 ? ("_design/\(path[3])", path[4], path[5]) : (path[2], path[3], path[4])
             guard request.method == .delete else { throw CouchError.methodNotAllowed("DELETE") }
-            try authorize(db, request.user, .admin)
+            try request.user.authorize(.admin, to: db)
             guard type == "json" else { throw CouchError.missing }
             try await deleteIndex(db, ddoc.hasPrefix("_design/") ? ddoc : "_design/\(ddoc)", name: name, request: request)
             return .ok()
@@ -437,7 +440,7 @@ extension CouchAPI {
             "options": ["def": .object(def)],
         ]
         doc["views"] = .object(views)
-        _ = try await writeDocument(db, try DocumentInput(json: .object(doc)), request: request)
+        _ = try await api.documents.writeDocument(db, try DocumentInput(json: .object(doc)), request: request)
         return .json(["result": "created", "id": .string(ddocID), "name": .string(name)])
     }
 
@@ -459,6 +462,6 @@ extension CouchAPI {
             input = try DocumentInput(json: .object(doc))
         }
         input.id = ddocID
-        _ = try await writeDocument(db, input, request: request)
+        _ = try await api.documents.writeDocument(db, input, request: request)
     }
 }

@@ -4,12 +4,16 @@ import Foundation
 import Hummingbird
 import ServiceLifecycle
 
-extension CouchAPI {
+/// `/{db}/_changes` in all its modes (normal, longpoll, continuous, eventsource), filters and the
+/// shared reads of listeners waiting on the same commit.
+struct ChangesEndpoints: Sendable {
+    let api: CouchAPI
+
     /// `/{db}/_changes` with every feed type. Waiting feeds sleep on the database's change
     /// notifier, so idle listeners cost no polling.
     func changes(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
-        try authorize(db, request.user, .read)
+        try request.requireMethod(.get, .post)
+        try request.user.authorize(.read, to: db)
         let feed = request.query["feed"] ?? "normal"
         guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {
             throw CouchError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
@@ -71,7 +75,7 @@ extension CouchAPI {
         case "_design":
             options.filter = .design
         case let name?:
-            options.filter = .documents(try await designFilter(db, name, request))
+            options.filter = .documents(try await api.design.designFilter(db, name, request))
         }
         return options
     }
@@ -130,7 +134,7 @@ extension CouchAPI {
         var headers = HTTPFields()
         headers[.contentType] = feed == "eventsource" ? "text/event-stream" : "application/json"
         headers[.cacheControl] = "must-revalidate"
-        let slot = try feeds.open(for: request)
+        let slot = try api.feeds.open(for: request)
         let question = SharedFeedReads.question(db, request)
         let stream = ResponseBody { writer in
             withExtendedLifetime(slot) {}
@@ -176,7 +180,7 @@ extension CouchAPI {
         case "all_docs": allLeaves = true
         default: return nil
         }
-        guard let page = store.recentChanges.page(
+        guard let page = api.store.recentChanges.page(
             name, since: since, limit: limit.map { max($0, 1) }, includeDocs: includeDocs, allLeaves: allLeaves) else { return nil }
         return .json(changesResult(rows: page.rows, lastSeq: page.lastSeq, pending: page.pending))
     }
@@ -201,12 +205,12 @@ extension CouchAPI {
         var idleSince = clock.now
         // A filtered feed is woken only by changes that pass its filter (its question's watcher
         // reads each commit once for all of them); an unfiltered one by every commit.
-        let watcher = options.filter == nil || options.descending ? nil : sharedReads.watcher(db, options, question: question, since: options.since)
-        defer { if let watcher { sharedReads.leave(watcher, question: question) } }
+        let watcher = options.filter == nil || options.descending ? nil : api.sharedReads.watcher(db, options, question: question, since: options.since)
+        defer { if let watcher { api.sharedReads.leave(watcher, question: question) } }
         while true {
             options.limit = remaining == Int.max ? nil : remaining
             // Listeners asking the same question from the same position share one read.
-            let shared = try await sharedReads.changes(db, options, question: question)
+            let shared = try await api.sharedReads.changes(db, options, question: question)
             let page = shared.page
             if feed == "longpoll" {
                 if !page.rows.isEmpty || clock.now - idleSince >= timeout || stopping() {

@@ -3,33 +3,36 @@ import CouchJSON
 import Foundation
 import Replication
 
-extension CouchAPI {
+/// `/_replicate` (one-shot and continuous replications) and the `/_scheduler` views of them.
+struct ReplicationEndpoints: Sendable {
+    let api: CouchAPI
+
     /// `POST /_replicate`: one-shot (answers when done), continuous (starts a job), cancel.
     func replicate(_ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .post)
+        try request.requireMethod(.post)
         guard request.user.name != nil else { throw CouchError.unauthorized }
         let replicationRequest: ReplicationRequest
         do {
             replicationRequest = try ReplicationRequest(
-                json: try request.jsonObject(), store: store, user: request.user, filters: filterResolver)
+                json: try request.jsonObject(), store: api.store, user: request.user, filters: api.filterResolver)
         } catch let error as ReplicationError {
             throw CouchError.badRequest(error.message)
         }
-        if replicationRequest.usesLocalEndpoints { try requireServerAdmin(request) }
+        if replicationRequest.usesLocalEndpoints { try request.requireServerAdmin() }
         let replication = Replication(source: replicationRequest.source, target: replicationRequest.target,
-                                      options: replicationRequest.options, logger: logger)
+                                      options: replicationRequest.options, logger: api.logger)
         let id = try await mapReplicationErrors { try await replication.replicationID() }
         let jobID = id + (replicationRequest.options.continuous ? "+continuous" : "")
         if replicationRequest.cancel {
-            guard jobs.cancel(jobID) else {
+            guard api.jobs.cancel(jobID) else {
                 throw CouchError.notFound("Replication \(jobID) is not running")
             }
             return .json(["ok": true, "_local_id": .string(jobID)])
         }
         if replicationRequest.options.continuous {
-            if jobs.job(jobID) != nil { return .json(["ok": true, "_local_id": .string(jobID)], status: .accepted) }
-            let logger = self.logger
-            let jobs = self.jobs
+            if api.jobs.job(jobID) != nil { return .json(["ok": true, "_local_id": .string(jobID)], status: .accepted) }
+            let logger = api.logger
+            let jobs = api.jobs
             let task = Task {
                 do { _ = try await replication.run() } catch { logger.error("replication \(jobID) stopped: \(error)") }
                 jobs.remove(jobID)
@@ -37,8 +40,8 @@ extension CouchAPI {
             jobs.add(.init(id: jobID, replication: replication, task: task, continuous: true, user: request.user.name, started: Date()))
             return .json(["ok": true, "_local_id": .string(jobID)], status: .accepted)
         }
-        jobs.add(.init(id: jobID, replication: replication, task: nil, continuous: false, user: request.user.name, started: Date()))
-        defer { jobs.remove(jobID) }
+        api.jobs.add(.init(id: jobID, replication: replication, task: nil, continuous: false, user: request.user.name, started: Date()))
+        defer { api.jobs.remove(jobID) }
         let result = try await mapReplicationErrors { try await replication.run() }
         return .json(result.json)
     }
@@ -59,11 +62,11 @@ extension CouchAPI {
 
     /// `/_scheduler/jobs` and `/_scheduler/docs`.
     func scheduler(_ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get)
-        try requireServerAdmin(request)
+        try request.requireMethod(.get)
+        try request.requireServerAdmin()
         switch request.path.count > 1 ? request.path[1] : "" {
         case "jobs":
-            let rows = jobs.schedulerJobs()
+            let rows = api.jobs.schedulerJobs()
             return .json(["total_rows": .int(rows.count), "offset": 0, "jobs": .array(rows)])
         case "docs":
             // `/_scheduler/docs`, `/_scheduler/docs/_replicator`, `/_scheduler/docs/_replicator/{docid}`
@@ -71,12 +74,12 @@ extension CouchAPI {
                 throw CouchError.databaseNotFound
             }
             if request.path.count == 4 {
-                guard let row = try await replicatorDatabase.schedulerDocs(only: request.path[3]).first else {
+                guard let row = try await api.replicatorDatabase.schedulerDocs(only: request.path[3]).first else {
                     throw CouchError(status: 404, error: "not_found", reason: "unknown")
                 }
                 return .json(row)
             }
-            let rows = try await replicatorDatabase.schedulerDocs()
+            let rows = try await api.replicatorDatabase.schedulerDocs()
             return .json(["total_rows": .int(rows.count), "offset": 0, "docs": .array(rows)])
         default:
             throw CouchError.notFound("missing")

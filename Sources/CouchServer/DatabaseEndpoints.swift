@@ -3,16 +3,20 @@ import CouchJSON
 import Foundation
 import Hummingbird
 
-extension CouchAPI {
+/// A database and its database-wide resources: create, info, delete, `_all_docs`, `_bulk_docs`,
+/// `_bulk_get`, `_revs_diff`, `_local_docs`, `_security`, `_revs_limit`, purge, compaction, partitions.
+struct DatabaseEndpoints: Sendable {
+    let api: CouchAPI
+
     /// `/{db}`: info, create, delete, and POST of a new document.
     func databaseEndpoint(_ name: String, _ request: inout APIRequest) async throws -> APIResponse {
         switch request.method {
         case .get, .head:
-            let db = try await store.open(name)
-            try authorize(db, request.user, .read)
+            let db = try await api.store.open(name)
+            try request.user.authorize(.read, to: db)
             return .json(.object(try await db.info()))
         case .put:
-            try requireServerAdmin(request)
+            try request.requireServerAdmin()
             if let q = request.query["q"], Int(q) == nil { throw CouchError.badRequest("q must be an integer") }
             var partitioned = false
             if let value = request.query["partitioned"] {
@@ -20,24 +24,24 @@ extension CouchAPI {
                 partitioned = value == "true"
                 if partitioned, name.hasPrefix("_") { throw CouchError.badRequest("Cannot partition a system database") }
             }
-            try await store.create(name, partitioned: partitioned)
+            try await api.store.create(name, partitioned: partitioned)
             var headers = HTTPFields()
             headers[.location] = "/\(name)"
             return .json(["ok": true], status: .created, headers: headers)
         case .delete:
-            try requireServerAdmin(request)
+            try request.requireServerAdmin()
             if request.query["rev"] != nil {
                 throw CouchError.badRequest("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
             }
-            try await store.delete(name)
+            try await api.store.delete(name)
             return .json(["ok": true])
         case .post:
-            let db = try await store.open(name)
+            let db = try await api.store.open(name)
             var input = try DocumentInput(json: try request.json())
             if input.id == nil { input.id = Hex.random(bytes: 16) }
             let id = input.id!
-            let rev = try await writeDocument(db, input, request: request)
-            return documentWritten(db, id, rev, request: request)
+            let rev = try await api.documents.writeDocument(db, input, request: request)
+            return api.documents.documentWritten(db, id, rev, request: request)
         default:
             throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
         }
@@ -45,34 +49,34 @@ extension CouchAPI {
 
     /// `/{db}/_ensure_full_commit`: every acknowledged write is already durable.
     func ensureFullCommit(_ db: DocumentDatabase, _ request: APIRequest) throws -> APIResponse {
-        try requireMethod(request, .post)
-        try authorize(db, request.user, .write)
+        try request.requireMethod(.post)
+        try request.user.authorize(.write, to: db)
         return .json(["ok": true, "instance_start_time": "0"], status: .created)
     }
 
     /// `/{db}/_revs_limit`: read (readers) or set (database admins).
     func revsLimit(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .put)
+        try request.requireMethod(.get, .put)
         if request.method == .put {
-            try authorize(db, request.user, .admin)
+            try request.user.authorize(.admin, to: db)
             guard case let .int(limit) = try request.json(), limit > 0 else {
                 throw CouchError.badRequest("The revs_limit must be a positive integer")
             }
             try await db.setRevsLimit(limit)
             return .ok()
         }
-        try authorize(db, request.user, .read)
+        try request.user.authorize(.read, to: db)
         return .json(.int(db.revsLimit))
     }
 
     /// `/{db}/_security`: read (readers) or replace (database admins), its shape checked.
     func security(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .put)
+        try request.requireMethod(.get, .put)
         guard request.method == .put else {
-            try authorize(db, request.user, .read)
+            try request.user.authorize(.read, to: db)
             return .json(.object(db.security))
         }
-        try authorize(db, request.user, .admin)
+        try request.user.authorize(.admin, to: db)
         let security = try request.jsonObject()
         for group in ["admins", "members"] {
             guard let value = security[group] else { continue }
@@ -89,8 +93,8 @@ extension CouchAPI {
 
     /// `POST /{db}/_purge` (server admins): forgets the given revisions entirely.
     func purge(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .post)
-        try requireServerAdmin(request)
+        try request.requireMethod(.post)
+        try request.requireServerAdmin()
         let body = try request.jsonObject()
         var purgeRequest: [(id: String, revs: [Revision])] = []
         for (id, value) in body.members {
@@ -104,13 +108,13 @@ extension CouchAPI {
     /// `POST /{db}/_compact[/{ddoc}]` (database admins): compaction in the background (a
     /// design document's views need none).
     func compact(_ db: DocumentDatabase, _ request: APIRequest) throws -> APIResponse {
-        try requireMethod(request, .post)
-        try authorize(db, request.user, .admin)
+        try request.requireMethod(.post)
+        try request.user.authorize(.admin, to: db)
         guard request.header("Content-Type")?.hasPrefix("application/json") == true else {
             throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
         }
         if request.path.count == 2 {
-            let logger = self.logger
+            let logger = api.logger
             Task {
                 do { try await db.compact() } catch { logger.error("compaction of \(db.name) failed: \(error)") }
             }
@@ -120,17 +124,17 @@ extension CouchAPI {
 
     /// `POST /{db}/_view_cleanup` (database admins): drops the indexes of views no design document has.
     func cleanUpViews(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .post)
-        try authorize(db, request.user, .admin)
-        try await viewCleanup(db)
+        try request.requireMethod(.post)
+        try request.user.authorize(.admin, to: db)
+        try await api.design.viewCleanup(db)
         return .ok(status: .accepted)
     }
 
     /// `POST /{db}/_geo_cleanup` (database admins): drops the geo indexes no design document has.
     func cleanUpGeoIndexes(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .post)
-        try authorize(db, request.user, .admin)
-        try await geoCleanup(db)
+        try request.requireMethod(.post)
+        try request.user.authorize(.admin, to: db)
+        try await api.geoQueries.geoCleanup(db)
         return .ok(status: .accepted)
     }
 
@@ -212,8 +216,8 @@ extension CouchAPI {
     /// `_all_docs`; `within` narrows it to ids from `low` to `high` (design documents, or one
     /// partition's documents).
     func allDocs(_ db: DocumentDatabase, _ request: APIRequest, within bounds: (low: String, high: String)? = nil) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
-        try authorize(db, request.user, .read)
+        try request.requireMethod(.get, .post)
+        try request.user.authorize(.read, to: db)
         let body = request.method == .post ? try request.jsonObject() : nil
         var options = try allDocsOptions(request, body: body)
         if let bounds, options.keys == nil { options = Self.bounded(options, within: bounds) }
@@ -281,8 +285,8 @@ extension CouchAPI {
     }
 
     func localDocs(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
-        try authorize(db, request.user, .read)
+        try request.requireMethod(.get, .post)
+        try request.user.authorize(.read, to: db)
         let options = try allDocsOptions(request, body: request.method == .post ? try request.jsonObject() : nil)
         let rows = try await db.localDocs(options)
         return .json(["total_rows": .null, "offset": .null, "rows": .array(rows)])
@@ -291,7 +295,7 @@ extension CouchAPI {
     // MARK: _bulk_docs, _bulk_get, _revs_diff
 
     func bulkDocs(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .post)
+        try request.requireMethod(.post)
         let body = try request.jsonObject()
         guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
         var newEdits = true
@@ -300,8 +304,8 @@ extension CouchAPI {
             newEdits = flag
         }
         if request.query["new_edits"] == "false" { newEdits = false }
-        let isDbAdmin = (try? authorize(db, request.user, .admin)) != nil
-        if !isDbAdmin { try authorize(db, request.user, .write) }
+        let isDbAdmin = (try? request.user.authorize(.admin, to: db)) != nil
+        if !isDbAdmin { try request.user.authorize(.write, to: db) }
 
         // Parse and check every document; failures become per-document errors.
         var results = [Result<Revision, CouchError>?](repeating: nil, count: docs.count)
@@ -325,7 +329,7 @@ extension CouchAPI {
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {
                     throw CouchError(status: 403, error: "forbidden", reason: "Only admins can write design documents.")
                 }
-                if db.name == "_users" { input = try await prepareUserDocument(db, input, user: request.user) }
+                if db.name == "_users" { input = try await api.documents.prepareUserDocument(db, input, user: request.user) }
                 batch.append(input)
                 batchIndex.append(i)
             } catch let error as CouchError {
@@ -379,8 +383,8 @@ extension CouchAPI {
     }
 
     func bulkGet(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .post)
-        try authorize(db, request.user, .read)
+        try request.requireMethod(.post)
+        try request.user.authorize(.read, to: db)
         let body = try request.jsonObject()
         guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
         var options = ReadOptions()
@@ -437,8 +441,8 @@ extension CouchAPI {
     }
 
     func revsDiff(_ db: DocumentDatabase, _ request: APIRequest, legacy: Bool) async throws -> APIResponse {
-        try requireMethod(request, .post)
-        try authorize(db, request.user, .read)
+        try request.requireMethod(.post)
+        try request.user.authorize(.read, to: db)
         let body = try request.jsonObject()
         var query: [(id: String, revs: [Revision])] = []
         for (id, value) in body.members {
@@ -454,8 +458,7 @@ extension CouchAPI {
     }
 }
 
-extension CouchAPI {
-    /// `/{db}/_partition/{partition}[/…]` of a partitioned database: the partition's
+extension DatabaseEndpoints {    /// `/{db}/_partition/{partition}[/…]` of a partitioned database: the partition's
     /// information, `_all_docs`, `_find`, `_explain` and views confined to its documents.
     func partitionResource(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         let path = request.path
@@ -464,17 +467,17 @@ extension CouchAPI {
         let partition = path[2]
         try Partition.validate(partition)
         if path.count == 7, path[3] == "_design", path[5] == "_view" {
-            try authorize(db, request.user, .read)
-            return try await view(db, "_design/" + path[4], path[6], request, partition: partition)
+            try request.user.authorize(.read, to: db)
+            return try await api.design.view(db, "_design/" + path[4], path[6], request, partition: partition)
         }
         switch path.count == 4 ? path[3] : (path.count == 3 ? "" : "/") {
         case "":
-            try requireMethod(request, .get)
-            try authorize(db, request.user, .read)
+            try request.requireMethod(.get)
+            try request.user.authorize(.read, to: db)
             return .json(.object(try await db.partitionInfo(partition)))
         case "_all_docs": return try await allDocs(db, request, within: Partition.idRange(partition))
-        case "_find": return try await find(db, request, partition: partition)
-        case "_explain": return try await explain(db, request, partition: partition)
+        case "_find": return try await api.mango.find(db, request, partition: partition)
+        case "_explain": return try await api.mango.explain(db, request, partition: partition)
         default: throw CouchError.missing
         }
     }

@@ -4,16 +4,20 @@ import CouchProtocol
 import Foundation
 import Hummingbird
 
-extension CouchAPI {
+/// The server-wide resources under `/_*`: health, UUIDs, the database list and infos,
+/// `_db_updates`, `_session`, active tasks, membership.
+struct ServerEndpoints: Sendable {
+    let api: CouchAPI
+
     /// `/_up`: the health check.
     func up(_ request: APIRequest) throws -> APIResponse {
-        try requireMethod(request, .get)
+        try request.requireMethod(.get)
         return .json(["status": "ok", "seeds": [:]])
     }
 
     /// `/_uuids?count=n`: fresh document ids.
     func uuids(_ request: APIRequest) throws -> APIResponse {
-        try requireMethod(request, .get)
+        try request.requireMethod(.get)
         let count = try request.int("count") ?? 1
         guard count <= 1000 else { throw CouchError.badRequest("count parameter too large") }
         return .json(["uuids": .array((0..<count).map { _ in .string(Hex.random(bytes: 16)) })])
@@ -21,9 +25,9 @@ extension CouchAPI {
 
     /// `/_all_dbs` (admins): database names, in order, within the key range asked.
     func allDatabases(_ request: APIRequest) throws -> APIResponse {
-        try requireMethod(request, .get)
-        try requireServerAdmin(request)
-        var names = store.allNames()
+        try request.requireMethod(.get)
+        try request.requireServerAdmin()
+        var names = api.store.allNames()
         let descending = try request.bool("descending")
         if descending { names.reverse() }
         if let start = try request.jsonParam("startkey")?.stringValue ?? request.jsonParam("start_key")?.stringValue {
@@ -39,8 +43,8 @@ extension CouchAPI {
 
     /// `/_dbs_info` (admins): every database's info (GET), or those named in `keys` (POST).
     func databasesInfo(_ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
-        try requireServerAdmin(request)
+        try request.requireMethod(.get, .post)
+        try request.requireServerAdmin()
         let names: [String]
         if request.method == .post {
             guard let keys = try request.jsonObject()["keys"]?.arrayValue else {
@@ -48,11 +52,11 @@ extension CouchAPI {
             }
             names = keys.compactMap(\.stringValue)
         } else {
-            names = store.allNames()
+            names = api.store.allNames()
         }
         var rows: [JSON] = []
         for name in names {
-            if let db = try? await store.open(name) {
+            if let db = try? await api.store.open(name) {
                 rows.append(["key": .string(name), "info": .object(try await db.info())])
             } else {
                 rows.append(["key": .string(name), "error": "not_found"])
@@ -63,15 +67,15 @@ extension CouchAPI {
 
     /// `/_active_tasks` (admins): the running replications.
     func activeTasks(_ request: APIRequest) throws -> APIResponse {
-        try requireMethod(request, .get)
-        try requireServerAdmin(request)
-        return .json(.array(jobs.activeTasks()))
+        try request.requireMethod(.get)
+        try request.requireServerAdmin()
+        return .json(.array(api.jobs.activeTasks()))
     }
 
     /// `/_membership` (admins): this one node.
     func membership(_ request: APIRequest) throws -> APIResponse {
-        try requireMethod(request, .get)
-        try requireServerAdmin(request)
+        try request.requireMethod(.get)
+        try request.requireServerAdmin()
         return .json(["all_nodes": ["lt@localhost"], "cluster_nodes": ["lt@localhost"]])
     }
 
@@ -100,12 +104,12 @@ extension CouchAPI {
                 password = body["password"]?.stringValue
             }
             guard let name, let password else { throw CouchError.badCredentials }
-            guard let user = try await auth.login(name: name, password: password, client: request.client),
-                  let cookie = await auth.makeCookie(for: name) else {
+            guard let user = try await api.auth.login(name: name, password: password, client: request.client),
+                  let cookie = await api.auth.makeCookie(for: name) else {
                 throw CouchError.badCredentials
             }
             var headers = HTTPFields()
-            headers[.setCookie] = auth.setCookieHeader(cookie)
+            headers[.setCookie] = api.auth.setCookieHeader(cookie)
             if let next = request.query["next"], next.hasPrefix("/") {
                 headers[.location] = next
                 return .json(["ok": true, "name": .string(name), "roles": .array(user.roles.map(JSON.string))], status: .found, headers: headers)
@@ -124,9 +128,9 @@ extension CouchAPI {
     /// `since`, one row per database with its latest event. `feed=normal` answers at once,
     /// `longpoll` waits (up to `timeout` ms, default 60 s) for the first event.
     func databaseUpdates(_ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
-        try requireServerAdmin(request)
-        let updates = store.updates
+        try request.requireMethod(.get, .post)
+        try request.requireServerAdmin()
+        let updates = api.store.updates
         let feed = request.query["feed"] ?? "normal"
         guard feed == "normal" || feed == "longpoll" else {
             throw CouchError.badRequest("Supported `feed` types: normal, longpoll")

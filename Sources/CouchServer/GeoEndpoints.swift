@@ -9,7 +9,9 @@ import JavaScript
 
 /// Cloudant Geo's HTTP API: `_geo`, `_geo_info`, `_geo_cleanup`, over `st_indexes` in design
 /// documents.
-extension CouchAPI {
+struct GeoEndpoints: Sendable {
+    let api: CouchAPI
+
     /// An `st_indexes` function's source, the code its index is named after (the source, plus
     /// the `views.lib` modules a JavaScript function may `require`), and where its documents'
     /// times are (its `time` member, our addition: Cloudant ignores it).
@@ -23,9 +25,9 @@ extension CouchAPI {
     /// The geo index `name` of a design document, remembered per design document revision.
     func geoIndex(_ db: DocumentDatabase, _ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
         let key = "\(db.name)\u{0}\(ddoc["_id"]?.stringValue ?? "")\u{0}\(ddoc["_rev"]?.stringValue ?? "")\u{0}\(name)"
-        if let known = geoDefinitions.withLock({ $0[key] }) { return known }
+        if let known = api.geoDefinitions.withLock({ $0[key] }) { return known }
         let definition = try geoIndex(ddoc, name)
-        geoDefinitions.withLock { cache in
+        api.geoDefinitions.withLock { cache in
             if cache.count >= 1000 { cache.removeAll() }
             cache[key] = definition
         }
@@ -35,11 +37,11 @@ extension CouchAPI {
     /// The geo index `name` of a design document. Index functions that only call
     /// `st_index(doc.geometry)` are read natively; others run in the query server.
     func geoIndex(_ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
-        guard let (source, code, timeFields) = try CouchAPI.geoIndexCode(ddoc, name) else {
+        guard let (source, code, timeFields) = try GeoEndpoints.geoIndexCode(ddoc, name) else {
             throw CouchError.notFound("missing st_index function \(name) in \(ddoc["_id"]?.stringValue ?? "the design document")")
         }
         if let native = GeoIndexDefinition.native(source) { return GeoIndexDefinition(code: code, timeFields: timeFields, extract: native) }
-        let functions = try designFunctions()
+        let functions = try api.design.designFunctions()
         let lib = ddoc["views"]?["lib"]
         let key = GeoIndexDefinition.signature(code: code)
         return GeoIndexDefinition(code: code, timeFields: timeFields) { docs in
@@ -52,9 +54,9 @@ extension CouchAPI {
 
     /// `GET /{db}/_design/{ddoc}/_geo/{index}`.
     func geo(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get)
+        try request.requireMethod(.get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
-        let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
+        let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])
         let geoRequest: GeoRequest
         do { geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept")) } catch let error as GeometryError {
             throw CouchError.badRequest(error.reason)
@@ -63,7 +65,7 @@ extension CouchAPI {
         logSkipped(result.update, db: db, index: "\(ddocID)/\(rest[1])")
         if request.query["stale"] == "update_after" {
             // Answered from the index as it was; bring it up to date afterwards.
-            Task { [logger] in
+            Task { [logger = api.logger] in
                 do { try await db.updateGeoIndex(index) } catch { logger.warning("geo index update failed: \(error)") }
             }
         }
@@ -146,18 +148,18 @@ extension CouchAPI {
     /// an update one by one, then a count).
     func logSkipped(_ update: GeoIndexUpdate, db: DocumentDatabase, index: String) {
         for (id, reason) in update.skipped.prefix(10) {
-            logger.warning("geo index \(db.name)/\(index): skipped \(id): \(reason)")
+            api.logger.warning("geo index \(db.name)/\(index): skipped \(id): \(reason)")
         }
         if update.skipped.count > 10 {
-            logger.warning("geo index \(db.name)/\(index): skipped \(update.skipped.count - 10) more documents")
+            api.logger.warning("geo index \(db.name)/\(index): skipped \(update.skipped.count - 10) more documents")
         }
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
     func geoInfo(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get)
+        try request.requireMethod(.get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
-        let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
+        let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])
         let update = try await db.updateGeoIndex(index)
         logSkipped(update, db: db, index: "\(ddocID)/\(rest[1])")
         let info = try await db.geoIndexInfo(index)
@@ -173,9 +175,9 @@ extension CouchAPI {
     /// themselves when there are at most `points` (≤ 5,000). Answers
     /// `{"total", "columns", "rows", "cells": [[row, column, count, lat, lon]], "points": [[lat, lon, id, time]]}`.
     func geoGrid(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get)
+        try request.requireMethod(.get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
-        let index = try geoIndex(db, try await designDocument(db, ddocID), rest[1])
+        let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])
         let grid: GeoGridRequest
         do { grid = try GeoGridRequest(parameters: request.query) } catch { throw CouchError.badRequest(error.reason) }
         return .json(bytes: grid.json(try await db.geoGrid(index, grid, stale: request.query["stale"] == "ok")))
@@ -186,7 +188,7 @@ extension CouchAPI {
         var live: Set<String> = []
         for ddoc in try await db.designDocuments() {
             for name in ddoc["st_indexes"]?.objectValue?.keys ?? [] {
-                if let (_, code, timeFields) = try? CouchAPI.geoIndexCode(ddoc, name) {
+                if let (_, code, timeFields) = try? GeoEndpoints.geoIndexCode(ddoc, name) {
                     live.insert(GeoIndexDefinition.signature(code: code, timeFields: timeFields))
                 }
             }

@@ -11,10 +11,12 @@ import Replication
 /// Design documents' HTTP resources: views, `_info`, `_view_cleanup`, shows, lists, update
 /// handlers, and the filter functions of `_changes`. JavaScript runs in the query server
 /// processes; indexes are the engine's.
-extension CouchAPI {
+struct DesignEndpoints: Sendable {
+    let api: CouchAPI
+
     /// The query server's functions, or 501 where this server has no JavaScript engine.
     func designFunctions() throws -> DesignFunctions {
-        guard let javascript = options.javascript else {
+        guard let javascript = api.options.javascript else {
             throw CouchError.notImplemented("JavaScript is not available on this server (build lt with Debian's duktape-dev)")
         }
         return DesignFunctions(queryServer: javascript)
@@ -32,7 +34,7 @@ extension CouchAPI {
     /// server processes, batch by batch) with an optional reducer, indexed incrementally and
     /// persistently by the engine.
     func view(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
+        try request.requireMethod(.get, .post)
         let (result, reduced) = try await runView(db, ddocID, name, request, partition: partition)
         if reduced { return .json(["rows": .array(result.rows)]) }
         return .json(["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)])
@@ -61,7 +63,7 @@ extension CouchAPI {
         }
         let result = try await db.queryView(view, query, stale: stale)
         if request.query["update"] == "lazy" || request.query["stale"] == "update_after" {
-            let logger = self.logger
+            let logger = api.logger
             Task { do { try await db.updateView(view) } catch { logger.warning("view update failed: \(error)") } }
         }
         return (result, query.reduce ?? (view.reduce != nil))
@@ -118,14 +120,14 @@ extension CouchAPI {
         let ddocs = try await db.designDocuments()
         let live = Set(ddocs.flatMap { ddoc in DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) } })
         try await db.dropViewIndexes(except: live)
-        try await db.dropIndexes(except: try await mangoIndexes(db))
+        try await db.dropIndexes(except: try await api.mango.mangoIndexes(db))
     }
 
     // MARK: Shows, lists, updates
 
     /// `GET|POST /{db}/_design/{ddoc}/_show/{name}[/{docid}]`.
     func show(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
+        try request.requireMethod(.get, .post)
         let (_, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "shows")
         guard answer[0] == "resp", let response = answer[1]?.objectValue else {
             throw CouchError(status: 500, error: "render_error", reason: "Unexpected show answer")
@@ -156,7 +158,7 @@ extension CouchAPI {
     /// `POST|PUT /{db}/_design/{ddoc}/_update/{name}[/{docid}]`: the function returns
     /// `[doc, response]`; a non-null doc is saved (with the caller's rights and validation).
     func updateHandler(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .post, .put)
+        try request.requireMethod(.post, .put)
         let (docID, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "updates")
         guard answer[0] == "up", let response = answer[2]?.objectValue else {
             throw CouchError(status: 500, error: "render_error", reason: "Unexpected update answer")
@@ -165,7 +167,7 @@ extension CouchAPI {
         if case let .object(newDoc)? = answer[1] {
             var input = try DocumentInput(json: .object(newDoc))
             if input.id == nil { input.id = docID ?? Hex.random(bytes: 16) }
-            let rev = try await writeDocument(db, input, request: request)
+            let rev = try await api.documents.writeDocument(db, input, request: request)
             result.headers[HTTPField.Name("X-Couch-Id")!] = input.id
             result.headers[HTTPField.Name("X-Couch-Update-NewRev")!] = rev.description
             if response["code"] == nil { result.status = .created }
@@ -176,7 +178,7 @@ extension CouchAPI {
     /// `GET|POST /{db}/_design/{ddoc}/_list/{list}/{view}` (or `.../{list}/{other ddoc}/{view}`):
     /// the view's rows rendered by a list function (`start`, `send`, `getRow`).
     func list(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try requireMethod(request, .get, .post)
+        try request.requireMethod(.get, .post)
         guard rest.count == 3 || rest.count == 4 else { throw CouchError.notFound("bad list path: _list/{list}/[{ddoc}/]{view}") }
         let functions = try designFunctions()
         let ddoc = try await designDocument(db, ddocID)

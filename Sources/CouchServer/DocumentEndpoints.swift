@@ -6,19 +6,23 @@ import HTTPTypes
 import Hummingbird
 import MIMEMultipart
 
-extension CouchAPI {
+/// Documents, their attachments and `_local` documents: read (JSON or multipart), write,
+/// delete, copy; `_users` documents are prepared (password hashed) before they are written.
+struct DocumentEndpoints: Sendable {
+    let api: CouchAPI
+
     /// Checks who may write `input` and writes it (interactive edit unless `new_edits=false`).
     func writeDocument(_ db: DocumentDatabase, _ input: DocumentInput, request: APIRequest, newEdits: Bool = true) async throws -> Revision {
         var input = input
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         try DocumentInput.validate(id: id)
         if id.hasPrefix("_design/") {
-            try authorize(db, request.user, .admin)
+            try request.user.authorize(.admin, to: db)
         } else if db.name == "_users" {
-            try authorizeUserDocument(db, request.user)
+            try request.user.authorizeUserDocument(in: db)
             input = try await prepareUserDocument(db, input, user: request.user)
         } else {
-            try authorize(db, request.user, .write)
+            try request.user.authorize(.write, to: db)
         }
         return try await db.update(input, newEdits: newEdits, user: request.user)
     }
@@ -33,7 +37,7 @@ extension CouchAPI {
         options.localSeq = try request.bool("local_seq")
         options.attachments = try request.bool("attachments")
         options.attEncodingInfo = try request.bool("att_encoding_info")
-        if let since = try request.jsonParam("atts_since") { options.attsSince = try parseRevList(since) }
+        if let since = try request.jsonParam("atts_since") { options.attsSince = try api.databases.parseRevList(since) }
         return options
     }
 
@@ -164,14 +168,14 @@ extension CouchAPI {
 
     func authorizeRead(_ db: DocumentDatabase, _ id: String, _ user: UserContext) throws {
         if db.name == "_users", !user.isServerAdmin, id.hasPrefix("org.couchdb.user:") {
-            try authorizeUserDocument(db, user)
+            try user.authorizeUserDocument(in: db)
             guard let name = user.name else { throw CouchError.unauthorized }
             guard id == "org.couchdb.user:\(name)" else {
                 throw CouchError.forbidden("You may only read your own user document.")
             }
             return
         }
-        try authorize(db, user, .read)
+        try user.authorize(.read, to: db)
     }
 
     /// `open_revs`: several revisions, as a JSON array or as `multipart/mixed`.
@@ -181,7 +185,7 @@ extension CouchAPI {
             revs = nil
         } else {
             guard let json = try? JSON.parse(raw) else { throw CouchError.badRequest("Invalid open_revs") }
-            revs = try parseRevList(json)
+            revs = try api.databases.parseRevList(json)
         }
         let multipart = request.header("Accept")?.contains("multipart/mixed") == true
         var options = options
@@ -333,16 +337,16 @@ extension CouchAPI {
     func localDocument(_ db: DocumentDatabase, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
         switch request.method {
         case .get, .head:
-            try authorize(db, request.user, .read)
+            try request.user.authorize(.read, to: db)
             return .json(.object(try await db.localDocument(id: id)))
         case .put:
-            try authorize(db, request.user, .write)
+            try request.user.authorize(.write, to: db)
             let input = try LocalDocument(json: try request.json())
             let rev = try await db.putLocalDocument(
                 id: id, rev: request.query["rev"] ?? input.rev, body: input.body, deleted: input.deleted)
             return .json(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created)
         case .delete:
-            try authorize(db, request.user, .write)
+            try request.user.authorize(.write, to: db)
             _ = try await db.putLocalDocument(id: id, rev: request.query["rev"], body: JSONObject(), deleted: true)
             return .json(["ok": true, "id": .string(id), "rev": "0-0"])
         default:
@@ -359,7 +363,7 @@ extension CouchAPI {
         var input = input
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         if id.hasPrefix("_design/") {
-            try authorize(db, user, .admin)
+            try user.authorize(.admin, to: db)
             return input
         }
         let prefix = "org.couchdb.user:"
@@ -368,7 +372,7 @@ extension CouchAPI {
         }
         let name = String(id.dropFirst(prefix.count))
         let existing = try? await db.document(id: id)
-        if !user.isServerAdmin, (try? authorize(db, user, .admin)) == nil {
+        if !user.isServerAdmin, (try? user.authorize(.admin, to: db)) == nil {
             if let existing {
                 guard user.name == name else {
                     if user.name == nil { throw CouchError.unauthorized }
@@ -389,7 +393,7 @@ extension CouchAPI {
         }
         if let password = input.body.removeValue(forKey: "password") {
             guard case let .string(plain) = password else { throw CouchError.forbidden("doc.password must be a string") }
-            let hash = try await Passwords.hash(plain, iterations: options.pbkdf2Iterations)
+            let hash = try await Passwords.hash(plain, iterations: api.options.pbkdf2Iterations)
             for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key", "password_sha"] {
                 input.body.removeValue(forKey: key)
             }

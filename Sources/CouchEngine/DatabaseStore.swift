@@ -138,7 +138,7 @@ public final class DatabaseStore: Sendable {
             if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw CouchError.databaseExists }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
-                try DocumentDatabase.createFile(at: path, scratch: scratch, partitioned: partitioned)
+                try DatabaseFile.createFile(at: path, scratch: scratch, partitioned: partitioned)
                 let database = try makeDatabase(name, path: path, notifier: shared)
                 DatabaseStore.releaseInBackground(state.withLock { state -> DocumentDatabase? in remember(database, &state) })
                 updates.record(name, .created)

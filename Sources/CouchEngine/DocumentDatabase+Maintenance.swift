@@ -55,7 +55,7 @@ extension DocumentDatabase {
                 let leaves = Set(row.tree.leaves.map(\.rev))
                 let targets = revs.filter { leaves.contains($0) }
                 let removed = row.tree.remove(leaves: targets)
-                for rev in removed { try DocumentDatabase.deleteBody(db, id: id, rev: rev) }
+                for rev in removed { try RevisionStore.deleteBody(db, id: id, rev: rev) }
                 purged.members.append((id, .array(targets.map { .string($0.description) })))
                 guard !targets.isEmpty else { continue }
                 context.changesComplete = false  // documents lose revisions, or vanish, unlisted
@@ -68,11 +68,11 @@ extension DocumentDatabase {
                     try db.execute(
                         sql: "UPDATE docs SET seq = ?, winner = ?, deleted = ?, tree = ? WHERE id = ?",
                         arguments: [context.seq, winner.rev.description, winner.deleted ? 1 : 0, row.tree.encoded, id])
-                    DocumentDatabase.adjustCounts(context, before: row.winnerDeleted, after: winner.deleted)
+                    RevisionStore.adjustCounts(context, before: row.winnerDeleted, after: winner.deleted)
                     row.winnerDeleted = winner.deleted
                 } else {
                     try db.execute(sql: "DELETE FROM docs WHERE id = ?", arguments: [id])
-                    DocumentDatabase.adjustCounts(context, before: row.winnerDeleted, after: nil)
+                    RevisionStore.adjustCounts(context, before: row.winnerDeleted, after: nil)
                     if indexTables == nil { indexTables = try DocumentDatabase.indexTables(db) }
                     try DocumentDatabase.removeFromIndexes(db, id: id, tables: indexTables ?? [])
                     gone.append(id)
@@ -115,7 +115,7 @@ extension DocumentDatabase {
                 let leaves = Set(tree.leaves.map { $0.rev.description })
                 let stored = try String.fetchAll(db, sql: "SELECT rev FROM revs WHERE doc_id = ?", arguments: [id])
                 for rev in stored where !leaves.contains(rev) {
-                    if let revision = Revision(rev) { try DocumentDatabase.deleteBody(db, id: id, rev: revision) }
+                    if let revision = Revision(rev) { try RevisionStore.deleteBody(db, id: id, rev: revision) }
                 }
             }
             try db.execute(sql: "DELETE FROM attachments WHERE digest NOT IN (SELECT digest FROM att_refs)")

@@ -59,7 +59,7 @@ extension DocumentDatabase {
     /// order, or rows for `keys` in the order given.
     public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
         try await reading { db in
-            let total = try DocumentDatabase.metaInt(db, "doc_count")
+            let total = try DatabaseFile.metaInt(db, "doc_count")
             if let keys = options.keys { return (total, 0, try DocumentDatabase.rows(db, keys: keys, options)) }
             var conditions = ["d.deleted = 0"]
             var arguments: [any DatabaseValueConvertible] = []
@@ -97,7 +97,7 @@ extension DocumentDatabase {
                 let rev: String = row[1]
                 var out: JSONObject = ["id": .string(id), "key": .string(id), "value": ["rev": .string(rev)]]
                 if options.includeDocs, let data = row[4] as Data?, let body = try JSON.parse(data).objectValue {
-                    out["doc"] = try DocumentDatabase.assembleWinnerRow(db, id: id, row: row, body: body, deleted: false, options: options.read)
+                    out["doc"] = try StoredDocument.assembleWinnerRow(db, id: id, row: row, body: body, deleted: false, options: options.read)
                 }
                 rows.append(.object(out))
             }
@@ -124,7 +124,7 @@ extension DocumentDatabase {
             } else {
                 out["value"] = .object(value)
                 if options.includeDocs {
-                    out["doc"] = try DocumentDatabase.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
+                    out["doc"] = try StoredDocument.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
                         .map(JSON.object) ?? .null
                 }
             }
@@ -204,7 +204,7 @@ extension DocumentDatabase {
 
     private func unfilteredChanges(_ options: ChangesOptions) async throws -> ChangesPage {
         try await reading { db in
-            let updateSeq = try DocumentDatabase.metaInt(db, "update_seq")
+            let updateSeq = try DatabaseFile.metaInt(db, "update_seq")
             var rows: [JSON] = []
             var lastSeq = options.descending ? 0 : options.since
             let limit = options.limit ?? Int.max
@@ -281,18 +281,10 @@ extension DocumentDatabase {
         out.members.reserveCapacity(5)
         if deleted { out["deleted"] = true }
         if options.includeDocs {
-            out["doc"] = body == nil ? .null : try DocumentDatabase.assembleWinnerRow(
+            out["doc"] = body == nil ? .null : try StoredDocument.assembleWinnerRow(
                 db, id: id, row: row, body: body!, deleted: deleted, options: options.read)
         }
         return .object(out)
     }
 
-    /// Builds the winning document from a `docs` row (columns id, winner, seq, tree) and its body.
-    static func assembleWinnerRow(
-        _ db: GRDB.Database, id: String, row: Row, body: JSONObject, deleted: Bool, options: ReadOptions
-    ) throws -> JSON {
-        guard let rev = Revision(row[1] as String) else { return .null }
-        let docRow = DocRow(seq: row[2], tree: try RevisionTree(encoded: row[3]), winnerDeleted: deleted)
-        return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body).map(JSON.object) ?? .null
-    }
 }

@@ -123,7 +123,7 @@ extension DocumentDatabase {
             previous = (input.revisions ?? []).dropFirst().first { tree?.contains($0) == true }
         }
         var oldDocument: JSONObject?
-        if let previous, let tree, tree.contains(previous), var body = try storedBody(db, id: id, rev: previous) {
+        if let previous, let tree, tree.contains(previous), var body = try RevisionStore.storedBody(db, id: id, rev: previous) {
             body.prepend("_rev", .string(previous.description))
             body.prepend("_id", .string(id))
             if tree.node(previous)?.deleted == true { body["_deleted"] = true }

@@ -51,48 +51,6 @@ public final class DocumentDatabase: Sendable {
         var security: JSONObject
     }
 
-    static let schema = """
-        CREATE TABLE IF NOT EXISTS docs(
-            id TEXT PRIMARY KEY NOT NULL,
-            seq INTEGER NOT NULL,
-            winner TEXT NOT NULL,
-            deleted INTEGER NOT NULL,
-            tree TEXT NOT NULL
-        ) WITHOUT ROWID;
-        CREATE UNIQUE INDEX IF NOT EXISTS docs_by_seq ON docs(seq);
-        CREATE TABLE IF NOT EXISTS revs(
-            doc_id TEXT NOT NULL,
-            rev TEXT NOT NULL,
-            body BLOB NOT NULL,
-            PRIMARY KEY(doc_id, rev)
-        ) WITHOUT ROWID;
-        CREATE TABLE IF NOT EXISTS attachments(
-            digest TEXT PRIMARY KEY NOT NULL,
-            data BLOB NOT NULL
-        ) WITHOUT ROWID;
-        CREATE TABLE IF NOT EXISTS att_refs(
-            doc_id TEXT NOT NULL,
-            rev TEXT NOT NULL,
-            digest TEXT NOT NULL,
-            PRIMARY KEY(doc_id, rev, digest)
-        ) WITHOUT ROWID;
-        CREATE INDEX IF NOT EXISTS att_refs_by_digest ON att_refs(digest);
-        CREATE TABLE IF NOT EXISTS local_docs(
-            id TEXT PRIMARY KEY NOT NULL,
-            rev INTEGER NOT NULL,
-            body BLOB NOT NULL
-        ) WITHOUT ROWID;
-        CREATE TABLE IF NOT EXISTS purges(
-            purge_seq INTEGER PRIMARY KEY,
-            doc_id TEXT NOT NULL,
-            revs TEXT NOT NULL
-        );
-        CREATE TABLE IF NOT EXISTS meta(
-            key TEXT PRIMARY KEY NOT NULL,
-            value TEXT NOT NULL
-        ) WITHOUT ROWID;
-        """
-
     /// The `_security` object a new database gets: admin-only, as in CouchDB 3.
     public static let defaultSecurity: JSONObject = [
         "members": ["roles": ["_admin"]],
@@ -111,9 +69,9 @@ public final class DocumentDatabase: Sendable {
         self.maxDocumentSize = maxDocumentSize
         self.notifier = notifier
         self.validator = validator
-        let pool = try DocumentDatabase.openConnections(path: path, name: name, durability: durability, connections: connections)
+        let pool = try DatabaseFile.openConnections(path: path, name: name, durability: durability, connections: connections)
         self.pool = pool
-        let (uuid, meta, seq, partitioned) = try DocumentDatabase.readMeta(pool)
+        let (uuid, meta, seq, partitioned) = try DatabaseFile.readMeta(pool)
         self.uuid = uuid
         self.isPartitioned = partitioned
         self.sequenceSuffix = "-" + uuid.prefix(12)
@@ -130,112 +88,6 @@ public final class DocumentDatabase: Sendable {
         notifier.publish(seq: seq, commit: false)
     }
 
-    /// The file's connections: a pool (concurrent readers beside the writer, WAL kept between
-    /// opens), or one connection holding the file exclusively for the many small databases.
-    static func openConnections(path: String, name: String, durability: Durability, connections: Connections) throws -> any DatabaseWriter {
-        var config = Configuration()
-        config.busyMode = .timeout(30)
-        config.foreignKeysEnabled = false  // no foreign keys in the schema: one pragma less per open
-        config.maximumReaderCount = 4
-        config.label = name
-        switch connections {
-        case .pool:
-            config.prepareDatabase { db in
-                try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
-                // Keep the -wal and -shm files when the database closes, so reopening it creates
-                // and deletes no files; the WAL is truncated to a small size at checkpoints.
-                var persist: CInt = 1
-                _ = withUnsafeMutablePointer(to: &persist) { sqlite3_file_control(db.sqliteConnection, nil, SQLITE_FCNTL_PERSIST_WAL, $0) }
-                try db.execute(sql: "PRAGMA journal_size_limit = 65536")
-            }
-            return try DatabasePool(path: path, configuration: config)
-        case .single:
-            // Thousands of these: their queues share the default pool of threads (about one
-            // per core, more while some wait for the disk) instead of each getting a thread of
-            // its own whenever it has work: hundreds busy at once cost more in thread switches
-            // than in writing. (Opening and closing files runs elsewhere: `DatabaseStore`.)
-            config.targetQueue = DispatchQueue.global(qos: .default)
-            config.prepareDatabase { db in
-                // The only connection, in a process that holds the data directory (see
-                // `DirectoryLock`): opened without file locks (SQLite's `unix-none` file system;
-                // with locks, every open walked SQLite's list of all locked files, which with
-                // thousands open cost more than the open), in exclusive mode so the WAL index
-                // lives in its memory (no shared-memory file), writing ahead: a commit is one
-                // sync where a rollback journal took three. Checkpoints come often, as there
-                // may be thousands of these, each with its WAL; a small page cache. (Exclusive
-                // mode first: a pragma that reads the schema before it would open the WAL the
-                // shared-memory way.)
-                try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
-                _ = lt_sqlite_no_checkpoint_on_close(db.sqliteConnection)
-                try db.execute(sql: "PRAGMA cache_size = -64")
-                try db.execute(sql: "PRAGMA journal_mode = WAL")
-                try db.execute(sql: "PRAGMA wal_autocheckpoint = 64")
-                try db.execute(sql: "PRAGMA journal_size_limit = 65536")
-                try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
-            }
-            return try DatabaseQueue(path: DocumentDatabase.uriWithoutLocks(path), configuration: config)
-        }
-    }
-
-    /// The database's uuid, cached metadata (`_revs_limit`, `_security`), update sequence and
-    /// whether it is partitioned: one statement outside a transaction (one statement reads a
-    /// consistent state), since an open is on the path of a write to a closed database.
-    static func readMeta(_ pool: any DatabaseWriter) throws -> (uuid: String, meta: CachedMeta, seq: Int, partitioned: Bool) {
-        try pool.unsafeRead { db -> (String, CachedMeta, Int, Bool) in
-            var values: [String: String] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT key, value FROM meta WHERE key IN ('uuid', 'revs_limit', 'security', 'update_seq', 'partitioned')")
-            while let row = try rows.next() { values[row[0]] = row[1] as String }
-            guard let uuid = values["uuid"] else { throw CouchError.databaseNotFound }
-            let revsLimit = values["revs_limit"].flatMap(Int.init) ?? 1000
-            let security = try values["security"].flatMap { try JSON.parse($0).objectValue } ?? JSONObject()
-            return (uuid, CachedMeta(revsLimit: revsLimit, security: security), values["update_seq"].flatMap(Int.init) ?? 0,
-                    values["partitioned"] == "true")
-        }
-    }
-
-    /// Writes a new, empty database file at `path` (which must not exist): built under
-    /// `scratch` with neither journal nor syncs (nobody else can see it yet), synced once, then
-    /// renamed into place and its directory synced. A database is there whole or not at all,
-    /// and creating one costs two syncs instead of the eight of building it in place (a
-    /// rollback journal to switch a new file to WAL, the WAL's own creation, the schema).
-    static func createFile(at path: String, scratch: URL, partitioned: Bool = false) throws {
-        let building = scratch.appendingPathComponent(UUID().uuidString + ".sqlite").path
-        defer { try? FileManager.default.removeItem(atPath: building) }
-        var config = Configuration()
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA locking_mode = EXCLUSIVE")
-            try db.execute(sql: "PRAGMA journal_mode = OFF")
-            try db.execute(sql: "PRAGMA synchronous = OFF")
-        }
-        let queue = try DatabaseQueue(path: DocumentDatabase.uriWithoutLocks(building), configuration: config)
-        try queue.inDatabase { db in
-            try db.inTransaction {
-                try db.execute(sql: DocumentDatabase.schema)
-                try DocumentDatabase.setMeta(db, "uuid", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
-                try DocumentDatabase.setMeta(db, "created", String(Int(Date().timeIntervalSince1970 * 1_000_000)))
-                try DocumentDatabase.setMeta(db, "security", JSON.object(DocumentDatabase.defaultSecurity).text)
-                if partitioned { try DocumentDatabase.setMeta(db, "partitioned", "true") }
-                return .commit
-            }
-            // Recorded in the file's header: every later open writes ahead.
-            try db.execute(sql: "PRAGMA journal_mode = WAL")
-        }
-        try queue.close()
-        try syncFile(building)
-        guard rename(building, path) == 0 else {
-            throw CouchError.internalError("cannot create \(path): \(String(cString: strerror(errno)))")
-        }
-        try syncFile((path as NSString).deletingLastPathComponent)
-    }
-
-    static func meta(_ db: GRDB.Database, _ key: String) throws -> String? {
-        try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM meta WHERE key = ?"), arguments: [key])
-    }
-
-    static func setMeta(_ db: GRDB.Database, _ key: String, _ value: String) throws {
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)").execute(arguments: [key, value])
-    }
-
     /// Runs `work` in one write transaction of the write queue (indexes' own tables).
     package func writing<T: Sendable>(_ work: @escaping @Sendable (GRDB.Database) throws -> T) async throws -> T {
         try await writer.write { db, _ in try work(db) }
@@ -248,10 +100,6 @@ public final class DocumentDatabase: Sendable {
     package func reading<T: Sendable>(_ body: @Sendable (GRDB.Database) throws -> T) async throws -> T {
         if isSingleConnection { return try await pool.unsafeRead(body) }
         return try await pool.read(body)
-    }
-
-    package static func metaInt(_ db: GRDB.Database, _ key: String) throws -> Int {
-        try meta(db, key).flatMap(Int.init) ?? 0
     }
 
     // MARK: Sequences
@@ -289,13 +137,13 @@ public final class DocumentDatabase: Sendable {
 
     public func setRevsLimit(_ limit: Int) async throws {
         guard limit > 0 else { throw CouchError.badRequest("revs_limit must be a positive integer") }
-        try await pool.write { db in try DocumentDatabase.setMeta(db, "revs_limit", String(limit)) }
+        try await pool.write { db in try DatabaseFile.setMeta(db, "revs_limit", String(limit)) }
         cachedMeta.withLock { $0.revsLimit = limit }
     }
 
     public func setSecurity(_ security: JSONObject) async throws {
         // Through the group commit, so it shares a transaction with concurrent writes.
-        try await writer.write { db, _ in try DocumentDatabase.setMeta(db, "security", JSON.object(security).text) }
+        try await writer.write { db, _ in try DatabaseFile.setMeta(db, "security", JSON.object(security).text) }
         cachedMeta.withLock { $0.security = security }
     }
 
@@ -303,10 +151,10 @@ public final class DocumentDatabase: Sendable {
     public func info() async throws -> JSONObject {
         let (seq, docs, deleted, purgeSeq, pages, pageSize, free) = try await reading { db in
             (
-                try DocumentDatabase.metaInt(db, "update_seq"),
-                try DocumentDatabase.metaInt(db, "doc_count"),
-                try DocumentDatabase.metaInt(db, "doc_del_count"),
-                try DocumentDatabase.metaInt(db, "purge_seq"),
+                try DatabaseFile.metaInt(db, "update_seq"),
+                try DatabaseFile.metaInt(db, "doc_count"),
+                try DatabaseFile.metaInt(db, "doc_del_count"),
+                try DatabaseFile.metaInt(db, "purge_seq"),
                 try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
                 try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096,
                 try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
@@ -334,17 +182,11 @@ public final class DocumentDatabase: Sendable {
 
     /// The current update sequence number.
     public func updateSeq() async throws -> Int {
-        try await reading { db in try DocumentDatabase.metaInt(db, "update_seq") }
+        try await reading { db in try DatabaseFile.metaInt(db, "update_seq") }
     }
 
     func close() {
         try? pool.close()
-    }
-
-    /// An SQLite URI for `path` on the `unix-none` file system (no file locks). URIs are on
-    /// for every connection (CSQLiteTuning); the path is percent-encoded as a URI path.
-    static func uriWithoutLocks(_ path: String) -> String {
-        "file:" + (path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed) ?? path) + "?vfs=unix-none"
     }
 
     /// Whether this database has a single connection (`Connections.single`).
@@ -375,12 +217,4 @@ public enum Connections: Sendable {
 public enum Durability: String, Sendable {
     case full = "FULL"
     case normal = "NORMAL"
-}
-
-/// fsync of a file or directory.
-private func syncFile(_ path: String) throws {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw CouchError.internalError("cannot open \(path): \(String(cString: strerror(errno)))") }
-    defer { close(fd) }
-    guard fsync(fd) == 0 else { throw CouchError.internalError("cannot sync \(path): \(String(cString: strerror(errno)))") }
 }

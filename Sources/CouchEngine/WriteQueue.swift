@@ -108,18 +108,18 @@ final class WriteQueue: Sendable {
                 let (finishers, before, seq, changes, complete) = try await pool.write {
                     db -> ([Finish], Int, Int, [RecentChanges.Change], Bool) in
                     let context = Context(
-                        seq: try DocumentDatabase.metaInt(db, "update_seq"),
-                        docCount: try DocumentDatabase.metaInt(db, "doc_count"),
-                        delCount: try DocumentDatabase.metaInt(db, "doc_del_count"),
-                        purgeSeq: try DocumentDatabase.metaInt(db, "purge_seq"),
+                        seq: try DatabaseFile.metaInt(db, "update_seq"),
+                        docCount: try DatabaseFile.metaInt(db, "doc_count"),
+                        delCount: try DatabaseFile.metaInt(db, "doc_del_count"),
+                        purgeSeq: try DatabaseFile.metaInt(db, "purge_seq"),
                         listsChanges: listsChanges)
                     let start = (context.seq, context.docCount, context.delCount, context.purgeSeq)
                     let finishers = batch.map { $0.run(db, context) }
                     if (context.seq, context.docCount, context.delCount, context.purgeSeq) != start {
-                        try DocumentDatabase.setMeta(db, "update_seq", String(context.seq))
-                        try DocumentDatabase.setMeta(db, "doc_count", String(context.docCount))
-                        try DocumentDatabase.setMeta(db, "doc_del_count", String(context.delCount))
-                        try DocumentDatabase.setMeta(db, "purge_seq", String(context.purgeSeq))
+                        try DatabaseFile.setMeta(db, "update_seq", String(context.seq))
+                        try DatabaseFile.setMeta(db, "doc_count", String(context.docCount))
+                        try DatabaseFile.setMeta(db, "doc_del_count", String(context.delCount))
+                        try DatabaseFile.setMeta(db, "purge_seq", String(context.purgeSeq))
                     }
                     return (finishers, start.0, context.seq, context.changes, context.changesComplete)
                 }

@@ -167,16 +167,20 @@ extension SpatialIndex: LoadedIndex {
     }
 }
 
-extension DocumentDatabase {
+/// The geo indexes of one database (`db.geo`): brought up to date, kept in memory beside their
+/// tables, queried (radius, box, polygon, nearest first), gridded, measured and dropped.
+public struct GeoIndexes: Sendable {
+    public let database: DocumentDatabase
+
     /// Brings a geo index up to date with the changes feed, and applies the same changes to
     /// the loaded in-memory index (reloaded on next use when it is out of step).
     @discardableResult
-    public func updateGeoIndex(_ index: GeoIndexDefinition) async throws -> GeoIndexUpdate {
+    public func update(_ index: GeoIndexDefinition) async throws -> GeoIndexUpdate {
         var report = GeoIndexUpdate()
         let table = index.table
-        try await catchUp(GeoRows(index: index)) { batch, since, last in
+        try await database.catchUp(GeoRows(index: index)) { batch, since, last in
             report.skipped += batch.skipped
-            loadedIndexes.withLock { cache in
+            database.loadedIndexes.withLock { cache in
                 guard let loaded = cache[table], let spatial = loaded.index as? SpatialIndex else { return }
                 if loaded.seq == since {
                     spatial.apply(batch.changes, times: batch.times)
@@ -191,10 +195,10 @@ extension DocumentDatabase {
 
     /// The in-memory index, loaded from its persisted rows on first use (not rebuilt from
     /// the documents), and the sequence it reflects.
-    func loadedGeoIndex(_ index: GeoIndexDefinition) async throws -> SpatialIndex {
+    func loaded(_ index: GeoIndexDefinition) async throws -> SpatialIndex {
         let table = index.table
-        if let loaded = loadedIndexes.withLock({ $0[table]?.index as? SpatialIndex }) { return loaded }
-        let (seq, entries, times) = try await reading { db -> (Int, [(id: String, geometry: Geometry)], [Double]) in
+        if let loaded = database.loadedIndexes.withLock({ $0[table]?.index as? SpatialIndex }) { return loaded }
+        let (seq, entries, times) = try await database.reading { db -> (Int, [(id: String, geometry: Geometry)], [Double]) in
             guard try db.tableExists(table) else { return (0, [], []) }
             let seq = try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0
             var entries: [(id: String, geometry: Geometry)] = []
@@ -213,7 +217,7 @@ extension DocumentDatabase {
             return (seq, entries, times)
         }
         let built = SpatialIndex(entries, times: times)
-        return loadedIndexes.withLock { cache in
+        return database.loadedIndexes.withLock { cache in
             if let loaded = cache[table]?.index as? SpatialIndex { return loaded }
             cache[table] = (seq, built)
             return built
@@ -223,15 +227,15 @@ extension DocumentDatabase {
     /// Answers a geo query: brings the index up to date (unless `stale`), searches it, and
     /// reads the documents when asked. Returns the page, whether more follow, and the update's
     /// report (skipped documents).
-    public func geoQuery(
+    public func query(
         _ index: GeoIndexDefinition, _ request: GeoRequest
     ) async throws -> (hits: [(hit: GeoHit, doc: JSONObject?)], more: Bool, update: GeoIndexUpdate) {
-        let (spatial, update) = try await currentGeoIndex(index, stale: request.stale)
+        let (spatial, update) = try await current(index, stale: request.stale)
         let (hits, more) = spatial.search(request.search)
         guard request.includeDocs else { return (hits.map { ($0, nil) }, more, update) }
-        let docs = try await reading { db in
+        let docs = try await database.reading { db in
             try hits.map { hit -> JSONObject? in
-                try DocumentDatabase.winningDocument(db, id: hit.id)
+                try StoredDocument.winningDocument(db, id: hit.id)
             }
         }
         return (Array(zip(hits, docs)), more, update)
@@ -239,31 +243,31 @@ extension DocumentDatabase {
 
     /// Counts a geo index's points on a grid over a box (for maps of many points), after
     /// bringing the index up to date unless `stale`; see `SpatialIndex.grid`.
-    public func geoGrid(_ index: GeoIndexDefinition, _ request: GeoGridRequest, stale: Bool = false) async throws -> GeoGrid {
-        request.grid(of: try await currentGeoIndex(index, stale: stale).index)
+    public func grid(_ index: GeoIndexDefinition, _ request: GeoGridRequest, stale: Bool = false) async throws -> GeoGrid {
+        request.grid(of: try await current(index, stale: stale).index)
     }
 
     /// The loaded index, first brought up to date unless `stale`. A loaded index that has seen
     /// the latest commit needs no look at the changes feed.
-    func currentGeoIndex(_ index: GeoIndexDefinition, stale: Bool) async throws -> (index: SpatialIndex, update: GeoIndexUpdate) {
-        let current = loadedIndexes.withLock { $0[index.table].map { $0.seq >= notifier.latest } } ?? false
-        let update = stale || current ? GeoIndexUpdate() : try await updateGeoIndex(index)
-        return (try await loadedGeoIndex(index), update)
+    func current(_ index: GeoIndexDefinition, stale: Bool) async throws -> (index: SpatialIndex, update: GeoIndexUpdate) {
+        let current = database.loadedIndexes.withLock { $0[index.table].map { $0.seq >= database.notifier.latest } } ?? false
+        let update = stale || current ? GeoIndexUpdate() : try await update(index)
+        return (try await loaded(index), update)
     }
 
     /// Documents in a geo index and its size on disk (`_geo_info`).
-    public func geoIndexInfo(_ index: GeoIndexDefinition) async throws -> (docCount: Int, diskSize: Int, dataSize: Int) {
-        let spatial = try await loadedGeoIndex(index)
+    public func info(_ index: GeoIndexDefinition) async throws -> (docCount: Int, diskSize: Int, dataSize: Int) {
+        let spatial = try await loaded(index)
         let table = index.table
-        let disk = try await reading { db in
+        let disk = try await database.reading { db in
             (try? Int.fetchOne(db, sql: "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = ?", arguments: [table])) ?? 0
         }
         return (spatial.count, disk, spatial.bytes)
     }
 
     /// Drops geo indexes whose signature is not in `keep` (`_geo_cleanup`), with their memory.
-    public func dropGeoIndexes(except keep: Set<String>) async throws {
-        let dropped = try await writing { db -> [String] in
+    public func drop(except keep: Set<String>) async throws {
+        let dropped = try await database.writing { db -> [String] in
             guard try db.tableExists("geo_indexes") else { return [] }
             var dropped: [String] = []
             for table in try String.fetchAll(db, sql: "SELECT name FROM geo_indexes") where !keep.contains(String(table.dropFirst("geo_".count))) {
@@ -273,6 +277,11 @@ extension DocumentDatabase {
             }
             return dropped
         }
-        loadedIndexes.withLock { cache in for table in dropped { cache.removeValue(forKey: table) } }
+        database.loadedIndexes.withLock { cache in for table in dropped { cache.removeValue(forKey: table) } }
     }
+}
+
+extension DocumentDatabase {
+    /// This database's geo indexes.
+    public var geo: GeoIndexes { GeoIndexes(database: self) }
 }

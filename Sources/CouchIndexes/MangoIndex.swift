@@ -156,22 +156,26 @@ struct MangoEntries: SecondaryIndex {
     }
 }
 
-extension DocumentDatabase {
+/// The Mango indexes of one database (`db.mango`): brought up to date, used by `_find` (or a
+/// full scan without one) and dropped.
+public struct MangoIndexes: Sendable {
+    public let database: DocumentDatabase
+
     /// Brings an index up to date with the changes feed (built on first use, then maintained
     /// incrementally). Without `catchUp`, only an index that does not exist yet is made
     /// (empty, as CouchDB reads a view never built with `update=false`).
-    public func updateIndex(_ index: MangoIndex, catchUp: Bool = true) async throws {
+    public func update(_ index: MangoIndex, catchUp: Bool = true) async throws {
         if catchUp {
-            try await self.catchUp(MangoEntries(index: index))
+            try await database.catchUp(MangoEntries(index: index))
         } else {
-            try await createIfMissing(MangoEntries(index: index))
+            try await database.createIfMissing(MangoEntries(index: index))
         }
     }
 
     /// Drops index tables whose index no longer exists (`_view_cleanup`).
-    public func dropIndexes(except keep: [MangoIndex]) async throws {
+    public func drop(except keep: [MangoIndex]) async throws {
         let keepTables = Set(keep.map(\.table))
-        _ = try await writing { db in
+        _ = try await database.writing { db in
             guard try db.tableExists("mango_indexes") else { return true }
             for table in try String.fetchAll(db, sql: "SELECT name FROM mango_indexes") where !keepTables.contains(table) {
                 try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
@@ -187,12 +191,12 @@ extension DocumentDatabase {
     /// each candidate either way.
     public func find(_ query: FindQuery, index: MangoIndex?) async throws -> FindResult {
         if query.selector.isEmptyOr { return FindResult(docs: [], keysExamined: 0, docsExamined: 0) }
-        if let index { try await updateIndex(index, catchUp: query.update) }
-        return try await reading { db in
+        if let index { try await update(index, catchUp: query.update) }
+        return try await database.reading { db in
             var scan = MangoScan(query: query, index: index)
             if let index {
                 let covering = query.covering && !scan.needsSorting
-                let sql = DocumentDatabase.indexScan(index, query, covering: covering)
+                let sql = MangoIndexes.indexScan(index, query, covering: covering)
                 let cursor = try Row.fetchCursor(db, sql: sql.sql, arguments: sql.arguments)
                 while let row = try cursor.next() {
                     scan.keysExamined += 1
@@ -210,7 +214,7 @@ extension DocumentDatabase {
                     if try !scan.consider(row[0], row: row, db) { break }
                 }
             }
-            let docs = scan.needsSorting ? DocumentDatabase.sortedPage(scan.docs, query) : scan.docs
+            let docs = scan.needsSorting ? MangoIndexes.sortedPage(scan.docs, query) : scan.docs
             return FindResult(docs: docs, keysExamined: scan.keysExamined, docsExamined: scan.docsExamined)
         }
     }
@@ -219,7 +223,7 @@ extension DocumentDatabase {
     /// (and the partition's ids), in index order; with `covering`, the index rows alone,
     /// otherwise joined with each document's winning revision.
     static func indexScan(_ index: MangoIndex, _ query: FindQuery, covering: Bool) -> (sql: String, arguments: StatementArguments) {
-        let (low, high) = DocumentDatabase.keyRange(for: index, selector: query.selector)
+        let (low, high) = MangoIndexes.keyRange(for: index, selector: query.selector)
         var sql = covering
             ? "SELECT i.doc_id, i.vals FROM \(index.table) i WHERE 1"
             : "SELECT i.doc_id, d.winner, d.seq, d.tree, r.body FROM \(index.table) i JOIN docs d ON d.id = i.doc_id AND d.deleted = 0 LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE 1"
@@ -368,7 +372,7 @@ struct MangoScan {
         // CouchDB examines one row past the last it returns (its statistics count it);
         // that row need not be read.
         if docs.count >= wanted { return false }
-        guard let doc = try DocumentDatabase.winningDocument(db, id: id, scanned: row, options: options) else { return true }
+        guard let doc = try StoredDocument.winningDocument(db, id: id, scanned: row, options: options) else { return true }
         guard query.selector.matches(.object(doc)) else { return true }
         if id.hasPrefix("_design/") {
             // A full scan reads design documents too but never returns them; like CouchDB it
@@ -398,4 +402,9 @@ struct MangoScan {
         docs.append(doc)
         return true
     }
+}
+
+extension DocumentDatabase {
+    /// This database's Mango indexes.
+    public var mango: MangoIndexes { MangoIndexes(database: self) }
 }

@@ -95,7 +95,7 @@ struct ViewRows: SecondaryIndex {
     var batchSize: Int { 1000 }
 
     func createTables(_ db: GRDB.Database) throws {
-        try DocumentDatabase.createViewTables(db, table)
+        try ViewIndexes.createViewTables(db, table)
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
@@ -125,13 +125,17 @@ struct ViewRows: SecondaryIndex {
     }
 }
 
-extension DocumentDatabase {
+/// The view indexes of one database (`db.views`): brought up to date from its changes, queried
+/// (ranges, keys, reduce, `include_docs`), measured and dropped.
+public struct ViewIndexes: Sendable {
+    public let database: DocumentDatabase
+
     /// Brings a view's index up to date with the changes feed, as CouchDB updates views
     /// lazily. Returns how many documents failed to map (skipped).
     @discardableResult
-    public func updateView(_ view: ViewDefinition) async throws -> Int {
+    public func update(_ view: ViewDefinition) async throws -> Int {
         var failures = 0
-        try await catchUp(ViewRows(view: view)) { batch, _, _ in failures += batch.failures }
+        try await database.catchUp(ViewRows(view: view)) { batch, _, _ in failures += batch.failures }
         return failures
     }
 
@@ -149,8 +153,8 @@ extension DocumentDatabase {
     /// Queries a view (bringing it up to date first unless `stale`): rows in CouchDB's
     /// collation order of keys, then document ids; reduced (whole range, `group`, or
     /// `group_level`) when the view has a reducer and `reduce` is not false.
-    public func queryView(_ view: ViewDefinition, _ query: ViewQuery, stale: Bool = false) async throws -> ViewResult {
-        if !stale { try await updateView(view) }
+    public func query(_ view: ViewDefinition, _ query: ViewQuery, stale: Bool = false) async throws -> ViewResult {
+        if !stale { try await update(view) }
         let reducing = query.reduce ?? (view.reduce != nil)
         if reducing, view.reduce == nil { throw CouchError.badRequest("Reduce is invalid for map-only views.") }
         if reducing, query.includeDocs { throw CouchError.badRequest("`include_docs` is invalid for reduce") }
@@ -164,11 +168,11 @@ extension DocumentDatabase {
             if case .builtin(.count)? = view.reduce, reducing, !grouped { return true }
             return false
         }()
-        let (total, rows, count) = try await reading { db -> (Int, [(key: JSON, id: String, value: JSON)], Int) in
+        let (total, rows, count) = try await database.reading { db -> (Int, [(key: JSON, id: String, value: JSON)], Int) in
             guard try db.tableExists(table) else { return (0, [], 0) }
             let total = try Int.fetchOne(db, sql: "SELECT rows FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
             let order = query.descending ? "DESC" : "ASC"
-            let parts = DocumentDatabase.viewScans(query)
+            let parts = ViewRange.viewScans(query)
             if countOnly {
                 var count = 0
                 for part in parts {
@@ -193,8 +197,8 @@ extension DocumentDatabase {
                 return ViewResult(totalRows: total, offset: 0, rows: count == 0 ? [] : [["key": .null, "value": .int(count)]])
             }
             var reduced: [JSON] = []
-            for (key, members) in DocumentDatabase.group(rows, group: query.group, level: query.groupLevel) {
-                let value = try await DocumentDatabase.reduce(reducer, members)
+            for (key, members) in ViewReduction.group(rows, group: query.group, level: query.groupLevel) {
+                let value = try await ViewReduction.reduce(reducer, members)
                 reduced.append(["key": grouped ? key : .null, "value": value])
             }
             let page = Array(reduced.dropFirst(query.skip).prefix(query.limit ?? Int.max))
@@ -204,30 +208,15 @@ extension DocumentDatabase {
         return ViewResult(totalRows: total, offset: query.skip, rows: try await mapRows(page, includeDocs: query.includeDocs))
     }
 
-    /// The key ranges a view query reads, each a SQL condition with its arguments: one per key
-    /// (`keys`, `key`), or the range between `startkey` and `endkey`; within the partition's ids.
-    static func viewScans(_ query: ViewQuery) -> [(condition: String, arguments: [any DatabaseValueConvertible])] {
-        var parts: [(condition: String, arguments: [any DatabaseValueConvertible])]
-        if let keys = query.keys ?? query.key.map({ [$0] }) {
-            parts = keys.map { ("key = ?", [Data($0.collationKey)]) }
-        } else {
-            parts = [DocumentDatabase.viewRange(query)]
-        }
-        if let (low, high) = query.idRange {
-            parts = parts.map { ("(\($0.condition)) AND doc_id >= ? AND doc_id < ?", $0.arguments + [low, high]) }
-        }
-        return parts
-    }
-
     /// A map view's page of rows as JSON, each with its document when asked (`{"_id": ...}`
     /// values include that document instead, as CouchDB does).
     func mapRows(_ page: [(key: JSON, id: String, value: JSON)], includeDocs: Bool) async throws -> [JSON] {
-        try await reading { db in
+        try await database.reading { db in
             try page.map { row in
                 var item: JSONObject = ["id": .string(row.id), "key": row.key, "value": row.value]
                 if includeDocs {
                     let docID = row.value["_id"]?.stringValue ?? row.id
-                    item["doc"] = try DocumentDatabase.winningDocument(db, id: docID).map(JSON.object) ?? .null
+                    item["doc"] = try StoredDocument.winningDocument(db, id: docID).map(JSON.object) ?? .null
                 }
                 return .object(item)
             }
@@ -237,8 +226,8 @@ extension DocumentDatabase {
     /// The state of the view indexes with these signatures (one design document's views):
     /// the sequence all of them have indexed up to, their size on disk, and how many changes
     /// they still have to index.
-    public func viewIndexState(signatures: [String]) async throws -> (updateSeq: Int, bytes: Int, pending: Int) {
-        try await reading { db in
+    public func state(signatures: [String]) async throws -> (updateSeq: Int, bytes: Int, pending: Int) {
+        try await database.reading { db in
             let tables = signatures.map { "view_" + $0 }
             var seqs: [Int] = []
             if try db.tableExists("view_indexes") {
@@ -246,7 +235,7 @@ extension DocumentDatabase {
                     seqs.append(try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0)
                 }
             }
-            let updateSeq = tables.isEmpty ? try DocumentDatabase.metaInt(db, "update_seq") : (seqs.count == tables.count ? seqs.min() ?? 0 : 0)
+            let updateSeq = tables.isEmpty ? try DatabaseFile.metaInt(db, "update_seq") : (seqs.count == tables.count ? seqs.min() ?? 0 : 0)
             let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [updateSeq]) ?? 0
             // Page sizes from SQLite's dbstat table where it is compiled in; 0 where it is not.
             var bytes = 0
@@ -259,8 +248,8 @@ extension DocumentDatabase {
     }
 
     /// Drops the view indexes whose signature is not in `keep` (`_view_cleanup`).
-    public func dropViewIndexes(except keep: Set<String>) async throws {
-        _ = try await writing { db in
+    public func drop(except keep: Set<String>) async throws {
+        _ = try await database.writing { db in
             guard try db.tableExists("view_indexes") else { return true }
             for table in try String.fetchAll(db, sql: "SELECT name FROM view_indexes") where !keep.contains(String(table.dropFirst("view_".count))) {
                 try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
@@ -269,128 +258,9 @@ extension DocumentDatabase {
             return true
         }
     }
+}
 
-    /// The SQL condition for a query's key range (`startkey`/`endkey`, `*_docid`,
-    /// `inclusive_end`, `descending`).
-    static func viewRange(_ query: ViewQuery) -> (condition: String, arguments: [any DatabaseValueConvertible]) {
-        var conditions = ["1"]
-        var arguments: [any DatabaseValueConvertible] = []
-        let (low, lowID, high, highID) = query.descending
-            ? (query.endKey, query.endKeyDocID, query.startKey, query.startKeyDocID)
-            : (query.startKey, query.startKeyDocID, query.endKey, query.endKeyDocID)
-        let lowInclusive = query.descending ? query.inclusiveEnd : true
-        let highInclusive = query.descending ? true : query.inclusiveEnd
-        // One end of the range: by key, refined by document id when one is given.
-        func bound(_ end: JSON, _ docID: String?, lower: Bool, inclusive: Bool) {
-            let key = Data(end.collationKey)
-            let op = (lower ? ">" : "<") + (inclusive ? "=" : "")
-            if let docID {
-                conditions.append("(key \(lower ? ">" : "<") ? OR (key = ? AND doc_id \(op) ?))")
-                arguments += [key, key, docID]
-            } else {
-                conditions.append("key \(op) ?")
-                arguments.append(key)
-            }
-        }
-        if let low { bound(low, lowID, lower: true, inclusive: lowInclusive) }
-        if let high { bound(high, highID, lower: false, inclusive: highInclusive) }
-        return (conditions.joined(separator: " AND "), arguments)
-    }
-
-    /// Groups rows for reduction: one group for everything, by exact key (`group=true`), or by
-    /// the first `level` elements of array keys (`group_level`).
-    static func group(
-        _ rows: [(key: JSON, id: String, value: JSON)], group: Bool, level: Int?
-    ) -> [(JSON, [(key: JSON, id: String, value: JSON)])] {
-        guard group || level != nil else { return rows.isEmpty ? [] : [(.null, rows)] }
-        var groups: [(JSON, [(key: JSON, id: String, value: JSON)])] = []
-        for row in rows {
-            var key = row.key
-            if let level, case let .array(items) = key { key = .array(Array(items.prefix(level))) }
-            if let last = groups.last, JSON.collate(last.0, key) == 0 {
-                groups[groups.count - 1].1.append(row)
-            } else {
-                groups.append((key, [row]))
-            }
-        }
-        return groups
-    }
-
-    /// Rows a custom reduce function sees at once; larger groups are reduced in chunks
-    /// whose results are combined with `rereduce`, as CouchDB reduces b-tree nodes.
-    static let reduceChunk = 500
-
-    /// Reduces one group's rows: natively for built-in reducers; for custom ones in chunks,
-    /// combining the chunks' results with rereduce until one value is left.
-    static func reduce(_ reducer: ViewReducer, _ rows: [(key: JSON, id: String, value: JSON)]) async throws -> JSON {
-        switch reducer {
-        case let .builtin(builtin):
-            return try reduce(builtin, rows.map(\.value))
-        case let .custom(reduce, rereduce):
-            guard rows.count > reduceChunk else { return try await reduce(rows) }
-            var values: [JSON] = []
-            for start in stride(from: 0, to: rows.count, by: reduceChunk) {
-                values.append(try await reduce(Array(rows[start..<min(start + reduceChunk, rows.count)])))
-            }
-            while values.count > 1 {
-                var next: [JSON] = []
-                for start in stride(from: 0, to: values.count, by: reduceChunk) {
-                    next.append(try await rereduce(Array(values[start..<min(start + reduceChunk, values.count)])))
-                }
-                values = next
-            }
-            return values[0]
-        }
-    }
-
-    /// Applies a built-in reducer to a group's values, as CouchDB defines them.
-    static func reduce(_ reducer: BuiltinReducer, _ values: [JSON]) throws -> JSON {
-        switch reducer {
-        case .count:
-            return .int(values.count)
-        case .sum:
-            return try values.reduce(JSON.int(0)) { try sum($0, $1) }
-        case .stats:
-            var count = 0, total = 0.0, sumsqr = 0.0, minimum = Double.infinity, maximum = -Double.infinity
-            for value in values {
-                guard let x = value.doubleValue else {
-                    throw CouchError(status: 500, error: "builtin_reduce_error", reason: "_stats can only reduce numbers: \(value)")
-                }
-                count += 1
-                total += x
-                sumsqr += x * x
-                minimum = Swift.min(minimum, x)
-                maximum = Swift.max(maximum, x)
-            }
-            return ["sum": .double(total), "count": .int(count), "min": count > 0 ? .double(minimum) : .null,
-                    "max": count > 0 ? .double(maximum) : .null, "sumsqr": .double(sumsqr)]
-        case .approxCountDistinct:
-            // Exact here (CouchDB uses HyperLogLog; exact is within any approximation).
-            var seen = Set<[UInt8]>()
-            for value in values { seen.insert(value.collationKey) }
-            return .int(seen.count)
-        }
-    }
-
-    /// `_sum`: numbers add; arrays of numbers add element-wise (the shorter padded with 0).
-    static func sum(_ a: JSON, _ b: JSON) throws -> JSON {
-        switch (a, b) {
-        case let (.int(x), .int(y)):
-            let (result, overflow) = x.addingReportingOverflow(y)
-            return overflow ? .double(Double(x) + Double(y)) : .int(result)
-        case let (.array(x), .array(y)):
-            return .array(try (0..<Swift.max(x.count, y.count)).map { i in
-                try sum(i < x.count ? x[i] : .int(0), i < y.count ? y[i] : .int(0))
-            })
-        case let (.array(x), _) where b.isNumber:
-            return try sum(.array(x), .array([b]))
-        case let (_, .array(y)) where a.isNumber:
-            return try sum(.array([a]), .array(y))
-        default:
-            guard let x = a.doubleValue, let y = b.doubleValue else {
-                throw CouchError(status: 500, error: "builtin_reduce_error", reason: "_sum can only reduce numbers or arrays of numbers: \(b)")
-            }
-            return .double(x + y)
-        }
-    }
+extension DocumentDatabase {
+    /// This database's view indexes.
+    public var views: ViewIndexes { ViewIndexes(database: self) }
 }

@@ -61,10 +61,10 @@ struct DesignEndpoints: Sendable {
         if let update = request.query["update"], !["true", "false", "lazy"].contains(update) {
             throw CouchError.badRequest("Invalid value for `update`: \(update) (true, false or lazy)")
         }
-        let result = try await db.queryView(view, query, stale: stale)
+        let result = try await db.views.query(view, query, stale: stale)
         if request.query["update"] == "lazy" || request.query["stale"] == "update_after" {
             let logger = api.logger
-            Task { do { try await db.updateView(view) } catch { logger.warning("view update failed: \(error)") } }
+            Task { do { try await db.views.update(view) } catch { logger.warning("view update failed: \(error)") } }
         }
         return (result, query.reduce ?? (view.reduce != nil))
     }
@@ -104,7 +104,7 @@ struct DesignEndpoints: Sendable {
     func designInfo(_ db: DocumentDatabase, _ ddocID: String) async throws -> APIResponse {
         let ddoc = try await designDocument(db, ddocID)
         let signatures = DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) }
-        let state = try await db.viewIndexState(signatures: signatures)
+        let state = try await db.views.state(signatures: signatures)
         let signature = ViewDefinition.signature(code: signatures.sorted().joined(separator: ","))
         return .json(["name": .string(String(ddocID.dropFirst("_design/".count))), "view_index": [
             "signature": .string(signature), "language": .string(ddoc["language"]?.stringValue ?? "javascript"),
@@ -119,8 +119,8 @@ struct DesignEndpoints: Sendable {
     func viewCleanup(_ db: DocumentDatabase) async throws {
         let ddocs = try await db.designDocuments()
         let live = Set(ddocs.flatMap { ddoc in DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) } })
-        try await db.dropViewIndexes(except: live)
-        try await db.dropIndexes(except: try await api.mango.mangoIndexes(db))
+        try await db.views.drop(except: live)
+        try await db.mango.drop(except: try await api.mango.mangoIndexes(db))
     }
 
     // MARK: Shows, lists, updates

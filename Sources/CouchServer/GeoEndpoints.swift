@@ -61,12 +61,12 @@ struct GeoEndpoints: Sendable {
         do { geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept")) } catch let error as GeometryError {
             throw CouchError.badRequest(error.reason)
         }
-        let result = try await db.geoQuery(index, geoRequest)
+        let result = try await db.geo.query(index, geoRequest)
         logSkipped(result.update, db: db, index: "\(ddocID)/\(rest[1])")
         if request.query["stale"] == "update_after" {
             // Answered from the index as it was; bring it up to date afterwards.
             Task { [logger = api.logger] in
-                do { try await db.updateGeoIndex(index) } catch { logger.warning("geo index update failed: \(error)") }
+                do { try await db.geo.update(index) } catch { logger.warning("geo index update failed: \(error)") }
             }
         }
         let bookmark = GeoRequest.bookmark(after: result.hits.last?.hit.position ?? geoRequest.search.after)
@@ -160,9 +160,9 @@ struct GeoEndpoints: Sendable {
         try request.requireMethod(.get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])
-        let update = try await db.updateGeoIndex(index)
+        let update = try await db.geo.update(index)
         logSkipped(update, db: db, index: "\(ddocID)/\(rest[1])")
-        let info = try await db.geoIndexInfo(index)
+        let info = try await db.geo.info(index)
         return .json(["name": .string("\(ddocID)/\(rest[1])"), "geo_index": [
             "doc_count": .int(info.docCount), "disk_size": .int(info.diskSize), "data_size": .int(info.dataSize),
         ]])
@@ -180,7 +180,7 @@ struct GeoEndpoints: Sendable {
         let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])
         let grid: GeoGridRequest
         do { grid = try GeoGridRequest(parameters: request.query) } catch { throw CouchError.badRequest(error.reason) }
-        return .json(bytes: grid.json(try await db.geoGrid(index, grid, stale: request.query["stale"] == "ok")))
+        return .json(bytes: grid.json(try await db.geo.grid(index, grid, stale: request.query["stale"] == "ok")))
     }
 
     /// `POST /{db}/_geo_cleanup`: drops geo indexes no design document defines any more.
@@ -193,6 +193,6 @@ struct GeoEndpoints: Sendable {
                 }
             }
         }
-        try await db.dropGeoIndexes(except: live)
+        try await db.geo.drop(except: live)
     }
 }

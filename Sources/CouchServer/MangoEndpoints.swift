@@ -221,7 +221,7 @@ struct MangoEndpoints: Sendable {
         query.update = find.update
         query.covering = find.isCovered(by: index)
         query.idRange = partition.map(Partition.idRange)
-        let result = try await db.find(query, index: index)
+        let result = try await db.mango.find(query, index: index)
         let docs: [JSON] = result.docs.map { doc in
             guard let fields = find.fields else { return doc }
             var projected = JSONObject()

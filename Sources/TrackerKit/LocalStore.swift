@@ -151,6 +151,6 @@ public final class LocalStore: Sendable {
         query.sort = [["created_at"]]
         query.descending = true
         query.limit = limit
-        return try await db.find(query, index: LocalStore.timestamps).docs
+        return try await db.mango.find(query, index: LocalStore.timestamps).docs
     }
 }

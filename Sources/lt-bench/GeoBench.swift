@@ -195,7 +195,7 @@ struct GeoBench: AsyncParsableCommand {
         _ = try await db.update(DocumentInput(id: "_design/points", body: ["st_indexes": ["pointidx": ["index": .string(source)]]]))
         let definition = GeoIndexDefinition(code: source, extract: GeoIndexDefinition.native(source)!)
         let start = ContinuousClock.now
-        try await db.updateGeoIndex(definition)
+        try await db.geo.update(definition)
         helper.report("index build from documents (read, persist)", Double(data.count) / start.duration(to: .now).seconds, unit: "docs/s")
 
         let (task, port) = try await helper.startServer(directory)

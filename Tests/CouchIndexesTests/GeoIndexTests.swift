@@ -11,7 +11,7 @@ import Testing
 struct GeoIndexTests {
     static let source = "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}"
 
-    @Test("Database.geoQuery answers Cloudant's parameters in-process; updates are incremental, invalid geometries skipped, the index persists")
+    @Test("db.geo.query answers Cloudant's parameters in-process; updates are incremental, invalid geometries skipped, the index persists")
     func inProcess() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
@@ -26,7 +26,7 @@ struct GeoIndexTests {
                                  DocumentInput(id: "bad", body: ["geometry": ["type": "Point", "coordinates": [13.4, 95]]]),
                                  DocumentInput(id: "none", body: ["name": "no geometry"])], newEdits: true)
         let request = try GeoRequest(parameters: ["lat": "52.52", "lon": "13.405", "radius": "1000", "nearest": "true", "include_docs": "true"])
-        let first = try await db.geoQuery(index, request)
+        let first = try await db.geo.query(index, request)
         #expect(first.hits.map(\.hit.id) == ["a", "b"])
         #expect(first.hits[0].doc?["_id"] == "a" && !first.more)
         #expect(first.update.skipped.map(\.id) == ["bad"])
@@ -35,21 +35,21 @@ struct GeoIndexTests {
         let rev = try #require(try await db.winningRevision(id: "b")?.rev)
         _ = try await db.update(DocumentInput(id: "b", rev: rev, body: ["geometry": ["type": "Point", "coordinates": [0, 0]]]))
         _ = try await db.update(point("c", 13.4051, 52.5201))
-        #expect(try await db.geoQuery(index, request).hits.map(\.hit.id) == ["a", "c"])
+        #expect(try await db.geo.query(index, request).hits.map(\.hit.id) == ["a", "c"])
         // A new store on the same files answers from the persisted index without updating it.
         let reopened = try await DatabaseStore(directory: directory.url).open("places")
         var stale = request
         stale.stale = true
-        #expect(try await reopened.geoQuery(index, stale).hits.map(\.hit.id) == ["a", "c"])
-        #expect(try await reopened.geoIndexInfo(index).docCount == 4)  // a, b, c, far
+        #expect(try await reopened.geo.query(index, stale).hits.map(\.hit.id) == ["a", "c"])
+        #expect(try await reopened.geo.info(index).docCount == 4)  // a, b, c, far
 
         // Purged to the last revision, a document leaves the changes feed: it must leave the
         // index as well, the loaded one and the persisted one (a deleted user's locations).
         let cRev = try #require(try await db.winningRevision(id: "c")?.rev)
         _ = try await db.purge([(id: "c", revs: [cRev])])
-        #expect(try await db.geoQuery(index, request).hits.map(\.hit.id) == ["a"])
+        #expect(try await db.geo.query(index, request).hits.map(\.hit.id) == ["a"])
         let again = try await DatabaseStore(directory: directory.url).open("places")
-        #expect(try await again.geoQuery(index, stale).hits.map(\.hit.id) == ["a"])
-        #expect(try await again.geoIndexInfo(index).docCount == 3)
+        #expect(try await again.geo.query(index, stale).hits.map(\.hit.id) == ["a"])
+        #expect(try await again.geo.info(index).docCount == 3)
     }
 }

@@ -36,24 +36,24 @@ struct ViewIndexTests {
             _ = try await db.update(keys.enumerated().map { DocumentInput(id: "k\($0.offset)", body: ["k": $0.element]) }, newEdits: true)
             let view = ViewDefinition(code: "by-k", map: { doc in [(key: doc["k"] ?? .null, value: 1)] })
             var query = ViewQuery()
-            let all = try await db.queryView(view, query)
+            let all = try await db.views.query(view, query)
             #expect(all.rows.map { $0["key"]! } == [.null, false, true, 2, 10, "a", "A", "b", [1], ["a": 1]])
             #expect(all.totalRows == 10)
             query.startKey = "a"
             query.endKey = "b"
             query.inclusiveEnd = false
-            #expect(try await db.queryView(view, query).rows.map { $0["key"]! } == ["a", "A"])
+            #expect(try await db.views.query(view, query).rows.map { $0["key"]! } == ["a", "A"])
             query = ViewQuery()
             query.descending = true
             query.limit = 2
             query.skip = 1
             query.includeDocs = true
-            let page = try await db.queryView(view, query)
+            let page = try await db.views.query(view, query)
             #expect(page.rows.map { $0["key"]! } == [[1], "b"])
             #expect(page.rows[0]["doc"]?["_id"] == "k8")
             query = ViewQuery()
             query.keys = [10, "A", "missing"]
-            #expect(try await db.queryView(view, query).rows.map { $0["id"]! } == ["k4", "k5"])
+            #expect(try await db.views.query(view, query).rows.map { $0["id"]! } == ["k4", "k5"])
         }
     }
 
@@ -63,36 +63,36 @@ struct ViewIndexTests {
             let db = try await store.create("r")
             try await load(db)
             var query = ViewQuery()
-            #expect(try await db.queryView(Self.byUserDay, query).rows == [["key": .null, "value": 23]])
+            #expect(try await db.views.query(Self.byUserDay, query).rows == [["key": .null, "value": 23]])
             query.groupLevel = 1
-            #expect(try await db.queryView(Self.byUserDay, query).rows == [["key": ["ann"], "value": 12], ["key": ["bob"], "value": 11]])
+            #expect(try await db.views.query(Self.byUserDay, query).rows == [["key": ["ann"], "value": 12], ["key": ["bob"], "value": 11]])
             query.groupLevel = nil
             query.group = true
-            #expect(try await db.queryView(Self.byUserDay, query).rows.count == 4)  // [ann,1] [ann,2] [bob,1] [bob,3]
+            #expect(try await db.views.query(Self.byUserDay, query).rows.count == 4)  // [ann,1] [ann,2] [bob,1] [bob,3]
             query = ViewQuery()
             query.reduce = false
-            #expect(try await db.queryView(Self.byUserDay, query).rows.count == 5)
+            #expect(try await db.views.query(Self.byUserDay, query).rows.count == 5)
             // Rows with the same key are ordered by document id; *_docid narrows within a key.
             query.startKey = ["ann", 1]
             query.startKeyDocID = "f1"
             query.endKey = ["ann", 2]
             query.endKeyDocID = "f1"
-            #expect(try await db.queryView(Self.byUserDay, query).rows.map { $0["id"]! } == ["f1"])
+            #expect(try await db.views.query(Self.byUserDay, query).rows.map { $0["id"]! } == ["f1"])
             query.endKeyDocID = nil
-            #expect(try await db.queryView(Self.byUserDay, query).rows.map { $0["id"]! } == ["f1", "f2"])
+            #expect(try await db.views.query(Self.byUserDay, query).rows.map { $0["id"]! } == ["f1", "f2"])
             // Views with the same map code share one index, whatever their reducers.
             let code = "by-user"
             let userKM: MapFunction = { doc in doc["type"] == "fix" ? [(key: doc["user"] ?? .null, value: doc["km"] ?? .null)] : [] }
-            let count = try await db.queryView(ViewDefinition(code: code, map: userKM, reduce: .count), ViewQuery())
+            let count = try await db.views.query(ViewDefinition(code: code, map: userKM, reduce: .count), ViewQuery())
             #expect(count.rows[0]["value"] == 5)
-            let stats = try await db.queryView(ViewDefinition(code: code, map: userKM, reduce: .stats), ViewQuery())
+            let stats = try await db.views.query(ViewDefinition(code: code, map: userKM, reduce: .stats), ViewQuery())
             #expect(stats.rows[0]["value"] == ["sum": 23.0, "count": 5, "min": 1.0, "max": 10.0, "sumsqr": 151.0])
-            let distinct = try await db.queryView(
+            let distinct = try await db.views.query(
                 ViewDefinition(code: "users", map: { doc in [(key: 0, value: doc["user"] ?? .null)] }, reduce: .approxCountDistinct), ViewQuery())
             #expect(distinct.rows[0]["value"] == 3)  // ann, bob, null (the place)
             var arrays = ViewQuery()
             arrays.group = true
-            let vectors = try await db.queryView(
+            let vectors = try await db.views.query(
                 ViewDefinition(code: "vectors", map: { doc in [(key: 0, value: [doc["km"] ?? 0, 1])] }, reduce: .sum), arrays)
             #expect(vectors.rows[0]["value"] == [23, 6])
         }
@@ -109,20 +109,20 @@ struct ViewIndexTests {
                 if doc["_id"] == "f2" { throw CouchError.badRequest("boom") }
                 return doc["km"].map { [(key: $0, value: JSON.int(1))] } ?? []
             }, reduce: .count)
-            #expect(try await db.updateView(failing) == 1)
-            #expect(try await db.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
+            #expect(try await db.views.update(failing) == 1)
+            #expect(try await db.views.query(failing, ViewQuery()).rows[0]["value"] == 4)
             #expect(calls.withLock { $0 } == 6)
             // One edit maps one document again.
             let rev = try await db.winningRevision(id: "f0")!.rev
             _ = try await db.update(DocumentInput(id: "f0", rev: rev, deleted: true))
-            #expect(try await db.queryView(failing, ViewQuery()).rows[0]["value"] == 3)
+            #expect(try await db.views.query(failing, ViewQuery()).rows[0]["value"] == 3)
             #expect(calls.withLock { $0 } == 6)  // a deleted document is not mapped
             _ = try await db.update(DocumentInput(id: "new", body: ["km": 7]))
-            #expect(try await db.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
+            #expect(try await db.views.query(failing, ViewQuery()).rows[0]["value"] == 4)
             #expect(calls.withLock { $0 } == 7)
             // A new store on the same files finds the index built: nothing is mapped again.
             let reopened = try await DatabaseStore(directory: directory).open("p")
-            #expect(try await reopened.queryView(failing, ViewQuery()).rows[0]["value"] == 4)
+            #expect(try await reopened.views.query(failing, ViewQuery()).rows[0]["value"] == 4)
             #expect(calls.withLock { $0 } == 7)
         }
     }
@@ -134,15 +134,15 @@ struct ViewIndexTests {
             try await load(db)
             let byType = try MangoIndex(designDocument: "_design/m", name: "by-type", definition: ["fields": ["type"]])
             var find = FindQuery(selector: try Selector(json: ["type": "fix"]))
-            #expect(try await db.queryView(Self.byUserDay, ViewQuery()).totalRows == 5)
-            #expect(try await db.find(find, index: byType).docs.count == 5)
+            #expect(try await db.views.query(Self.byUserDay, ViewQuery()).totalRows == 5)
+            #expect(try await db.mango.find(find, index: byType).docs.count == 5)
             let rev = try #require(try await db.winningRevision(id: "f3")?.rev)
             _ = try await db.purge([(id: "f3", revs: [rev])])
             // Purged documents are not in the changes feed: only the purge can take them out.
-            let stale = try await db.queryView(Self.byUserDay, ViewQuery(), stale: true)
+            let stale = try await db.views.query(Self.byUserDay, ViewQuery(), stale: true)
             #expect(stale.totalRows == 4 && !stale.rows.contains { $0["id"] == "f3" })
             find.update = false
-            #expect(try await db.find(find, index: byType).docs.compactMap { $0["_id"]?.stringValue } == ["f0", "f1", "f2", "f4"])
+            #expect(try await db.mango.find(find, index: byType).docs.compactMap { $0["_id"]?.stringValue } == ["f0", "f1", "f2", "f4"])
         }
     }
 }

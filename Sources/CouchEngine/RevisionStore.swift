@@ -1,0 +1,170 @@
+import CouchJSON
+import Crypto
+import Foundation
+import GRDB
+
+/// Revisions in storage, inside the write queue's transaction: a write applied to its document's
+/// revision tree (as CouchDB checks an edit or merges a replicated revision), the tree stemmed,
+/// the document's row and counts, and each revision's body in `revs`.
+enum RevisionStore {
+    /// 413 `document_too_large` (the id as reason, as CouchDB answers) for a body over `maxSize`.
+    static func checkSize(_ body: [UInt8], id: String, maxSize: Int) throws {
+        guard body.count <= maxSize else { throw CouchError(status: 413, error: "document_too_large", reason: id) }
+    }
+
+    /// Stores one write inside the write queue's transaction: the revision added to the
+    /// document's tree (checked as CouchDB checks it), its body and attachments, the tree
+    /// stemmed to `revsLimit`, the document's row and counts, and the change for the recent
+    /// changes record. Returns the new (or already known) revision.
+    static func apply(
+        _ input: DocumentInput, newEdits: Bool, revsLimit: Int, maxSize: Int = .max, db: GRDB.Database, context: WriteQueue.Context
+    ) throws -> Revision {
+        guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
+        try DocumentInput.validate(id: id)
+        if id.hasPrefix("_design/"), !input.deleted { try DesignDocumentRules.validate(input.body) }
+        let existing = try DocRow.fetch(db, id: id)
+        var tree = existing?.tree ?? RevisionTree()
+        let edit = newEdits
+            ? try storeEdit(input, id: id, existing: existing, tree: &tree, maxSize: maxSize, db: db)
+            : try storeReplicated(input, id: id, tree: &tree, maxSize: maxSize, db: db)
+        guard edit.stored else { return edit.rev }
+        for removed in tree.stem(limit: revsLimit) {
+            try deleteBody(db, id: id, rev: removed)
+        }
+        guard let winner = tree.winner else { throw CouchError.corrupt("revision tree") }
+        context.seq += 1
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)")
+            .execute(arguments: [id, context.seq, winner.rev.description, winner.deleted ? 1 : 0, tree.encoded])
+        adjustCounts(context, before: existing.map { $0.winnerDeleted }, after: winner.deleted)
+        if context.listsChanges {
+            // The document as `include_docs` shows it (`assemble`), when the revision written
+            // won and has no attachments (whose stubs need more than this write has at hand).
+            var doc: [UInt8]?
+            if winner.rev == edit.rev, edit.attachments?.meta.isEmpty ?? true {
+                var shown = JSONObject()
+                shown.members.reserveCapacity(input.body.count + 3)
+                shown.members.append(("_id", .string(id)))
+                shown.members.append(("_rev", .string(edit.rev.description)))
+                if winner.deleted { shown.members.append(("_deleted", true)) }
+                shown.members.append(contentsOf: input.body.members)
+                doc = JSON.object(shown).bytes
+            }
+            context.changes.append(RecentChanges.Change(
+                seq: context.seq, id: id, leaves: tree.leaves.map(\.rev.description), deleted: winner.deleted, doc: doc))
+        }
+        return edit.rev
+    }
+
+    /// One revision written into a document's tree, and whether anything was stored (not when
+    /// the tree had it already).
+    typealias StoredEdit = (rev: Revision, attachments: AttachmentStore.ResolvedAttachments?, stored: Bool)
+
+    /// A client's edit (`new_edits=true`): the revision edited must be a leaf (a live
+    /// document's deleted branch is a conflict; no revision recreates a deleted document), the
+    /// new revision id is CouchDB's hash of the edit, and its body is stored.
+    static func storeEdit(
+        _ input: DocumentInput, id: String, existing: DocRow?, tree: inout RevisionTree, maxSize: Int, db: GRDB.Database
+    ) throws -> StoredEdit {
+        var parent: Revision?
+        if let rev = input.rev {
+            guard tree.isLeaf(rev) else { throw CouchError.conflict }
+            if let node = tree.node(rev), node.deleted, !input.deleted, existing?.winnerDeleted == false {
+                // Editing a deleted branch of a live document is a conflict, as in CouchDB.
+                throw CouchError.conflict
+            }
+            parent = rev
+        } else if let winner = tree.winner {
+            guard winner.deleted else { throw CouchError.conflict }
+            parent = winner.rev  // recreate on top of the tombstone
+        }
+        let previous = try parent.flatMap { try AttachmentStore.storedAttachments(db, id: id, rev: $0) }
+        let attachments = try AttachmentStore.resolveAttachments(input, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
+        let body = bodyForStorage(input.body, attachments: attachments?.meta)
+        try checkSize(body, id: id, maxSize: maxSize)
+        let newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: CouchRevisionID.hash(
+            deleted: input.deleted, parent: parent, body: input.body, attachments: attachments?.meta))
+        let path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
+        guard !tree.contains(newRev) else { return (newRev, attachments, false) }
+        tree.merge(path: path, deleted: input.deleted)
+        // Everything is checked; from here on only storage errors can happen.
+        try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
+        return (newRev, attachments, true)
+    }
+
+    /// A replicated revision (`new_edits=false`): merged into the tree with its history as
+    /// given, its attachment stubs resolved against the nearest ancestor this side has.
+    static func storeReplicated(
+        _ input: DocumentInput, id: String, tree: inout RevisionTree, maxSize: Int, db: GRDB.Database
+    ) throws -> StoredEdit {
+        guard let rev = input.rev else {
+            throw CouchError.badRequest("Replicated documents (new_edits=false) need a _rev")
+        }
+        let path = input.revisions ?? [rev]
+        if tree.contains(rev) { return (rev, nil, false) }
+        // Stubs refer to attachments of an ancestor on this path that we already have.
+        var previous: JSONObject?
+        for ancestor in path.dropFirst() where tree.contains(ancestor) {
+            if let found = try AttachmentStore.storedAttachments(db, id: id, rev: ancestor) {
+                previous = found
+                break
+            }
+        }
+        let attachments = try AttachmentStore.resolveAttachments(input, newPos: rev.pos, previous: previous, db: db)
+        let body = bodyForStorage(input.body, attachments: attachments?.meta)
+        try checkSize(body, id: id, maxSize: maxSize)
+        tree.merge(path: path, deleted: input.deleted)
+        try storeBody(db, id: id, rev: rev, body: body, attachments: attachments)
+        return (rev, attachments, true)
+    }
+
+    static func adjustCounts(_ context: WriteQueue.Context, before: Bool?, after: Bool?) {
+        switch before {
+        case .some(true): context.delCount -= 1
+        case .some(false): context.docCount -= 1
+        case .none: break
+        }
+        switch after {
+        case .some(true): context.delCount += 1
+        case .some(false): context.docCount += 1
+        case .none: break
+        }
+    }
+
+    /// The stored body of a revision: the document's members with attachment metadata
+    /// (`content_type`, `digest`, `length`, `revpos`) under `_attachments`.
+    static func bodyForStorage(_ body: JSONObject, attachments: JSONObject?) -> [UInt8] {
+        var stored = body
+        if let attachments, !attachments.isEmpty {
+            stored.members.append(("_attachments", .object(attachments)))
+        }
+        return JSON.object(stored).bytes
+    }
+
+    static func storeBody(_ db: GRDB.Database, id: String, rev: Revision, body: [UInt8], attachments: AttachmentStore.ResolvedAttachments?) throws {
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO revs(doc_id, rev, body) VALUES (?, ?, ?)")
+            .execute(arguments: [id, rev.description, Data(body)])
+        guard let attachments else { return }
+        for (digest, data) in attachments.newBodies {
+            try db.cachedStatement(sql: "INSERT OR IGNORE INTO attachments(digest, data) VALUES (?, ?)")
+                .execute(arguments: [digest, data])
+        }
+        for (_, meta) in attachments.meta.members {
+            if let digest = meta["digest"]?.stringValue {
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO att_refs(doc_id, rev, digest) VALUES (?, ?, ?)")
+                    .execute(arguments: [id, rev.description, digest])
+            }
+        }
+    }
+
+    static func deleteBody(_ db: GRDB.Database, id: String, rev: Revision) throws {
+        try db.cachedStatement(sql: "DELETE FROM revs WHERE doc_id = ? AND rev = ?").execute(arguments: [id, rev.description])
+        try db.cachedStatement(sql: "DELETE FROM att_refs WHERE doc_id = ? AND rev = ?").execute(arguments: [id, rev.description])
+    }
+
+    static func storedBody(_ db: GRDB.Database, id: String, rev: Revision) throws -> JSONObject? {
+        guard let data = try Data.fetchOne(
+            db.cachedStatement(sql: "SELECT body FROM revs WHERE doc_id = ? AND rev = ?"), arguments: [id, rev.description])
+        else { return nil }
+        return try JSON.parse(data).objectValue
+    }
+}

@@ -1,0 +1,120 @@
+import CouchJSON
+import Foundation
+import GRDB
+
+/// Documents as readers get them, from inside a read transaction: a stored revision assembled with
+/// the extras asked (`_revisions`, `_revs_info`, conflicts, attachments), the winner, or the
+/// revisions `open_revs` names.
+package enum StoredDocument {
+    static func openRevisions(
+        _ db: GRDB.Database, id: String, row: DocRow, revs: [Revision]?, latest: Bool, options: ReadOptions
+    ) throws -> [OpenRevision] {
+        let wanted: [Revision]
+        if let revs {
+            var list: [Revision] = []
+            for rev in revs {
+                if latest, row.tree.contains(rev), !row.tree.isLeaf(rev) {
+                    for leaf in row.tree.leaves where row.tree.path(to: leaf.rev).contains(rev) && !list.contains(leaf.rev) {
+                        list.append(leaf.rev)
+                    }
+                } else if !list.contains(rev) {
+                    list.append(rev)
+                }
+            }
+            wanted = list
+        } else {
+            wanted = row.tree.leaves.map(\.rev)
+        }
+        return try wanted.map { rev in
+            if let doc = try StoredDocument.assemble(db, id: id, rev: rev, row: row, options: options) {
+                return .ok(doc)
+            }
+            return .missing(rev)
+        }
+    }
+
+    /// A document's winning revision as a reader gets it (nil: missing or deleted), for
+    /// indexes that answer with documents.
+    package static func winningDocument(_ db: GRDB.Database, id: String, options: ReadOptions = ReadOptions()) throws -> JSONObject? {
+        guard let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner, !winner.deleted else { return nil }
+        return try assemble(db, id: id, rev: winner.rev, row: row, options: options)
+    }
+
+    /// The winning revision from a scan of `docs` joined with `revs` (a row with `winner`,
+    /// `tree`, `seq` and the revision's `body`); nil when its body is not a JSON object.
+    package static func winningDocument(_ db: GRDB.Database, id: String, scanned row: Row, options: ReadOptions) throws -> JSONObject? {
+        guard let rev = Revision(row["winner"] as String), let data = row["body"] as Data?,
+              let body = try JSON.parse(data).objectValue else { return nil }
+        let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(encoded: row["tree"]), winnerDeleted: false)
+        return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body)
+    }
+
+    /// Builds the JSON of one stored revision with the requested extras; nil when the body of
+    /// that revision is not stored (unknown, or compacted away).
+    static func assemble(
+        _ db: GRDB.Database, id: String, rev: Revision, row: DocRow, options: ReadOptions,
+        storedBody: JSONObject? = nil
+    ) throws -> JSONObject? {
+        guard let node = row.tree.node(rev) else { return nil }
+        guard let body = try storedBody ?? RevisionStore.storedBody(db, id: id, rev: rev) else { return nil }
+        var doc = JSONObject()
+        doc.members.reserveCapacity(body.count + 4)
+        doc.members.append(("_id", .string(id)))
+        doc.members.append(("_rev", .string(rev.description)))
+        if node.deleted { doc.members.append(("_deleted", true)) }
+        var attachmentsMeta: JSONObject?
+        for member in body.members {
+            if member.key == "_attachments" {
+                attachmentsMeta = member.value.objectValue
+            } else {
+                doc.members.append(member)
+            }
+        }
+        if let attachmentsMeta, !attachmentsMeta.isEmpty {
+            doc.members.append(("_attachments", .object(try AttachmentStore.renderAttachments(
+                db, meta: attachmentsMeta, options: options, path: row.tree.path(to: rev)))))
+        }
+        if options.conflicts, rev == row.tree.winner?.rev {
+            let conflicts = row.tree.leaves.dropFirst().filter { !$0.deleted }.map { JSON.string($0.rev.description) }
+            if !conflicts.isEmpty { doc.members.append(("_conflicts", .array(conflicts))) }
+        }
+        if options.deletedConflicts, rev == row.tree.winner?.rev {
+            let deleted = row.tree.leaves.dropFirst().filter(\.deleted).map { JSON.string($0.rev.description) }
+            if !deleted.isEmpty { doc.members.append(("_deleted_conflicts", .array(deleted))) }
+        }
+        if options.localSeq { doc.members.append(("_local_seq", .int(row.seq))) }
+        if options.revs {
+            let path = row.tree.path(to: rev)
+            doc.members.append(("_revisions", [
+                "start": .int(rev.pos),
+                "ids": .array(path.map { .string($0.hash) }),
+            ]))
+        }
+        if options.revsInfo {
+            var info: [JSON] = []
+            for ancestor in row.tree.path(to: rev) {
+                let status: String
+                if row.tree.node(ancestor)?.deleted == true {
+                    status = "deleted"
+                } else if try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM revs WHERE doc_id = ? AND rev = ?", arguments: [id, ancestor.description]) == true {
+                    status = "available"
+                } else {
+                    status = "missing"
+                }
+                info.append(["rev": .string(ancestor.description), "status": .string(status)])
+            }
+            doc.members.append(("_revs_info", .array(info)))
+        }
+        return doc
+    }
+
+    /// Builds the winning document from a `docs` row (columns id, winner, seq, tree) and its body.
+    static func assembleWinnerRow(
+        _ db: GRDB.Database, id: String, row: Row, body: JSONObject, deleted: Bool, options: ReadOptions
+    ) throws -> JSON {
+        guard let rev = Revision(row[1] as String) else { return .null }
+        let docRow = DocRow(seq: row[2], tree: try RevisionTree(encoded: row[3]), winnerDeleted: deleted)
+        return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body).map(JSON.object) ?? .null
+    }
+}

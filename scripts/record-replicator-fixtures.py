@@ -25,17 +25,12 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from couch_peer import couch_url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "Tests", "Compatibility", "Fixtures", "couchdb-replicator.json")
 PROXY_PORT = int(os.environ.get("LT_RECORD_PROXY_PORT", "5990"))
 
-
-def couch_url():
-    url = os.environ.get("LT_TEST_COUCHDB_URL")
-    if not url:
-        sys.exit("LT_TEST_COUCHDB_URL is not set (http://admin:password@127.0.0.1:5984)")
-    return url.rstrip("/")
 
 
 def request(method, url, body=None, headers=None):

@@ -14,8 +14,8 @@ import json
 import os
 import sys
 import urllib.error
-import urllib.parse
 import urllib.request
+from couch_peer import base_and_auth, couch_url
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "Tests", "Compatibility", "Fixtures", "couchdb-revision-ids.json")
@@ -29,19 +29,10 @@ def b64(data):
     return base64.b64encode(data).decode()
 
 
-def couch_url():
-    url = os.environ.get("LT_TEST_COUCHDB_URL")
-    if not url:
-        sys.exit("LT_TEST_COUCHDB_URL is not set (http://admin:password@127.0.0.1:5984)")
-    return url.rstrip("/")
-
 
 class Recorder:
     def __init__(self, base):
-        parsed = urllib.parse.urlsplit(base)
-        self.base = f"{parsed.scheme}://{parsed.hostname}:{parsed.port}"
-        auth = f"{parsed.username}:{parsed.password}".encode()
-        self.auth = "Basic " + base64.b64encode(auth).decode()
+        self.base, self.auth = base_and_auth(base)
         self.steps = []
         self.revs = {}
 

@@ -3,40 +3,6 @@ import Foundation
 import GRDB
 
 extension DocumentDatabase {
-    // MARK: _local documents
-
-    /// Reads a `_local` document (its `_id` includes the `_local/` prefix).
-    public func localDocument(id: String) async throws -> JSONObject {
-        try await reading { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT rev, body FROM local_docs WHERE id = ?", arguments: [id]),
-                  var body = try JSON.parse(row[1] as Data).objectValue else { throw CouchError.missing }
-            body.prepend("_rev", .string("0-\(row[0] as Int)"))
-            body.prepend("_id", .string(id))
-            return body
-        }
-    }
-
-    /// Writes or deletes a `_local` document, as CouchDB 3 does: local documents have no
-    /// revision tree and no conflict check. `_rev` is `0-N`; a write stores `0-(N+1)` (`0-1`
-    /// without a `_rev`), a deletion answers `0-0`. Deleting a missing document is 404.
-    public func putLocalDocument(id: String, rev: String?, body: JSONObject, deleted: Bool) async throws -> String {
-        let previous = try LocalDocument.generation(of: rev)
-        return try await writer.write { db, _ in
-            let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM local_docs WHERE id = ?", arguments: [id]) == true
-            if deleted {
-                guard exists else { throw CouchError.missing }
-                try db.execute(sql: "DELETE FROM local_docs WHERE id = ?", arguments: [id])
-                return "0-0"
-            }
-            let next = previous.addingReportingOverflow(1)
-            guard !next.overflow else { throw CouchError.badRequest("Invalid rev format") }
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO local_docs(id, rev, body) VALUES (?, ?, ?)",
-                arguments: [id, next.partialValue, Data(JSON.object(body).bytes)])
-            return "0-\(next.partialValue)"
-        }
-    }
-
     // MARK: Purge
 
     /// Removes leaf revisions for good (`_purge`): not replicated, no tombstone left. Returns
@@ -46,7 +12,7 @@ extension DocumentDatabase {
         let (purgeSeq, purged, gone) = try await writer.write { db, context in
             var purged = JSONObject()
             var gone: [String] = []
-            var indexTables: [IndexTable]?  // found once, when the first document goes
+            var indexTables: [IndexRegistry.Table]?  // found once, when the first document goes
             for (id, revs) in request {
                 guard var row = try DocRow.fetch(db, id: id) else {
                     purged.members.append((id, .array([])))
@@ -73,8 +39,8 @@ extension DocumentDatabase {
                 } else {
                     try db.execute(sql: "DELETE FROM docs WHERE id = ?", arguments: [id])
                     RevisionStore.adjustCounts(context, before: row.winnerDeleted, after: nil)
-                    if indexTables == nil { indexTables = try DocumentDatabase.indexTables(db) }
-                    try DocumentDatabase.removeFromIndexes(db, id: id, tables: indexTables ?? [])
+                    if indexTables == nil { indexTables = try IndexRegistry.tables(db) }
+                    try IndexRegistry.remove(id, from: indexTables ?? [], in: db)
                     gone.append(id)
                 }
             }
@@ -86,20 +52,6 @@ extension DocumentDatabase {
             }
         }
         return (purgeSeq, purged)
-    }
-
-    /// A document purged down to its last revision leaves the changes feed, so the indexes,
-    /// which follow that feed, would never learn of it: its rows go now, in the purge's
-    /// transaction. (One that keeps a revision gets a new sequence and is re-indexed.)
-    static func removeFromIndexes(_ db: GRDB.Database, id: String, tables: [IndexTable]) throws {
-        for index in tables {
-            let removed = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(index.table) WHERE doc_id = ?", arguments: [id]) ?? 0
-            guard removed > 0 else { continue }
-            try db.execute(sql: "DELETE FROM \(index.table) WHERE doc_id = ?", arguments: [id])
-            if index.countsRows {
-                try db.execute(sql: "UPDATE \(index.registry) SET rows = rows - ? WHERE name = ?", arguments: [removed, index.table])
-            }
-        }
     }
 
     // MARK: Compaction

@@ -60,7 +60,7 @@ extension DocumentDatabase {
     public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
         try await reading { db in
             let total = try DatabaseFile.metaInt(db, "doc_count")
-            if let keys = options.keys { return (total, 0, try DocumentDatabase.rows(db, keys: keys, options)) }
+            if let keys = options.keys { return (total, 0, try StoredDocument.rows(db, keys: keys, options)) }
             var conditions = ["d.deleted = 0"]
             var arguments: [any DatabaseValueConvertible] = []
             let (low, high) = options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
@@ -102,62 +102,6 @@ extension DocumentDatabase {
                 rows.append(.object(out))
             }
             return (total, offset, rows)
-        }
-    }
-
-    /// `_all_docs` with `keys`: a row per key in the order given (deleted documents with
-    /// `deleted`, unknown ids as `not_found`).
-    static func rows(_ db: GRDB.Database, keys: [JSON], _ options: AllDocsOptions) throws -> [JSON] {
-        var rows: [JSON] = []
-        let selected = options.descending ? keys.reversed() : keys
-        for key in selected.dropFirst(options.skip).prefix(options.limit ?? Int.max) {
-            guard case let .string(id) = key, let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner else {
-                rows.append(["key": key, "error": "not_found"])
-                continue
-            }
-            var value: JSONObject = ["rev": .string(winner.rev.description)]
-            var out: JSONObject = ["id": .string(id), "key": .string(id)]
-            if winner.deleted {
-                value["deleted"] = true
-                out["value"] = .object(value)
-                if options.includeDocs { out["doc"] = .null }
-            } else {
-                out["value"] = .object(value)
-                if options.includeDocs {
-                    out["doc"] = try StoredDocument.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
-                        .map(JSON.object) ?? .null
-                }
-            }
-            rows.append(.object(out))
-        }
-        return rows
-    }
-
-    /// `_local_docs`: the `_local` documents in id order.
-    public func localDocs(_ options: AllDocsOptions) async throws -> [JSON] {
-        try await reading { db in
-            var conditions: [String] = ["1"]
-            var arguments: [any DatabaseValueConvertible] = []
-            let (low, high) = options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
-            if let low { conditions.append("id >= ?"); arguments.append(low) }
-            if let high { conditions.append(options.inclusiveEnd || options.descending ? "id <= ?" : "id < ?"); arguments.append(high) }
-            arguments.append(options.limit ?? -1)
-            arguments.append(options.skip)
-            let rows = try Row.fetchAll(
-                db,
-                sql: "SELECT id, rev, body FROM local_docs WHERE \(conditions.joined(separator: " AND ")) ORDER BY id \(options.descending ? "DESC" : "ASC") LIMIT ? OFFSET ?",
-                arguments: StatementArguments(arguments))
-            return try rows.map { row in
-                let id: String = row[0]
-                let rev = "0-\(row[1] as Int)"
-                var out: JSONObject = ["id": .string(id), "key": .string(id), "value": ["rev": .string(rev)]]
-                if options.includeDocs, var body = try JSON.parse(row[2] as Data).objectValue {
-                    body.prepend("_rev", .string(rev))
-                    body.prepend("_id", .string(id))
-                    out["doc"] = .object(body)
-                }
-                return .object(out)
-            }
         }
     }
 

@@ -54,7 +54,7 @@ extension DocumentDatabase {
             let (since, changed, exists) = try await reading { db -> (Int, [ChangedDocument], Bool) in
                 guard try db.tableExists(Index.registry), try db.tableExists(index.table) else { return (0, [], false) }
                 let since = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
-                return (since, try DocumentDatabase.changedDocuments(db, after: since, limit: index.batchSize), true)
+                return (since, try IndexRegistry.changedDocuments(db, after: since, limit: index.batchSize), true)
             }
             if !exists {
                 _ = try await writer.write { db, _ in
@@ -87,50 +87,4 @@ extension DocumentDatabase {
         }
     }
 
-    /// One table of an index of any kind: its registry (a table named `*_indexes`, of `name`
-    /// and `seq`), and whether that kind counts its rows there (a `rows` column).
-    struct IndexTable {
-        let registry: String
-        let table: String
-        let countsRows: Bool
-    }
-
-    /// Every index table this database has, found through the registries.
-    static func indexTables(_ db: GRDB.Database) throws -> [IndexTable] {
-        let registries = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_indexes' ESCAPE '\\'")
-        return try registries.flatMap { registry in
-            let countsRows = try db.columns(in: registry).contains { $0.name == "rows" }
-            return try String.fetchAll(db, sql: "SELECT name FROM \(registry)").filter { try db.tableExists($0) }
-                .map { IndexTable(registry: registry, table: $0, countsRows: countsRows) }
-        }
-    }
-
-    /// Documents changed after `since`, in sequence order, at most `limit`: each with its
-    /// winning body (`_id` and `_rev` first, then `_conflicts` and `_deleted_conflicts` as
-    /// CouchDB's index updater opens documents), or nil for deleted and design documents (which
-    /// indexes drop).
-    static func changedDocuments(_ db: GRDB.Database, after since: Int, limit: Int) throws -> [ChangedDocument] {
-        let rows = try Row.fetchAll(db, sql: """
-            SELECT d.id, d.seq, d.deleted, d.winner, r.body, d.tree FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-            WHERE d.seq > ? ORDER BY d.seq LIMIT ?
-            """, arguments: [since, limit])
-        return try rows.map { row in
-            let id: String = row[0]
-            guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
-                  var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
-            body.prepend("_rev", .string(row[3] as String))
-            body.prepend("_id", .string(id))
-            // Only a tree of more than one revision can have losing leaves: most documents are
-            // not parsed for this.
-            let encodedTree: String = row[5]
-            if encodedTree.utf8.count > 2, encodedTree.contains("],[") {
-                let losers = try RevisionTree(encoded: encodedTree).leaves.dropFirst()
-                let conflicts = losers.filter { !$0.deleted }.map { JSON.string($0.rev.description) }
-                let deleted = losers.filter(\.deleted).map { JSON.string($0.rev.description) }
-                if !conflicts.isEmpty { body.members.append(("_conflicts", .array(conflicts))) }
-                if !deleted.isEmpty { body.members.append(("_deleted_conflicts", .array(deleted))) }
-            }
-            return (id, row[1], body)
-        }
-    }
 }

@@ -57,7 +57,9 @@ public indirect enum Selector: Sendable {
 
     /// Parses a selector object as sent to `_find`, `_changes` or `_index`.
     public init(json: JSON) throws(CouchError) {
-        guard case let .object(object) = json else { throw CouchError.badRequest("Selector must be a JSON object") }
+        guard case let .object(object) = json else {
+            throw CouchError(status: 400, error: "invalid_selector_json", reason: "Selector must be a JSON object, not: \(json)")
+        }
         self = try Selector.parse(object)
     }
 

@@ -117,4 +117,32 @@ package enum StoredDocument {
         let docRow = DocRow(seq: row[2], tree: try RevisionTree(encoded: row[3]), winnerDeleted: deleted)
         return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body).map(JSON.object) ?? .null
     }
+
+    /// `_all_docs` with `keys`: a row per key in the order given (deleted documents with
+    /// `deleted`, unknown ids as `not_found`).
+    static func rows(_ db: GRDB.Database, keys: [JSON], _ options: AllDocsOptions) throws -> [JSON] {
+        var rows: [JSON] = []
+        let selected = options.descending ? keys.reversed() : keys
+        for key in selected.dropFirst(options.skip).prefix(options.limit ?? Int.max) {
+            guard case let .string(id) = key, let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner else {
+                rows.append(["key": key, "error": "not_found"])
+                continue
+            }
+            var value: JSONObject = ["rev": .string(winner.rev.description)]
+            var out: JSONObject = ["id": .string(id), "key": .string(id)]
+            if winner.deleted {
+                value["deleted"] = true
+                out["value"] = .object(value)
+                if options.includeDocs { out["doc"] = .null }
+            } else {
+                out["value"] = .object(value)
+                if options.includeDocs {
+                    out["doc"] = try StoredDocument.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
+                        .map(JSON.object) ?? .null
+                }
+            }
+            rows.append(.object(out))
+        }
+        return rows
+    }
 }

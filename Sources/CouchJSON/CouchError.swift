@@ -21,6 +21,17 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
     public static let databaseExists = CouchError(
         status: 412, error: "file_exists", reason: "The database could not be created, the file already exists.")
 
+    /// CouchDB's 404 for a design function that is not there: `missing json key: K`, K the first
+    /// key of `path` the design document lacks (`shows` when it has none, else the name).
+    public static func missingKey(_ path: [String], in object: JSONObject) -> CouchError {
+        var current = JSON.object(object)
+        for key in path {
+            guard let next = current[key] else { return notFound("missing json key: \(key)") }
+            current = next
+        }
+        return notFound("missing json key: \(path.last ?? "")")
+    }
+
     public static func notFound(_ reason: String) -> CouchError {
         CouchError(status: 404, error: "not_found", reason: reason)
     }

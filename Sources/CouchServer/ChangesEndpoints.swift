@@ -12,7 +12,7 @@ struct ChangesEndpoints: Sendable {
     /// `/{db}/_changes` with every feed type. Waiting feeds sleep on the database's change
     /// notifier, so idle listeners cost no polling.
     func changes(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try request.requireMethod(.get, .post)
+        try request.requireMethod(.get, .post, .head)
         try request.user.authorize(.read, to: db)
         let feed = request.query["feed"] ?? "normal"
         guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {

@@ -40,7 +40,7 @@ extension CouchAPI {
         case "_find": return try await owner.find()
         case "_ensure_full_commit": return try await owner.forward(path: ["_ensure_full_commit"], body: request.body)
         case "_local":
-            guard rest.count >= 2 else { throw CouchError.badRequest("Missing _local document id") }
+            guard rest.count >= 2 else { throw CouchError.badRequest("Invalid _local document id.") }
             return try await owner.document(id: "_local/" + rest.dropFirst().joined(separator: "/"), attachment: [])
         case let special? where special.hasPrefix("_"):
             throw CouchError.forbidden("\(special) is not available to owners in a shared database")
@@ -246,7 +246,7 @@ package struct OwnerRequest {
         }
         let keys = try body["keys"] ?? request.jsonParam("keys")
         if let keys {
-            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` member must be an array.") }
+            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` body member must be an array.") }
             body["keys"] = .array(try list.map { try storedKey($0, "keys") })
             query["keys"] = nil
         }
@@ -349,7 +349,9 @@ package struct OwnerRequest {
 
     func bulkDocs() async throws -> APIResponse {
         var body = try request.jsonObject()
-        guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
+        guard case let .array(docs)? = body["docs"] else {
+            throw CouchError.badRequest(body["docs"] == nil ? "POST body must include `docs` parameter." : "`docs` parameter must be an array.")
+        }
         body["docs"] = .array(try docs.map { try incomingDocument($0, generateID: true) })
         return try await rewritten(try await forward(path: ["_bulk_docs"], json: .object(body))) { result in
             .array((result.arrayValue ?? []).compactMap(visibleRow))

@@ -165,14 +165,13 @@ struct DatabaseAccess {
     /// The owner's answer, or nil when the routes answer.
     func ownerAnswer(_ request: Request, _ context: CouchRequestContext) async throws -> Response? {
         let name = CouchURL.decode(Substring(context.parameters.get("db") ?? ""), plusAsSpace: false)
-        if name.hasPrefix("_"), !DatabaseStore.systemDatabases.contains(name) {
+        if !DatabaseStore.isValidName(name) || (name.hasPrefix("_") && !DatabaseStore.systemDatabases.contains(name)) {
             // As CouchDB: creating such a database is an illegal name; anything else finds none.
             if request.method == .put, CouchURL.segments(request.uri.path).count == 1 {
                 throw CouchError.illegalDatabaseName(name)
             }
             throw CouchError.databaseNotFound
         }
-        guard DatabaseStore.isValidName(name) else { throw CouchError.illegalDatabaseName(name) }
         guard let namespace = try await api.ownerAccess(name, context.user) else { return nil }
         return try await api.ownerRequest(name, namespace, APIRequest(request, context)).response
     }
@@ -203,7 +202,11 @@ struct CouchResponder: HTTPResponder {
         if let name = CouchURL.segments(request.uri.path).first, DatabaseStore.isValidName(name), !store.exists(name) {
             throw CouchError.databaseNotFound
         }
-        guard CouchRouteTable.methods.contains(request.method) else { throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY") }
+        guard CouchRouteTable.methods.contains(request.method) else {
+            // As CouchDB names them: a database's methods, or a document's.
+            let database = CouchURL.segments(request.uri.path).count == 1
+            throw CouchError.methodNotAllowed(database ? "DELETE,GET,HEAD,POST" : "DELETE,GET,HEAD,POST,PUT,COPY")
+        }
         throw CouchError.notFound("missing")
     }
 

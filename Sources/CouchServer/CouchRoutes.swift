@@ -53,6 +53,7 @@ extension CouchAPI {
         server.on("_dbs_info") { api, request in try await api.server.databasesInfo(request) }
         server.on("_db_updates") { api, request in try await api.server.databaseUpdates(request) }
         server.on("_session") { api, request in try await api.server.session(&request) }
+        server.on("_session/**") { api, request in try await api.server.session(&request) }  // as CouchDB: the rest is ignored
         server.on("_active_tasks") { api, request in try api.server.activeTasks(request) }
         server.on("_membership") { api, request in try api.server.membership(request) }
         server.on("_replicate") { api, request in try await api.replication.replicate(request) }
@@ -75,8 +76,8 @@ extension CouchAPI {
         db.on("_revs_limit", database: { api, db, request in try await api.databases.revsLimit(db, request) })
         db.on("_security", database: { api, db, request in try await api.databases.security(db, request) })
         db.on("_purge", database: { api, db, request in try await api.databases.purge(db, request) })
-        db.on("_compact", database: { api, db, request in try api.databases.compact(db, request) })
-        db.on("_compact/:ddoc", database: { api, db, request in try api.databases.compact(db, request) })
+        db.on("_compact", database: { api, db, request in try await api.databases.compact(db, request) })
+        db.on("_compact/:ddoc", database: { api, db, request in try await api.databases.compact(db, request) })
         db.on("_view_cleanup", database: { api, db, request in try await api.databases.cleanUpViews(db, request) })
         db.on("_geo_cleanup", database: { api, db, request in try await api.databases.cleanUpGeoIndexes(db, request) })
         db.on("_partition", database: { api, db, request in try await api.databases.partitionResource(db, request) })
@@ -91,15 +92,15 @@ extension CouchAPI {
         db.on(":doc/**", database: { api, db, request in
             try await api.documents.attachmentEndpoint(db, try api.databases.plainDocumentID(request.path[1], request), request.path[2...].joined(separator: "/"), request)
         })
-        db.on("_local", database: { _, _, _ in throw CouchError.badRequest("Missing _local document id") })
+        db.on("_local", database: { _, _, _ in throw CouchError.badRequest("Invalid _local document id.") })
         db.on("_local/**", database: { api, db, request in
             try await api.documents.localDocument(db, "_local/" + request.path[2...].joined(separator: "/"), &request)
         })
-        db.on("_design", database: { _, _, _ in throw CouchError.badRequest("Missing design document id") })
+        db.on("_design", database: { _, _, _ in throw CouchError.missing })
         db.on("_design/:ddoc", database: { api, db, request in try await api.documents.documentEndpoint(db, "_design/\(request.path[2])", &request) })
         db.on("_design/:ddoc/**", database: { api, db, request in
             // Design functions have routes of their own; other `_` names are none.
-            guard !request.path[3].hasPrefix("_") else { throw CouchError.notFound("missing") }
+            guard !request.path[3].hasPrefix("_") else { throw CouchError.notFound("Document is missing attachment") }
             return try await api.documents.attachmentEndpoint(db, "_design/\(request.path[2])", request.path[3...].joined(separator: "/"), request)
         })
     }

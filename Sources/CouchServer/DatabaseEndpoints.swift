@@ -43,7 +43,7 @@ struct DatabaseEndpoints: Sendable {
             let rev = try await api.documents.writeDocument(db, input, request: request)
             return api.documents.documentWritten(db, id, rev, request: request)
         default:
-            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT")
+            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST")
         }
     }
 
@@ -106,14 +106,16 @@ struct DatabaseEndpoints: Sendable {
     }
 
     /// `POST /{db}/_compact[/{ddoc}]` (database admins): compaction in the background (a
-    /// design document's views need none).
-    func compact(_ db: DocumentDatabase, _ request: APIRequest) throws -> APIResponse {
+    /// design document's views need none, but the design document must exist).
+    func compact(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.post)
         try request.user.authorize(.admin, to: db)
         guard request.header("Content-Type")?.hasPrefix("application/json") == true else {
             throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
         }
-        if request.path.count == 2 {
+        if request.path.count > 2 {
+            _ = try await api.design.designDocument(db, "_design/" + request.path[2])
+        } else {
             let logger = api.logger
             Task {
                 do { try await db.compact() } catch { logger.error("compaction of \(db.name) failed: \(error)") }
@@ -186,7 +188,7 @@ struct DatabaseEndpoints: Sendable {
             options.keys = [key]
         }
         if let keys = try param("keys") {
-            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` member must be an array.") }
+            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` body member must be an array.") }
             options.keys = list
         }
         func bool(_ name: String) throws -> Bool {
@@ -216,7 +218,7 @@ struct DatabaseEndpoints: Sendable {
     /// `_all_docs`; `within` narrows it to ids from `low` to `high` (design documents, or one
     /// partition's documents).
     func allDocs(_ db: DocumentDatabase, _ request: APIRequest, within bounds: (low: String, high: String)? = nil) async throws -> APIResponse {
-        try request.requireMethod(.get, .post)
+        try request.requireMethod(.get, .head, .post)
         try request.user.authorize(.read, to: db)
         let body = request.method == .post ? try request.jsonObject() : nil
         var options = try allDocsOptions(request, body: body)
@@ -288,7 +290,7 @@ struct DatabaseEndpoints: Sendable {
         try request.requireMethod(.get, .post)
         try request.user.authorize(.read, to: db)
         let options = try allDocsOptions(request, body: request.method == .post ? try request.jsonObject() : nil)
-        let rows = try await db.localDocs(options)
+        let rows = try await db.local.list(options)
         return .json(["total_rows": .null, "offset": .null, "rows": .array(rows)])
     }
 
@@ -297,7 +299,9 @@ struct DatabaseEndpoints: Sendable {
     func bulkDocs(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.post)
         let body = try request.jsonObject()
-        guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("POST body must include `docs` parameter.") }
+        guard case let .array(docs)? = body["docs"] else {
+            throw CouchError.badRequest(body["docs"] == nil ? "POST body must include `docs` parameter." : "`docs` parameter must be an array.")
+        }
         var newEdits = true
         if let value = body["new_edits"] {
             guard case let .bool(flag) = value else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
@@ -352,7 +356,7 @@ struct DatabaseEndpoints: Sendable {
             for (index, id, input) in locals {
                 group.addTask {
                     do {
-                        let rev = try await db.putLocalDocument(id: id, rev: input.rev, body: input.body, deleted: input.deleted)
+                        let rev = try await db.local.put(id: id, rev: input.rev, body: input.body, deleted: input.deleted)
                         return (index, .success(Revision(rev)!))
                     } catch let error as CouchError {
                         return (index, .failure(error))
@@ -423,7 +427,7 @@ struct DatabaseEndpoints: Sendable {
                 if let index = batchIndex[i] {
                     opened = try batchResults[index].get()
                 } else {
-                    opened = [.ok(try await db.localDocument(id: id))]
+                    opened = [.ok(try await db.local.get(id: id))]
                 }
                 for item in opened {
                     switch item {

@@ -144,7 +144,7 @@ struct DesignEndpoints: Sendable {
         guard rest.count >= 2 else { throw CouchError.notFound("missing \(kind) function name") }
         let functions = try designFunctions()
         let ddoc = try await designDocument(db, ddocID)
-        guard ddoc[kind]?[rest[1]]?.stringValue != nil else { throw CouchError.notFound("missing \(kind) function \(rest[1])") }
+        guard ddoc[kind]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey([kind, rest[1]], in: ddoc) }
         let docID = rest.count > 2 ? rest[2...].joined(separator: "/") : nil
         var doc: JSON = .null
         if let docID, let found = try? await db.document(id: docID) { doc = .object(found) }
@@ -182,7 +182,7 @@ struct DesignEndpoints: Sendable {
         guard rest.count == 3 || rest.count == 4 else { throw CouchError.notFound("bad list path: _list/{list}/[{ddoc}/]{view}") }
         let functions = try designFunctions()
         let ddoc = try await designDocument(db, ddocID)
-        guard ddoc["lists"]?[rest[1]]?.stringValue != nil else { throw CouchError.notFound("missing list function \(rest[1])") }
+        guard ddoc["lists"]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey(["lists", rest[1]], in: ddoc) }
         let viewDDoc = rest.count == 4 ? "_design/\(rest[2])" : ddocID
         let (result, reduced) = try await runView(db, viewDDoc, rest.count == 4 ? rest[3] : rest[2], request)
         var head: JSONObject = ["offset": .int(result.offset)]

@@ -48,7 +48,7 @@ struct DocumentEndpoints: Sendable {
         case .put: return try await putDocument(db, id, request)
         case .delete: return try await deleteDocument(db, id, request)
         case HTTPRequest.Method("COPY")!: return try await copyDocument(db, id, request)
-        default: throw CouchError.methodNotAllowed("COPY,DELETE,GET,HEAD,PUT")
+        default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")
         }
     }
 
@@ -338,16 +338,16 @@ struct DocumentEndpoints: Sendable {
         switch request.method {
         case .get, .head:
             try request.user.authorize(.read, to: db)
-            return .json(.object(try await db.localDocument(id: id)))
+            return .json(.object(try await db.local.get(id: id)))
         case .put:
             try request.user.authorize(.write, to: db)
             let input = try LocalDocument(json: try request.json())
-            let rev = try await db.putLocalDocument(
+            let rev = try await db.local.put(
                 id: id, rev: request.query["rev"] ?? input.rev, body: input.body, deleted: input.deleted)
             return .json(["ok": true, "id": .string(id), "rev": .string(rev)], status: .created)
         case .delete:
             try request.user.authorize(.write, to: db)
-            _ = try await db.putLocalDocument(id: id, rev: request.query["rev"], body: JSONObject(), deleted: true)
+            _ = try await db.local.put(id: id, rev: request.query["rev"], body: JSONObject(), deleted: true)
             return .json(["ok": true, "id": .string(id), "rev": "0-0"])
         default:
             throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")

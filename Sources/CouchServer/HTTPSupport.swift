@@ -44,16 +44,23 @@ struct APIRequest {
         switch raw {
         case "true": return true
         case "false": return false
-        default: throw CouchError.badRequest("Invalid boolean parameter: \(name)=\(raw)")
+        default: throw CouchError(status: 400, error: "query_parse_error", reason: "Invalid boolean parameter: \"\(raw)\"")
         }
     }
 
     /// A count parameter (`skip`, `limit`, ...): a non-negative integer up to
-    /// `ClientCount.largest`, so that no arithmetic on it can overflow; 400 naming it otherwise.
+    /// `ClientCount.largest`, so that no arithmetic on it can overflow; otherwise CouchDB's 400
+    /// `query_parse_error`.
     func int(_ name: String) throws -> Int? {
         guard let raw = query[name] else { return nil }
         guard let value = ClientCount.parse(raw) else {
-            throw CouchError.badRequest("Invalid value for integer parameter \(name): \(raw) (\(ClientCount.range))")
+            let integer = raw.first == "-" ? raw.dropFirst() : Substring(raw)
+            guard !integer.isEmpty, integer.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                throw CouchError(status: 400, error: "query_parse_error", reason: "Invalid value for integer: \"\(raw)\"")
+            }
+            // CouchDB's words for a negative count; one beyond lt's range also names the parameter.
+            let range = raw.first == "-" ? "" : " (\(name): \(ClientCount.range))"
+            throw CouchError(status: 400, error: "query_parse_error", reason: "Invalid value for positive integer: \"\(raw)\"\(range)")
         }
         return value
     }

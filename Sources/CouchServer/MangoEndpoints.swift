@@ -84,15 +84,20 @@ struct MangoEndpoints: Sendable {
             return sort
         }
 
+        /// CouchDB's answer to a `limit` or `skip` that is no count (here: none beyond `ClientCount.largest`).
+        static func notCount(_ key: String, _ value: JSON) -> CouchError {
+            CouchError(status: 400, error: "invalid_non_neg_integer", reason: "\(value) is not an integer greater than or equal to zero (\(key): \(ClientCount.range))")
+        }
+
         init(_ body: JSONObject) throws {
-            guard let selector = body["selector"] else { throw CouchError.badRequest("Missing required key: selector") }
+            guard let selector = body["selector"] else { throw CouchError(status: 400, error: "missing_required_key", reason: "Missing required key: selector") }
             self.selector = try Selector(json: selector)
             if let value = body["limit"] {
-                guard let n = ClientCount.from(value) else { throw CouchError.badRequest("Invalid value for limit (\(ClientCount.range))") }
+                guard let n = ClientCount.from(value) else { throw Self.notCount("limit", value) }
                 limit = n
             }
             if let value = body["skip"] {
-                guard let n = ClientCount.from(value) else { throw CouchError.badRequest("Invalid value for skip (\(ClientCount.range))") }
+                guard let n = ClientCount.from(value) else { throw Self.notCount("skip", value) }
                 skip = n
             }
             if let value = body["sort"] { sort = try Self.parseSort(value) }
@@ -364,6 +369,7 @@ struct MangoEndpoints: Sendable {
         if case let .string(type)? = body["type"], type == "text" || type == "nouveau" {
             throw CouchError(status: 503, error: "required index service unavailable", reason: type)
         }
+        guard body["index"] != nil else { throw CouchError(status: 400, error: "missing_required_key", reason: "Missing required key: index") }
         guard case let .object(index)? = body["index"], case let .array(fields)? = index["fields"], !fields.isEmpty else {
             throw CouchError.badRequest("Index definition must include an `index` object with a non-empty `fields` list")
         }

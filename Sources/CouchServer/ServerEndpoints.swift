@@ -11,21 +11,23 @@ struct ServerEndpoints: Sendable {
 
     /// `/_up`: the health check.
     func up(_ request: APIRequest) throws -> APIResponse {
-        try request.requireMethod(.get)
+        try request.requireMethod(.get, .head)
         return .json(["status": "ok", "seeds": [:]])
     }
 
     /// `/_uuids?count=n`: fresh document ids.
     func uuids(_ request: APIRequest) throws -> APIResponse {
         try request.requireMethod(.get)
-        let count = try request.int("count") ?? 1
+        guard let count = request.query["count"].map(ClientCount.parse) ?? 1 else {
+            throw CouchError.badRequest("count must be a positive integer")
+        }
         guard count <= 1000 else { throw CouchError.badRequest("count parameter too large") }
         return .json(["uuids": .array((0..<count).map { _ in .string(Hex.random(bytes: 16)) })])
     }
 
     /// `/_all_dbs` (admins): database names, in order, within the key range asked.
     func allDatabases(_ request: APIRequest) throws -> APIResponse {
-        try request.requireMethod(.get)
+        try request.requireMethod(.get, .head)
         try request.requireServerAdmin()
         var names = api.store.allNames()
         let descending = try request.bool("descending")
@@ -67,7 +69,7 @@ struct ServerEndpoints: Sendable {
 
     /// `/_active_tasks` (admins): the running replications.
     func activeTasks(_ request: APIRequest) throws -> APIResponse {
-        try request.requireMethod(.get)
+        try request.requireMethod(.get, .head)
         try request.requireServerAdmin()
         return .json(.array(api.jobs.activeTasks()))
     }
@@ -120,7 +122,7 @@ struct ServerEndpoints: Sendable {
             headers[.setCookie] = "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0"
             return .json(["ok": true], headers: headers)
         default:
-            throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST")
+            throw CouchError.methodNotAllowed("GET,HEAD,POST,DELETE")
         }
     }
 

@@ -67,9 +67,7 @@ public struct DesignFunctions: Sendable {
 
     /// A `_changes` filter from `filters.<name>`: `filter(doc, req)` for each document.
     public func filter(_ ddoc: JSONObject, _ name: String, request: JSON) throws -> DocumentFilter {
-        guard ddoc["filters"]?[name]?.stringValue != nil else {
-            throw CouchError.notFound("missing json key: \(name)")
-        }
+        guard ddoc["filters"]?[name]?.stringValue != nil else { throw CouchError.missingKey(["filters", name], in: ddoc) }
         let queryServer = self.queryServer
         return { docs in
             try await Self.verdicts(queryServer, ddoc, ["filters", name], [.array(docs.map(JSON.object)), request], count: docs.count)
@@ -79,7 +77,7 @@ public struct DesignFunctions: Sendable {
     /// The `_view` filter: documents the view's map function emits at least one row for.
     public func viewFilter(_ ddoc: JSONObject, _ view: String) throws -> DocumentFilter {
         guard view != "lib", ddoc["views"]?[view]?["map"]?.stringValue != nil else {
-            throw CouchError.notFound("missing json key: \(view)")
+            throw CouchError.missingKey(["views", view, "map"], in: ddoc)
         }
         let queryServer = self.queryServer
         return { docs in

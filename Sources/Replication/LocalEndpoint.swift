@@ -44,7 +44,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
     }
 
     public func localDocument(_ id: String) async throws -> JSONObject? {
-        do { return try await database().localDocument(id: id) } catch let error as CouchError where error.status == 404 {
+        do { return try await database().local.get(id: id) } catch let error as CouchError where error.status == 404 {
             return nil
         }
     }
@@ -53,7 +53,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
         var body = body
         body.removeValue(forKey: "_id")
         body.removeValue(forKey: "_rev")
-        _ = try await database().putLocalDocument(id: id, rev: nil, body: body, deleted: false)
+        _ = try await database().local.put(id: id, rev: nil, body: body, deleted: false)
     }
 
     public func changes(since: JSON, limit: Int, filter: ReplicationFilter?) async throws -> ChangesBatch {

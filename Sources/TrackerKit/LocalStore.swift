@@ -125,12 +125,12 @@ public final class LocalStore: Sendable {
 
     /// A small state document in `database` (a `_local` one: never replicated).
     func state(_ id: String, in database: DocumentDatabase) async -> JSONObject? {
-        try? await database.localDocument(id: "_local/" + id)
+        try? await database.local.get(id: "_local/" + id)
     }
 
     func setState(_ id: String, in database: DocumentDatabase, _ body: JSONObject) async throws {
         let existing = await state(id, in: database)
-        _ = try await database.putLocalDocument(id: "_local/" + id, rev: existing?["_rev"]?.stringValue, body: body, deleted: false)
+        _ = try await database.local.put(id: "_local/" + id, rev: existing?["_rev"]?.stringValue, body: body, deleted: false)
     }
 
     /// Every place stored on the device.

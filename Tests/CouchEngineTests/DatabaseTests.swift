@@ -161,13 +161,13 @@ struct DatabaseTests {
             all.inclusiveEnd = false
             let (total, offset, rows) = try await db.allDocs(all)
             #expect(total == 30 && offset == 5 && rows.count == 2)
-            let rev = try await db.putLocalDocument(id: "_local/cp", rev: nil, body: ["last_seq": 5], deleted: false)
+            let rev = try await db.local.put(id: "_local/cp", rev: nil, body: ["last_seq": 5], deleted: false)
             #expect(rev == "0-1")
             // As CouchDB 3: no conflict check on local documents; the next revision follows the one given.
-            #expect(try await db.putLocalDocument(id: "_local/cp", rev: "0-9", body: ["last_seq": 6], deleted: false) == "0-10")
-            #expect(try await db.localDocument(id: "_local/cp")["last_seq"] == 6)
+            #expect(try await db.local.put(id: "_local/cp", rev: "0-9", body: ["last_seq": 6], deleted: false) == "0-10")
+            #expect(try await db.local.get(id: "_local/cp")["last_seq"] == 6)
             await #expect(throws: CouchError.self) {
-                _ = try await db.putLocalDocument(id: "_local/cp", rev: "1-abc", body: [:], deleted: false)
+                _ = try await db.local.put(id: "_local/cp", rev: "1-abc", body: [:], deleted: false)
             }
             #expect(try await db.changes(ChangesOptions()).rows.count == 30)  // local docs are not in changes
             let r = try await db.winningRevision(id: "doc00")!.rev

@@ -45,7 +45,7 @@ struct HTTPAPITests {
     func unroutedPaths() async throws {
         let s = try TestServer()
         defer { s.stop() }
-        let nothing = try await s.request(.GET, "/_session/extra")
+        let nothing = try await s.request(.GET, "/lt_places/_all_docs/extra")
         #expect(nothing.status == 404 && nothing.json == ["error": "not_found", "reason": "missing"])
         let noDatabase = try await s.request(.GET, "/no_such_db/_design/d/_view")
         #expect(noDatabase.status == 404 && noDatabase.json["reason"] == "Database does not exist.")
@@ -354,10 +354,10 @@ struct HTTPAPITests {
                 (.PUT, "/db/x", Array(#"{"_foo":1}"#.utf8), 400, "doc_validation"),
                 (.PUT, "/db/_bad", Array("{}".utf8), 400, "illegal_docid"),
                 (.POST, "/db/_bulk_docs", Array(#"{"docs":5}"#.utf8), 400, "bad_request"),
-                (.GET, "/db/_all_docs?limit=-1", [], 400, "bad_request"),
+                (.GET, "/db/_all_docs?limit=-1", [], 400, "query_parse_error"),
                 (.GET, "/db/_changes?feed=bogus", [], 400, "bad_request"),
                 (.DELETE, "/db/_bulk_docs", [], 405, "method_not_allowed"),
-                (.POST, "/db/_find", Array(#"{"selector":[]}"#.utf8), 400, "bad_request"),
+                (.POST, "/db/_find", Array(#"{"selector":[]}"#.utf8), 400, "invalid_selector_json"),
                 (.PUT, "/db/x", Array(String(repeating: "[", count: 100_000).utf8), 400, "bad_request"),
             ]
             for (method, path, body, status, error) in cases {

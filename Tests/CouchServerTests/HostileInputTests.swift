@@ -58,7 +58,10 @@ struct HostileInputTests {
         for path in ["/t/_all_docs?skip=9223372036854775807", "/t/_all_docs?limit=18446744073709551616",
                      "/t/_changes?limit=9223372036854775807", "/_all_dbs?skip=9223372036854775807&limit=9223372036854775807"] {
             let reply = try await s.request(.GET, path)
-            #expect(reply.status == 400 && reply.json["error"] == "bad_request", "\(path): \(reply.text)")
+            // CouchDB's error for a count that is not one; the reason names a parameter asked.
+            let reason = reply.json["reason"]?.stringValue ?? ""
+            #expect(reply.status == 400 && reply.json["error"] == "query_parse_error", "\(path): \(reply.text)")
+            #expect(["skip", "limit"].contains { path.contains("\($0)=") && reason.contains("(\($0):") }, "\(path): \(reply.text)")
         }
         #expect(try await s.request(.POST, "/t/_all_docs", json: ["skip": .int(Int.max)]).status == 400)
         // A bookmark the server gave still works.

@@ -46,9 +46,7 @@ struct ReplicatorReplayTests {
     }
 
     static func load() throws -> Fixture {
-        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Compatibility/Fixtures/couchdb-replicator.json")
-        let json = try JSON.parse(Array(try Data(contentsOf: url)))
+        let json = try Repository.couchDBFixture("couchdb-replicator.json")
         let runs = (json["runs"]?.arrayValue ?? []).map { run in
             Run(name: run["name"]?.stringValue ?? "", side: run["side"]?.stringValue ?? "", seed: run["seed"]?.intValue ?? 0,
                 exchanges: (run["exchanges"]?.arrayValue ?? []).map { e in

@@ -13,9 +13,7 @@ import Testing
 struct RevisionIDReplayTests {
     @Test("every recorded edit gets CouchDB's status and revision id")
     func sameRevisionIDs() async throws {
-        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Compatibility/Fixtures/couchdb-revision-ids.json")
-        let fixture = try JSON.parse(Array(try Data(contentsOf: url)))
+        let fixture = try Repository.couchDBFixture("couchdb-revision-ids.json")
         let steps = try #require(fixture["steps"]?.arrayValue)
         #expect(steps.count >= 15)
         let server = try TestServer()

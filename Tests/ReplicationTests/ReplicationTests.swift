@@ -96,7 +96,7 @@ struct ReplicationTests {
             let second = try await replicate(store, "src", "dst")
             #expect(second.status.docsWritten == 10 && second.status.missingChecked == 10)
             #expect(second.startSeq == first.sourceLastSeq)
-            let checkpoint = try await store.open("dst").localDocument(id: "_local/\(second.replicationID)")
+            let checkpoint = try await store.open("dst").local.get(id: "_local/\(second.replicationID)")
             #expect(checkpoint["session_id"] == .string(second.sessionID) && checkpoint["history"]?.arrayValue?.count == 2)
             let none = try await replicate(store, "src", "dst")
             #expect(none.status.docsWritten == 0)

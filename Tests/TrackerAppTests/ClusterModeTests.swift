@@ -132,10 +132,10 @@ struct ClusterModeTests {
                 "the copy's place in lt_purges")
         control.stop()
         let copy = try await DatabaseStore(directory: directory.url).open("lt_locations_all")
-        let checkpoint = try await copy.localDocument(id: "_local/lt-purges-applied")
+        let checkpoint = try await copy.local.get(id: "_local/lt-purges-applied")
         var aged = checkpoint
         aged["applied_at"] = .double(0)
-        _ = try await copy.putLocalDocument(id: "_local/lt-purges-applied", rev: checkpoint["_rev"]?.stringValue, body: aged, deleted: false)
+        _ = try await copy.local.put(id: "_local/lt-purges-applied", rev: checkpoint["_rev"]?.stringValue, body: aged, deleted: false)
         _ = try await copy.update(DocumentInput(id: "only-in-the-copy", body: ["x": 1]))
         control = try TestServer(dataDirectory: directory.url, ports: ports, extraArguments: ["--couchdb", url])
         #expect(try await control.request(.GET, "/lt_locations_all/only-in-the-copy").status == 404)

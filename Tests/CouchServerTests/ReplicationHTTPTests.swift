@@ -58,7 +58,7 @@ struct ReplicationHTTPTests {
         #expect(fallback.status.docsWritten == fallback.status.missingFound && fallback.status.docWriteFailures == 0)
         let copy = try await store.open("fallback")
         #expect(String(decoding: try await copy.attachment(docID: "photo", rev: nil, name: "a.txt").data, as: UTF8.self) == "hello")
-        #expect(try await copy.conflictedDocumentIDs() == ["c"])
+        #expect(try await copy.conflicts.ids() == ["c"])
         #expect(try await copy.info()["doc_count"] == (try await server.request(.GET, "/cloud").json["doc_count"]))
         // Cookie sessions: one login, then the AuthSession cookie.
         _ = try await server.request(.PUT, "/cloud/by-cookie", json: [:])

@@ -76,9 +76,9 @@ struct ReplicationTests {
                     let other = try await snapshot(store.open(name))
                     #expect(other == reference, "seed \(seed): \(name) differs from r0")
                 }
-                let conflicted = try await store.open("r0").conflictedDocumentIDs()
+                let conflicted = try await store.open("r0").conflicts.ids()
                 conflictsSeen += conflicted.count
-                for name in names.dropFirst() { #expect(try await store.open(name).conflictedDocumentIDs() == conflicted) }
+                for name in names.dropFirst() { #expect(try await store.open(name).conflicts.ids() == conflicted) }
             }
         }
         // The random histories must actually produce conflicts, or the test proves little.
@@ -140,9 +140,9 @@ struct ReplicationTests {
             _ = try await b.update(DocumentInput(id: "d", rev: rev, body: ["v": 2, "from": "b"]))
             _ = try await replicate(store, "a", "b")
             _ = try await replicate(store, "b", "a")
-            #expect(try await a.conflictedDocumentIDs() == ["d"])
-            #expect(try await b.conflictedDocumentIDs() == ["d"])
-            let resolved = try await b.resolveConflicts(id: "d") { winner, losers in
+            #expect(try await a.conflicts.ids() == ["d"])
+            #expect(try await b.conflicts.ids() == ["d"])
+            let resolved = try await b.conflicts.resolve(id: "d") { winner, losers in
                 var merged = winner
                 merged["v"] = .int(([winner] + losers).compactMap { $0["v"]?.intValue }.reduce(0, +))
                 merged["from"] = "merge"
@@ -150,7 +150,7 @@ struct ReplicationTests {
             }
             #expect(resolved != nil)
             _ = try await replicate(store, "b", "a")
-            #expect(try await a.conflictedDocumentIDs().isEmpty)
+            #expect(try await a.conflicts.ids().isEmpty)
             #expect(try await a.document(id: "d")["v"] == 3)
             #expect(try await snapshot(a) == snapshot(b))
         }

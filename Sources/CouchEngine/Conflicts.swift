@@ -1,10 +1,14 @@
 import CouchJSON
 import GRDB
 
-extension DocumentDatabase {
+/// The conflicts of one database (`db.conflicts`): documents with more than one live leaf,
+/// made by replication, and their resolution on the winning branch.
+public struct Conflicts: Sendable {
+    public let database: DocumentDatabase
+
     /// Ids of documents with more than one live leaf (conflicts made by replication).
-    public func conflictedDocumentIDs() async throws -> [String] {
-        try await reading { db in
+    public func ids() async throws -> [String] {
+        try await database.reading { db in
             var ids: [String] = []
             let cursor = try Row.fetchCursor(db, sql: "SELECT id, tree FROM docs WHERE deleted = 0 ORDER BY id")
             while let row = try cursor.next() {
@@ -21,11 +25,11 @@ extension DocumentDatabase {
     /// The returned body becomes a new revision on the winning branch and every other live leaf
     /// is deleted, so all replicas converge on it. Returns the new winning revision.
     @discardableResult
-    public func resolveConflicts(
+    public func resolve(
         id: String, resolver: @escaping @Sendable (_ winner: JSONObject, _ losers: [JSONObject]) -> JSONObject?
     ) async throws -> Revision? {
-        let revsLimit = self.revsLimit
-        return try await writer.write { db, context in
+        let revsLimit = database.revsLimit
+        return try await database.writer.write { db, context in
             guard let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner, !winner.deleted else {
                 throw CouchError.missing
             }
@@ -58,4 +62,9 @@ extension DocumentDatabase {
                                       revsLimit: revsLimit, db: db, context: context)
         }
     }
+}
+
+extension DocumentDatabase {
+    /// This database's conflicts.
+    public var conflicts: Conflicts { Conflicts(database: self) }
 }

@@ -45,6 +45,9 @@ public final class DocumentDatabase: Sendable {
     /// Indexes kept in memory beside their tables (geo), by table name, each with the
     /// sequence it reflects.
     package let loadedIndexes = Locked<[String: (seq: Int, index: any LoadedIndex)]>([:])
+    /// Index tables known to reflect every commit up to a sequence: an index whose sequence is
+    /// the latest commit's is current without a look at its tables (`catchUp`).
+    let currentIndexes = Locked<[String: Int]>([:])
 
     struct CachedMeta {
         var revsLimit: Int

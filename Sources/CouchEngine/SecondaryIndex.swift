@@ -45,11 +45,16 @@ package protocol LoadedIndex: AnyObject, Sendable {
 extension DocumentDatabase {
     /// Brings `index` up to date with the changes feed, batch by batch. `committed` is called
     /// after each batch is stored, with the batch and the checkpoints before and after it (the
-    /// geo index applies the same changes to its in-memory copy). An index with nothing to catch
-    /// up costs one read; one never built gets its tables.
+    /// geo index applies the same changes to its in-memory copy). An index known to have seen
+    /// the latest commit costs nothing, one with nothing to catch up one read; one never built
+    /// gets its tables.
     public func catchUp<Index: SecondaryIndex>(
         _ index: Index, committed: (Index.Batch, _ from: Int, _ to: Int) -> Void = { _, _, _ in }
     ) async throws {
+        // Read before the changes are: when they turn out empty, the index has every commit up
+        // to this one at least.
+        let latest = notifier.latest
+        if let current = currentIndexes.withLock({ $0[index.table] }), current >= latest { return }
         while true {
             let (since, changed, exists) = try await reading { db -> (Int, [ChangedDocument], Bool) in
                 guard try db.tableExists(Index.registry), try db.tableExists(index.table) else { return (0, [], false) }
@@ -63,7 +68,10 @@ extension DocumentDatabase {
                 }
                 continue
             }
-            guard let last = changed.last?.seq else { return }
+            guard let last = changed.last?.seq else {
+                currentIndexes.withLock { $0[index.table] = max($0[index.table] ?? 0, latest) }
+                return
+            }
             let batch = try await index.prepare(changed)
             let stored = try await writer.write { db, _ -> Bool in
                 let current = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
@@ -74,6 +82,23 @@ extension DocumentDatabase {
             }
             if stored { committed(batch, since, last) }
         }
+    }
+
+    /// Drops the indexes of one kind (`registry`) whose table is not in `keep`, with their
+    /// checkpoints and in-memory copies (`_view_cleanup`, `_geo_cleanup`).
+    package func dropIndexes(registry: String, keeping keep: Set<String>) async throws {
+        let dropped = try await writing { db -> [String] in
+            guard try db.tableExists(registry) else { return [] }
+            var dropped: [String] = []
+            for table in try String.fetchAll(db, sql: "SELECT name FROM \(registry)") where !keep.contains(table) {
+                try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
+                try db.execute(sql: "DELETE FROM \(registry) WHERE name = ?", arguments: [table])
+                dropped.append(table)
+            }
+            return dropped
+        }
+        currentIndexes.withLock { current in for table in dropped { current.removeValue(forKey: table) } }
+        loadedIndexes.withLock { loaded in for table in dropped { loaded.removeValue(forKey: table) } }
     }
 
     /// Makes `index`'s tables if it has none (an empty index at checkpoint 0, as CouchDB reads a

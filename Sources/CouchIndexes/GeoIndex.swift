@@ -267,17 +267,7 @@ public struct GeoIndexes: Sendable {
 
     /// Drops geo indexes whose signature is not in `keep` (`_geo_cleanup`), with their memory.
     public func drop(except keep: Set<String>) async throws {
-        let dropped = try await database.writing { db -> [String] in
-            guard try db.tableExists("geo_indexes") else { return [] }
-            var dropped: [String] = []
-            for table in try String.fetchAll(db, sql: "SELECT name FROM geo_indexes") where !keep.contains(String(table.dropFirst("geo_".count))) {
-                try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
-                try db.execute(sql: "DELETE FROM geo_indexes WHERE name = ?", arguments: [table])
-                dropped.append(table)
-            }
-            return dropped
-        }
-        database.loadedIndexes.withLock { cache in for table in dropped { cache.removeValue(forKey: table) } }
+        try await database.dropIndexes(registry: GeoRows.registry, keeping: Set(keep.map { "geo_" + $0 }))
     }
 }
 

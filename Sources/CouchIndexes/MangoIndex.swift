@@ -174,15 +174,7 @@ public struct MangoIndexes: Sendable {
 
     /// Drops index tables whose index no longer exists (`_view_cleanup`).
     public func drop(except keep: [MangoIndex]) async throws {
-        let keepTables = Set(keep.map(\.table))
-        _ = try await database.writing { db in
-            guard try db.tableExists("mango_indexes") else { return true }
-            for table in try String.fetchAll(db, sql: "SELECT name FROM mango_indexes") where !keepTables.contains(table) {
-                try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
-                try db.execute(sql: "DELETE FROM mango_indexes WHERE name = ?", arguments: [table])
-            }
-            return true
-        }
+        try await database.dropIndexes(registry: MangoEntries.registry, keeping: Set(keep.map(\.table)))
     }
 
     /// Runs a Mango query. With an index, only the key range its first field's conditions

@@ -249,14 +249,7 @@ public struct ViewIndexes: Sendable {
 
     /// Drops the view indexes whose signature is not in `keep` (`_view_cleanup`).
     public func drop(except keep: Set<String>) async throws {
-        _ = try await database.writing { db in
-            guard try db.tableExists("view_indexes") else { return true }
-            for table in try String.fetchAll(db, sql: "SELECT name FROM view_indexes") where !keep.contains(String(table.dropFirst("view_".count))) {
-                try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
-                try db.execute(sql: "DELETE FROM view_indexes WHERE name = ?", arguments: [table])
-            }
-            return true
-        }
+        try await database.dropIndexes(registry: ViewRows.registry, keeping: Set(keep.map { "view_" + $0 }))
     }
 }
 

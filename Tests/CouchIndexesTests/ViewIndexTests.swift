@@ -145,4 +145,33 @@ struct ViewIndexTests {
             #expect(try await db.mango.find(find, index: byType).docs.compactMap { $0["_id"]?.stringValue } == ["f0", "f1", "f2", "f4"])
         }
     }
+
+    @Test("An index known current answers without a look at its tables; dropped and asked again, it is built anew from every document")
+    func currentAndDropped() async throws {
+        try await withStore { store, _ in
+            let db = try await store.create("p")
+            try await load(db)
+            let calls = Locked(0)
+            let counting = ViewDefinition(code: "kms", map: { doc in
+                calls.withLock { $0 += 1 }
+                return doc["km"].map { [(key: $0, value: JSON.int(1))] } ?? []
+            }, reduce: .count)
+            let byType = try MangoIndex(designDocument: "_design/m", name: "by-type", definition: ["fields": ["type"]])
+            let find = FindQuery(selector: try Selector(json: ["type": "fix"]))
+            #expect(try await db.views.query(counting, ViewQuery()).rows.first?["value"] == 5)
+            #expect(try await db.mango.find(find, index: byType).docs.count == 5)
+            #expect(try await db.views.query(counting, ViewQuery()).rows.first?["value"] == 5)
+            #expect(calls.withLock { $0 } == 6)
+            // _view_cleanup with no index kept drops both; asked again, each is built anew.
+            try await db.views.drop(except: [])
+            try await db.mango.drop(except: [])
+            #expect(try await db.views.query(counting, ViewQuery()).rows.first?["value"] == 5)
+            #expect(calls.withLock { $0 } == 12)
+            #expect(try await db.mango.find(find, index: byType).docs.count == 5)
+            // A write after the index was current is indexed at the next query.
+            _ = try await db.update(DocumentInput(id: "late", body: ["type": "fix", "km": 9]))
+            #expect(try await db.views.query(counting, ViewQuery()).rows.first?["value"] == 6)
+            #expect(try await db.mango.find(find, index: byType).docs.count == 6)
+        }
+    }
 }

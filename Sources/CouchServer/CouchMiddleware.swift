@@ -59,6 +59,8 @@ struct CouchAccessLog {
 /// origins named on answers), and no body for `HEAD`.
 struct CouchResponseHeaders {
     unowned let api: CouchAPI
+    /// The `Server` header, made once.
+    static let server = "CouchDB/\(CouchAPI.version) (LocationTracker)"
 
     /// The answer to a CORS preflight (`OPTIONS` with an `Origin`), or nil for any other request.
     func preflight(_ request: Request) -> Response? {
@@ -66,7 +68,7 @@ struct CouchResponseHeaders {
     }
 
     func finish(_ response: inout Response, _ request: Request) {
-        response.headers[.server] = "CouchDB/\(CouchAPI.version) (LocationTracker)"
+        response.headers[.server] = Self.server
         if let origin = request.headers[.origin], api.corsAllows(origin) {
             response.headers[.accessControlAllowOrigin] = origin
             response.headers[.accessControlAllowCredentials] = "true"

@@ -10,7 +10,8 @@ import Hummingbird
 extension CouchAPI {
     /// The server-wide resources under `/_*`: status, UUIDs, the database list, sessions, tasks.
     var server: ServerEndpoints { ServerEndpoints(api: self) }
-    /// A database and its database-wide resources: bulk reads and writes, replication checkpoints, security, maintenance, partitions.
+    /// A database and its database-wide resources: bulk reads and writes, replication
+    /// checkpoints, security, maintenance, partitions.
     var databases: DatabaseEndpoints { DatabaseEndpoints(api: self) }
     /// Documents, their attachments and `_local` documents: read, write, delete, copy.
     var documents: DocumentEndpoints { DocumentEndpoints(api: self) }

@@ -55,17 +55,15 @@ extension DocumentDatabase {
         // to this one at least.
         let latest = notifier.latest
         if let current = currentIndexes.withLock({ $0[index.table] }), current >= latest { return }
+        var next = try await checkpointAndChanges(index)
         while true {
-            let (since, changed, exists) = try await reading { db -> (Int, [ChangedDocument], Bool) in
-                guard try db.tableExists(Index.registry), try db.tableExists(index.table) else { return (0, [], false) }
-                let since = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
-                return (since, try IndexRegistry.changedDocuments(db, after: since, limit: index.batchSize), true)
-            }
+            let (since, changed, exists) = next
             if !exists {
                 _ = try await writer.write { db, _ in
                     try index.createTables(db)
                     return true
                 }
+                next = try await checkpointAndChanges(index)
                 continue
             }
             guard let last = changed.last?.seq else {
@@ -73,6 +71,8 @@ extension DocumentDatabase {
                 return
             }
             let batch = try await index.prepare(changed)
+            // The next batch is read while this one is written (a reader beside the writer).
+            async let following = reading { db in try IndexRegistry.changedDocuments(db, after: last, limit: index.batchSize) }
             let stored = try await writer.write { db, _ -> Bool in
                 let current = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
                 guard current == since else { return false }  // another update got here first
@@ -80,7 +80,22 @@ extension DocumentDatabase {
                 try db.execute(sql: "UPDATE \(Index.registry) SET seq = ? WHERE name = ?", arguments: [last, index.table])
                 return true
             }
-            if stored { committed(batch, since, last) }
+            if stored {
+                committed(batch, since, last)
+                next = (last, try await following, true)
+            } else {
+                _ = try? await following
+                next = try await checkpointAndChanges(index)
+            }
+        }
+    }
+
+    /// An index's checkpoint, the documents changed after it (a batch), and whether its tables exist.
+    private func checkpointAndChanges<Index: SecondaryIndex>(_ index: Index) async throws -> (Int, [ChangedDocument], Bool) {
+        try await reading { db in
+            guard try db.tableExists(Index.registry), try db.tableExists(index.table) else { return (0, [], false) }
+            let since = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
+            return (since, try IndexRegistry.changedDocuments(db, after: since, limit: index.batchSize), true)
         }
     }
 

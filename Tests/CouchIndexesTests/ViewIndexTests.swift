@@ -174,4 +174,27 @@ struct ViewIndexTests {
             #expect(try await db.mango.find(find, index: byType).docs.count == 6)
         }
     }
+
+    @Test("Catch-ups racing each other and writes, batch after batch, leave every document in the index exactly once")
+    func racingCatchUps() async throws {
+        try await withStore { store, _ in
+            let db = try await store.create("race")
+            let byKm = ViewDefinition(code: "by-km", map: { doc in doc["km"].map { [(key: $0, value: JSON.int(1))] } ?? [] }, reduce: .count)
+            _ = try await db.update((0..<3_500).map { DocumentInput(id: "a\($0)", body: ["km": .int($0)]) }, newEdits: true)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<3 { group.addTask { _ = try await db.views.update(byKm) } }
+                group.addTask {
+                    for round in 0..<5 {
+                        _ = try await db.update((0..<300).map { DocumentInput(id: "b\(round)-\($0)", body: ["km": .int($0)]) }, newEdits: true)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let result = try await db.views.query(byKm, ViewQuery())
+            #expect(result.rows.first?["value"] == 5_000)
+            var all = ViewQuery()
+            all.reduce = false
+            #expect(try await db.views.query(byKm, all).totalRows == 5_000)
+        }
+    }
 }

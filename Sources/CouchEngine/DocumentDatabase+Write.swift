@@ -3,21 +3,6 @@ import Crypto
 import Foundation
 import GRDB
 
-/// The stored state of one document id.
-struct DocRow {
-    var seq: Int
-    var tree: RevisionTree
-    var winnerDeleted: Bool
-
-    static func fetch(_ db: GRDB.Database, id: String) throws -> DocRow? {
-        let statement = try db.cachedStatement(sql: "SELECT seq, deleted, tree FROM docs WHERE id = ?")
-        guard let row = try Row.fetchOne(statement, arguments: [id]) else {
-            return nil
-        }
-        return DocRow(seq: row[0], tree: try RevisionTree(encoded: row[2]), winnerDeleted: (row[1] as Int) != 0)
-    }
-}
-
 extension DocumentDatabase {
     /// Writes documents, each atomically, all in one transaction. With `newEdits` each document
     /// edits its `_rev` (or creates the document) and gets a new revision; without it, each

@@ -3,6 +3,21 @@ import Crypto
 import Foundation
 import GRDB
 
+/// The stored state of one document id.
+struct DocRow {
+    var seq: Int
+    var tree: RevisionTree
+    var winnerDeleted: Bool
+
+    static func fetch(_ db: GRDB.Database, id: String) throws -> DocRow? {
+        let statement = try db.cachedStatement(sql: "SELECT seq, deleted, tree FROM docs WHERE id = ?")
+        guard let row = try Row.fetchOne(statement, arguments: [id]) else {
+            return nil
+        }
+        return DocRow(seq: row[0], tree: try RevisionTree(encoded: row[2]), winnerDeleted: (row[1] as Int) != 0)
+    }
+}
+
 /// Revisions in storage, inside the write queue's transaction: a write applied to its document's
 /// revision tree (as CouchDB checks an edit or merges a replicated revision), the tree stemmed,
 /// the document's row and counts, and each revision's body in `revs`.

@@ -247,11 +247,10 @@ public struct GeoIndexes: Sendable {
         request.grid(of: try await current(index, stale: stale).index)
     }
 
-    /// The loaded index, first brought up to date unless `stale`. A loaded index that has seen
-    /// the latest commit needs no look at the changes feed.
+    /// The loaded index, first brought up to date unless `stale` (an index that has seen the
+    /// latest commit costs the catch-up nothing).
     func current(_ index: GeoIndexDefinition, stale: Bool) async throws -> (index: SpatialIndex, update: GeoIndexUpdate) {
-        let current = database.loadedIndexes.withLock { $0[index.table].map { $0.seq >= database.notifier.latest } } ?? false
-        let update = stale || current ? GeoIndexUpdate() : try await update(index)
+        let update = stale ? GeoIndexUpdate() : try await update(index)
         return (try await loaded(index), update)
     }
 

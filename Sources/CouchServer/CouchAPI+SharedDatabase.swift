@@ -246,8 +246,7 @@ package struct OwnerRequest {
         }
         let keys = try body["keys"] ?? request.jsonParam("keys")
         if let keys {
-            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` body member must be an array.") }
-            body["keys"] = .array(try list.map { try storedKey($0, "keys") })
+            body["keys"] = .array(try DatabaseEndpoints.keyList(keys).map { try storedKey($0, "keys") })
             query["keys"] = nil
         }
         for name in ["key", "startkey", "start_key", "endkey", "end_key"] {
@@ -349,9 +348,7 @@ package struct OwnerRequest {
 
     func bulkDocs() async throws -> APIResponse {
         var body = try request.jsonObject()
-        guard case let .array(docs)? = body["docs"] else {
-            throw CouchError.badRequest(body["docs"] == nil ? "POST body must include `docs` parameter." : "`docs` parameter must be an array.")
-        }
+        let docs = try DatabaseEndpoints.bulkDocsList(body)
         body["docs"] = .array(try docs.map { try incomingDocument($0, generateID: true) })
         return try await rewritten(try await forward(path: ["_bulk_docs"], json: .object(body))) { result in
             .array((result.arrayValue ?? []).compactMap(visibleRow))

@@ -188,8 +188,7 @@ struct DatabaseEndpoints: Sendable {
             options.keys = [key]
         }
         if let keys = try param("keys") {
-            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` body member must be an array.") }
-            options.keys = list
+            options.keys = try Self.keyList(keys)
         }
         func bool(_ name: String) throws -> Bool {
             if let value = body?[name] {
@@ -299,9 +298,7 @@ struct DatabaseEndpoints: Sendable {
     func bulkDocs(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.post)
         let body = try request.jsonObject()
-        guard case let .array(docs)? = body["docs"] else {
-            throw CouchError.badRequest(body["docs"] == nil ? "POST body must include `docs` parameter." : "`docs` parameter must be an array.")
-        }
+        let docs = try Self.bulkDocsList(body)
         var newEdits = true
         if let value = body["new_edits"] {
             guard case let .bool(flag) = value else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
@@ -484,5 +481,21 @@ extension DatabaseEndpoints {    /// `/{db}/_partition/{partition}[/…]` of a p
         case "_explain": return try await api.mango.explain(db, request, partition: partition)
         default: throw CouchError.missing
         }
+    }
+}
+
+extension DatabaseEndpoints {
+    /// `_bulk_docs`'s `docs` member, or CouchDB's 400 saying what is wrong with it.
+    static func bulkDocsList(_ body: JSONObject) throws -> [JSON] {
+        guard case let .array(docs)? = body["docs"] else {
+            throw CouchError.badRequest(body["docs"] == nil ? "POST body must include `docs` parameter." : "`docs` parameter must be an array.")
+        }
+        return docs
+    }
+
+    /// `_all_docs`'s `keys` (body member or parameter) as a list, or CouchDB's 400.
+    static func keyList(_ keys: JSON) throws -> [JSON] {
+        guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` body member must be an array.") }
+        return list
     }
 }

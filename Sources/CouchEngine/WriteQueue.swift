@@ -45,7 +45,7 @@ final class WriteQueue: Sendable {
 
     private let pool: any DatabaseWriter
     private let state = Locked(State())
-    /// Called after each commit with the new update sequence.
+    /// Called after each commit, before any writer resumes, with the new update sequence.
     private let onCommit: @Sendable (Int) -> Void
     /// Called after each commit, before any writer resumes, with the sequences before and
     /// after it, the documents' changes and whether they are all of them; nil: changes are
@@ -124,8 +124,11 @@ final class WriteQueue: Sendable {
                     return (finishers, start.0, context.seq, context.changes, context.changesComplete)
                 }
                 onChanges?(before, seq, changes, complete)
-                for finish in finishers { finish() }
+                // Published before any writer resumes: a writer that reads next must find its
+                // commit in `ChangeNotifier.latest` (an index known current up to `latest`
+                // answers without a look at its tables).
                 onCommit(seq)
+                for finish in finishers { finish() }
             } catch {
                 // The transaction itself failed (disk full, I/O error): nobody's write happened.
                 for item in batch { item.fail(error) }

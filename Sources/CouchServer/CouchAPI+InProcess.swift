@@ -7,9 +7,10 @@ import Hummingbird
 
 extension CouchAPI {
     /// Performs a CouchDB API request in this process, as `user`, without a socket or a
-    /// credentials check (through the same routes and middleware as the listener's requests): how the application layer talks to the database it runs on. The
-    /// request and answer are exactly those of the HTTP API (`path` percent-encoded as in a
-    /// URL), so the same application code can run against Apache CouchDB over HTTP.
+    /// credentials check (through the same routes and steps as the listener's requests): how
+    /// the application layer talks to the database it runs on. The request and answer are
+    /// exactly those of the HTTP API (`path` percent-encoded as in a URL), so the same
+    /// application code can run against Apache CouchDB over HTTP.
     public func perform(
         _ method: HTTPRequest.Method, _ path: String, query: [String: String] = [:], body: JSON? = nil, user: UserContext = .system
     ) async -> (status: Int, body: [UInt8]) {

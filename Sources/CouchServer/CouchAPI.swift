@@ -116,16 +116,6 @@ public final class CouchAPI: Sendable {
         }
     }
 
-    /// What a failure means to the client when it has a CouchDB meaning: storage failing under
-    /// a request to a database that no longer exists (it reached the database just as it was
-    /// deleted: SQLite finds its connection closed or its file gone) is that database not
-    /// existing, not a server failure. nil for anything else.
-    func meaning(of error: any Error, path: [String]) -> CouchError? {
-        if let error = error as? CouchError { return error }
-        if let name = path.first, DatabaseStore.isValidName(name), !store.exists(name) { return .databaseNotFound }
-        return nil
-    }
-
     func corsAllows(_ origin: String) -> Bool {
         !options.corsOrigins.isEmpty && (options.corsOrigins.contains("*") || options.corsOrigins.contains(origin))
     }

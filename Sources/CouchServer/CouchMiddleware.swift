@@ -88,7 +88,11 @@ struct CouchErrors {
             if error.status >= 500 { api.logger.error("\(request.method) \(request.uri.path): \(error)") }
             return APIResponse.error(error).response
         }
-        if let meaning = api.meaning(of: error, path: CouchURL.segments(request.uri.path)) { return APIResponse.error(meaning).response }
+        // Storage failing under a request to a database that no longer exists (it reached the
+        // database just as it was deleted) is that database not existing, not a server failure.
+        if let name = CouchURL.segments(request.uri.path).first, DatabaseStore.isValidName(name), !api.store.exists(name) {
+            return APIResponse.error(.databaseNotFound).response
+        }
         api.logger.error("\(request.method) \(request.uri.path): \(error)")
         return APIResponse.error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")).response
     }

@@ -9,9 +9,8 @@ import NIOCore
 /// the changes since then and run its filter over them, one query-server round trip per
 /// listener for JavaScript filters. Here the first to ask reads and filters; the others with
 /// the same question — same database, same request apart from its feed settings, same user
-/// (a filter's `req.userCtx`), same position — get that page. Answers are kept a second at
-/// most (a page ends at its own `last_seq`, so a listener given one read a moment ago
-/// continues from there and misses nothing) and 256 at once.
+/// (a filter's `req.userCtx`), same position, same latest commit — get that page. Answers are
+/// kept a second at most and 256 at once.
 ///
 /// A filter that reads `req.headers` or `req.peer` is assumed to answer the same for two
 /// requests that differ only there (listeners of one app send the same headers).
@@ -62,9 +61,11 @@ final class SharedFeedReads: Sendable {
     /// The changes after `options.since`, shared with every listener asking `question` from the
     /// same position while the database's latest commit is the same.
     func changes(_ db: DocumentDatabase, _ options: ChangesOptions, question: String) async throws -> Page {
-        // The latest commit is not part of the key: a page read a moment ago ends at its own
-        // last_seq, and a listener continues from there, so it misses nothing.
-        let key = "\(question)\u{0}\(options.since)\u{0}\(options.limit ?? -1)"
+        // The latest commit is part of the key. Without it, a listener woken by a commit was
+        // given the page read before that commit (empty), found the commit still ahead of it,
+        // and asked again at once, spinning on that page until it expired: changes were seen up
+        // to a second late, at the cost of a busy loop (`lt-bench compare`'s longpoll p99).
+        let key = "\(question)\u{0}\(options.since)\u{0}\(options.limit ?? -1)\u{0}\(db.notifier.latest)"
         let now = ContinuousClock.now
         let task = entries.withLock { entries -> Task<Page, any Error> in
             if let entry = entries[key], now - entry.created < SharedFeedReads.lifetime { return entry.task }

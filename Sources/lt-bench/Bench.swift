@@ -63,6 +63,25 @@ struct Bench: AsyncParsableCommand {
         var base: String
         var user: String?
         var password: String?
+
+        init(base: String, user: String?, password: String?) {
+            (self.base, self.user, self.password) = (base, user, password)
+        }
+
+        /// A server's URL with its credentials in it, e.g. http://admin:secret@127.0.0.1:5984.
+        init(url: String) throws {
+            guard var components = URLComponents(string: url), components.host != nil else { throw ValidationError("Cannot parse the URL \(url)") }
+            (user, password) = (components.user, components.password)
+            components.user = nil
+            components.password = nil
+            base = (components.string ?? url).trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        }
+
+        /// The `Authorization` header of its credentials ("" without).
+        var authorization: String {
+            guard let user, let password else { return "" }
+            return "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+        }
     }
 
     /// What every measurement shares: the server, a client of it, the documents (as JSON, as
@@ -76,11 +95,8 @@ struct Bench: AsyncParsableCommand {
         let scratch: URL
 
         init(target: Target, documents: [JSON], scratch: URL) throws {
-            let authorization = target.user.flatMap { user in
-                target.password.map { "Basic " + Data("\(user):\($0)".utf8).base64EncodedString() }
-            } ?? ""
             self.target = target
-            client = try Client(base: target.base, authorization: authorization)
+            client = try Client(base: target.base, authorization: target.authorization)
             self.documents = documents
             bodies = documents.map(\.bytes)
             batches = stride(from: 0, to: documents.count, by: 1000).map {
@@ -98,11 +114,7 @@ struct Bench: AsyncParsableCommand {
             guard port > 0 else { throw ValidationError("the in-process server did not report its port") }
             return (Target(base: "http://127.0.0.1:\(port)", user: "bench", password: "bench-password"), task)
         }
-        guard var components = URLComponents(string: url) else { throw ValidationError("Cannot parse --url \(url)") }
-        let (user, password) = (components.user, components.password)
-        components.user = nil
-        components.password = nil
-        return (Target(base: (components.string ?? url).trimmingCharacters(in: CharacterSet(charactersIn: "/")), user: user, password: password), nil)
+        return (try Target(url: url), nil)
     }
 
     /// The ceilings: raw SQLite inserting the same JSON in one transaction, and reading the
@@ -426,36 +438,49 @@ struct Bench: AsyncParsableCommand {
             return result.withLock { $0 }
         }
 
-        /// Runs `count` jobs on `width` threads, each with its own connection.
+        /// Runs `count` jobs on `width` threads, each with its own connection; the first
+        /// failure stops them and is thrown.
         func concurrently(_ width: Int, _ count: Int, _ job: @escaping @Sendable (BenchConnection, Int) throws -> Void) async throws {
             let next = Locked(0)
-            let failure = Locked<(any Error)?>(nil)
+            let failed = Locked(false)
             let (host, port) = (self.host, self.port)
-            await withTaskGroup(of: Void.self) { group in
-                for _ in 0..<width {
-                    group.addTask {
-                        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                            Thread.detachNewThread {
-                                defer { continuation.resume() }
-                                do {
-                                    let connection = try BenchConnection(host: host, port: port)
-                                    while failure.withLock({ $0 == nil }) {
-                                        let i = next.withLock { value -> Int in
-                                            defer { value += 1 }
-                                            return value
-                                        }
-                                        if i >= count { return }
-                                        try job(connection, i)
-                                    }
-                                } catch {
-                                    failure.withLock { $0 = $0 ?? error }
-                                }
-                            }
+            try await Bench.onThreads(width) { _ in
+                do {
+                    let connection = try BenchConnection(host: host, port: port)
+                    while !failed.withLock({ $0 }) {
+                        let i = next.withLock { value -> Int in
+                            defer { value += 1 }
+                            return value
+                        }
+                        if i >= count { return }
+                        try job(connection, i)
+                    }
+                } catch {
+                    failed.withLock { $0 = true }
+                    throw error
+                }
+            }
+        }
+    }
+}
+
+extension Bench {
+    /// Runs `count` blocking bodies, each on a thread of its own (load generators, listeners
+    /// holding a request open), and waits for all; the first failure is thrown.
+    static func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) throws -> Void) async throws {
+        let failure = Locked<(any Error)?>(nil)
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<count {
+                group.addTask {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        Thread.detachNewThread {
+                            defer { continuation.resume() }
+                            do { try body(i) } catch { failure.withLock { $0 = $0 ?? error } }
                         }
                     }
                 }
             }
-            if let error = failure.withLock({ $0 }) { throw error }
         }
+        if let error = failure.withLock({ $0 }) { throw error }
     }
 }

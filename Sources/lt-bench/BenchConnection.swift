@@ -12,6 +12,8 @@ import Darwin
 final class BenchConnection {
     private let fd: Int32
     private var buffer: [UInt8] = []
+    /// Where each `read` lands, reused: a fresh 256 KiB array per read cost the client more than some requests cost the server.
+    private var chunk = [UInt8](repeating: 0, count: 256 * 1024)
     private let host: String
 
     struct Failure: Error, CustomStringConvertible {
@@ -43,10 +45,12 @@ final class BenchConnection {
     deinit { close(fd) }
 
     /// Sends one request and returns the status and body.
-    func send(_ method: String, _ path: String, authorization: String, body: [UInt8]? = nil) throws -> (status: Int, body: [UInt8]) {
+    func send(
+        _ method: String, _ path: String, authorization: String, body: [UInt8]? = nil, contentType: String = "application/json"
+    ) throws -> (status: Int, body: [UInt8]) {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host)\r\nAccept: application/json\r\n"
         if !authorization.isEmpty { head += "Authorization: \(authorization)\r\n" }
-        if let body { head += "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n" }
+        if let body { head += "Content-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n" }
         var request = Array((head + "\r\n").utf8)
         if let body { request += body }
         try writeAll(request)
@@ -128,7 +132,6 @@ final class BenchConnection {
     }
 
     private func readMore() throws {
-        var chunk = [UInt8](repeating: 0, count: 256 * 1024)
         let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         guard count > 0 else { throw Failure(description: "connection closed while reading") }
         buffer += chunk[0..<count]

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The side-by-side benchmark (`lt-bench compare`) on a release build: lt serve, and beside it
 # any CouchDB-API server named by LT_BENCH_COUCHDB_URL (e.g. an Apache CouchDB 3.4.3 built
-# beside the project, http://admin:PASSWORD@127.0.0.1:5984). Figures are printed and written
+# beside the project, http://admin:PASSWORD@127.0.0.1:5984) and, for the geo figures, a PostGIS
+# named by LT_BENCH_POSTGIS_URL (e.g. postgresql://postgres@127.0.0.1:5499/postgres, with Debian's
+# postgresql-15-postgis-3; its psql and pgbench on the PATH). Figures are printed and written
 # as JSON to .build/bench/compare.json; speed never fails this script, a broken run does.
 #
 #   scripts/bench.sh --quick    10,000 documents: what CI runs, to record figures
@@ -21,6 +23,11 @@ if [[ -n "${LT_BENCH_COUCHDB_URL:-}" ]]; then
     args+=(--couchdb "$LT_BENCH_COUCHDB_URL")
 else
     echo "bench: LT_BENCH_COUCHDB_URL is not set, so lt is measured alone (no CouchDB beside it)"
+fi
+if [[ -n "${LT_BENCH_POSTGIS_URL:-}" ]]; then
+    args+=(--postgis "$LT_BENCH_POSTGIS_URL")
+else
+    echo "bench: LT_BENCH_POSTGIS_URL is not set, so the geo figures have no PostGIS beside them"
 fi
 swift build -c release --product lt
 swift build -c release --product lt-bench

@@ -57,10 +57,11 @@ extension DocumentDatabase {
         _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
     ) async throws -> [Result<[OpenRevision], CouchError>] {
         try await reading { db in
-            try requests.map { request in
+            let stored = try DocRow.fetchAll(db, ids: requests.lazy.map(\.id))
+            return try requests.map { request in
                 var options = options
                 if let since = request.attsSince { options.attsSince = since }
-                guard let row = try DocRow.fetch(db, id: request.id) else {
+                guard let row = stored[request.id] else {
                     if let revs = request.revs { return .success(revs.map { OpenRevision.missing($0) }) }
                     return .failure(CouchError.missing)
                 }
@@ -102,8 +103,9 @@ extension DocumentDatabase {
     public func revsDiff(_ request: [(id: String, revs: [Revision])]) async throws -> JSONObject {
         try await reading { db in
             var out = JSONObject()
+            let stored = try DocRow.fetchAll(db, ids: request.lazy.map(\.id))
             for (id, revs) in request {
-                let row = try DocRow.fetch(db, id: id)
+                let row = stored[id]
                 let missing = row.map { $0.tree.missing(revs) } ?? revs
                 guard !missing.isEmpty else { continue }
                 var entry: JSONObject = ["missing": .array(missing.map { .string($0.description) })]

@@ -16,6 +16,27 @@ struct DocRow {
         }
         return DocRow(seq: row[0], tree: try RevisionTree(encoded: row[2]), winnerDeleted: (row[1] as Int) != 0)
     }
+
+    /// The stored state of many ids (those absent left out), in one query per 500 ids rather
+    /// than one per id: for `_revs_diff` and `_bulk_get`, where the per-id queries' set-up in
+    /// the SQLite wrapper was a fifth of the request.
+    static func fetchAll(_ db: GRDB.Database, ids: some Sequence<String>) throws -> [String: DocRow] {
+        let unique = Array(Set(ids))
+        var rows: [String: DocRow] = [:]
+        rows.reserveCapacity(unique.count)
+        let chunkSize = 500
+        for start in stride(from: 0, to: unique.count, by: chunkSize) {
+            let chunk = unique[start..<min(start + chunkSize, unique.count)]
+            let sql = "SELECT id, seq, deleted, tree FROM docs WHERE id IN (\(repeatElement("?", count: chunk.count).joined(separator: ",")))"
+            // Full chunks share one cached statement; the last, of any size, is made once.
+            let statement = chunk.count == chunkSize ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+            let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(Array(chunk)))
+            while let row = try cursor.next() {
+                rows[row[0]] = DocRow(seq: row[1], tree: try RevisionTree(encoded: row[3]), winnerDeleted: (row[2] as Int) != 0)
+            }
+        }
+        return rows
+    }
 }
 
 /// Revisions in storage, inside the write queue's transaction: a write applied to its document's

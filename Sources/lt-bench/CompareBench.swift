@@ -42,6 +42,18 @@ struct CompareBench: AsyncParsableCommand {
     @Option(help: "Also write the figures as JSON to this file.")
     var json: String?
 
+    @Option(name: .customLong("geo-points"), help: "Points of a geo comparison (repeatable, e.g. 100000 and 1000000; default 100,000, 10,000 with --quick).")
+    var geoPoints: [Int] = []
+
+    @Option(name: .customLong("geo-queries"), help: "Geo queries asked of lt per figure (default 20,000, 2,000 with --quick).")
+    var geoQueries: Int?
+
+    @Option(help: "PostGIS to compare the geo figures with, as a libpq URL (e.g. postgresql://postgres@127.0.0.1:5499/postgres); its psql and pgbench must be on the PATH. Tables named cmp_points_* are made and dropped.")
+    var postgis: String?
+
+    @Option(help: "Only the measurements with a figure whose name contains this text, or geo for the geo ones (repeatable; the bulk load always runs, the others read it).")
+    var only: [String] = []
+
     func run() async throws {
         ProcessSetup.bootstrapLogging(level: .warning)
         let scale = quick ? CompareScale(documents: 10_000, puts: 2_000, listeners: 50, feedWrites: 100)
@@ -65,7 +77,7 @@ struct CompareBench: AsyncParsableCommand {
         }
         let header = try await CompareHeader(sides: sides, lt: server, scale: scale)
         print(header.text)
-        var table = CompareTable(sides: sides.map(\.name))
+        var table = CompareTable(sides: sides.map(\.name) + (postgis == nil ? [] : ["PostGIS"]))
         table.printHeading()
         let documents = (0..<scale.documents).map(Bench.locationDocument)
         var workloads: [CompareWorkload] = []
@@ -74,7 +86,10 @@ struct CompareBench: AsyncParsableCommand {
             workloads.append(try CompareWorkload(server: side, documents: documents, scale: scale))
         }
         var memory: [String: Int] = [:]
-        for measure in CompareWorkload.measures {
+        let measures = CompareWorkload.measures.enumerated().filter { index, measure in
+            index == 0 || only.isEmpty || measure.figures.contains { figure in only.contains { figure.name.contains($0) } }
+        }.map(\.element)
+        for measure in measures {
             var rows = measure.figures.map { CompareTable.Row(figure: $0) }
             for workload in workloads {
                 let sampler = PeakMemorySampler(pid: workload.server.pid)
@@ -87,6 +102,18 @@ struct CompareBench: AsyncParsableCommand {
         var rss = CompareTable.Row(figure: CompareFigure("server RSS, largest during the run", unit: "MiB", better: .lower, target: 3))
         for side in sides { rss.values[side.name] = Double(memory[side.name] ?? 0) / 1_048_576 }
         table.add(rss)
+        let geos = (geoPoints.isEmpty ? [quick ? 10_000 : 100_000] : geoPoints).map {
+            CompareGeo(points: $0, queries: geoQueries ?? (quick ? 2_000 : 20_000))
+        }
+        for geo in geos where only.isEmpty || only.contains("geo") {
+            let (points, centres) = geo.data()
+            var rows = geo.figures.map { CompareTable.Row(figure: $0) }
+            for (index, value) in try await geo.measureLT(workloads[0], points, centres).enumerated() { rows[index].values["lt"] = value }
+            if let postgis {
+                for (index, value) in try geo.measurePostGIS(postgis, points, centres, scratch: scratch).enumerated() { rows[index].values["PostGIS"] = value }
+            }
+            for row in rows { table.add(row) }
+        }
         for side in sides { try await side.cleanUp() }
         print("load average at the end: \(CompareHeader.loadAverage())")
         if let json {
@@ -149,10 +176,11 @@ struct CompareTable {
         let figure: CompareFigure
         var values: [String: Double] = [:]
 
-        /// lt's advantage over CouchDB: its rate divided by CouchDB's, or CouchDB's latency or
-        /// memory divided by its own; above 1 is better.
+        /// lt's advantage over the other server of the row (CouchDB, or PostGIS for geo): its
+        /// rate divided by the other's, or the other's latency or memory divided by its own;
+        /// above 1 is better.
         var advantage: Double? {
-            guard let lt = values["lt"], let other = values["CouchDB"], lt > 0, other > 0 else { return nil }
+            guard let lt = values["lt"], let other = values.first(where: { $0.key != "lt" })?.value, lt > 0, other > 0 else { return nil }
             return figure.better == .higher ? lt / other : other / lt
         }
 
@@ -169,7 +197,7 @@ struct CompareTable {
     private(set) var rows: [Row] = []
 
     func printHeading() {
-        var line = "figure".padding(toLength: 60, withPad: " ", startingAt: 0)
+        var line = "figure".padding(toLength: 62, withPad: " ", startingAt: 0)
         for side in sides { line += side.leftPadded(14) }
         if sides.count > 1 { line += "  lt's advantage (target)" }
         print(line)
@@ -177,7 +205,7 @@ struct CompareTable {
 
     mutating func add(_ row: Row) {
         rows.append(row)
-        var line = "\(row.figure.name) (\(row.figure.unit))".padding(toLength: 60, withPad: " ", startingAt: 0)
+        var line = "\(row.figure.name) (\(row.figure.unit))".padding(toLength: 62, withPad: " ", startingAt: 0)
         for side in sides { line += (row.values[side].map { Self.format($0) } ?? "—").leftPadded(14) }
         if let advantage = row.advantage {
             line += String(format: "  %6.2f×", advantage)

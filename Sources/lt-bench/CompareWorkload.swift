@@ -2,6 +2,7 @@ import ArgumentParser
 import CouchEngine
 import CouchJSON
 import Foundation
+import TrackerKit
 
 /// The workload of `lt-bench compare`, run the same way against each server: what a device
 /// fleet and the tracker's server ask of a CouchDB (bulk loads, single writes, feeds, a device's
@@ -199,7 +200,7 @@ struct CompareWorkload: Sendable {
     /// Photos of 1 MB (random bytes, as a JPEG's are to a compressor) written, then read back.
     func photos() async throws -> [Double] {
         try await client.send("PUT", "/cmp-photos", expect: 201)
-        var generator = SplitMix(seed: 42)
+        var generator = SeededGenerator(seed: 42)
         let photo = (0..<1_048_576).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
         let count = scale.documents >= 100_000 ? 64 : 16
         let megabytes = Double(count * photo.count) / 1_000_000
@@ -292,19 +293,6 @@ struct CompareWorkload: Sendable {
     /// A value for a query string (CouchDB's sequences hold characters a URL may not).
     static func queryValue(_ value: String) -> String {
         value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-_.~"))) ?? value
-    }
-}
-
-/// A small deterministic generator (SplitMix64) for the photos' bytes.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

@@ -84,10 +84,56 @@ public struct ChangesFeed: Sendable {
         }
     }
 
+    /// The feed as the HTTP answer writes it, for what the engine filters without reading
+    /// bodies (no filter, `_doc_ids`, `_design`): each row already JSON, its document written
+    /// from the stored body's bytes (`StoredDocument.winnerBytes`) when that is all that is
+    /// asked. Byte for byte the rows of `read`; nil for the other filters, which `read` answers.
+    public func readSerialized(_ options: ChangesOptions) async throws -> (rows: [[UInt8]], lastSeq: Int, pending: Int)? {
+        switch options.filter {
+        case nil, .docIDs?, .design?: break
+        case .selector?, .documents?: return nil
+        }
+        return try await scan(options) { db, row, id, seq, bodyData, _, deleted in
+            var out = Array(#"{"seq":"#.utf8)
+            JSON.string(database.sequenceString(seq)).write(to: &out)
+            out += #","id":"#.utf8
+            let quotedID = JSON.string(id).bytes
+            out += quotedID
+            out += #","changes":"#.utf8
+            try JSON.array(changes(row, options)).write(to: &out)
+            if deleted { out += #","deleted":true"#.utf8 }
+            if options.includeDocs {
+                out += #","doc":"#.utf8
+                if let bodyData, !deleted, let doc = StoredDocument.winnerBytes(id: quotedID, rev: row[1], body: bodyData, options: options.read) {
+                    out += doc
+                } else if let bodyData, let body = try JSON.parse(bodyData).objectValue {
+                    try StoredDocument.assembleWinnerRow(db, id: id, row: row, body: body, deleted: deleted, options: options.read).write(to: &out)
+                } else {
+                    out += "null".utf8
+                }
+            }
+            out += "}".utf8
+            return out
+        }
+    }
+
     private func unfilteredChanges(_ options: ChangesOptions) async throws -> ChangesPage {
+        let (rows, lastSeq, pending) = try await scan(options) { db, row, id, seq, data, parsed, deleted in
+            try changeRow(db, row, id: id, seq: seq, body: data, parsed: parsed, deleted: deleted, options)
+        }
+        return ChangesPage(rows: rows, lastSeq: lastSeq, pending: pending)
+    }
+
+    /// The rows after `options.since` that pass the engine's filters, each made by `makeRow`
+    /// from the `docs` row (id, winner, seq, tree, body, deleted), the id, the sequence, the
+    /// stored body's bytes, the body parsed (when a selector needed it) and whether deleted.
+    private func scan<Output: Sendable>(
+        _ options: ChangesOptions,
+        makeRow: @escaping @Sendable (GRDB.Database, Row, String, Int, Data?, JSONObject?, Bool) throws -> Output
+    ) async throws -> (rows: [Output], lastSeq: Int, pending: Int) {
         try await database.reading { db in
             let updateSeq = try DatabaseFile.metaInt(db, "update_seq")
-            var rows: [JSON] = []
+            var rows: [Output] = []
             var lastSeq = options.descending ? 0 : options.since
             let limit = options.limit ?? Int.max
             let idPrefix: String? = {
@@ -115,10 +161,12 @@ public struct ChangesFeed: Sendable {
                     let seq: Int = row[2]
                     cursorSeq = seq
                     let deleted = (row[5] as Int) != 0
+                    let data = needsBody ? row[4] as Data? : nil
+                    // Parsed when a selector looks into it; for the rows' documents, `makeRow` decides.
                     var body: JSONObject?
-                    if needsBody, let data = row[4] as Data? { body = try JSON.parse(data).objectValue }
+                    if let data, case .selector = options.filter, idPrefix == nil { body = try JSON.parse(data).objectValue }
                     guard ChangesFeed.passes(options.filter, id: id, winner: row[1], body: body, deleted: deleted, idPrefix: idPrefix) else { continue }
-                    rows.append(try changeRow(db, row, id: id, seq: seq, body: body, deleted: deleted, options))
+                    rows.append(try makeRow(db, row, id, seq, data, body, deleted))
                     lastSeq = seq
                     if rows.count >= limit { break }
                 }
@@ -127,7 +175,7 @@ public struct ChangesFeed: Sendable {
             // A page that ran out of rows has seen everything up to the snapshot's update_seq.
             if !options.descending, rows.count < limit { lastSeq = max(options.since, updateSeq) }
             let pending = options.descending ? 0 : (try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [lastSeq]) ?? 0)
-            return ChangesPage(rows: rows, lastSeq: lastSeq, pending: pending)
+            return (rows, lastSeq, pending)
         }
     }
 
@@ -151,22 +199,25 @@ public struct ChangesFeed: Sendable {
     }
 
     /// One row of the changes feed from a `docs` row (columns id, winner, seq, tree, body):
-    /// the winning revision or every leaf (`style=all_docs`), and the document when asked.
-    func changeRow(_ db: GRDB.Database, _ row: Row, id: String, seq: Int, body: JSONObject?, deleted: Bool, _ options: ChangesOptions) throws -> JSON {
-        let changes: [JSON]
-        if options.allLeaves {
-            changes = try RevisionTree(encoded: row[3]).leaves.map { ["rev": .string($0.rev.description)] }
-        } else {
-            changes = [["rev": .string(row[1] as String)]]
-        }
-        var out: JSONObject = ["seq": .string(database.sequenceString(seq)), "id": .string(id), "changes": .array(changes)]
+    /// the winning revision or every leaf (`style=all_docs`), and the document when asked
+    /// (from the body already parsed for a selector, or the stored bytes).
+    func changeRow(
+        _ db: GRDB.Database, _ row: Row, id: String, seq: Int, body: Data?, parsed: JSONObject?, deleted: Bool, _ options: ChangesOptions
+    ) throws -> JSON {
+        var out: JSONObject = ["seq": .string(database.sequenceString(seq)), "id": .string(id), "changes": .array(try changes(row, options))]
         out.members.reserveCapacity(5)
         if deleted { out["deleted"] = true }
         if options.includeDocs {
-            out["doc"] = body == nil ? .null : try StoredDocument.assembleWinnerRow(
-                db, id: id, row: row, body: body!, deleted: deleted, options: options.read)
+            let doc = try parsed ?? body.flatMap { try JSON.parse($0).objectValue }
+            out["doc"] = try doc.map { try StoredDocument.assembleWinnerRow(db, id: id, row: row, body: $0, deleted: deleted, options: options.read) } ?? .null
         }
         return .object(out)
+    }
+
+    /// A row's `changes`: the winning revision, or every leaf (`style=all_docs`).
+    func changes(_ row: Row, _ options: ChangesOptions) throws -> [JSON] {
+        guard options.allLeaves else { return [["rev": .string(row[1] as String)]] }
+        return try RevisionTree(encoded: row[3]).leaves.map { ["rev": .string($0.rev.description)] }
     }
 }
 
@@ -175,5 +226,11 @@ extension DocumentDatabase {
     /// (`ChangesFeed`).
     public func changes(_ options: ChangesOptions) async throws -> ChangesPage {
         try await ChangesFeed(database: self).read(options)
+    }
+
+    /// The changes feed with its rows already JSON (`ChangesFeed.readSerialized`), or nil for a
+    /// filter that needs the rows as values.
+    public func changesSerialized(_ options: ChangesOptions) async throws -> (rows: [[UInt8]], lastSeq: Int, pending: Int)? {
+        try await ChangesFeed(database: self).readSerialized(options)
     }
 }

@@ -109,6 +109,50 @@ package enum StoredDocument {
         return doc
     }
 
+    /// A winning, not deleted revision's document as an answer writes it, from its stored body
+    /// as it is: `{"_id":…,"_rev":…,` and the stored members, without parsing them. Nil when
+    /// the document needs `assemble` (its body has attachments, or the options ask for
+    /// conflicts, revisions, `_local_seq` or revision information), or the body is not an
+    /// object as this server writes one. `quotedID` is the id already written as JSON.
+    static func winnerBytes(id quotedID: [UInt8], rev: String, body: Data, options: ReadOptions) -> [UInt8]? {
+        guard !options.conflicts, !options.deletedConflicts, !options.localSeq, !options.revs, !options.revsInfo else { return nil }
+        return body.withUnsafeBytes { (stored: UnsafeRawBufferPointer) -> [UInt8]? in
+            guard stored.count >= 2, stored.first == UInt8(ascii: "{"), stored.last == UInt8(ascii: "}"),
+                  !Self.contains(stored, Self.attachmentsKey) else { return nil }
+            var out: [UInt8] = []
+            out.reserveCapacity(stored.count + quotedID.count + rev.utf8.count + 20)
+            out += #"{"_id":"#.utf8
+            out += quotedID
+            out += #","_rev":"#.utf8
+            JSON.string(rev).write(to: &out)
+            if stored.count > 2 {
+                out.append(UInt8(ascii: ","))
+                out += stored[1...]  // the members and the closing brace
+            } else {
+                out.append(UInt8(ascii: "}"))
+            }
+            return out
+        }
+    }
+
+    /// `"_attachments"` as it appears in a stored body that has attachments (anywhere in the
+    /// bytes: a false match only costs the slower path).
+    private static let attachmentsKey = Array(#""_attachments""#.utf8)
+
+    private static func contains(_ haystack: UnsafeRawBufferPointer, _ needle: [UInt8]) -> Bool {
+        guard haystack.count >= needle.count, let first = needle.first else { return false }
+        var i = 0
+        while i <= haystack.count - needle.count {
+            if haystack[i] == first {
+                var j = 1
+                while j < needle.count, haystack[i + j] == needle[j] { j += 1 }
+                if j == needle.count { return true }
+            }
+            i += 1
+        }
+        return false
+    }
+
     /// Builds the winning document from a `docs` row (columns id, winner, seq, tree) and its body.
     static func assembleWinnerRow(
         _ db: GRDB.Database, id: String, row: Row, body: JSONObject, deleted: Bool, options: ReadOptions

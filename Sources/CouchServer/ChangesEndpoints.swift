@@ -84,41 +84,54 @@ struct ChangesEndpoints: Sendable {
     /// whole feed of a big database does not hold it all in memory.
     func normalChanges(_ db: DocumentDatabase, _ options: ChangesOptions) async throws -> APIResponse {
         let pageSize = 5000
-        if let limit = options.limit, limit <= pageSize {
-            return .json(changesResult(db, try await db.changes(options)))
-        }
         var first = options
-        first.limit = pageSize
-        let firstPage = try await db.changes(first)
-        if firstPage.rows.count < pageSize {
-            return .json(changesResult(db, firstPage))
+        first.limit = min(options.limit ?? pageSize, pageSize)
+        // Rows written by the engine where it can (every filter but selectors and functions);
+        // otherwise built as values and written here.
+        @Sendable func page(_ options: ChangesOptions) async throws -> (rows: [[UInt8]], lastSeq: Int, pending: Int) {
+            if let written = try await db.changesSerialized(options) { return written }
+            let page = try await db.changes(options)
+            return (page.rows.map(\.bytes), page.lastSeq, page.pending)
+        }
+        let firstPage = try await page(first)
+        if firstPage.rows.count < pageSize || options.limit.map({ $0 <= pageSize }) == true {
+            // As `.json(changesResult(...))` writes it: {"results":[…],"last_seq":…,"pending":…}.
+            var out = Array(#"{"results":["#.utf8)
+            for (index, row) in firstPage.rows.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out += row
+            }
+            out += "],".utf8
+            out += JSON.object(["last_seq": .string(db.sequenceString(firstPage.lastSeq)), "pending": .int(firstPage.pending)]).bytes.dropFirst()
+            out.append(UInt8(ascii: "\n"))
+            return .json(bytes: out)
         }
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         headers[.cacheControl] = "must-revalidate"
         let body = ResponseBody { writer in
             let total = options.limit ?? Int.max
-            var page = firstPage
+            var current = firstPage
             var requested = pageSize
             var sent = 0
             var next = options
             try await writer.write(ByteBuffer(string: "{\"results\":[\n"))
             while true {
                 var out: [UInt8] = []
-                for row in page.rows {
+                for row in current.rows {
                     if sent > 0 { out.append(contentsOf: ",\n".utf8) }
                     sent += 1
-                    row.write(to: &out)
+                    out += row
                 }
                 try await writer.write(ByteBuffer(bytes: out))
-                if page.rows.count < requested || sent >= total { break }
+                if current.rows.count < requested || sent >= total { break }
                 requested = min(pageSize, total - sent)
-                next.since = page.lastSeq
+                next.since = current.lastSeq
                 next.limit = requested
-                page = try await db.changes(next)
+                current = try await page(next)
             }
             // Close the array, then the members of {"last_seq","pending"} without its "{".
-            let tail: JSON = ["last_seq": .string(db.sequenceString(page.lastSeq)), "pending": .int(page.pending)]
+            let tail: JSON = ["last_seq": .string(db.sequenceString(current.lastSeq)), "pending": .int(current.pending)]
             try await writer.write(ByteBuffer(bytes: Array("\n],".utf8) + tail.bytes.dropFirst() + [UInt8(ascii: "\n")]))
             try await writer.finish(nil)
         }

@@ -228,11 +228,21 @@ struct DatabaseEndpoints: Sendable {
         let requested = options.limit ?? Int.max
         var first = options
         if options.keys == nil { first.limit = min(requested, pageSize) }
-        let result = try await db.allDocs(first)
+        let result = try await db.allDocsSerialized(first)
         if options.keys != nil || result.rows.count < pageSize || requested <= pageSize {
-            var out: JSONObject = ["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)]
-            if let updateSeq { out["update_seq"] = updateSeq }
-            return .json(.object(out))
+            // As `.json` would write {"total_rows","offset","rows"[,"update_seq"]}, the rows as they came.
+            var out = JSON.object(["total_rows": .int(result.totalRows), "offset": .int(result.offset)]).bytes.dropLast() + Array(#","rows":["#.utf8)
+            for (index, row) in result.rows.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out += row.bytes
+            }
+            out.append(UInt8(ascii: "]"))
+            if let updateSeq {
+                out += #","update_seq":"#.utf8
+                updateSeq.write(to: &out)
+            }
+            out += "}\n".utf8
+            return .json(bytes: Array(out))
         }
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
@@ -254,16 +264,16 @@ struct DatabaseEndpoints: Sendable {
                 for row in rows {
                     if sent > 0 { out.append(contentsOf: ",\n".utf8) }
                     sent += 1
-                    row.write(to: &out)
+                    out += row.bytes
                 }
                 try await writer.write(ByteBuffer(bytes: out))
-                guard rows.count == pageRequested, sent < requested, let lastID = rows.last?["id"]?.stringValue else { break }
+                guard rows.count == pageRequested, sent < requested, let lastID = rows.last?.id else { break }
                 // Continue after the last id: start there and skip it (ids are unique).
                 pageRequested = min(pageSize, requested - sent)
                 next.startKey = lastID
                 next.skip = 1
                 next.limit = pageRequested
-                rows = try await db.allDocs(next).rows
+                rows = try await db.allDocsSerialized(next).rows
             }
             try await writer.write(ByteBuffer(string: "\n]}\n"))
             try await writer.finish(nil)

@@ -8,6 +8,12 @@ public enum OpenRevision: Sendable {
     case missing(Revision)
 }
 
+/// A revision as `_bulk_get` answers it: the document already written as JSON, or missing.
+public enum SerializedOpenRevision: Sendable {
+    case ok([UInt8])
+    case missing(Revision)
+}
+
 /// Revisions of one document to read: `revs` nil means every leaf.
 public struct RevisionsRequest: Sendable {
     public var id: String
@@ -66,6 +72,25 @@ extension DocumentDatabase {
                     return .failure(CouchError.missing)
                 }
                 return .success(try StoredDocument.openRevisions(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options))
+            }
+        }
+    }
+
+    /// `openRevisions` with each document already JSON, written from its stored bytes without
+    /// parsing them where nothing but the document and `_revisions` is asked (`_bulk_get`).
+    public func openRevisionsSerialized(
+        _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
+    ) async throws -> [Result<[SerializedOpenRevision], CouchError>] {
+        try await reading { db in
+            let stored = try DocRow.fetchAll(db, ids: requests.lazy.map(\.id))
+            return try requests.map { request in
+                var options = options
+                if let since = request.attsSince { options.attsSince = since }
+                guard let row = stored[request.id] else {
+                    if let revs = request.revs { return .success(revs.map { SerializedOpenRevision.missing($0) }) }
+                    return .failure(CouchError.missing)
+                }
+                return .success(try StoredDocument.openRevisionsSerialized(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options))
             }
         }
     }

@@ -198,9 +198,12 @@ enum RevisionStore {
     }
 
     static func storedBody(_ db: GRDB.Database, id: String, rev: Revision) throws -> JSONObject? {
-        guard let data = try Data.fetchOne(
-            db.cachedStatement(sql: "SELECT body FROM revs WHERE doc_id = ? AND rev = ?"), arguments: [id, rev.description])
-        else { return nil }
+        guard let data = try storedBodyBytes(db, id: id, rev: rev) else { return nil }
         return try JSON.parse(data).objectValue
+    }
+
+    /// A revision's stored body as written (JSON), if it is kept.
+    static func storedBodyBytes(_ db: GRDB.Database, id: String, rev: Revision) throws -> Data? {
+        try Data.fetchOne(db.cachedStatement(sql: "SELECT body FROM revs WHERE doc_id = ? AND rev = ?"), arguments: [id, rev.description])
     }
 }

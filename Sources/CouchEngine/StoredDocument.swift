@@ -9,26 +9,47 @@ package enum StoredDocument {
     static func openRevisions(
         _ db: GRDB.Database, id: String, row: DocRow, revs: [Revision]?, latest: Bool, options: ReadOptions
     ) throws -> [OpenRevision] {
-        let wanted: [Revision]
-        if let revs {
-            var list: [Revision] = []
-            for rev in revs {
-                if latest, row.tree.contains(rev), !row.tree.isLeaf(rev) {
-                    for leaf in row.tree.leaves where row.tree.path(to: leaf.rev).contains(rev) && !list.contains(leaf.rev) {
-                        list.append(leaf.rev)
-                    }
-                } else if !list.contains(rev) {
-                    list.append(rev)
-                }
-            }
-            wanted = list
-        } else {
-            wanted = row.tree.leaves.map(\.rev)
-        }
-        return try wanted.map { rev in
+        try wantedRevisions(row: row, revs: revs, latest: latest).map { rev in
             if let doc = try StoredDocument.assemble(db, id: id, rev: rev, row: row, options: options) {
                 return .ok(doc)
             }
+            return .missing(rev)
+        }
+    }
+
+    /// The revisions `open_revs` names: those asked (with `latest`, a non-leaf's leaves
+    /// instead), or every leaf.
+    static func wantedRevisions(row: DocRow, revs: [Revision]?, latest: Bool) -> [Revision] {
+        guard let revs else { return row.tree.leaves.map(\.rev) }
+        var list: [Revision] = []
+        for rev in revs {
+            if latest, row.tree.contains(rev), !row.tree.isLeaf(rev) {
+                for leaf in row.tree.leaves where row.tree.path(to: leaf.rev).contains(rev) && !list.contains(leaf.rev) {
+                    list.append(leaf.rev)
+                }
+            } else if !list.contains(rev) {
+                list.append(rev)
+            }
+        }
+        return list
+    }
+
+    /// `openRevisions` with each document already JSON, written from its stored bytes where
+    /// `documentBytes` can (byte for byte what the assembled document serializes to).
+    static func openRevisionsSerialized(
+        _ db: GRDB.Database, id: String, row: DocRow, revs: [Revision]?, latest: Bool, options: ReadOptions
+    ) throws -> [SerializedOpenRevision] {
+        let quotedID = JSON.string(id).bytes
+        return try wantedRevisions(row: row, revs: revs, latest: latest).map { rev in
+            if let node = row.tree.node(rev), !node.deleted,
+               let body = try RevisionStore.storedBodyBytes(db, id: id, rev: rev) {
+                // Spelled out: JSON is nil-literal-expressible, so a bare `nil` here would be JSON.null.
+                let path: JSON? = options.revs ? .some(revisions(row.tree, rev)) : .none
+                if let doc = documentBytes(id: quotedID, rev: rev.description, body: body, revisions: path, options: options) {
+                    return .ok(doc)
+                }
+            }
+            if let doc = try assemble(db, id: id, rev: rev, row: row, options: options) { return .ok(JSON.object(doc).bytes) }
             return .missing(rev)
         }
     }
@@ -83,13 +104,7 @@ package enum StoredDocument {
             if !deleted.isEmpty { doc.members.append(("_deleted_conflicts", .array(deleted))) }
         }
         if options.localSeq { doc.members.append(("_local_seq", .int(row.seq))) }
-        if options.revs {
-            let path = row.tree.path(to: rev)
-            doc.members.append(("_revisions", [
-                "start": .int(rev.pos),
-                "ids": .array(path.map { .string($0.hash) }),
-            ]))
-        }
+        if options.revs { doc.members.append(("_revisions", revisions(row.tree, rev))) }
         if options.revsInfo {
             var info: [JSON] = []
             for ancestor in row.tree.path(to: rev) {
@@ -115,7 +130,15 @@ package enum StoredDocument {
     /// conflicts, revisions, `_local_seq` or revision information), or the body is not an
     /// object as this server writes one. `quotedID` is the id already written as JSON.
     static func winnerBytes(id quotedID: [UInt8], rev: String, body: Data, options: ReadOptions) -> [UInt8]? {
-        guard !options.conflicts, !options.deletedConflicts, !options.localSeq, !options.revs, !options.revsInfo else { return nil }
+        guard !options.revs else { return nil }
+        return documentBytes(id: quotedID, rev: rev, body: body, revisions: nil, options: options)
+    }
+
+    /// A not deleted revision's document from its stored body as it is, as `assemble` would
+    /// write it, with `_revisions` (the revision's path) appended when given; nil when it needs
+    /// `assemble` (see `winnerBytes`).
+    static func documentBytes(id quotedID: [UInt8], rev: String, body: Data, revisions: JSON?, options: ReadOptions) -> [UInt8]? {
+        guard !options.conflicts, !options.deletedConflicts, !options.localSeq, !options.revsInfo else { return nil }
         return body.withUnsafeBytes { (stored: UnsafeRawBufferPointer) -> [UInt8]? in
             guard stored.count >= 2, stored.first == UInt8(ascii: "{"), stored.last == UInt8(ascii: "}"),
                   !Self.contains(stored, Self.attachmentsKey) else { return nil }
@@ -127,12 +150,20 @@ package enum StoredDocument {
             JSON.string(rev).write(to: &out)
             if stored.count > 2 {
                 out.append(UInt8(ascii: ","))
-                out += stored[1...]  // the members and the closing brace
-            } else {
-                out.append(UInt8(ascii: "}"))
+                out += stored[1..<(stored.count - 1)]  // the members, without the braces
             }
+            if let revisions {
+                out += #","_revisions":"#.utf8
+                revisions.write(to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
             return out
         }
+    }
+
+    /// `_revisions` of `rev`: its position and the hashes of its path, newest first.
+    static func revisions(_ tree: RevisionTree, _ rev: Revision) -> JSON {
+        ["start": .int(rev.pos), "ids": .array(tree.path(to: rev).map { .string($0.hash) })]
     }
 
     /// `"_attachments"` as it appears in a stored body that has attachments (anywhere in the

@@ -414,41 +414,49 @@ struct DatabaseEndpoints: Sendable {
             let since = try entry["atts_since"].map(parseRevList).flatMap { $0.isEmpty ? nil : $0 }
             batch.append(RevisionsRequest(id: id, revs: revs, attsSince: since))
         }
-        let batchResults = try await db.openRevisions(batch, latest: latest, options: options)
-        var results: [JSON] = []
+        // Each document comes already written as JSON (from its stored bytes where it can);
+        // the answer is written around them: {"results":[{"id":…,"docs":[{"ok":…}|{"error":…}]}]}.
+        let batchResults = try await db.openRevisionsSerialized(batch, latest: latest, options: options)
+        var out = Array(#"{"results":["#.utf8)
         for (i, entry) in docs.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
             guard case let .string(id)? = entry["id"] else {
-                results.append(["id": entry["id"] ?? .null, "docs": [["error": [
+                JSON.object(["id": entry["id"] ?? .null, "docs": [["error": [
                     "id": entry["id"] ?? .null, "rev": entry["rev"] ?? .null, "error": "bad_request", "reason": "Document id must be a string",
-                ]]]])
+                ]]]]).write(to: &out)
                 continue
             }
-            var docsOut: [JSON] = []
-            func fail(_ error: CouchError) {
-                docsOut.append(["error": [
-                    "id": .string(id), "rev": entry["rev"] ?? "undefined", "error": .string(error.error), "reason": .string(error.reason),
-                ]])
+            var docsOut: [[UInt8]] = []
+            func error(_ rev: JSON, _ error: String, _ reason: String) -> [UInt8] {
+                JSON.object(["error": ["id": .string(id), "rev": rev, "error": .string(error), "reason": .string(reason)]]).bytes
             }
             do {
-                let opened: [OpenRevision]
+                let opened: [SerializedOpenRevision]
                 if let index = batchIndex[i] {
                     opened = try batchResults[index].get()
                 } else {
-                    opened = [.ok(try await db.local.get(id: id))]
+                    opened = [.ok(JSON.object(try await db.local.get(id: id)).bytes)]
                 }
                 for item in opened {
                     switch item {
-                    case let .ok(doc): docsOut.append(["ok": .object(doc)])
-                    case let .missing(rev):
-                        docsOut.append(["error": ["id": .string(id), "rev": .string(rev.description), "error": "not_found", "reason": "missing"]])
+                    case let .ok(doc): docsOut.append(Array(#"{"ok":"#.utf8) + doc + [UInt8(ascii: "}")])
+                    case let .missing(rev): docsOut.append(error(.string(rev.description), "not_found", "missing"))
                     }
                 }
-            } catch let error as CouchError {
-                fail(error)
+            } catch let failure as CouchError {
+                docsOut.append(error(entry["rev"] ?? "undefined", failure.error, failure.reason))
             }
-            results.append(["id": .string(id), "docs": .array(docsOut)])
+            out += #"{"id":"#.utf8
+            JSON.string(id).write(to: &out)
+            out += #","docs":["#.utf8
+            for (index, doc) in docsOut.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out += doc
+            }
+            out += "]}".utf8
         }
-        return .json(["results": .array(results)])
+        out += "]}\n".utf8
+        return .json(bytes: out)
     }
 
     func revsDiff(_ db: DocumentDatabase, _ request: APIRequest, legacy: Bool) async throws -> APIResponse {

@@ -127,4 +127,52 @@ struct SerializedRowsTests {
         selector.filter = .selector(try Selector(json: ["kind": "fix"]))
         #expect(try await db.changesSerialized(selector) == nil)
     }
+
+    @Test("_bulk_get: byte for byte the documents built as JSON, every leaf or named revisions, with and without _revisions", arguments: [1, 2] as [UInt64])
+    func sameOpenRevisionBytes(seed: UInt64) async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let db = try await Self.fixture(try DatabaseStore(directory: directory.url, maxOpen: 2), seed: seed)
+        let changes = try await db.changes(ChangesOptions())
+        var requests: [RevisionsRequest] = []
+        for (index, row) in changes.rows.enumerated() {
+            guard let id = row["id"]?.stringValue, let rev = row["changes"]?[0]?["rev"]?.stringValue.flatMap(Revision.init) else { continue }
+            switch index % 3 {
+            case 0: requests.append(RevisionsRequest(id: id, revs: nil))
+            case 1: requests.append(RevisionsRequest(id: id, revs: [rev, Revision(pos: 9, hash: "0123456789abcdef0123456789abcdef")]))
+            default: requests.append(RevisionsRequest(id: id, revs: [Revision(pos: 1, hash: rev.hash)]))
+            }
+        }
+        requests.append(RevisionsRequest(id: "no-such-document", revs: nil))
+        for (revs, attachments, latest) in [(false, false, false), (true, false, false), (true, true, true), (false, false, true)] {
+            var options = ReadOptions()
+            options.revs = revs
+            options.attachments = attachments
+            let built = try await db.openRevisions(requests, latest: latest, options: options)
+            let written = try await db.openRevisionsSerialized(requests, latest: latest, options: options)
+            #expect(built.count == written.count)
+            for (request, (one, other)) in zip(requests, zip(built, written)) {
+                switch (one, other) {
+                case let (.success(docs), .success(serialized)):
+                    let expected = docs.map { item -> String in
+                        switch item {
+                        case let .ok(doc): return String(decoding: JSON.object(doc).bytes, as: UTF8.self)
+                        case let .missing(rev): return "missing \(rev)"
+                        }
+                    }
+                    let got = serialized.map { item -> String in
+                        switch item {
+                        case let .ok(bytes): return String(decoding: bytes, as: UTF8.self)
+                        case let .missing(rev): return "missing \(rev)"
+                        }
+                    }
+                    #expect(got == expected, "\(request.id), revs \(revs), latest \(latest)")
+                case let (.failure(a), .failure(b)):
+                    #expect(a.error == b.error)
+                default:
+                    Issue.record("\(request.id): one path failed, the other did not")
+                }
+            }
+        }
+    }
 }

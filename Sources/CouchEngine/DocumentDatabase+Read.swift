@@ -62,17 +62,8 @@ extension DocumentDatabase {
     public func openRevisions(
         _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
     ) async throws -> [Result<[OpenRevision], CouchError>] {
-        try await reading { db in
-            let stored = try DocRow.fetchAll(db, ids: requests.lazy.map(\.id))
-            return try requests.map { request in
-                var options = options
-                if let since = request.attsSince { options.attsSince = since }
-                guard let row = stored[request.id] else {
-                    if let revs = request.revs { return .success(revs.map { OpenRevision.missing($0) }) }
-                    return .failure(CouchError.missing)
-                }
-                return .success(try StoredDocument.openRevisions(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options))
-            }
+        try await openEach(requests, options: options, missing: OpenRevision.missing) { db, request, row, options in
+            try StoredDocument.openRevisions(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options)
         }
     }
 
@@ -81,16 +72,27 @@ extension DocumentDatabase {
     public func openRevisionsSerialized(
         _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
     ) async throws -> [Result<[SerializedOpenRevision], CouchError>] {
+        try await openEach(requests, options: options, missing: SerializedOpenRevision.missing) { db, request, row, options in
+            try StoredDocument.openRevisionsSerialized(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options)
+        }
+    }
+
+    /// The documents of `requests` read together (their revision trees in one query), each
+    /// request's revisions opened by `open` with its own `atts_since`.
+    private func openEach<Opened: Sendable>(
+        _ requests: [RevisionsRequest], options: ReadOptions, missing: @escaping @Sendable (Revision) -> Opened,
+        open: @escaping @Sendable (GRDB.Database, RevisionsRequest, DocRow, ReadOptions) throws -> [Opened]
+    ) async throws -> [Result<[Opened], CouchError>] {
         try await reading { db in
             let stored = try DocRow.fetchAll(db, ids: requests.lazy.map(\.id))
             return try requests.map { request in
                 var options = options
                 if let since = request.attsSince { options.attsSince = since }
                 guard let row = stored[request.id] else {
-                    if let revs = request.revs { return .success(revs.map { SerializedOpenRevision.missing($0) }) }
+                    if let revs = request.revs { return .success(revs.map(missing)) }
                     return .failure(CouchError.missing)
                 }
-                return .success(try StoredDocument.openRevisionsSerialized(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options))
+                return .success(try open(db, request, row, options))
             }
         }
     }

@@ -60,9 +60,10 @@ extension Durability {
 }
 
 /// Swift concurrency's global executor replaced by SwiftNIO's singleton event loops: the
-/// runtime's documented hook `swift_task_enqueueGlobal_hook`, set once, hands each job to the
-/// event loop of the thread that enqueues it (another loop when enqueued from elsewhere), which
-/// runs it on the generic executor.
+/// runtime's exported hook `swift_task_enqueueGlobal_hook` (the one NIO's take-over sets), set
+/// once at start-up before any task runs, hands each job to the event loop of the thread that
+/// enqueues it (another loop when enqueued from elsewhere), which runs it on the generic
+/// executor. Delayed jobs (`Task.sleep`) keep the runtime's own timer, as with NIO's.
 enum GlobalExecutorHook {
     /// The hook's type in the runtime: the job, and the default implementation (unused).
     private typealias Hook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void

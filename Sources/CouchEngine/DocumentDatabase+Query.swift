@@ -113,7 +113,7 @@ extension DocumentDatabase {
         arguments.append(options.limit ?? -1)
         arguments.append(options.skip)
         var rows: [Row] = []
-        let cursor = try GRDB.Row.fetchCursor(db, sql: sql, arguments: StatementArguments(arguments))
+        let cursor = try GRDB.Row.fetchCursor(db.cachedStatement(sql: sql), arguments: StatementArguments(arguments))
         while let row = try cursor.next() {
             rows.append(try makeRow(row[0], row[1], row))
         }

@@ -64,8 +64,18 @@ package enum StoredDocument {
     /// The winning revision from a scan of `docs` joined with `revs` (a row with `winner`,
     /// `tree`, `seq` and the revision's `body`); nil when its body is not a JSON object.
     package static func winningDocument(_ db: GRDB.Database, id: String, scanned row: Row, options: ReadOptions) throws -> JSONObject? {
-        guard let rev = Revision(row["winner"] as String), let data = row["body"] as Data?,
+        guard let winner = row["winner"] as String?, let rev = Revision(winner), let data = row["body"] as Data?,
               let body = try JSON.parse(data).objectValue else { return nil }
+        // A plain winner (no attachments, nothing but the document asked): `_id`, `_rev` and the
+        // body, as `assemble` makes it, without decoding the revision tree it would not use.
+        if !options.conflicts, !options.deletedConflicts, !options.localSeq, !options.revs, !options.revsInfo, body["_attachments"] == nil {
+            var doc = JSONObject()
+            doc.members.reserveCapacity(body.count + 2)
+            doc.members.append(("_id", .string(id)))
+            doc.members.append(("_rev", .string(rev.description)))
+            doc.members.append(contentsOf: body.members)
+            return doc
+        }
         let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(encoded: row["tree"]), winnerDeleted: false)
         return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body)
     }

@@ -189,7 +189,9 @@ public struct MangoIndexes: Sendable {
             if let index {
                 let covering = query.covering && !scan.needsSorting
                 let sql = MangoIndexes.indexScan(index, query, covering: covering)
-                let cursor = try Row.fetchCursor(db, sql: sql.sql, arguments: sql.arguments)
+                // Cached: the same query shape on the same index is asked again and again, and
+                // preparing it (the SQLite wrapper's authorizer included) cost as much as a row.
+                let cursor = try Row.fetchCursor(db.cachedStatement(sql: sql.sql), arguments: sql.arguments)
                 while let row = try cursor.next() {
                     scan.keysExamined += 1
                     let going = covering ? try scan.coveredMatch(row[0], values: Array(row[1] as Data)) : try scan.consider(row[0], row: row, db)
@@ -197,10 +199,10 @@ public struct MangoIndexes: Sendable {
                 }
             } else {
                 let range = query.idRange.map { _ in " AND d.id >= ? AND d.id < ?" } ?? ""
-                let cursor = try Row.fetchCursor(db, sql: """
+                let cursor = try Row.fetchCursor(db.cachedStatement(sql: """
                     SELECT d.id, d.winner, d.seq, d.tree, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
                     WHERE d.deleted = 0\(range) ORDER BY d.id
-                    """, arguments: StatementArguments(query.idRange.map { [$0.low, $0.high] } ?? []))
+                    """), arguments: StatementArguments(query.idRange.map { [$0.low, $0.high] } ?? []))
                 while let row = try cursor.next() {
                     scan.keysExamined += 1
                     if try !scan.consider(row[0], row: row, db) { break }

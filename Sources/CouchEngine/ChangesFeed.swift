@@ -100,7 +100,13 @@ public struct ChangesFeed: Sendable {
             let quotedID = JSON.string(id).bytes
             out += quotedID
             out += #","changes":"#.utf8
-            try JSON.array(changes(row, options)).write(to: &out)
+            if options.allLeaves {
+                try JSON.array(changes(row, options)).write(to: &out)
+            } else {
+                out += #"[{"rev":"#.utf8
+                JSON.string(row[1] as String).write(to: &out)
+                out += "}]".utf8
+            }
             if deleted { out += #","deleted":true"#.utf8 }
             if options.includeDocs {
                 out += #","doc":"#.utf8

@@ -427,7 +427,7 @@ struct DatabaseEndpoints: Sendable {
                 continue
             }
             var docsOut: [[UInt8]] = []
-            func error(_ rev: JSON, _ error: String, _ reason: String) -> [UInt8] {
+            func failure(rev: JSON, error: String, reason: String) -> [UInt8] {
                 JSON.object(["error": ["id": .string(id), "rev": rev, "error": .string(error), "reason": .string(reason)]]).bytes
             }
             do {
@@ -440,11 +440,11 @@ struct DatabaseEndpoints: Sendable {
                 for item in opened {
                     switch item {
                     case let .ok(doc): docsOut.append(Array(#"{"ok":"#.utf8) + doc + [UInt8(ascii: "}")])
-                    case let .missing(rev): docsOut.append(error(.string(rev.description), "not_found", "missing"))
+                    case let .missing(rev): docsOut.append(failure(rev: .string(rev.description), error: "not_found", reason: "missing"))
                     }
                 }
-            } catch let failure as CouchError {
-                docsOut.append(error(entry["rev"] ?? "undefined", failure.error, failure.reason))
+            } catch let error as CouchError {
+                docsOut.append(failure(rev: entry["rev"] ?? "undefined", error: error.error, reason: error.reason))
             }
             out += #"{"id":"#.utf8
             JSON.string(id).write(to: &out)

@@ -111,5 +111,10 @@ public struct ReadOptions: Sendable {
     /// multipart answers always do, as their parts carry the stored (encoded) bytes.
     public var attEncodingInfo = false
 
+    /// Whether a reader asks for the document alone (and perhaps `_revisions`): nothing that
+    /// needs the revision tree beyond the revision's path, so a document without attachments
+    /// is its stored body with `_id` and `_rev` (`StoredDocument.documentBytes`).
+    var asksForDocumentOnly: Bool { !conflicts && !deletedConflicts && !localSeq && !revsInfo }
+
     public init() {}
 }

@@ -97,10 +97,7 @@ struct ChangesEndpoints: Sendable {
         if firstPage.rows.count < pageSize || options.limit.map({ $0 <= pageSize }) == true {
             // As `.json(changesResult(...))` writes it: {"results":[…],"last_seq":…,"pending":…}.
             var out = Array(#"{"results":["#.utf8)
-            for (index, row) in firstPage.rows.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                out += row
-            }
+            out.appendJoined(firstPage.rows)
             out += "],".utf8
             out += JSON.object(["last_seq": .string(db.sequenceString(firstPage.lastSeq)), "pending": .int(firstPage.pending)]).bytes.dropFirst()
             out.append(UInt8(ascii: "\n"))

@@ -231,18 +231,15 @@ struct DatabaseEndpoints: Sendable {
         let result = try await db.allDocsSerialized(first)
         if options.keys != nil || result.rows.count < pageSize || requested <= pageSize {
             // As `.json` would write {"total_rows","offset","rows"[,"update_seq"]}, the rows as they came.
-            var out = JSON.object(["total_rows": .int(result.totalRows), "offset": .int(result.offset)]).bytes.dropLast() + Array(#","rows":["#.utf8)
-            for (index, row) in result.rows.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                out += row.bytes
-            }
+            var out = Array(JSON.object(["total_rows": .int(result.totalRows), "offset": .int(result.offset)]).bytes.dropLast()) + Array(#","rows":["#.utf8)
+            out.appendJoined(result.rows.lazy.map(\.bytes))
             out.append(UInt8(ascii: "]"))
             if let updateSeq {
                 out += #","update_seq":"#.utf8
                 updateSeq.write(to: &out)
             }
             out += "}\n".utf8
-            return .json(bytes: Array(out))
+            return .json(bytes: out)
         }
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
@@ -417,19 +414,18 @@ struct DatabaseEndpoints: Sendable {
         // Each document comes already written as JSON (from its stored bytes where it can);
         // the answer is written around them: {"results":[{"id":…,"docs":[{"ok":…}|{"error":…}]}]}.
         let batchResults = try await db.openRevisionsSerialized(batch, latest: latest, options: options)
-        var out = Array(#"{"results":["#.utf8)
+        var entries: [[UInt8]] = []
         for (i, entry) in docs.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
             guard case let .string(id)? = entry["id"] else {
-                JSON.object(["id": entry["id"] ?? .null, "docs": [["error": [
+                entries.append(JSON.object(["id": entry["id"] ?? .null, "docs": [["error": [
                     "id": entry["id"] ?? .null, "rev": entry["rev"] ?? .null, "error": "bad_request", "reason": "Document id must be a string",
-                ]]]]).write(to: &out)
+                ]]]]).bytes)
                 continue
             }
-            var docsOut: [[UInt8]] = []
             func failure(rev: JSON, error: String, reason: String) -> [UInt8] {
                 JSON.object(["error": ["id": .string(id), "rev": rev, "error": .string(error), "reason": .string(reason)]]).bytes
             }
+            var docsOut: [[UInt8]] = []
             do {
                 let opened: [SerializedOpenRevision]
                 if let index = batchIndex[i] {
@@ -437,24 +433,24 @@ struct DatabaseEndpoints: Sendable {
                 } else {
                     opened = [.ok(JSON.object(try await db.local.get(id: id)).bytes)]
                 }
-                for item in opened {
+                docsOut = opened.map { item in
                     switch item {
-                    case let .ok(doc): docsOut.append(Array(#"{"ok":"#.utf8) + doc + [UInt8(ascii: "}")])
-                    case let .missing(rev): docsOut.append(failure(rev: .string(rev.description), error: "not_found", reason: "missing"))
+                    case let .ok(doc): Array(#"{"ok":"#.utf8) + doc + [UInt8(ascii: "}")]
+                    case let .missing(rev): failure(rev: .string(rev.description), error: "not_found", reason: "missing")
                     }
                 }
             } catch let error as CouchError {
-                docsOut.append(failure(rev: entry["rev"] ?? "undefined", error: error.error, reason: error.reason))
+                docsOut = [failure(rev: entry["rev"] ?? "undefined", error: error.error, reason: error.reason)]
             }
-            out += #"{"id":"#.utf8
+            var out = Array(#"{"id":"#.utf8)
             JSON.string(id).write(to: &out)
             out += #","docs":["#.utf8
-            for (index, doc) in docsOut.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                out += doc
-            }
+            out.appendJoined(docsOut)
             out += "]}".utf8
+            entries.append(out)
         }
+        var out = Array(#"{"results":["#.utf8)
+        out.appendJoined(entries)
         out += "]}\n".utf8
         return .json(bytes: out)
     }

@@ -123,6 +123,16 @@ extension CouchError {
     }
 }
 
+extension [UInt8] {
+    /// Appends JSON values already written, separated by commas (an array's or object's members).
+    mutating func appendJoined(_ parts: some Sequence<[UInt8]>) {
+        for (index, part) in parts.enumerated() {
+            if index > 0 { append(UInt8(ascii: ",")) }
+            append(contentsOf: part)
+        }
+    }
+}
+
 /// Content codings a client accepts (`Accept-Encoding`).
 enum AcceptEncoding {
     /// Whether `coding` is accepted: named or `*`, with a quality above zero.

@@ -12,6 +12,9 @@ import Darwin
 final class BenchConnection {
     private let fd: Int32
     private var buffer: [UInt8] = []
+    /// The largest body (or chunk) a server's answer may announce: a number from the peer,
+    /// bounded before any arithmetic or allocation with it.
+    static let largestBody = 1 << 31
     /// Where each `read` lands, reused: a fresh 256 KiB array per read cost the client more than some requests cost the server.
     private var chunk = [UInt8](repeating: 0, count: 256 * 1024)
     private let host: String
@@ -69,6 +72,7 @@ final class BenchConnection {
         }
         if method == "HEAD" { return (status, []) }
         if let length {
+            guard (0...Self.largestBody).contains(length) else { throw Failure(description: "Content-Length \(length) out of range") }
             try fill(length)
             let body = Array(buffer[0..<length])
             buffer.removeFirst(length)
@@ -78,7 +82,10 @@ final class BenchConnection {
         var body: [UInt8] = []
         while true {
             let lineEnd = try readUntil([13, 10])
-            let size = Int(String(decoding: buffer[0..<lineEnd], as: UTF8.self).split(separator: ";")[0], radix: 16) ?? 0
+            let sizeText = String(decoding: buffer[0..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), (0...Self.largestBody).contains(size) else {
+                throw Failure(description: "bad chunk size \(sizeText)")
+            }
             buffer.removeFirst(lineEnd + 2)
             try fill(size + 2)
             body += buffer[0..<size]

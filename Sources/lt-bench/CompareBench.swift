@@ -54,6 +54,15 @@ struct CompareBench: AsyncParsableCommand {
     @Option(help: "Only the measurements with a figure whose name contains this text, or geo for the geo ones (repeatable; the bulk load always runs, the others read it).")
     var only: [String] = []
 
+    func validate() throws {
+        // Sizes bounded before they size arrays, threads and loops (one listener is one thread).
+        guard (1_000...10_000_000).contains(docs) else { throw ValidationError("--docs must be between 1,000 and 10,000,000") }
+        guard (1...docs).contains(puts) else { throw ValidationError("--puts must be between 1 and --docs") }
+        guard (1...1_000).contains(listeners) else { throw ValidationError("--listeners must be between 1 and 1,000") }
+        guard geoPoints.allSatisfy({ (1_000...10_000_000).contains($0) }) else { throw ValidationError("--geo-points must be between 1,000 and 10,000,000") }
+        guard geoQueries.map({ (2...10_000_000).contains($0) }) ?? true else { throw ValidationError("--geo-queries must be between 2 and 10,000,000") }
+    }
+
     func run() async throws {
         ProcessSetup.bootstrapLogging(level: .warning)
         let scale = quick ? CompareScale(documents: 10_000, puts: 2_000, listeners: 50, feedWrites: 100)
@@ -63,7 +72,7 @@ struct CompareBench: AsyncParsableCommand {
         let binary = ltBinary.map { URL(fileURLWithPath: $0) }
             ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("lt")
         let admin = (user: "bench", password: "bench-password")
-        let server = try LTServeProcess(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin)
+        let server = try await LTServeProcess.start(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin)
         defer { server.stop() }
         var sides = [ComparedServer(
             name: "lt", target: Bench.Target(base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password), pid: server.pid)]
@@ -82,7 +91,7 @@ struct CompareBench: AsyncParsableCommand {
         let documents = (0..<scale.documents).map(Bench.locationDocument)
         var workloads: [CompareWorkload] = []
         for side in sides {
-            try await side.prepare()
+            try await side.cleanUp()  // the databases of an earlier run that stopped half-way
             workloads.append(try CompareWorkload(server: side, documents: documents, scale: scale))
         }
         var memory: [String: Int] = [:]
@@ -117,8 +126,8 @@ struct CompareBench: AsyncParsableCommand {
         for side in sides { try await side.cleanUp() }
         print("load average at the end: \(CompareHeader.loadAverage())")
         if let json {
-            try JSON.object(["header": header.json, "figures": .array(table.rows.map(\.json)), "load_average_end": .string(CompareHeader.loadAverage())])
-                .bytes.withUnsafeBufferPointer { try Data($0).write(to: URL(fileURLWithPath: json)) }
+            let figures = JSON.object(["header": header.json, "figures": .array(table.rows.map(\.json)), "load_average_end": .string(CompareHeader.loadAverage())])
+            try Data(figures.bytes).write(to: URL(fileURLWithPath: json))
             print("figures written to \(json)")
         }
     }
@@ -143,11 +152,7 @@ struct ComparedServer: Sendable {
         get throws { try Bench.Client(base: target.base, authorization: target.authorization) }
     }
 
-    /// The comparison's databases gone, from an earlier run that stopped half-way.
-    func prepare() async throws {
-        try await cleanUp()
-    }
-
+    /// Deletes the comparison's databases (`cmp-*`).
     func cleanUp() async throws {
         let names = try JSON.parse(try await client.send("GET", "/_all_dbs", expect: 200)).arrayValue ?? []
         for name in names.compactMap(\.stringValue) where name.hasPrefix("cmp-") {

@@ -129,7 +129,7 @@ struct CompareWorkload: Sendable {
                 try Bench.Client.check(reply, 200, "POST", "_bulk_get")
                 let docs = try JSON.parse(reply.body)["results"]?.arrayValue ?? []
                 pulled.withLock { $0 += docs.reduce(0) { $0 + ($1["docs"]?.arrayValue?.filter { $0["ok"] != nil }.count ?? 0) } }
-                since = feed["last_seq"].map { $0.stringValue ?? $0.bytes.stringValue } ?? since
+                since = Self.sequence(feed["last_seq"]) ?? since
             }
         }
         let count = pulled.withLock { $0 }
@@ -229,7 +229,7 @@ struct CompareWorkload: Sendable {
         let sent = Locked<[String: ContinuousClock.Instant]>([:])
         let seen = Locked<[Double]>([])
         let stopping = Locked(false)
-        let since = try JSON.parse(try await client.send("GET", "/cmp-feed", expect: 200))["update_seq"].map { $0.stringValue ?? $0.bytes.stringValue } ?? "0"
+        let since = try JSON.parse(try await client.send("GET", "/cmp-feed", expect: 200))["update_seq"].flatMap(Self.sequence) ?? "0"
         async let listening: Void = Bench.onThreads(scale.listeners) { _ in
             let connection = try BenchConnection(host: client.host, port: client.port)
             var position = since
@@ -242,7 +242,7 @@ struct CompareWorkload: Sendable {
                     result["id"]?.stringValue.flatMap { id in sent.withLock { $0[id] } }.map { $0.duration(to: arrived).seconds * 1000 }
                 }
                 seen.withLock { $0 += lags }
-                position = feed["last_seq"].map { $0.stringValue ?? $0.bytes.stringValue } ?? position
+                position = Self.sequence(feed["last_seq"]) ?? position
             }
         }
         // The writes, kept aside until the listeners are stopped: they must stop whatever happens.
@@ -290,12 +290,13 @@ struct CompareWorkload: Sendable {
         sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * fraction))]
     }
 
+    /// A sequence as a client passes it back: CouchDB's are strings, a number is written as one.
+    static func sequence(_ value: JSON?) -> String? {
+        value.map { $0.stringValue ?? String(decoding: $0.bytes, as: UTF8.self) }
+    }
+
     /// A value for a query string (CouchDB's sequences hold characters a URL may not).
     static func queryValue(_ value: String) -> String {
         value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-_.~"))) ?? value
     }
-}
-
-extension [UInt8] {
-    var stringValue: String { String(decoding: self, as: UTF8.self) }
 }

@@ -8,18 +8,21 @@ import Foundation
 final class LTServeProcess {
     let process: Process
     let port: Int
-    let log: URL
+
+    private init(process: Process, port: Int) {
+        (self.process, self.port) = (process, port)
+    }
 
     /// Starts it and waits (up to 60 s) until it announces its port.
-    init(binary: URL, directory: URL, admin: (user: String, password: String)) throws {
+    static func start(binary: URL, directory: URL, admin: (user: String, password: String)) async throws -> LTServeProcess {
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw ValidationError("no lt at \(binary.path): build it (swift build -c release --product lt) or pass --lt-binary")
         }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        log = directory.appendingPathComponent("serve.log")
+        let log = directory.appendingPathComponent("serve.log")
         guard FileManager.default.createFile(atPath: log.path, contents: nil) else { throw ValidationError("cannot write \(log.path)") }
         let output = try FileHandle(forWritingTo: log)
-        process = Process()
+        let process = Process()
         process.executableURL = binary
         process.arguments = [
             "serve", "--data", directory.appendingPathComponent("data").path, "--db-port", "0", "--port", "0",
@@ -33,24 +36,17 @@ final class LTServeProcess {
             let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             if let line = text.split(separator: "\n").first(where: { $0.contains("database API listening on") }),
                let port = line.split(separator: ":").last.flatMap({ Int($0) }) {
-                self.port = port
-                return
+                return LTServeProcess(process: process, port: port)
             }
             guard process.isRunning, ContinuousClock.now < deadline else {
                 process.terminate()
                 throw ValidationError("lt serve did not start: \(text.suffix(2000))")
             }
-            Thread.sleep(forTimeInterval: 0.05)
+            try await Task.sleep(for: .milliseconds(50))
         }
     }
 
     var pid: Int32 { process.processIdentifier }
-
-    /// A line of its start-up log containing `marker`, e.g. the memory allocator's.
-    func logLine(containing marker: String) -> String? {
-        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").first { $0.contains(marker) }.map(String.init)
-    }
 
     /// SIGTERM, and waits for it to exit.
     func stop() {
@@ -92,17 +88,7 @@ enum ServerProcessInfo {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
               let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
               let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
-        return kilobytes * 1024
-    }
-
-    /// CPU time (user + system) the process has used so far, in seconds.
-    static func cpuSeconds(_ pid: Int32) -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return nil }
-        // Fields after the command name: state is field 3, utime 14 and stime 15.
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+        return kilobytes <= Int.max / 1024 ? kilobytes * 1024 : nil
     }
 }
 

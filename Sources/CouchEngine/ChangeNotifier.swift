@@ -53,6 +53,9 @@ public final class ChangeNotifier: Sendable {
     /// The last sequence published (committed).
     public var latest: Int { state.withLock { $0.latest } }
 
+    /// Whether anyone waits for a sequence now.
+    var hasWaiters: Bool { state.withLock { !$0.waiters.isEmpty } }
+
     /// Records a committed sequence and wakes every waiter it satisfies. `commit` is false
     /// for the sequence a database already had when it was opened.
     public func publish(seq: Int, commit: Bool = true) {

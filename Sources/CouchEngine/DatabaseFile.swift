@@ -54,6 +54,9 @@ package enum DatabaseFile {
         ) WITHOUT ROWID;
         """
 
+    /// The size a write-ahead log is cut back to after a checkpoint (`journal_size_limit`).
+    static let logSizeLimit = 65_536
+
     /// The file's connections: a pool (concurrent readers beside the writer, WAL kept between
     /// opens), or one connection holding the file exclusively for the many small databases.
     static func openConnections(path: String, name: String, durability: Durability, connections: Connections) throws -> any DatabaseWriter {
@@ -70,7 +73,7 @@ package enum DatabaseFile {
                 // and deletes no files; the WAL is truncated to a small size at checkpoints.
                 var persist: CInt = 1
                 _ = withUnsafeMutablePointer(to: &persist) { sqlite3_file_control(db.sqliteConnection, nil, SQLITE_FCNTL_PERSIST_WAL, $0) }
-                try db.execute(sql: "PRAGMA journal_size_limit = 65536")
+                try db.execute(sql: "PRAGMA journal_size_limit = \(DatabaseFile.logSizeLimit)")
             }
             return try DatabasePool(path: path, configuration: config)
         case .single:
@@ -94,7 +97,7 @@ package enum DatabaseFile {
                 try db.execute(sql: "PRAGMA cache_size = -64")
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: "PRAGMA wal_autocheckpoint = 64")
-                try db.execute(sql: "PRAGMA journal_size_limit = 65536")
+                try db.execute(sql: "PRAGMA journal_size_limit = \(DatabaseFile.logSizeLimit)")
                 try db.execute(sql: "PRAGMA synchronous = \(durability.rawValue)")
             }
             return try DatabaseQueue(path: DatabaseFile.uriWithoutLocks(path), configuration: config)

@@ -52,6 +52,9 @@ public final class DatabaseStore: Sendable {
 
     /// How many times a database was not open when asked for, and its file was opened.
     public var filesOpened: Int { state.withLock { $0.filesOpened } }
+    /// Databases the store keeps a notifier for: the open ones, and closed ones someone still
+    /// holds or waits on (see `forgetIfClosed`); not every database ever opened.
+    public var rememberedDatabases: Int { state.withLock { $0.notifiers.count } }
     /// Databases used within this many of the latest uses keep their caches.
     static let activeSet: UInt64 = 512
     private let state = Locked(State())
@@ -139,8 +142,8 @@ public final class DatabaseStore: Sendable {
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
                 try DatabaseFile.createFile(at: path, scratch: scratch, partitioned: partitioned)
-                let database = try makeDatabase(name, path: path, notifier: shared)
-                DatabaseStore.releaseInBackground(state.withLock { state -> DocumentDatabase? in remember(database, &state) })
+                let database = try makeDatabase(name, path: path, notifier: shared, created: true)
+                releaseInBackground(state.withLock { state -> DocumentDatabase? in remember(database, &state) })
                 updates.record(name, .created)
                 return database
             } catch let error as CouchError {
@@ -204,12 +207,48 @@ public final class DatabaseStore: Sendable {
         }]
     }
 
-    /// Lets go of an evicted database on a dispatch thread: if nothing else holds it, it
-    /// closes there (system calls and freeing its memory), not on the thread that opened another.
-    static func releaseInBackground(_ database: DocumentDatabase?) {
+    /// Lets go of an evicted database on a dispatch thread: its small log folded back into its
+    /// file (`DocumentDatabase.foldSmallLog`), then, if nothing else holds it, it closes there
+    /// (system calls and freeing its memory), not on the thread that opened another, and what
+    /// the store kept for it while open goes too (`forgetIfClosed`).
+    func releaseInBackground(_ database: DocumentDatabase?) {
         guard let database else { return }
-        fileQueue().async { withExtendedLifetime(database) {} }
+        let name = database.name
+        let folds = database.foldsLogOnClose
+        // Held in a box the closure empties, so that the database can close inside it.
+        let held = Locked<DocumentDatabase?>(database)
+        let release: @Sendable () -> Void = { [self] in
+            if folds { held.withLock { $0?.foldSmallLog() } }
+            held.withLock { $0 = nil }
+            forgetIfClosed(name)
+        }
+        // Folding syncs: on queues of its own, so that opening databases never waits behind it.
+        guard folds else { return DatabaseStore.fileQueue().async(execute: release) }
+        DatabaseStore.foldQueues[DatabaseStore.nextFoldQueue.withLock { next in
+            next = (next + 1) % DatabaseStore.foldQueues.count
+            return next
+        }].async(execute: release)
     }
+
+    /// Forgets a database's notifier and recent-changes tail once it has closed (nothing holds
+    /// it, nobody waits on it): with a million users, every database ever opened kept both,
+    /// ~0.5 KB each, for as long as the process ran. Under the name's lock, so that no open of
+    /// the same name is between taking the notifier and keeping the database meanwhile.
+    func forgetIfClosed(_ name: String) {
+        withNameLock(name) {
+            let forgotten = state.withLock { state -> Bool in
+                guard state.open.peek(name) == nil, state.evicted[name]?.database == nil,
+                      state.notifiers[name]?.hasWaiters != true else { return false }
+                state.notifiers.removeValue(forKey: name)
+                state.evicted.removeValue(forKey: name)
+                return true
+            }
+            if forgotten { recentChanges.forgetIfEmpty(name) }
+        }
+    }
+
+    private static let foldQueues = (0..<2).map { DispatchQueue(label: "lt.fold.\($0)", qos: .utility) }
+    private static let nextFoldQueue = Locked(0)
 
     /// Opens an existing database; 404 `not_found` if there is none (blocking: see the async
     /// overload).
@@ -228,7 +267,7 @@ public final class DatabaseStore: Sendable {
                 guard let alive = state.evicted.removeValue(forKey: name)?.database else { return nil }
                 return (alive, remember(alive, &state))
             }) {
-                DatabaseStore.releaseInBackground(pushedOut)
+                releaseInBackground(pushedOut)
                 return database
             }
             let path = path(for: name)
@@ -237,7 +276,7 @@ public final class DatabaseStore: Sendable {
             }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             let database = try makeDatabase(name, path: path, notifier: shared)
-            DatabaseStore.releaseInBackground(state.withLock { state -> DocumentDatabase? in
+            releaseInBackground(state.withLock { state -> DocumentDatabase? in
                 state.filesOpened += 1
                 return remember(database, &state)
             })
@@ -245,11 +284,12 @@ public final class DatabaseStore: Sendable {
         }
     }
 
-    private func makeDatabase(_ name: String, path: String, notifier: ChangeNotifier) throws -> DocumentDatabase {
+    private func makeDatabase(_ name: String, path: String, notifier: ChangeNotifier, created: Bool = false) throws -> DocumentDatabase {
         let connections = connections(name)
         return try DocumentDatabase(
             name: name, path: path, notifier: notifier, durability: durability, validator: validator,
-            connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: maxDocumentSize)
+            connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: maxDocumentSize,
+            created: created)
     }
 
     /// Deletes a database and its files; 404 if there is none.
@@ -283,7 +323,15 @@ public final class DatabaseStore: Sendable {
         }
     }
 
-    /// Names of all databases, sorted.
+    /// Names of all databases, sorted, listed on another thread: with a million databases the
+    /// directory listing and the sort take seconds (4 s from a cold cache), which on an event
+    /// loop held up everything else it serves (the consolidator's first `_all_dbs` delayed the
+    /// server's start by as much).
+    public func allNamesOffThread() async throws -> [String] {
+        try await DatabaseStore.offThread { self.allNames() }
+    }
+
+    /// Names of all databases, sorted (blocking: see `allNamesOffThread`).
     public func allNames() -> [String] {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: databasesPath)) ?? []
         return files.filter { $0.hasSuffix(".sqlite") }

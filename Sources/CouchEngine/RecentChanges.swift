@@ -147,6 +147,15 @@ public final class RecentChanges: Sendable {
         _ = state.withLock { $0.tails.removeValue(forKey: name) }
     }
 
+    /// Stops following a database that closed with no change held: its tail would only say
+    /// "nothing since", and the next open starts a new one at the file's sequence. With a
+    /// million users each database ever opened kept a tail otherwise.
+    func forgetIfEmpty(_ name: String) {
+        state.withLock { state in
+            if state.tails[name]?.changes.isEmpty == true { state.tails.removeValue(forKey: name) }
+        }
+    }
+
     /// `_changes` after `since` (at most `limit` rows), as the database would answer it; nil
     /// when this record does not cover it (not followed, `since` before the tail's floor, or a
     /// document wanted that is not held).

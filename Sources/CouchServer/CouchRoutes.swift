@@ -50,7 +50,7 @@ extension CouchAPI {
         server.on("/") { api, request in try api.welcome(request) }
         server.on("_up") { api, request in try api.server.up(request) }
         server.on("_uuids") { api, request in try api.server.uuids(request) }
-        server.on("_all_dbs") { api, request in try api.server.allDatabases(request) }
+        server.on("_all_dbs") { api, request in try await api.server.allDatabases(request) }
         server.on("_dbs_info") { api, request in try await api.server.databasesInfo(request) }
         server.on("_db_updates") { api, request in try await api.server.databaseUpdates(request) }
         server.on("_session") { api, request in try await api.server.session(&request) }

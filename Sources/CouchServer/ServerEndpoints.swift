@@ -26,10 +26,10 @@ struct ServerEndpoints: Sendable {
     }
 
     /// `/_all_dbs` (admins): database names, in order, within the key range asked.
-    func allDatabases(_ request: APIRequest) throws -> APIResponse {
+    func allDatabases(_ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.get, .head)
         try request.requireServerAdmin()
-        var names = api.store.allNames()
+        var names = try await api.store.allNamesOffThread()
         let descending = try request.bool("descending")
         if descending { names.reverse() }
         if let start = try request.jsonParam("startkey")?.stringValue ?? request.jsonParam("start_key")?.stringValue {
@@ -54,7 +54,7 @@ struct ServerEndpoints: Sendable {
             }
             names = keys.compactMap(\.stringValue)
         } else {
-            names = api.store.allNames()
+            names = try await api.store.allNamesOffThread()
         }
         var rows: [JSON] = []
         for name in names {

@@ -18,14 +18,7 @@ struct CompareBench: AsyncParsableCommand {
             cmp-* are deleted on both servers before and after.
             """)
 
-    @Option(help: "The CouchDB to compare with, with admin credentials, e.g. http://admin:relax@127.0.0.1:5984.")
-    var couchdb: String?
-
-    @Option(name: .customLong("couchdb-pid"), help: "The CouchDB server's process (default: the one listening on its port).")
-    var couchdbPID: Int32?
-
-    @Option(name: .customLong("lt-binary"), help: "The lt executable to start (default: the lt beside this lt-bench).")
-    var ltBinary: String?
+    @OptionGroup var peers: PeerOptions
 
     @Option(help: "Location documents loaded with _bulk_docs and read back.")
     var docs = 100_000
@@ -69,19 +62,15 @@ struct CompareBench: AsyncParsableCommand {
                           : CompareScale(documents: docs, puts: puts, listeners: listeners, feedWrites: 400)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-compare-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let binary = ltBinary.map { URL(fileURLWithPath: $0) }
-            ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("lt")
+        let binary = LTServeProcess.executable(peers.ltBinary)
         let admin = (user: "bench", password: "bench-password")
         let server = try await LTServeProcess.start(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin)
         defer { server.stop() }
         var sides = [ComparedServer(
             name: "lt", target: Bench.Target(base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password), pid: server.pid)]
-        if let couchdb {
+        if let couchdb = peers.couchdb {
             let target = try Bench.Target(url: couchdb)
-            let port = URLComponents(string: target.base)?.port ?? 80
-            guard let pid = couchdbPID ?? ServerProcessInfo.pid(listeningOn: port) else {
-                throw ValidationError("cannot find the process listening on \(target.base); pass --couchdb-pid")
-            }
+            let pid = try peers.couchdbProcess(target)
             sides.append(ComparedServer(name: "CouchDB", target: target, pid: pid))
         }
         let header = try await CompareHeader(sides: sides, lt: server, scale: scale)
@@ -124,12 +113,7 @@ struct CompareBench: AsyncParsableCommand {
             for row in rows { table.add(row) }
         }
         for side in sides { try await side.cleanUp() }
-        print("load average at the end: \(CompareHeader.loadAverage())")
-        if let json {
-            let figures = JSON.object(["header": header.json, "figures": .array(table.rows.map(\.json)), "load_average_end": .string(CompareHeader.loadAverage())])
-            try Data(figures.bytes).write(to: URL(fileURLWithPath: json))
-            print("figures written to \(json)")
-        }
+        try table.finish(json: json, context: ["header": header.json])
     }
 }
 
@@ -181,11 +165,13 @@ struct CompareTable {
         let figure: CompareFigure
         var values: [String: Double] = [:]
 
-        /// lt's advantage over the other server of the row (CouchDB, or PostGIS for geo): its
+        /// lt's advantage over CouchDB (or PostGIS, for the geo rows): its
         /// rate divided by the other's, or the other's latency or memory divided by its own;
         /// above 1 is better.
         var advantage: Double? {
-            guard let lt = values["lt"], let other = values.first(where: { $0.key != "lt" })?.value, lt > 0, other > 0 else { return nil }
+            // Against CouchDB where it has a value, else PostGIS (the geo rows); never against
+            // a third column such as lt in cluster mode.
+            guard let lt = values["lt"], let other = values["CouchDB"] ?? values["PostGIS"], lt > 0, other > 0 else { return nil }
             return figure.better == .higher ? lt / other : other / lt
         }
 
@@ -217,6 +203,19 @@ struct CompareTable {
             if let target = row.figure.target { line += String(format: " (≥ %g× %@)", target, advantage >= target ? "met" : "not met") }
         }
         print(line)
+    }
+
+    /// Prints the load average at the end and, if asked, writes the figures with `context`
+    /// (what was measured, on what) as JSON to the file `json`.
+    func finish(json: String?, context: JSONObject) throws {
+        let load = CompareHeader.loadAverage()
+        print("load average at the end: \(load)")
+        guard let json else { return }
+        var figures = context
+        figures["figures"] = .array(rows.map(\.json))
+        figures["load_average_end"] = .string(load)
+        try Data(JSON.object(figures).bytes).write(to: URL(fileURLWithPath: json))
+        print("figures written to \(json)")
     }
 
     static func format(_ value: Double) -> String {

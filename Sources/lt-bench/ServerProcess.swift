@@ -3,18 +3,28 @@ import CouchEngine
 import Foundation
 
 /// An `lt serve` started for a benchmark as its own process (so that its memory and CPU are its
-/// own, as a real server's are): the `lt` built beside `lt-bench`, a scratch data directory, an
-/// ephemeral port, the database API only, durable writes.
+/// own, as a real server's are): the `lt` built beside `lt-bench`, a scratch data directory,
+/// ephemeral ports, durable writes; the database API only unless `arguments` say otherwise.
 final class LTServeProcess {
     let process: Process
+    /// The database API's port.
     let port: Int
+    /// The application API's port (nil with `--database-only`).
+    let applicationPort: Int?
+    /// How long it took from starting the process to the last listener announced.
+    let startup: Duration
 
-    private init(process: Process, port: Int) {
-        (self.process, self.port) = (process, port)
+    private init(process: Process, port: Int, applicationPort: Int?, startup: Duration) {
+        (self.process, self.port, self.applicationPort, self.startup) = (process, port, applicationPort, startup)
     }
 
-    /// Starts it and waits (up to 60 s) until it announces its port.
-    static func start(binary: URL, directory: URL, admin: (user: String, password: String)) async throws -> LTServeProcess {
+    /// Starts it and waits (up to `timeout`) until it announces its ports. `data` is the data
+    /// directory (default `directory/data`); `arguments` are added to `serve`'s
+    /// (default: the database API only).
+    static func start(
+        binary: URL, directory: URL, admin: (user: String, password: String), data: URL? = nil,
+        arguments: [String] = ["--database-only"], timeout: Duration = .seconds(60)
+    ) async throws -> LTServeProcess {
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
             throw ValidationError("no lt at \(binary.path): build it (swift build -c release --product lt) or pass --lt-binary")
         }
@@ -25,18 +35,25 @@ final class LTServeProcess {
         let process = Process()
         process.executableURL = binary
         process.arguments = [
-            "serve", "--data", directory.appendingPathComponent("data").path, "--db-port", "0", "--port", "0",
-            "--admin", "\(admin.user):\(admin.password)", "--database-only", "--log-level", "info",
-        ]
+            "serve", "--data", (data ?? directory.appendingPathComponent("data")).path, "--db-port", "0", "--port", "0",
+            "--admin", "\(admin.user):\(admin.password)", "--log-level", "info",
+        ] + arguments
         process.standardOutput = output
         process.standardError = output
+        let started = ContinuousClock.now
         try process.run()
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = started + timeout
+        let wantsApplication = !arguments.contains("--database-only")
+        func port(_ text: String, _ listener: String) -> Int? {
+            text.split(separator: "\n").first(where: { $0.contains("\(listener) listening on") })?.split(separator: ":").last.flatMap { Int($0) }
+        }
         while true {
             let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            if let line = text.split(separator: "\n").first(where: { $0.contains("database API listening on") }),
-               let port = line.split(separator: ":").last.flatMap({ Int($0) }) {
-                return LTServeProcess(process: process, port: port)
+            if let databasePort = port(text, "database API") {
+                let applicationPort = port(text, "application API")
+                if !wantsApplication || applicationPort != nil {
+                    return LTServeProcess(process: process, port: databasePort, applicationPort: applicationPort, startup: started.duration(to: .now))
+                }
             }
             guard process.isRunning, ContinuousClock.now < deadline else {
                 process.terminate()
@@ -48,11 +65,39 @@ final class LTServeProcess {
 
     var pid: Int32 { process.processIdentifier }
 
+    /// The lt to start: the one given, or the lt beside this lt-bench.
+    static func executable(_ given: String?) -> URL {
+        given.map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("lt")
+    }
+
     /// SIGTERM, and waits for it to exit.
     func stop() {
         guard process.isRunning else { return }
         process.terminate()
         process.waitUntilExit()
+    }
+}
+
+/// The servers a side-by-side benchmark starts or reaches: the lt it starts and the CouchDB it
+/// compares with.
+struct PeerOptions: ParsableArguments {
+    @Option(help: "The CouchDB to compare with, with admin credentials, e.g. http://admin:relax@127.0.0.1:5984.")
+    var couchdb: String?
+
+    @Option(name: .customLong("couchdb-pid"), help: "The CouchDB server's process (default: the one listening on its port).")
+    var couchdbPID: Int32?
+
+    @Option(name: .customLong("lt-binary"), help: "The lt executable to start (default: the lt beside this lt-bench).")
+    var ltBinary: String?
+
+    /// CouchDB's process, for its memory and CPU: --couchdb-pid, or the one listening on its port.
+    func couchdbProcess(_ target: Bench.Target) throws -> Int32 {
+        let port = URLComponents(string: target.base)?.port ?? 80
+        guard let pid = couchdbPID ?? ServerProcessInfo.pid(listeningOn: port) else {
+            throw ValidationError("cannot find the process listening on \(target.base); pass --couchdb-pid")
+        }
+        return pid
     }
 }
 
@@ -81,6 +126,21 @@ enum ServerProcessInfo {
             }
         }
         return nil
+    }
+
+    /// CPU seconds the process has used (user + system, /proc/PID/stat), nil once it is gone.
+    static func cpuSeconds(_ pid: Int32) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Open file descriptors of the process (entries of /proc/PID/fd), nil if not readable.
+    static func openFiles(_ pid: Int32) -> Int? {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd"))?.count
     }
 
     /// Resident memory in bytes (`VmRSS` of /proc/PID/status), nil once the process is gone.

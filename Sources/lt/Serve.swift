@@ -12,7 +12,7 @@ import TrackerApp
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS, LT_MAX_FEEDS_PER_USER, LT_MAX_DOCUMENT_SIZE). The dashboard is at /dashboard/ on the application port.")
+        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS, LT_MAX_FEEDS_PER_USER, LT_MAX_DOCUMENT_SIZE, LT_PASSWORD_ITERATIONS). The dashboard is at /dashboard/ on the application port.")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -83,6 +83,9 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-feeds-per-user"), help: "Longpoll, continuous and eventsource _changes feeds one user (or one anonymous client) may have open at once; server admins are not counted. (LT_MAX_FEEDS_PER_USER, default 100)")
     var maxFeedsPerUser: Int?
 
+    @Option(name: .customLong("password-iterations"), help: "PBKDF2-SHA256 iterations for passwords stored from now on (users', API keys', the admin's), as CouchDB's [chttpd_auth] iterations; stored hashes keep their own count. Lower it only for tests and benchmarks. (LT_PASSWORD_ITERATIONS, default 600000)")
+    var passwordIterations: Int?
+
     @Option(name: .customLong("tile-attribution"), help: "Attribution shown with the tiles (HTML). (LT_TILE_ATTRIBUTION, default OpenStreetMap's)")
     var tileAttribution: String?
 
@@ -139,6 +142,10 @@ struct Serve: AsyncParsableCommand {
         }
         configuration.maxDocumentSize = try intValue(maxDocumentSize, "LT_MAX_DOCUMENT_SIZE", default: configuration.maxDocumentSize)
         guard configuration.maxDocumentSize > 0 else { throw ValidationError("--max-document-size must be positive") }
+        configuration.database.pbkdf2Iterations = try intValue(passwordIterations, "LT_PASSWORD_ITERATIONS", default: configuration.database.pbkdf2Iterations)
+        guard (1...100_000_000).contains(configuration.database.pbkdf2Iterations) else {
+            throw ValidationError("--password-iterations must be between 1 and 100,000,000")
+        }
         try limits(&configuration)
         try javascriptOption(&configuration)
         if let tiles = value(tiles, "LT_TILES") { configuration.dashboard.tileURL = tiles }

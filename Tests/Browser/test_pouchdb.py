@@ -15,8 +15,6 @@ Usage: LT_TEST_POUCHDB_DIST=/path/to/pouchdb/dist test_pouchdb.py --lt PATH/TO/l
 """
 
 import argparse
-import functools
-import http.server
 import json
 import os
 import shutil
@@ -24,11 +22,11 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser, find_chromium  # noqa: E402
+from pouchpage import PouchPage  # noqa: E402
 
 ADMIN = ("admin", "pouch-admin-pw")
 
@@ -239,23 +237,13 @@ def main():
     if find_chromium() is None:
         print("PouchDB browser test: FAILED (no Chromium; scripts/install-deps.sh --for-tests installs it)")
         return 1
-    site = tempfile.mkdtemp(prefix="lt-pouch-page-")
-    for name in ("pouchdb.js", "pouchdb.indexeddb.js", "pouchdb.find.js"):
-        shutil.copy(os.path.join(dist, name), site)
-    with open(os.path.join(site, "index.html"), "w") as f:
-        f.write(PAGE)
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-    handler = functools.partial(Quiet, directory=site)
-    page = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=page.serve_forever, daemon=True).start()
-    origin = f"http://127.0.0.1:{page.server_address[1]}"
+    page = PouchPage(dist, ("pouchdb.js", "pouchdb.indexeddb.js", "pouchdb.find.js"), PAGE)
+    origin = page.origin
     server = Server(options.lt, origin)
     browser = Browser()
     results = []
     try:
-        browser.navigate(origin + "/index.html")
+        browser.navigate(page.url)
         browser.wait("window.ready === true", what="PouchDB to load")
         version = browser.evaluate("PouchDB.version")
         count = int(os.environ.get("LT_TEST_POUCHDB_DOCS", "5000"))
@@ -286,9 +274,8 @@ def main():
     finally:
         browser.close()
         server.stop()
-        page.shutdown()
+        page.stop()
         shutil.rmtree(server.directory, ignore_errors=True)
-        shutil.rmtree(site, ignore_errors=True)
     passed = sum(1 for ok, _ in results if ok)
     print(f"PouchDB browser test: {passed} of {len(results)} steps passed")
     return 0 if passed == len(results) else 1

@@ -218,6 +218,56 @@ struct DatabaseTests {
         #expect(try await reopened.allDocs(AllDocsOptions()).rows.compactMap { $0["id"]?.stringValue } == ["one", "two"])
     }
 
+    @Test("A closed database leaves nothing behind in the store; one that a listener holds keeps waking it")
+    func closedDatabasesForgotten() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try DatabaseStore(directory: directory.url, maxOpen: 1, connections: { _ in .single })
+        for i in 0..<40 { _ = try await store.create("d\(i)").update(DocumentInput(id: "x", body: ["n": .int(i)])) }
+        // Closing happens on queues of their own: wait up to a second for them.
+        for _ in 0..<100 where store.rememberedDatabases > 2 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(store.rememberedDatabases <= 2)  // the open one, and one maybe still closing
+        // A listener holds d0 and waits for its next change while d0 is pushed out and reopened.
+        let held = try await store.open("d0")
+        let seq = try await held.updateSeq()
+        let woken = Task { await held.notifier.wait(after: seq, timeout: .seconds(10)) }
+        try await Task.sleep(for: .milliseconds(50))
+        try await store.create("e")  // pushes d0 out; the listener still holds it
+        try await Task.sleep(for: .milliseconds(200))
+        let start = ContinuousClock.now
+        _ = try await store.open("d0").update(DocumentInput(id: "y", body: ["n": 1]))
+        #expect(await woken.value)
+        #expect(start.duration(to: .now) < .seconds(5))  // woken by the write, not by the timeout
+    }
+
+    @Test("A new database's first writes are folded into its file when it is first pushed out; a reopened one's log is left as it is")
+    func newDatabaseLogFoldedAtFirstClose() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try DatabaseStore(directory: directory.url, maxOpen: 1, connections: { _ in .single })
+        func logSize(_ name: String) throws -> Int {
+            try FileManager.default.attributesOfItem(atPath: directory.url.appendingPathComponent("dbs/\(name).sqlite-wal").path)[.size] as? Int ?? -1
+        }
+        func settle(_ name: String) async throws {
+            // The fold and the close run on a queue of their own: wait until the log is
+            // empty or a second has passed.
+            for _ in 0..<100 where (try? logSize(name)) != 0 { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        _ = try await store.create("a").update(DocumentInput(id: "one", body: ["n": 1]))
+        #expect(try logSize("a") > 0)  // written ahead, not yet in the file
+        try await store.create("b")  // pushes a out: its log is folded, then it closes
+        try await settle("a")
+        #expect(try logSize("a") == 0)
+        try await Task.sleep(for: .milliseconds(200))  // and closed, so the next open is a new one
+        // Written again after a reopen: pushed out without a checkpoint, the log keeps the write.
+        _ = try await store.open("a").update(DocumentInput(id: "two", body: ["n": 2]))
+        try await store.create("c")
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try logSize("a") > 0)
+        let reopened = try await store.open("a")
+        #expect(try await reopened.allDocs(AllDocsOptions()).rows.compactMap { $0["id"]?.stringValue } == ["one", "two"])
+    }
+
     @Test("A database half built when the process died is not a database: the next start removes it")
     func halfBuiltDatabase() async throws {
         let directory = try TemporaryDirectory()

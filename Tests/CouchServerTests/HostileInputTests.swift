@@ -155,4 +155,20 @@ struct HostileInputTests {
         #expect(try await s.request(.GET, "/t/small").status == 200)
         #expect(try await s.request(.PUT, "/t/fits", json: ["blob": .string(String(repeating: "x", count: 900))]).status == 201)
     }
+
+    @Test("--password-iterations sets the PBKDF2 count of passwords stored from then on (users', _users documents'); 0 is refused at start")
+    func passwordIterations() async throws {
+        let s = try TestServer(extraArguments: ["--password-iterations", "1234"])
+        defer { s.stop() }
+        #expect(try await s.app(.PUT, "/api/users/iter", json: ["password": "pw-iter"]).status == 201)
+        let user = try await s.request(.GET, "/lt_users/iter").json
+        #expect(user["iterations"] == 1234 && user["password"] == nil, "\(user)")
+        #expect(try await s.app(.POST, "/api/login", json: ["username": "iter", "password": "pw-iter"]).status == 200)
+        #expect(try await s.request(.PUT, "/_users/org.couchdb.user:plain", json: ["name": "plain", "type": "user", "roles": [], "password": "pw"]).status == 201)
+        #expect(try await s.request(.GET, "/_users/org.couchdb.user:plain").json["iterations"] == 1234)
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let refused = try TestServer.runLT(["serve", "--data", directory.url.path, "--db-port", "0", "--port", "0", "--password-iterations", "0"])
+        #expect(refused.status != 0 && refused.errors.contains("--password-iterations must be between 1 and 100,000,000"), "\(refused.errors)")
+    }
 }

@@ -1,0 +1,374 @@
+import ArgumentParser
+import CommandSupport
+import CouchJSON
+import Foundation
+
+/// `lt-bench scale`: the Location Tracker application's own workload over HTTP, against `lt serve`
+/// (started as its own process, the whole application, durable) and, with `--couchdb`, against
+/// Apache CouchDB set up as the original design had it: a `_users` document, a database, its
+/// `_security` and geo design document for each user, and one continuous replication per user
+/// into the consolidated database (`_replicator` documents). Then devices write locations at a
+/// steady rate into their users' databases, as independent devices would (open loop: a slow
+/// server does not slow the arrivals down), while a prober asks `/api/places` and another runs
+/// a device's push cycle; the figures are registration, write latency, how long each location
+/// took to reach the consolidated database, those probes' latencies, the server's CPU per
+/// write, its memory and its disk per user.
+struct ScaleBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scale",
+        abstract: "Measure the application's registration, device writes and consolidation, lt beside Apache CouchDB.",
+        discussion: """
+            lt: the lt beside lt-bench (or --lt-binary) runs as its own process on a scratch directory, \
+            with the whole application (registration, login, consolidation, places). CouchDB (--couchdb, \
+            admin credentials): users, databases and replications are named scale-* and removed before and \
+            after; its password iterations (chttpd_auth/iterations) are set to --password-iterations for the \
+            run and put back. Both servers get the same iteration count, so registration measures everything \
+            but the password hash.
+            """)
+
+    @OptionGroup var peers: PeerOptions
+
+    @Option(help: "Registered users (each gets a database).")
+    var users = 10_000
+
+    @Option(help: "Devices writing (one per user, the first users).")
+    var devices = 10_000
+
+    @Option(help: "Location writes per second, over all devices.")
+    var rate = 1_000
+
+    @Option(help: "Seconds of writing.")
+    var seconds = 60
+
+    @Option(help: "Seconds to wait after the writes for the last locations to be consolidated.")
+    var tail = 60
+
+    @Option(help: "Clients registering users at once.")
+    var registrationClients = 8
+
+    @Option(help: "Connections the devices' writes share (each write carries its own device's credentials).")
+    var writeConnections = 128
+
+    @Option(help: "/api/places queries per second while the devices write (lt only: CouchDB 3 has no geo).")
+    var placesRate = 20
+
+    @Option(help: "Device push cycles per second while the devices write.")
+    var syncRate = 5
+
+    @Option(help: "PBKDF2 iterations for the users' passwords and keys on both servers (lowered so registration measures the rest).")
+    var passwordIterations = 10
+
+    @Flag(help: "Also measure lt in cluster mode in front of that CouchDB (lt serve --couchdb): registration, login, places and consolidation by lt, the data and the devices' writes on CouchDB. Its users, keys and databases there are named scale-c* and removed before and after; copies stay in its lt_locations_all.")
+    var cluster = false
+
+    @Flag(help: "A short run (1,000 users and devices, 200 writes/s for 10 s) to record figures in CI, not to judge by.")
+    var quick = false
+
+    @Option(help: "Also write the figures as JSON to this file.")
+    var json: String?
+
+    func validate() throws {
+        guard !cluster || peers.couchdb != nil else { throw ValidationError("--cluster needs --couchdb") }
+        guard (1...10_000_000).contains(users) else { throw ValidationError("--users must be between 1 and 10,000,000") }
+        guard (1...users).contains(devices) else { throw ValidationError("--devices must be between 1 and --users") }
+        guard (1...100_000).contains(rate), (1...3_600).contains(seconds), (0...3_600).contains(tail) else {
+            throw ValidationError("--rate must be 1–100,000, --seconds 1–3,600, --tail 0–3,600")
+        }
+        guard (1...256).contains(registrationClients), (1...1_000).contains(writeConnections) else {
+            throw ValidationError("--registration-clients must be 1–256 and --write-connections 1–1,000")
+        }
+        guard (0...1_000).contains(placesRate), (0...1_000).contains(syncRate), (1...10_000_000).contains(passwordIterations) else {
+            throw ValidationError("--places-rate and --sync-rate must be 0–1,000, --password-iterations 1–10,000,000")
+        }
+    }
+
+    func run() async throws {
+        ProcessSetup.bootstrapLogging(level: .warning)
+        let plan = quick ? ScalePlan(users: 1_000, devices: 1_000, rate: 200, seconds: 10, tail: 30, placesRate: placesRate, syncRate: syncRate)
+                         : ScalePlan(users: users, devices: devices, rate: rate, seconds: seconds, tail: tail, placesRate: placesRate, syncRate: syncRate)
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-scale-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let binary = LTServeProcess.executable(peers.ltBinary)
+        let admin = (user: "bench", password: "bench-password")
+        let arguments = ["--password-iterations", String(passwordIterations), "--tiles", "none"]
+        // Each side's servers start when its turn comes, so none loads the machine during another's.
+        var starts: [(name: String, start: () async throws -> (ScaleSide, LTServeProcess?))] = [("lt", {
+            let server = try await LTServeProcess.start(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin, arguments: arguments)
+            return (try ScaleSide.lt(server, admin: admin, data: scratch.appendingPathComponent("lt/data")), server)
+        })]
+        if let couchdb = peers.couchdb {
+            let couchDB = try await ScaleSide.couchDB(couchdb, peers: peers, iterations: passwordIterations)
+            starts.append(("CouchDB", { (couchDB, nil) }))
+            if cluster {
+                starts.append(("lt+CouchDB", {
+                    let server = try await LTServeProcess.start(
+                        binary: binary, directory: scratch.appendingPathComponent("cluster"), admin: admin, arguments: arguments + ["--couchdb", couchdb])
+                    return (ScaleSide.cluster(server, couchDB: couchDB, data: scratch.appendingPathComponent("cluster/data")), server)
+                }))
+            }
+        }
+        print("""
+            lt-bench scale: \(plan.users) users, \(plan.devices) devices writing \(plan.rate) locations/s for \(plan.seconds) s \
+            over \(writeConnections) connections, /api/places \(plan.placesRate)/s, device push cycles \(plan.syncRate)/s; \
+            PBKDF2 iterations \(passwordIterations) on both
+            machine: \(ProcessInfo.processInfo.activeProcessorCount) cores; load average at the start: \(CompareHeader.loadAverage()); lt built with \(Allocator.description)
+            """)
+        var results: [[String: Double]] = []
+        var sides: [ScaleSide] = []
+        for (name, start) in starts {
+            print("— \(name) —")
+            let (side, server) = try await start()
+            defer { server?.stop() }
+            sides.append(side)
+            try await side.cleanUp()
+            let run = ScaleRun(side: side, plan: plan, registrationClients: registrationClients, writeConnections: writeConnections)
+            do {
+                results.append(try await run.measure())
+            } catch {
+                // Leave the server as it was found, then report.
+                try? await side.cleanUp()
+                try? await side.restore()
+                throw error
+            }
+            try await side.cleanUp()
+            try await side.restore()
+        }
+        var table = CompareTable(sides: sides.map(\.name))
+        print("")
+        table.printHeading()
+        for figure in ScaleRun.figures {
+            var row = CompareTable.Row(figure: figure)
+            for (side, values) in zip(sides, results) { row.values[side.name] = values[figure.name] }
+            table.add(row)
+        }
+        try table.finish(json: json, context: ["plan": plan.json])
+    }
+}
+
+/// The sizes of one scale run.
+struct ScalePlan: Sendable {
+    let users: Int
+    let devices: Int
+    let rate: Int
+    let seconds: Int
+    let tail: Int
+    let placesRate: Int
+    let syncRate: Int
+
+    var writes: Int { rate * seconds }
+
+    var json: JSON {
+        ["users": .int(users), "devices": .int(devices), "rate": .int(rate), "seconds": .int(seconds),
+         "places_rate": .int(placesRate), "sync_rate": .int(syncRate)]
+    }
+}
+
+/// One server of a scale run, and how the application's steps are done on it.
+struct ScaleSide: Sendable {
+    enum Kind: Sendable {
+        /// `lt serve`: registration and login through its application API.
+        case lt(applicationPort: Int)
+        /// Apache CouchDB, set up as the original design did through its own API.
+        case couchDB(previousIterations: String?)
+        /// `lt serve --couchdb` in front of Apache CouchDB (cluster mode): registration, login,
+        /// places and consolidation by lt; the data, and the devices' writes, on CouchDB.
+        case cluster(applicationPort: Int)
+    }
+
+    let name: String
+    let kind: Kind
+    /// Where devices write and the consolidated database is read.
+    let target: Bench.Target
+    /// The server's processes (two in cluster mode), for their CPU and memory.
+    let pids: [Int32]
+    /// The database every user's locations are consolidated into.
+    let consolidated: String
+    /// The servers' data directories, for their size on disk.
+    let dataDirectories: [String]
+
+    /// The application API's port, where lt has one.
+    var applicationPort: Int? {
+        switch kind {
+        case let .lt(port), let .cluster(port): port
+        case .couchDB: nil
+        }
+    }
+
+    var host: String { URLComponents(string: target.base)?.host ?? "127.0.0.1" }
+    var port: Int { URLComponents(string: target.base)?.port ?? 5984 }
+
+    static func lt(_ server: LTServeProcess, admin: (user: String, password: String), data: URL) throws -> ScaleSide {
+        ScaleSide(name: "lt", kind: .lt(applicationPort: server.applicationPort ?? 0),
+                  target: Bench.Target(base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password),
+                  pids: [server.pid], consolidated: "lt_locations_all", dataDirectories: [data.path])
+    }
+
+    /// lt in cluster mode in front of the CouchDB of `couchDB` (its own side, measured before).
+    static func cluster(_ server: LTServeProcess, couchDB: ScaleSide, data: URL) -> ScaleSide {
+        ScaleSide(name: "lt+CouchDB", kind: .cluster(applicationPort: server.applicationPort ?? 0), target: couchDB.target,
+                  pids: couchDB.pids + [server.pid], consolidated: "lt_locations_all", dataDirectories: couchDB.dataDirectories + [data.path])
+    }
+
+    static func couchDB(_ url: String, peers: PeerOptions, iterations: Int) async throws -> ScaleSide {
+        let target = try Bench.Target(url: url)
+        let pid = try peers.couchdbProcess(target)
+        let client = try Bench.Client(base: target.base, authorization: target.authorization)
+        let setting = "/_node/_local/_config/chttpd_auth/iterations"
+        let previous = try? JSON.parse(try await client.send("GET", setting, expect: 200)).stringValue
+        try await client.send("PUT", setting, json: .string(String(iterations)), expect: 200)
+        // The data directory, relative to the server's working directory unless absolute.
+        let configured = try? JSON.parse(try await client.send("GET", "/_node/_local/_config/couchdb/database_dir", expect: 200)).stringValue
+        let directory = configured.map { $0.hasPrefix("/") ? $0 : (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd")).map { "\($0)/\(configured!)" } ?? $0 }
+        return ScaleSide(name: "CouchDB", kind: .couchDB(previousIterations: previous), target: target, pids: [pid],
+                         consolidated: "scale-locations-all", dataDirectories: directory.map { [$0] } ?? [])
+    }
+
+    var client: Bench.Client { get throws { try Bench.Client(base: target.base, authorization: target.authorization) } }
+
+    /// The user names: lt's rule (a letter first), and CouchDB's under the run's prefix.
+    func userName(_ i: Int) -> String {
+        switch kind {
+        case .lt: String(format: "u%07d", i)
+        case .couchDB: String(format: "scale-u%07d", i)
+        case .cluster: String(format: "scale-c%07d", i)
+        }
+    }
+
+    /// Registers user `i` as the application does, on a connection of its own.
+    func register(_ i: Int, app: BenchConnection?, database: BenchConnection) throws {
+        let name = userName(i)
+        switch kind {
+        case .lt, .cluster:
+            guard let app else { throw BenchConnection.Failure(description: "no application connection") }
+            let reply = try app.send("PUT", "/api/users/\(name)", authorization: "", body: JSON.object(["password": .string("password-\(i)")]).bytes)
+            try Bench.Client.check(reply, 201, "PUT", "/api/users/\(name)")
+        case .couchDB:
+            let auth = target.authorization
+            let db = "scale-locations-user-\(name.dropFirst("scale-".count))"
+            let steps: [(String, String, JSON?, Int)] = [
+                ("PUT", "/_users/org.couchdb.user:\(name)", ["name": .string(name), "type": "user", "roles": [], "password": .string("password-\(i)")], 201),
+                ("PUT", "/\(db)", nil, 201),
+                ("PUT", "/\(db)/_design/points", ["language": "javascript", "st_indexes": ["pointidx": ["index": "function(doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); } }"]]], 201),
+                ("PUT", "/\(db)/_security", ["admins": ["names": [], "roles": ["_admin"]], "members": ["names": [.string(name)], "roles": []]], 200),
+                ("PUT", "/_replicator/\(name)", [
+                    "source": ["url": .string("\(target.base)/\(db)"), "headers": ["Authorization": .string(auth)]],
+                    "target": ["url": .string("\(target.base)/\(consolidated)"), "headers": ["Authorization": .string(auth)]],
+                    "continuous": true,
+                ], 201),
+            ]
+            for (method, path, body, status) in steps {
+                // No body where none is due: CouchDB closes the connection after a request whose body it did not read.
+                try Bench.Client.check(try database.send(method, path, authorization: auth, body: body?.bytes), status, method, path)
+            }
+        }
+    }
+
+    /// A device's credentials (an `Authorization` header) and database, as the app obtains
+    /// them: lt's login issues an API key; with CouchDB the device uses the user's own name
+    /// and password.
+    func device(_ i: Int, app: BenchConnection?) throws -> (authorization: String, database: String) {
+        let name = userName(i)
+        switch kind {
+        case .lt, .cluster:
+            guard let app else { throw BenchConnection.Failure(description: "no application connection") }
+            let reply = try app.send("POST", "/api/login", authorization: "", body: JSON.object(["username": .string(name), "password": .string("password-\(i)")]).bytes)
+            try Bench.Client.check(reply, 200, "POST", "/api/login")
+            let json = try JSON.parse(reply.body)
+            guard let key = json["api_key"]?.stringValue, let secret = json["api_password"]?.stringValue, let db = json["location_db_name"]?.stringValue else {
+                throw BenchConnection.Failure(description: "login answered without a key")
+            }
+            return ("Basic " + Data("\(key):\(secret)".utf8).base64EncodedString(), db)
+        case .couchDB:
+            return ("Basic " + Data("\(name):password-\(i)".utf8).base64EncodedString(), "scale-locations-user-\(name.dropFirst("scale-".count))")
+        }
+    }
+
+    /// Removes the run's users, databases and replications from CouchDB (lt's own are in its
+    /// scratch directory). Replications first, so that none is left copying into a database gone.
+    func cleanUp() async throws {
+        switch kind {
+        case .lt: return
+        case .cluster: return try await cleanUpCluster()
+        case .couchDB: break
+        }
+        let client = try client
+        for (database, prefix) in [("_replicator", "scale-"), ("_users", "org.couchdb.user:scale-")] {
+            let query = "startkey=\(Self.quoted(prefix))&endkey=\(Self.quoted(prefix + "\u{FFF0}"))"
+            let rows = try JSON.parse(try await client.send("GET", "/\(database)/_all_docs?\(query)", expect: 200))["rows"]?.arrayValue ?? []
+            let deletions = rows.compactMap { row -> JSON? in
+                guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"]?.stringValue else { return nil }
+                return ["_id": .string(id), "_rev": .string(rev), "_deleted": true]
+            }
+            for batch in stride(from: 0, to: deletions.count, by: 1_000) {
+                try await client.send("POST", "/\(database)/_bulk_docs", json: ["docs": .array(Array(deletions[batch..<min(deletions.count, batch + 1_000)]))], expect: 201)
+            }
+        }
+        try await deleteDatabases(prefix: "scale-")
+    }
+
+    /// Removes what lt made on the cluster for the run's users: their databases, their API keys
+    /// and their application documents (the copies in `lt_locations_all` stay; their ids carry
+    /// the run's tag).
+    func cleanUpCluster() async throws {
+        let client = try client
+        let keys = "startkey=\(Self.quoted("org.couchdb.user:key-"))&endkey=\(Self.quoted("org.couchdb.user:key-\u{FFF0}"))&include_docs=true"
+        let keyRows = try JSON.parse(try await client.send("GET", "/_users/_all_docs?\(keys)", expect: 200))["rows"]?.arrayValue ?? []
+        let users = "startkey=\(Self.quoted("scale-c"))&endkey=\(Self.quoted("scale-c\u{FFF0}"))&include_docs=true"
+        let userRows = (try? JSON.parse(try await client.send("GET", "/lt_users/_all_docs?\(users)", expect: 200))["rows"]?.arrayValue) ?? []
+        for (database, rows) in [("_users", keyRows), ("lt_users", userRows)] {
+            let deletions = rows.compactMap { row -> JSON? in
+                guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"]?.stringValue,
+                      database == "lt_users" || row["doc"]?["lt_user"]?.stringValue?.hasPrefix("scale-c") == true else { return nil }
+                return ["_id": .string(id), "_rev": .string(rev), "_deleted": true]
+            }
+            for batch in stride(from: 0, to: deletions.count, by: 1_000) {
+                try await client.send("POST", "/\(database)/_bulk_docs", json: ["docs": .array(Array(deletions[batch..<min(deletions.count, batch + 1_000)]))], expect: 201)
+            }
+        }
+        try await deleteDatabases(prefix: "lt_locations_user_scale-c")
+    }
+
+    /// Deletes every database whose name starts with `prefix`, eight at a time.
+    func deleteDatabases(prefix: String) async throws {
+        let client = try client
+        let range = "startkey=\(Self.quoted(prefix))&endkey=\(Self.quoted(prefix + "\u{FFF0}"))"
+        let names = (try JSON.parse(try await client.send("GET", "/_all_dbs?\(range)", expect: 200)).arrayValue ?? [])
+            .compactMap(\.stringValue).filter { $0.hasPrefix(prefix) }
+        let authorization = target.authorization
+        try await client.concurrently(8, names.count) { connection, i in
+            let reply = try connection.send("DELETE", "/\(names[i])", authorization: authorization)
+            guard reply.status == 200 || reply.status == 202 || reply.status == 404 else { try Bench.Client.check(reply, 200, "DELETE", "/\(names[i])"); return }
+        }
+    }
+
+    /// Puts back what the run changed in the server's configuration.
+    func restore() async throws {
+        guard case let .couchDB(previous) = kind else { return }
+        let setting = "/_node/_local/_config/chttpd_auth/iterations"
+        if let previous {
+            try await client.send("PUT", setting, json: .string(previous), expect: 200)
+        } else {
+            try await client.send("DELETE", setting, expect: 200)
+        }
+    }
+
+    /// The data directories' size in bytes (`du`), nil if unknown.
+    func diskBytes() -> Double? {
+        guard !dataDirectories.isEmpty else { return nil }
+        let du = Process()
+        du.executableURL = URL(fileURLWithPath: "/usr/bin/du")
+        du.arguments = ["-sk", "-c"] + dataDirectories
+        let pipe = Pipe()
+        du.standardOutput = pipe
+        du.standardError = FileHandle.nullDevice
+        guard (try? du.run()) != nil else { return nil }
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        du.waitUntilExit()
+        // The last line is the total.
+        return String(decoding: output, as: UTF8.self).split(separator: "\n").last?.split(separator: "\t").first.flatMap { Double($0) }.map { $0 * 1024 }
+    }
+
+    static func quoted(_ text: String) -> String {
+        JSON.string(text).text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
+    }
+}

@@ -209,18 +209,14 @@ public final class DatabaseStore: Sendable {
 
     /// Lets go of an evicted database on a dispatch thread: its small log folded back into its
     /// file (`DocumentDatabase.foldSmallLog`), then, if nothing else holds it, it closes there
-    /// (system calls and freeing its memory), not on the thread that opened another, and what
-    /// the store kept for it while open goes too (`forgetIfClosed`).
+    /// (system calls and freeing its memory), not on the thread that opened another. Whoever
+    /// lets go of it last, what the store kept for it goes then (`forgetIfClosed`).
     func releaseInBackground(_ database: DocumentDatabase?) {
         guard let database else { return }
-        let name = database.name
         let folds = database.foldsLogOnClose
-        // Held in a box the closure empties, so that the database can close inside it.
-        let held = Locked<DocumentDatabase?>(database)
-        let release: @Sendable () -> Void = { [self] in
-            if folds { held.withLock { $0?.foldSmallLog() } }
-            held.withLock { $0 = nil }
-            forgetIfClosed(name)
+        let release: @Sendable () -> Void = {
+            if folds { database.foldSmallLog() }
+            withExtendedLifetime(database) {}
         }
         // Folding syncs: on queues of its own, so that opening databases never waits behind it.
         guard folds else { return DatabaseStore.fileQueue().async(execute: release) }
@@ -230,10 +226,11 @@ public final class DatabaseStore: Sendable {
         }].async(execute: release)
     }
 
-    /// Forgets a database's notifier and recent-changes tail once it has closed (nothing holds
-    /// it, nobody waits on it): with a million users, every database ever opened kept both,
-    /// ~0.5 KB each, for as long as the process ran. Under the name's lock, so that no open of
-    /// the same name is between taking the notifier and keeping the database meanwhile.
+    /// Forgets a database's notifier and recent-changes tail once an instance of it has gone
+    /// (its `onClosed`), unless another is open or held, or someone waits on the notifier: with
+    /// a million users, every database ever opened kept both, ~0.5 KB each, for as long as the
+    /// process ran. Under the name's lock, so that no open of the same name is between taking
+    /// the notifier and keeping the database meanwhile.
     func forgetIfClosed(_ name: String) {
         withNameLock(name) {
             let forgotten = state.withLock { state -> Bool in
@@ -289,7 +286,11 @@ public final class DatabaseStore: Sendable {
         return try DocumentDatabase(
             name: name, path: path, notifier: notifier, durability: durability, validator: validator,
             connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: maxDocumentSize,
-            created: created)
+            created: created, onClosed: { [weak self] in
+                // Later and elsewhere: the last reference may go while a lock of the store is held.
+                guard let store = self else { return }
+                DatabaseStore.fileQueue().async { store.forgetIfClosed(name) }
+            })
     }
 
     /// Deletes a database and its files; 404 if there is none.

@@ -28,6 +28,8 @@ public final class DocumentDatabase: Sendable {
     public let name: String
     let pool: any DatabaseWriter
     let writer: WriteQueue
+    /// Called when this instance goes away (its file closed), for its store to forget it.
+    private let onClosed: (@Sendable () -> Void)?
     /// The write-ahead log's path, for a single-connection database this instance created (see `foldSmallLog`).
     private let logPath: String?
     public let notifier: ChangeNotifier
@@ -68,8 +70,10 @@ public final class DocumentDatabase: Sendable {
     init(
         name: String, path: String, notifier: ChangeNotifier, durability: Durability,
         validator: (any WriteValidator)? = nil, connections: Connections = .pool, recentChanges: RecentChanges? = nil,
-        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize, created: Bool = false
+        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize, created: Bool = false,
+        onClosed: (@Sendable () -> Void)? = nil
     ) throws {
+        self.onClosed = onClosed
         self.name = name
         self.maxDocumentSize = maxDocumentSize
         self.notifier = notifier
@@ -194,6 +198,8 @@ public final class DocumentDatabase: Sendable {
     func close() {
         try? pool.close()
     }
+
+    deinit { onClosed?() }
 
     /// Whether this database has a single connection (`Connections.single`).
     var isSingleConnection: Bool { pool is DatabaseQueue }

@@ -8,7 +8,8 @@
 # headless Chromium from each (scripts/bench-pouchdb.py), when LT_BENCH_POUCHDB_DIST names the
 # dist/ directory of a PouchDB 9 release (it says "skipped" otherwise). Figures are printed and written
 # as JSON to .build/bench/compare.json and .build/bench/scale.json; speed never fails this
-# script, a broken run does.
+# script, a broken run does. A small `lt-bench population` run (1,000 users) checks the
+# million-user tool.
 #
 #   scripts/bench.sh --quick    10,000 documents, 1,000 users: what CI runs, to record figures
 #   scripts/bench.sh            100,000 documents, 10,000 users, as docs/benchmarks.md and
@@ -43,6 +44,10 @@ mkdir -p .build/bench
 bin="$(swift build -c release --show-bin-path)"
 "$bin/lt-bench" "${args[@]}"
 "$bin/lt-bench" "${scale[@]}"
+# The million-user tool at a small size (docs/scaling.md runs it with a million): it must keep working.
+population=$(mktemp -d)
+trap 'rm -rf "$population"' EXIT
+"$bin/lt-bench" population --data "$population" --users 1000 --visitors 100 --watch 30
 pouch=(--lt "$bin/lt" --json .build/bench/pouchdb.json)
 [[ -n "${LT_BENCH_COUCHDB_URL:-}" ]] && pouch+=(--couchdb "$LT_BENCH_COUCHDB_URL")
 python3 scripts/bench-pouchdb.py "${pouch[@]}"

@@ -414,18 +414,22 @@ struct DatabaseEndpoints: Sendable {
         // Each document comes already written as JSON (from its stored bytes where it can);
         // the answer is written around them: {"results":[{"id":…,"docs":[{"ok":…}|{"error":…}]}]}.
         let batchResults = try await db.openRevisionsSerialized(batch, latest: latest, options: options)
-        var entries: [[UInt8]] = []
+        // Written straight into the answer: each document's bytes are copied once.
+        var out = Array(#"{"results":["#.utf8)
         for (i, entry) in docs.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
             guard case let .string(id)? = entry["id"] else {
-                entries.append(JSON.object(["id": entry["id"] ?? .null, "docs": [["error": [
+                JSON.object(["id": entry["id"] ?? .null, "docs": [["error": [
                     "id": entry["id"] ?? .null, "rev": entry["rev"] ?? .null, "error": "bad_request", "reason": "Document id must be a string",
-                ]]]]).bytes)
+                ]]]]).write(to: &out)
                 continue
             }
-            func failure(rev: JSON, error: String, reason: String) -> [UInt8] {
-                JSON.object(["error": ["id": .string(id), "rev": rev, "error": .string(error), "reason": .string(reason)]]).bytes
+            func failure(rev: JSON, error: String, reason: String) -> JSON {
+                ["error": ["id": .string(id), "rev": rev, "error": .string(error), "reason": .string(reason)]]
             }
-            var docsOut: [[UInt8]] = []
+            out += #"{"id":"#.utf8
+            JSON.string(id).write(to: &out)
+            out += #","docs":["#.utf8
             do {
                 let opened: [SerializedOpenRevision]
                 if let index = batchIndex[i] {
@@ -433,24 +437,22 @@ struct DatabaseEndpoints: Sendable {
                 } else {
                     opened = [.ok(JSON.object(try await db.local.get(id: id)).bytes)]
                 }
-                docsOut = opened.map { item in
+                for (index, item) in opened.enumerated() {
+                    if index > 0 { out.append(UInt8(ascii: ",")) }
                     switch item {
-                    case let .ok(doc): Array(#"{"ok":"#.utf8) + doc + [UInt8(ascii: "}")]
-                    case let .missing(rev): failure(rev: .string(rev.description), error: "not_found", reason: "missing")
+                    case let .ok(doc):
+                        out += #"{"ok":"#.utf8
+                        out += doc
+                        out.append(UInt8(ascii: "}"))
+                    case let .missing(rev):
+                        failure(rev: .string(rev.description), error: "not_found", reason: "missing").write(to: &out)
                     }
                 }
             } catch let error as CouchError {
-                docsOut = [failure(rev: entry["rev"] ?? "undefined", error: error.error, reason: error.reason)]
+                failure(rev: entry["rev"] ?? "undefined", error: error.error, reason: error.reason).write(to: &out)
             }
-            var out = Array(#"{"id":"#.utf8)
-            JSON.string(id).write(to: &out)
-            out += #","docs":["#.utf8
-            out.appendJoined(docsOut)
             out += "]}".utf8
-            entries.append(out)
         }
-        var out = Array(#"{"results":["#.utf8)
-        out.appendJoined(entries)
         out += "]}\n".utf8
         return .json(bytes: out)
     }

@@ -160,8 +160,12 @@ struct PopulationBench: AsyncParsableCommand {
         print(String(format: "after %.0f s: RSS %.0f MiB (largest %.0f MiB), files open %d (most %d)", watchStart.duration(to: .now).seconds,
                      Double(ServerProcessInfo.residentBytes(pid) ?? 0) / 1_048_576, Double(peakBytes) / 1_048_576,
                      ServerProcessInfo.openFiles(pid) ?? -1, mostFiles.withLock { $0 }))
-        print(String(format: "consolidator's start-up sweep: %d databases looked at, %d to go; %.0f databases/s while watched (the whole sweep ≈ %.0f min)",
-                     swept1.swept, swept1.remaining, sweptRate, sweptRate > 0 ? Double(swept1.swept + swept1.remaining) / sweptRate / 60 : .nan))
+        if sweptRate > 0 {
+            print(String(format: "consolidator's start-up sweep: %d databases looked at, %d to go; %.0f databases/s while watched (the whole sweep ≈ %.0f min)",
+                         swept1.swept, swept1.remaining, sweptRate, Double(swept1.swept + swept1.remaining) / sweptRate / 60))
+        } else {
+            print("consolidator's start-up sweep: \(swept1.swept) databases looked at, \(swept1.remaining) to go (none while watched)")
+        }
     }
 
     /// `visitors` users spread over the population log in and write one location each, one

@@ -74,6 +74,8 @@ struct ScaleBench: AsyncParsableCommand {
         guard (1...100_000).contains(rate), (1...3_600).contains(seconds), (0...3_600).contains(tail) else {
             throw ValidationError("--rate must be 1–100,000, --seconds 1–3,600, --tail 0–3,600")
         }
+        // Each write has two timestamps kept in arrays of this length.
+        guard rate * seconds <= 10_000_000 else { throw ValidationError("--rate × --seconds must be at most 10,000,000 writes") }
         guard (1...256).contains(registrationClients), (1...1_000).contains(writeConnections) else {
             throw ValidationError("--registration-clients must be 1–256 and --write-connections 1–1,000")
         }
@@ -97,10 +99,12 @@ struct ScaleBench: AsyncParsableCommand {
             return (try ScaleSide.lt(server, admin: admin, data: scratch.appendingPathComponent("lt/data")), server)
         })]
         if let couchdb = peers.couchdb {
-            let couchDB = try await ScaleSide.couchDB(couchdb, peers: peers, iterations: passwordIterations)
-            starts.append(("CouchDB", { (couchDB, nil) }))
+            // CouchDB's password iterations are changed at its own turn, and put back after it.
+            let iterations = passwordIterations
+            starts.append(("CouchDB", { (try await ScaleSide.couchDB(couchdb, peers: peers, iterations: iterations), nil) }))
             if cluster {
                 starts.append(("lt+CouchDB", {
+                    let couchDB = try await ScaleSide.couchDB(couchdb, peers: peers, iterations: nil)
                     let server = try await LTServeProcess.start(
                         binary: binary, directory: scratch.appendingPathComponent("cluster"), admin: admin, arguments: arguments + ["--couchdb", couchdb])
                     return (ScaleSide.cluster(server, couchDB: couchDB, data: scratch.appendingPathComponent("cluster/data")), server)
@@ -113,7 +117,7 @@ struct ScaleBench: AsyncParsableCommand {
             PBKDF2 iterations \(passwordIterations) on both
             machine: \(ProcessInfo.processInfo.activeProcessorCount) cores; load average at the start: \(CompareHeader.loadAverage()); lt built with \(Allocator.description)
             """)
-        var results: [[String: Double]] = []
+        var results: [[ScaleFigure: Double]] = []
         var sides: [ScaleSide] = []
         for (name, start) in starts {
             print("— \(name) —")
@@ -136,9 +140,9 @@ struct ScaleBench: AsyncParsableCommand {
         var table = CompareTable(sides: sides.map(\.name))
         print("")
         table.printHeading()
-        for figure in ScaleRun.figures {
-            var row = CompareTable.Row(figure: figure)
-            for (side, values) in zip(sides, results) { row.values[side.name] = values[figure.name] }
+        for figure in ScaleFigure.allCases {
+            var row = CompareTable.Row(figure: figure.figure)
+            for (side, values) in zip(sides, results) { row.values[side.name] = values[figure] }
             table.add(row)
         }
         try table.finish(json: json, context: ["plan": plan.json])
@@ -209,13 +213,17 @@ struct ScaleSide: Sendable {
                   pids: couchDB.pids + [server.pid], consolidated: "lt_locations_all", dataDirectories: couchDB.dataDirectories + [data.path])
     }
 
-    static func couchDB(_ url: String, peers: PeerOptions, iterations: Int) async throws -> ScaleSide {
+    /// CouchDB as the original design used it; with `iterations`, its password iterations are
+    /// set for the run (put back by `restore`).
+    static func couchDB(_ url: String, peers: PeerOptions, iterations: Int?) async throws -> ScaleSide {
         let target = try Bench.Target(url: url)
         let pid = try peers.couchdbProcess(target)
         let client = try Bench.Client(base: target.base, authorization: target.authorization)
-        let setting = "/_node/_local/_config/chttpd_auth/iterations"
-        let previous = try? JSON.parse(try await client.send("GET", setting, expect: 200)).stringValue
-        try await client.send("PUT", setting, json: .string(String(iterations)), expect: 200)
+        var previous: String?
+        if let iterations {
+            previous = try? JSON.parse(try await client.send("GET", Self.iterationsSetting, expect: 200)).stringValue
+            try await client.send("PUT", Self.iterationsSetting, json: .string(String(iterations)), expect: 200)
+        }
         // The data directory, relative to the server's working directory unless absolute.
         let configured = try? JSON.parse(try await client.send("GET", "/_node/_local/_config/couchdb/database_dir", expect: 200)).stringValue
         let directory = configured.map { $0.hasPrefix("/") ? $0 : (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd")).map { "\($0)/\(configured!)" } ?? $0 }
@@ -234,6 +242,9 @@ struct ScaleSide: Sendable {
         }
     }
 
+    /// User `i`'s database on CouchDB as the original design names it (under the run's prefix).
+    func couchDBDatabase(_ i: Int) -> String { String(format: "scale-locations-user-u%07d", i) }
+
     /// Registers user `i` as the application does, on a connection of its own.
     func register(_ i: Int, app: BenchConnection?, database: BenchConnection) throws {
         let name = userName(i)
@@ -244,7 +255,7 @@ struct ScaleSide: Sendable {
             try Bench.Client.check(reply, 201, "PUT", "/api/users/\(name)")
         case .couchDB:
             let auth = target.authorization
-            let db = "scale-locations-user-\(name.dropFirst("scale-".count))"
+            let db = couchDBDatabase(i)
             let steps: [(String, String, JSON?, Int)] = [
                 ("PUT", "/_users/org.couchdb.user:\(name)", ["name": .string(name), "type": "user", "roles": [], "password": .string("password-\(i)")], 201),
                 ("PUT", "/\(db)", nil, 201),
@@ -279,7 +290,7 @@ struct ScaleSide: Sendable {
             }
             return ("Basic " + Data("\(key):\(secret)".utf8).base64EncodedString(), db)
         case .couchDB:
-            return ("Basic " + Data("\(name):password-\(i)".utf8).base64EncodedString(), "scale-locations-user-\(name.dropFirst("scale-".count))")
+            return ("Basic " + Data("\(name):password-\(i)".utf8).base64EncodedString(), couchDBDatabase(i))
         }
     }
 
@@ -295,13 +306,7 @@ struct ScaleSide: Sendable {
         for (database, prefix) in [("_replicator", "scale-"), ("_users", "org.couchdb.user:scale-")] {
             let query = "startkey=\(Self.quoted(prefix))&endkey=\(Self.quoted(prefix + "\u{FFF0}"))"
             let rows = try JSON.parse(try await client.send("GET", "/\(database)/_all_docs?\(query)", expect: 200))["rows"]?.arrayValue ?? []
-            let deletions = rows.compactMap { row -> JSON? in
-                guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"]?.stringValue else { return nil }
-                return ["_id": .string(id), "_rev": .string(rev), "_deleted": true]
-            }
-            for batch in stride(from: 0, to: deletions.count, by: 1_000) {
-                try await client.send("POST", "/\(database)/_bulk_docs", json: ["docs": .array(Array(deletions[batch..<min(deletions.count, batch + 1_000)]))], expect: 201)
-            }
+            try await deleteDocuments(rows, from: database)
         }
         try await deleteDatabases(prefix: "scale-")
     }
@@ -315,17 +320,22 @@ struct ScaleSide: Sendable {
         let keyRows = try JSON.parse(try await client.send("GET", "/_users/_all_docs?\(keys)", expect: 200))["rows"]?.arrayValue ?? []
         let users = "startkey=\(Self.quoted("scale-c"))&endkey=\(Self.quoted("scale-c\u{FFF0}"))&include_docs=true"
         let userRows = (try? JSON.parse(try await client.send("GET", "/lt_users/_all_docs?\(users)", expect: 200))["rows"]?.arrayValue) ?? []
-        for (database, rows) in [("_users", keyRows), ("lt_users", userRows)] {
-            let deletions = rows.compactMap { row -> JSON? in
-                guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"]?.stringValue,
-                      database == "lt_users" || row["doc"]?["lt_user"]?.stringValue?.hasPrefix("scale-c") == true else { return nil }
-                return ["_id": .string(id), "_rev": .string(rev), "_deleted": true]
-            }
-            for batch in stride(from: 0, to: deletions.count, by: 1_000) {
-                try await client.send("POST", "/\(database)/_bulk_docs", json: ["docs": .array(Array(deletions[batch..<min(deletions.count, batch + 1_000)]))], expect: 201)
-            }
-        }
+        // Only the run's users' keys: the cluster may hold others.
+        try await deleteDocuments(keyRows.filter { $0["doc"]?["lt_user"]?.stringValue?.hasPrefix("scale-c") == true }, from: "_users")
+        try await deleteDocuments(userRows, from: "lt_users")
         try await deleteDatabases(prefix: "lt_locations_user_scale-c")
+    }
+
+    /// Deletes the documents of `_all_docs` rows, a thousand per `_bulk_docs`.
+    func deleteDocuments(_ rows: [JSON], from database: String) async throws {
+        let client = try client
+        let deletions = rows.compactMap { row -> JSON? in
+            guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"]?.stringValue else { return nil }
+            return ["_id": .string(id), "_rev": .string(rev), "_deleted": true]
+        }
+        for batch in stride(from: 0, to: deletions.count, by: 1_000) {
+            try await client.send("POST", "/\(database)/_bulk_docs", json: ["docs": .array(Array(deletions[batch..<min(deletions.count, batch + 1_000)]))], expect: 201)
+        }
     }
 
     /// Deletes every database whose name starts with `prefix`, eight at a time.
@@ -341,14 +351,15 @@ struct ScaleSide: Sendable {
         }
     }
 
+    static let iterationsSetting = "/_node/_local/_config/chttpd_auth/iterations"
+
     /// Puts back what the run changed in the server's configuration.
     func restore() async throws {
         guard case let .couchDB(previous) = kind else { return }
-        let setting = "/_node/_local/_config/chttpd_auth/iterations"
         if let previous {
-            try await client.send("PUT", setting, json: .string(previous), expect: 200)
+            try await client.send("PUT", Self.iterationsSetting, json: .string(previous), expect: 200)
         } else {
-            try await client.send("DELETE", setting, expect: 200)
+            try await client.send("DELETE", Self.iterationsSetting, expect: 200)
         }
     }
 
@@ -368,7 +379,6 @@ struct ScaleSide: Sendable {
         return String(decoding: output, as: UTF8.self).split(separator: "\n").last?.split(separator: "\t").first.flatMap { Double($0) }.map { $0 * 1024 }
     }
 
-    static func quoted(_ text: String) -> String {
-        JSON.string(text).text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
-    }
+    /// A JSON string as a query value (`startkey="…"`).
+    static func quoted(_ text: String) -> String { CompareWorkload.queryValue(JSON.string(text).text) }
 }

@@ -11,64 +11,46 @@ struct ScaleRun {
     let registrationClients: Int
     let writeConnections: Int
 
-    static let figures: [CompareFigure] = [
-        CompareFigure("registration", unit: "users/s"),
-        CompareFigure("registration latency p99", unit: "ms", better: .lower),
-        CompareFigure("disk per registered user", unit: "KiB", better: .lower),
-        CompareFigure("server RSS after registration", unit: "MiB", better: .lower),
-        CompareFigure("location writes achieved", unit: "per s"),
-        CompareFigure("write latency p50 (from when it was due)", unit: "ms", better: .lower),
-        CompareFigure("write latency p99", unit: "ms", better: .lower),
-        CompareFigure("location writes failed (error status or dropped connection)", unit: "%", better: .lower),
-        CompareFigure("locations consolidated by the end of the tail", unit: "% of acknowledged"),
-        CompareFigure("consolidation lag p50 (after the write's answer)", unit: "ms", better: .lower),
-        CompareFigure("consolidation lag p99", unit: "ms", better: .lower),
-        CompareFigure("/api/places p50 while writing", unit: "ms", better: .lower),
-        CompareFigure("/api/places p99 while writing", unit: "ms", better: .lower),
-        CompareFigure("device push cycle p50 while writing", unit: "ms", better: .lower),
-        CompareFigure("device push cycle p99 while writing", unit: "ms", better: .lower),
-        CompareFigure("server CPU per location write", unit: "ms", better: .lower),
-        CompareFigure("server RSS, largest while writing", unit: "MiB", better: .lower),
-    ]
 
     /// The figures by name (those that do not apply to this server are missing).
-    func measure() async throws -> [String: Double] {
-        var values: [String: Double] = [:]
+    func measure() async throws -> [ScaleFigure: Double] {
+        var values: [ScaleFigure: Double] = [:]
         let diskBefore = side.diskBytes()
         if case .couchDB = side.kind {
             try await side.client.send("PUT", "/\(side.consolidated)", expect: 201)
         }
         let registration = try await register()
-        values["registration"] = Double(plan.users) / registration.seconds
-        values["registration latency p99"] = CompareWorkload.percentile(registration.latencies.sorted(), 0.99)
+        let registrationLatencies = registration.latencies.sorted()
+        values[.registration] = Double(plan.users) / registration.seconds
+        values[.registrationP99] = CompareWorkload.percentile(registrationLatencies, 0.99)
         if let before = diskBefore, let after = side.diskBytes() {
-            values["disk per registered user"] = (after - before) / Double(plan.users) / 1024
+            values[.diskPerUser] = (after - before) / Double(plan.users) / 1024
         }
-        values["server RSS after registration"] = Double(side.pids.compactMap(ServerProcessInfo.residentBytes).reduce(0, +)) / 1_048_576
+        values[.memoryAfterRegistration] = Double(side.pids.compactMap(ServerProcessInfo.residentBytes).reduce(0, +)) / 1_048_576
         print(String(format: "  registered %d users in %.1f s (%.0f/s, p50 %.1f ms, p99 %.1f ms)", plan.users, registration.seconds,
-                     values["registration"] ?? 0, CompareWorkload.percentile(registration.latencies.sorted(), 0.5), values["registration latency p99"] ?? 0))
+                     values[.registration] ?? 0, CompareWorkload.percentile(registrationLatencies, 0.5), values[.registrationP99] ?? 0))
         let devices = try await logIn()
         print("  \(devices.count) devices logged in")
         let writing = try await write(devices)
-        values["location writes achieved"] = Double(plan.writes) / writing.seconds
-        values["write latency p50 (from when it was due)"] = CompareWorkload.percentile(writing.latencies, 0.5)
-        values["write latency p99"] = CompareWorkload.percentile(writing.latencies, 0.99)
-        values["locations consolidated by the end of the tail"] = Double(writing.lags.count) / Double(max(1, plan.writes - writing.failures)) * 100
-        values["consolidation lag p50 (after the write's answer)"] = CompareWorkload.percentile(writing.lags, 0.5)
-        values["consolidation lag p99"] = CompareWorkload.percentile(writing.lags, 0.99)
+        values[.writesAchieved] = Double(plan.writes) / writing.seconds
+        values[.writeP50] = CompareWorkload.percentile(writing.latencies, 0.5)
+        values[.writeP99] = CompareWorkload.percentile(writing.latencies, 0.99)
+        values[.consolidated] = Double(writing.lags.count) / Double(max(1, plan.writes - writing.failures)) * 100
+        values[.lagP50] = CompareWorkload.percentile(writing.lags, 0.5)
+        values[.lagP99] = CompareWorkload.percentile(writing.lags, 0.99)
         if !writing.places.isEmpty {
-            values["/api/places p50 while writing"] = CompareWorkload.percentile(writing.places, 0.5)
-            values["/api/places p99 while writing"] = CompareWorkload.percentile(writing.places, 0.99)
+            values[.placesP50] = CompareWorkload.percentile(writing.places, 0.5)
+            values[.placesP99] = CompareWorkload.percentile(writing.places, 0.99)
         }
         if !writing.pushes.isEmpty {
-            values["device push cycle p50 while writing"] = CompareWorkload.percentile(writing.pushes, 0.5)
-            values["device push cycle p99 while writing"] = CompareWorkload.percentile(writing.pushes, 0.99)
+            values[.pushP50] = CompareWorkload.percentile(writing.pushes, 0.5)
+            values[.pushP99] = CompareWorkload.percentile(writing.pushes, 0.99)
         }
-        values["location writes failed (error status or dropped connection)"] = Double(writing.failures) / Double(plan.writes) * 100
-        values["server CPU per location write"] = writing.cpuSeconds / Double(plan.writes) * 1000
-        values["server RSS, largest while writing"] = Double(writing.peakMemory) / 1_048_576
+        values[.writesFailed] = Double(writing.failures) / Double(plan.writes) * 100
+        values[.cpuPerWrite] = writing.cpuSeconds / Double(plan.writes) * 1000
+        values[.memoryWhileWriting] = Double(writing.peakMemory) / 1_048_576
         print(String(format: "  wrote %d locations at %.0f/s; %.1f%% consolidated within %d s of the end", plan.writes,
-                     values["location writes achieved"] ?? 0, values["locations consolidated by the end of the tail"] ?? 0, plan.tail))
+                     values[.writesAchieved] ?? 0, values[.consolidated] ?? 0, plan.tail))
         return values
     }
 
@@ -334,5 +316,32 @@ struct ScaleRun {
         let lat: Double = 37.30 + Double(k % 8) * 0.02
         let lon: Double = -122.10 + Double(k / 8) * 0.02
         return (lat, lon)
+    }
+}
+
+/// The figures of a scale run, in the order they are printed.
+enum ScaleFigure: CaseIterable {
+    case registration, registrationP99, diskPerUser, memoryAfterRegistration, writesAchieved, writeP50, writeP99, writesFailed, consolidated, lagP50, lagP99, placesP50, placesP99, pushP50, pushP99, cpuPerWrite, memoryWhileWriting
+
+    var figure: CompareFigure {
+        switch self {
+        case .registration: CompareFigure("registration", unit: "users/s")
+        case .registrationP99: CompareFigure("registration latency p99", unit: "ms", better: .lower)
+        case .diskPerUser: CompareFigure("disk per registered user", unit: "KiB", better: .lower)
+        case .memoryAfterRegistration: CompareFigure("server RSS after registration", unit: "MiB", better: .lower)
+        case .writesAchieved: CompareFigure("location writes achieved", unit: "per s")
+        case .writeP50: CompareFigure("write latency p50 (from when it was due)", unit: "ms", better: .lower)
+        case .writeP99: CompareFigure("write latency p99", unit: "ms", better: .lower)
+        case .writesFailed: CompareFigure("location writes failed (error status or dropped connection)", unit: "%", better: .lower)
+        case .consolidated: CompareFigure("locations consolidated by the end of the tail", unit: "% of acknowledged")
+        case .lagP50: CompareFigure("consolidation lag p50 (after the write's answer)", unit: "ms", better: .lower)
+        case .lagP99: CompareFigure("consolidation lag p99", unit: "ms", better: .lower)
+        case .placesP50: CompareFigure("/api/places p50 while writing", unit: "ms", better: .lower)
+        case .placesP99: CompareFigure("/api/places p99 while writing", unit: "ms", better: .lower)
+        case .pushP50: CompareFigure("device push cycle p50 while writing", unit: "ms", better: .lower)
+        case .pushP99: CompareFigure("device push cycle p99 while writing", unit: "ms", better: .lower)
+        case .cpuPerWrite: CompareFigure("server CPU per location write", unit: "ms", better: .lower)
+        case .memoryWhileWriting: CompareFigure("server RSS, largest while writing", unit: "MiB", better: .lower)
+        }
     }
 }

@@ -83,7 +83,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-feeds-per-user"), help: "Longpoll, continuous and eventsource _changes feeds one user (or one anonymous client) may have open at once; server admins are not counted. (LT_MAX_FEEDS_PER_USER, default 100)")
     var maxFeedsPerUser: Int?
 
-    @Option(name: .customLong("password-iterations"), help: "PBKDF2-SHA256 iterations for passwords stored from now on (users', API keys', the admin's), as CouchDB's [chttpd_auth] iterations; stored hashes keep their own count. Lower it only for tests and benchmarks. (LT_PASSWORD_ITERATIONS, default 600000)")
+    @Option(name: .customLong("password-iterations"), help: "PBKDF2-SHA256 iterations for passwords stored from now on (users', the admin's, and _users documents written with a plain password), as CouchDB's [chttpd_auth] iterations; stored hashes keep their own count, and API keys (random 128-bit secrets) always take one. Lower it only for tests and benchmarks. (LT_PASSWORD_ITERATIONS, default 600000)")
     var passwordIterations: Int?
 
     @Option(name: .customLong("tile-attribution"), help: "Attribution shown with the tiles (HTML). (LT_TILE_ATTRIBUTION, default OpenStreetMap's)")

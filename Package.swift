@@ -316,8 +316,10 @@ if javascriptEngine {
 
 if jemalloc {
     package.targets.append(.systemLibrary(name: "CJemalloc", path: "Sources/CJemalloc", providers: [.apt(["libjemalloc-dev"])]))
+    // Its settings (`malloc_conf`), a global jemalloc reads from the executable.
+    package.targets.append(.target(name: "CJemallocSettings"))
     // Linked into both executables through CommandSupport (the allocator replaces malloc).
-    package.targets.first { $0.name == "CommandSupport" }?.dependencies.append("CJemalloc")
+    package.targets.first { $0.name == "CommandSupport" }?.dependencies += ["CJemalloc", "CJemallocSettings"]
 }
 
 // Each source target has a README.md (one paragraph: what it is for, where to start): not a

@@ -52,6 +52,8 @@ public final class DocumentDatabase: Sendable {
     /// Index tables known to reflect every commit up to a sequence: an index whose sequence is
     /// the latest commit's is current without a look at its tables (`catchUp`).
     let currentIndexes = Locked<[String: Int]>([:])
+    /// `pending` of the changes feed at positions clients read up to.
+    let pendingCounts = PendingCounts()
 
     struct CachedMeta {
         var revsLimit: Int

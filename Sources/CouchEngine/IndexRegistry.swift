@@ -24,33 +24,20 @@ enum IndexRegistry {
         }
     }
 
-    /// Documents changed after `since`, in sequence order, at most `limit`: each with its
-    /// winning body (`_id` and `_rev` first, then `_conflicts` and `_deleted_conflicts` as
-    /// CouchDB's index updater opens documents), or nil for deleted and design documents (which
-    /// indexes drop).
+    /// Documents changed after `since`, in sequence order, at most `limit`, with their winning
+    /// revision's stored body (none for deleted and design documents, which indexes drop).
     static func changedDocuments(_ db: GRDB.Database, after since: Int, limit: Int) throws -> [ChangedDocument] {
-        let rows = try Row.fetchAll(db, sql: """
+        let rows = try Row.fetchCursor(db, sql: """
             SELECT d.id, d.seq, d.deleted, d.winner, r.body, d.tree FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
             WHERE d.seq > ? ORDER BY d.seq LIMIT ?
             """, arguments: [since, limit])
-        return try rows.map { row in
+        var changed: [ChangedDocument] = []
+        while let row = try rows.next() {
             let id: String = row[0]
-            guard (row[2] as Int) == 0, !id.hasPrefix("_design/"), let data = row[4] as Data?,
-                  var body = try JSON.parse(data).objectValue else { return (id, row[1], nil) }
-            body.prepend("_rev", .string(row[3] as String))
-            body.prepend("_id", .string(id))
-            // Only a tree of more than one revision can have losing leaves: most documents are
-            // not parsed for this.
-            let encodedTree: String = row[5]
-            if encodedTree.utf8.count > 2, encodedTree.contains("],[") {
-                let losers = try RevisionTree(encoded: encodedTree).leaves.dropFirst()
-                let conflicts = losers.filter { !$0.deleted }.map { JSON.string($0.rev.description) }
-                let deleted = losers.filter(\.deleted).map { JSON.string($0.rev.description) }
-                if !conflicts.isEmpty { body.members.append(("_conflicts", .array(conflicts))) }
-                if !deleted.isEmpty { body.members.append(("_deleted_conflicts", .array(deleted))) }
-            }
-            return (id, row[1], body)
+            let live = (row[2] as Int) == 0 && !id.hasPrefix("_design/")
+            changed.append(ChangedDocument(id: id, seq: row[1], body: live ? row[4] as Data? : nil, rev: row[3], tree: row[5]))
         }
+        return changed
     }
 
     /// A document purged down to its last revision leaves the changes feed, so the indexes,

@@ -2,10 +2,42 @@ import CouchJSON
 import Foundation
 import GRDB
 
-/// A document changed since an index's checkpoint: its winning body as CouchDB's index updater
-/// opens it (`_id`, `_rev`, then `_conflicts`/`_deleted_conflicts`), or nil when it is deleted
-/// or a design document (which indexes drop).
-public typealias ChangedDocument = (id: String, seq: Int, doc: JSONObject?)
+/// A document changed since an index's checkpoint, holding its winning revision's stored bytes:
+/// an index parses each document when it comes to it (`document()`), so a batch of thousands
+/// costs its stored size in memory rather than that of as many parsed documents.
+public struct ChangedDocument: Sendable {
+    public let id: String
+    public let seq: Int
+    /// The winning revision's stored body, nil when it is deleted or a design document.
+    let body: Data?
+    let rev: String
+    /// The encoded revision tree, for the losing leaves.
+    let tree: String
+
+    /// The winning body as CouchDB's index updater opens it (`_id`, `_rev`, then
+    /// `_conflicts`/`_deleted_conflicts`), or nil when it is deleted or a design document
+    /// (which indexes drop). Parsed anew at each call.
+    public func document() throws -> JSONObject? {
+        guard let body, var doc = try JSON.parse(body).objectValue else { return nil }
+        doc.prepend("_rev", .string(rev))
+        doc.prepend("_id", .string(id))
+        // Only a tree of more than one revision can have losing leaves: most documents are
+        // not parsed for this.
+        if tree.utf8.count > 2, tree.contains("],[") {
+            let losers = try RevisionTree(encoded: tree).leaves.dropFirst()
+            let conflicts = losers.filter { !$0.deleted }.map { JSON.string($0.rev.description) }
+            let deleted = losers.filter(\.deleted).map { JSON.string($0.rev.description) }
+            if !conflicts.isEmpty { doc.members.append(("_conflicts", .array(conflicts))) }
+            if !deleted.isEmpty { doc.members.append(("_deleted_conflicts", .array(deleted))) }
+        }
+        return doc
+    }
+
+    /// The live documents of a batch, parsed, in order (those `document()` gives nil left out).
+    public static func documents(_ changed: [ChangedDocument]) throws -> [JSONObject] {
+        try changed.compactMap { try $0.document() }
+    }
+}
 
 /// A secondary index kept from the changes feed: a view, a Mango index or a geo index. The
 /// engine catches every kind up with one loop (`DocumentDatabase.catchUp`); an index says only where

@@ -124,7 +124,7 @@ struct GeoRows: SecondaryIndex {
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
-        let live = changed.compactMap(\.doc)
+        let live = try ChangedDocument.documents(changed)
         let extracted = live.isEmpty ? [] : try await index.extract(live)
         guard extracted.count == live.count else { throw CouchError.corrupt("geo index answer") }
         var geometries: [String: Geometry] = [:]

@@ -143,15 +143,15 @@ struct MangoEntries: SecondaryIndex {
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
-        changed.map { $0.doc.flatMap { index.entry(for: .object($0)) } }
+        try changed.map { try $0.document().flatMap { index.entry(for: .object($0)) } }
     }
 
     func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws {
         let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
         let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, vals) VALUES (?, ?, ?)")
-        for ((id, _, _), entry) in zip(changed, batch) {
-            try delete.execute(arguments: [id])
-            if let entry { try insert.execute(arguments: [Data(entry.key), id, Data(entry.values)]) }
+        for (document, entry) in zip(changed, batch) {
+            try delete.execute(arguments: [document.id])
+            if let entry { try insert.execute(arguments: [Data(entry.key), document.id, Data(entry.values)]) }
         }
     }
 }

@@ -99,7 +99,7 @@ struct ViewRows: SecondaryIndex {
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
-        let live = changed.compactMap(\.doc)
+        let live = try ChangedDocument.documents(changed)
         let mapped = live.isEmpty ? [] : try await view.map(live)
         guard mapped.count == live.count else { throw CouchError.corrupt("view map answer") }
         var rowsByID: [String: [(key: JSON, value: JSON)]] = [:]
@@ -113,7 +113,7 @@ struct ViewRows: SecondaryIndex {
         let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
         let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
         var delta = 0
-        for (id, _, _) in changed {
+        for id in changed.map(\.id) {
             try delete.execute(arguments: [id])
             delta -= db.changesCount
             for (n, row) in (batch.rows[id] ?? []).enumerated() {

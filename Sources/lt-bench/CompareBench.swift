@@ -84,6 +84,7 @@ struct CompareBench: AsyncParsableCommand {
             workloads.append(try CompareWorkload(server: side, documents: documents, scale: scale))
         }
         var memory: [String: Int] = [:]
+        var anonymous: [String: Int] = [:]
         let measures = CompareWorkload.measures.enumerated().filter { index, measure in
             index == 0 || only.isEmpty || measure.figures.contains { figure in only.contains { figure.name.contains($0) } }
         }.map(\.element)
@@ -92,14 +93,27 @@ struct CompareBench: AsyncParsableCommand {
             for workload in workloads {
                 let sampler = PeakMemorySampler(pid: workload.server.pid)
                 let values = try await measure.run(workload)
-                memory[workload.server.name] = max(memory[workload.server.name] ?? 0, sampler.stop())
+                let peak = sampler.stop()
+                memory[workload.server.name] = max(memory[workload.server.name] ?? 0, peak)
+                anonymous[workload.server.name] = max(anonymous[workload.server.name] ?? 0, sampler.anonymous)
+                // Which measure brings the largest memory: progress on stderr, not in the table.
+                FileHandle.standardError.write(Data("""
+                      \(workload.server.name), \(measure.figures[0].name): at most \(peak / 1_048_576) MiB resident, \
+                    \(sampler.anonymous / 1_048_576) MiB anonymous
+
+                    """.utf8))
                 for (index, value) in values.enumerated() where index < rows.count { rows[index].values[workload.server.name] = value }
             }
             for row in rows { table.add(row) }
         }
         var rss = CompareTable.Row(figure: CompareFigure("server RSS, largest during the run", unit: "MiB", better: .lower, target: 3))
-        for side in sides { rss.values[side.name] = Double(memory[side.name] ?? 0) / 1_048_576 }
+        var own = CompareTable.Row(figure: CompareFigure("server anonymous memory (RssAnon), largest", unit: "MiB", better: .lower))
+        for side in sides {
+            rss.values[side.name] = Double(memory[side.name] ?? 0) / 1_048_576
+            own.values[side.name] = Double(anonymous[side.name] ?? 0) / 1_048_576
+        }
         table.add(rss)
+        table.add(own)
         let geos = (geoPoints.isEmpty ? [quick ? 10_000 : 100_000] : geoPoints).map {
             CompareGeo(points: $0, queries: geoQueries ?? (quick ? 2_000 : 20_000))
         }

@@ -144,23 +144,36 @@ enum ServerProcessInfo {
     }
 
     /// Resident memory in bytes (`VmRSS` of /proc/PID/status), nil once the process is gone.
-    static func residentBytes(_ pid: Int32) -> Int? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-              let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
-        return kilobytes <= Int.max / 1024 ? kilobytes * 1024 : nil
+    static func residentBytes(_ pid: Int32) -> Int? { memory(pid)?.resident }
+
+    /// Resident memory (`VmRSS`) and the part of it that is the process's own allocations
+    /// (`RssAnon`: not pages of its executable and libraries, which other processes share and
+    /// the system can drop), in bytes; nil once the process is gone.
+    static func memory(_ pid: Int32) -> (resident: Int, anonymous: Int)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        func bytes(_ field: String) -> Int? {
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
+                  let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
+            return kilobytes <= Int.max / 1024 ? kilobytes * 1024 : nil
+        }
+        guard let resident = bytes("VmRSS:") else { return nil }
+        return (resident, bytes("RssAnon:") ?? resident)
     }
 }
 
 /// The largest resident memory of a process seen while it runs, sampled every 100 ms on a thread.
 final class PeakMemorySampler: Sendable {
     private let peak = Locked(0)
+    private let anonymousPeak = Locked(0)
     private let running = Locked(true)
 
     init(pid: Int32) {
-        Thread.detachNewThread { [peak, running] in
+        Thread.detachNewThread { [peak, anonymousPeak, running] in
             while running.withLock({ $0 }) {
-                if let bytes = ServerProcessInfo.residentBytes(pid) { peak.withLock { $0 = max($0, bytes) } }
+                if let memory = ServerProcessInfo.memory(pid) {
+                    peak.withLock { $0 = max($0, memory.resident) }
+                    anonymousPeak.withLock { $0 = max($0, memory.anonymous) }
+                }
                 Thread.sleep(forTimeInterval: 0.1)
             }
         }
@@ -171,4 +184,7 @@ final class PeakMemorySampler: Sendable {
         running.withLock { $0 = false }
         return peak.withLock { $0 }
     }
+
+    /// The largest anonymous memory (`RssAnon`) seen, in bytes.
+    var anonymous: Int { anonymousPeak.withLock { $0 } }
 }

@@ -144,6 +144,47 @@ struct DatabaseTests {
         }
     }
 
+    /// `pending` is remembered between pages (`PendingCounts`); whatever happens between two
+    /// pages (writes, deletions, purges, other readers elsewhere in the feed), each page's count
+    /// must be the number of rows a read of the rest of the feed then gives.
+    @Test("A _changes page's pending is the rest of the feed, page after page, across writes and purges", arguments: [1, 2, 3] as [UInt64])
+    func pendingAcrossPages(seed: UInt64) async throws {
+        try await withStore { store in
+            var random = SeededRandom(seed: seed)
+            let db = try await store.create("pending")
+            var revs: [String: Revision] = [:]
+            func write(_ id: String) async throws { revs[id] = try await db.update(DocumentInput(id: id, rev: revs[id], body: ["n": .int(revs.count)])) }
+            for i in 0..<150 { try await write("doc-\(i)") }
+            var positions = [0, 0, 0]  // three readers, each at its own place in the feed
+            for step in 0..<400 {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<5:
+                    let reader = Int.random(in: 0..<positions.count, using: &random)
+                    var options = ChangesOptions()
+                    options.since = positions[reader]
+                    options.limit = Int.random(in: 1...40, using: &random)
+                    let page = try await db.changes(options)
+                    var rest = ChangesOptions()
+                    rest.since = page.lastSeq
+                    let expected = try await db.changes(rest).rows.count
+                    #expect(page.pending == expected, "step \(step), reader \(reader) after \(page.lastSeq)")
+                    positions[reader] = page.rows.isEmpty ? 0 : page.lastSeq
+                case 5..<7:
+                    try await write("doc-\(Int.random(in: 0..<200, using: &random))")
+                case 7:
+                    guard let id = revs.keys.randomElement(using: &random), let rev = revs[id] else { continue }
+                    revs[id] = try await db.update(DocumentInput(id: id, rev: rev, deleted: true))
+                case 8:
+                    guard let id = revs.keys.randomElement(using: &random), let rev = revs[id] else { continue }
+                    _ = try await db.purge([(id: id, revs: [rev])])
+                    revs[id] = nil
+                default:
+                    positions[Int.random(in: 0..<positions.count, using: &random)] = Int.random(in: 0...(try await db.updateSeq()), using: &random)
+                }
+            }
+        }
+    }
+
     @Test("Changes, all_docs, local docs and purge")
     func feedsAndLocalDocs() async throws {
         try await withStore { store in

@@ -9,7 +9,7 @@
 # dist/ directory of a PouchDB 9 release (it says "skipped" otherwise). Figures are printed and written
 # as JSON to .build/bench/compare.json and .build/bench/scale.json; speed never fails this
 # script, a broken run does. A small `lt-bench population` run (1,000 users) checks the
-# million-user tool.
+# million-user tool; `lt-bench tls` what HTTPS costs (a shorter run with --quick).
 #
 #   scripts/bench.sh --quick    10,000 documents, 1,000 users: what CI runs, to record figures
 #   scripts/bench.sh            100,000 documents, 10,000 users, as docs/benchmarks.md and
@@ -20,9 +20,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(compare --json .build/bench/compare.json)
 scale=(scale --json .build/bench/scale.json)
+tls=(tls)
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --quick) args+=(--quick); scale+=(--quick); shift ;;
+        --quick) args+=(--quick); scale+=(--quick); tls+=(--requests 2000 --handshakes 200 --rounds 1); shift ;;
         --) shift; args+=("$@"); break ;;
         *) echo "usage: scripts/bench.sh [--quick] [-- lt-bench compare arguments]" >&2; exit 2 ;;
     esac
@@ -48,6 +49,7 @@ bin="$(swift build -c release --show-bin-path)"
 population=$(mktemp -d)
 trap 'rm -rf "$population"' EXIT
 "$bin/lt-bench" population --data "$population" --users 1000 --visitors 100 --watch 30
+"$bin/lt-bench" "${tls[@]}"
 pouch=(--lt "$bin/lt" --json .build/bench/pouchdb.json)
 [[ -n "${LT_BENCH_COUCHDB_URL:-}" ]] && pouch+=(--couchdb "$LT_BENCH_COUCHDB_URL")
 python3 scripts/bench-pouchdb.py "${pouch[@]}"

@@ -3,7 +3,8 @@
 # for design documents; without it lt builds, and JavaScript requests answer with a clear
 # error), libsqlite3-dev, libjemalloc-dev (the allocator; optional, faster) and libxml2 (GPX
 # files). With --for-tests, also CouchDB-Python 1.2 (for its test suite), schemathesis (the
-# OpenAPI conformance run), Chromium and a DevTools client (the dashboard's browser tests).
+# OpenAPI conformance run), Chromium and a DevTools client (the dashboard's browser tests),
+# openssl and curl (the TLS tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +51,10 @@ fi
 # The application API checked against its OpenAPI document (Tests/Compatibility).
 if [ "${1:-}" = "--for-tests" ] && [ "$(schemathesis --version 2>/dev/null)" != "schemathesis, version 4.32.5" ]; then
   python3 -m pip install --quiet schemathesis==4.32.5
+fi
+# The TLS tests make their certificates with openssl and fetch with curl at test time.
+if [ "${1:-}" = "--for-tests" ] && { ! command -v openssl >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; }; then
+  apt_install "for the TLS tests" openssl curl
 fi
 # The dashboard's browser tests: Debian's headless Chromium, the Leaflet packages the
 # dashboard serves when present, and a DevTools-protocol client.

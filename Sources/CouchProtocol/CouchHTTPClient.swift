@@ -4,6 +4,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 
 /// A CouchDB-compatible server over HTTP: the package's one HTTP client, which the replicator,
 /// cluster mode, TrackerKit and the command line all use. It knows where the server is, who to
@@ -38,23 +39,28 @@ public struct CouchHTTPClient: Sendable {
     /// The HTTP client everything shares. Connection attempts are not retried inside the
     /// client: a server that is down fails the request at once, and the caller's own backoff
     /// decides when to try again (the replicator reports itself offline meanwhile; a device
-    /// answers from its own store instead of waiting out a connect timeout).
-    public static let shared: HTTPClient = {
-        var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
-        configuration.connectionPool.retryConnectionEstablishment = false
-        configuration.timeout.connect = .seconds(10)
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
+    /// answers from its own store instead of waiting out a connect timeout). HTTPS peers are
+    /// verified against the system's CAs and `ClientTrust`'s.
+    public static let shared = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration())
 
     /// Connection attempts retried until the request's deadline: for a server talking to the
     /// CouchDB cluster it fronts, where a node restarting should delay requests, not fail them.
-    public static let retryingConnections: HTTPClient = {
+    public static let retryingConnections = makeHTTPClient(retryingConnections: true, tls: ClientTrust.fixedConfiguration())
+
+    /// A client like `shared` that also trusts the CA certificates in the PEM file at `path`
+    /// (a device app's private CA or a self-signed test server), for `TrackerClient(baseURL:http:)`.
+    public static func httpClient(trustingCAFile path: String) throws -> HTTPClient {
+        makeHTTPClient(retryingConnections: false, tls: ClientTrust.tlsConfiguration(extra: try ClientTrust.certificates(in: path)))
+    }
+
+    private static func makeHTTPClient(retryingConnections: Bool, tls: TLSConfiguration) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
+        configuration.connectionPool.retryConnectionEstablishment = retryingConnections
         configuration.timeout.connect = .seconds(10)
+        configuration.tlsConfiguration = tls
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    }()
+    }
 
     /// A server admin's URL, as cluster mode is given one (`http(s)://ADMIN:PASSWORD@host[:port]`);
     /// 400 `bad_request` without credentials.

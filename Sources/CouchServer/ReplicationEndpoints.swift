@@ -54,7 +54,7 @@ struct ReplicationEndpoints: Sendable {
             switch error.kind {
             case .notFound: throw CouchError(status: 404, error: "db_not_found", reason: error.message)
             case .unauthorized: throw CouchError(status: 401, error: "unauthorized", reason: error.message)
-            case .transient: throw CouchError(status: 500, error: "replication_failed", reason: error.message)
+            case .transient, .untrustedPeer: throw CouchError(status: 500, error: "replication_failed", reason: error.message)
             case .fatal: throw CouchError(status: 400, error: "bad_request", reason: error.message)
             }
         }

@@ -45,8 +45,13 @@ public enum LocationTrackerServer {
         api.startBackgroundJobs()
         defer { api.stopBackgroundJobs() }
 
+        let renewal = configuration.tls.map { certificate in
+            logger.info("TLS on both listeners: \(certificate.summary); kill -HUP \(getpid()) reads \(certificate.certificatePath) and \(certificate.keyPath) again")
+            return CertificateRenewal(certificate, logger: logger)
+        }
+        defer { renewal?.cancel() }
         let boundDatabasePort = NIOLockedValueBox(configuration.databasePort)
-        let database = listener(
+        let database = try listener(
             "database API", responder: api.responder, port: configuration.databasePort, serverName: nil,
             configuration: configuration, logger: logger) { port in boundDatabasePort.withLockedValue { $0 = port } }
         if configuration.databaseOnly {
@@ -109,7 +114,8 @@ public enum LocationTrackerServer {
         // Devices replicate with the cluster, except into a shared database: through this server.
         let devicesReplicateWith = mode == .singleDatabase ? nil : cluster.map { ($0.host, $0.scheme) }
         let service = TrackerService(
-            couch: couch, geo: cluster == nil ? nil : local, databaseLocation: devicesReplicateWith, mode: mode,
+            couch: couch, geo: cluster == nil ? nil : local, databaseLocation: devicesReplicateWith,
+            ownDatabaseScheme: configuration.tls == nil ? "http" : "https", mode: mode,
             passwordIterations: configuration.database.pbkdf2Iterations, throttle: configuration.database.loginThrottle, logger: logger)
         do {
             try await service.prepare(places: configuration.places)
@@ -125,7 +131,7 @@ public enum LocationTrackerServer {
         let consolidator = mode == .databasePerUser ? Consolidator(couch: couch, logger: logger) : nil
         let consolidation = Task { await consolidator?.run() }
         defer { consolidation.cancel() }
-        let application = listener(
+        let application = try listener(
             "application API",
             responder: TrackerHTTP(service: service, dashboard: configuration.dashboard, limits: configuration.application,
                                    consolidator: consolidator, databasePort: databasePort).responder,
@@ -139,9 +145,16 @@ public enum LocationTrackerServer {
         guard let url = configuration.clusterURL else { return nil }
         let cluster: HTTPCouch
         do { cluster = try HTTPCouch(url: url) } catch { throw ServerStartFailure(error.reason) }
+        // The cluster's client retries connecting until a request's deadline (a node restarting);
+        // a certificate that does not verify is told at once instead.
+        do {
+            _ = try await HTTPCouch(url: url, http: CouchHTTPClient.shared).request(.get, "/", query: [:], body: nil)
+        } catch where ClientTrust.isUnverifiedPeer(error) {
+            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(ClientTrust.explain(error))")
+        } catch {}  // anything else: as before, through the retrying client
         let session: CouchReply
         do { session = try await cluster.request(.get, "/_session", query: [:], body: nil) } catch {
-            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(error)")
+            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(ClientTrust.explain(error))")
         }
         guard session.ok, session.json["userCtx"]?["roles"]?.arrayValue?.contains("_admin") == true else {
             throw ServerStartFailure("CouchDB at \(cluster.baseURL) does not take the URL's credentials as a server admin's (GET /_session answered \(session.status))")
@@ -153,16 +166,17 @@ public enum LocationTrackerServer {
     static func listener<Responder: HTTPResponder>(
         _ name: String, responder: Responder, port: Int, serverName: String?, configuration: ServerConfiguration,
         logger: Logger, bound: @escaping @Sendable (Int) -> Void = { _ in }
-    ) -> some Service where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+    ) throws -> some Service where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
         let host = configuration.host
+        let scheme = configuration.tls == nil ? "http" : "https"
         return Application(
             responder: responder,
-            server: configuration.connections.server,
+            server: try configuration.tls.map(configuration.connections.server(tls:)) ?? configuration.connections.server,
             configuration: configuration.connections.configuration(address: .hostname(host, port: port), serverName: serverName),
             onServerRunning: { channel in
                 let actual = channel.localAddress?.port ?? port
                 bound(actual)
-                announce(name, host: host, port: actual)
+                announce(name, scheme: scheme, host: host, port: actual)
             },
             logger: logger)
     }
@@ -176,7 +190,30 @@ public enum LocationTrackerServer {
     }
 
     /// Prints where a listener is, on stdout, so scripts and tests can find an ephemeral port.
-    static func announce(_ what: String, host: String, port: Int) {
-        FileHandle.standardOutput.write(Data("lt: \(what) listening on http://\(host):\(port)\n".utf8))
+    static func announce(_ what: String, scheme: String, host: String, port: Int) {
+        FileHandle.standardOutput.write(Data("lt: \(what) listening on \(scheme)://\(host):\(port)\n".utf8))
     }
+}
+
+/// SIGHUP reads the TLS certificate and key again (a renewal by certbot or an operator): new
+/// connections get the new pair, open ones keep theirs. A pair that fails to load is logged and
+/// the one served so far stays.
+final class CertificateRenewal {
+    private let source: any DispatchSourceSignal
+
+    init(_ certificate: ServerCertificate, logger: Logger) {
+        signal(SIGHUP, SIG_IGN)  // the dispatch source sees it instead of the default (exit)
+        source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global(qos: .utility))
+        source.setEventHandler {
+            do {
+                try certificate.reload()
+                logger.notice("SIGHUP: TLS certificate read again: \(certificate.summary)")
+            } catch {
+                logger.error("SIGHUP: TLS certificate not renewed, still serving the previous one: \(error)")
+            }
+        }
+        source.resume()
+    }
+
+    func cancel() { source.cancel() }
 }

@@ -32,6 +32,8 @@ public struct ServerConfiguration: Sendable {
     public var database = CouchAPI.Options()
     public var application = AppLimits()
     public var connections = ConnectionLimits()
+    /// TLS on both listeners (`--tls-cert`, `--tls-key`); nil: plain HTTP.
+    public var tls: ServerCertificate?
     public var dashboard = DashboardOptions()
     /// The places `lt_places` starts with (the original sample places).
     public var places: [JSON] = []

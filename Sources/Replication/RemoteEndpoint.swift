@@ -54,7 +54,8 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         } catch let refused as CouchHTTPClient.LoginRefused {
             throw failure(Reply(status: refused.status, body: []), "log in to \(server.serverURL)")
         } catch {
-            throw ReplicationError(.transient, "\(method) \(displayName)\(target): \(error)")
+            throw ReplicationError(ClientTrust.isUnverifiedPeer(error) ? .untrustedPeer : .transient,
+                                   "\(method) \(displayName)\(target): \(ClientTrust.explain(error))")
         }
     }
 

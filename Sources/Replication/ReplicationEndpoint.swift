@@ -147,6 +147,10 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible {
         case notFound
         /// Network errors, 5xx, 429: worth retrying with backoff.
         case transient
+        /// The peer's TLS certificate does not verify: a one-off replication stops at once (it
+        /// needs the peer's certificate or the trusted CAs changed); a continuous one keeps
+        /// trying, as through any other outage.
+        case untrustedPeer
         /// Anything else the peer rejected.
         case fatal
     }
@@ -161,4 +165,6 @@ public struct ReplicationError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { message }
     public var isRetryable: Bool { kind == .transient }
+    /// Whether a replication that keeps following its source waits this out.
+    public var isRetryableWhenContinuous: Bool { kind == .transient || kind == .untrustedPeer }
 }

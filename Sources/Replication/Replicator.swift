@@ -296,7 +296,7 @@ public final class Replication: Sendable {
                 let value = try await body()
                 if attempt > 0 { update { $0.state = .busy; $0.error = nil } }
                 return value
-            } catch let error as ReplicationError where error.isRetryable {
+            } catch let error as ReplicationError where options.continuous ? error.isRetryableWhenContinuous : error.isRetryable {
                 // A request cut short by cancellation is not a peer to wait for.
                 if Task.isCancelled { throw CancellationError() }
                 attempt += 1

@@ -81,6 +81,9 @@ public final class TrackerService: CouchBacked {
     let separateGeo: Bool
     /// Where devices replicate when that is not this server (cluster mode): `host:port`, scheme.
     let databaseLocation: (host: String, scheme: String)?
+    /// The scheme of this server's database API (`https` when it serves TLS), for devices that
+    /// replicate with it.
+    let ownDatabaseScheme: String
     public let mode: Mode
     let passwordIterations: Int
     /// Failed password checks, shared with the database API (`CouchAPI.Options.loginThrottle`).
@@ -96,14 +99,16 @@ public final class TrackerService: CouchBacked {
     ///   - mode: a database per user (default) or one shared database.
     ///   - geo: where geo queries go, when not to `couch` (cluster mode: this server's mirrors).
     ///   - databaseLocation: the database devices replicate with, when not this server.
+    ///   - ownDatabaseScheme: this server's database API's scheme, when devices replicate with it.
     ///   - throttle: failed logins, shared with the database API when both run in one process.
     public init(
         couch: any CouchClient, geo: (any CouchClient)? = nil, databaseLocation: (host: String, scheme: String)? = nil,
-        mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations, throttle: LoginThrottle = LoginThrottle(),
+        ownDatabaseScheme: String = "http", mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations, throttle: LoginThrottle = LoginThrottle(),
         logger: Logger = Logger(label: "lt.app")
     ) {
         self.throttle = throttle
         self.databaseLocation = databaseLocation
+        self.ownDatabaseScheme = ownDatabaseScheme
         self.couch = couch
         self.geo = geo ?? couch
         separateGeo = geo != nil
@@ -276,7 +281,7 @@ public final class TrackerService: CouchBacked {
         return [
             "ok": true, "api_key": .string(key), "api_password": .string(secret),
             "location_db_name": .string(locationDatabase(for: username)),
-            "location_db_host": .string(databaseLocation?.host ?? host), "location_db_host_protocol": .string(databaseLocation?.scheme ?? "http"),
+            "location_db_host": .string(databaseLocation?.host ?? host), "location_db_host_protocol": .string(databaseLocation?.scheme ?? ownDatabaseScheme),
         ]
     }
 

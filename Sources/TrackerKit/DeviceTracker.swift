@@ -66,7 +66,8 @@ public actor DeviceTracker {
         self.credentials = credentials
         self.store = store
         monitor = LocationMonitor(policy: policy)
-        sync = SyncManager(local: store, server: credentials.serverDatabase, onStatus: onSyncStatus)
+        // Syncs through the application client's HTTP client (the CAs it trusts).
+        sync = SyncManager(local: store, server: credentials.serverDatabase, http: client.http, onStatus: onSyncStatus)
         places = try await PlacesCache(client: client, store: store, regionRadius: regionRadius)
         sessionID = UUID().uuidString.lowercased()
         pendingAtStart = try await sync.pendingPush()

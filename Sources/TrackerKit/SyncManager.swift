@@ -1,5 +1,7 @@
+import AsyncHTTPClient
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import Replication
 
@@ -57,10 +59,13 @@ public actor SyncManager {
     private var again: Set<Direction> = []
     private var continuous: [Direction: Task<Void, Never>] = [:]
     private let onStatus: (@Sendable (Status) -> Void)?
+    /// The HTTP client replications go through (one trusting a private CA: `CouchHTTPClient.httpClient(trustingCAFile:)`).
+    let http: HTTPClient
 
-    public init(local: LocalStore, server: ServerDatabase, onStatus: (@Sendable (Status) -> Void)? = nil) {
+    public init(local: LocalStore, server: ServerDatabase, http: HTTPClient = CouchHTTPClient.shared, onStatus: (@Sendable (Status) -> Void)? = nil) {
         self.local = local
         self.server = server
+        self.http = http
         self.onStatus = onStatus
     }
 
@@ -110,7 +115,7 @@ public actor SyncManager {
     }
 
     private func replication(_ direction: Direction, continuous: Bool) throws -> Replication {
-        let remote = try RemoteEndpoint(url: server.url, username: server.apiKey, password: server.apiPassword)
+        let remote = try RemoteEndpoint(url: server.url, username: server.apiKey, password: server.apiPassword, client: http)
         let device = LocalEndpoint(store: local.store, name: "locations")
         var options = ReplicationOptions()
         options.continuous = continuous

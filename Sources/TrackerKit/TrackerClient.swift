@@ -50,10 +50,16 @@ public struct TrackerClient: Sendable {
     /// `http` defaults to the shared client, which does not retry connecting: with the server
     /// unreachable a call fails at once (and the app answers from the device) instead of
     /// waiting out the connect timeout.
+    /// A private CA's: `http` from `CouchHTTPClient.httpClient(trustingCAFile:)`; a
+    /// `DeviceTracker` made with this client syncs through it too.
     public init(baseURL: String, http: HTTPClient = CouchHTTPClient.shared) {
         self.baseURL = baseURL.hasSuffix("/") ? String(baseURL.dropLast()) : baseURL
+        self.http = http
         server = try? CouchHTTPClient(url: self.baseURL, http: http)
     }
+
+    /// The HTTP client this client (and a `DeviceTracker` made with it) sends through.
+    public let http: HTTPClient
 
     /// `PUT /api/users/:username`.
     public func register(username: String, password: String) async throws {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CommandSupport
 import CouchJSON
+import CouchProtocol
 import Foundation
 import TrackerApp
 import TrackerKit
@@ -18,6 +19,8 @@ struct Device: AsyncParsableCommand {
 
         @Flag(help: "Print one JSON object instead of text.")
         var json = false
+
+        @OptionGroup var trust: TrustOptions
 
         var directory: URL { URL(fileURLWithPath: state, isDirectory: true) }
         var credentials: FileCredentialStore { FileCredentialStore(url: directory.appendingPathComponent("credentials.json")) }
@@ -38,8 +41,10 @@ struct Device: AsyncParsableCommand {
             try Data(JSON.object(["server": .string(server)]).bytes).write(to: settingsURL)
         }
 
-        /// The stored login; an error telling how to get one when there is none.
+        /// The stored login (and `--ca-file` trusted, for what comes next: syncing); an error
+        /// telling how to get one when there is none.
         func loggedIn() throws -> Credentials {
+            try trust.apply()
             guard let credentials = try self.credentials.load() else {
                 throw CommandFailure("The device in \(state) is not logged in: run `lt device register` or `lt device login` first")
             }
@@ -65,6 +70,7 @@ struct Device: AsyncParsableCommand {
     /// Logs in and keeps what the login returned.
     static func login(_ state: StateOptions, _ account: Account, register: Bool) async throws {
         let server = try account.server ?? state.server()
+        try state.trust.apply()
         let client = TrackerClient(baseURL: server)
         do {
             if register { try await client.register(username: account.username, password: account.password) }
@@ -78,6 +84,8 @@ struct Device: AsyncParsableCommand {
                          text: "\(register ? "registered and logged in" : "logged in") as \(credentials.username); locations go to \(credentials.databaseName) on \(credentials.databaseHost)")
         } catch let failure as TrackerClient.Failure {
             throw CommandFailure("The server answered \(failure)")
+        } catch where ClientTrust.isUnverifiedPeer(error) {
+            throw CommandFailure("Cannot reach \(server): \(ClientTrust.explain(error))")
         }
     }
 

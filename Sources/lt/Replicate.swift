@@ -38,6 +38,8 @@ struct Replicate: AsyncParsableCommand {
     @Flag(help: "Print the result as JSON instead of a summary.")
     var json = false
 
+    @OptionGroup var trust: TrustOptions
+
     func validate() throws {
         if docIDs != nil, selector != nil { throw ValidationError("Use either --doc-ids or --selector, not both") }
         if let selector, (try? JSON.parse(selector))?.objectValue == nil { throw ValidationError("--selector must be a JSON object") }
@@ -59,6 +61,7 @@ struct Replicate: AsyncParsableCommand {
 
     func run() async throws {
         ProcessSetup.bootstrapLogging(level: .warning)
+        try trust.apply()
         var stores: [String: DatabaseStore] = [:]
         var locks: [DirectoryLock] = []
         defer { withExtendedLifetime(locks) {} }

@@ -89,6 +89,14 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("tile-attribution"), help: "Attribution shown with the tiles (HTML). (LT_TILE_ATTRIBUTION, default OpenStreetMap's)")
     var tileAttribution: String?
 
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate (chain) to serve both listeners over HTTPS with; needs --tls-key. Read again on SIGHUP, for renewals. (LT_TLS_CERT)")
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert (unencrypted; readable by the server only). (LT_TLS_KEY)")
+    var tlsKey: String?
+
+    @OptionGroup var trust: TrustOptions
+
     func value(_ option: String?, _ variable: String) -> String? {
         option ?? ProcessInfo.processInfo.environment[variable].flatMap { $0.isEmpty ? nil : $0 }
     }
@@ -105,6 +113,7 @@ struct Serve: AsyncParsableCommand {
         let levelName = value(logLevel, "LT_LOG_LEVEL") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("Unknown log level \(levelName)") }
         ProcessSetup.bootstrapLogging(level: level)
+        try trust.apply()
         let configuration = try configuration()
         // Held until the server stops: users' databases are opened without file locks. (It
         // creates the directory too.)
@@ -148,6 +157,7 @@ struct Serve: AsyncParsableCommand {
         }
         try limits(&configuration)
         try javascriptOption(&configuration)
+        configuration.tls = try certificate()
         if let tiles = value(tiles, "LT_TILES") { configuration.dashboard.tileURL = tiles }
         if let attribution = value(tileAttribution, "LT_TILE_ATTRIBUTION") { configuration.dashboard.tileAttribution = attribution }
         if !databaseOnly { configuration.places = try ServerResources.samplePlaces() }
@@ -189,6 +199,19 @@ struct Serve: AsyncParsableCommand {
         guard configuration.database.maxFeedsPerUser > 0 else { throw ValidationError("--max-feeds-per-user must be positive") }
         configuration.database.corsOrigins = (value(corsOrigins, "LT_CORS_ORIGINS") ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    /// `--tls-cert` and `--tls-key`, both or neither, read and checked now.
+    func certificate() throws -> ServerCertificate? {
+        switch (value(tlsCert, "LT_TLS_CERT"), value(tlsKey, "LT_TLS_KEY")) {
+        case (nil, nil): return nil
+        case let (certificate?, key?):
+            do { return try ServerCertificate(certificatePath: certificate, keyPath: key) } catch let failure as ServerCertificate.Failure {
+                throw CommandFailure(failure.description)
+            }
+        case (_?, nil): throw ValidationError("--tls-cert needs --tls-key (LT_TLS_KEY), the certificate's private key")
+        case (nil, _?): throw ValidationError("--tls-key needs --tls-cert (LT_TLS_CERT), the certificate it belongs to")
+        }
     }
 
     /// `--javascript on|off`, and whether this build has an engine at all.

@@ -173,7 +173,7 @@ public final class TestServer: @unchecked Sendable {
     /// One HTTP request; `body` may be JSON or raw bytes.
     public func request(
         _ method: HTTPMethod, _ path: String, json: JSON? = nil, body: [UInt8]? = nil, auth: Auth = .admin,
-        headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60), base: String? = nil
+        headers: [(String, String)] = [], timeout: TimeAmount = .seconds(60), base: String? = nil, http: HTTPClient = .shared
     ) async throws -> Reply {
         var request = HTTPClientRequest(url: (base ?? baseURL) + path)
         request.method = method
@@ -190,7 +190,7 @@ public final class TestServer: @unchecked Sendable {
             request.body = .bytes(ByteBuffer(bytes: body))
         }
         for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
-        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
+        let response = try await http.execute(request, timeout: timeout)
         let collected = try await response.body.collect(upTo: 64 * 1024 * 1024)
         return Reply(status: Int(response.status.code), headers: response.headers, body: Array(buffer: collected))
     }

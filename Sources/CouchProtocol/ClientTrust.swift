@@ -1,0 +1,82 @@
+import AsyncHTTPClient
+import Foundation
+import NIOConcurrencyHelpers
+import NIOSSL
+
+/// Which certificate authorities the package's HTTPS clients trust: the system's, and those of a
+/// CA file given by the operator (`--ca-file`, `LT_CA_FILE`: a private CA or a self-signed
+/// test server). Certificates are always verified; there is no way to turn that off.
+public enum ClientTrust {
+    /// Why a CA file cannot be used, in words for an operator.
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private struct State {
+        var extra: [NIOSSLCertificate] = []
+        var file: String?
+        /// The shared clients were made: what they trust is fixed.
+        var fixed = false
+    }
+
+    private static let state = NIOLockedValueBox(State())
+
+    /// Trusts the CA certificates of the PEM file at `path` besides the system's, for every
+    /// client made after this call (the shared ones included: call it before the first request).
+    public static func trust(caFile path: String) throws {
+        let certificates = try certificates(in: path)
+        try state.withLockedValue { state in
+            guard !state.fixed || state.file == path else {
+                throw Failure(description: "the CA file must be given before the first request (\(path))")
+            }
+            state.extra = certificates
+            state.file = path
+        }
+    }
+
+    /// The CA file trusted besides the system's, if any.
+    public static var caFile: String? { state.withLockedValue { $0.file } }
+
+    /// The client side of TLS: full verification against the system's CAs and the trusted file's.
+    static func tlsConfiguration(extra: [NIOSSLCertificate]) -> TLSConfiguration {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        configuration.certificateVerification = .fullVerification
+        if !extra.isEmpty { configuration.additionalTrustRoots = [.certificates(extra)] }
+        return configuration
+    }
+
+    /// For the shared clients, made once: what is trusted now, from then on.
+    static func fixedConfiguration() -> TLSConfiguration {
+        tlsConfiguration(extra: state.withLockedValue { state in
+            state.fixed = true
+            return state.extra
+        })
+    }
+
+    /// An error of a request, in words: a peer whose certificate does not verify says so and
+    /// how to trust it, instead of BoringSSL's error code alone.
+    public static func explain(_ error: any Error) -> String {
+        let text = "\(error)"
+        guard isUnverifiedPeer(error) else { return text }
+        return "the server's TLS certificate does not verify against the trusted CAs (the system's\(caFile.map { " and \($0)" } ?? "")): "
+            + "if it is signed by a private CA, give that CA's certificate with --ca-file or LT_CA_FILE (\(text))"
+    }
+
+    /// Whether a request failed because the peer's certificate does not verify (which trying
+    /// again does not mend).
+    public static func isUnverifiedPeer(_ error: any Error) -> Bool {
+        guard let ssl = error as? NIOSSLError, case .handshakeFailed = ssl else { return false }
+        return "\(error)".contains("CERTIFICATE_VERIFY_FAILED")
+    }
+
+    /// The PEM certificates of a CA file, with an error naming the file when there are none.
+    public static func certificates(in path: String) throws -> [NIOSSLCertificate] {
+        guard FileManager.default.fileExists(atPath: path) else { throw Failure(description: "the CA file \(path) does not exist") }
+        guard let data = FileManager.default.contents(atPath: path) else { throw Failure(description: "the CA file \(path) cannot be read (permissions?)") }
+        let certificates = (try? NIOSSLCertificate.fromPEMBytes(Array(data))) ?? []
+        guard !certificates.isEmpty else {
+            throw Failure(description: "the CA file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        }
+        return certificates
+    }
+}

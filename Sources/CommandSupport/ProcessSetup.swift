@@ -25,12 +25,27 @@ public enum ProcessSetup {
         _ = GlobalExecutorHook.install()
     }
 
+    /// How log records are written on stderr.
+    public enum LogFormat: String, CaseIterable, Sendable {
+        /// swift-log's lines: time, level, label, `key=value` metadata, message.
+        case text
+        /// One JSON object per line (`JSONLogHandler`).
+        case json
+    }
+
     /// Logs go to stderr at `level`, for every command.
-    public static func bootstrapLogging(level: Logger.Level) {
+    public static func bootstrapLogging(level: Logger.Level, format: LogFormat = .text) {
         LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
+            switch format {
+            case .text:
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            case .json:
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
         }
     }
 }

@@ -56,20 +56,41 @@ extension DocumentDatabase {
 
     // MARK: Compaction
 
-    /// Drops bodies of non-leaf revisions and attachment bodies no revision uses, then
-    /// returns the freed pages to the file system.
-    public func compact() async throws {
-        _ = try await writer.write { db, _ in
-            let docs = try Row.fetchAll(db, sql: "SELECT id, tree FROM docs")
-            for doc in docs {
-                let id: String = doc[0]
-                let tree = try RevisionTree(encoded: doc[1])
-                let leaves = Set(tree.leaves.map { $0.rev.description })
-                let stored = try String.fetchAll(db, sql: "SELECT rev FROM revs WHERE doc_id = ?", arguments: [id])
-                for rev in stored where !leaves.contains(rev) {
-                    if let revision = Revision(rev) { try RevisionStore.deleteBody(db, id: id, rev: revision) }
+    /// Documents a compaction step looks at in one write transaction: writes queue behind each
+    /// step, not behind the whole pass.
+    static let compactionBatch = 500
+
+    /// Drops bodies of non-leaf revisions (what CouchDB's compaction drops: revisions that are
+    /// no longer leaves keep only their ids in the tree, `_revs_limit` of them) and attachment
+    /// bodies no revision uses, a few hundred documents per write transaction so writes go on
+    /// meanwhile; then returns the freed pages to the file system (`VACUUM`, during which
+    /// writes wait). `progress` gets the documents done and the total after each step.
+    public func compact(progress: @Sendable (_ done: Int, _ total: Int) -> Void = { _, _ in }) async throws {
+        let total = try await reading { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM docs") ?? 0 }
+        var after = ""
+        var done = 0
+        while true {
+            let from = after
+            let (last, count) = try await writer.write { db, _ -> (String?, Int) in
+                let docs = try Row.fetchAll(
+                    db, sql: "SELECT id, tree FROM docs WHERE id > ? ORDER BY id LIMIT ?", arguments: [from, Self.compactionBatch])
+                let stored = try db.makeStatement(sql: "SELECT rev FROM revs WHERE doc_id = ?")
+                for doc in docs {
+                    let id: String = doc[0]
+                    let tree = try RevisionTree(encoded: doc[1])
+                    let leaves = Set(tree.leaves.map { $0.rev.description })
+                    for rev in try String.fetchAll(stored, arguments: [id]) where !leaves.contains(rev) {
+                        if let revision = Revision(rev) { try RevisionStore.deleteBody(db, id: id, rev: revision) }
+                    }
                 }
+                return (docs.last?[0] as String?, docs.count)
             }
+            done += count
+            progress(min(done, max(total, done)), max(total, done))
+            guard let last, count == Self.compactionBatch else { break }
+            after = last
+        }
+        _ = try await writer.write { db, _ in
             try db.execute(sql: "DELETE FROM attachments WHERE digest NOT IN (SELECT digest FROM att_refs)")
             return true
         }

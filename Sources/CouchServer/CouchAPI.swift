@@ -37,6 +37,8 @@ public final class CouchAPI: Sendable {
         /// Longpoll, continuous and eventsource feeds one user (or one anonymous client) may
         /// have open at once; server admins are not counted.
         public var maxFeedsPerUser = 100
+        /// One info-level line per request (`--access-log`); off: at debug level.
+        public var accessLog = true
         public init() {}
     }
 
@@ -46,6 +48,8 @@ public final class CouchAPI: Sendable {
     let options: Options
     let logger: Logger
     let jobs: ReplicationJobs
+    /// Database compactions in the background (`_compact`).
+    let compactions = CompactionTasks()
     let replicatorDatabase: ReplicatorDatabase
     /// Runs filter functions for replications from local databases.
     let filterResolver: FilterResolver?
@@ -88,10 +92,12 @@ public final class CouchAPI: Sendable {
     }
 
     /// Stops background work and running replications.
-    public func stopBackgroundJobs() {
+    /// Stops them; a cancelled replication writes its checkpoints first, which this waits for
+    /// (up to `grace`), so the next start resumes where it stopped.
+    public func stopBackgroundJobs(grace: Duration = .seconds(5)) async {
         usersFollower.withLock { $0?.cancel() }
         replicatorDatabase.stop()
-        jobs.cancelAll()
+        await jobs.cancelAll(waiting: grace)
     }
 
     /// Creates the system databases CouchDB 3 expects (`_users`, `_replicator`) if missing.

@@ -39,22 +39,6 @@ public struct CouchRequestContext: RequestContext {
     }
 }
 
-/// One line per request at debug level: method, path (no query: it may carry secrets),
-/// status and time taken.
-struct CouchAccessLog {
-    let logger: Logger
-
-    /// When the request began, if it is to be logged.
-    func start() -> ContinuousClock.Instant? {
-        logger.logLevel <= .debug ? ContinuousClock.now : nil
-    }
-
-    func record(_ request: Request, _ response: Response, since start: ContinuousClock.Instant?) {
-        guard let start else { return }
-        logger.debug("\(request.method) \(request.uri.path) \(response.status.code) \(ContinuousClock.now - start)")
-    }
-}
-
 /// The server's `Server` header on every answer, CORS (preflights answered here, allowed
 /// origins named on answers), and no body for `HEAD`.
 struct CouchResponseHeaders {
@@ -192,7 +176,7 @@ struct DatabaseAccess {
 struct CouchResponder: HTTPResponder {
     let routes: RouterResponder<CouchRequestContext>
     let store: DatabaseStore
-    let accessLog: CouchAccessLog
+    let accessLog: AccessLog
     let headers: CouchResponseHeaders
     let errors: CouchErrors
     let body: CouchRequestBody
@@ -217,22 +201,29 @@ struct CouchResponder: HTTPResponder {
     }
 
     func respond(to request: Request, context: CouchRequestContext) async throws -> Response {
-        let start = accessLog.start()
+        let start = ContinuousClock.now
+        var context = context
         var response: Response
         if let preflight = headers.preflight(request) {
             response = preflight
         } else {
-            do { response = try await answer(request, context) } catch { response = errors.response(for: error, request) }
+            do { response = try await answer(request, &context) } catch { response = errors.response(for: error, request) }
         }
         headers.finish(&response, request)
-        accessLog.record(request, response, since: start)
+        // As CouchDB: every answer names its request, and the access log line does too.
+        let requestID = AccessLog.newRequestID()
+        response.headers[Self.requestIDHeader] = requestID
+        (context.inProcessUser == nil ? accessLog : accessLog.inProcess).record(
+            method: request.method, path: request.uri.path, status: response.status.code, since: start,
+            user: context.user.name, client: context.client, requestID: requestID)
         return response
     }
 
-    /// The body read, the user identified, then the cluster's answer or the route's, with a
-    /// renewed session cookie when one is due.
-    func answer(_ request: Request, _ context: CouchRequestContext) async throws -> Response {
-        var context = context
+    static let requestIDHeader = HTTPField.Name("X-Couch-Request-ID")!
+
+    /// The body read, the user identified (into `context`, for the access log), then the
+    /// cluster's answer or the route's, with a renewed session cookie when one is due.
+    func answer(_ request: Request, _ context: inout CouchRequestContext) async throws -> Response {
         try await body.read(request, into: &context)
         try await authentication.identify(request, &context)
         var response = if let passed = try await cluster?.answer(request, context) { passed } else { try await route(request, context) }

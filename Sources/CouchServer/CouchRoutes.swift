@@ -1,6 +1,7 @@
 import CouchEngine
 import CouchJSON
 import CouchProtocol
+import HTTPServing
 import Hummingbird
 
 /// The database API's URL table: every path of CouchDB 3's layout this server answers, area by
@@ -29,7 +30,7 @@ extension CouchAPI {
     /// The listener's responder: the routes behind the steps of `CouchMiddleware.swift`.
     func makeResponder() -> CouchResponder {
         CouchResponder(
-            routes: makeRouter().buildResponder(), store: store, accessLog: CouchAccessLog(logger: logger), headers: CouchResponseHeaders(api: self),
+            routes: makeRouter().buildResponder(), store: store, accessLog: AccessLog(logger: logger, listener: "database", enabled: options.accessLog), headers: CouchResponseHeaders(api: self),
             errors: CouchErrors(api: self), body: CouchRequestBody(maxBodySize: options.maxBodySize),
             authentication: CouchAuthentication(api: self), cluster: options.cluster.map { ClusterPassThrough(api: self, cluster: $0) })
     }

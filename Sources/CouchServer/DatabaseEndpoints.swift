@@ -14,7 +14,7 @@ struct DatabaseEndpoints: Sendable {
         case .get, .head:
             let db = try await api.store.open(name)
             try request.user.authorize(.read, to: db)
-            return .json(.object(try await db.info()))
+            return .json(.object(try await api.info(db)))
         case .put:
             try request.requireServerAdmin()
             if let q = request.query["q"], Int(q) == nil { throw CouchError.badRequest("q must be an integer") }
@@ -115,10 +115,15 @@ struct DatabaseEndpoints: Sendable {
         }
         if request.path.count > 2 {
             _ = try await api.design.designDocument(db, "_design/" + request.path[2])
-        } else {
-            let logger = api.logger
+        } else if api.compactions.start(db.name) {
+            let (logger, compactions, name) = (api.logger, api.compactions, db.name)
             Task {
-                do { try await db.compact() } catch { logger.error("compaction of \(db.name) failed: \(error)") }
+                defer { compactions.finish(name) }
+                do {
+                    try await db.compact { done, total in compactions.update(name, done: done, total: total) }
+                } catch {
+                    logger.error("compaction of \(name) failed: \(error)")
+                }
             }
         }
         return .ok(status: .accepted)

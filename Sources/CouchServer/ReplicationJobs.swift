@@ -30,8 +30,16 @@ final class ReplicationJobs: Sendable {
         return true
     }
 
-    func cancelAll() {
-        for job in jobs.withLock({ state in defer { state.removeAll() }; return Array(state.values) }) { job.task?.cancel() }
+    /// Cancels every job and waits, up to `grace`, for them to end (each checkpoints as it stops).
+    func cancelAll(waiting grace: Duration) async {
+        let tasks = jobs.withLock { state in defer { state.removeAll() }; return state.values.compactMap(\.task) }
+        for task in tasks { task.cancel() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { for task in tasks { await task.value } }
+            group.addTask { try? await Task.sleep(for: grace) }
+            await group.next()
+            group.cancelAll()
+        }
     }
 
     /// `_active_tasks` rows.

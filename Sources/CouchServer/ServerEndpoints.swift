@@ -59,7 +59,7 @@ struct ServerEndpoints: Sendable {
         var rows: [JSON] = []
         for name in names {
             if let db = try? await api.store.open(name) {
-                rows.append(["key": .string(name), "info": .object(try await db.info())])
+                rows.append(["key": .string(name), "info": .object(try await api.info(db))])
             } else {
                 rows.append(["key": .string(name), "error": "not_found"])
             }
@@ -67,11 +67,11 @@ struct ServerEndpoints: Sendable {
         return .json(.array(rows))
     }
 
-    /// `/_active_tasks` (admins): the running replications.
+    /// `/_active_tasks` (admins): the running replications and compactions.
     func activeTasks(_ request: APIRequest) throws -> APIResponse {
         try request.requireMethod(.get, .head)
         try request.requireServerAdmin()
-        return .json(.array(api.jobs.activeTasks()))
+        return .json(.array(api.jobs.activeTasks() + api.compactions.activeTasks()))
     }
 
     /// `/_membership` (admins): this one node.

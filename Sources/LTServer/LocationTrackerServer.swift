@@ -43,8 +43,18 @@ public enum LocationTrackerServer {
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()
-        defer { api.stopBackgroundJobs() }
+        do {
+            try await serve(configuration, api: api, store: store, logger: logger)
+        } catch {
+            await api.stopBackgroundJobs()
+            throw error
+        }
+        // After the listeners' graceful shutdown (SIGTERM, SIGINT): replications checkpoint.
+        await api.stopBackgroundJobs()
+    }
 
+    /// Both listeners (or the database API's alone) until they shut down.
+    static func serve(_ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, logger: Logger) async throws {
         let renewal = configuration.tls.map { certificate in
             logger.info("TLS on both listeners: \(certificate.summary); kill -HUP \(getpid()) reads \(certificate.certificatePath) and \(certificate.keyPath) again")
             return CertificateRenewal(certificate, logger: logger)
@@ -134,7 +144,7 @@ public enum LocationTrackerServer {
         let application = try listener(
             "application API",
             responder: TrackerHTTP(service: service, dashboard: configuration.dashboard, limits: configuration.application,
-                                   consolidator: consolidator, databasePort: databasePort).responder,
+                                   consolidator: consolidator, servesTLS: configuration.tls != nil, databasePort: databasePort).responder,
             port: configuration.applicationPort, serverName: "LocationTracker", configuration: configuration, logger: logger)
         try await ServiceGroup(configuration: groupConfiguration([database, application], logger: logger)).run()
     }

@@ -134,7 +134,7 @@ extension TrackerHTTP {
         service.throttle.succeeded(account: name, client: client(request, context))
         let token = sessions.start(name: name, roles: session.roles, isTrackerUser: session.tracker)
         var response = TrackerHTTP.reply(sessionJSON(name: name, roles: session.roles, tracker: session.tracker))
-        response.headers[.setCookie] = DashboardSessions.setCookie(token, secure: request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https")
+        response.headers[.setCookie] = DashboardSessions.setCookie(token, secure: servesTLS || request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https")
         return response
     }
 

@@ -72,7 +72,7 @@ final class DashboardSessions: Sendable {
         return nil
     }
 
-    /// `Set-Cookie` for a token (nil: clear it); `secure` behind HTTPS (a proxy saying
+    /// `Set-Cookie` for a token (nil: clear it); `secure` over HTTPS (`--tls-cert`, or a proxy saying
     /// `X-Forwarded-Proto: https`), so the browser never sends it in clear.
     static func setCookie(_ token: String?, secure: Bool = false) -> String {
         let flags = "Path=/; HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")

@@ -265,7 +265,7 @@ enum OpenAPI {
                 "get": [
                     "summary": "Per-user statistics (admins and analysts): count, first and last fix, distance travelled",
                     "security": [["basic": []]],
-                    "parameters": [["name": "name", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "parameters": [["name": "name", "in": "path", "required": true, "schema": ["type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"]]],
                     "responses": ["200": ["description": "{user, count, first, last, distance_m}"], "401": error("No or bad credentials"),
                                   "403": error("Not an admin or analyst"), "404": error("No such user")],
                 ],

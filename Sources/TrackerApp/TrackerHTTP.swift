@@ -12,6 +12,8 @@ public struct AppLimits: Sendable {
     public var maxBodySize = 1 << 20
     /// Reverse proxies whose `X-Forwarded-For` names the client (`--trusted-proxy`).
     public var clientAddress = ClientAddress()
+    /// One info-level line per request (`--access-log`); off: at debug level.
+    public var accessLog = true
     public init() {}
 }
 
@@ -27,14 +29,22 @@ public struct TrackerHTTP: Sendable {
     let limits: AppLimits
     /// The consolidator of this server (database-per-user mode), for `GET /api/status`.
     let consolidator: Consolidator?
+    let accessLog: AccessLog
+    /// Whether this listener serves TLS itself (`--tls-cert`): the dashboard's cookie is then
+    /// `Secure`, as behind a proxy that says `X-Forwarded-Proto: https`.
+    let servesTLS: Bool
+    /// Every answer names its request (as the database API's `X-Couch-Request-ID`).
+    static let requestIDHeader = HTTPField.Name("X-Request-ID")!
 
     public init(service: TrackerService, dashboard: DashboardOptions = DashboardOptions(), limits: AppLimits = AppLimits(),
-                consolidator: Consolidator? = nil, databasePort: @escaping @Sendable () -> Int) {
+                consolidator: Consolidator? = nil, servesTLS: Bool = false, databasePort: @escaping @Sendable () -> Int) {
         self.service = service
         assets = DashboardAssets(dashboard)
         self.limits = limits
         self.consolidator = consolidator
         self.databasePort = databasePort
+        self.servesTLS = servesTLS
+        accessLog = AccessLog(logger: service.logger, listener: "application", enabled: limits.accessLog)
     }
 
     /// Who is asking, for login throttling: the peer, or the client a trusted proxy names.

@@ -11,6 +11,7 @@ import Hummingbird
 extension TrackerHTTP {
     func makeRouter() -> Router<ClientRequestContext> {
         let router = Router(context: ClientRequestContext.self)
+        router.add(middleware: ApplicationAccessLog(http: self))
         router.add(middleware: ApplicationErrors())
         for method in [HTTPRequest.Method.get, .head] {
             router.on("/", method: method) { _, _ in TrackerHTTP.redirect(to: "/dashboard/", status: .found) }
@@ -204,6 +205,31 @@ extension ClientRequestContext {
     /// A route's path parameter, percent-decoded (an id may hold any character).
     func parameter(_ name: String) -> String {
         CouchURL.decode(Substring(parameters.get(name) ?? ""), plusAsSpace: false)
+    }
+}
+
+/// The application listener's access log line (`AccessLog`) for every request, after its
+/// errors became answers: who asked is the name of the Basic credentials (a user or an API key,
+/// never the secret) or of the dashboard session, unchecked, as the request claims it.
+struct ApplicationAccessLog: RouterMiddleware {
+    typealias Context = ClientRequestContext
+    let http: TrackerHTTP
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        let requestID = AccessLog.newRequestID()
+        var status = 500
+        defer {
+            if http.accessLog.isWritten {
+                let user = TrackerHTTP.basicCredentials(request)?.name ?? http.session(request)?.name
+                http.accessLog.record(method: request.method, path: request.uri.path, status: status, since: start,
+                                      user: user, client: http.client(request, context), requestID: requestID)
+            }
+        }
+        var response = try await next(request, context)
+        status = response.status.code
+        response.headers[TrackerHTTP.requestIDHeader] = requestID
+        return response
     }
 }
 

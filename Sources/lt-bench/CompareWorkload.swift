@@ -67,6 +67,12 @@ struct CompareWorkload: Sendable {
             CompareFigure("writer's PUT with the listeners, p50", unit: "ms", better: .lower),
             CompareFigure("writer's PUT alone, p50", unit: "ms", better: .lower),
         ]) { try await $0.longpollListeners() },
+        Measure(figures: [
+            CompareFigure("database file with every document updated once", unit: "MiB", better: .lower),
+            CompareFigure("the same file after _compact", unit: "MiB", better: .lower),
+            CompareFigure("_compact, start to finish", unit: "s", better: .lower),
+            CompareFigure("a writer's PUT during _compact, p99", unit: "ms", better: .lower),
+        ]) { try await $0.compaction() },
     ]
 
     // MARK: Writes
@@ -94,6 +100,62 @@ struct CompareWorkload: Sendable {
             try Bench.Client.check(reply, 201, "PUT", requests[i].0)
         }
         return Double(requests.count) / start.duration(to: .now).seconds
+    }
+
+    // MARK: Compaction
+
+    /// Every document of the bulk load updated once (its first body becomes an old revision's),
+    /// then `_compact` timed from the request until the database no longer says
+    /// `compact_running`, while one client writes new documents and times each PUT.
+    func compaction() async throws -> [Double] {
+        let rows = try JSON.parse(try await client.send("GET", "/cmp-bulk/_all_docs", expect: 200))["rows"]?.arrayValue ?? []
+        let updates: [[UInt8]] = stride(from: 0, to: rows.count, by: 1000).map { first in
+            JSON.object(["docs": .array(rows[first..<min(first + 1000, rows.count)].enumerated().compactMap { offset, row in
+                guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"],
+                      var body = documents[first + offset].objectValue else { return nil }
+                body["_id"] = .string(id)
+                body["_rev"] = rev
+                body["updated"] = true
+                return .object(body)
+            })]).bytes
+        }
+        try await client.concurrently(4, updates.count) { connection, i in
+            try Bench.Client.check(connection.send("POST", "/cmp-bulk/_bulk_docs", authorization: authorization, body: updates[i]), 201, "POST", "_bulk_docs")
+        }
+        func fileMiB() async throws -> Double {
+            Double(try JSON.parse(try await client.send("GET", "/cmp-bulk", expect: 200))["sizes"]?["file"]?.intValue ?? 0) / 1_048_576
+        }
+        let before = try await fileMiB()
+        let writing = Locked(true)
+        let latencies = Locked<[Double]>([])
+        let writer = Task { [client, authorization] in
+            try await Bench.onThreads(1) { _ in
+                let connection = try BenchConnection(host: client.host, port: client.port)
+                var n = 0
+                while writing.withLock({ $0 }) {
+                    let start = ContinuousClock.now
+                    try Bench.Client.check(connection.send("PUT", "/cmp-bulk/during-compaction-\(n)", authorization: authorization, body: Array(#"{"n":1}"#.utf8)),
+                                           201, "PUT", "during compaction")
+                    latencies.withLock { $0.append(start.duration(to: .now).seconds * 1000) }
+                    n += 1
+                }
+            }
+        }
+        let start = ContinuousClock.now
+        try await client.send("POST", "/cmp-bulk/_compact", json: [:], expect: 202)
+        // CouchDB may take a moment to say it runs; lt says so before it answers.
+        var seenRunning = false
+        while true {
+            let running = try JSON.parse(try await client.send("GET", "/cmp-bulk", expect: 200))["compact_running"] == true
+            seenRunning = seenRunning || running
+            if !running, seenRunning || start.duration(to: .now) > .seconds(5) { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let seconds = start.duration(to: .now).seconds
+        writing.withLock { $0 = false }
+        try await writer.value
+        let sorted = latencies.withLock { $0 }.sorted()
+        return [before, try await fileMiB(), seconds, sorted.isEmpty ? 0 : Self.percentile(sorted, 0.99)]
     }
 
     // MARK: Reads

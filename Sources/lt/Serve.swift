@@ -95,6 +95,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert (unencrypted; readable by the server only). (LT_TLS_KEY)")
     var tlsKey: String?
 
+    @Option(name: .customLong("log-format"), help: "text, or json: one JSON object per line (time, level, label, message, and the access log's fields). (LT_LOG_FORMAT, default text)")
+    var logFormat: String?
+
+    @Option(name: .customLong("access-log"), help: "on: one info-level line per request on both listeners (method, path without its query, status, duration, user, client, request id); off: those lines only at debug level. (LT_ACCESS_LOG, default on)")
+    var accessLog: String?
+
     @OptionGroup var trust: TrustOptions
 
     func value(_ option: String?, _ variable: String) -> String? {
@@ -112,7 +118,9 @@ struct Serve: AsyncParsableCommand {
         ProcessSetup.runTasksOnEventLoops()
         let levelName = value(logLevel, "LT_LOG_LEVEL") ?? "info"
         guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("Unknown log level \(levelName)") }
-        ProcessSetup.bootstrapLogging(level: level)
+        let formatName = value(logFormat, "LT_LOG_FORMAT") ?? "text"
+        guard let format = ProcessSetup.LogFormat(rawValue: formatName) else { throw ValidationError("--log-format must be text or json, not \(formatName)") }
+        ProcessSetup.bootstrapLogging(level: level, format: format)
         try trust.apply()
         let configuration = try configuration()
         // Held until the server stops: users' databases are opened without file locks. (It
@@ -158,6 +166,11 @@ struct Serve: AsyncParsableCommand {
         try limits(&configuration)
         try javascriptOption(&configuration)
         configuration.tls = try certificate()
+        switch value(accessLog, "LT_ACCESS_LOG") ?? "on" {
+        case "on": break
+        case "off": (configuration.database.accessLog, configuration.application.accessLog) = (false, false)
+        case let other: throw ValidationError("--access-log must be on or off, not \(other)")
+        }
         if let tiles = value(tiles, "LT_TILES") { configuration.dashboard.tileURL = tiles }
         if let attribution = value(tileAttribution, "LT_TILE_ATTRIBUTION") { configuration.dashboard.tileAttribution = attribution }
         if !databaseOnly { configuration.places = try ServerResources.samplePlaces() }

@@ -102,6 +102,10 @@ struct TLSTests {
         #expect(database.status == 201)
         let places = try await s.request(.GET, "/api/places?lat=37.33&lon=-122.03&radius=5000", auth: .none, base: "https://127.0.0.1:\(s.appPort)", http: trusting)
         #expect(places.status == 200, "\(places.text)")
+        // The dashboard's session cookie is never sent in clear: Secure over the server's own TLS.
+        let signIn = try await s.request(.POST, "/api/session", json: ["username": .string(TestServer.admin.0), "password": .string(TestServer.admin.1)],
+                                         auth: .none, base: "https://127.0.0.1:\(s.appPort)", http: trusting)
+        #expect(signIn.status == 200 && signIn.headers.first(name: "Set-Cookie")?.contains("Secure") == true, "\(signIn.headers)")
 
         // The system's CAs alone do not know this one: the handshake fails, nothing is answered.
         await #expect(throws: NIOSSLError.self) {

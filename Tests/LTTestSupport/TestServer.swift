@@ -98,7 +98,9 @@ public final class TestServer: @unchecked Sendable {
     }
 
     /// `databaseOnly`: `lt serve --database-only` (a CouchDB stand-in; no application port).
-    public init(dataDirectory: URL? = nil, ports: (database: Int, app: Int)? = nil, databaseOnly: Bool = false, extraArguments: [String] = []) throws {
+    /// `logFile`: where the server's standard error (its log) goes; nowhere by default.
+    public init(dataDirectory: URL? = nil, ports: (database: Int, app: Int)? = nil, databaseOnly: Bool = false, extraArguments: [String] = [],
+                logFile: URL? = nil) throws {
         if let dataDirectory {
             self.dataDirectory = dataDirectory
             ownsDirectory = false
@@ -111,7 +113,12 @@ public final class TestServer: @unchecked Sendable {
                              "--admin", "\(Self.admin.0):\(Self.admin.1)", "--log-level", "warning"] + (databaseOnly ? ["--database-only"] : []) + extraArguments
         let output = Pipe()
         process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
+        if let logFile {
+            guard FileManager.default.createFile(atPath: logFile.path, contents: nil) else { throw TestServerError.didNotStart }
+            process.standardError = try FileHandle(forWritingTo: logFile)
+        } else {
+            process.standardError = FileHandle.nullDevice
+        }
         try process.run()
         // Read the announced ports.
         var buffer = ""

@@ -1,0 +1,61 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+
+/// Database compactions running in the background (`POST /{db}/_compact`): at most one per
+/// database, listed in `_active_tasks` with their progress as CouchDB lists them, and behind
+/// `compact_running` in `GET /{db}`.
+final class CompactionTasks: Sendable {
+    private struct Task {
+        let started: Date
+        var updated: Date
+        var done = 0
+        var total = 0
+    }
+
+    private let running = Locked<[String: Task]>([:])
+
+    /// Marks `name` as compacting; false when it already is.
+    func start(_ name: String) -> Bool {
+        running.withLock { running in
+            guard running[name] == nil else { return false }
+            running[name] = Task(started: Date(), updated: Date())
+            return true
+        }
+    }
+
+    func update(_ name: String, done: Int, total: Int) {
+        running.withLock { running in
+            running[name]?.done = done
+            running[name]?.total = total
+            running[name]?.updated = Date()
+        }
+    }
+
+    func finish(_ name: String) {
+        _ = running.withLock { $0.removeValue(forKey: name) }
+    }
+
+    func isRunning(_ name: String) -> Bool { running.withLock { $0[name] != nil } }
+
+    /// `_active_tasks` rows, as CouchDB's `database_compaction` tasks.
+    func activeTasks() -> [JSON] {
+        running.withLock { $0 }.sorted { $0.key < $1.key }.map { name, task in
+            [
+                "type": "database_compaction", "database": .string(name), "node": "lt@localhost", "pid": .string("compaction:\(name)"),
+                "phase": "document_copy", "changes_done": .int(task.done), "total_changes": .int(task.total),
+                "progress": .int(task.total == 0 ? 0 : task.done * 100 / task.total),
+                "started_on": .int(Int(task.started.timeIntervalSince1970)), "updated_on": .int(Int(task.updated.timeIntervalSince1970)),
+            ]
+        }
+    }
+}
+
+extension CouchAPI {
+    /// `GET /{db}`'s object: the engine's, with `compact_running` from the running compactions.
+    func info(_ db: DocumentDatabase) async throws -> JSONObject {
+        var info = try await db.info()
+        info["compact_running"] = .bool(compactions.isRunning(db.name))
+        return info
+    }
+}

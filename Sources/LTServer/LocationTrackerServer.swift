@@ -55,11 +55,11 @@ public enum LocationTrackerServer {
 
     /// Both listeners (or the database API's alone) until they shut down.
     static func serve(_ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, logger: Logger) async throws {
-        let renewal = configuration.tls.map { certificate in
+        if let certificate = configuration.tls {
             logger.info("TLS on both listeners: \(certificate.summary); kill -HUP \(getpid()) reads \(certificate.certificatePath) and \(certificate.keyPath) again")
-            return CertificateRenewal(certificate, logger: logger)
         }
-        defer { renewal?.cancel() }
+        let renewal = CertificateRenewal(configuration.tls, logger: logger)
+        defer { renewal.cancel() }
         let boundDatabasePort = NIOLockedValueBox(configuration.databasePort)
         let database = try listener(
             "database API", responder: api.responder, port: configuration.databasePort, serverName: nil,
@@ -207,14 +207,19 @@ public enum LocationTrackerServer {
 
 /// SIGHUP reads the TLS certificate and key again (a renewal by certbot or an operator): new
 /// connections get the new pair, open ones keep theirs. A pair that fails to load is logged and
-/// the one served so far stays.
+/// the one served so far stays. Without TLS there is nothing to read again, and SIGHUP (a
+/// `systemctl reload`) is logged rather than ending the process, as it would by default.
 final class CertificateRenewal {
     private let source: any DispatchSourceSignal
 
-    init(_ certificate: ServerCertificate, logger: Logger) {
+    init(_ certificate: ServerCertificate?, logger: Logger) {
         signal(SIGHUP, SIG_IGN)  // the dispatch source sees it instead of the default (exit)
         source = DispatchSource.makeSignalSource(signal: SIGHUP, queue: .global(qos: .utility))
         source.setEventHandler {
+            guard let certificate else {
+                logger.notice("SIGHUP: nothing to read again (no --tls-cert)")
+                return
+            }
             do {
                 try certificate.reload()
                 logger.notice("SIGHUP: TLS certificate read again: \(certificate.summary)")

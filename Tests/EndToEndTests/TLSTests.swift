@@ -162,6 +162,16 @@ struct TLSTests {
         #expect(try await s.request(.GET, "/_up", base: base, http: again).status == 200)
     }
 
+    @Test("Without TLS, SIGHUP (systemctl reload) leaves the server running")
+    func hangUpWithoutTLS() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        kill(s.process.processIdentifier, SIGHUP)
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(s.process.isRunning)
+        #expect(try await s.request(.GET, "/_up").status == 200)
+    }
+
     @Test("A missing, unreadable, non-PEM or mismatched certificate or key, or half a pair, is a clear error at start that creates nothing")
     func badCertificates() throws {
         let certificates = try TestCertificates()

@@ -53,20 +53,23 @@ public enum ClientTrust {
         })
     }
 
-    /// An error of a request, in words: a peer whose certificate does not verify says so and
-    /// how to trust it, instead of BoringSSL's error code alone.
-    public static func explain(_ error: any Error) -> String {
-        let text = "\(error)"
-        guard isUnverifiedPeer(error) else { return text }
-        return "the server's TLS certificate does not verify against the trusted CAs (the system's\(caFile.map { " and \($0)" } ?? "")): "
-            + "if it is signed by a private CA, give that CA's certificate with --ca-file or LT_CA_FILE (\(text))"
+    /// A request refused because the peer's TLS certificate does not verify (which trying again
+    /// does not mend): `CouchHTTPClient` throws it in place of BoringSSL's error, saying how to
+    /// trust the peer.
+    public struct UntrustedPeer: Error, CustomStringConvertible {
+        public let server: String
+        let underlying: any Error
+
+        public var description: String {
+            "the TLS certificate of \(server) does not verify against the trusted CAs (the system's\(caFile.map { " and \($0)" } ?? "")): "
+                + "if it is signed by a private CA, give that CA's certificate with --ca-file or LT_CA_FILE (\(underlying))"
+        }
     }
 
-    /// Whether a request failed because the peer's certificate does not verify (which trying
-    /// again does not mend).
-    public static func isUnverifiedPeer(_ error: any Error) -> Bool {
-        guard let ssl = error as? NIOSSLError, case .handshakeFailed = ssl else { return false }
-        return "\(error)".contains("CERTIFICATE_VERIFY_FAILED")
+    /// `error` as `UntrustedPeer` when it is a handshake that failed to verify the peer at `server`.
+    static func classify(_ error: any Error, server: String) -> any Error {
+        guard let ssl = error as? NIOSSLError, case .handshakeFailed = ssl, "\(error)".contains("CERTIFICATE_VERIFY_FAILED") else { return error }
+        return UntrustedPeer(server: server, underlying: error)
     }
 
     /// The PEM certificates of a CA file, with an error naming the file when there are none.

@@ -130,7 +130,7 @@ public struct CouchHTTPClient: Sendable {
                 request.headers.replaceOrAdd(name: "Content-Type", value: contentType)
                 request.body = .bytes(ByteBuffer(bytes: body))
             }
-            return try await http.execute(request, deadline: deadline)
+            do { return try await http.execute(request, deadline: deadline) } catch { throw ClientTrust.classify(error, server: serverURL) }
         }
         guard authentication == .cookie, credentials != nil else {
             return try await attempt(basicAuthorization.map { ("Authorization", $0) })
@@ -163,7 +163,8 @@ public struct CouchHTTPClient: Sendable {
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: JSON.object(["name": .string(credentials.user), "password": .string(credentials.password)]).bytes))
-        let response = try await http.execute(request, timeout: .seconds(60))
+        let response: HTTPClientResponse
+        do { response = try await http.execute(request, timeout: .seconds(60)) } catch { throw ClientTrust.classify(error, server: serverURL) }
         _ = try await response.body.collect(upTo: 1 << 20)
         guard response.status == .ok else { throw LoginRefused(status: Int(response.status.code), server: serverURL) }
         let cookie = response.headers["Set-Cookie"].lazy.compactMap { header -> String? in

@@ -159,12 +159,12 @@ public enum LocationTrackerServer {
         // a certificate that does not verify is told at once instead.
         do {
             _ = try await HTTPCouch(url: url, http: CouchHTTPClient.shared).request(.get, "/", query: [:], body: nil)
-        } catch where ClientTrust.isUnverifiedPeer(error) {
-            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(ClientTrust.explain(error))")
+        } catch let untrusted as ClientTrust.UntrustedPeer {
+            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(untrusted)")
         } catch {}  // anything else: as before, through the retrying client
         let session: CouchReply
         do { session = try await cluster.request(.get, "/_session", query: [:], body: nil) } catch {
-            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(ClientTrust.explain(error))")
+            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(error)")
         }
         guard session.ok, session.json["userCtx"]?["roles"]?.arrayValue?.contains("_admin") == true else {
             throw ServerStartFailure("CouchDB at \(cluster.baseURL) does not take the URL's credentials as a server admin's (GET /_session answered \(session.status))")

@@ -54,8 +54,7 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         } catch let refused as CouchHTTPClient.LoginRefused {
             throw failure(Reply(status: refused.status, body: []), "log in to \(server.serverURL)")
         } catch {
-            throw ReplicationError(ClientTrust.isUnverifiedPeer(error) ? .untrustedPeer : .transient,
-                                   "\(method) \(displayName)\(target): \(ClientTrust.explain(error))")
+            throw ReplicationError(error is ClientTrust.UntrustedPeer ? .untrustedPeer : .transient, "\(method) \(displayName)\(target): \(error)")
         }
     }
 

@@ -62,7 +62,7 @@ struct CompareBench: AsyncParsableCommand {
                           : CompareScale(documents: docs, puts: puts, listeners: listeners, feedWrites: 400)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-compare-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let binary = LTServeProcess.executable(peers.ltBinary)
+        let binary = peers.lt.executable
         let admin = (user: "bench", password: "bench-password")
         let server = try await LTServeProcess.start(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin)
         defer { server.stop() }

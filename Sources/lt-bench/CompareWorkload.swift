@@ -111,7 +111,8 @@ struct CompareWorkload: Sendable {
         let rows = try JSON.parse(try await client.send("GET", "/cmp-bulk/_all_docs", expect: 200))["rows"]?.arrayValue ?? []
         let updates: [[UInt8]] = stride(from: 0, to: rows.count, by: 1000).map { first in
             JSON.object(["docs": .array(rows[first..<min(first + 1000, rows.count)].enumerated().compactMap { offset, row in
-                guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"],
+                // Documents the server holds beyond those loaded (it may have more) are left alone.
+                guard first + offset < documents.count, let id = row["id"]?.stringValue, let rev = row["value"]?["rev"],
                       var body = documents[first + offset].objectValue else { return nil }
                 body["_id"] = .string(id)
                 body["_rev"] = rev

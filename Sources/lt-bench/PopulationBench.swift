@@ -36,8 +36,7 @@ struct PopulationBench: AsyncParsableCommand {
     @Option(help: "Seconds, at most, to watch the server after the visitors (memory, open files) while the consolidator's start-up sweep runs; the watch ends when the sweep does.")
     var watch = 60
 
-    @Option(name: .customLong("lt-binary"), help: "The lt executable to start (default: the lt beside this lt-bench).")
-    var ltBinary: String?
+    @OptionGroup var lt: LTBinaryOption
 
     func validate() throws {
         guard (1...10_000_000).contains(users) else { throw ValidationError("--users must be between 1 and 10,000,000") }
@@ -51,7 +50,7 @@ struct PopulationBench: AsyncParsableCommand {
     func run() async throws {
         ProcessSetup.bootstrapLogging(level: .warning)
         let directory = URL(fileURLWithPath: data, isDirectory: true)
-        let binary = LTServeProcess.executable(ltBinary)
+        let binary = lt.executable
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let logs = directory.appendingPathComponent("bench-logs")
         let registered = Self.registeredUsers(in: directory)

@@ -90,7 +90,7 @@ struct ScaleBench: AsyncParsableCommand {
                          : ScalePlan(users: users, devices: devices, rate: rate, seconds: seconds, tail: tail, placesRate: placesRate, syncRate: syncRate)
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-scale-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
-        let binary = LTServeProcess.executable(peers.ltBinary)
+        let binary = peers.lt.executable
         let admin = (user: "bench", password: "bench-password")
         let arguments = ["--password-iterations", String(passwordIterations), "--tiles", "none"]
         // Each side's servers start when its turn comes, so none loads the machine during another's.

@@ -79,6 +79,15 @@ final class LTServeProcess {
     }
 }
 
+/// `--lt-binary`: the lt a benchmark starts.
+struct LTBinaryOption: ParsableArguments {
+    @Option(name: .customLong("lt-binary"), help: "The lt executable to start (default: the lt beside this lt-bench).")
+    var ltBinary: String?
+
+    /// The lt to start: the one given, or the lt beside this lt-bench.
+    var executable: URL { LTServeProcess.executable(ltBinary) }
+}
+
 /// The servers a side-by-side benchmark starts or reaches: the lt it starts and the CouchDB it
 /// compares with.
 struct PeerOptions: ParsableArguments {
@@ -88,8 +97,7 @@ struct PeerOptions: ParsableArguments {
     @Option(name: .customLong("couchdb-pid"), help: "The CouchDB server's process (default: the one listening on its port).")
     var couchdbPID: Int32?
 
-    @Option(name: .customLong("lt-binary"), help: "The lt executable to start (default: the lt beside this lt-bench).")
-    var ltBinary: String?
+    @OptionGroup var lt: LTBinaryOption
 
     /// CouchDB's process, for its memory and CPU: --couchdb-pid, or the one listening on its port.
     func couchdbProcess(_ target: Bench.Target) throws -> Int32 {

@@ -27,8 +27,7 @@ struct TLSBench: AsyncParsableCommand {
     @Option(help: "Rounds per server (alternating); each figure is the median.")
     var rounds = 3
 
-    @Option(name: .customLong("lt-binary"), help: "The lt executable to start (default: the lt beside this lt-bench).")
-    var ltBinary: String?
+    @OptionGroup var lt: LTBinaryOption
 
     func validate() throws {
         guard (1...10_000_000).contains(requests), (1...1_000_000).contains(handshakes), (1...20).contains(rounds) else {
@@ -65,7 +64,7 @@ struct TLSBench: AsyncParsableCommand {
     }
 
     private func measure(_ scratch: URL, _ http: HTTPClient) async throws {
-        let binary = LTServeProcess.executable(ltBinary)
+        let binary = lt.executable
         let admin = (user: "bench", password: "bench-password")
         let tls = ["--tls-cert", scratch.appendingPathComponent("server.pem").path, "--tls-key", scratch.appendingPathComponent("server.key").path]
         print("lt-bench tls: \(requests) kept-alive GETs, \(handshakes) new connections, \(rounds) rounds per server; \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(Self.loadAverage())")

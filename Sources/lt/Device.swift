@@ -84,8 +84,8 @@ struct Device: AsyncParsableCommand {
                          text: "\(register ? "registered and logged in" : "logged in") as \(credentials.username); locations go to \(credentials.databaseName) on \(credentials.databaseHost)")
         } catch let failure as TrackerClient.Failure {
             throw CommandFailure("The server answered \(failure)")
-        } catch where ClientTrust.isUnverifiedPeer(error) {
-            throw CommandFailure("Cannot reach \(server): \(ClientTrust.explain(error))")
+        } catch let untrusted as ClientTrust.UntrustedPeer {
+            throw CommandFailure("\(untrusted)")
         }
     }
 

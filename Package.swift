@@ -42,6 +42,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         // Ordered JSON values: parse, serialize, compare. No dependencies.
@@ -71,6 +73,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -103,7 +106,7 @@ let package = Package(
             swiftSettings: strict
         ),
         // What both HTTP listeners share: request context and client addresses behind proxies,
-        // connection limits and timeouts, the failed-login throttle.
+        // connection limits and timeouts, the failed-login throttle, TLS, the access log, metrics.
         .target(
             name: "HTTPServing",
             dependencies: [
@@ -117,6 +120,8 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict
         ),
@@ -292,7 +297,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchProtocol", "Geo", "TrackerKit", "LTTestSupport", "lt",
+                "CouchJSON", "CouchEngine", "CouchProtocol", "Geo", "HTTPServing", "TrackerKit", "LTTestSupport", "lt",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -18,4 +18,16 @@ public enum Allocator {
         #endif
         return "the C library's malloc"
     }
+
+    /// The allocator's own figures in bytes, by name (`allocated`, `active`, `resident`,
+    /// `mapped`, `retained`); empty without jemalloc.
+    public static func statistics() -> [(String, Int)] {
+        #if canImport(CJemalloc)
+        var (allocated, active, resident, mapped, retained) = (0, 0, 0, 0, 0)
+        guard lt_jemalloc_stats(&allocated, &active, &resident, &mapped, &retained) == 0 else { return [] }
+        return [("allocated", allocated), ("active", active), ("resident", resident), ("mapped", mapped), ("retained", retained)]
+        #else
+        return []
+        #endif
+    }
 }

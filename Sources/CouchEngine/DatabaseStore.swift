@@ -39,6 +39,8 @@ public final class DatabaseStore: Sendable {
         var deleting: Set<String> = []
         /// DocumentDatabase files opened (not found open) since the start.
         var filesOpened = 0
+        /// Databases closed to keep at most `maxOpen` open, since the start.
+        var evictions = 0
         /// Databases pushed out of `open` that something may still hold (a request writing):
         /// until such a one is gone, opening its name gives it back rather than a second
         /// connection to the file (users' databases are opened without file locks, and two
@@ -52,6 +54,14 @@ public final class DatabaseStore: Sendable {
 
     /// How many times a database was not open when asked for, and its file was opened.
     public var filesOpened: Int { state.withLock { $0.filesOpened } }
+    /// How many databases were closed to keep at most `maxOpen` open.
+    public var evictions: Int { state.withLock { $0.evictions } }
+    /// How many databases are open now.
+    public var openCount: Int { state.withLock { $0.open.count } }
+    /// The most databases kept open at once.
+    public var maxOpenDatabases: Int { maxOpen }
+    /// What the databases' writes record (group commits).
+    let metrics: EngineMetrics
     /// Databases the store keeps a notifier for: the open ones, and closed ones someone still
     /// holds or waits on (see `forgetIfClosed`); not every database ever opened.
     public var rememberedDatabases: Int { state.withLock { $0.notifiers.count } }
@@ -83,8 +93,10 @@ public final class DatabaseStore: Sendable {
     public init(
         directory: URL, maxOpen: Int = 256, durability: Durability = .full, validator: (any WriteValidator)? = nil,
         connections: @escaping @Sendable (String) -> Connections = { _ in .pool }, recentChangesBudget: Int = 32 << 20,
-        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize, logger: Logger = Logger(label: "lt.engine")
+        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize, metrics: EngineMetrics = EngineMetrics(),
+        logger: Logger = Logger(label: "lt.engine")
     ) throws {
+        self.metrics = metrics
         self.maxDocumentSize = maxDocumentSize
         self.recentChanges = RecentChanges(budget: recentChangesBudget)
         self.directory = directory
@@ -286,7 +298,7 @@ public final class DatabaseStore: Sendable {
         return try DocumentDatabase(
             name: name, path: path, notifier: notifier, durability: durability, validator: validator,
             connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: maxDocumentSize,
-            created: created, onClosed: { [weak self] in
+            metrics: metrics, created: created, onClosed: { [weak self] in
                 // Later and elsewhere: the last reference may go while a lock of the store is held.
                 guard let store = self else { return }
                 DatabaseStore.fileQueue().async { store.forgetIfClosed(name) }
@@ -365,6 +377,7 @@ public final class DatabaseStore: Sendable {
         guard state.open.count > maxOpen,
               let pushedOut = state.open.evict(sparing: UInt64(max(1, maxOpen / 4)), using: &state.random) else { return nil }
         state.evicted[pushedOut.name] = Evicted(database: pushedOut)
+        state.evictions += 1
         if state.evicted.count > 2 * max(64, maxOpen) {
             state.evicted = state.evicted.filter { $0.value.database != nil }
         }

@@ -72,7 +72,7 @@ public final class DocumentDatabase: Sendable {
     init(
         name: String, path: String, notifier: ChangeNotifier, durability: Durability,
         validator: (any WriteValidator)? = nil, connections: Connections = .pool, recentChanges: RecentChanges? = nil,
-        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize, created: Bool = false,
+        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize, metrics: EngineMetrics = EngineMetrics(), created: Bool = false,
         onClosed: (@Sendable () -> Void)? = nil
     ) throws {
         self.onClosed = onClosed
@@ -95,7 +95,7 @@ public final class DocumentDatabase: Sendable {
                 recentChanges.record(name, suffix: suffix, from: before, to: after, changes: changes, complete: complete)
             }
         }
-        self.writer = WriteQueue(pool: pool, onChanges: onChanges, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
+        self.writer = WriteQueue(pool: pool, metrics: metrics, onChanges: onChanges, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
         recentChanges?.begin(name, suffix: suffix, seq: seq)
         notifier.publish(seq: seq, commit: false)
     }

@@ -52,9 +52,11 @@ final class WriteQueue: Sendable {
     /// not listed.
     typealias ChangesListener = @Sendable (_ before: Int, _ after: Int, _ changes: [RecentChanges.Change], _ complete: Bool) -> Void
     private let onChanges: ChangesListener?
+    private let metrics: EngineMetrics
 
-    init(pool: any DatabaseWriter, onChanges: ChangesListener? = nil, onCommit: @escaping @Sendable (Int) -> Void) {
+    init(pool: any DatabaseWriter, metrics: EngineMetrics, onChanges: ChangesListener? = nil, onCommit: @escaping @Sendable (Int) -> Void) {
         self.pool = pool
+        self.metrics = metrics
         self.onChanges = onChanges
         self.onCommit = onCommit
     }
@@ -82,6 +84,7 @@ final class WriteQueue: Sendable {
                 }
             }
             let item = Item(run: run, fail: { continuation.resume(throwing: $0) })
+            metrics.queued.increment()
             let startDrain = state.withLock { state -> Bool in
                 state.pending.append(item)
                 if state.draining { return false }
@@ -103,6 +106,9 @@ final class WriteQueue: Sendable {
                 return batch
             }
             if batch.isEmpty { return }
+            metrics.batchSize.record(batch.count)
+            let started = ContinuousClock.now
+            defer { metrics.queued.decrement(by: Double(batch.count)) }
             do {
                 let listsChanges = onChanges != nil
                 let (finishers, before, seq, changes, complete) = try await pool.write {
@@ -123,6 +129,7 @@ final class WriteQueue: Sendable {
                     }
                     return (finishers, start.0, context.seq, context.changes, context.changesComplete)
                 }
+                metrics.transaction.recordNanoseconds(EngineMetrics.nanoseconds(since: started))
                 onChanges?(before, seq, changes, complete)
                 // Published before any writer resumes: a writer that reads next must find its
                 // commit in `ChangeNotifier.latest` (an index known current up to `latest`

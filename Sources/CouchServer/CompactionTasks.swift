@@ -36,6 +36,8 @@ final class CompactionTasks: Sendable {
         _ = running.withLock { $0.removeValue(forKey: name) }
     }
 
+    /// How many compactions run now.
+    var count: Int { running.withLock { $0.count } }
     func isRunning(_ name: String) -> Bool { running.withLock { $0[name] != nil } }
 
     /// `_active_tasks` rows, as CouchDB's `database_compaction` tasks.

@@ -39,6 +39,8 @@ public final class CouchAPI: Sendable {
         public var maxFeedsPerUser = 100
         /// One info-level line per request (`--access-log`); off: at debug level.
         public var accessLog = true
+        /// Where requests and the server's figures are recorded (`/_node/_local/_prometheus`).
+        public var metrics = ServerMetrics()
         public init() {}
     }
 
@@ -80,6 +82,7 @@ public final class CouchAPI: Sendable {
         self.filterResolver = filterResolver
         self.replicatorDatabase = ReplicatorDatabase(store: store, jobs: jobs, filters: filterResolver, logger: logger)
         pipeline = makeResponder()
+        addMetricsCollectors()
     }
 
     /// Starts the server's background work: the `_replicator` database's jobs.

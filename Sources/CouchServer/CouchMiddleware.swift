@@ -177,6 +177,7 @@ struct CouchResponder: HTTPResponder {
     let routes: RouterResponder<CouchRequestContext>
     let store: DatabaseStore
     let accessLog: AccessLog
+    let metrics: ServerMetrics
     let headers: CouchResponseHeaders
     let errors: CouchErrors
     let body: CouchRequestBody
@@ -213,9 +214,12 @@ struct CouchResponder: HTTPResponder {
         // As CouchDB: every answer names its request, and the access log line does too.
         let requestID = AccessLog.newRequestID()
         response.headers[Self.requestIDHeader] = requestID
-        (context.inProcessUser == nil ? accessLog : accessLog.inProcess).record(
+        let inProcess = context.inProcessUser != nil
+        (inProcess ? accessLog.inProcess : accessLog).record(
             method: request.method, path: request.uri.path, status: response.status.code, since: start,
             user: context.user.name, client: context.client, requestID: requestID)
+        metrics.recordRequest(listener: inProcess ? "in_process" : "database", method: request.method, status: response.status.code,
+                              family: RouteFamily.of(request.uri.path), duration: start.duration(to: .now))
         return response
     }
 

@@ -30,7 +30,7 @@ extension CouchAPI {
     /// The listener's responder: the routes behind the steps of `CouchMiddleware.swift`.
     func makeResponder() -> CouchResponder {
         CouchResponder(
-            routes: makeRouter().buildResponder(), store: store, accessLog: AccessLog(logger: logger, listener: "database", enabled: options.accessLog), headers: CouchResponseHeaders(api: self),
+            routes: makeRouter().buildResponder(), store: store, accessLog: AccessLog(logger: logger, listener: "database", enabled: options.accessLog), metrics: options.metrics, headers: CouchResponseHeaders(api: self),
             errors: CouchErrors(api: self), body: CouchRequestBody(maxBodySize: options.maxBodySize),
             authentication: CouchAuthentication(api: self), cluster: options.cluster.map { ClusterPassThrough(api: self, cluster: $0) })
     }
@@ -58,6 +58,7 @@ extension CouchAPI {
         server.on("_session/**") { api, request in try await api.server.session(&request) }  // as CouchDB: the rest is ignored
         server.on("_active_tasks") { api, request in try api.server.activeTasks(request) }
         server.on("_membership") { api, request in try api.server.membership(request) }
+        server.on("_node/**") { api, request in try await api.nodes.answer(request.path[1...], request) }
         server.on("_replicate") { api, request in try await api.replication.replicate(request) }
         server.on("_scheduler") { api, request in try await api.replication.scheduler(request) }
         server.on("_scheduler/**") { api, request in try await api.replication.scheduler(request) }

@@ -8,6 +8,10 @@ import Foundation
 final class FeedCounter: Sendable {
     let limit: Int
     private let held = KeyedCounter()
+    /// Every feed open now, server admins' too (for the metrics).
+    private let openFeeds = Locked(0)
+    /// How many feeds are open now.
+    var count: Int { openFeeds.withLock { $0 } }
 
     init(limit: Int) {
         self.limit = limit
@@ -15,17 +19,19 @@ final class FeedCounter: Sendable {
 
     /// A feed held open while its `Slot` lives; 429 `too_many_requests` beyond the limit.
     final class Slot: Sendable {
-        let counter: FeedCounter?
-        let key: String
-        init(_ counter: FeedCounter?, _ key: String) {
+        let counter: FeedCounter
+        /// The user's key; nil for a server admin (not limited).
+        let key: String?
+        init(_ counter: FeedCounter, _ key: String?) {
             self.counter = counter
             self.key = key
+            counter.openFeeds.withLock { $0 += 1 }
         }
-        deinit { counter?.close(key) }
+        deinit { counter.close(key) }
     }
 
     func open(for request: APIRequest) throws -> Slot {
-        guard !request.user.isServerAdmin else { return Slot(nil, "") }
+        guard !request.user.isServerAdmin else { return Slot(self, nil) }
         let key = request.user.name.map { "user:" + $0 } ?? "client:" + request.client
         guard held.enter(key, limit: limit) else {
             throw CouchError(status: 429, error: "too_many_requests",
@@ -34,7 +40,8 @@ final class FeedCounter: Sendable {
         return Slot(self, key)
     }
 
-    fileprivate func close(_ key: String) {
-        held.leave(key)
+    fileprivate func close(_ key: String?) {
+        openFeeds.withLock { $0 -= 1 }
+        if let key { held.leave(key) }
     }
 }

@@ -32,6 +32,14 @@ public final class QueryServer: Sendable {
     public let timeout: Duration
     private let workers: [Worker]
     private let busy: Locked<[Int]>
+    /// Processes started since this query server was made (a crashed or killed one is restarted).
+    private let started = Locked(0)
+
+    /// How many processes may run, how many requests are using one now, and how many
+    /// processes were started so far.
+    public var statistics: (processes: Int, busy: Int, started: Int) {
+        (workers.count, busy.withLock { $0.reduce(0, +) }, started.withLock { $0 })
+    }
 
     /// - Parameters:
     ///   - executable: the `lt` binary; the server starts `lt js-server`.
@@ -40,7 +48,10 @@ public final class QueryServer: Sendable {
     public init(executable: URL, arguments: [String] = ["js-server"], timeout: Duration = .seconds(5), workers: Int = 2,
                 logger: Logger = Logger(label: "lt.javascript")) {
         self.timeout = timeout
-        self.workers = (0..<max(1, workers)).map { Worker(executable: executable, arguments: arguments, timeout: timeout, logger: logger, index: $0) }
+        let started = started
+        self.workers = (0..<max(1, workers)).map {
+            Worker(executable: executable, arguments: arguments, timeout: timeout, logger: logger, index: $0, started: started)
+        }
         busy = Locked(Array(repeating: 0, count: max(1, workers)))
     }
 
@@ -145,7 +156,11 @@ private final class Worker: @unchecked Sendable {
     /// Design documents (`id@rev`) this process has been sent.
     var designDocuments: Set<String> = []
 
-    init(executable: URL, arguments: [String], timeout: Duration, logger: Logger, index: Int) {
+    /// Counts the processes started (the query server's statistics).
+    let started: Locked<Int>
+
+    init(executable: URL, arguments: [String], timeout: Duration, logger: Logger, index: Int, started: Locked<Int>) {
+        self.started = started
         self.executable = executable
         self.arguments = arguments
         self.timeout = timeout
@@ -177,6 +192,7 @@ private final class Worker: @unchecked Sendable {
         do { try process.run() } catch {
             throw QueryServer.Failure(kind: .unavailable, error: "os_process_error", reason: "Cannot start the JavaScript query server: \(error)")
         }
+        started.withLock { $0 += 1 }
         self.process = process
         input = stdin.fileHandleForWriting
         outputFD = stdout.fileHandleForReading.fileDescriptor

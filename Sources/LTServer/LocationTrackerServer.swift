@@ -108,7 +108,8 @@ public enum LocationTrackerServer {
         return try DatabaseStore(
             directory: configuration.directory, maxOpen: configuration.maxOpenDatabases, durability: configuration.durability,
             validator: DesignDocumentValidator(queryServer: configuration.database.javascript, native: nativeValidators),
-            connections: configuration.sqliteConnections, maxDocumentSize: configuration.maxDocumentSize, logger: logger)
+            connections: configuration.sqliteConnections, maxDocumentSize: configuration.maxDocumentSize,
+            metrics: EngineMetrics(factory: configuration.database.metrics.factory), logger: logger)
     }
 
     /// The application beside the database API: on this server's engine (embedded) or on the
@@ -140,13 +141,29 @@ public enum LocationTrackerServer {
         // Every user's locations flow into lt_locations_all (a single shared database needs no consolidation).
         let consolidator = mode == .databasePerUser ? Consolidator(couch: couch, logger: logger) : nil
         let consolidation = Task { await consolidator?.run() }
+        if let consolidator { addMetrics(of: consolidator, to: configuration.database.metrics) }
+        var limits = configuration.application
+        limits.metrics = configuration.database.metrics
         defer { consolidation.cancel() }
         let application = try listener(
             "application API",
-            responder: TrackerHTTP(service: service, dashboard: configuration.dashboard, limits: configuration.application,
+            responder: TrackerHTTP(service: service, dashboard: configuration.dashboard, limits: limits,
                                    consolidator: consolidator, servesTLS: configuration.tls != nil, databasePort: databasePort).responder,
             port: configuration.applicationPort, serverName: "LocationTracker", configuration: configuration, logger: logger)
         try await ServiceGroup(configuration: groupConfiguration([database, application], logger: logger)).run()
+    }
+
+    /// Consolidation's backlog, lag and work done, read with the other metrics.
+    static func addMetrics(of consolidator: Consolidator, to metrics: ServerMetrics) {
+        metrics.addCollector {
+            let status = consolidator.status
+            metrics.gauge("lt_consolidation_backlog_databases", [("kind", "sweep")], Double(status.sweepRemaining))
+            metrics.gauge("lt_consolidation_backlog_databases", [("kind", "retrying")], Double(status.retrying))
+            metrics.gauge("lt_consolidation_unreadable_databases", [], Double(status.unreadable.count))
+            metrics.gauge("lt_consolidation_last_round_seconds", [], status.statistics.lastRoundSeconds)
+            metrics.total("lt_consolidation_documents_copied_total", [], status.statistics.documentsCopied)
+            metrics.total("lt_consolidation_rounds_total", [], status.statistics.rounds)
+        }
     }
 
     /// The cluster's client in cluster mode, once its URL's credentials are known to be a

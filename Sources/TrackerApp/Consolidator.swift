@@ -46,6 +46,9 @@ public final class Consolidator: Sendable {
         public var slowestRead = 0.0
         /// User databases the start-up sweep has looked at.
         public var swept = 0
+        /// How long the latest round took from hearing of the changes to having copied them:
+        /// how far `lt_locations_all` lags behind the users' databases, in seconds.
+        public var lastRoundSeconds = 0.0
 
         /// The work done since `earlier` (a snapshot of the same consolidator); the slowest
         /// read is the slowest so far.
@@ -219,6 +222,8 @@ public final class Consolidator: Sendable {
                 names.formUnion(dueRetries())
                 since = json["last_seq"]?.stringValue ?? since
                 let (unwritten, taken) = await consolidate(names.sorted(), parallelism: Consolidator.parallelism)
+                let took = roundStarted.duration(to: .now)
+                counters.withLockedValue { $0.lastRoundSeconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18 }
                 again = unwritten + taken
                 // lt_locations_all could not be written at all: try again shortly.
                 if !unwritten.isEmpty { try? await Task.sleep(for: .seconds(2)) }

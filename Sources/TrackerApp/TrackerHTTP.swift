@@ -14,6 +14,8 @@ public struct AppLimits: Sendable {
     public var clientAddress = ClientAddress()
     /// One info-level line per request (`--access-log`); off: at debug level.
     public var accessLog = true
+    /// Where its requests are counted and timed (the database listener's, in `lt serve`); nil: nowhere.
+    public var metrics: ServerMetrics?
     public init() {}
 }
 

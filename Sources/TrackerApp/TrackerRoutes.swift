@@ -220,6 +220,9 @@ struct ApplicationAccessLog: RouterMiddleware {
         let requestID = AccessLog.newRequestID()
         var status = 500
         defer {
+            let family = request.uri.path.hasPrefix("/api/") ? "app_api" : "dashboard"
+            http.limits.metrics?.recordRequest(listener: "application", method: request.method, status: status, family: family,
+                                               duration: start.duration(to: .now))
             if http.accessLog.isWritten {
                 let user = TrackerHTTP.basicCredentials(request)?.name ?? http.session(request)?.name
                 http.accessLog.record(method: request.method, path: request.uri.path, status: status, since: start,

@@ -175,6 +175,10 @@ struct Serve: AsyncParsableCommand {
         if let attribution = value(tileAttribution, "LT_TILE_ATTRIBUTION") { configuration.dashboard.tileAttribution = attribution }
         if !databaseOnly { configuration.places = try ServerResources.samplePlaces() }
         configuration.allocator = Allocator.description
+        let metrics = configuration.database.metrics
+        metrics.addCollector {
+            for (kind, bytes) in Allocator.statistics() { metrics.gauge("lt_allocator_bytes", [("kind", kind)], Double(bytes)) }
+        }
         return configuration
     }
 

@@ -296,6 +296,33 @@ def couchdb_python_session_replicate_conflicts(server):
     del couch[copy]
 
 
+# MARK: Prometheus' own parser (prometheus-client), and CouchDB's statistics shapes
+
+@test
+def prometheus_client_parses_metrics(server):
+    from prometheus_client.parser import text_string_to_metric_families
+    check(requests.get(f"{server.base}/_node/_local/_prometheus").status_code == 401, "metrics are for admins")
+    answer = server.http.get(f"{server.base}/_node/_local/_prometheus")
+    check(answer.status_code == 200 and answer.headers["Content-Type"].startswith("text/plain"), answer.headers)
+    families = list(text_string_to_metric_families(answer.text))  # raises on any malformed line
+    check(len(families) > 5, [f.name for f in families])
+    for family in families:
+        for sample in family.samples:
+            check(sample.value >= 0 or family.type == "gauge", f"{sample}")
+    histograms = [f for f in families if f.type == "histogram"]
+    check(histograms, "no histogram")
+    for family in histograms:
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                check("le" in sample.labels, f"{sample}")
+    stats = server.http.get(f"{server.base}/_node/_local/_stats").json()
+    methods = stats["couchdb"]["httpd_request_methods"]
+    check(methods["GET"]["type"] == "counter" and methods["GET"]["value"] > 0, methods)
+    check(stats["couchdb"]["request_time"]["type"] == "histogram", stats["couchdb"]["request_time"])
+    system = server.http.get(f"{server.base}/_node/_local/_system").json()
+    check(system["uptime"] >= 0 and isinstance(system["memory"], dict), system)
+
+
 def start_lt(binary):
     data = tempfile.mkdtemp(prefix="lt-clients-")
     log = open(os.path.join(data, "serve.log"), "w")

@@ -1,0 +1,27 @@
+import CoreMetrics
+
+/// What the store records about its writes, made once per store with the server's metrics
+/// factory (none: swift-metrics' no-op one): how many writes wait for a group commit, how many
+/// each commit carried, and how long each group transaction took, sync included.
+public struct EngineMetrics: Sendable {
+    /// Writes submitted and not yet committed, over all databases.
+    let queued: Meter
+    /// Writes (document writes, purges, `_local` saves) per group commit.
+    let batchSize: Recorder
+    /// One group transaction: its writes, the commit and the sync of the write-ahead log.
+    let transaction: Timer
+
+    public init(factory: any MetricsFactory = NOOPMetricsHandler.instance) {
+        queued = Meter(label: "lt_write_queue_depth", factory: factory)
+        batchSize = Recorder(label: "lt_write_batch_size", factory: factory)
+        transaction = Timer(label: "lt_write_transaction_duration_seconds", factory: factory)
+    }
+}
+
+extension EngineMetrics {
+    /// Whole nanoseconds from `start` to now.
+    static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
+        let (seconds, attoseconds) = start.duration(to: .now).components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

@@ -1,0 +1,76 @@
+import CouchEngine
+import CouchJSON
+import CouchProtocol
+import Foundation
+import HTTPServing
+import Replication
+
+extension CouchAPI {
+    /// `/_node/{node}/...`: metrics and statistics.
+    var nodes: NodeEndpoints { NodeEndpoints(api: self) }
+
+    /// The figures read when the metrics are: the store's databases, the open feeds, the
+    /// replication jobs, compactions and JavaScript processes.
+    func addMetricsCollectors() {
+        let metrics = options.metrics
+        metrics.addCollector { [store, feeds, jobs, compactions, javascript = options.javascript] in
+            metrics.gauge("lt_open_databases", [], Double(store.openCount))
+            metrics.gauge("lt_max_open_databases", [], Double(store.maxOpenDatabases))
+            metrics.total("lt_database_files_opened_total", [], store.filesOpened)
+            metrics.total("lt_database_evictions_total", [], store.evictions)
+            metrics.gauge("lt_changes_feeds_open", [], Double(feeds.count))
+            metrics.gauge("lt_compactions_running", [], Double(compactions.count))
+            var states = ["running": 0, "failing": 0, "completed": 0]
+            var read = 0, written = 0, failures = 0, pending = 0
+            for job in jobs.all {
+                let status = job.replication.status
+                switch status.state {
+                case .error, .offline: states["failing", default: 0] += 1
+                case .stopped: states["completed", default: 0] += 1
+                case .connecting, .busy, .idle: states["running", default: 0] += 1
+                }
+                read += status.docsRead
+                written += status.docsWritten
+                failures += status.docWriteFailures
+                pending += status.changesPending ?? 0
+            }
+            for (state, count) in states { metrics.gauge("lt_replication_jobs", [("state", state)], Double(count)) }
+            metrics.gauge("lt_replication_documents", [("kind", "read")], Double(read))
+            metrics.gauge("lt_replication_documents", [("kind", "written")], Double(written))
+            metrics.gauge("lt_replication_documents", [("kind", "write_failures")], Double(failures))
+            metrics.gauge("lt_replication_changes_pending", [], Double(pending))
+            if let javascript {
+                let statistics = javascript.statistics
+                metrics.gauge("lt_js_processes", [("state", "max")], Double(statistics.processes))
+                metrics.gauge("lt_js_processes", [("state", "busy")], Double(statistics.busy))
+                metrics.total("lt_js_processes_started_total", [], statistics.started)
+            }
+        }
+    }
+}
+
+/// Which family of routes a database-API path belongs to, for the request-time histograms:
+/// `documents`, `bulk`, `changes`, `find`, `views`, `geo`, `replication`, `database`, `server`.
+enum RouteFamily {
+    static func of(_ path: String) -> String {
+        let segments = CouchURL.segments(path)
+        guard let first = segments.first else { return "server" }
+        if first.hasPrefix("_") && !DatabaseStore.systemDatabases.contains(first) {
+            return first == "_replicate" || first == "_scheduler" ? "replication" : "server"
+        }
+        guard segments.count > 1 else { return "database" }
+        let second = segments[1]
+        switch second {
+        case "_changes": return "changes"
+        case "_bulk_docs", "_bulk_get", "_all_docs", "_design_docs", "_local_docs": return "bulk"
+        case "_revs_diff", "_missing_revs", "_ensure_full_commit", "_local": return "replication"
+        case "_find", "_explain", "_index": return "find"
+        case "_design":
+            guard segments.count > 3 else { return "documents" }
+            let function = segments[3]
+            if function.hasPrefix("_geo") { return "geo" }
+            return function.hasPrefix("_") ? "views" : "documents"
+        default: return second.hasPrefix("_") ? "database" : "documents"
+        }
+    }
+}

@@ -1,0 +1,185 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import HTTPServing
+import Hummingbird
+
+/// `/_node/{node}/_prometheus`, `_stats` and `_system` (server admins, as in CouchDB): the
+/// server's metrics (`ServerMetrics`) in Prometheus' text format, and read back into CouchDB's
+/// JSON shapes for the figures this server has. The node is `_local` or this one's name.
+struct NodeEndpoints: Sendable {
+    let api: CouchAPI
+    static let nodeNames: Set<String> = ["_local", "lt@localhost"]
+
+    /// The resource after `/_node/{node}/`.
+    func answer(_ path: ArraySlice<String>, _ request: APIRequest) async throws -> APIResponse {
+        guard let node = path.first, Self.nodeNames.contains(node) else {
+            throw CouchError.notFound("no node named \(path.first ?? "") (this server is lt@localhost, or _local)")
+        }
+        let rest = Array(path.dropFirst())
+        try request.requireServerAdmin()
+        switch rest.first {
+        case "_prometheus":
+            try request.requireMethod(.get)
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            headers[.cacheControl] = "must-revalidate"
+            let text = await api.options.metrics.exposition()
+            return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+        case "_stats":
+            try request.requireMethod(.get)
+            var stats = Self.stats(await api.options.metrics.samples())
+            for key in rest.dropFirst() {
+                guard let inner = stats[key] else { throw CouchError.notFound("no statistic \(rest.dropFirst().joined(separator: "/"))") }
+                stats = inner
+            }
+            return .json(stats)
+        case "_system":
+            try request.requireMethod(.get)
+            return .json(Self.system(await api.options.metrics.samples()))
+        default:
+            throw CouchError.notFound("missing")
+        }
+    }
+
+    // MARK: CouchDB's shapes
+
+    /// `{"value": v, "type": type, "desc": desc}`, as each `_stats` figure.
+    static func figure(_ value: JSON, _ type: String, _ desc: String) -> JSON {
+        ["value": value, "type": .string(type), "desc": .string(desc)]
+    }
+
+    static func number(_ value: Double) -> JSON {
+        value.rounded() == value && abs(value) < 1e15 ? .int(Int(value)) : .double(value)
+    }
+
+    /// `_stats`: CouchDB's sections for the figures it also has (`couchdb`, `couch_replicator`),
+    /// and `lt` for this server's own.
+    static func stats(_ samples: [PrometheusSample]) -> JSON {
+        let requests = samples.filter { $0.name == "lt_http_requests_total" && $0.labels["listener"] == "database" }
+        var methods = JSONObject()
+        var codes = JSONObject()
+        for method in Set(requests.compactMap { $0.labels["method"] }).sorted() {
+            let count = requests.filter { $0.labels["method"] == method }.reduce(0) { $0 + $1.value }
+            methods[method] = figure(number(count), "counter", "number of HTTP \(method) requests")
+        }
+        for code in Set(requests.compactMap { $0.labels["status"] }).sorted() {
+            let count = requests.filter { $0.labels["status"] == code }.reduce(0) { $0 + $1.value }
+            codes[code] = figure(number(count), "counter", "number of HTTP \(code) responses")
+        }
+        let database = ["listener": "database"]
+        let couchdb: JSONObject = [
+            "httpd": [
+                "requests": figure(number(requests.reduce(0) { $0 + $1.value }), "counter", "number of HTTP requests"),
+                "bulk_requests": figure(number(histogramCount(samples, "lt_http_request_duration_seconds", database.merging(["family": "bulk"]) { $1 })),
+                                        "counter", "number of bulk requests"),
+                "clients_requesting_changes": figure(number(samples.sum("lt_changes_feeds_open")), "gauge",
+                                                     "number of clients for continuous _changes"),
+            ],
+            "httpd_request_methods": .object(methods),
+            "httpd_status_codes": .object(codes),
+            "request_time": figure(histogram(samples, "lt_http_request_duration_seconds", database, scale: 1000), "histogram",
+                                   "length of a request inside the server, in milliseconds"),
+            "open_databases": figure(number(samples.sum("lt_open_databases")), "gauge", "number of open databases"),
+            "open_os_files": figure(number(samples.sum("lt_process_open_fds")), "gauge", "number of file descriptors the server has open"),
+        ]
+        let replicator: JSONObject = [
+            "jobs": [
+                "running": figure(number(samples.sum("lt_replication_jobs", ["state": "running"])), "gauge", "replication jobs running"),
+                "crashed": figure(number(samples.sum("lt_replication_jobs", ["state": "failing"])), "gauge",
+                                  "replication jobs retrying after an error"),
+                "total": figure(number(samples.sum("lt_replication_jobs")), "gauge", "replication jobs the server holds"),
+            ],
+        ]
+        let lt: JSONObject = [
+            "write_queue_depth": figure(number(samples.sum("lt_write_queue_depth")), "gauge", "writes waiting for a group commit"),
+            "write_batch_size": figure(histogram(samples, "lt_write_batch_size"), "histogram", "writes per group commit"),
+            "write_transaction_time": figure(histogram(samples, "lt_write_transaction_duration_seconds", scale: 1000), "histogram",
+                                             "one group commit's transaction, sync included, in milliseconds"),
+            "database_evictions": figure(number(samples.sum("lt_database_evictions_total")), "counter",
+                                         "databases closed to keep at most max_open_databases open"),
+            "database_files_opened": figure(number(samples.sum("lt_database_files_opened_total")), "counter", "database files opened"),
+            "max_open_databases": figure(number(samples.sum("lt_max_open_databases")), "gauge", "the most databases kept open"),
+            "replication_documents_read": figure(number(samples.sum("lt_replication_documents", ["kind": "read"])), "gauge",
+                                                 "documents read by the replication jobs held now"),
+            "replication_documents_written": figure(number(samples.sum("lt_replication_documents", ["kind": "written"])), "gauge",
+                                                    "documents written by the replication jobs held now"),
+            "replication_changes_pending": figure(number(samples.sum("lt_replication_changes_pending")), "gauge",
+                                                  "changes the replication jobs have still to read"),
+            "consolidation_backlog": figure(number(samples.sum("lt_consolidation_backlog_databases")), "gauge",
+                                            "user databases waiting to be consolidated (start-up sweep and retries)"),
+            "consolidation_documents_copied": figure(number(samples.sum("lt_consolidation_documents_copied_total")), "counter",
+                                                     "locations copied into lt_locations_all"),
+            "js_processes_busy": figure(number(samples.sum("lt_js_processes", ["state": "busy"])), "gauge",
+                                        "JavaScript query server processes in use"),
+        ]
+        return ["couchdb": .object(couchdb), "couch_replicator": .object(replicator), "lt": .object(lt)]
+    }
+
+    /// `_system`: the process's uptime, memory, open files and query-server processes.
+    static func system(_ samples: [PrometheusSample]) -> JSON {
+        var memory: JSONObject = [
+            "resident": number(samples.sum("lt_process_resident_memory_bytes")),
+            "anonymous": number(samples.sum("lt_process_anonymous_memory_bytes")),
+        ]
+        for sample in samples where sample.name == "lt_allocator_bytes" {
+            if let kind = sample.labels["kind"] { memory["allocator_" + kind] = number(sample.value) }
+        }
+        return [
+            "uptime": number(samples.sum("lt_process_uptime_seconds").rounded(.down)),
+            "memory": .object(memory),
+            "open_files": number(samples.sum("lt_process_open_fds")),
+            "open_file_limit": number(samples.sum("lt_process_max_fds")),
+            "os_proc_count": number(samples.sum("lt_js_processes", ["state": "busy"])),
+            "open_databases": number(samples.sum("lt_open_databases")),
+        ]
+    }
+
+    /// How many observations the histogram `name` has among series matching `labels`.
+    static func histogramCount(_ samples: [PrometheusSample], _ name: String, _ labels: [String: String]) -> Double {
+        samples.sum(name + "_count", labels)
+    }
+
+    /// A histogram (series matching `labels` added up) as CouchDB shows one: count, mean,
+    /// median and percentiles (interpolated within the buckets, as Prometheus'
+    /// `histogram_quantile`), and the buckets; values times `scale` (seconds to milliseconds).
+    static func histogram(_ samples: [PrometheusSample], _ name: String, _ labels: [String: String] = [:], scale: Double = 1) -> JSON {
+        var buckets: [Double: Double] = [:]
+        for sample in samples where sample.name == name + "_bucket" && labels.allSatisfy({ sample.labels[$0.key] == $0.value }) {
+            guard let bound = sample.labels["le"].flatMap({ $0 == "+Inf" ? Double.infinity : Double($0) }) else { continue }
+            buckets[bound, default: 0] += sample.value
+        }
+        let count = samples.sum(name + "_count", labels)
+        let sum = samples.sum(name + "_sum", labels)
+        let bounds = buckets.keys.sorted()
+        func quantile(_ q: Double) -> Double {
+            guard count > 0 else { return 0 }
+            let rank = q * count
+            var lower = 0.0, below = 0.0
+            for bound in bounds {
+                let cumulative = buckets[bound]!
+                if cumulative >= rank {
+                    // The last bucket has no upper bound: its lower bound is the best guess.
+                    guard bound.isFinite else { return lower * scale }
+                    let inBucket = cumulative - below
+                    let fraction = inBucket > 0 ? (rank - below) / inBucket : 1
+                    return (lower + (bound - lower) * fraction) * scale
+                }
+                (lower, below) = (bound, cumulative)
+            }
+            return lower * scale
+        }
+        var previous = 0.0
+        let histogram: [JSON] = bounds.map { bound in
+            defer { previous = buckets[bound]! }
+            return [bound.isFinite ? number(bound * scale) : "+Inf", number(buckets[bound]! - previous)]
+        }
+        return [
+            "n": number(count),
+            "arithmetic_mean": number(count > 0 ? sum / count * scale : 0),
+            "median": number(quantile(0.5)),
+            "percentile": .array([50, 75, 90, 95, 99, 999].map { p in [.int(p), number(quantile(p == 999 ? 0.999 : Double(p) / 100))] }),
+            "histogram": .array(histogram),
+        ]
+    }
+}

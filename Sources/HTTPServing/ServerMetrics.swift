@@ -1,0 +1,108 @@
+import CoreMetrics
+import Foundation
+import HTTPTypes
+import NIOConcurrencyHelpers
+import Prometheus
+
+/// One server's metrics: a Prometheus registry that swift-metrics' counters, timers and gauges
+/// record into (`factory`), the requests of both listeners (`recordRequest`), and figures read
+/// only when someone asks (`addCollector`: open databases, feeds, replication jobs, memory), so
+/// that the request path never computes them. `GET /_node/_local/_prometheus` serves
+/// `exposition()`; `_stats` and `_system` are read from `samples()`.
+///
+/// Every name starts with `lt_`; docs/deploying.md lists them with their meaning.
+public final class ServerMetrics: Sendable {
+    public let registry: PrometheusCollectorRegistry
+    /// What the server's parts make their metrics with (the engine's group commit, the
+    /// listeners): each records into `registry`.
+    public let factory: PrometheusMetricsFactory
+    /// When the server started, for the uptime.
+    public let started = ContinuousClock.now
+    private let collectors = NIOLockedValueBox<[@Sendable () async -> Void]>([])
+    /// The last total each `total(_:_:)` counter was brought to.
+    private let totals = NIOLockedValueBox<[String: Int64]>([:])
+
+    /// Request times from half a millisecond (a document read) to a minute (a long poll's
+    /// answer, a large replication batch).
+    public static let durationBuckets: [Duration] = [
+        .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10), .milliseconds(25),
+        .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .milliseconds(2500),
+        .seconds(5), .seconds(10), .seconds(30), .seconds(60),
+    ]
+    /// Sizes (documents in one group commit): one writer alone up to a large `_bulk_docs`.
+    public static let sizeBuckets: [Double] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 16384]
+
+    public init() {
+        registry = PrometheusCollectorRegistry()
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.defaultDurationHistogramBuckets = Self.durationBuckets
+        factory.defaultValueHistogramBuckets = Self.sizeBuckets
+        self.factory = factory
+        addProcessCollector()
+    }
+
+    /// Runs `collect` before every reading, to set gauges and totals from the server's state.
+    public func addCollector(_ collect: @escaping @Sendable () async -> Void) {
+        collectors.withLockedValue { $0.append(collect) }
+    }
+
+    /// The metrics in Prometheus' text format (version 0.0.4), collected now.
+    public func exposition() async -> String {
+        for collect in collectors.withLockedValue({ $0 }) { await collect() }
+        return registry.emitToString()
+    }
+
+    /// The metrics collected now, as samples (`_stats`, `_system`).
+    public func samples() async -> [PrometheusSample] {
+        PrometheusSample.parse(await exposition())
+    }
+
+    // MARK: Recording
+
+    /// Sets the gauge `name` (with `labels`) to `value`.
+    public func gauge(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
+        Gauge(label: name, dimensions: labels, factory: factory).record(value)
+    }
+
+    /// Brings the counter `name` (with `labels`) up to `total`, a count the server keeps
+    /// itself (files opened since the start): it goes up by what the count gained since the
+    /// last reading.
+    public func total(_ name: String, _ labels: [(String, String)] = [], _ total: Int) {
+        let key = name + labels.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+        let gained = totals.withLockedValue { last -> Int64 in
+            let gained = max(0, Int64(total) - last[key, default: 0])
+            last[key] = max(last[key, default: 0], Int64(total))
+            return gained
+        }
+        let counter = Counter(label: name, dimensions: labels, factory: factory)
+        if gained > 0 { counter.increment(by: gained) } else { counter.increment(by: 0) }
+    }
+
+    /// One request a listener answered: counted by method and status (with its class, `2xx`),
+    /// and timed by route family (`documents`, `bulk`, `changes`, ... `app_api`).
+    public func recordRequest(listener: String, method: HTTPRequest.Method, status: Int, family: String, duration: Duration) {
+        let code = (100...599).contains(status) ? status : 500
+        Counter(label: "lt_http_requests_total", dimensions: [
+            ("listener", listener), ("method", Self.methodLabel(method)), ("status", String(code)), ("status_class", "\(code / 100)xx"),
+        ], factory: factory).increment()
+        Timer(label: "lt_http_request_duration_seconds", dimensions: [("listener", listener), ("family", family)], factory: factory)
+            .recordNanoseconds(Self.nanoseconds(duration))
+    }
+
+    /// A method as a label: the standard ones by name, anything else as `OTHER`, so a client
+    /// cannot make new series by inventing methods.
+    static func methodLabel(_ method: HTTPRequest.Method) -> String {
+        switch method {
+        case .get, .head, .post, .put, .delete, .options, .patch: method.rawValue
+        case HTTPRequest.Method("COPY")!: "COPY"
+        default: "OTHER"
+        }
+    }
+
+    /// `duration` in whole nanoseconds, saturating.
+    public static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        return overflow ? .max : whole.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+    }
+}

@@ -44,6 +44,7 @@ let package = Package(
         .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         // Ordered JSON values: parse, serialize, compare. No dependencies.
@@ -197,6 +198,8 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Settings from a YAML file (`lt serve --config`), every key and type checked.
+        .target(name: "ConfigFile", dependencies: [.product(name: "Yams", package: "Yams")], swiftSettings: strict),
         // What the two executables share: process set-up (event loops, logging), the data
         // directory lock, the open-file budget, the JavaScript query server (`js-server`), shipped
         // data files, the allocator's name.
@@ -229,7 +232,7 @@ let package = Package(
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CommandSupport", "CouchJSON", "CouchEngine", "CouchProtocol", "HTTPServing", "LTServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
+                "CommandSupport", "ConfigFile", "CouchJSON", "CouchEngine", "CouchProtocol", "HTTPServing", "LTServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -245,7 +248,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "Geo", "HTTPServing", "MIMEMultipart", "TrackerApp",
+                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "ConfigFile", "Geo", "HTTPServing", "MIMEMultipart", "TrackerApp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs lt as a systemd service: a release build with jemalloc (scripts/install-deps.sh sees
 # to Debian's packages), then the binary (/usr/local/bin/lt), the unit
-# (/etc/systemd/system/lt.service, from deploy/), a settings file (/etc/lt/lt.env, kept if there
-# is one) and docs/deploying.md. It starts nothing: edit /etc/lt/lt.env, then
+# (/etc/systemd/system/lt.service, from deploy/), a settings file (/etc/lt/lt.yaml, kept if there
+# is one) and docs/deploying.md. It starts nothing: edit /etc/lt/lt.yaml, then
 # `systemctl enable --now lt`. Run as root. With DESTDIR=DIR it installs under DIR instead and
 # leaves systemd alone (packaging; CI checks the result that way).
 set -euo pipefail
@@ -17,14 +17,16 @@ swift build -c release --product lt
 bin="$(swift build -c release --show-bin-path)/lt"
 install -D -m 0755 "$bin" "$destdir/usr/local/bin/lt"
 install -D -m 0644 deploy/lt.service "$destdir/etc/systemd/system/lt.service"
-if [ -e "$destdir/etc/lt/lt.env" ]; then
-  echo "install.sh: keeping $destdir/etc/lt/lt.env"
+if [ -e "$destdir/etc/lt/lt.yaml" ]; then
+  echo "install.sh: keeping $destdir/etc/lt/lt.yaml"
 else
-  # Root-only: it may hold the admin's password (systemd reads it before starting the service).
-  install -D -m 0600 deploy/lt.env "$destdir/etc/lt/lt.env"
+  # Root-only: it may hold the admin's password (systemd hands the service a copy).
+  install -D -m 0600 deploy/lt.yaml "$destdir/etc/lt/lt.yaml"
 fi
 install -D -m 0644 docs/deploying.md "$destdir/usr/local/share/doc/lt/deploying.md"
 "$destdir/usr/local/bin/lt" serve --help >/dev/null  # the binary runs here
+# The settings file as the server will read it (keys, types), without starting anything.
+"$destdir/usr/local/bin/lt" serve --config "$destdir/etc/lt/lt.yaml" --data "$destdir/var/lib/lt" --print-config >/dev/null
 if command -v systemd-analyze >/dev/null 2>&1; then
   # The unit as systemd reads it, against the binary just installed (under DESTDIR too).
   check=$(mktemp -d)
@@ -35,4 +37,4 @@ fi
 if [ -z "$destdir" ] && [ -d /run/systemd/system ]; then
   systemctl daemon-reload
 fi
-echo "install.sh: installed under ${destdir:-/}; next: edit /etc/lt/lt.env (LT_ADMIN, TLS), then systemctl enable --now lt"
+echo "install.sh: installed under ${destdir:-/}; next: edit /etc/lt/lt.yaml (admin, TLS), then systemctl enable --now lt"

@@ -14,7 +14,11 @@ public struct TrustOptions: ParsableArguments {
     /// Trusts the CA file given, if any, for every request this process makes: call before the
     /// first. A file that is missing, unreadable or holds no certificate is a `CommandFailure`.
     public func apply() throws {
-        let path = caFile ?? ProcessInfo.processInfo.environment["LT_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        try Self.apply(caFile: caFile ?? ProcessInfo.processInfo.environment["LT_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 })
+    }
+
+    /// Trusts `caFile` (already chosen among the flag, variable and configuration file), if any.
+    public static func apply(caFile path: String?) throws {
         guard let path else { return }
         do { try ClientTrust.trust(caFile: path) } catch let failure as ClientTrust.Failure { throw CommandFailure(failure.description) }
     }

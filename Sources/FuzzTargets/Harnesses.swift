@@ -1,3 +1,4 @@
+import ConfigFile
 import CouchEngine
 import CouchJSON
 import CouchServer
@@ -16,7 +17,7 @@ import TrackerApp
 /// value prints and parses back to itself; a request the server refuses gets a CouchDB-style
 /// JSON error, never a 500).
 enum Harness: String, CaseIterable {
-    case json, selector, wkt, geo, multipart, revs, http, app
+    case json, selector, wkt, geo, multipart, revs, http, app, config
 
     static let current: Harness = {
         let name = ProcessInfo.processInfo.environment["LT_FUZZ_TARGET"] ?? ""
@@ -37,6 +38,7 @@ enum Harness: String, CaseIterable {
         case .revs: Harness.revs(bytes)
         case .http: HTTPHarness.shared.database(bytes)
         case .app: HTTPHarness.shared.application(bytes)
+        case .config: Harness.config(bytes)
         }
     }
 
@@ -54,6 +56,24 @@ enum Harness: String, CaseIterable {
         guard again == value else { finding("JSON changed in a round trip: \(String(decoding: printed.prefix(200), as: UTF8.self))") }
         _ = JSON.collate(value, again)
         _ = value.collationKey
+    }
+
+    static let configurationKeys: [String: ConfigurationFile.Kind] = [
+        "data": .string, "port": .integer, "database-only": .boolean, "access-log": .onOff, "trusted-proxy": .list,
+    ]
+
+    /// Configuration files: any text; what is accepted holds only known keys, each as the flag takes it.
+    static func config(_ bytes: [UInt8]) {
+        guard let file = try? ConfigurationFile(text: String(decoding: bytes, as: UTF8.self), path: "fuzz.yaml", keys: configurationKeys) else { return }
+        for (key, value) in file.values {
+            guard let kind = configurationKeys[key] else { finding("unknown key \(key) accepted") }
+            switch kind {
+            case .integer: if Int(value) == nil { finding("\(key): \(value) is not an integer") }
+            case .boolean: if value != "true" && value != "false" { finding("\(key): \(value)") }
+            case .onOff: if value != "on" && value != "off" { finding("\(key): \(value)") }
+            case .string, .list: break
+            }
+        }
     }
 
     static let documents: [JSON] = [

@@ -12,7 +12,7 @@ import TrackerApp
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the server: the CouchDB-compatible database API and the application API.",
-        discussion: "Every option can also be set with an LT_* environment variable (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS, LT_MAX_FEEDS_PER_USER, LT_MAX_DOCUMENT_SIZE, LT_PASSWORD_ITERATIONS). The dashboard is at /dashboard/ on the application port.")
+        discussion: "Every option can also be set in a YAML file given with --config (its key is the flag's name: db-port: 5984) and with an LT_* environment variable; a flag wins over a variable, a variable over the file (LT_DATA, LT_HOST, LT_DB_PORT, LT_PORT, LT_ADMIN, LT_LOG_LEVEL, LT_CORS_ORIGINS, LT_MAX_BODY_SIZE, LT_DURABILITY, LT_MAX_OPEN_DATABASES, LT_MODE, LT_COUCHDB_URL, LT_TILES, LT_TILE_ATTRIBUTION, LT_TRUSTED_PROXIES, LT_MAX_APP_BODY_SIZE, LT_JAVASCRIPT, LT_REQUEST_TIMEOUT, LT_BODY_TIMEOUT, LT_MAX_CONNECTIONS, LT_MAX_CONNECTIONS_PER_ADDRESS, LT_MAX_FEEDS_PER_USER, LT_MAX_DOCUMENT_SIZE, LT_PASSWORD_ITERATIONS, LT_TLS_CERT, LT_TLS_KEY, LT_CA_FILE, LT_LOG_FORMAT, LT_ACCESS_LOG, LT_DATABASE_ONLY, LT_CONFIG). --print-config shows the result. The dashboard is at /dashboard/ on the application port.")
 
     @Option(help: "Directory for databases and server settings. (LT_DATA, default ./lt-data)")
     var data: String?
@@ -103,26 +103,27 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var trust: TrustOptions
 
-    func value(_ option: String?, _ variable: String) -> String? {
-        option ?? ProcessInfo.processInfo.environment[variable].flatMap { $0.isEmpty ? nil : $0 }
-    }
+    @Option(help: "A YAML file of settings, one per option, named as its flag (db-port: 5984); a flag or LT_* variable overrides the file. (LT_CONFIG)")
+    var config: String?
 
-    func intValue(_ option: Int?, _ variable: String, default fallback: Int) throws -> Int {
-        if let option { return option }
-        guard let raw = value(nil, variable) else { return fallback }
-        guard let parsed = Int(raw) else { throw ValidationError("\(variable) must be an integer, not \(raw)") }
-        return parsed
-    }
+    @Flag(name: .customLong("print-config"), help: "Print the effective configuration (each setting and where it came from; secrets masked) and exit.")
+    var printConfig = false
 
     func run() async throws {
         ProcessSetup.runTasksOnEventLoops()
-        let levelName = value(logLevel, "LT_LOG_LEVEL") ?? "info"
+        let settings = try ServeSettings(configPath: config)
+        let levelName = settings.string("log-level", flag: logLevel, default: "info")!
         guard let level = Logger.Level(rawValue: levelName) else { throw ValidationError("Unknown log level \(levelName)") }
-        let formatName = value(logFormat, "LT_LOG_FORMAT") ?? "text"
+        let formatName = settings.string("log-format", flag: logFormat, default: "text")!
         guard let format = ProcessSetup.LogFormat(rawValue: formatName) else { throw ValidationError("--log-format must be text or json, not \(formatName)") }
+        let caFile = settings.string("ca-file", flag: trust.caFile)
+        let configuration = try configuration(settings)
+        if printConfig {
+            print(settings.printed, terminator: "")
+            return
+        }
         ProcessSetup.bootstrapLogging(level: level, format: format)
-        try trust.apply()
-        let configuration = try configuration()
+        try TrustOptions.apply(caFile: caFile)
         // Held until the server stops: users' databases are opened without file locks. (It
         // creates the directory too.)
         let directoryLock = try DirectoryLock.forCommand(configuration.directory)
@@ -134,46 +135,50 @@ struct Serve: AsyncParsableCommand {
         }
     }
 
-    /// The options and `LT_*` variables, checked, as the server's configuration.
-    func configuration() throws -> ServerConfiguration {
-        let maxOpen = try intValue(maxOpenDatabases, "LT_MAX_OPEN_DATABASES", default: ServerResources.openDatabaseBudget())
+    /// The options, `LT_*` variables and configuration file, checked, as the server's configuration.
+    func configuration(_ settings: ServeSettings) throws -> ServerConfiguration {
+        let maxOpen = try settings.int("max-open-databases", flag: maxOpenDatabases, default: ServerResources.openDatabaseBudget())
         try ServerResources.checkOpenDatabases(maxOpen)
         var configuration = ServerConfiguration(
-            directory: URL(fileURLWithPath: value(data, "LT_DATA") ?? "./lt-data", isDirectory: true), maxOpenDatabases: maxOpen)
-        configuration.host = value(host, "LT_HOST") ?? "127.0.0.1"
-        configuration.databasePort = try intValue(dbPort, "LT_DB_PORT", default: 5984)
-        configuration.applicationPort = try intValue(port, "LT_PORT", default: 8080)
-        configuration.durability = try Durability.option(value(durability, "LT_DURABILITY") ?? "full")
-        let modeName = value(mode, "LT_MODE") ?? TrackerService.Mode.databasePerUser.rawValue
+            directory: URL(fileURLWithPath: settings.string("data", flag: data, default: "./lt-data")!, isDirectory: true), maxOpenDatabases: maxOpen)
+        configuration.host = settings.string("host", flag: host, default: "127.0.0.1")!
+        configuration.databasePort = try settings.int("db-port", flag: dbPort, default: 5984)
+        configuration.applicationPort = try settings.int("port", flag: port, default: 8080)
+        guard (0...65535).contains(configuration.databasePort), (0...65535).contains(configuration.applicationPort) else {
+            throw ValidationError("ports are from 0 (any free one) to 65535")
+        }
+        configuration.durability = try Durability.option(settings.string("durability", flag: durability, default: "full")!)
+        let modeName = settings.string("mode", flag: mode, default: TrackerService.Mode.databasePerUser.rawValue)!
         guard let appMode = TrackerService.Mode(rawValue: modeName) else {
             throw ValidationError("--mode must be \(TrackerService.Mode.allCases.map(\.rawValue).joined(separator: " or ")), not \(modeName)")
         }
         configuration.mode = appMode
-        configuration.databaseOnly = databaseOnly
-        configuration.clusterURL = databaseOnly ? nil : value(couchdb, "LT_COUCHDB_URL")
-        if let admin = value(admin, "LT_ADMIN") {
+        configuration.databaseOnly = try settings.bool("database-only", flag: databaseOnly)
+        let clusterURL = settings.string("couchdb", flag: couchdb)
+        configuration.clusterURL = configuration.databaseOnly ? nil : clusterURL
+        if let admin = settings.string("admin", flag: admin) {
             guard let colon = admin.firstIndex(of: ":"), colon != admin.startIndex else {
                 throw ValidationError("--admin must be NAME:PASSWORD")
             }
             configuration.admin = (String(admin[..<colon]), String(admin[admin.index(after: colon)...]))
         }
-        configuration.maxDocumentSize = try intValue(maxDocumentSize, "LT_MAX_DOCUMENT_SIZE", default: configuration.maxDocumentSize)
+        configuration.maxDocumentSize = try settings.int("max-document-size", flag: maxDocumentSize, default: configuration.maxDocumentSize)
         guard configuration.maxDocumentSize > 0 else { throw ValidationError("--max-document-size must be positive") }
-        configuration.database.pbkdf2Iterations = try intValue(passwordIterations, "LT_PASSWORD_ITERATIONS", default: configuration.database.pbkdf2Iterations)
+        configuration.database.pbkdf2Iterations = try settings.int("password-iterations", flag: passwordIterations, default: configuration.database.pbkdf2Iterations)
         guard (1...100_000_000).contains(configuration.database.pbkdf2Iterations) else {
             throw ValidationError("--password-iterations must be between 1 and 100,000,000")
         }
-        try limits(&configuration)
-        try javascriptOption(&configuration)
-        configuration.tls = try certificate()
-        switch value(accessLog, "LT_ACCESS_LOG") ?? "on" {
+        try limits(&configuration, settings)
+        try javascriptOption(&configuration, settings)
+        configuration.tls = try certificate(settings)
+        switch settings.string("access-log", flag: accessLog, default: "on")! {
         case "on": break
         case "off": (configuration.database.accessLog, configuration.application.accessLog) = (false, false)
         case let other: throw ValidationError("--access-log must be on or off, not \(other)")
         }
-        if let tiles = value(tiles, "LT_TILES") { configuration.dashboard.tileURL = tiles }
-        if let attribution = value(tileAttribution, "LT_TILE_ATTRIBUTION") { configuration.dashboard.tileAttribution = attribution }
-        if !databaseOnly { configuration.places = try ServerResources.samplePlaces() }
+        if let tiles = settings.string("tiles", flag: tiles) { configuration.dashboard.tileURL = tiles }
+        if let attribution = settings.string("tile-attribution", flag: tileAttribution) { configuration.dashboard.tileAttribution = attribution }
+        if !configuration.databaseOnly { configuration.places = try ServerResources.samplePlaces() }
         configuration.allocator = Allocator.description
         let metrics = configuration.database.metrics
         metrics.addCollector {
@@ -183,14 +188,14 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// Body sizes, trusted proxies, connection limits and timeouts, feeds per user, CORS.
-    func limits(_ configuration: inout ServerConfiguration) throws {
-        configuration.database.maxBodySize = try intValue(maxBodySize, "LT_MAX_BODY_SIZE", default: configuration.database.maxBodySize)
-        configuration.application.maxBodySize = try intValue(maxAppBodySize, "LT_MAX_APP_BODY_SIZE", default: configuration.application.maxBodySize)
+    func limits(_ configuration: inout ServerConfiguration, _ settings: ServeSettings) throws {
+        configuration.database.maxBodySize = try settings.int("max-body-size", flag: maxBodySize, default: configuration.database.maxBodySize)
+        configuration.application.maxBodySize = try settings.int("max-app-body-size", flag: maxAppBodySize, default: configuration.application.maxBodySize)
         guard configuration.database.maxBodySize > 0, configuration.application.maxBodySize > 0 else { throw ValidationError("body sizes must be positive") }
         let clientAddress: ClientAddress
         do {
-            let proxies = (trustedProxy.isEmpty ? [value(nil, "LT_TRUSTED_PROXIES") ?? ""] : trustedProxy)
-                .flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let proxies = (settings.string("trusted-proxy", flag: trustedProxy.isEmpty ? nil : trustedProxy.joined(separator: ",")) ?? "")
+                .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             clientAddress = ClientAddress(trustedProxies: try proxies.map(AddressRange.init))
         } catch let error as CouchError {
             throw ValidationError("--trusted-proxy: \(error.reason)")
@@ -199,10 +204,10 @@ struct Serve: AsyncParsableCommand {
         configuration.application.clientAddress = clientAddress
         var connections = ConnectionLimits()
         connections.clientAddress = clientAddress
-        let headSeconds = try intValue(requestTimeout, "LT_REQUEST_TIMEOUT", default: 60)
-        let bodySeconds = try intValue(bodyTimeout, "LT_BODY_TIMEOUT", default: 30)
-        connections.maxConnections = try intValue(maxConnections, "LT_MAX_CONNECTIONS", default: connections.maxConnections)
-        connections.maxConnectionsPerAddress = try intValue(maxConnectionsPerAddress, "LT_MAX_CONNECTIONS_PER_ADDRESS", default: connections.maxConnectionsPerAddress)
+        let headSeconds = try settings.int("request-timeout", flag: requestTimeout, default: 60)
+        let bodySeconds = try settings.int("body-timeout", flag: bodyTimeout, default: 30)
+        connections.maxConnections = try settings.int("max-connections", flag: maxConnections, default: connections.maxConnections)
+        connections.maxConnectionsPerAddress = try settings.int("max-connections-per-address", flag: maxConnectionsPerAddress, default: connections.maxConnectionsPerAddress)
         guard (1...86_400).contains(headSeconds), (1...86_400).contains(bodySeconds) else {
             throw ValidationError("--request-timeout and --body-timeout are seconds from 1 to 86400")
         }
@@ -212,15 +217,15 @@ struct Serve: AsyncParsableCommand {
         connections.requestHeadTimeout = .seconds(headSeconds)
         connections.bodyReadTimeout = .seconds(bodySeconds)
         configuration.connections = connections
-        configuration.database.maxFeedsPerUser = try intValue(maxFeedsPerUser, "LT_MAX_FEEDS_PER_USER", default: configuration.database.maxFeedsPerUser)
+        configuration.database.maxFeedsPerUser = try settings.int("max-feeds-per-user", flag: maxFeedsPerUser, default: configuration.database.maxFeedsPerUser)
         guard configuration.database.maxFeedsPerUser > 0 else { throw ValidationError("--max-feeds-per-user must be positive") }
-        configuration.database.corsOrigins = (value(corsOrigins, "LT_CORS_ORIGINS") ?? "").split(separator: ",")
+        configuration.database.corsOrigins = (settings.string("cors-origins", flag: corsOrigins) ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 
     /// `--tls-cert` and `--tls-key`, both or neither, read and checked now.
-    func certificate() throws -> ServerCertificate? {
-        switch (value(tlsCert, "LT_TLS_CERT"), value(tlsKey, "LT_TLS_KEY")) {
+    func certificate(_ settings: ServeSettings) throws -> ServerCertificate? {
+        switch (settings.string("tls-cert", flag: tlsCert), settings.string("tls-key", flag: tlsKey)) {
         case (nil, nil): return nil
         case let (certificate?, key?):
             do { return try ServerCertificate(certificatePath: certificate, keyPath: key) } catch let failure as ServerCertificate.Failure {
@@ -232,8 +237,8 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// `--javascript on|off`, and whether this build has an engine at all.
-    func javascriptOption(_ configuration: inout ServerConfiguration) throws {
-        let setting = value(javascript, "LT_JAVASCRIPT") ?? "on"
+    func javascriptOption(_ configuration: inout ServerConfiguration, _ settings: ServeSettings) throws {
+        let setting = settings.string("javascript", flag: javascript, default: "on")!
         switch setting {
         case "on": configuration.database.javascript = ServerResources.javascriptQueryServer()
         case "off": configuration.database.javascript = nil

@@ -203,11 +203,12 @@ public final class TestServer: @unchecked Sendable {
     }
 
     /// Runs the lt binary (a CLI command, or a server expected to refuse to start); its exit
-    /// status, standard output and standard error.
-    public static func runLT(_ arguments: [String]) throws -> (status: Int32, output: String, errors: String) {
+    /// status, standard output and standard error. `environment`: variables to add to this process's.
+    public static func runLT(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String, errors: String) {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let output = Pipe()
         // Standard error goes to a file, so a full pipe can never stall the command.
         let errorFile = FileManager.default.temporaryDirectory.appendingPathComponent("lt-stderr-\(UUID().uuidString)")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs lt as a systemd service: a release build with jemalloc (scripts/install-deps.sh sees
 # to Debian's packages), then the binary (/usr/local/bin/lt), the unit
-# (/etc/systemd/system/lt.service, from deploy/), a settings file (/etc/lt/lt.yaml, kept if there
+# (/etc/systemd/system/lt.service, and lt-backup.service/.timer for nightly backups, from
+# deploy/), a settings file (/etc/lt/lt.yaml, kept if there
 # is one) and docs/deploying.md. It starts nothing: edit /etc/lt/lt.yaml, then
 # `systemctl enable --now lt`. Run as root. With DESTDIR=DIR it installs under DIR instead and
 # leaves systemd alone (packaging; CI checks the result that way).
@@ -17,6 +18,8 @@ swift build -c release --product lt
 bin="$(swift build -c release --show-bin-path)/lt"
 install -D -m 0755 "$bin" "$destdir/usr/local/bin/lt"
 install -D -m 0644 deploy/lt.service "$destdir/etc/systemd/system/lt.service"
+install -D -m 0644 deploy/lt-backup.service "$destdir/etc/systemd/system/lt-backup.service"
+install -D -m 0644 deploy/lt-backup.timer "$destdir/etc/systemd/system/lt-backup.timer"
 if [ -e "$destdir/etc/lt/lt.yaml" ]; then
   echo "install.sh: keeping $destdir/etc/lt/lt.yaml"
 else
@@ -31,8 +34,10 @@ if command -v systemd-analyze >/dev/null 2>&1; then
   # The unit as systemd reads it, against the binary just installed (under DESTDIR too).
   check=$(mktemp -d)
   trap 'rm -rf "$check"' EXIT
-  sed "s#/usr/local/bin/lt#$destdir/usr/local/bin/lt#" deploy/lt.service > "$check/lt.service"
-  systemd-analyze verify "$check/lt.service"
+  for unit in lt.service lt-backup.service lt-backup.timer; do
+    sed "s#/usr/local/bin/lt#$destdir/usr/local/bin/lt#" "deploy/$unit" > "$check/$unit"
+  done
+  systemd-analyze verify "$check/lt.service" "$check/lt-backup.service" "$check/lt-backup.timer"
 fi
 if [ -z "$destdir" ] && [ -d /run/systemd/system ]; then
   systemctl daemon-reload

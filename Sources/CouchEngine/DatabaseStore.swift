@@ -132,7 +132,7 @@ public final class DatabaseStore: Sendable {
     }
 
     func path(for name: String) -> String {
-        databasesPath + name.replacingOccurrences(of: "/", with: "%2F") + ".sqlite"
+        databasesPath + DatabaseStore.fileName(of: name)
     }
 
     /// Whether the database exists (one being deleted no longer does).

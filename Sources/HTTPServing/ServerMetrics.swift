@@ -19,6 +19,14 @@ public final class ServerMetrics: Sendable {
     /// When the server started, for the uptime.
     public let started = ContinuousClock.now
     private let collectors = NIOLockedValueBox<[@Sendable () async -> Void]>([])
+    /// The request counters and timers made so far (`recordRequest`).
+    private let requestSeries = NIOLockedValueBox<[RequestSeries: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
+    private struct RequestSeries: Hashable {
+        var listener: String
+        var method: String
+        var status: Int
+        var family: String
+    }
     /// The last total each `total(_:_:)` counter was brought to.
     private let totals = NIOLockedValueBox<[String: Int64]>([:])
 
@@ -74,19 +82,34 @@ public final class ServerMetrics: Sendable {
             last[key] = max(last[key, default: 0], Int64(total))
             return gained
         }
+        // Made even when nothing was gained: the series shows from the first reading, at 0.
         let counter = Counter(label: name, dimensions: labels, factory: factory)
-        if gained > 0 { counter.increment(by: gained) } else { counter.increment(by: 0) }
+        if gained > 0 { counter.increment(by: gained) }
     }
 
     /// One request a listener answered: counted by method and status (with its class, `2xx`),
-    /// and timed by route family (`documents`, `bulk`, `changes`, ... `app_api`).
+    /// and timed by route family (`documents`, `bulk`, `changes`, ... `app_api`). Each
+    /// combination's counter and timer are made once and kept (few: methods are the standard
+    /// ones, statuses the server's own, families fixed), so a request costs a lookup by small
+    /// values instead of the registry's by labels.
     public func recordRequest(listener: String, method: HTTPRequest.Method, status: Int, family: String, duration: Duration) {
         let code = (100...599).contains(status) ? status : 500
-        Counter(label: "lt_http_requests_total", dimensions: [
-            ("listener", listener), ("method", Self.methodLabel(method)), ("status", String(code)), ("status_class", "\(code / 100)xx"),
-        ], factory: factory).increment()
-        Timer(label: "lt_http_request_duration_seconds", dimensions: [("listener", listener), ("family", family)], factory: factory)
-            .recordNanoseconds(Self.nanoseconds(duration))
+        let method = Self.methodLabel(method)
+        let key = RequestSeries(listener: listener, method: method, status: code, family: family)
+        let handles = requestSeries.withLockedValue { $0[key] } ?? makeRequestSeries(key)
+        handles.counter.increment()
+        handles.timer.recordNanoseconds(Self.nanoseconds(duration))
+    }
+
+    private func makeRequestSeries(_ key: RequestSeries) -> (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer) {
+        let handles = (
+            Counter(label: "lt_http_requests_total", dimensions: [
+                ("listener", key.listener), ("method", key.method), ("status", String(key.status)), ("status_class", "\(key.status / 100)xx"),
+            ], factory: factory),
+            Timer(label: "lt_http_request_duration_seconds", dimensions: [("listener", key.listener), ("family", key.family)], factory: factory)
+        )
+        requestSeries.withLockedValue { $0[key] = handles }
+        return handles
     }
 
     /// A method as a label: the standard ones by name, anything else as `OTHER`, so a client

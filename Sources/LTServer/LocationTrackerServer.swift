@@ -64,12 +64,13 @@ public enum LocationTrackerServer {
         let database = try listener(
             "database API", responder: api.responder, port: configuration.databasePort, serverName: nil,
             configuration: configuration, logger: logger) { port in boundDatabasePort.withLockedValue { $0 = port } }
+        let control = try ControlSocket.service(directory: configuration.directory, store: store, logger: logger)
         if configuration.databaseOnly {
-            try await ServiceGroup(configuration: groupConfiguration([database], logger: logger)).run()
+            try await ServiceGroup(configuration: groupConfiguration([database, control], logger: logger)).run()
             return
         }
         try await runWithApplication(
-            configuration, api: api, store: store, database: database,
+            configuration, api: api, store: store, database: database, control: control,
             databasePort: { boundDatabasePort.withLockedValue { $0 } }, logger: logger)
     }
 
@@ -115,7 +116,7 @@ public enum LocationTrackerServer {
     /// The application beside the database API: on this server's engine (embedded) or on the
     /// cluster, with this server's mirrors for geo queries, consolidation and purges.
     static func runWithApplication(
-        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, database: some Service,
+        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, database: some Service, control: some Service,
         databasePort: @escaping @Sendable () -> Int, logger: Logger
     ) async throws {
         let cluster = try await clusterClient(configuration)
@@ -150,7 +151,7 @@ public enum LocationTrackerServer {
             responder: TrackerHTTP(service: service, dashboard: configuration.dashboard, limits: limits,
                                    consolidator: consolidator, servesTLS: configuration.tls != nil, databasePort: databasePort).responder,
             port: configuration.applicationPort, serverName: "LocationTracker", configuration: configuration, logger: logger)
-        try await ServiceGroup(configuration: groupConfiguration([database, application], logger: logger)).run()
+        try await ServiceGroup(configuration: groupConfiguration([database, application, control], logger: logger)).run()
     }
 
     /// Consolidation's backlog, lag and work done, read with the other metrics.

@@ -1,0 +1,53 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Progress of a long command on standard error: on a terminal one line redrawn in place
+/// (`[########........]  52%  61/117 databases  80.3 MiB  lt_locations_user_bob`); otherwise (a
+/// log, CI) a line at each tenth of the way, so logs stay short.
+public final class ProgressLine: @unchecked Sendable {
+    let what: String
+    let total: Int
+    let onTerminal = isatty(STDERR_FILENO) == 1
+    private var lastTenth = -1
+
+    /// `total` steps of `what` (plural: "databases").
+    public init(total: Int, of what: String) {
+        self.total = total
+        self.what = what
+    }
+
+    /// `done` of the steps are done, `bytes` so far; `label`: the step under way.
+    public func update(done: Int, bytes: Int64, label: String = "") {
+        let fraction = total == 0 ? 1 : Double(done) / Double(total)
+        let size = ProgressLine.size(bytes)
+        if onTerminal {
+            let width = 24
+            let filled = Int(fraction * Double(width))
+            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+            let percent = String(Int(fraction * 100))
+            let line = "\r[\(bar)] \(String(repeating: " ", count: 3 - percent.count))\(percent)%  \(done)/\(total) \(what)  \(size)  \(label.prefix(40))"
+            FileHandle.standardError.write(Data((line.padding(toLength: 110, withPad: " ", startingAt: 0)).utf8))
+        } else {
+            let tenth = Int(fraction * 10)
+            guard tenth > lastTenth else { return }
+            lastTenth = tenth
+            FileHandle.standardError.write(Data("\(tenth * 10)%: \(done)/\(total) \(what), \(size)\n".utf8))
+        }
+    }
+
+    /// Ends the redrawn line.
+    public func finish() {
+        if onTerminal { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+
+    /// Bytes for people: "812 KiB", "80.3 MiB", "1.20 GiB".
+    public static func size(_ bytes: Int64) -> String {
+        let value = Double(bytes)
+        if value < 1_048_576 { return String(format: "%.0f KiB", value / 1024) }
+        if value < 1_073_741_824 { return String(format: "%.1f MiB", value / 1_048_576) }
+        return String(format: "%.2f GiB", value / 1_073_741_824)
+    }
+}

@@ -1,0 +1,91 @@
+import CouchEngine
+import CouchJSON
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import NIOPosix
+import ServiceLifecycle
+
+/// The server's local control socket, `<data>/control.sock` (mode 0600): what only someone who
+/// may use the data directory may ask, over HTTP on a Unix socket. Today: the online backup
+/// (`lt backup`), which must come from the server itself — it alone may open the databases
+/// while it runs (users' databases are opened without file locks).
+///
+///     GET  /backup/databases         ["_users", "lt_places", …]
+///     GET  /backup/server.json       the server's settings file (admins' hashes, cookie secret)
+///     POST /backup/databases/{name}  a consistent snapshot of one database (SQLite file)
+public enum ControlSocket {
+    /// The socket's path in a data directory.
+    public static func path(in directory: URL) -> String {
+        directory.appendingPathComponent("control.sock").path
+    }
+
+    /// The socket's listener. A socket file left by a process that ended is removed first (the
+    /// caller holds the directory's lock, so no running server owns it).
+    static func service(directory: URL, store: DatabaseStore, logger: Logger) throws -> some Service {
+        let path = path(in: directory)
+        // sun_path holds 107 bytes and a NUL.
+        guard path.utf8.count < 108 else {
+            throw ServerStartFailure("the data directory's path is too long for its control socket (\(path)): use a shorter --data")
+        }
+        try? FileManager.default.removeItem(atPath: path)
+        return Application(
+            router: router(directory: directory, store: store, logger: logger),
+            configuration: .init(address: .unixDomainSocket(path: path), serverName: nil),
+            onServerRunning: { _ in _ = chmod(path, 0o600) },
+            logger: logger)
+    }
+
+    static func router(directory: URL, store: DatabaseStore, logger: Logger) -> Router<BasicRequestContext> {
+        let router = Router()
+        router.get("/backup/databases") { _, _ in
+            let names = try await store.allNamesOffThread()
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: JSON.array(names.map(JSON.string)).bytes)))
+        }
+        router.get("/backup/server.json") { _, _ in
+            let data = try Data(contentsOf: directory.appendingPathComponent("server.json"))
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        }
+        router.post("/backup/databases/:name") { _, context in
+            let name = context.parameters.get("name")?.removingPercentEncoding ?? ""
+            guard store.exists(name) else {
+                return Response(status: .notFound, headers: [.contentType: "application/json"],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: (["error": "not_found", "reason": .string("no database \(name)")] as JSON).bytes)))
+            }
+            let started = ContinuousClock.now
+            let file = try await store.snapshot(of: name)
+            let stream = try SnapshotStream(file)
+            logger.debug("backup: snapshot of \(name) (\(stream.size) bytes) in \(started.duration(to: .now))")
+            return Response(status: .ok, headers: [.contentType: "application/vnd.sqlite3", .contentLength: String(stream.size)],
+                            body: ResponseBody(contentLength: stream.size) { writer in try await stream.write(to: &writer) })
+        }
+        return router
+    }
+}
+
+/// A snapshot file sent and gone: unlinked once open (the open descriptor keeps its bytes
+/// until closed, so nothing is left behind however the transfer ends), read off the event
+/// loops a megabyte at a time.
+final class SnapshotStream: @unchecked Sendable {
+    private let handle: FileHandle
+    let size: Int
+
+    init(_ file: URL) throws {
+        handle = try FileHandle(forReadingFrom: file)
+        size = Int((try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? NSNumber)?.intValue ?? 0)
+        try? FileManager.default.removeItem(at: file)
+    }
+
+    deinit { try? handle.close() }
+
+    func write(to writer: inout any ResponseBodyWriter) async throws {
+        while true {
+            let chunk = try await NIOThreadPool.singleton.runIfActive { [handle] in try handle.read(upToCount: 1 << 20) ?? Data() }
+            if chunk.isEmpty { break }
+            try await writer.write(ByteBuffer(bytes: chunk))
+        }
+        try await writer.finish(nil)
+    }
+}

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what lt needs beyond Swift, where it is missing: duktape-dev (the JavaScript engine
 # for design documents; without it lt builds, and JavaScript requests answer with a clear
-# error), libsqlite3-dev, libjemalloc-dev (the allocator; optional, faster) and libxml2 (GPX
-# files). With --for-tests, also CouchDB-Python 1.2 (for its test suite), schemathesis (the
+# error), libsqlite3-dev, libjemalloc-dev (the allocator; optional, faster), libxml2 (GPX
+# files) and libjs-leaflet with libjs-leaflet.markercluster (the dashboard's map). With --for-tests, also CouchDB-Python 1.2 (for its test suite), schemathesis (the
 # OpenAPI conformance run), Chromium and a DevTools client (the dashboard's browser tests),
 # openssl and curl (the TLS tests).
 set -euo pipefail
@@ -56,11 +56,14 @@ fi
 if [ "${1:-}" = "--for-tests" ] && { ! command -v openssl >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; }; then
   apt_install "for the TLS tests" openssl curl
 fi
-# The dashboard's browser tests: Debian's headless Chromium, the Leaflet packages the
-# dashboard serves when present, and a DevTools-protocol client.
+# The dashboard's map: Leaflet and its marker clusters from Debian, served by lt itself (no CDN).
+if [ ! -f /usr/share/javascript/leaflet/leaflet.js ] || [ ! -f /usr/share/javascript/leaflet/leaflet.markercluster.js ]; then
+  apt_install "for the dashboard's map" libjs-leaflet libjs-leaflet.markercluster || true
+fi
+# The dashboard's browser tests: Debian's headless Chromium and a DevTools-protocol client.
 if [ "${1:-}" = "--for-tests" ]; then
-  if ! command -v chromium >/dev/null 2>&1 || [ ! -f /usr/share/javascript/leaflet/leaflet.markercluster.js ]; then
-    apt_install "for the dashboard's browser tests" chromium libjs-leaflet libjs-leaflet.markercluster || true
+  if ! command -v chromium >/dev/null 2>&1; then
+    apt_install "for the dashboard's browser tests" chromium || true
   fi
   if ! python3 -c "import websocket" 2>/dev/null; then
     python3 -m pip install --quiet websocket-client

@@ -11,16 +11,15 @@ public struct DashboardOptions: Sendable {
     /// A Leaflet tile URL template; OpenStreetMap's by default.
     public var tileURL = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
     public var tileAttribution = "&copy; <a href=\"https://www.openstreetmap.org/copyright\">OpenStreetMap</a> contributors"
-    /// Where Debian's libjs-leaflet and libjs-leaflet.markercluster put their files; when
-    /// missing, the page loads Leaflet from a public CDN.
+    /// Where Debian's libjs-leaflet and libjs-leaflet.markercluster put their files (installed
+    /// by scripts/install-deps.sh); when missing, the page says so and shows its lists only.
     public var leafletDirectory = "/usr/share/javascript/leaflet"
 
     public init() {}
 }
 
-/// What the dashboard serves, resolved once when the server starts: its own files, where
-/// Leaflet comes from (Debian's files, else the CDN), the page's configuration and its content
-/// security policy.
+/// What the dashboard serves, resolved once when the server starts: its own files, whether
+/// Leaflet is there (Debian's files), the page's configuration and its content security policy.
 struct DashboardAssets: Sendable {
     let pages: [String: [UInt8]]
     let config: JSON
@@ -40,20 +39,19 @@ struct DashboardAssets: Sendable {
         }
         let leaflet = vendor(["leaflet.min.js", "leaflet.js"])
         let cluster = vendor(["leaflet.markercluster.min.js", "leaflet.markercluster.js"])
+        // Leaflet from this server only (no CDN at run time: a private server's page must not
+        // depend on, or tell, a third party); without it the page says what to install.
         config = [
             "tiles": .string(options.tileURL), "attribution": .string(options.tileAttribution),
-            "leaflet": .string(leaflet ?? "https://unpkg.com/leaflet@1.9.4/dist/leaflet.js"),
-            "leaflet_css": leaflet != nil ? "vendor/leaflet.css" : "https://unpkg.com/leaflet@1.9.4/dist/leaflet.css",
-            "markercluster": .string(cluster ?? "https://unpkg.com/leaflet.markercluster@1.5.3/dist/leaflet.markercluster.js"),
-            "markercluster_css": .array((cluster != nil ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"]
-                : ["https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.css",
-                   "https://unpkg.com/leaflet.markercluster@1.5.3/dist/MarkerCluster.Default.css"]).map(JSON.string)),
+            "leaflet": leaflet.map(JSON.string) ?? .null,
+            "leaflet_css": "vendor/leaflet.css",
+            "markercluster": cluster.map(JSON.string) ?? .null,
+            "markercluster_css": cluster != nil ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"] : [],
             "place_radius": .double(4023.35),
         ]
-        // Scripts and styles from this server (and the CDN when Leaflet is not installed), map
-        // tiles from the tile server, requests to this server only; no framing. Leaflet
-        // positions everything with inline style attributes, so those are allowed.
-        let cdn = leaflet == nil || cluster == nil ? " https://unpkg.com" : ""
+        // Scripts and styles from this server, map tiles from the tile server, requests to this
+        // server only; no framing. Leaflet positions everything with inline style attributes,
+        // so those are allowed.
         var tiles = ""
         if let url = URL(string: options.tileURL.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
            let scheme = url.scheme, let host = url.host {
@@ -61,7 +59,7 @@ struct DashboardAssets: Sendable {
             let allowed = options.tileURL.contains("{s}.") ? "*." + host.split(separator: ".").dropFirst().joined(separator: ".") : host
             tiles = " \(scheme)://\(allowed)"
         }
-        contentSecurityPolicy = "default-src 'self'; script-src 'self'\(cdn); style-src 'self' 'unsafe-inline'\(cdn); img-src 'self' data: blob:\(tiles); "
+        contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:\(tiles); "
             + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     }
 }

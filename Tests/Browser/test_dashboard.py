@@ -102,7 +102,23 @@ def main():
             document.getElementById('sign-in-form').requestSubmit(); })()""")
         browser.wait("window.lt.session && window.lt.session.name === 'alice' && document.querySelectorAll('#track-list li').length === 14",
                      what="alice's 14 locations")
-        browser.wait("document.querySelectorAll('.leaflet-marker-icon.pin:not(.place)').length === 14", what="14 numbered pins")
+        # Her track as a line: the path, arrows along it, every fix a dot (in clusters where they
+        # crowd), the start and the latest position marked.
+        browser.wait("document.querySelectorAll('.leaflet-marker-icon.latest').length === 1", what="the latest position")
+        track = browser.evaluate("""(() => {
+            const fixes = window.lt.fixes.getLayers();
+            // Each fix shows as its dot or inside a cluster (markercluster's visible parent).
+            const shown = fixes.filter((f) => (window.lt.fixes.getVisibleParent ? window.lt.fixes.getVisibleParent(f) : f) !== null).length;
+            return [document.querySelectorAll('path.track-line').length, document.querySelectorAll('.leaflet-marker-icon.arrow').length,
+                    shown, document.querySelectorAll('.leaflet-marker-icon.start').length, fixes.length,
+                    document.querySelectorAll('.leaflet-marker-icon.fix, .leaflet-marker-icon.marker-cluster').length,
+                    typeof window.lt.fixes.getVisibleParent === 'function']; })()""")
+        check(track[0] == 1 and track[1] >= 5 and track[2] == 13 and track[3] == 1 and track[4] == 13 and 1 <= track[5] <= 13 and track[6],
+              f"her track: one line, {track[1]} direction arrows, 13 earlier fixes shown as {track[5]} dots and clusters, start and latest marked")
+        # The arrows point the way she went: north-east (her fixes go north, then to the photos' spot).
+        bearings = browser.evaluate("window.lt.layer.getLayers().filter((l) => l.bearing !== undefined).map((l) => l.bearing)")
+        check(len(bearings) >= 5 and all(0 <= b < 360 for b in bearings) and sum(1 for b in bearings if b < 90) >= len(bearings) // 2,
+              f"direction arrows follow the track: {[round(b) for b in bearings]}")
         text = browser.evaluate("document.body.innerText")
         check("bob" not in text and "40.70" not in text, "alice's page shows none of bob's data")
         check(browser.evaluate("getComputedStyle(document.querySelector('#views [data-view=review]')).display") == "none"
@@ -274,6 +290,15 @@ def main():
 
         browser.pump(0.5)
         check(not browser.errors, "no console errors" + ("" if not browser.errors else ": " + "; ".join(browser.errors[:5])))
+
+        # Tiles that cannot be loaded (here: nothing listens on port 9) are said so on the map,
+        # not left as a grey background. (Last: the failed loads are console errors.)
+        browser.evaluate("void window.lt.addTiles('http://127.0.0.1:9/{z}/{x}/{y}.png')")
+        browser.wait("!document.getElementById('map-note').hidden", what="the note about unreachable tiles")
+        note = browser.evaluate("document.getElementById('map-note').textContent")
+        check("127.0.0.1:9" in note and "cannot be loaded" in note and browser.evaluate("document.getElementById('map-note').getAttribute('role')") == "status",
+              f"unreachable tiles are explained on the map: {note[:90]}")
+        browser.screenshot(os.path.join(options.artifacts, "tiles-unreachable.png"))
     except Exception as error:  # a failed wait or request: recorded, with a screenshot of where it stopped
         check(False, f"{type(error).__name__}: {error}")
         try:

@@ -126,6 +126,11 @@ async function enter(session) {
 
 async function setUpMap() {
   const config = state.config;
+  if (!config.leaflet) {
+    $('map').textContent = 'The map needs Leaflet, which this server does not have: install Debian\'s libjs-leaflet and '
+      + 'libjs-leaflet.markercluster (scripts/install-deps.sh does) and restart lt serve. The lists still work.';
+    return;
+  }
   loadStyle(config.leaflet_css);
   for (const href of config.markercluster_css) loadStyle(href);
   try {
@@ -136,9 +141,8 @@ async function setUpMap() {
   }
   try { await loadScript(config.markercluster); } catch (error) { /* plain markers then */ }
   state.map = L.map('map', { maxZoom: 19 }).setView([37.45, -122.2], 9);
-  if (config.tiles && config.tiles !== 'none') {
-    L.tileLayer(config.tiles, { attribution: config.attribution, maxZoom: 19 }).addTo(state.map);
-  }
+  state.note = mapNote();
+  if (config.tiles && config.tiles !== 'none') addTiles(config.tiles);
   state.layer = L.layerGroup().addTo(state.map);
   state.map.on('click', (event) => {
     if (state.view === 'places' && state.session.kind === 'admin') {
@@ -147,6 +151,46 @@ async function setUpMap() {
     }
   });
 }
+
+// A line of text over the map's corner (role=status), hidden while empty.
+function mapNote() {
+  const Note = L.Control.extend({
+    onAdd() {
+      const box = element('div', null, { id: 'map-note', role: 'status', class: 'map-note' });
+      box.hidden = true;
+      L.DomEvent.disableClickPropagation(box);
+      return box;
+    },
+  });
+  const note = new Note({ position: 'bottomleft' });
+  note.addTo(state.map);
+  return note.getContainer();
+}
+
+// The tile layer; when its tiles do not load (offline, blocked, a wrong --tiles), says so
+// instead of leaving a grey map, and takes the note back once tiles arrive.
+function addTiles(template) {
+  const tiles = L.tileLayer(template, { attribution: state.config.attribution, maxZoom: 19 });
+  let loaded = 0, failed = 0;
+  let host = template;
+  try { host = new URL(template.replace(/\{[a-z]\}/g, '0')).host || template; } catch (e) { /* keep the template */ }
+  tiles.on('tileload', () => {
+    loaded += 1;
+    if (state.note.dataset.cause === 'tiles') { state.note.hidden = true; delete state.note.dataset.cause; }
+  });
+  tiles.on('tileerror', () => {
+    failed += 1;
+    if (loaded === 0 && failed >= 2 && state.note.hidden) {
+      state.note.textContent = `Map tiles from ${host} cannot be loaded (offline, or blocked), so the map has no background; `
+        + 'tracks and places still show. An operator can choose another tile server with lt serve --tiles.';
+      state.note.dataset.cause = 'tiles';
+      state.note.hidden = false;
+    }
+  });
+  tiles.addTo(state.map);
+  return tiles;
+}
+state.addTiles = addTiles;  // for the browser tests
 
 function show(view) {
   state.view = view;
@@ -213,13 +257,63 @@ function drawTrack() {
   $('track-summary').textContent = points.length ? `${points.length} locations, the newest ${when(state.track[state.track.length - 1].created_at)}.` : 'No locations yet.';
   if (state.layer) {
     state.layer.clearLayers();
-    if (points.length > 1) L.polyline(points, { color: '#1f6feb', weight: 3 }).addTo(state.layer);
-    points.forEach((point, i) => marker(point, i + 1, '', `Location ${i + 1}`).addTo(state.layer));
-    if (points.length) L.circle(points[points.length - 1], { radius: state.config.place_radius, color: '#2f9e44', fill: false }).addTo(state.layer);
+    drawPath(points, state.track.map((doc) => doc.created_at));
     fit(points);
   }
   if (points.length) loadNearbyPlaces(points[points.length - 1]).catch(report);
   else $('track-places').replaceChildren();
+}
+
+// A track as a line read at a glance: the path with arrows along it (direction), each fix a
+// small dot (clustered where they crowd), the start and the latest position marked.
+function drawPath(points, times) {
+  if (points.length > 1) {
+    L.polyline(points, { color: '#1f6feb', weight: 4, opacity: 0.85, className: 'track-line' }).addTo(state.layer);
+    for (const arrow of directionArrows(points)) arrow.addTo(state.layer);
+  }
+  const fixes = typeof L.markerClusterGroup === 'function'
+    ? L.markerClusterGroup({ showCoverageOnHover: false, maxClusterRadius: 30, disableClusteringAtZoom: 18 })
+    : L.layerGroup();
+  const dot = L.divIcon({ className: 'fix', iconSize: [10, 10] });
+  points.slice(0, -1).forEach((point, i) => {
+    const label = `Location ${i + 1}, ${when(times[i])}`;
+    fixes.addLayer(L.marker(point, { icon: dot, title: label, alt: label, keyboard: false }));
+  });
+  fixes.addTo(state.layer);
+  state.fixes = fixes;
+  if (points.length > 1) marker(points[0], 'S', 'start', `Start, ${when(times[0])}`).setZIndexOffset(1000).addTo(state.layer);
+  if (points.length) {
+    const last = points.length - 1;
+    marker(points[last], '●', 'latest', `Latest location, ${when(times[last])}`).setZIndexOffset(2000).addTo(state.layer);
+    L.circle(points[last], { radius: state.config.place_radius, color: '#2f9e44', fill: false, weight: 1 }).addTo(state.layer);
+  }
+}
+
+// Arrows at the middle of segments, pointing the way the track went: at most about 25, on
+// segments long enough to hold one. Mercator keeps angles, so the compass bearing is the angle
+// on the screen.
+function directionArrows(points) {
+  const segments = [];
+  for (let i = 1; i < points.length; i++) {
+    if (distance(points[i - 1], points[i]) > 1) segments.push([points[i - 1], points[i]]);
+  }
+  const every = Math.max(1, Math.ceil(segments.length / 25));
+  return segments.filter((_, i) => i % every === Math.floor(every / 2)).map(([a, b]) => {
+    const rad = Math.PI / 180;
+    const y = Math.sin((b[1] - a[1]) * rad) * Math.cos(b[0] * rad);
+    const x = Math.cos(a[0] * rad) * Math.sin(b[0] * rad) - Math.sin(a[0] * rad) * Math.cos(b[0] * rad) * Math.cos((b[1] - a[1]) * rad);
+    const bearing = (Math.atan2(y, x) / rad + 360) % 360;
+    const arrow = L.marker([(a[0] + b[0]) / 2, (a[1] + b[1]) / 2], {
+      icon: L.divIcon({ className: 'arrow', iconSize: [14, 14] }), interactive: false, keyboard: false,
+    });
+    arrow.on('add', () => {
+      const head = element('span');
+      head.style.transform = `rotate(${bearing.toFixed(1)}deg)`;
+      arrow.getElement().replaceChildren(head);
+    });
+    arrow.bearing = bearing;
+    return arrow;
+  });
 }
 
 async function loadNearbyPlaces(position) {

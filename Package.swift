@@ -183,7 +183,7 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Dashboard")],
+            resources: [.copy("Dashboard"), .copy("App")],
             swiftSettings: strict
         ),
         // The server composed: the database API and the application on two listeners, embedded

@@ -28,6 +28,8 @@ public struct TrackerHTTP: Sendable {
     let databasePort: @Sendable () -> Int
     let assets: DashboardAssets
     let sessions = DashboardSessions()
+    /// The installable tracker app at `/app/`.
+    let phoneApp = PhoneAppFiles()
     let limits: AppLimits
     /// The consolidator of this server (database-per-user mode), for `GET /api/status`.
     let consolidator: Consolidator?

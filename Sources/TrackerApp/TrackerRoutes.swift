@@ -19,6 +19,10 @@ extension TrackerHTTP {
                 request.uri.path.hasSuffix("/") ? try dashboardFile(request) : TrackerHTTP.redirect(to: "/dashboard/", status: .movedPermanently)
             }
             router.on("/dashboard/**", method: method) { request, _ in try dashboardFile(request) }
+            router.on("/app", method: method) { request, _ in
+                request.uri.path.hasSuffix("/") ? try phoneAppFile(request) : TrackerHTTP.redirect(to: "/app/", status: .movedPermanently)
+            }
+            router.on("/app/**", method: method) { request, _ in try phoneAppFile(request) }
         }
         let api = router.group("api")
         sessionRoutes(api)

@@ -129,3 +129,29 @@ class Browser:
 
     def set_viewport(self, width, height, mobile=False):
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=mobile)
+
+
+class Checks:
+    """A browser test's findings: each check printed as it is made, a failure's screenshot, the summary."""
+
+    def __init__(self, name, artifacts):
+        self.name, self.artifacts, self.results = name, artifacts, []
+        os.makedirs(artifacts, exist_ok=True)
+
+    def __call__(self, condition, what):
+        self.results.append((bool(condition), what))
+        print(("  ok    " if condition else "  FAIL  ") + what, flush=True)
+
+    def failed_with(self, error, browser):
+        """A failed wait or request: recorded, with a screenshot of where it stopped."""
+        self(False, f"{type(error).__name__}: {error}")
+        try:
+            browser.screenshot(os.path.join(self.artifacts, "failure.png"))
+        except Exception:
+            pass
+
+    def summary(self):
+        """Prints the tally; the exit status (1 when any check failed)."""
+        failed = [what for ok, what in self.results if not ok]
+        print(f"{self.name}: {len(self.results) - len(failed)} checks passed, {len(failed)} failed; screenshots in {self.artifacts}")
+        return 1 if failed else 0

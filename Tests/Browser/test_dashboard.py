@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cdp import Browser, find_chromium  # noqa: E402
+from cdp import Browser, Checks, find_chromium  # noqa: E402
 from ltserve import LTServer  # noqa: E402
 
 ADMIN = ("admin", "dash-admin-pw")
@@ -62,15 +62,9 @@ def main():
     if find_chromium() is None:
         print("dashboard browser test: FAILED (no Chromium; scripts/install-deps.sh --for-tests installs it)")
         return 1
-    os.makedirs(options.artifacts, exist_ok=True)
+    check = Checks("dashboard browser test", options.artifacts)
     server = LTServer(options.lt, ADMIN)
     browser = Browser()
-    checks = []
-
-    def check(condition, what):
-        checks.append((bool(condition), what))
-        print(("  ok    " if condition else "  FAIL  ") + what)
-
     try:
         # Two users with locations; alice's device keys push through the database API.
         keys = {}
@@ -299,18 +293,12 @@ def main():
         check("127.0.0.1:9" in note and "cannot be loaded" in note and browser.evaluate("document.getElementById('map-note').getAttribute('role')") == "status",
               f"unreachable tiles are explained on the map: {note[:90]}")
         browser.screenshot(os.path.join(options.artifacts, "tiles-unreachable.png"))
-    except Exception as error:  # a failed wait or request: recorded, with a screenshot of where it stopped
-        check(False, f"{type(error).__name__}: {error}")
-        try:
-            browser.screenshot(os.path.join(options.artifacts, "failure.png"))
-        except Exception:
-            pass
+    except Exception as error:
+        check.failed_with(error, browser)
     finally:
         browser.close()
         server.stop()
-    failed = [what for ok, what in checks if not ok]
-    print(f"dashboard browser test: {len(checks) - len(failed)} checks passed, {len(failed)} failed; screenshots in {options.artifacts}")
-    return 1 if failed else 0
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,58 @@
+import CouchJSON
+import CouchProtocol
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The installable tracker app (`/app/`: a progressive web app for phones), served from the
+/// package's `App` folder as it is — no build step: the page, its scripts, the service worker
+/// that lets it open offline, the web app manifest and icons.
+struct PhoneAppFiles: Sendable {
+    let files: [String: [UInt8]]
+    static let names = ["index.html", "app.js", "store.js", "app.css", "sw.js", "manifest.webmanifest", "icon.svg", "icon-192.png", "icon-512.png"]
+    static let types = [
+        "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8",
+        "webmanifest": "application/manifest+json", "svg": "image/svg+xml", "png": "image/png",
+    ]
+    /// Scripts, styles, the manifest and the worker from this server only; the app talks to
+    /// this server's API; no framing.
+    static let contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+        + "connect-src 'self'; manifest-src 'self'; worker-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+    init() {
+        var files: [String: [UInt8]] = [:]
+        for name in Self.names {
+            if let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "App"),
+               let data = FileManager.default.contents(atPath: url.path) { files[name] = Array(data) }
+        }
+        self.files = files
+    }
+
+    /// The file at `/app/<name>`; nil when there is none.
+    func response(_ name: String) -> Response? {
+        let name = name.isEmpty ? "index.html" : name
+        guard let bytes = files[name] else { return nil }
+        var headers = HTTPFields()
+        headers[.contentType] = Self.types[String(name.split(separator: ".").last ?? "")] ?? "application/octet-stream"
+        // Always asked again (the service worker keeps the copy for offline starts), so an
+        // updated server's app is what opens next.
+        headers[.cacheControl] = "no-cache"
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        if name == "index.html" {
+            headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy
+            headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+        }
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+}
+
+extension TrackerHTTP {
+    /// `GET /app/...`: a file of the tracker app.
+    func phoneAppFile(_ request: Request) throws -> Response {
+        let path = CouchURL.segments(request.uri.path)
+        guard path.first == "app", path.count <= 2, let file = phoneApp.response(path.count == 2 ? path[1] : "") else {
+            throw TrackerService.Failure(404, "not_found", "missing")
+        }
+        return file
+    }
+}

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The installable tracker app (/app/) in a real browser (headless Chromium, an emulated phone)
+against a real `lt serve`.
+
+Checks that Chromium finds it installable (manifest, service worker, icons), that a new user
+registers and gets a per-device API key kept for offline starts, that the location filter and
+document format are TrackerKit's (the filter run over the Freeway Drive route in the page and
+here, independently), that tracking with emulated geolocation keeps fixes in IndexedDB's
+outbox, that the app opens and shows its data with the server stopped, that signing out wipes
+the phone's data, JavaScript under 300 KB compressed, every control with an accessible name,
+and no console error. Screenshots go to the artifacts directory.
+
+Usage: test_app.py --lt PATH/TO/lt [--artifacts DIR]
+"""
+
+import argparse
+import gzip
+import json
+import math
+import os
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser, Checks  # noqa: E402
+from ltserve import LTServer  # noqa: E402
+
+ADMIN = ("admin", "app-admin-pw")
+ROUTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "freeway-drive.json")
+# TrackerKit's LocationPolicy.original, restated here to check the page's filter independently.
+POLICY = {"foregroundAccuracy": 25, "backgroundAccuracy": 100, "foregroundDistance": 15, "backgroundDistance": 100, "minimumInterval": 15}
+
+
+def haversine(a, b):
+    rad, radius = math.pi / 180, 6371008.8
+    h = math.sin((b["lat"] - a["lat"]) * rad / 2) ** 2 + math.cos(a["lat"] * rad) * math.cos(b["lat"] * rad) * math.sin((b["lon"] - a["lon"]) * rad / 2) ** 2
+    return 2 * radius * math.asin(min(1, math.sqrt(h)))
+
+
+def expected_kept(fixes, background):
+    """TrackerKit's LocationMonitor over `fixes`: the indexes it keeps."""
+    kept, last = [], None
+    for i, fix in enumerate(fixes):
+        if fix["accuracy"] < 0 or fix["accuracy"] > POLICY["backgroundAccuracy" if background else "foregroundAccuracy"]:
+            continue
+        if last is not None:
+            if haversine(last, fix) < POLICY["backgroundDistance" if background else "foregroundDistance"]:
+                continue
+            if not (fix["time"] - last["time"]) / 1000 > POLICY["minimumInterval"]:
+                continue
+        last = fix
+        kept.append(i)
+    return kept
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lt", required=True)
+    parser.add_argument("--artifacts", default="test-artifacts/app")
+    options = parser.parse_args()
+    check = Checks("app browser test", options.artifacts)
+    server = LTServer(options.lt, ADMIN, "--password-iterations", "1000")
+    browser = Browser(width=360, height=640)
+    try:
+        browser.set_viewport(360, 640, mobile=True)
+        origin = server.app
+        app = f"{origin}/app/"
+        browser.call("Browser.grantPermissions", origin=origin, permissions=["geolocation"])
+        browser.navigate(app)
+        browser.wait("window.ltApp && window.ltApp.ready && !document.getElementById('welcome').hidden", what="the welcome screen")
+        browser.evaluate("navigator.serviceWorker.ready.then(() => true)")
+        browser.navigate(app)  # now under the service worker's control
+        browser.wait("window.ltApp && window.ltApp.ready && navigator.serviceWorker.controller !== null", what="the service worker in control")
+        errors = browser.call("Page.getInstallabilityErrors").get("installabilityErrors", [])
+        check(not errors, f"Chromium finds the app installable: {errors or 'no installability errors'}")
+        manifest = browser.call("Page.getAppManifest")
+        check(not manifest.get("errors") and manifest.get("url", "").endswith("/app/manifest.webmanifest"), f"the manifest parses without errors: {manifest.get('errors')}")
+        browser.screenshot(os.path.join(options.artifacts, "welcome.png"))
+
+        # Every control has an accessible name (its label, text or aria-label).
+        unnamed = browser.evaluate("""[...document.querySelectorAll('button, input, select, textarea, a[href]')].filter((el) => {
+            const label = el.id && document.querySelector(`label[for="${el.id}"]`);
+            return !((label && label.textContent.trim()) || el.textContent.trim() || el.getAttribute('aria-label') || el.title);
+        }).map((el) => el.outerHTML.slice(0, 80))""")
+        check(not unnamed, f"every control has an accessible name {unnamed or ''}")
+        scripts = ["app.js", "store.js", "sw.js"]
+        compressed = sum(len(gzip.compress(urllib.request.urlopen(app + name).read())) for name in scripts)
+        check(compressed < 300 * 1024, f"the app's JavaScript is {compressed / 1024:.1f} KB compressed (budget 300 KB)")
+
+        # TrackerKit's filter and document, in the page: the Freeway Drive route with fixes 5 s
+        # apart and varied accuracy, foreground and background, against this file's own reckoning.
+        route = json.load(open(ROUTE))
+        fixes = [{"lat": p["lat"], "lon": p["lng"], "accuracy": [8, 20, 30, 60, 120][i % 5], "time": 1_700_000_000_000 + i * 5_000}
+                 for i, p in enumerate(route)]
+        for background in (False, True):
+            kept = browser.evaluate(f"""(() => {{ const m = new ltStore.LocationMonitor();
+                return {json.dumps(fixes)}.map((f, i) => m.consider(f, {str(background).lower()}) === 'accepted' ? i : -1).filter((i) => i >= 0); }})()""")
+            expected = expected_kept(fixes, background)
+            check(kept == expected and len(expected) > 5, f"the filter keeps {len(kept)} of {len(fixes)} Freeway Drive fixes ({'background' if background else 'foreground'}), as TrackerKit's rules")
+        doc = browser.evaluate("ltStore.locationDocument({lat: 37.5, lon: -122.25, accuracy: 5, time: 1700000000000}, 'ann', false, 's-1')")
+        check(doc == {"type": "Feature", "created_at": 1700000000000, "geometry": {"type": "Point", "coordinates": [-122.25, 37.5]},
+                      "properties": {"username": "ann", "timestamp": 1700000000000, "background": False, "session_id": "s-1"}},
+              f"a kept fix is TrackerKit's location document: {json.dumps(doc)[:100]}")
+
+        # A new user registers in the page; the device's API key is kept for offline starts.
+        browser.evaluate("""(() => { document.getElementById('username').value = 'walker';
+            document.getElementById('password').value = 'walker-pw-1';
+            document.getElementById('register').click(); })()""")
+        browser.wait("!document.getElementById('tracker').hidden", what="the tracker screen")
+        account = browser.evaluate("ltApp.store.account()")
+        check(account and account["username"] == "walker" and account["apiKey"] and account["database"] == "lt_locations_user_walker",
+              "registered and signed in: the per-device API key is kept in IndexedDB")
+        req = urllib.request.Request(account["databaseURL"])
+        req.add_header("Authorization", "Basic " + __import__("base64").b64encode(f"{account['apiKey']}:{account['apiSecret']}".encode()).decode())
+        check(urllib.request.urlopen(req).status == 200, "the kept key opens the user's database on the database API")
+
+        # Tracking with emulated geolocation: the first fix is kept; one 200 m on, 16 s later, too.
+        start = route[0]
+        browser.call("Emulation.setGeolocationOverride", latitude=start["lat"], longitude=start["lng"], accuracy=10)
+        browser.evaluate("document.getElementById('tracking').click()")
+        browser.wait("document.getElementById('pending').textContent === '1'", what="the first fix in the outbox")
+        check(browser.evaluate("document.getElementById('tracking').getAttribute('aria-pressed')") == "true", "tracking is on, and says so")
+        browser.pump(16)
+        browser.call("Emulation.setGeolocationOverride", latitude=route[3]["lat"], longitude=route[3]["lng"], accuracy=10)
+        browser.wait("document.getElementById('pending').textContent === '2'", timeout=30, what="the second fix in the outbox")
+        pending = browser.evaluate("ltApp.store.pending()")
+        check(len(pending) == 2 and all(d["properties"]["username"] == "walker" and d["properties"]["session_id"] == pending[0]["properties"]["session_id"] for d in pending),
+              "two kept fixes wait in the outbox as location documents of one tracking session")
+        browser.screenshot(os.path.join(options.artifacts, "tracking.png"))
+        browser.evaluate("document.getElementById('tracking').click()")
+        browser.pump(0.5)
+        check(not browser.errors, "no console errors" + ("" if not browser.errors else ": " + "; ".join(browser.errors[:5])))
+
+        # The server stopped: the app still opens, signed in, with what it kept.
+        server.stop()
+        browser.navigate(app)
+        browser.wait("window.ltApp && window.ltApp.ready && !document.getElementById('tracker').hidden", what="the app without its server")
+        check(browser.evaluate("document.getElementById('who').textContent") == "walker" and browser.evaluate("document.getElementById('pending').textContent") == "2",
+              "with the server stopped the app opens from its cache, signed in, 2 fixes kept")
+        browser.screenshot(os.path.join(options.artifacts, "offline.png"))
+
+        # Signing out wipes this phone's data.
+        browser.evaluate("document.getElementById('sign-out').click()")
+        browser.wait("!document.getElementById('welcome').hidden", what="the welcome screen after signing out")
+        check(browser.evaluate("ltApp.store.account().then((a) => a === undefined || a === null)") and browser.evaluate("ltApp.store.pendingCount()") == 0,
+              "signing out removed the account and the kept fixes")
+    except Exception as error:
+        check.failed_with(error, browser)
+    finally:
+        browser.close()
+        try:
+            server.stop()
+        except Exception:
+            pass
+    sys.exit(check.summary())
+
+
+if __name__ == "__main__":
+    main()

@@ -41,6 +41,9 @@ public final class CouchAPI: Sendable {
         public var accessLog = true
         /// Where requests and the server's figures are recorded (`/_node/_local/_prometheus`).
         public var metrics = ServerMetrics()
+        /// The application listener's port once it is up (nil: none): pages it serves (the
+        /// tracker app) may call this API from the browser, as CORS origins of their own.
+        public var applicationPort: (@Sendable () -> Int?)?
         public init() {}
     }
 
@@ -125,13 +128,22 @@ public final class CouchAPI: Sendable {
         }
     }
 
-    func corsAllows(_ origin: String) -> Bool {
-        !options.corsOrigins.isEmpty && (options.corsOrigins.contains("*") || options.corsOrigins.contains(origin))
+    /// Whether a browser page from `origin` may read this API's answers: an origin of
+    /// `--cors-origins`, or this server's own application listener on the host the request
+    /// came to (`authority`: its `Host`), so the tracker app at `/app/` syncs without setup.
+    func corsAllows(_ origin: String, authority: String?) -> Bool {
+        if !options.corsOrigins.isEmpty && (options.corsOrigins.contains("*") || options.corsOrigins.contains(origin)) { return true }
+        guard let port = options.applicationPort?(), let authority, let components = URLComponents(string: origin),
+              components.scheme == "http" || components.scheme == "https", let host = components.host, components.port == port,
+              components.path.isEmpty else { return false }
+        let requestHost = authority.hasPrefix("[") ? String(authority.prefix { $0 != "]" }.dropFirst()) : String(authority.prefix { $0 != ":" })
+        let originHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
+        return originHost.lowercased() == requestHost.lowercased()
     }
 
     func preflight(_ request: Request) -> APIResponse {
         var headers = HTTPFields()
-        if let origin = request.headers[.origin], corsAllows(origin) {
+        if let origin = request.headers[.origin], corsAllows(origin, authority: request.head.authority) {
             headers[.accessControlAllowOrigin] = origin
             headers[.accessControlAllowCredentials] = "true"
             headers[.accessControlAllowMethods] = "GET, PUT, POST, HEAD, DELETE, COPY"

@@ -53,7 +53,7 @@ struct CouchResponseHeaders {
 
     func finish(_ response: inout Response, _ request: Request) {
         response.headers[.server] = Self.server
-        if let origin = request.headers[.origin], api.corsAllows(origin) {
+        if let origin = request.headers[.origin], api.corsAllows(origin, authority: request.head.authority) {
             response.headers[.accessControlAllowOrigin] = origin
             response.headers[.accessControlAllowCredentials] = "true"
             response.headers[.accessControlExposeHeaders] = "content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"

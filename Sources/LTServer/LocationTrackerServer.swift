@@ -40,11 +40,14 @@ public enum LocationTrackerServer {
             // With one shared database in the cluster, this server is its owners' way into it.
             do { options.cluster = try CouchCluster(url: clusterURL) } catch { throw ServerStartFailure(error.reason) }
         }
+        // The application's pages (the tracker app) call the database API from the browser.
+        let boundApplicationPort = NIOLockedValueBox<Int?>(nil)
+        if !configuration.databaseOnly { options.applicationPort = { boundApplicationPort.withLockedValue { $0 } } }
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()
         do {
-            try await serve(configuration, api: api, store: store, logger: logger)
+            try await serve(configuration, api: api, store: store, applicationPort: boundApplicationPort, logger: logger)
         } catch {
             await api.stopBackgroundJobs()
             throw error
@@ -54,7 +57,9 @@ public enum LocationTrackerServer {
     }
 
     /// Both listeners (or the database API's alone) until they shut down.
-    static func serve(_ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, logger: Logger) async throws {
+    static func serve(
+        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, applicationPort: NIOLockedValueBox<Int?>, logger: Logger
+    ) async throws {
         if let certificate = configuration.tls {
             logger.info("TLS on both listeners: \(certificate.summary); kill -HUP \(getpid()) reads \(certificate.certificatePath) and \(certificate.keyPath) again")
         }
@@ -71,7 +76,7 @@ public enum LocationTrackerServer {
         }
         try await runWithApplication(
             configuration, api: api, store: store, database: database, control: control,
-            databasePort: { boundDatabasePort.withLockedValue { $0 } }, logger: logger)
+            databasePort: { boundDatabasePort.withLockedValue { $0 } }, applicationPort: applicationPort, logger: logger)
     }
 
     /// Loads `server.json`, adds or keeps the configured admin (one is generated and printed
@@ -117,7 +122,7 @@ public enum LocationTrackerServer {
     /// cluster, with this server's mirrors for geo queries, consolidation and purges.
     static func runWithApplication(
         _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, database: some Service, control: some Service,
-        databasePort: @escaping @Sendable () -> Int, logger: Logger
+        databasePort: @escaping @Sendable () -> Int, applicationPort: NIOLockedValueBox<Int?>, logger: Logger
     ) async throws {
         let cluster = try await clusterClient(configuration)
         let local = InProcessCouch(api: api)
@@ -150,7 +155,8 @@ public enum LocationTrackerServer {
             "application API",
             responder: TrackerHTTP(service: service, dashboard: configuration.dashboard, limits: limits,
                                    consolidator: consolidator, servesTLS: configuration.tls != nil, databasePort: databasePort).responder,
-            port: configuration.applicationPort, serverName: "LocationTracker", configuration: configuration, logger: logger)
+            port: configuration.applicationPort, serverName: "LocationTracker", configuration: configuration, logger: logger,
+            bound: { port in applicationPort.withLockedValue { $0 = port } })
         try await ServiceGroup(configuration: groupConfiguration([database, application, control], logger: logger)).run()
     }
 

@@ -15,9 +15,11 @@ struct PhoneAppFiles: Sendable {
         "webmanifest": "application/manifest+json", "svg": "image/svg+xml", "png": "image/png",
     ]
     /// Scripts, styles, the manifest and the worker from this server only; the app talks to
-    /// this server's API; no framing.
-    static let contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
-        + "connect-src 'self'; manifest-src 'self'; worker-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    /// this server's API and to `database` (the origin of the database it syncs with); no framing.
+    static func contentSecurityPolicy(database: String) -> String {
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+            + "connect-src 'self' \(database); manifest-src 'self'; worker-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    }
 
     init() {
         var files: [String: [UInt8]] = [:]
@@ -28,8 +30,8 @@ struct PhoneAppFiles: Sendable {
         self.files = files
     }
 
-    /// The file at `/app/<name>`; nil when there is none.
-    func response(_ name: String) -> Response? {
+    /// The file at `/app/<name>`; nil when there is none. `database`: the origin the app syncs with.
+    func response(_ name: String, database: String) -> Response? {
         let name = name.isEmpty ? "index.html" : name
         guard let bytes = files[name] else { return nil }
         var headers = HTTPFields()
@@ -39,7 +41,7 @@ struct PhoneAppFiles: Sendable {
         headers[.cacheControl] = "no-cache"
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         if name == "index.html" {
-            headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy
+            headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy(database: database)
             headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         }
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
@@ -50,7 +52,9 @@ extension TrackerHTTP {
     /// `GET /app/...`: a file of the tracker app.
     func phoneAppFile(_ request: Request) throws -> Response {
         let path = CouchURL.segments(request.uri.path)
-        guard path.first == "app", path.count <= 2, let file = phoneApp.response(path.count == 2 ? path[1] : "") else {
+        let database = service.databaseLocation.map { "\($0.scheme)://\($0.host)" }
+            ?? "\(service.ownDatabaseScheme)://\(TrackerHTTP.hostname(request.head.authority)):\(databasePort())"
+        guard path.first == "app", path.count <= 2, let file = phoneApp.response(path.count == 2 ? path[1] : "", database: database) else {
             throw TrackerService.Failure(404, "not_found", "missing")
         }
         return file

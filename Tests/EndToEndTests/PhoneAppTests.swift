@@ -50,5 +50,31 @@ struct PhoneAppTests {
             #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && width == size && height == size)
         }
         for path in ["/app/secret.txt", "/app/../server.json", "/app/a/b.js"] { #expect(try await s.app(.GET, path).status == 404, "\(path)") }
+        // The page may reach the database it syncs with, and nothing else.
+        #expect(policy.contains("connect-src 'self' http://127.0.0.1:\(s.port);"), "\(policy)")
+    }
+
+    @Test("The database API takes CORS requests from this server's own application origin (the app syncs from the browser), and from no other")
+    func corsForOwnApplication() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        func allowed(_ origin: String) async throws -> String? {
+            let preflight = try await s.request(.OPTIONS, "/lt_places/_bulk_docs", auth: .none, headers: [
+                ("Origin", origin), ("Access-Control-Request-Method", "POST"), ("Access-Control-Request-Headers", "authorization, content-type"),
+            ])
+            return preflight.headers.first(name: "Access-Control-Allow-Origin")
+        }
+        #expect(try await allowed("http://127.0.0.1:\(s.appPort)") == "http://127.0.0.1:\(s.appPort)")
+        let answer = try await s.request(.GET, "/", auth: .none, headers: [("Origin", "http://127.0.0.1:\(s.appPort)")])
+        #expect(answer.headers.first(name: "Access-Control-Allow-Origin") == "http://127.0.0.1:\(s.appPort)")
+        for other in ["http://evil.example:\(s.appPort)", "http://127.0.0.1:\(s.appPort + 1)", "http://127.0.0.1", "null",
+                      "http://127.0.0.1:\(s.appPort)/path", "file://127.0.0.1:\(s.appPort)"] {
+            #expect(try await allowed(other) == nil, "\(other)")
+        }
+        // --database-only serves no application: no origin of its own.
+        let alone = try TestServer(databaseOnly: true)
+        defer { alone.stop() }
+        let preflight = try await alone.request(.OPTIONS, "/", auth: .none, headers: [("Origin", "http://127.0.0.1:8080"), ("Access-Control-Request-Method", "GET")])
+        #expect(preflight.headers.first(name: "Access-Control-Allow-Origin") == nil)
     }
 }

@@ -2,9 +2,26 @@
 benchmarks: started in its own temporary data directory, its ports read from what it announces.
 """
 
+import base64
+import json
 import shutil
 import subprocess
 import tempfile
+import urllib.error
+import urllib.request
+
+
+def request(method, url, body=None, auth=None):
+    """One JSON request: its status and decoded body (`auth`: Basic credentials as a pair)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    if auth:
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+    try:
+        with urllib.request.urlopen(req, timeout=30) as response:
+            return response.status, json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
 
 
 class LTServer:

@@ -14,7 +14,6 @@ Usage: test_app.py --lt PATH/TO/lt [--artifacts DIR]
 """
 
 import argparse
-import base64
 import gzip
 import json
 import math
@@ -26,7 +25,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser, Checks  # noqa: E402
-from ltserve import LTServer  # noqa: E402
+from ltserve import LTServer, request  # noqa: E402
 
 ADMIN = ("admin", "app-admin-pw")
 ROUTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "freeway-drive.json")
@@ -54,18 +53,6 @@ def expected_kept(fixes, background):
         last = fix
         kept.append(i)
     return kept
-
-
-def request(method, url, body=None, auth=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    if auth:
-        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
-    try:
-        with urllib.request.urlopen(req, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 def wait_until(condition, what, timeout=60):

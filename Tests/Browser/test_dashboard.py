@@ -10,7 +10,6 @@ Usage: test_dashboard.py --lt PATH/TO/lt [--artifacts DIR]
 """
 
 import argparse
-import base64
 import json
 import math
 import os
@@ -22,23 +21,11 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser, Checks, find_chromium  # noqa: E402
-from ltserve import LTServer  # noqa: E402
+from ltserve import LTServer, request  # noqa: E402
 
 ADMIN = ("admin", "dash-admin-pw")
 # A 4×4 PNG (a small red square).
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAQAAAAECAIAAAAmkwkpAAAAEElEQVR4nGP4z8AARwzEcQCukw/x0F8jngAAAABJRU5ErkJggg=="
-
-
-def request(method, url, body=None, auth=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    if auth:
-        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
-    try:
-        with urllib.request.urlopen(req, timeout=30) as response:
-            return response.status, json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 def haversine(a, b):

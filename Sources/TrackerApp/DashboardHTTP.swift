@@ -25,6 +25,8 @@ struct DashboardAssets: Sendable {
     let config: JSON
     let contentSecurityPolicy: String
     let leafletDirectory: String
+    /// The tile server's origin for a content security policy (" https://tile.example.org"; empty without tiles).
+    let tileSource: String
 
     init(_ options: DashboardOptions) {
         leafletDirectory = options.leafletDirectory
@@ -59,6 +61,7 @@ struct DashboardAssets: Sendable {
             let allowed = options.tileURL.contains("{s}.") ? "*." + host.split(separator: ".").dropFirst().joined(separator: ".") : host
             tiles = " \(scheme)://\(allowed)"
         }
+        tileSource = tiles
         contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:\(tiles); "
             + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     }
@@ -71,24 +74,7 @@ extension TrackerHTTP {
     func dashboardFile(_ path: [String], acceptsGzip: Bool) -> Response? {
         guard path.first == "dashboard" else { return nil }
         let missing = TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
-        if path.count >= 3, path[1] == "vendor" {
-            // Leaflet from the system (Debian's packages), only the files the page uses; their
-            // gzipped copies when the package has them and the browser takes them.
-            let name = path[2...].joined(separator: "/")
-            let allowed = ["leaflet.js", "leaflet.min.js", "leaflet.css", "leaflet.markercluster.js", "leaflet.markercluster.min.js",
-                           "MarkerCluster.css", "MarkerCluster.Default.css",
-                           "images/marker-icon.png", "images/marker-icon-2x.png", "images/marker-shadow.png", "images/layers.png", "images/layers-2x.png"]
-            let file = assets.leafletDirectory + "/" + name
-            guard allowed.contains(name) else { return missing }
-            if acceptsGzip, let zipped = FileManager.default.contents(atPath: file + ".gz") {
-                var response = TrackerHTTP.file(Array(zipped), name: name, cache: true)
-                response.headers[.contentEncoding] = "gzip"
-                response.headers[.vary] = "Accept-Encoding"
-                return response
-            }
-            guard let data = FileManager.default.contents(atPath: file) else { return missing }
-            return TrackerHTTP.file(Array(data), name: name, cache: true)
-        }
+        if path.count >= 3, path[1] == "vendor" { return vendorFile(path[2...].joined(separator: "/"), acceptsGzip: acceptsGzip) ?? missing }
         if path.count == 2, path[1] == "config.json" { return TrackerHTTP.reply(assets.config) }
         let name = path.count == 1 ? "index.html" : path[1...].joined(separator: "/")
         guard let page = assets.pages[name] else { return missing }
@@ -99,6 +85,24 @@ extension TrackerHTTP {
             response.headers[HTTPField.Name("Referrer-Policy")!] = "same-origin"
         }
         return response
+    }
+
+    /// Leaflet from the system (Debian's packages), only the files the pages use; their
+    /// gzipped copies when the package has them and the browser takes them. Nil: not one of them.
+    func vendorFile(_ name: String, acceptsGzip: Bool) -> Response? {
+        let allowed = ["leaflet.js", "leaflet.min.js", "leaflet.css", "leaflet.markercluster.js", "leaflet.markercluster.min.js",
+                       "MarkerCluster.css", "MarkerCluster.Default.css",
+                       "images/marker-icon.png", "images/marker-icon-2x.png", "images/marker-shadow.png", "images/layers.png", "images/layers-2x.png"]
+        let file = assets.leafletDirectory + "/" + name
+        guard allowed.contains(name) else { return nil }
+        if acceptsGzip, let zipped = FileManager.default.contents(atPath: file + ".gz") {
+            var response = TrackerHTTP.file(Array(zipped), name: name, cache: true)
+            response.headers[.contentEncoding] = "gzip"
+            response.headers[.vary] = "Accept-Encoding"
+            return response
+        }
+        guard let data = FileManager.default.contents(atPath: file) else { return nil }
+        return TrackerHTTP.file(Array(data), name: name, cache: true)
     }
 
     static func file(_ bytes: [UInt8], name: String, cache: Bool) -> Response {

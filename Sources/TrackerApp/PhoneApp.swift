@@ -14,10 +14,11 @@ struct PhoneAppFiles: Sendable {
         "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8",
         "webmanifest": "application/manifest+json", "svg": "image/svg+xml", "png": "image/png",
     ]
-    /// Scripts, styles, the manifest and the worker from this server only; the app talks to
-    /// this server's API and to `database` (the origin of the database it syncs with); no framing.
-    static func contentSecurityPolicy(database: String) -> String {
-        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
+    /// Scripts, styles, the manifest and the worker from this server only (Leaflet positions
+    /// with inline styles); map tiles from `tiles`; the app talks to this server's API and to
+    /// `database` (the origin of the database it syncs with); no framing.
+    static func contentSecurityPolicy(database: String, tiles: String) -> String {
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:\(tiles); "
             + "connect-src 'self' \(database); manifest-src 'self'; worker-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     }
 
@@ -30,8 +31,9 @@ struct PhoneAppFiles: Sendable {
         self.files = files
     }
 
-    /// The file at `/app/<name>`; nil when there is none. `database`: the origin the app syncs with.
-    func response(_ name: String, database: String) -> Response? {
+    /// The file at `/app/<name>`; nil when there is none. `database`: the origin the app syncs
+    /// with; `tiles`: the tile server's.
+    func response(_ name: String, database: String, tiles: String) -> Response? {
         let name = name.isEmpty ? "index.html" : name
         guard let bytes = files[name] else { return nil }
         var headers = HTTPFields()
@@ -41,7 +43,7 @@ struct PhoneAppFiles: Sendable {
         headers[.cacheControl] = "no-cache"
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         if name == "index.html" {
-            headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy(database: database)
+            headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy(database: database, tiles: tiles)
             headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         }
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
@@ -49,12 +51,18 @@ struct PhoneAppFiles: Sendable {
 }
 
 extension TrackerHTTP {
-    /// `GET /app/...`: a file of the tracker app.
+    /// `GET /app/...`: a file of the tracker app, the map's configuration (`config.json`: the
+    /// dashboard's), or Leaflet (`vendor/...`, as the dashboard's).
     func phoneAppFile(_ request: Request) throws -> Response {
         let path = CouchURL.segments(request.uri.path)
+        if path.count == 2, path[1] == "config.json" { return TrackerHTTP.reply(assets.config) }
+        if path.count >= 3, path[1] == "vendor",
+           let file = vendorFile(path[2...].joined(separator: "/"), acceptsGzip: request.headers[.acceptEncoding]?.contains("gzip") ?? false) {
+            return file
+        }
         let database = service.databaseLocation.map { "\($0.scheme)://\($0.host)" }
             ?? "\(service.ownDatabaseScheme)://\(TrackerHTTP.hostname(request.head.authority)):\(databasePort())"
-        guard path.first == "app", path.count <= 2, let file = phoneApp.response(path.count == 2 ? path[1] : "", database: database) else {
+        guard path.first == "app", path.count <= 2, let file = phoneApp.response(path.count == 2 ? path[1] : "", database: database, tiles: assets.tileSource) else {
             throw TrackerService.Failure(404, "not_found", "missing")
         }
         return file

@@ -28,6 +28,7 @@ from cdp import Browser, Checks  # noqa: E402
 from ltserve import LTServer, request  # noqa: E402
 
 ADMIN = ("admin", "app-admin-pw")
+SAMPLE_PLACES = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "sample-places.json")))["places"]
 ROUTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "freeway-drive.json")
 # TrackerKit's LocationPolicy.original, restated here to check the page's filter independently.
 POLICY = {"foregroundAccuracy": 25, "backgroundAccuracy": 100, "foregroundDistance": 15, "backgroundDistance": 100, "minimumInterval": 15}
@@ -151,6 +152,16 @@ def main():
         browser.wait("document.getElementById('tracker-error').textContent.startsWith('No network')", what="the offline note")
         check(len(user_docs()) == 2, "offline, the third fix waits on the phone (pending 1, said so)")
         browser.screenshot(os.path.join(options.artifacts, "offline-tracking.png"))
+        # Places near me, offline: from the region the phone pulled at the first fix.
+        here = {"lat": route[6]["lat"], "lon": route[6]["lng"]}
+        nearby = sorted((haversine(here, {"lat": p["geometry"]["coordinates"][1], "lon": p["geometry"]["coordinates"][0]}), p["name"])
+                        for p in SAMPLE_PLACES)
+        expected_names = [name for distance, name in nearby if distance <= 2.5 * 1609.34]
+        browser.evaluate("document.querySelector('#views [data-view=places]').click()")
+        browser.wait("document.querySelectorAll('#places-list li').length > 0", what="places near me, offline")
+        names = browser.evaluate("[...document.querySelectorAll('#places-list li')].map((li) => li.textContent.split(' — ')[0])")
+        check(names == expected_names and len(names) >= 3, f"offline, places near me from the phone's copy, nearest first: {names}")
+        browser.screenshot(os.path.join(options.artifacts, "places-offline.png"))
         browser.call("Network.emulateNetworkConditions", offline=False, latency=0, downloadThroughput=-1, uploadThroughput=-1)
         browser.wait("document.getElementById('pending').textContent === '0'", timeout=90, what="the outbox sent after the network came back")
         ids = sorted(d["_id"] for d in user_docs())
@@ -159,6 +170,22 @@ def main():
                    "consolidation")
         everyone = [r["id"] for r in request("GET", f"{server.db}/lt_locations_all/_all_docs", auth=ADMIN)[1]["rows"] if not r["id"].startswith("_")]
         check(len(everyone) == 3, f"and in lt_locations_all exactly once each ({len(everyone)})")
+        # The map of my track: one line, the latest position marked; the list, newest first.
+        browser.evaluate("document.querySelector('#views [data-view=map]').click()")
+        browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('.latest-dot').length === 1",
+                     what="my track on the map")
+        check(browser.evaluate("document.querySelectorAll('#track-list li').length") == 3, "the map shows my track as a line and lists its 3 locations")
+        browser.screenshot(os.path.join(options.artifacts, "map.png"))
+        # A new places release reaches the phone: a place added next to me shows up.
+        status, _ = request("POST", f"{server.app}/api/places", {"name": "Aaa New Bench", "latitude": here["lat"] + 0.0005, "longitude": here["lon"]}, auth=ADMIN)
+        check(status == 201, "an admin adds a place (a new places release)")
+        browser.evaluate("ltApp.places.releaseCheckInterval = 0")  # the app asks every 5 minutes; the test now
+        browser.evaluate("(async () => { await ltApp.places.refresh({lat: %f, lon: %f}, (p) => fetch(p).then((r) => r.json())); })()" % (here["lat"], here["lon"]))
+        browser.evaluate("document.querySelector('#views [data-view=places]').click()")
+        browser.wait("document.querySelector('#places-list li') && document.querySelector('#places-list li').textContent.startsWith('Aaa New Bench')",
+                     what="the new place, nearest")
+        check(browser.evaluate("ltApp.places.pulls") >= 2, "the new release was pulled, and the new place is the nearest")
+        browser.evaluate("document.querySelector('#views [data-view=status]').click()")
         # A batch sent again (its answer lost to a dropped connection) adds nothing.
         browser.evaluate("(async () => { const kept = await ltApp.store.kept(); await ltApp.store.enqueue(kept); await ltApp.sync(); })()")
         check(browser.evaluate("ltApp.store.pendingCount()") == 0 and len(user_docs()) == 3, "documents sent twice are stored once")
@@ -178,6 +205,11 @@ def main():
         check(browser.evaluate("document.getElementById('who').textContent") == "walker",
               "with the server stopped the app opens from its cache, signed in")
         browser.screenshot(os.path.join(options.artifacts, "offline.png"))
+        browser.evaluate("document.querySelector('#views [data-view=map]').click()")
+        browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('#track-list li').length === 3",
+                     what="the map without the server")
+        check(True, "and its map (Leaflet from the cache) shows the track kept on the phone")
+        browser.screenshot(os.path.join(options.artifacts, "map-offline.png"))
 
         # Signing out wipes this phone's data.
         browser.evaluate("document.getElementById('sign-out').click()")

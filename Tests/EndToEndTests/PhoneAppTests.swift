@@ -33,7 +33,8 @@ struct PhoneAppTests {
         let page = try await s.app(.GET, "/app/")
         #expect(page.status == 200 && page.text.contains("<link rel=\"manifest\" href=\"manifest.webmanifest\">"))
         let policy = page.headers.first(name: "Content-Security-Policy") ?? ""
-        #expect(policy.contains("script-src 'self'") && policy.contains("worker-src 'self'") && !policy.contains("https://"), "\(policy)")
+        // Scripts from this server only; images also from the tile server (OpenStreetMap's by default).
+        #expect(policy.contains("script-src 'self';") && policy.contains("worker-src 'self'") && policy.contains("img-src 'self' data: blob: https://tile.openstreetmap.org;"), "\(policy)")
         #expect(try await s.app(.GET, "/app").status == 200)  // redirected to /app/
         for (name, type) in [("app.js", "text/javascript"), ("store.js", "text/javascript"), ("sw.js", "text/javascript"), ("app.css", "text/css"),
                              ("manifest.webmanifest", "application/manifest+json"), ("icon.svg", "image/svg+xml"), ("icon-192.png", "image/png")] {
@@ -49,7 +50,13 @@ struct PhoneAppTests {
             let width = png[16..<20].reduce(0) { $0 << 8 | Int($1) }, height = png[20..<24].reduce(0) { $0 << 8 | Int($1) }
             #expect(png.starts(with: [0x89, 0x50, 0x4E, 0x47]) && width == size && height == size)
         }
-        for path in ["/app/secret.txt", "/app/../server.json", "/app/a/b.js"] { #expect(try await s.app(.GET, path).status == 404, "\(path)") }
+        for path in ["/app/secret.txt", "/app/../server.json", "/app/a/b.js", "/app/vendor/../../etc/passwd"] {
+            #expect(try await s.app(.GET, path).status == 404, "\(path)")
+        }
+        // The map: the dashboard's configuration and Leaflet, from this server.
+        let config = try await s.app(.GET, "/app/config.json").json
+        let leaflet = try #require(config["leaflet"]?.stringValue)
+        #expect(try await s.app(.GET, "/app/" + leaflet).status == 200)
         // The page may reach the database it syncs with, and nothing else.
         #expect(policy.contains("connect-src 'self' http://127.0.0.1:\(s.port);"), "\(policy)")
     }

@@ -4,7 +4,7 @@
 // Plain JavaScript, no build step; text from the server is put into the page as text only.
 'use strict';
 
-const { LocationMonitor, locationDocument, TrackerStore, newDocumentID } = self.ltStore;
+const { LocationMonitor, locationDocument, TrackerStore, PlacesCache, newDocumentID } = self.ltStore;
 const $ = (id) => document.getElementById(id);
 
 const app = {
@@ -17,6 +17,9 @@ const app = {
   syncing: null,     // the sync under way (a promise), if any
   retry: null,       // the timer of the next attempt after a failure
   failures: 0,
+  places: null,      // the PlacesCache
+  view: 'status',
+  map: null,         // Leaflet's map, once the Map view was shown
 };
 window.ltApp = app;  // for the browser tests
 
@@ -61,6 +64,7 @@ async function signOut() {
   await app.store.wipe();
   app.account = null;
   app.store = await TrackerStore.open();
+  app.places = await new PlacesCache(app.store).load();
   $('tracker').hidden = true;
   $('welcome').hidden = false;
 }
@@ -91,6 +95,7 @@ async function onPosition(position) {
   const doc = Object.assign({ _id: newDocumentID() }, locationDocument(fix, app.account.username, background, app.sessionID));
   await app.store.enqueue([doc]);
   sync();
+  refreshPlaces(fix);
   app.lastFix = fix;
   $('last-fix').textContent = `${new Date(fix.time).toLocaleTimeString()}: ${fix.lat.toFixed(5)}, ${fix.lon.toFixed(5)} ±${Math.round(fix.accuracy)} m`;
   await showPending();
@@ -172,6 +177,121 @@ async function recordSent(account, authorization, count) {
   });
 }
 
+// MARK: Places near me
+
+async function getJSON(path) {
+  const response = await fetch(path, { headers: { Accept: 'application/json' } });
+  if (!response.ok) throw new Error(`${path}: ${response.status}`);
+  return response.json();
+}
+
+// Online, keeps the device's copy of the region's places current; offline it stays as it was.
+async function refreshPlaces(position) {
+  if (!navigator.onLine) return;
+  try {
+    if (await app.places.refresh(position, getJSON) && app.view === 'places') showPlaces();
+  } catch (error) {
+    console.warn('places not refreshed:', error);
+  }
+}
+
+// The position places are near: the last fix, else the newest location kept.
+async function currentPosition() {
+  if (app.lastFix) return app.lastFix;
+  const track = await myTrack();
+  const last = track[track.length - 1];
+  return last ? { lat: last.geometry.coordinates[1], lon: last.geometry.coordinates[0] } : null;
+}
+
+async function showPlaces() {
+  const position = await currentPosition();
+  const list = $('places-list');
+  if (!position) {
+    $('places-summary').textContent = 'Start tracking to see the places near you.';
+    list.replaceChildren();
+    return;
+  }
+  const { places, complete } = app.places.near(position);
+  $('places-summary').textContent = `${places.length} place${places.length === 1 ? '' : 's'} within 2.5 miles`
+    + (complete ? '.' : ' — the phone holds no places this far out yet; they come with the network.');
+  list.replaceChildren(...places.map(({ place, distance }) => {
+    const item = document.createElement('li');
+    item.textContent = `${place.name || place._id} — ${distance < 1000 ? `${Math.round(distance)} m` : `${(distance / 1000).toFixed(2)} km`}`;
+    return item;
+  }));
+}
+
+// MARK: Map
+
+// Every location of mine on this phone, sent or not, oldest first.
+async function myTrack() {
+  const docs = (await app.store.kept()).concat(await app.store.pending(100000));
+  return docs.sort((a, b) => a.created_at - b.created_at);
+}
+
+function loadScript(src) {
+  return new Promise((resolve, reject) => {
+    const script = document.createElement('script');
+    script.src = src;
+    script.onload = resolve;
+    script.onerror = () => reject(new Error(`cannot load ${src}`));
+    document.head.appendChild(script);
+  });
+}
+
+async function setUpMap() {
+  const config = app.config || (app.config = await getJSON('config.json'));
+  if (!config.leaflet) {
+    $('map').textContent = 'The map needs Leaflet on the server (Debian\'s libjs-leaflet); the list below still works.';
+    return false;
+  }
+  const style = document.createElement('link');
+  style.rel = 'stylesheet';
+  style.href = config.leaflet_css;
+  document.head.appendChild(style);
+  await loadScript(config.leaflet);
+  app.map = L.map('map', { zoomControl: true }).setView([37.45, -122.2], 9);
+  if (config.tiles && config.tiles !== 'none') {
+    let loaded = 0;
+    const tiles = L.tileLayer(config.tiles, { attribution: config.attribution, maxZoom: 19 }).addTo(app.map);
+    tiles.on('tileload', () => { loaded += 1; $('map-note').textContent = ''; });
+    tiles.on('tileerror', () => { if (loaded === 0) $('map-note').textContent = 'No map background (offline, or the tile server cannot be reached); the track still shows.'; });
+  }
+  app.trackLayer = L.layerGroup().addTo(app.map);
+  return true;
+}
+
+// My track as a line, the latest position marked, fitted to the data; the list newest first.
+async function showMap() {
+  const track = await myTrack();
+  $('track-list').replaceChildren(...track.slice().reverse().map((doc) => {
+    const item = document.createElement('li');
+    const [lon, lat] = doc.geometry.coordinates;
+    item.textContent = `${new Date(doc.created_at).toLocaleString()}: ${lat.toFixed(5)}, ${lon.toFixed(5)}`;
+    return item;
+  }));
+  if (!app.map && !(await setUpMap().catch((error) => { $('map-note').textContent = `No map: ${error.message}`; return false; }))) return;
+  app.trackLayer.clearLayers();
+  const points = track.map((doc) => [doc.geometry.coordinates[1], doc.geometry.coordinates[0]]);
+  if (points.length > 1) L.polyline(points, { color: '#1f6feb', weight: 4, className: 'track-line' }).addTo(app.trackLayer);
+  if (points.length) {
+    L.marker(points[points.length - 1], { icon: L.divIcon({ className: 'latest-dot', iconSize: [18, 18] }), title: 'Latest location', alt: 'Latest location' })
+      .addTo(app.trackLayer);
+    if (points.length === 1) app.map.setView(points[0], 15); else app.map.fitBounds(points, { padding: [24, 24] });
+  }
+  app.map.invalidateSize();
+}
+
+function show(view) {
+  app.view = view;
+  for (const button of document.querySelectorAll('#views button')) {
+    if (button.dataset.view === view) button.setAttribute('aria-current', 'page'); else button.removeAttribute('aria-current');
+  }
+  for (const panel of document.querySelectorAll('.view')) panel.hidden = panel.id !== `view-${view}`;
+  if (view === 'map') showMap().catch(report);
+  if (view === 'places') showPlaces().catch(report);
+}
+
 // MARK: Screens
 
 async function showPending() { $('pending').textContent = String(await app.store.pendingCount()); }
@@ -196,6 +316,7 @@ async function start() {
   window.addEventListener('online', () => { showConnection(); sync(); });
   window.addEventListener('offline', showConnection);
   app.store = await TrackerStore.open();
+  app.places = await new PlacesCache(app.store).load();
   app.account = await app.store.account();
   if (app.account) showTracker(); else $('welcome').hidden = false;
   const form = $('account-form');
@@ -214,6 +335,7 @@ async function start() {
   $('register').addEventListener('click', () => submit(register));
   $('tracking').addEventListener('click', () => (app.watch === null ? startTracking() : stopTracking()));
   $('sign-out').addEventListener('click', () => signOut().catch(report));
+  for (const button of document.querySelectorAll('#views button')) button.addEventListener('click', () => show(button.dataset.view));
   if ('serviceWorker' in navigator) {
     try { app.worker = await navigator.serviceWorker.register('sw.js', { scope: './' }); } catch (error) { console.warn('no offline start:', error); }
   }

@@ -52,7 +52,7 @@
   // MARK: IndexedDB
 
   const STORE_NAME = 'lt-tracker';
-  const STORE_VERSION = 1;
+  const STORE_VERSION = 2;
 
   function request(r) {
     return new Promise((resolve, reject) => { r.onsuccess = () => resolve(r.result); r.onerror = () => reject(r.error); });
@@ -65,9 +65,13 @@
       const opening = indexedDB.open(name, STORE_VERSION);
       opening.onupgradeneeded = () => {
         const db = opening.result;
-        db.createObjectStore('account');
-        db.createObjectStore('outbox', { keyPath: '_id' }).createIndex('created_at', 'created_at');
-        db.createObjectStore('kept', { keyPath: '_id' }).createIndex('created_at', 'created_at');
+        const has = (store) => db.objectStoreNames.contains(store);
+        if (!has('account')) db.createObjectStore('account');
+        if (!has('outbox')) db.createObjectStore('outbox', { keyPath: '_id' }).createIndex('created_at', 'created_at');
+        if (!has('kept')) db.createObjectStore('kept', { keyPath: '_id' }).createIndex('created_at', 'created_at');
+        // Version 2: the places of the device's region, and small state records (the region).
+        if (!has('places')) db.createObjectStore('places', { keyPath: '_id' });
+        if (!has('state')) db.createObjectStore('state');
       };
       return new TrackerStore(await request(opening), name);
     }
@@ -109,10 +113,87 @@
 
     kept() { return this.run(['kept'], 'readonly', (t) => request(t.objectStore('kept').index('created_at').getAll())); }
 
+    state(key) { return this.run(['state'], 'readonly', (t) => request(t.objectStore('state').get(key))); }
+    setState(key, value) { return this.run(['state'], 'readwrite', (t) => request(t.objectStore('state').put(value, key))); }
+
+    // The region's places in place of the device's copy, with the region that holds them.
+    replacePlaces(places, region) {
+      return this.run(['places', 'state'], 'readwrite', async (t) => {
+        const store = t.objectStore('places');
+        store.clear();
+        for (const place of places) store.put(place);
+        t.objectStore('state').put(region, 'places-region');
+      });
+    }
+
+    places() { return this.run(['places'], 'readonly', (t) => request(t.objectStore('places').getAll())); }
+
     // Sign-out: everything of this user goes.
     async wipe() {
       this.db.close();
       await request(indexedDB.deleteDatabase(this.name));
+    }
+  }
+
+  // TrackerKit's PlacesCache: the places within 25 km of the device kept on it, pulled again when
+  // the device is past half of that, or the server's places release changed (asked at most
+  // every 5 minutes); "places near me" (2.5 miles, nearest first) answered from the copy, and
+  // complete when the position is well inside the region.
+  class PlacesCache {
+    constructor(store, { regionRadius = 25000, queryRadius = 2.5 * 1609.34, releaseCheckInterval = 300000 } = {}) {
+      Object.assign(this, { store, regionRadius, queryRadius, releaseCheckInterval });
+      this.releaseCheckedAt = null;
+      this.pulls = 0;
+    }
+
+    async load() {
+      this.region = (await this.store.state('places-region')) || null;
+      this.placesHeld = await this.store.places();
+      return this;
+    }
+
+    covers(position) {
+      return Boolean(this.region) && sphereDistance(this.region, position) + this.queryRadius <= this.region.radius;
+    }
+
+    // Online upkeep; `getJSON(path)` asks the application API. Returns whether it pulled.
+    async refresh(position, getJSON, now = Date.now()) {
+      let release = this.region ? this.region.release : null;
+      if (!this.region || this.releaseCheckedAt === null || now - this.releaseCheckedAt >= this.releaseCheckInterval) {
+        release = (await getJSON('/api/places/version')).dataVersion || 0;
+        this.releaseCheckedAt = now;
+      }
+      if (this.region && this.region.release === release && sphereDistance(this.region, position) <= this.region.radius / 2) return false;
+      const places = [];
+      let bookmark = null;
+      do {
+        const query = new URLSearchParams({ lat: position.lat, lon: position.lon, radius: this.regionRadius, relation: 'contains',
+          nearest: 'true', include_docs: 'true', limit: '200' });
+        if (bookmark) query.set('bookmark', bookmark);
+        const page = await getJSON(`/api/places?${query}`);
+        const rows = page.rows || [];
+        for (const row of rows) if (row.doc) places.push(row.doc);
+        bookmark = rows.length >= 200 && page.bookmark ? page.bookmark : null;
+      } while (bookmark);
+      const region = { lat: position.lat, lon: position.lon, radius: this.regionRadius, release };
+      await this.store.replacePlaces(places, region);
+      this.region = region;
+      this.placesHeld = places;
+      this.pulls += 1;
+      return true;
+    }
+
+    // The places within the query radius of `position`, nearest first: [{place, distance}].
+    near(position, limit = 100) {
+      const found = [];
+      for (const place of this.placesHeld || []) {
+        const c = place.geometry && place.geometry.coordinates;
+        if (!c) continue;
+        const distance = sphereDistance(position, { lat: c[1], lon: c[0] });
+        if (distance <= this.queryRadius) found.push({ place, distance });
+      }
+      found.sort((a, b) => a.distance - b.distance);
+      return { places: found.slice(0, limit), complete: this.covers(position) };
     }
   }
 
@@ -126,5 +207,5 @@
     return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
   }
 
-  self.ltStore = { LOCATION_POLICY, LocationMonitor, locationDocument, sphereDistance, TrackerStore, newDocumentID };
+  self.ltStore = { LOCATION_POLICY, LocationMonitor, locationDocument, sphereDistance, TrackerStore, PlacesCache, newDocumentID };
 })();

@@ -3,11 +3,22 @@
 // cached (they go to the network; the app keeps its data in IndexedDB).
 'use strict';
 
-const CACHE = 'lt-app-v1';
+const CACHE = 'lt-app-v2';
 const SHELL = ['./', 'index.html', 'app.js', 'store.js', 'app.css', 'manifest.webmanifest', 'icon.svg', 'icon-192.png', 'icon-512.png'];
 
+// The shell, and the map's configuration and the Leaflet files it names, so the map opens offline too.
 self.addEventListener('install', (event) => {
-  event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll(SHELL)).then(() => self.skipWaiting()));
+  event.waitUntil((async () => {
+    const cache = await caches.open(CACHE);
+    await cache.addAll(SHELL);
+    try {
+      const response = await fetch('config.json');
+      const config = await response.clone().json();
+      await cache.put('config.json', response);
+      await cache.addAll([config.leaflet, config.leaflet_css].filter(Boolean));
+    } catch (error) { /* no map offline; the rest works */ }
+    await self.skipWaiting();
+  })());
 });
 
 self.addEventListener('activate', (event) => {

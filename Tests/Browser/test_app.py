@@ -18,10 +18,12 @@ import gzip
 import json
 import math
 import os
+import struct
 import sys
 import time
 import urllib.error
 import urllib.request
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cdp import Browser, Checks  # noqa: E402
@@ -54,6 +56,16 @@ def expected_kept(fixes, background):
         last = fix
         kept.append(i)
     return kept
+
+
+def write_png(path, width, height):
+    """A small test picture: a colour gradient, as a PNG."""
+    rows = b"".join(b"\x00" + bytes(v for x in range(width) for v in (x * 255 // width, y * 255 // height, 128)) for y in range(height))
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    with open(path, "wb") as out:
+        out.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                  + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
 def wait_until(condition, what, timeout=60):
@@ -162,19 +174,41 @@ def main():
         names = browser.evaluate("[...document.querySelectorAll('#places-list li')].map((li) => li.textContent.split(' — ')[0])")
         check(names == expected_names and len(names) >= 3, f"offline, places near me from the phone's copy, nearest first: {names}")
         browser.screenshot(os.path.join(options.artifacts, "places-offline.png"))
+        # A photo taken offline (the file input, as a phone's camera fills it), with a caption.
+        browser.evaluate("document.querySelector('#views [data-view=status]').click()")
+        browser.evaluate("document.getElementById('photo-caption').value = 'bridge at dusk'")
+        picture = os.path.join(options.artifacts, "input-photo.png")
+        write_png(picture, 320, 240)
+        root = browser.call("DOM.getDocument")["root"]["nodeId"]
+        node = browser.call("DOM.querySelector", nodeId=root, selector="#photo-input")["nodeId"]
+        browser.call("DOM.setFileInputFiles", files=[os.path.abspath(picture)], nodeId=node)
+        browser.wait("document.getElementById('pending').textContent === '2'", what="the photo kept on the phone")
+        photo = browser.evaluate("ltApp.store.pending().then((docs) => docs.find((d) => d._attachments))")
+        attachment = photo["_attachments"]["photo.jpg"]
+        check(photo["caption"] == "bridge at dusk" and attachment["content_type"] == "image/jpeg" and len(attachment["data"]) > 1000
+              and photo["properties"]["username"] == "walker" and abs(photo["geometry"]["coordinates"][1] - route[6]["lat"]) < 1e-6,
+              "the photo waits as a location document at my position with a JPEG attachment and its caption")
         browser.call("Network.emulateNetworkConditions", offline=False, latency=0, downloadThroughput=-1, uploadThroughput=-1)
         browser.wait("document.getElementById('pending').textContent === '0'", timeout=90, what="the outbox sent after the network came back")
         ids = sorted(d["_id"] for d in user_docs())
-        check(len(ids) == 3 and len(set(ids)) == 3, "back online, every kept fix is in walker's database exactly once")
-        wait_until(lambda: len([r for r in request("GET", f"{server.db}/lt_locations_all/_all_docs", auth=ADMIN)[1]["rows"] if not r["id"].startswith("_")]) >= 3,
+        check(len(ids) == 4 and len(set(ids)) == 4, "back online, every kept fix and the photo are in walker's database exactly once")
+        stored = next(d for d in user_docs() if d["_id"] == photo["_id"])
+        check(stored["_attachments"]["photo.jpg"]["content_type"] == "image/jpeg" and stored["_attachments"]["photo.jpg"]["length"] > 1000,
+              "the photo is stored as an attachment")
+        wait_until(lambda: len([r for r in request("GET", f"{server.db}/lt_locations_all/_all_docs", auth=ADMIN)[1]["rows"] if not r["id"].startswith("_")]) >= 4,
                    "consolidation")
         everyone = [r["id"] for r in request("GET", f"{server.db}/lt_locations_all/_all_docs", auth=ADMIN)[1]["rows"] if not r["id"].startswith("_")]
-        check(len(everyone) == 3, f"and in lt_locations_all exactly once each ({len(everyone)})")
+        check(len(everyone) == 4, f"and in lt_locations_all exactly once each ({len(everyone)})")
+        status, photos = request("GET", f"{server.app}/api/photos", auth=ADMIN)
+        check(status == 200 and any(p["caption"] == "bridge at dusk" for p in photos["photos"]), "the dashboard's photos list has it")
         # The map of my track: one line, the latest position marked; the list, newest first.
         browser.evaluate("document.querySelector('#views [data-view=map]').click()")
         browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('.latest-dot').length === 1",
                      what="my track on the map")
         check(browser.evaluate("document.querySelectorAll('#track-list li').length") == 3, "the map shows my track as a line and lists its 3 locations")
+        browser.wait("document.querySelectorAll('.photo-pin').length === 1 && document.querySelectorAll('#photo-list img').length === 1 && document.querySelector('#photo-list img').naturalWidth === 320",
+                     what="the photo on the map and in the list")
+        check(True, "the photo shows on the map and in the list")
         browser.screenshot(os.path.join(options.artifacts, "map.png"))
         # A new places release reaches the phone: a place added next to me shows up.
         status, _ = request("POST", f"{server.app}/api/places", {"name": "Aaa New Bench", "latitude": here["lat"] + 0.0005, "longitude": here["lon"]}, auth=ADMIN)
@@ -188,9 +222,9 @@ def main():
         browser.evaluate("document.querySelector('#views [data-view=status]').click()")
         # A batch sent again (its answer lost to a dropped connection) adds nothing.
         browser.evaluate("(async () => { const kept = await ltApp.store.kept(); await ltApp.store.enqueue(kept); await ltApp.sync(); })()")
-        check(browser.evaluate("ltApp.store.pendingCount()") == 0 and len(user_docs()) == 3, "documents sent twice are stored once")
+        check(browser.evaluate("ltApp.store.pendingCount()") == 0 and len(user_docs()) == 4, "documents sent twice are stored once")
         status, checkpoint = request("GET", f"{account['databaseURL']}/_local/lt-app-{account['apiKey']}", auth=(account["apiKey"], account["apiSecret"]))
-        check(status == 200 and checkpoint.get("sent") == 3, f"the device's _local record says 3 sent: {checkpoint}")
+        check(status == 200 and checkpoint.get("sent") == 4, f"the device's _local record says 4 sent: {checkpoint.get('sent')}")
         browser.screenshot(os.path.join(options.artifacts, "tracking.png"))
         browser.evaluate("document.getElementById('tracking').click()")
         browser.pump(0.5)

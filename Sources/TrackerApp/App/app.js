@@ -177,6 +177,51 @@ async function recordSent(account, authorization, count) {
   });
 }
 
+// MARK: Photos
+
+// A picture taken or picked: made at most 1600 pixels on its longer side (a phone's camera
+// gives several megabytes; the server and the sync need far less), stored as a JPEG
+// attachment on a location document at the phone's position — GeoPix's photos, which the
+// dashboard shows too — and sent with the locations.
+async function addPhoto(file) {
+  const position = app.lastFix || await onePosition();
+  const image = await createImageBitmap(file);
+  const scale = Math.min(1, 1600 / Math.max(image.width, image.height));
+  const canvas = document.createElement('canvas');
+  canvas.width = Math.max(1, Math.round(image.width * scale));
+  canvas.height = Math.max(1, Math.round(image.height * scale));
+  canvas.getContext('2d').drawImage(image, 0, 0, canvas.width, canvas.height);
+  const blob = await new Promise((resolve) => canvas.toBlob(resolve, 'image/jpeg', 0.85));
+  const data = await new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(String(reader.result).split(',')[1]);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
+  const fix = { lat: position.lat, lon: position.lon, accuracy: position.accuracy || 0, time: Date.now() };
+  const doc = Object.assign({ _id: newDocumentID() }, locationDocument(fix, app.account.username, false, app.sessionID));
+  const caption = $('photo-caption').value.trim();
+  if (caption) doc.caption = caption;
+  doc._attachments = { 'photo.jpg': { content_type: 'image/jpeg', data } };
+  await app.store.enqueue([doc]);
+  $('photo-caption').value = '';
+  await showPending();
+  sync();
+  return doc._id;
+}
+
+// The phone's position once (a photo taken before any fix).
+function onePosition() {
+  return new Promise((resolve, reject) => {
+    if (!navigator.geolocation) { reject(new Error('this browser cannot tell its position')); return; }
+    navigator.geolocation.getCurrentPosition(
+      (p) => resolve({ lat: p.coords.latitude, lon: p.coords.longitude, accuracy: p.coords.accuracy }),
+      () => reject(new Error('no position for the photo: allow location access')), { enableHighAccuracy: true, timeout: 30000 });
+  });
+}
+
+const photoOf = (doc) => doc._attachments && Object.entries(doc._attachments).find(([, a]) => (a.content_type || '').startsWith('image/') && a.data);
+
 // MARK: Places near me
 
 async function getJSON(path) {
@@ -263,7 +308,18 @@ async function setUpMap() {
 
 // My track as a line, the latest position marked, fitted to the data; the list newest first.
 async function showMap() {
-  const track = await myTrack();
+  const everything = await myTrack();
+  const track = everything.filter((doc) => !photoOf(doc));
+  const photos = everything.filter(photoOf).reverse();
+  $('photo-list').replaceChildren(...photos.map((doc) => {
+    const [, attachment] = photoOf(doc);
+    const item = document.createElement('li');
+    const image = document.createElement('img');
+    image.src = `data:${attachment.content_type};base64,${attachment.data}`;
+    image.alt = doc.caption || `Photo of ${new Date(doc.created_at).toLocaleString()}`;
+    item.append(image, document.createTextNode(`${doc.caption ? `${doc.caption}, ` : ''}${new Date(doc.created_at).toLocaleString()}`));
+    return item;
+  }));
   $('track-list').replaceChildren(...track.slice().reverse().map((doc) => {
     const item = document.createElement('li');
     const [lon, lat] = doc.geometry.coordinates;
@@ -277,8 +333,21 @@ async function showMap() {
   if (points.length) {
     L.marker(points[points.length - 1], { icon: L.divIcon({ className: 'latest-dot', iconSize: [18, 18] }), title: 'Latest location', alt: 'Latest location' })
       .addTo(app.trackLayer);
-    if (points.length === 1) app.map.setView(points[0], 15); else app.map.fitBounds(points, { padding: [24, 24] });
   }
+  for (const doc of photos) {
+    const [, attachment] = photoOf(doc);
+    const at = [doc.geometry.coordinates[1], doc.geometry.coordinates[0]];
+    const label = doc.caption || 'Photo';
+    const popup = document.createElement('div');
+    popup.className = 'photo-popup';
+    const image = document.createElement('img');
+    image.src = `data:${attachment.content_type};base64,${attachment.data}`;
+    image.alt = label;
+    popup.append(image, document.createTextNode(label));
+    L.marker(at, { icon: L.divIcon({ className: 'photo-pin', iconSize: [16, 16] }), title: label, alt: label }).bindPopup(popup).addTo(app.trackLayer);
+    points.push(at);
+  }
+  if (points.length === 1) app.map.setView(points[0], 15); else if (points.length > 1) app.map.fitBounds(points, { padding: [24, 24] });
   app.map.invalidateSize();
 }
 
@@ -335,6 +404,11 @@ async function start() {
   $('register').addEventListener('click', () => submit(register));
   $('tracking').addEventListener('click', () => (app.watch === null ? startTracking() : stopTracking()));
   $('sign-out').addEventListener('click', () => signOut().catch(report));
+  $('photo-input').addEventListener('change', (event) => {
+    const [file] = event.target.files;
+    event.target.value = '';
+    if (file) addPhoto(file).catch(report);
+  });
   for (const button of document.querySelectorAll('#views button')) button.addEventListener('click', () => show(button.dataset.view));
   if ('serviceWorker' in navigator) {
     try { app.worker = await navigator.serviceWorker.register('sw.js', { scope: './' }); } catch (error) { console.warn('no offline start:', error); }

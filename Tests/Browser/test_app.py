@@ -5,10 +5,13 @@ against a real `lt serve`.
 Checks that Chromium finds it installable (manifest, service worker, icons), that a new user
 registers and gets a per-device API key kept for offline starts, that the location filter and
 document format are TrackerKit's (the filter run over the Freeway Drive route in the page and
-here, independently), that tracking with emulated geolocation keeps fixes in IndexedDB's
-outbox, that the app opens and shows its data with the server stopped, that signing out wipes
-the phone's data, JavaScript under 300 KB compressed, every control with an accessible name,
-and no console error. Screenshots go to the artifacts directory.
+here, independently); then tracks along the route with emulated geolocation: fixes sent while
+online, a fix, places near me and a photo while the network is cut, all in the user's database
+and lt_locations_all exactly once when it is back; the map with the track and the photo, a new
+places release reaching the phone, a place's wrong position reported from the map, a second
+user seeing none of it, the app and its map opening with the server stopped, sign-out wiping the
+phone; JavaScript under 300 KB compressed, every control with an accessible name, no console
+error. Screenshots of each view go to the artifacts directory.
 
 Usage: test_app.py --lt PATH/TO/lt [--artifacts DIR]
 """
@@ -209,6 +212,18 @@ def main():
         browser.wait("document.querySelectorAll('.photo-pin').length === 1 && document.querySelectorAll('#photo-list img').length === 1 && document.querySelector('#photo-list img').naturalWidth === 320",
                      what="the photo on the map and in the list")
         check(True, "the photo shows on the map and in the list")
+        # A place in the wrong spot, dragged on the map to where it is and reported for review.
+        browser.wait("ltApp.placeMarkers.size > 0", what="places near me on the map")
+        moved = browser.evaluate("""(() => { const [id, marker] = [...ltApp.placeMarkers.entries()][0]; const p = marker.getLatLng();
+            marker.setLatLng([p.lat + 0.001, p.lng]); marker.fire('dragend'); return [id, p.lat + 0.001, p.lng]; })()""")
+        browser.wait("document.querySelector('.send-correction')", what="the correction's confirmation")
+        browser.evaluate("document.querySelector('.send-correction').click()")
+        browser.wait("document.querySelector('.correction p').textContent.startsWith('Thank you')", what="the correction sent")
+        status, reports = request("GET", f"{server.app}/api/adjustments", auth=ADMIN)
+        text = json.dumps(reports)
+        check(status == 200 and moved[0] in text and f"{moved[1]:.5f}"[:-1] in text and "walker" in text,
+              f"the admin finds walker's report of {moved[0]} at its new position")
+        browser.screenshot(os.path.join(options.artifacts, "correction.png"))
         browser.screenshot(os.path.join(options.artifacts, "map.png"))
         # A new places release reaches the phone: a place added next to me shows up.
         status, _ = request("POST", f"{server.app}/api/places", {"name": "Aaa New Bench", "latitude": here["lat"] + 0.0005, "longitude": here["lon"]}, auth=ADMIN)
@@ -232,6 +247,26 @@ def main():
         errors = [e for e in browser.errors if "ERR_INTERNET_DISCONNECTED" not in e]
         check(not errors, "no console errors" + ("" if not errors else ": " + "; ".join(errors[:5])))
 
+        # A second user, on a phone of their own, sees none of walker's data, here or on the server.
+        other = Browser(width=360, height=640)
+        try:
+            other.set_viewport(360, 640, mobile=True)
+            other.navigate(app)
+            other.wait("window.ltApp && window.ltApp.ready && !document.getElementById('welcome').hidden", what="runner's welcome screen")
+            other.evaluate("""(() => { document.getElementById('username').value = 'runner';
+                document.getElementById('password').value = 'runner-pw-2';
+                document.getElementById('register').click(); })()""")
+            other.wait("!document.getElementById('tracker').hidden", what="runner signed in")
+            other.evaluate("document.querySelector('#views [data-view=map]').click()")
+            other.pump(1)
+            shown = other.evaluate("[document.querySelectorAll('#track-list li').length, document.querySelectorAll('#photo-list img').length, document.body.innerText.includes('bridge at dusk')]")
+            runner = other.evaluate("ltApp.store.account()")
+            status, _ = request("GET", f"{account['databaseURL']}/_all_docs", auth=(runner["apiKey"], runner["apiSecret"]))
+            check(shown == [0, 0, False] and status in (401, 403) and not other.errors,
+                  f"a second user sees none of walker's locations or photos, on their phone or through the server ({shown}, {status})")
+        finally:
+            other.close()
+
         # The server stopped: the app still opens, signed in, with what it kept.
         server.stop()
         browser.navigate(app)
@@ -250,6 +285,7 @@ def main():
         browser.wait("!document.getElementById('welcome').hidden", what="the welcome screen after signing out")
         check(browser.evaluate("ltApp.store.account().then((a) => a === undefined || a === null)") and browser.evaluate("ltApp.store.pendingCount()") == 0,
               "signing out removed the account and the kept fixes")
+
     except Exception as error:
         check.failed_with(error, browser)
     finally:

@@ -348,7 +348,69 @@ async function showMap() {
     points.push(at);
   }
   if (points.length === 1) app.map.setView(points[0], 15); else if (points.length > 1) app.map.fitBounds(points, { padding: [24, 24] });
+  await drawPlaces();
   app.map.invalidateSize();
+}
+
+// Places near me on the map. A place shown in the wrong spot can be dragged to where it really
+// is and reported (`POST /api/places/:id/adjustments`, with this device's key): an admin
+// reviews it in the dashboard. The pin goes back until then.
+app.placeMarkers = new Map();
+async function drawPlaces() {
+  const position = await currentPosition();
+  if (!position) return;
+  app.placeMarkers.clear();
+  for (const { place } of app.places.near(position).places) {
+    const [lon, lat] = place.geometry.coordinates;
+    const name = place.name || place._id;
+    const marker = L.marker([lat, lon], {
+      draggable: true, title: `${name} (drag to where it really is)`, alt: name,
+      icon: L.divIcon({ className: 'place-pin', iconSize: [14, 14] }),
+    }).addTo(app.trackLayer);
+    marker.bindPopup(() => element('span', name));
+    marker.on('dragend', () => confirmCorrection(place, marker, [lat, lon]));
+    app.placeMarkers.set(place._id, marker);
+  }
+}
+
+function element(tag, text, attributes) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  for (const [key, value] of Object.entries(attributes || {})) node.setAttribute(key, value);
+  return node;
+}
+
+function confirmCorrection(place, marker, original) {
+  const to = marker.getLatLng();
+  const name = place.name || place._id;
+  const box = element('div', null, { class: 'correction' });
+  const text = element('p', `Report that ${name} is here?`);
+  const send = element('button', 'Send for review', { type: 'button', class: 'send-correction' });
+  const cancel = element('button', 'Cancel', { type: 'button', class: 'secondary' });
+  const putBack = () => marker.setLatLng(original);
+  cancel.addEventListener('click', () => { putBack(); marker.closePopup(); });
+  send.addEventListener('click', async () => {
+    send.disabled = true;
+    try {
+      const response = await fetch(`/api/places/${encodeURIComponent(place._id)}/adjustments`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Accept: 'application/json',
+          Authorization: 'Basic ' + btoa(`${app.account.apiKey}:${app.account.apiSecret}`) },
+        body: JSON.stringify({ latitude: to.lat, longitude: to.lng, comment: 'reported from the tracker app' }),
+      });
+      if (!response.ok) throw new Error(`the server answered ${response.status}`);
+      text.textContent = `Thank you: ${name}'s new position is sent for review.`;
+      send.remove();
+      cancel.textContent = 'Close';
+    } catch (error) {
+      text.textContent = navigator.onLine ? `Not sent: ${error.message}.` : 'No network: try again when there is one.';
+      send.disabled = false;
+    }
+    putBack();
+  });
+  box.append(text, send, cancel);
+  marker.unbindPopup();
+  marker.bindPopup(box).openPopup();
 }
 
 function show(view) {

@@ -16,8 +16,10 @@ python3 Tests/Compatibility/clients.py --lt "$(swift build --show-bin-path)/lt"
 python3 Tests/Compatibility/openapi_conformance.py --lt "$(swift build --show-bin-path)/lt"
 # The dashboard in headless Chromium; screenshots of each view in test-artifacts/dashboard.
 python3 Tests/Browser/test_dashboard.py --lt "$(swift build --show-bin-path)/lt" --artifacts test-artifacts/dashboard
-# The installable tracker app (/app/) on an emulated phone; screenshots in test-artifacts/app.
+# The installable tracker app (/app/) on an emulated phone (Playwright on Debian's Chromium), with a
+# private database per user and with one shared database; screenshots in test-artifacts/app*.
 python3 Tests/Browser/test_app.py --lt "$(swift build --show-bin-path)/lt" --artifacts test-artifacts/app
+python3 Tests/Browser/test_app.py --lt "$(swift build --show-bin-path)/lt" --mode single-db --artifacts test-artifacts/app-single-db
 # PouchDB 9 in headless Chromium against lt, when LT_TEST_POUCHDB_DIST names a PouchDB release's
 # dist/ (PouchDB is not in the registries CI reaches; without it the test says it is skipped).
 python3 Tests/Browser/test_pouchdb.py --lt "$(swift build --show-bin-path)/lt"

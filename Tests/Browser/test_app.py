@@ -85,9 +85,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--lt", required=True)
     parser.add_argument("--artifacts", default="test-artifacts/app")
+    parser.add_argument("--mode", default="db-per-user", choices=["db-per-user", "single-db"],
+                        help="lt serve's --mode: a private database per user, or one shared database")
     options = parser.parse_args()
     check = Checks("app browser test", options.artifacts)
-    server = LTServer(options.lt, ADMIN, "--password-iterations", "1000")
+    server = LTServer(options.lt, ADMIN, "--password-iterations", "1000", "--mode", options.mode)
+    # Where everyone's locations end up: consolidated, or the shared database itself (ids owner-prefixed).
+    everyone_db, mine = ("lt_locations_all", "") if options.mode == "db-per-user" else ("lt_locations_all_envoy", "walker:")
     phones = Phones()
     origin = server.app
     app = f"{origin}/app/"
@@ -137,7 +141,7 @@ def main():
             document.getElementById('register').click(); })()""")
         browser.wait("!document.getElementById('tracker').hidden", what="the tracker screen")
         account = browser.evaluate("ltApp.store.account()")
-        check(account and account["username"] == "walker" and account["apiKey"] and account["database"] == "lt_locations_user_walker",
+        check(account and account["username"] == "walker" and account["apiKey"] and account["database"] == ("lt_locations_user_walker" if options.mode == "db-per-user" else "lt_locations_all_envoy"),
               "registered and signed in: the per-device API key is kept in IndexedDB")
         check(request("GET", account["databaseURL"], auth=(account["apiKey"], account["apiSecret"]))[0] == 200,
               "the kept key opens the user's database on the database API")
@@ -191,27 +195,48 @@ def main():
         check(photo["caption"] == "bridge at dusk" and attachment["content_type"] == "image/jpeg" and len(attachment["data"]) > 1000
               and photo["properties"]["username"] == "walker" and abs(photo["geometry"]["coordinates"][1] - route[6]["lat"]) < 1e-6,
               "the photo waits as a location document at my position with a JPEG attachment and its caption")
+        browser.pump(16)
+        browser.set_position(route[9]["lat"], route[9]["lng"])
+        browser.wait("document.getElementById('pending').textContent === '3'", timeout=30, what="a second fix kept offline")
+        check(len(user_docs()) == 2, "still offline: two fixes and the photo wait on the phone")
+        # Back online: what waited is sent, and the walk goes on.
         browser.set_offline(False)
         browser.wait("document.getElementById('pending').textContent === '0'", timeout=90, what="the outbox sent after the network came back")
+        browser.pump(16)
+        browser.set_position(route[12]["lat"], route[12]["lng"])
+        wait_until(lambda: len(user_docs() or []) == 6, "the walk's last fix in the user's database")
         ids = sorted(d["_id"] for d in user_docs())
-        check(len(ids) == 4 and len(set(ids)) == 4, "back online, every kept fix and the photo are in walker's database exactly once")
+        check(len(ids) == 6 and len(set(ids)) == 6, "after the walk, all 5 kept fixes and the photo are in walker's database exactly once")
         stored = next(d for d in user_docs() if d["_id"] == photo["_id"])
         check(stored["_attachments"]["photo.jpg"]["content_type"] == "image/jpeg" and stored["_attachments"]["photo.jpg"]["length"] > 1000,
               "the photo is stored as an attachment")
-        wait_until(lambda: len([r for r in request("GET", f"{server.db}/lt_locations_all/_all_docs", auth=ADMIN)[1]["rows"] if not r["id"].startswith("_")]) >= 4,
-                   "consolidation")
-        everyone = [r["id"] for r in request("GET", f"{server.db}/lt_locations_all/_all_docs", auth=ADMIN)[1]["rows"] if not r["id"].startswith("_")]
-        check(len(everyone) == 4, f"and in lt_locations_all exactly once each ({len(everyone)})")
+        def everyone():
+            rows = request("GET", f"{server.db}/{everyone_db}/_all_docs", auth=ADMIN)[1]["rows"]
+            return [r["id"] for r in rows if not r["id"].startswith("_") and r["id"].startswith(mine)]
+        wait_until(lambda: len(everyone()) >= 6, "consolidation")
+        check(len(everyone()) == 6 and len(set(everyone())) == 6, f"and in {everyone_db} exactly once each ({len(everyone())})")
         status, photos = request("GET", f"{server.app}/api/photos", auth=ADMIN)
         check(status == 200 and any(p["caption"] == "bridge at dusk" for p in photos["photos"]), "the dashboard's photos list has it")
         # The map of my track: one line, the latest position marked; the list, newest first.
         browser.evaluate("document.querySelector('#views [data-view=map]').click()")
         browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('.latest-dot').length === 1",
                      what="my track on the map")
-        check(browser.evaluate("document.querySelectorAll('#track-list li').length") == 3, "the map shows my track as a line and lists its 3 locations")
+        check(browser.evaluate("document.querySelectorAll('#track-list li').length") == 5, "the map shows my track as a line and lists its 5 locations")
         browser.wait("document.querySelectorAll('.photo-pin').length === 1 && document.querySelectorAll('#photo-list img').length === 1 && document.querySelector('#photo-list img').naturalWidth === 320",
                      what="the photo on the map and in the list")
         check(True, "the photo shows on the map and in the list")
+        # And all of it on the dashboard, signed in as walker (a page beside the app).
+        dashboard = browser.context.new_page()
+        dashboard.goto(f"{origin}/dashboard/")
+        dashboard.fill("#username", "walker")
+        dashboard.fill("#password", "walker-pw-1")
+        dashboard.click("#sign-in-form button[type=submit]")
+        dashboard.wait_for_function("() => document.querySelectorAll('#track-list li').length === 6", timeout=30000)
+        dashboard.click("#views [data-view=photos]")
+        dashboard.wait_for_function("() => [...document.querySelectorAll('#photos-list img')].some((i) => i.complete && i.naturalWidth > 0)", timeout=30000)
+        check("bridge at dusk" in dashboard.inner_text("#photos-list"), "the dashboard shows walker's walk (6 locations) and the photo with its caption")
+        dashboard.screenshot(path=os.path.join(options.artifacts, "dashboard-after-walk.png"))
+        dashboard.close()
         # A place in the wrong spot, dragged on the map to where it is and reported for review.
         browser.wait("ltApp.placeMarkers.size > 0", what="places near me on the map")
         moved = browser.evaluate("""(() => { const [id, marker] = [...ltApp.placeMarkers.entries()][0]; const p = marker.getLatLng();
@@ -226,10 +251,11 @@ def main():
         browser.screenshot(os.path.join(options.artifacts, "correction.png"))
         browser.screenshot(os.path.join(options.artifacts, "map.png"))
         # A new places release reaches the phone: a place added next to me shows up.
-        status, _ = request("POST", f"{server.app}/api/places", {"name": "Aaa New Bench", "latitude": here["lat"] + 0.0005, "longitude": here["lon"]}, auth=ADMIN)
+        last = {"lat": route[12]["lat"], "lon": route[12]["lng"]}  # where the walk ended: places are near it now
+        status, _ = request("POST", f"{server.app}/api/places", {"name": "Aaa New Bench", "latitude": last["lat"] + 0.0005, "longitude": last["lon"]}, auth=ADMIN)
         check(status == 201, "an admin adds a place (a new places release)")
         browser.evaluate("ltApp.places.releaseCheckInterval = 0")  # the app asks every 5 minutes; the test now
-        browser.evaluate("(async () => { await ltApp.places.refresh({lat: %f, lon: %f}, (p) => fetch(p).then((r) => r.json())); })()" % (here["lat"], here["lon"]))
+        browser.evaluate("(async () => { await ltApp.places.refresh({lat: %f, lon: %f}, (p) => fetch(p).then((r) => r.json())); })()" % (last["lat"], last["lon"]))
         browser.evaluate("document.querySelector('#views [data-view=places]').click()")
         browser.wait("document.querySelector('#places-list li') && document.querySelector('#places-list li').textContent.startsWith('Aaa New Bench')",
                      what="the new place, nearest")
@@ -237,9 +263,9 @@ def main():
         browser.evaluate("document.querySelector('#views [data-view=status]').click()")
         # A batch sent again (its answer lost to a dropped connection) adds nothing.
         browser.evaluate("(async () => { const kept = await ltApp.store.kept(); await ltApp.store.enqueue(kept); await ltApp.sync(); })()")
-        check(browser.evaluate("ltApp.store.pendingCount()") == 0 and len(user_docs()) == 4, "documents sent twice are stored once")
+        check(browser.evaluate("ltApp.store.pendingCount()") == 0 and len(user_docs()) == 6, "documents sent twice are stored once")
         status, checkpoint = request("GET", f"{account['databaseURL']}/_local/lt-app-{account['apiKey']}", auth=(account["apiKey"], account["apiSecret"]))
-        check(status == 200 and checkpoint.get("sent") == 4, f"the device's _local record says 4 sent: {checkpoint.get('sent')}")
+        check(status == 200 and checkpoint.get("sent") == 6, f"the device's _local record says 6 sent: {checkpoint.get('sent')}")
         browser.screenshot(os.path.join(options.artifacts, "tracking.png"))
         browser.evaluate("document.getElementById('tracking').click()")
         browser.pump(0.5)
@@ -260,8 +286,10 @@ def main():
             other.pump(1)
             shown = other.evaluate("[document.querySelectorAll('#track-list li').length, document.querySelectorAll('#photo-list img').length, document.body.innerText.includes('bridge at dusk')]")
             runner = other.evaluate("ltApp.store.account()")
-            status, _ = request("GET", f"{account['databaseURL']}/_all_docs", auth=(runner["apiKey"], runner["apiSecret"]))
-            check(shown == [0, 0, False] and status in (401, 403) and not other.errors,
+            # Walker's database refuses runner's key; the shared one shows runner only runner's documents.
+            status, answer = request("GET", f"{account['databaseURL']}/_all_docs", auth=(runner["apiKey"], runner["apiSecret"]))
+            seen = [r["id"] for r in (answer or {}).get("rows", []) if not r["id"].startswith("_design/")] if status == 200 else []
+            check(shown == [0, 0, False] and (status in (401, 403) or (status == 200 and seen == [])) and not other.errors,
                   f"a second user sees none of walker's locations or photos, on their phone or through the server ({shown}, {status})")
         finally:
             other.close()
@@ -274,7 +302,7 @@ def main():
               "with the server stopped the app opens from its cache, signed in")
         browser.screenshot(os.path.join(options.artifacts, "offline.png"))
         browser.evaluate("document.querySelector('#views [data-view=map]').click()")
-        browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('#track-list li').length === 3",
+        browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('#track-list li').length === 5",
                      what="the map without the server")
         check(True, "and its map (Leaflet from the cache) shows the track kept on the phone")
         browser.screenshot(os.path.join(options.artifacts, "map-offline.png"))

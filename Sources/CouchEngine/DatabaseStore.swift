@@ -118,6 +118,12 @@ public final class DatabaseStore: Sendable {
     /// system, so the rename is atomic).
     var scratch: URL { directory.appendingPathComponent("creating") }
 
+    /// Removes the scratch directory if nothing is in it: for a command done with the store (a
+    /// server keeps it). Nothing is created in it meanwhile: the caller holds the directory.
+    public func removeScratchIfEmpty() {
+        _ = rmdir(scratch.path)
+    }
+
     /// CouchDB's rule: a lowercase letter, then lowercase letters, digits and `_$()+-/`;
     /// or one of the system databases.
     public static func isValidName(_ name: String) -> Bool {

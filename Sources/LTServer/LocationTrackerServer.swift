@@ -47,7 +47,8 @@ public enum LocationTrackerServer {
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()
         do {
-            try await serve(configuration, api: api, store: store, applicationPort: boundApplicationPort, logger: logger)
+            let summary = StartupSummary(configuration, admins: settings.admins.keys.sorted())
+            try await serve(configuration, api: api, store: store, applicationPort: boundApplicationPort, summary: summary, logger: logger)
         } catch {
             await api.stopBackgroundJobs()
             throw error
@@ -58,7 +59,8 @@ public enum LocationTrackerServer {
 
     /// Both listeners (or the database API's alone) until they shut down.
     static func serve(
-        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, applicationPort: NIOLockedValueBox<Int?>, logger: Logger
+        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, applicationPort: NIOLockedValueBox<Int?>,
+        summary: StartupSummary, logger: Logger
     ) async throws {
         if let certificate = configuration.tls {
             logger.info("TLS on both listeners: \(certificate.summary); kill -HUP \(getpid()) reads \(certificate.certificatePath) and \(certificate.keyPath) again")
@@ -68,7 +70,10 @@ public enum LocationTrackerServer {
         let boundDatabasePort = NIOLockedValueBox(configuration.databasePort)
         let database = try listener(
             "database API", responder: api.responder, port: configuration.databasePort, serverName: nil,
-            configuration: configuration, logger: logger) { port in boundDatabasePort.withLockedValue { $0 = port } }
+            configuration: configuration, logger: logger) { port in
+                boundDatabasePort.withLockedValue { $0 = port }
+                summary.bound("database API", port: port)
+            }
         let control = try ControlSocket.service(directory: configuration.directory, store: store, logger: logger)
         if configuration.databaseOnly {
             try await ServiceGroup(configuration: groupConfiguration([database, control], logger: logger)).run()
@@ -76,7 +81,7 @@ public enum LocationTrackerServer {
         }
         try await runWithApplication(
             configuration, api: api, store: store, database: database, control: control,
-            databasePort: { boundDatabasePort.withLockedValue { $0 } }, applicationPort: applicationPort, logger: logger)
+            databasePort: { boundDatabasePort.withLockedValue { $0 } }, applicationPort: applicationPort, summary: summary, logger: logger)
     }
 
     /// Loads `server.json`, adds or keeps the configured admin (one is generated and printed
@@ -122,7 +127,7 @@ public enum LocationTrackerServer {
     /// cluster, with this server's mirrors for geo queries, consolidation and purges.
     static func runWithApplication(
         _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, database: some Service, control: some Service,
-        databasePort: @escaping @Sendable () -> Int, applicationPort: NIOLockedValueBox<Int?>, logger: Logger
+        databasePort: @escaping @Sendable () -> Int, applicationPort: NIOLockedValueBox<Int?>, summary: StartupSummary, logger: Logger
     ) async throws {
         let cluster = try await clusterClient(configuration)
         let local = InProcessCouch(api: api)
@@ -156,7 +161,10 @@ public enum LocationTrackerServer {
             responder: TrackerHTTP(service: service, dashboard: configuration.dashboard, limits: limits,
                                    consolidator: consolidator, servesTLS: configuration.tls != nil, databasePort: databasePort).responder,
             port: configuration.applicationPort, serverName: "LocationTracker", configuration: configuration, logger: logger,
-            bound: { port in applicationPort.withLockedValue { $0 = port } })
+            bound: { port in
+                applicationPort.withLockedValue { $0 = port }
+                summary.bound("application API", port: port)
+            })
         try await ServiceGroup(configuration: groupConfiguration([database, application, control], logger: logger)).run()
     }
 
@@ -209,8 +217,8 @@ public enum LocationTrackerServer {
             configuration: configuration.connections.configuration(address: .hostname(host, port: port), serverName: serverName),
             onServerRunning: { channel in
                 let actual = channel.localAddress?.port ?? port
-                bound(actual)
                 announce(name, scheme: scheme, host: host, port: actual)
+                bound(actual)
             },
             logger: logger)
     }

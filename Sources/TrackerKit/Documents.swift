@@ -23,20 +23,22 @@ public struct LocationDoc: Sendable, Equatable {
         self.sessionID = sessionID
     }
 
-    /// From an accepted fix.
+    /// From an accepted fix; its time in whole milliseconds, as the original app wrote it.
     public init(fix: LocationFix, username: String, background: Bool, sessionID: String?) {
-        self.init(coordinate: fix.coordinate, timestamp: fix.timestamp.timeIntervalSince1970 * 1000, username: username,
+        self.init(coordinate: fix.coordinate, timestamp: (fix.timestamp.timeIntervalSince1970 * 1000).rounded(), username: username,
                   background: background, sessionID: sessionID)
     }
 
     /// The document's JSON (with `_id` when it has one).
     public var json: JSON {
-        var properties: JSONObject = ["username": .string(username), "timestamp": .double(timestamp), "background": .bool(background)]
+        // Whole milliseconds as integers, as the original app wrote them.
+        let time: JSON = timestamp.rounded() == timestamp && abs(timestamp) < 9e15 ? .int(Int(timestamp)) : .double(timestamp)
+        var properties: JSONObject = ["username": .string(username), "timestamp": time, "background": .bool(background)]
         if let sessionID { properties["session_id"] = .string(sessionID) }
         var object: JSONObject = [:]
         if let id { object["_id"] = .string(id) }
         object["type"] = "Feature"
-        object["created_at"] = .double(timestamp)
+        object["created_at"] = time
         object["geometry"] = Geometry.point(coordinate).geoJSON
         object["properties"] = .object(properties)
         return .object(object)

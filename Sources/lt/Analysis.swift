@@ -41,13 +41,13 @@ struct Analysis: AsyncParsableCommand {
         @Option(help: "Only fixes before this time (same forms as --from).")
         var to: String?
 
-        @Option(help: "Only fixes inside minLon,minLat,maxLon,maxLat.")
+        @Option(parsing: .unconditional, help: "Only fixes inside minLon,minLat,maxLon,maxLat (negative values as they are: --bbox -122.5,37.2,-121.9,37.8).")
         var bbox: String?
 
-        @Option(help: "Centre latitude of a radius filter (with --lon and --radius).")
+        @Option(parsing: .unconditional, help: "Centre latitude of a radius filter (with --lon and --radius).")
         var lat: Double?
 
-        @Option(help: "Centre longitude of a radius filter.")
+        @Option(parsing: .unconditional, help: "Centre longitude of a radius filter.")
         var lon: Double?
 
         @Option(help: "Radius in metres around --lat/--lon.")

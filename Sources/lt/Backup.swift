@@ -65,7 +65,7 @@ struct Backup: AsyncParsableCommand {
             try Self.sync(directory: target.deletingLastPathComponent())
             let seconds = Double(started.duration(to: .now).components.seconds) + Double(started.duration(to: .now).components.attoseconds) / 1e18
             let total = manifest.databases.reduce(Int64(0)) { $0 + $1.bytes }
-            print("backed up \(manifest.databases.count) databases (\(ProgressLine.size(total))) of \(directory.path) to \(target.path) in "
+            print("backed up \(Status.plural(manifest.databases.count, "database")) (\(ProgressLine.size(total))) of \(directory.path) to \(target.path) in "
                   + String(format: "%.1f s", seconds) + (source.online ? ", while the server ran" : ""))
         } catch {
             try? FileManager.default.removeItem(at: partial)

@@ -119,8 +119,9 @@ struct Device: AsyncParsableCommand {
                 object["username"] = .string(credentials.username)
                 object["database"] = .string(credentials.databaseName)
             }
-            state.report(object, text: credentials.map { "logged in as \($0.username) (\($0.databaseName)); " } ?? "logged out; "
-                + "\(locations) locations (\(pending) not pushed yet) and \(places) places stored on the device")
+            let who = credentials.map { "logged in as \($0.username) (\($0.databaseName))" } ?? "logged out"
+            state.report(object, text: "\(who); \(lt.Status.plural(locations, "location")) (\(pending) not pushed yet) and "
+                + "\(lt.Status.plural(places, "place")) stored on the device")
         }
     }
 

@@ -64,6 +64,8 @@ struct Replicate: AsyncParsableCommand {
         try trust.apply()
         var stores: [String: DatabaseStore] = [:]
         var locks: [DirectoryLock] = []
+        // Nothing left behind in a local directory but its databases (and its lock file).
+        defer { for store in stores.values { store.removeScratchIfEmpty() } }
         defer { withExtendedLifetime(locks) {} }
         let sourceEndpoint = try endpoint(source, stores: &stores, locks: &locks)
         let targetEndpoint = try endpoint(target, stores: &stores, locks: &locks)

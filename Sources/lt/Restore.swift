@@ -63,7 +63,7 @@ struct Restore: AsyncParsableCommand {
             }
             throw error
         }
-        print("restored \(manifest.databases.count) databases from \(backup.path) (made \(ISO8601DateFormatter().string(from: manifest.created))) "
+        print("restored \(Status.plural(manifest.databases.count, "database")) from \(backup.path) (made \(ISO8601DateFormatter().string(from: manifest.created))) "
               + "into \(directory.path); start the server with: lt serve --data \(directory.path)")
     }
 

@@ -226,6 +226,8 @@ def main():
         browser.wait("document.querySelectorAll('#review-list li').length === 1", what="one correction to review")
         shown = browser.evaluate("document.querySelector('#review-list li').textContent")
         check(shown.startswith(target["name"]) and re.search(r"moved \d+ m by alice", shown), f"the correction shows the place and the distance: {shown[:80]}")
+        summary = browser.evaluate("document.getElementById('review-summary').textContent")
+        check(summary == "1 correction waits for review.", f"one correction, said in the singular: {summary}")
         check(browser.evaluate("document.querySelectorAll('.leaflet-marker-icon.pin').length") == 2, "original and reported positions on the map")
         browser.screenshot(os.path.join(options.artifacts, "review.png"))
         browser.evaluate("document.querySelector('#review-list li button[aria-label^=Approve]').click()")

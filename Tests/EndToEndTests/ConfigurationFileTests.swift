@@ -113,4 +113,57 @@ struct ConfigurationFileTests {
         let warned = try TestServer.runLT(["serve", "--config", open, "--print-config"])
         #expect(warned.status == 0 && warned.errors.contains("chmod 600"), "\(warned.errors)")
     }
+
+    @Test("README's table of options is the code's: every option, its variable (which works) and its default")
+    func readmeTableMatchesCode() throws {
+        let readme = try String(contentsOf: Repository.root.appendingPathComponent("README.md"), encoding: .utf8)
+        // | `--db-port` | `LT_DB_PORT` | `5984` | what |
+        var rows: [String: (variable: String, defaultCell: String)] = [:]
+        for line in readme.split(separator: "\n") where line.hasPrefix("| `--") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 3 else { continue }
+            rows[String(cells[0].dropFirst(3).dropLast())] = (String(cells[1].dropFirst().dropLast()), cells[2])
+        }
+        // Defaults as the code has them: every setting, printed with nothing set.
+        let clean = ProcessInfo.processInfo.environment.filter { $0.key.hasPrefix("LT_") }.mapValues { _ in "" }
+        let defaults = try TestServer.runLT(["serve", "--print-config"], environment: clean)
+        #expect(defaults.status == 0, "\(defaults.errors)")
+        var printed: [String: String] = [:]
+        for line in defaults.output.split(separator: "\n") {
+            if line.hasPrefix("# "), line.hasSuffix(": (not set)") { printed[String(line.dropFirst(2).dropLast(": (not set)".count))] = ""; continue }
+            guard !line.hasPrefix("#"), let colon = line.firstIndex(of: ":"), let hash = line.range(of: "  # ") else { continue }
+            printed[String(line[..<colon])] = line[line.index(after: colon)..<hash.lowerBound].trimmingCharacters(in: .whitespaces)
+                .trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        }
+        #expect(Set(rows.keys) == Set(printed.keys), "README lacks \(Set(printed.keys).subtracting(rows.keys).sorted()), has extra \(Set(rows.keys).subtracting(printed.keys).sorted())")
+        for (key, value) in printed where !value.isEmpty {
+            guard let cell = rows[key]?.defaultCell else { continue }
+            if let range = cell.range(of: "at most `") {
+                let most = Int(cell[range.upperBound...].prefix { $0.isNumber }) ?? 0
+                #expect((Int(value) ?? .max) <= most, "\(key): \(value) > \(most)")
+            } else {
+                #expect(cell == "`\(value)`", "\(key): README says \(cell), the code \(value)")
+            }
+        }
+        // Each variable is the one the code reads: set to a valid value, the setting says it came from there.
+        var values: [String: String] = [:]
+        for (key, value) in printed { values[key] = value }
+        values["admin"] = "ops:pw-table"
+        values["couchdb"] = "http://root:pw@127.0.0.1:1"
+        values["trusted-proxy"] = "10.0.0.0/8"
+        values["cors-origins"] = "http://app.example"
+        values["ca-file"] = "/nonexistent-ca.pem"  // read only when the server starts
+        values["tiles"] = "none"
+        values["tile-attribution"] = "none"
+        var environment = clean
+        for (key, row) in rows where !["tls-cert", "tls-key"].contains(key) { environment[row.variable] = values[key] ?? "" }
+        let fromVariables = try TestServer.runLT(["serve", "--print-config"], environment: environment)
+        #expect(fromVariables.status == 0, "\(fromVariables.errors)")
+        for (key, _) in rows where !["tls-cert", "tls-key"].contains(key) {
+            #expect(fromVariables.output.contains("\n\(key): ") && fromVariables.output.split(separator: "\n").contains { $0.hasPrefix("\(key): ") && $0.hasSuffix("# environment") },
+                    "\(key) from \(rows[key]!.variable)")
+        }
+        let help = try TestServer.runLT(["serve", "--help"]).output
+        #expect(help.contains("LT_TLS_CERT") && help.contains("LT_TLS_KEY") && rows["tls-cert"]?.variable == "LT_TLS_CERT" && rows["tls-key"]?.variable == "LT_TLS_KEY")
+    }
 }

@@ -139,9 +139,16 @@ struct DeviceSyncTests {
         let status = try TestServer.runLT(["device", "status", "--state", state, "--json"])
         let statusJSON = try JSON.parse(Array(status.output.utf8))
         #expect(status.status == 0 && statusJSON["logged_in"] == true && statusJSON["username"] == "eve" && statusJSON["locations"] == 7)
+        // The text, word for word (it once stopped after the account: an operator-precedence slip).
+        let places = statusJSON["places"]?.intValue ?? -1, pending = statusJSON["pending"]?.intValue ?? -1
+        let text = try TestServer.runLT(["device", "status", "--state", state]).output
+        #expect(text == "logged in as eve (lt_locations_user_eve); 7 locations (\(pending) not pushed yet) and \(places) place\(places == 1 ? "" : "s") stored on the device\n",
+                "\(text)")
         #expect(try TestServer.runLT(["device", "logout", "--state", state, "--json"]).status == 0)
         let after = try JSON.parse(Array(try TestServer.runLT(["device", "status", "--state", state, "--json"]).output.utf8))
         #expect(after["logged_in"] == false)
+        let loggedOut = try TestServer.runLT(["device", "status", "--state", state]).output
+        #expect(loggedOut.hasPrefix("logged out; ") && loggedOut.hasSuffix(" stored on the device\n"), "\(loggedOut)")
     }
 
     @Test("Places offline by region: every place near the device pulled page by page, pulled again when the release changes (moved and deleted places follow) or the device nears the edge; answers equal brute force")

@@ -222,6 +222,8 @@ struct TLSTests {
         let pulled = try TestServer.runLT(["replicate", source, local.url.appendingPathComponent("copy").path, "--create-target",
                                            "--ca-file", certificates.file("ca.pem")])
         #expect(pulled.status == 0 && pulled.output.contains("1 written"), "\(pulled.output) \(pulled.errors)")
+        // No stray directory left in the local one (there used to be an empty creating/).
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: local.url.path)) == [".lock", "dbs"])
 
         // A server's replicator without the CA: refused at once (not retried as an outage), with the reason.
         let refusedPull = try await secure.request(.POST, "/_replicate", json: ["source": .string(source), "target": "copy", "create_target": true],

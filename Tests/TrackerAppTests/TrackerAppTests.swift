@@ -309,6 +309,11 @@ struct TrackerAppTests {
         #expect(exported.errors.contains("wrote") && exported.errors.contains(file))
         let area = try TestServer.runLT(["analysis", "export", "--app", app, "--lat", "52.5", "--lon", "13.4", "--radius", "1000"])
         #expect(try JSON.parse(Array(area.output.utf8))["features"]?.arrayValue?.compactMap { $0["id"]?.stringValue }.sorted() == ["g0", "g60000"])
+        // Negative coordinates are values, given after a space as a user types them.
+        let everywhere = try TestServer.runLT(["analysis", "export", "--app", app, "--user", "gina", "--bbox", "-180,-90,180,90"])
+        #expect(everywhere.status == 0 && (try? JSON.parse(Array(everywhere.output.utf8)))?["features"]?.arrayValue?.count == 3, "\(everywhere.errors)")
+        let south = try TestServer.runLT(["analysis", "export", "--app", app, "--lat", "-33.9", "--lon", "-151.2", "--radius", "1000"])
+        #expect(south.status == 0 && (try? JSON.parse(Array(south.output.utf8)))?["features"]?.arrayValue?.isEmpty == true, "\(south.errors)")
         let cliStats = try TestServer.runLT(["analysis", "stats", "gina", "--app", app])
         #expect(cliStats.status == 0 && (try? JSON.parse(Array(cliStats.output.utf8)))?["count"] == 3)
         // A user's own key is refused, with the server's reason; a half-given radius never leaves.

@@ -89,10 +89,16 @@ struct LocationMonitorTests {
     func documents() throws {
         let doc = LocationDoc(fix: fix(start), username: "alice", background: true, sessionID: "s-1")
         let json = doc.json
-        #expect(json["type"] == "Feature" && json["created_at"] == .double(1_700_000_000_000))
+        #expect(json["type"] == "Feature" && json["created_at"] == .int(1_700_000_000_000))
         #expect(json["geometry"] == ["type": "Point", "coordinates": [.double(start.lon), .double(start.lat)]])
-        #expect(json["properties"] == ["username": "alice", "timestamp": .double(1_700_000_000_000), "background": true, "session_id": "s-1"])
+        #expect(json["properties"] == ["username": "alice", "timestamp": .int(1_700_000_000_000), "background": true, "session_id": "s-1"])
         #expect(LocationDoc(json: json) == doc)
+        // A fix's time with a fraction of a millisecond (as CoreLocation gives it): whole milliseconds.
+        var odd = fix(start)
+        odd.timestamp = Date(timeIntervalSince1970: 1_700_000_000.123_456)
+        let rounded = LocationDoc(fix: odd, username: "alice", background: false, sessionID: nil).json
+        #expect(rounded["created_at"] == .int(1_700_000_000_123) && rounded["properties"]?["timestamp"] == .int(1_700_000_000_123))
+        #expect(rounded["created_at"]?.text == "1700000000123")
         let place = try #require(PlaceDoc(json: try JSON.parse(Array(#"{"_id":"p1","type":"Feature","name":"Rancho San Antonio","geometry":{"type":"Point","coordinates":[-122.0854231,37.3325034]},"created_at":5}"#.utf8))))
         #expect(place.name == "Rancho San Antonio" && place.coordinate.lat == 37.3325034 && PlaceDoc(json: place.json) == place)
     }

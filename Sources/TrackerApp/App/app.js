@@ -111,6 +111,7 @@ function onPositionError(error) {
 // MARK: Sync
 
 const SYNC_BATCH = 200;
+const SYNC_BYTES = 8 * 1024 * 1024;
 
 // Sends what waits in the outbox, oldest first, in batches; each document keeps the id it got
 // on the phone, so a batch sent twice (its answer lost to a dropped connection) creates nothing
@@ -119,9 +120,23 @@ const SYNC_BATCH = 200;
 // later (a few seconds, doubling to a minute), or at once when the network comes back.
 function sync() {
   if (!app.account) return Promise.resolve();
-  app.sync = sync;
   if (!app.syncing) app.syncing = syncNow().finally(() => { app.syncing = null; });
   return app.syncing;
+}
+app.sync = sync;  // for the browser tests
+
+// The oldest waiting documents, at most SYNC_BATCH of them and about SYNC_BYTES of JSON (photos
+// are large): always at least one.
+async function nextBatch() {
+  const docs = await app.store.pending(SYNC_BATCH);
+  let bytes = 0;
+  const batch = [];
+  for (const doc of docs) {
+    bytes += JSON.stringify(doc).length;
+    if (batch.length > 0 && bytes > SYNC_BYTES) break;
+    batch.push(doc);
+  }
+  return batch;
 }
 
 async function syncNow() {
@@ -131,7 +146,7 @@ async function syncNow() {
   try {
     let sentNow = 0;
     for (;;) {
-      const docs = await app.store.pending(SYNC_BATCH);
+      const docs = await nextBatch();
       if (docs.length === 0) break;
       const response = await fetch(`${account.databaseURL}/_bulk_docs`, {
         method: 'POST', headers: { Authorization: authorization, 'Content-Type': 'application/json', Accept: 'application/json' },

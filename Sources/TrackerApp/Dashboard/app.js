@@ -466,7 +466,8 @@ async function showReview() {
   const reports = (await api('GET', '/api/adjustments?status=submitted')).reports || [];
   if (state.places.length === 0) state.places = await fetchPlaces();
   const names = new Map(state.places.map((place) => [place._id, place.name]));
-  $('review-summary').textContent = reports.length ? `${reports.length} corrections wait for review.` : 'Nothing waits for review.';
+  $('review-summary').textContent = reports.length === 0 ? 'Nothing waits for review.'
+    : reports.length === 1 ? '1 correction waits for review.' : `${reports.length} corrections wait for review.`;
   $('review-list').replaceChildren(...reports.map((report) => {
     const original = [report.originalLatitude, report.originalLongitude];
     const reported = latLon(report);

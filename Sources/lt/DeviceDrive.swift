@@ -77,7 +77,11 @@ extension Device {
             let tracker = try await DeviceTracker(client: TrackerClient(baseURL: try state.server()), credentials: credentials, store: try state.store())
             let traceFile = try trace.map(Drive.openTrace)
             defer { try? traceFile?.close() }
+            // Progress on standard error: a line redrawn in place on a terminal; piped, a plain
+            // line at each tenth of the route and when the network goes or comes back; none with --json.
             let live = !state.json && isatty(STDERR_FILENO) == 1
+            let plain = !state.json && !live
+            var lastTenth = -1, wasOnline = true
             let factor = speedFactor ?? .infinity
             let clock = ContinuousClock()
             let began = clock.now
@@ -102,6 +106,12 @@ extension Device {
                 if live, clock.now - lastDraw > .milliseconds(100) {
                     lastDraw = clock.now
                     await Drive.draw(tracker, step: step, of: drive.duration, online: online, background: inBackground)
+                }
+                let tenth = Int(step.elapsed / max(1, drive.duration) * 10)
+                if plain, tenth > lastTenth || online != wasOnline {
+                    (lastTenth, wasOnline) = (max(lastTenth, tenth), online)
+                    let text = await Drive.progress(tracker, step: step, of: drive.duration, online: online, background: inBackground)
+                    FileHandle.standardError.write(Data((text + "\n").utf8))
                 }
             }
             if live { await Drive.draw(tracker, step: steps.last, of: drive.duration, online: true, background: false, finishing: true) }
@@ -156,14 +166,20 @@ extension Device {
         }
 
         static func draw(_ tracker: DeviceTracker, step: SimulatedDrive.Step?, of duration: TimeInterval, online: Bool, background: Bool, finishing: Bool = false) async {
+            let text = await progress(tracker, step: step, of: duration, online: online, background: background, finishing: finishing)
+            FileHandle.standardError.write(Data(("\r\u{1B}[2K" + text).utf8))
+        }
+
+        /// Where the drive is: route time, network, fixes kept and rejected, what waits to be pushed, places seen.
+        static func progress(_ tracker: DeviceTracker, step: SimulatedDrive.Step?, of duration: TimeInterval, online: Bool, background: Bool,
+                             finishing: Bool = false) async -> String {
             let counters = await tracker.counters
             let pending = (try? await tracker.sync.pendingPush()) ?? 0
             let elapsed = step?.elapsed ?? 0
-            let line = "\r\u{1B}[2K\(finishing ? "finishing" : Drive.minutes(elapsed) + "/" + Drive.minutes(duration))"
+            return "\(finishing ? "finishing" : Drive.minutes(elapsed) + "/" + Drive.minutes(duration))"
                 + " \(online ? "online" : "OFFLINE")\(background ? " background" : "")"
                 + "  kept \(counters.accepted) rejected \(counters.rejectedTotal)  pending \(pending)"
                 + "  places near: \(counters.placesSeen.count) seen"
-            FileHandle.standardError.write(Data(line.utf8))
         }
 
         static func minutes(_ seconds: TimeInterval) -> String {

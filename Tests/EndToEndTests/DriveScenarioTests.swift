@@ -129,6 +129,12 @@ struct DriveScenarioTests {
         #expect(summary["fixes"] == 241 && summary["route_seconds"] == 240)
         // Exact positions, 7.5–8 m a second: a fix kept every 16 s (more than 15 s, more than 15 m).
         #expect(summary["accepted"] == 16 && summary["pending"] == 0 && summary["pushed"] == 16)
+        #expect(drive.errors.isEmpty, "nothing but the JSON with --json: \(drive.errors)")
+        // Piped without --json: plain progress lines on standard error, a tenth of the route each.
+        let again = try TestServer.runLT(["device", "drive", "--state", state, "--route", route.path, "--speed", "max", "--noise", "0m"])
+        let progress = again.errors.split(separator: "\n").filter { $0.contains(" kept ") && $0.contains(" pending ") }
+        #expect(again.status == 0 && progress.count >= 10 && progress.first?.hasPrefix("0:00/4:00 online") == true && !again.errors.contains("\u{1B}"),
+                "\(again.errors)")
         let bad = directory.url.appendingPathComponent("bad.gpx")
         try Data("<gpx><trk></trk></gpx>".utf8).write(to: bad)
         #expect(try TestServer.runLT(["device", "drive", "--state", state, "--route", bad.path]).status != 0)

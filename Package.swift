@@ -75,6 +75,7 @@ let package = Package(
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -123,6 +124,7 @@ let package = Package(
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: strict

@@ -1,4 +1,5 @@
 import CoreMetrics
+import Metrics
 
 /// What the store records about its writes, made once per store with the server's metrics
 /// factory (none: swift-metrics' no-op one): how many writes wait for a group commit, how many
@@ -18,10 +19,3 @@ public struct EngineMetrics: Sendable {
     }
 }
 
-extension EngineMetrics {
-    /// Whole nanoseconds from `start` to now.
-    static func nanoseconds(since start: ContinuousClock.Instant) -> Int64 {
-        let (seconds, attoseconds) = start.duration(to: .now).components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
-    }
-}

@@ -1,4 +1,5 @@
 import GRDB
+import Metrics
 
 /// Group commit: writes submitted while a transaction is running are gathered and committed
 /// together in the next transaction, each in its own savepoint. Many concurrent writers then
@@ -129,7 +130,7 @@ final class WriteQueue: Sendable {
                     }
                     return (finishers, start.0, context.seq, context.changes, context.changesComplete)
                 }
-                metrics.transaction.recordNanoseconds(EngineMetrics.nanoseconds(since: started))
+                metrics.transaction.record(duration: started.duration(to: .now))
                 onChanges?(before, seq, changes, complete)
                 // Published before any writer resumes: a writer that reads next must find its
                 // commit in `ChangeNotifier.latest` (an index known current up to `latest`

@@ -215,11 +215,12 @@ struct CouchResponder: HTTPResponder {
         let requestID = AccessLog.newRequestID()
         response.headers[Self.requestIDHeader] = requestID
         let inProcess = context.inProcessUser != nil
+        let duration = start.duration(to: .now)
         (inProcess ? accessLog.inProcess : accessLog).record(
-            method: request.method, path: request.uri.path, status: response.status.code, since: start,
+            method: request.method, path: request.uri.path, status: response.status.code, duration: duration,
             user: context.user.name, client: context.client, requestID: requestID)
         metrics.recordRequest(listener: inProcess ? "in_process" : "database", method: request.method, status: response.status.code,
-                              family: RouteFamily.of(request.uri.path), duration: start.duration(to: .now))
+                              family: RouteFamily.of(request.uri.path), duration: duration)
         return response
     }
 

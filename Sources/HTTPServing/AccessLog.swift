@@ -1,3 +1,4 @@
+import CouchJSON
 import Foundation
 import HTTPTypes
 import Logging
@@ -36,14 +37,14 @@ public struct AccessLog: Sendable {
         return String(repeating: "0", count: 10 - hex.count) + hex
     }
 
-    /// One request's line. `path` without its query; `user` a name, empty for nobody.
+    /// One request's line. `path` without its query; `user` a name, empty for nobody; `duration`
+    /// as the listener measured it (its metrics take the same).
     public func record(
-        method: HTTPRequest.Method, path: String, status: Int, since start: ContinuousClock.Instant,
+        method: HTTPRequest.Method, path: String, status: Int, duration: Duration,
         user: String?, client: String?, requestID: String
     ) {
         guard isWritten else { return }
-        let duration = start.duration(to: .now)
-        let milliseconds = Double(duration.components.seconds) * 1000 + Double(duration.components.attoseconds) / 1e15
+        let milliseconds = duration.seconds * 1000
         var metadata: Logger.Metadata = [
             "listener": .string(listener), "request_id": .string(requestID), "method": .string(method.rawValue),
             "path": .string(path), "status": .stringConvertible(status),

@@ -1,3 +1,4 @@
+import CouchJSON
 import Foundation
 
 #if canImport(Glibc)
@@ -46,8 +47,7 @@ extension ServerMetrics {
             gauge("lt_process_anonymous_memory_bytes", [], Double(process.anonymousBytes))
             gauge("lt_process_open_fds", [], Double(process.openFiles))
             gauge("lt_process_max_fds", [], Double(process.maxFiles))
-            let uptime = started.duration(to: .now)
-            gauge("lt_process_uptime_seconds", [], Double(uptime.components.seconds) + Double(uptime.components.attoseconds) / 1e18)
+            gauge("lt_process_uptime_seconds", [], started.duration(to: .now).seconds)
         }
     }
 }

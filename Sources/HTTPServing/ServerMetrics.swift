@@ -1,4 +1,5 @@
 import CoreMetrics
+import Metrics
 import Foundation
 import HTTPTypes
 import NIOConcurrencyHelpers
@@ -98,7 +99,7 @@ public final class ServerMetrics: Sendable {
         let key = RequestSeries(listener: listener, method: method, status: code, family: family)
         let handles = requestSeries.withLockedValue { $0[key] } ?? makeRequestSeries(key)
         handles.counter.increment()
-        handles.timer.recordNanoseconds(Self.nanoseconds(duration))
+        handles.timer.record(duration: duration)
     }
 
     private func makeRequestSeries(_ key: RequestSeries) -> (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer) {
@@ -116,16 +117,10 @@ public final class ServerMetrics: Sendable {
     /// cannot make new series by inventing methods.
     static func methodLabel(_ method: HTTPRequest.Method) -> String {
         switch method {
-        case .get, .head, .post, .put, .delete, .options, .patch: method.rawValue
-        case HTTPRequest.Method("COPY")!: "COPY"
+        case .get, .head, .post, .put, .delete, .options, .patch, copy: method.rawValue
         default: "OTHER"
         }
     }
 
-    /// `duration` in whole nanoseconds, saturating.
-    public static func nanoseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : whole.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
-    }
+    private static let copy = HTTPRequest.Method("COPY")!
 }

@@ -222,8 +222,8 @@ public final class Consolidator: Sendable {
                 names.formUnion(dueRetries())
                 since = json["last_seq"]?.stringValue ?? since
                 let (unwritten, taken) = await consolidate(names.sorted(), parallelism: Consolidator.parallelism)
-                let took = roundStarted.duration(to: .now)
-                counters.withLockedValue { $0.lastRoundSeconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18 }
+                let took = roundStarted.duration(to: .now).seconds
+                counters.withLockedValue { $0.lastRoundSeconds = took }
                 again = unwritten + taken
                 // lt_locations_all could not be written at all: try again shortly.
                 if !unwritten.isEmpty { try? await Task.sleep(for: .seconds(2)) }

@@ -30,12 +30,7 @@ struct DashboardAssets: Sendable {
 
     init(_ options: DashboardOptions) {
         leafletDirectory = options.leafletDirectory
-        var pages: [String: [UInt8]] = [:]
-        for name in ["index.html", "app.js", "app.css"] {
-            if let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "Dashboard"),
-               let data = FileManager.default.contents(atPath: url.path) { pages[name] = Array(data) }
-        }
-        self.pages = pages
+        pages = TrackerHTTP.packageFiles(["index.html", "app.js", "app.css"], in: "Dashboard")
         func vendor(_ names: [String]) -> String? {
             names.first { FileManager.default.fileExists(atPath: options.leafletDirectory + "/" + $0) }.map { "vendor/" + $0 }
         }
@@ -105,10 +100,24 @@ extension TrackerHTTP {
         return TrackerHTTP.file(Array(data), name: name, cache: true)
     }
 
+    /// The package's files `names` in its resource folder `folder`, by name (read once, at start).
+    static func packageFiles(_ names: [String], in folder: String) -> [String: [UInt8]] {
+        var files: [String: [UInt8]] = [:]
+        for name in names {
+            if let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: folder),
+               let data = FileManager.default.contents(atPath: url.path) { files[name] = Array(data) }
+        }
+        return files
+    }
+
+    static let contentTypes = [
+        "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8", "png": "image/png",
+        "webmanifest": "application/manifest+json", "svg": "image/svg+xml",
+    ]
+
     static func file(_ bytes: [UInt8], name: String, cache: Bool) -> Response {
         var headers = HTTPFields()
-        let types = ["html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8", "png": "image/png"]
-        headers[.contentType] = types[String(name.split(separator: ".").last ?? "")] ?? "application/octet-stream"
+        headers[.contentType] = contentTypes[String(name.split(separator: ".").last ?? "")] ?? "application/octet-stream"
         headers[.cacheControl] = cache ? "public, max-age=86400" : "no-cache"
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))

@@ -10,10 +10,6 @@ import Hummingbird
 struct PhoneAppFiles: Sendable {
     let files: [String: [UInt8]]
     static let names = ["index.html", "app.js", "store.js", "app.css", "sw.js", "manifest.webmanifest", "icon.svg", "icon-192.png", "icon-512.png"]
-    static let types = [
-        "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8",
-        "webmanifest": "application/manifest+json", "svg": "image/svg+xml", "png": "image/png",
-    ]
     /// Scripts, styles, the manifest and the worker from this server only (Leaflet positions
     /// with inline styles); map tiles from `tiles`; the app talks to this server's API and to
     /// `database` (the origin of the database it syncs with); no framing.
@@ -23,12 +19,7 @@ struct PhoneAppFiles: Sendable {
     }
 
     init() {
-        var files: [String: [UInt8]] = [:]
-        for name in Self.names {
-            if let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: "App"),
-               let data = FileManager.default.contents(atPath: url.path) { files[name] = Array(data) }
-        }
-        self.files = files
+        files = TrackerHTTP.packageFiles(Self.names, in: "App")
     }
 
     /// The file at `/app/<name>`; nil when there is none. `database`: the origin the app syncs
@@ -36,17 +27,14 @@ struct PhoneAppFiles: Sendable {
     func response(_ name: String, database: String, tiles: String) -> Response? {
         let name = name.isEmpty ? "index.html" : name
         guard let bytes = files[name] else { return nil }
-        var headers = HTTPFields()
-        headers[.contentType] = Self.types[String(name.split(separator: ".").last ?? "")] ?? "application/octet-stream"
         // Always asked again (the service worker keeps the copy for offline starts), so an
         // updated server's app is what opens next.
-        headers[.cacheControl] = "no-cache"
-        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        var response = TrackerHTTP.file(bytes, name: name, cache: false)
         if name == "index.html" {
-            headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy(database: database, tiles: tiles)
-            headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
+            response.headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy(database: database, tiles: tiles)
+            response.headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         }
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        return response
     }
 }
 

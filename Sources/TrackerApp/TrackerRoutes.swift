@@ -225,11 +225,12 @@ struct ApplicationAccessLog: RouterMiddleware {
         var status = 500
         defer {
             let family = request.uri.path.hasPrefix("/api/") ? "app_api" : "dashboard"
+            let duration = start.duration(to: .now)
             http.limits.metrics?.recordRequest(listener: "application", method: request.method, status: status, family: family,
-                                               duration: start.duration(to: .now))
+                                               duration: duration)
             if http.accessLog.isWritten {
                 let user = TrackerHTTP.basicCredentials(request)?.name ?? http.session(request)?.name
-                http.accessLog.record(method: request.method, path: request.uri.path, status: status, since: start,
+                http.accessLog.record(method: request.method, path: request.uri.path, status: status, duration: duration,
                                       user: user, client: http.client(request, context), requestID: requestID)
             }
         }

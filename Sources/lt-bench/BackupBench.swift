@@ -1,11 +1,7 @@
 import ArgumentParser
-import AsyncHTTPClient
 import CommandSupport
-import CouchEngine
 import CouchJSON
 import Foundation
-import NIOCore
-import NIOHTTP1
 
 /// `lt-bench backup`: what `lt backup` costs on a serving `lt serve`. One large database and
 /// many small ones; the backup's speed beside a plain copy of the same files (the disk's own
@@ -41,41 +37,33 @@ struct BackupBench: AsyncParsableCommand {
         let data = scratch.appendingPathComponent("data")
         var server = try await LTServeProcess.start(binary: lt.executable, directory: scratch, admin: admin, data: data)
         defer { server.stop() }
-        let base = "http://127.0.0.1:\(server.port)"
         let authorization = "Basic " + Data("\(admin.user):\(admin.password)".utf8).base64EncodedString()
-        @Sendable func send(_ method: HTTPMethod, _ path: String, _ body: JSON? = nil) async throws {
-            var request = HTTPClientRequest(url: base + path)
-            request.method = method
-            request.headers.add(name: "Authorization", value: authorization)
-            if let body {
-                request.headers.add(name: "Content-Type", value: "application/json")
-                request.body = .bytes(ByteBuffer(bytes: body.bytes))
-            }
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
-            let collected = try await response.body.collect(upTo: 16 << 20)
-            guard (200..<300).contains(response.status.code) else {
-                throw ValidationError("\(method) \(path): \(response.status.code) \(String(buffer: collected).prefix(200))")
+        // The project's load generator (cheap for the machine, so the figures describe the server).
+        let connection = try BenchConnection(host: "127.0.0.1", port: server.port)
+        func send(_ method: String, _ path: String, _ body: JSON? = nil) throws {
+            let answer = try connection.send(method, path, authorization: authorization, body: body?.bytes)
+            guard (200..<300).contains(answer.status) else {
+                throw ValidationError("\(method) \(path): \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
             }
         }
         print("lt-bench backup: \(documents) documents in one database, \(databases) databases of 50, lt backup --jobs \(jobs); \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(TLSBench.loadAverage())")
-        try await send(.PUT, "/large")
+        try send("PUT", "/large")
         for start in stride(from: 0, to: documents, by: 5_000) {
-            let docs = JSON.object(["docs": .array((start..<min(documents, start + 5_000)).map(Bench.locationDocument))])
-            try await send(.POST, "/large/_bulk_docs", docs)
+            try send("POST", "/large/_bulk_docs", .object(["docs": .array((start..<min(documents, start + 5_000)).map(Bench.locationDocument))]))
         }
         for index in 0..<databases {
-            try await send(.PUT, "/user-\(index)")
-            try await send(.POST, "/user-\(index)/_bulk_docs", .object(["docs": .array((0..<50).map(Bench.locationDocument))]))
+            try send("PUT", "/user-\(index)")
+            try send("POST", "/user-\(index)/_bulk_docs", .object(["docs": .array((0..<50).map(Bench.locationDocument))]))
         }
-        try await send(.PUT, "/live")
+        try send("PUT", "/live")
 
-        // A writer alone, then the same writer while `lt backup` runs.
-        let quiet = try await writer(send, seconds: 3)
+        // A writer alone for 3 s, then the same writer for as long as `lt backup` runs.
+        let started = ContinuousClock.now
+        let quiet = try writer(send, "quiet") { started.duration(to: .now) < .seconds(3) }
         let backup = scratch.appendingPathComponent("backup")
-        async let during = writer(send, seconds: nil)
-        let (backupSeconds, backupOutput) = try run(["backup", "--data", data.path, "--to", backup.path, "--jobs", String(jobs)])
-        Self.stopWriter.withLock { $0 = true }
-        let busy = try await during
+        let backupRun = try start(["backup", "--data", data.path, "--to", backup.path, "--jobs", String(jobs)])
+        let busy = try writer(send, "busy") { backupRun.process.isRunning }
+        let (backupSeconds, backupOutput) = try backupRun.finish()
         let backupBytes = Self.size(of: backup.appendingPathComponent("dbs"))
         server.stop()
 
@@ -85,7 +73,7 @@ struct BackupBench: AsyncParsableCommand {
         try FileManager.default.copyItem(at: data.appendingPathComponent("dbs"), to: scratch.appendingPathComponent("copy"))
         let copySeconds = copyStart.duration(to: .now).seconds
         let copyBytes = Self.size(of: scratch.appendingPathComponent("copy"))
-        let (restoreSeconds, _) = try run(["restore", "--from", backup.path, "--data", scratch.appendingPathComponent("restored").path])
+        let (restoreSeconds, _) = try start(["restore", "--from", backup.path, "--data", scratch.appendingPathComponent("restored").path]).finish()
         server = try await LTServeProcess.start(binary: lt.executable, directory: scratch.appendingPathComponent("check"), admin: admin,
                                                 data: scratch.appendingPathComponent("restored"))
 
@@ -106,19 +94,14 @@ struct BackupBench: AsyncParsableCommand {
         server.stop()
     }
 
-    static let stopWriter = Locked(false)
-
-    /// PUTs one after another for `seconds` (nil: until `stopWriter`); latency percentiles in ms and the rate.
-    func writer(_ send: @escaping @Sendable (HTTPMethod, String, JSON?) async throws -> Void, seconds: Double?) async throws -> (p50: Double, p99: Double, rate: Double) {
-        Self.stopWriter.withLock { $0 = false }
+    /// PUTs one after another while `going()` says so; latency percentiles in ms and the rate.
+    func writer(_ send: (String, String, JSON?) throws -> Void, _ name: String, while going: () -> Bool) throws -> (p50: Double, p99: Double, rate: Double) {
         var latencies: [Double] = []
         let start = ContinuousClock.now
         var n = 0
-        while true {
-            if let seconds, start.duration(to: .now).seconds >= seconds { break }
-            if seconds == nil, Self.stopWriter.withLock({ $0 }) { break }
+        while going() {
             let before = ContinuousClock.now
-            try await send(.PUT, "/live/\(seconds == nil ? "busy" : "quiet")-\(n)", ["n": .int(n)])
+            try send("PUT", "/live/\(name)-\(n)", ["n": .int(n)])
             latencies.append(before.duration(to: .now).seconds * 1000)
             n += 1
         }
@@ -128,20 +111,30 @@ struct BackupBench: AsyncParsableCommand {
                 Double(latencies.count) / start.duration(to: .now).seconds)
     }
 
-    /// Runs the lt beside this lt-bench; its wall time and output.
-    func run(_ arguments: [String]) throws -> (seconds: Double, output: String) {
+    /// The lt beside this lt-bench, running `arguments`: `finish()` waits, and gives its wall time and output.
+    struct Run {
+        let process: Process
+        let output: Pipe
+        let started: ContinuousClock.Instant
+
+        func finish() throws -> (seconds: Double, output: String) {
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw ValidationError("lt \(process.arguments?.joined(separator: " ") ?? "") failed: \(text)") }
+            return (started.duration(to: .now).seconds, text)
+        }
+    }
+
+    func start(_ arguments: [String]) throws -> Run {
         let process = Process()
         process.executableURL = lt.executable
         process.arguments = arguments
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
-        let start = ContinuousClock.now
+        let started = ContinuousClock.now
         try process.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw ValidationError("lt \(arguments.joined(separator: " ")) failed: \(text)") }
-        return (start.duration(to: .now).seconds, text)
+        return Run(process: process, output: output, started: started)
     }
 
     /// Bytes of the files under `directory`.

@@ -38,8 +38,7 @@ struct Backup: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let directory = URL(fileURLWithPath: data ?? ProcessInfo.processInfo.environment["LT_DATA"].flatMap { $0.isEmpty ? nil : $0 } ?? "./lt-data",
-                            isDirectory: true).standardizedFileURL
+        let directory = dataDirectory(data)
         let target = URL(fileURLWithPath: to, isDirectory: true).standardizedFileURL
         guard !FileManager.default.fileExists(atPath: target.path) else {
             throw CommandFailure("\(target.path) exists: a backup goes into a new directory (nothing was written)")
@@ -63,9 +62,9 @@ struct Backup: AsyncParsableCommand {
                 throw CommandFailure("cannot rename \(partial.path) to \(target.path): \(String(cString: strerror(errno)))")
             }
             try Self.sync(directory: target.deletingLastPathComponent())
-            let seconds = Double(started.duration(to: .now).components.seconds) + Double(started.duration(to: .now).components.attoseconds) / 1e18
+            let seconds = started.duration(to: .now).seconds
             let total = manifest.databases.reduce(Int64(0)) { $0 + $1.bytes }
-            print("backed up \(Status.plural(manifest.databases.count, "database")) (\(ProgressLine.size(total))) of \(directory.path) to \(target.path) in "
+            print("backed up \(plural(manifest.databases.count, "database")) (\(ProgressLine.size(total))) of \(directory.path) to \(target.path) in "
                   + String(format: "%.1f s", seconds) + (source.online ? ", while the server ran" : ""))
         } catch {
             try? FileManager.default.removeItem(at: partial)
@@ -134,8 +133,10 @@ enum BackupSource {
     /// The running server if its socket answers; otherwise the directory, locked for this command.
     static func open(_ directory: URL) async throws -> BackupSource {
         let socket = ControlSocket.path(in: directory)
+        // Asked for its (small) settings file: the list of databases may be long, and is asked for once, later.
         if FileManager.default.fileExists(atPath: socket),
-           (try? await request(socket, .GET, "/backup/databases", deadline: .now() + .seconds(10)))?.status == .ok {
+           let probe = try? await request(socket, .GET, "/backup/server.json", deadline: .now() + .seconds(10)),
+           (try? await probe.body.collect(upTo: 16 << 20)) != nil, probe.status == .ok {
             return .server(socket: socket)
         }
         let lock: DirectoryLock

@@ -120,8 +120,8 @@ struct Device: AsyncParsableCommand {
                 object["database"] = .string(credentials.databaseName)
             }
             let who = credentials.map { "logged in as \($0.username) (\($0.databaseName))" } ?? "logged out"
-            state.report(object, text: "\(who); \(lt.Status.plural(locations, "location")) (\(pending) not pushed yet) and "
-                + "\(lt.Status.plural(places, "place")) stored on the device")
+            state.report(object, text: "\(who); \(plural(locations, "location")) (\(pending) not pushed yet) and "
+                + "\(plural(places, "place")) stored on the device")
         }
     }
 

@@ -25,8 +25,7 @@ struct Restore: AsyncParsableCommand {
 
     func run() async throws {
         let backup = URL(fileURLWithPath: from, isDirectory: true).standardizedFileURL
-        let directory = URL(fileURLWithPath: data ?? ProcessInfo.processInfo.environment["LT_DATA"].flatMap { $0.isEmpty ? nil : $0 } ?? "./lt-data",
-                            isDirectory: true).standardizedFileURL
+        let directory = dataDirectory(data)
         let existing = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         guard existing.isEmpty else {
             throw CommandFailure("\(directory.path) is not empty: lt restore writes only into a new or empty data directory (nothing was changed)")
@@ -63,7 +62,7 @@ struct Restore: AsyncParsableCommand {
             }
             throw error
         }
-        print("restored \(Status.plural(manifest.databases.count, "database")) from \(backup.path) (made \(ISO8601DateFormatter().string(from: manifest.created))) "
+        print("restored \(plural(manifest.databases.count, "database")) from \(backup.path) (made \(ISO8601DateFormatter().string(from: manifest.created))) "
               + "into \(directory.path); start the server with: lt serve --data \(directory.path)")
     }
 

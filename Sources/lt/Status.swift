@@ -47,5 +47,4 @@ struct Status: AsyncParsableCommand {
         return out
     }
 
-    static func plural(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
 }

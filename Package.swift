@@ -51,6 +51,12 @@ let package = Package(
         .target(name: "CouchJSON", swiftSettings: strict),
         // Geometry: GeoJSON, WKT, distances on the sphere, spatial relations, the in-memory point index.
         .target(name: "Geo", dependencies: ["CouchJSON"], swiftSettings: strict),
+        // Rows put in order however many there are (a temporary SQLite file's external sort).
+        .target(
+            name: "ExternalSort",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
         // MIME multipart bodies (documents with attachment bodies, open_revs answers).
         .target(name: "MIMEMultipart", swiftSettings: strict),
         // JavaScript query server processes (CouchDB's query server protocol), and their client.
@@ -177,7 +183,7 @@ let package = Package(
         .target(
             name: "TrackerApp",
             dependencies: [
-                "CouchJSON", "CouchProtocol", "HTTPServing", "Geo",
+                "CouchJSON", "CouchProtocol", "HTTPServing", "Geo", "ExternalSort",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -282,6 +288,7 @@ let package = Package(
         .testTarget(name: "CouchJSONTests", dependencies: ["CouchJSON", "LTTestSupport"], swiftSettings: strict),
         // Runs `lt js-server` processes: the lt executable must be built (swift test builds it).
         .testTarget(name: "JavaScriptTests", dependencies: ["JavaScript", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "ExternalSortTests", dependencies: ["ExternalSort", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),

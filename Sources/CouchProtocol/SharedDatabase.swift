@@ -46,6 +46,12 @@ public struct OwnerNamespace: Sendable, Equatable {
         return prefix + id
     }
 
+    /// The owner of a stored (non-local) id: what comes before its first `:`; nil when it has none.
+    public static func owner(ofStored storedID: String) -> String? {
+        guard let colon = storedID.firstIndex(of: ":"), colon != storedID.startIndex else { return nil }
+        return String(storedID[..<colon])
+    }
+
     /// The id the owner knows a stored id by; nil when the stored id is not theirs.
     public func visible(_ storedID: String) -> String? {
         if storedID.hasPrefix("_local/") {

@@ -1,6 +1,7 @@
 import CouchJSON
 import CouchProtocol
 import Foundation
+import ExternalSort
 import Geo
 
 /// Which locations an analysis asks for: one user (their own database) or everyone
@@ -74,6 +75,31 @@ extension LocationReports {
         if !found { throw Failure(404, "not_found", "No locations for \(filter.user ?? "anyone")") }
     }
 
+    /// The locations the filter keeps as records of an export format, put in order of user and
+    /// then time by an `ExternalSorter`: read page by page into its temporary file, so ordering a
+    /// million locations costs disk, not memory. Throws (404) before anything is written when
+    /// there are no locations to read.
+    public func sortedExport(_ filter: LocationFilter, _ format: ExportFormat) async throws -> ExternalSorter {
+        let sorter: ExternalSorter
+        do { sorter = try ExternalSorter() } catch {
+            throw Failure(500, "internal_server_error", "Cannot open a temporary file to sort the export in: \(error)")
+        }
+        try await forEachLocation(filter) { page in
+            try await sorter.append(page.map { location in
+                SortedRow(group: owner(of: location.doc, filter: filter), time: location.time,
+                          body: format.record(location.doc, location.point, location.time))
+            })
+        }
+        return sorter
+    }
+
+    /// Whose a location is: the filter's user; else the owner in its id (shared database) or
+    /// its `properties.username` (`lt_locations_all`); "" when it does not say.
+    func owner(of doc: JSON, filter: LocationFilter) -> String {
+        if let user = filter.user { return user }
+        if mode == .singleDatabase, let id = doc["_id"]?.stringValue, let owner = OwnerNamespace.owner(ofStored: id) { return owner }
+        return doc["properties"]?["username"]?.stringValue ?? ""
+    }
 
     /// Per-user statistics: count, first and last fix, and distance travelled (great-circle
     /// between consecutive fixes in time order; only times and positions are held, 24 bytes each).
@@ -104,31 +130,15 @@ public enum ExportFormat: String, Sendable, CaseIterable {
         }
     }
 
-    public var header: String {
-        switch self {
-        case .geojson: return #"{"type":"FeatureCollection","features":["# + "\n"
-        case .csv: return "id,username,timestamp,latitude,longitude,accuracy\n"
-        case .gpx: return #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
-            + #"<gpx version="1.1" creator="LocationTracker" xmlns="http://www.topografix.com/GPX/1/1">"# + "\n"
-        }
-    }
-
-    public var footer: String {
-        switch self {
-        case .geojson: return "\n]}\n"
-        case .csv: return ""
-        case .gpx: return "</gpx>\n"
-        }
-    }
-
-    /// One location in this format (`first`: no separator before it).
-    public func row(_ doc: JSON, _ point: Coordinate, _ time: Double, first: Bool) -> [UInt8] {
+    /// One location in this format, without what separates or groups records (`ExportWriter`
+    /// adds that): a GeoJSON feature, a CSV line, a GPX track point.
+    public func record(_ doc: JSON, _ point: Coordinate, _ time: Double) -> [UInt8] {
         switch self {
         case .geojson:
             var properties = doc["properties"]?.objectValue ?? JSONObject()
             if properties["created_at"] == nil, let created = doc["created_at"] { properties["created_at"] = created }
             let feature: JSON = ["type": "Feature", "id": doc["_id"] ?? .null, "geometry": doc["geometry"] ?? .null, "properties": .object(properties)]
-            return (first ? [] : Array(",\n".utf8)) + feature.bytes
+            return feature.bytes
         case .csv:
             func field(_ value: JSON?) -> String {
                 guard let value, value != .null else { return "" }
@@ -140,7 +150,70 @@ public enum ExportFormat: String, Sendable, CaseIterable {
             return Array((columns.joined(separator: ",") + "\n").utf8)
         case .gpx:
             let date = Date(timeIntervalSince1970: time / 1000)
-            return Array("<wpt lat=\"\(point.lat)\" lon=\"\(point.lon)\"><time>\(date.ISO8601Format())</time></wpt>\n".utf8)
+            let stamp = date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: time.truncatingRemainder(dividingBy: 1000) != 0))
+            return Array("<trkpt lat=\"\(point.lat)\" lon=\"\(point.lon)\"><time>\(stamp)</time></trkpt>\n".utf8)
         }
     }
+}
+
+/// Writes an export from records given in order of user, then time (`ExternalSorter`'s order):
+/// the format's header, separators and footer, and for GPX one track per user (named after
+/// them) with one segment per day (UTC).
+public struct ExportWriter: Sendable {
+    public let format: ExportFormat
+    private var current: (user: String, day: Int64)?
+    private var written = 0
+
+    public init(_ format: ExportFormat) {
+        self.format = format
+    }
+
+    /// What comes before the first record.
+    public var header: [UInt8] {
+        switch format {
+        case .geojson: return Array(#"{"type":"FeatureCollection","features":["#.utf8) + [10]
+        case .csv: return Array("id,username,timestamp,latitude,longitude,accuracy\n".utf8)
+        case .gpx:
+            return Array((#"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
+                + #"<gpx version="1.1" creator="LocationTracker" xmlns="http://www.topografix.com/GPX/1/1">"# + "\n").utf8)
+        }
+    }
+
+    /// One record (`ExportFormat.record`) of `user` at `time` (ms since 1970), with what goes before it.
+    public mutating func append(user: String, time: Double, record: [UInt8]) -> [UInt8] {
+        defer { written += 1 }
+        switch format {
+        case .geojson: return written == 0 ? record : Array(",\n".utf8) + record
+        case .csv: return record
+        case .gpx:
+            let day = Int64((time / 86_400_000).rounded(.down).clamped(to: -1e15...1e15))
+            var out = ""
+            if current?.user != user {
+                if current != nil { out += "</trkseg></trk>\n" }
+                out += "<trk><name>\(ExportWriter.xmlEscaped(user))</name><trkseg>\n"
+            } else if current?.day != day {
+                out += "</trkseg><trkseg>\n"
+            }
+            current = (user, day)
+            return Array(out.utf8) + record
+        }
+    }
+
+    /// What comes after the last record.
+    public var footer: [UInt8] {
+        switch format {
+        case .geojson: return Array("\n]}\n".utf8)
+        case .csv: return []
+        case .gpx: return Array(((current == nil ? "" : "</trkseg></trk>\n") + "</gpx>\n").utf8)
+        }
+    }
+
+    static func xmlEscaped(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    }
+}
+
+extension Double {
+    fileprivate func clamped(to range: ClosedRange<Double>) -> Double { Swift.min(Swift.max(self, range.lowerBound), range.upperBound) }
 }

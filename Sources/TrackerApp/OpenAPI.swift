@@ -244,7 +244,7 @@ enum OpenAPI {
             ],
             "/api/analysis/locations": [
                 "get": [
-                    "summary": "Export locations (admins and analysts): one user's or everyone's, by time window and area, streamed",
+                    "summary": "Export locations (admins and analysts): one user's or everyone's, by time window and area, ordered by user and then time (GPX: a track per user, a segment per UTC day), streamed",
                     "security": [["basic": []]],
                     "parameters": [
                         query("user", ["type": "string"]),

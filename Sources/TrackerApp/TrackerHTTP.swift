@@ -137,23 +137,22 @@ public struct TrackerHTTP: Sendable {
         return user
     }
 
-    /// Locations streamed page by page in the chosen format.
-    func exportResponse(_ filter: LocationFilter, _ format: ExportFormat) -> Response {
+    /// Locations in the chosen format, ordered by user and then time: sorted first (a
+    /// temporary file, `LocationReports.sortedExport`), so a filter that finds nothing is a 404,
+    /// then streamed page by page.
+    func exportResponse(_ filter: LocationFilter, _ format: ExportFormat) async throws -> Response {
+        let sorted = try await service.reports.sortedExport(filter, format)
         var headers = HTTPFields()
         headers[.contentType] = format.contentType
-        let service = self.service
         let body = ResponseBody { writer in
-            try await writer.write(ByteBuffer(string: format.header))
-            var first = true
-            try await service.reports.forEachLocation(filter) { page in
+            var export = ExportWriter(format)
+            try await writer.write(ByteBuffer(bytes: export.header))
+            try await sorted.forEachPage { rows in
                 var out: [UInt8] = []
-                for (doc, point, time) in page {
-                    out += format.row(doc, point, time, first: first)
-                    first = false
-                }
+                for row in rows { out += export.append(user: row.group, time: row.time, record: row.body) }
                 try await writer.write(ByteBuffer(bytes: out))
             }
-            try await writer.write(ByteBuffer(string: format.footer))
+            try await writer.write(ByteBuffer(bytes: export.footer))
             try await writer.finish(nil)
         }
         return Response(status: .ok, headers: headers, body: body)

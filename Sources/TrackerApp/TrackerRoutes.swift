@@ -146,7 +146,7 @@ extension TrackerHTTP {
                 throw TrackerService.Failure(400, "bad_request", "`format` must be geojson, csv or gpx")
             }
             if let user = filter.user { try await service.requireRegistered(user) }
-            return exportResponse(filter, format)
+            return try await exportResponse(filter, format)
         }
         api.get("analysis/map") { request, context in
             try await requireAnalyst(request, context)

@@ -136,7 +136,7 @@ struct Device: AsyncParsableCommand {
     }
 
     struct Export: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Write the device's own locations, oldest first, to standard output.")
+        static let configuration = CommandConfiguration(abstract: "Write the device's own locations, oldest first, to standard output (GPX: a track segment per UTC day).")
         @OptionGroup var state: StateOptions
         @Option(help: "geojson, csv or gpx.")
         var format: String = "geojson"
@@ -145,12 +145,16 @@ struct Device: AsyncParsableCommand {
             guard let export = ExportFormat(rawValue: format) else {
                 throw ValidationError("--format must be \(ExportFormat.allCases.map(\.rawValue).joined(separator: ", "))")
             }
-            let locations = try await state.store().recentLocations(limit: Int.max)
-            var out = Array(export.header.utf8)
-            for (i, location) in locations.enumerated() {
-                out += export.row(location.json, location.coordinate, location.timestamp, first: i == 0)
+            // The store gives them in the order they were recorded; an imported older track comes later.
+            let locations = try await state.store().recentLocations(limit: Int.max).enumerated()
+                .sorted { ($0.element.timestamp, $0.offset) < ($1.element.timestamp, $1.offset) }.map(\.element)
+            var writer = ExportWriter(export)
+            var out = writer.header
+            for location in locations {
+                out += writer.append(user: location.username, time: location.timestamp,
+                                     record: export.record(location.json, location.coordinate, location.timestamp))
             }
-            out += Array(export.footer.utf8)
+            out += writer.footer
             FileHandle.standardOutput.write(Data(out))
         }
     }

@@ -262,7 +262,7 @@ def main():
         check(True, "the map filtered to one user counts hers only")
         geojson = browser.evaluate("fetch(document.getElementById('export-geojson').href).then(r => r.json())")
         gpx = browser.evaluate("fetch(document.getElementById('export-gpx').href).then(r => r.text())")
-        check(len(geojson["features"]) == 15 and gpx.count("<wpt ") == 15, f"exports of alice's locations: {len(geojson['features'])} features, {gpx.count('<wpt ')} GPX points")
+        check(len(geojson["features"]) == 15 and gpx.count("<trkpt ") == 15, f"exports of alice's locations: {len(geojson['features'])} features, {gpx.count('<trkpt ')} GPX points")
         browser.screenshot(os.path.join(options.artifacts, "all-locations.png"))
 
         # The admin sees everyone's photos (consolidated with their attachments).

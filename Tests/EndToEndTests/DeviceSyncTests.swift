@@ -123,16 +123,25 @@ struct DeviceSyncTests {
         #expect(mode == 0o600)
         // What the device recorded, exported in each format.
         let local = try LocalStore(directory: URL(fileURLWithPath: state).appendingPathComponent("store"))
-        for i in 0..<7 {
-            try await local.save(LocationDoc(coordinate: Coordinate(lon: -122.3 + Double(i) * 1e-3, lat: 37.49), timestamp: 1_700_000_000_000 + Double(i) * 60_000,
+        // Saved out of time order (as an import of an older track would be), two minutes apart
+        // from 23:54:20 UTC, so the last three are on the next day.
+        for i in [3, 0, 6, 1, 5, 2, 4] {
+            try await local.save(LocationDoc(coordinate: Coordinate(lon: -122.3 + Double(i) * 1e-3, lat: 37.49), timestamp: 1_700_006_060_000 + Double(i) * 120_000,
                                              username: "eve", background: false, sessionID: "s"))
         }
         let csv = try TestServer.runLT(["device", "export", "--state", state, "--format", "csv"])
-        #expect(csv.status == 0 && csv.output.split(separator: "\n").count == 8)
+        let times = (0..<7).map { 1_700_006_060_000 + $0 * 120_000 }
+        #expect(csv.status == 0 && csv.output.split(separator: "\n").dropFirst().map { Int(Double($0.split(separator: ",")[2])!) } == times)
         let geojson = try JSON.parse(Array(try TestServer.runLT(["device", "export", "--state", state]).output.utf8))
-        #expect(geojson["type"] == "FeatureCollection" && geojson["features"]?.arrayValue?.count == 7)
+        #expect(geojson["type"] == "FeatureCollection" && geojson["features"]?.arrayValue?.compactMap { $0["properties"]?["timestamp"]?.intValue } == times)
+        // GPX: one track named after the user, a segment per UTC day, oldest first; TrackerKit reads it back.
         let gpx = try TestServer.runLT(["device", "export", "--state", state, "--format", "gpx"]).output
-        #expect(gpx.components(separatedBy: "<wpt ").count == 8 && gpx.hasSuffix("</gpx>\n"))
+        #expect(gpx.components(separatedBy: "<trk><name>eve</name>").count == 2 && gpx.components(separatedBy: "<trkseg>").count == 3
+                && gpx.hasSuffix("</trkseg></trk>\n</gpx>\n"), "\(gpx)")
+        let segments = gpx.components(separatedBy: "<trkseg>").dropFirst().map { $0.components(separatedBy: "<trkpt ").count - 1 }
+        #expect(segments == [3, 4])  // 23:54:20, 23:56:20, 23:58:20 | 00:00:20 …
+        let readBack = try TrackFile.read(Data(gpx.utf8))
+        #expect(readBack.compactMap { $0.time.map { Int(($0.timeIntervalSince1970 * 1000).rounded()) } } == times)
         #expect(try TestServer.runLT(["device", "export", "--state", state, "--format", "kml"]).status != 0)
         s.stop()
         // Offline: the device still knows who it is.

@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import Replication
 import Testing
+import TrackerKit
 
 /// The Location Tracker application on a real `lt serve`: the original client's API, private
 /// databases reached with exactly the credentials a login returns, and who may read what.
@@ -279,7 +280,7 @@ struct TrackerAppTests {
         let geojson = try await s.app(.GET, "/api/analysis/locations?user=gina&bbox=13.3,52.4,13.45,52.55", auth: ann)
         #expect(geojson.json["type"] == "FeatureCollection" && geojson.json["features"]?.arrayValue?.map { $0["id"] } == ["g0", "g60000"])
         let window = try await s.app(.GET, "/api/analysis/locations?user=gina&from=1700000030000&format=gpx", auth: ann)
-        #expect(window.text.contains("<gpx") && window.text.components(separatedBy: "<wpt ").count == 3)
+        #expect(window.text.contains("<gpx") && window.text.components(separatedBy: "<trkpt ").count == 3)
         let stats = try await s.app(.GET, "/api/analysis/users/gina/stats", auth: ann)
         #expect(stats.json["count"] == 3 && stats.json["first"] == 1_700_000_000_000.0)
         let distance = stats.json["distance_m"]?.doubleValue ?? 0
@@ -322,6 +323,57 @@ struct TrackerAppTests {
         #expect(!FileManager.default.fileExists(atPath: file))  // no partial export left behind
         let halfRadius = try TestServer.runLT(["analysis", "export", "--app", app, "--lat", "52.5"])
         #expect(halfRadius.status != 0 && halfRadius.errors.contains("--radius"))
+    }
+
+    @Test("Exports are ordered by user, then time, whatever order the ids and writes were in; GPX has a track per user and a segment per UTC day; in both modes",
+          arguments: ["db-per-user", "single-db"])
+    func exportOrder(mode: String) async throws {
+        let s = try TestServer(extraArguments: ["--mode", mode])
+        defer { s.stop() }
+        // Two users, five fixes each around midnight UTC (1700006400000 is 2023-11-15T00:00:00Z),
+        // written in two batches out of time order, with ids whose order is not the time's.
+        let midnight = 1_700_006_400_000
+        let offsets = [-150_000, -30_000, 45_000, 90_000, 86_400_000 + 5_000]  // two on the 14th, two on the 15th, one on the 16th
+        var expected: [(user: String, time: Int)] = []
+        for user in ["hugo", "gina"] {
+            _ = try await s.app(.PUT, "/api/users/\(user)", json: ["password": .string("pw-\(user)")])
+            let login = try await login(s, user, "pw-\(user)")
+            let docs: [JSON] = offsets.enumerated().map { i, offset in
+                ["_id": .string("\(user)-\(9 - i)"), "type": "Feature", "created_at": .int(midnight + offset),
+                 "geometry": ["type": "Point", "coordinates": [.double(13.4 + Double(i) * 1e-3), 52.5]], "properties": ["username": .string(user)]]
+            }
+            for batch in [[docs[3], docs[0], docs[4]], [docs[2], docs[1]]] {
+                let written = try await s.request(.POST, "/\(login.db)/_bulk_docs", json: ["docs": .array(batch)], auth: .basic(login.key, login.secret))
+                #expect(written.status == 201)
+            }
+            expected += offsets.map { (user, midnight + $0) }
+        }
+        expected.sort { ($0.user, $0.time) < ($1.user, $1.time) }
+        _ = try await s.request(.PUT, "/_users/org.couchdb.user:ann", json: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw-ann"])
+        let ann = TestServer.Auth.basic("ann", "pw-ann")
+
+        let consolidated = try await eventually {
+            try await s.app(.GET, "/api/analysis/locations?format=csv", auth: ann).text.split(separator: "\n").count == 11
+        }
+        #expect(consolidated, "everyone's 10 locations in the export")
+        let csv = try await s.app(.GET, "/api/analysis/locations?format=csv", auth: ann).text.split(separator: "\n").dropFirst()
+        #expect(csv.map { line in let f = line.split(separator: ","); return "\(f[1]) \(Int(Double(f[2])!))" } == expected.map { "\($0.user) \($0.time)" })
+        let geojson = try await s.app(.GET, "/api/analysis/locations?user=gina", auth: ann).json["features"]?.arrayValue ?? []
+        #expect(geojson.compactMap { $0["properties"]?["created_at"]?.intValue } == expected.filter { $0.user == "gina" }.map(\.time))
+
+        let gpx = try await s.app(.GET, "/api/analysis/locations?format=gpx", auth: ann)
+        #expect(gpx.status == 200 && gpx.headers.first(name: "Content-Type") == "application/gpx+xml")
+        let tracks = gpx.text.components(separatedBy: "<trk>").dropFirst()
+        #expect(tracks.map { $0.hasPrefix("<name>gina</name>") } == [true, false] && tracks.last?.hasPrefix("<name>hugo</name>") == true, "\(gpx.text)")
+        for track in tracks {  // per user: the 14th (2 fixes), the 15th (2), the 16th (1)
+            #expect(track.components(separatedBy: "<trkseg>").dropFirst().map { $0.components(separatedBy: "<trkpt ").count - 1 } == [2, 2, 1])
+        }
+        let points = try TrackFile.read(Data(gpx.text.utf8))
+        #expect(points.compactMap { $0.time.map { Int(($0.timeIntervalSince1970 * 1000).rounded()) } } == expected.map(\.time))
+
+        // Nothing found is still a clear 404 (the export is sorted before the first byte is sent).
+        let none = try await s.app(.GET, "/api/analysis/locations?user=nobody&format=gpx", auth: ann)
+        #expect(none.status == 404 && none.json["error"] == "not_found")
     }
 
     @Test("Place corrections: users report, see only their own reports; admins approve (the place moves, old position kept, dataset version bumps) or reject; embedded and in cluster mode", arguments: [false, true])

@@ -4,7 +4,7 @@
 # error), libsqlite3-dev, libjemalloc-dev (the allocator; optional, faster), libxml2 (GPX
 # files) and libjs-leaflet with libjs-leaflet.markercluster (the dashboard's map). With --for-tests, also CouchDB-Python 1.2 (for its test suite), schemathesis (the
 # OpenAPI conformance run), Chromium and a DevTools client (the dashboard's browser tests),
-# openssl and curl (the TLS tests).
+# openssl and curl (the TLS tests and the README's tour).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,7 +52,7 @@ fi
 if [ "${1:-}" = "--for-tests" ] && [ "$(schemathesis --version 2>/dev/null)" != "schemathesis, version 4.32.5" ]; then
   python3 -m pip install --quiet schemathesis==4.32.5
 fi
-# The TLS tests make their certificates with openssl and fetch with curl at test time.
+# The TLS tests make their certificates with openssl and fetch with curl at test time; the README's tour runs curl.
 if [ "${1:-}" = "--for-tests" ] && { ! command -v openssl >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; }; then
   apt_install "for the TLS tests" openssl curl
 fi

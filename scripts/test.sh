@@ -3,8 +3,8 @@
 # Swift test suite (unit, property-based, HTTP integration and crash tests; it also replays the
 # fuzzing corpus and the exchanges recorded from CouchDB 3.4.3's replicator), real CouchDB
 # clients from PyPI against lt (Tests/Compatibility/clients.py), the application API against
-# its OpenAPI document (schemathesis), the dashboard's browser tests, and, with --fuzz SECONDS
-# (CI gives 30), every libFuzzer harness for that long.
+# its OpenAPI document (schemathesis), the README's tour run as written (twice), the browser
+# tests, and, with --fuzz SECONDS (CI gives 30), every libFuzzer harness for that long.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --for-tests
@@ -14,6 +14,8 @@ swift test --no-parallel
 # Real CouchDB clients from PyPI (ibmcloudant, aiocouch, pycouchdb, CouchDB-Python) against lt.
 python3 Tests/Compatibility/clients.py --lt "$(swift build --show-bin-path)/lt"
 python3 Tests/Compatibility/openapi_conformance.py --lt "$(swift build --show-bin-path)/lt"
+# The README's tour (its blocks marked <!-- tour -->) run as written, twice, on a fresh server.
+python3 Tests/Readme/test_readme_tour.py --lt "$(swift build --show-bin-path)/lt"
 # The dashboard in headless Chromium; screenshots of each view in test-artifacts/dashboard.
 python3 Tests/Browser/test_dashboard.py --lt "$(swift build --show-bin-path)/lt" --artifacts test-artifacts/dashboard
 # The installable tracker app (/app/) on an emulated phone (Playwright on Debian's Chromium), with a

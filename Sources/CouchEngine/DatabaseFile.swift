@@ -181,3 +181,8 @@ private func syncFile(_ path: String) throws {
     defer { close(fd) }
     guard fsync(fd) == 0 else { throw CouchError.internalError("cannot sync \(path): \(String(cString: strerror(errno)))") }
 }
+
+extension DatabaseStore {
+    /// The SQLite library's version this process runs on (`lt doctor`, `lt_build_info`).
+    public static var sqliteVersion: String { String(cString: sqlite3_libversion()) }
+}

@@ -69,7 +69,9 @@ public final class CouchAPI: Sendable {
     /// The routes behind their middleware. They hold this API unowned (it holds them), so they
     /// are made once its other properties exist: set once in `init`, before it is shared.
     nonisolated(unsafe) private(set) var pipeline: CouchResponder!
-    static let version = "3.4.3"
+    public static let version = "3.4.3"
+    /// LocationTracker's own version (`vendor.version` in `GET /`, `lt --version`).
+    public static let vendorVersion = "0.1.0"
 
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
         self.store = store
@@ -163,7 +165,7 @@ public final class CouchAPI: Sendable {
             "git_sha": "locationtracker",
             "uuid": .string(uuid),
             "features": ["access-ready", "partitioned", "pluggable-storage-engines", "reshard", "scheduler"],
-            "vendor": ["name": "LocationTracker", "version": "0.1.0"],
+            "vendor": ["name": "LocationTracker", "version": .string(CouchAPI.vendorVersion)],
         ])
     }
 }

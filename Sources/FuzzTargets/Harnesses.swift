@@ -4,6 +4,7 @@ import CouchJSON
 import CouchServer
 import Foundation
 import Geo
+import HTTPServing
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -17,7 +18,7 @@ import TrackerApp
 /// value prints and parses back to itself; a request the server refuses gets a CouchDB-style
 /// JSON error, never a 500).
 enum Harness: String, CaseIterable {
-    case json, selector, wkt, geo, multipart, revs, http, app, config
+    case json, selector, wkt, geo, multipart, revs, http, app, config, prometheus
 
     static let current: Harness = {
         let name = ProcessInfo.processInfo.environment["LT_FUZZ_TARGET"] ?? ""
@@ -39,6 +40,7 @@ enum Harness: String, CaseIterable {
         case .http: HTTPHarness.shared.database(bytes)
         case .app: HTTPHarness.shared.application(bytes)
         case .config: Harness.config(bytes)
+        case .prometheus: Harness.prometheus(bytes)
         }
     }
 
@@ -72,6 +74,26 @@ enum Harness: String, CaseIterable {
             case .boolean: if value != "true" && value != "false" { finding("\(key): \(value)") }
             case .onOff: if value != "on" && value != "off" { finding("\(key): \(value)") }
             case .string, .list: break
+            }
+        }
+    }
+
+    /// Prometheus' text format, as `lt doctor` reads it from any server: each sample, written
+    /// back as a line (label values escaped), must parse to itself.
+    static func prometheus(_ bytes: [UInt8]) {
+        let samples = PrometheusSample.parse(String(decoding: bytes, as: UTF8.self))
+        _ = samples.sum("x", ["a": "b"])
+        for sample in samples {
+            let labels = sample.labels.map { key, value in
+                key + "=\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                    .replacingOccurrences(of: "\n", with: "\\n") + "\""
+            }
+            let value = sample.value.isNaN ? "NaN" : sample.value == .infinity ? "+Inf" : sample.value == -.infinity ? "-Inf" : "\(sample.value)"
+            let line = sample.name + (labels.isEmpty ? "" : "{" + labels.joined(separator: ",") + "}") + " " + value
+            let again = PrometheusSample.parse(line)
+            guard again.count == 1, again[0].name == sample.name, again[0].labels == sample.labels,
+                  again[0].value == sample.value || (again[0].value.isNaN && sample.value.isNaN) else {
+                finding("a sample does not parse back from its line: \(line.prefix(300))")
             }
         }
     }

@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchServer
 import Foundation
 import Hummingbird
 import Logging
@@ -8,14 +9,20 @@ import NIOPosix
 import ServiceLifecycle
 
 /// The server's local control socket, `<data>/control.sock` (mode 0600): what only someone who
-/// may use the data directory may ask, over HTTP on a Unix socket. Today: the online backup
+/// may use the data directory may ask, over HTTP on a Unix socket. The online backup
 /// (`lt backup`), which must come from the server itself — it alone may open the databases
-/// while it runs (users' databases are opened without file locks).
+/// while it runs (users' databases are opened without file locks) —, and what `lt doctor`
+/// reads from a running server without an admin's password (the file's mode is the check):
 ///
 ///     GET  /backup/databases         ["_users", "lt_places", …]
 ///     GET  /backup/server.json       the server's settings file (admins' hashes, cookie secret)
 ///     POST /backup/databases/{name}  a consistent snapshot of one database (SQLite file)
+///     GET  /server{path}             the database API's answer to an admin's GET of one of `serverPaths`
 public enum ControlSocket {
+    /// The database API's read-only paths the socket answers as an admin: the welcome, the
+    /// metrics, the replication scheduler's jobs and documents.
+    public static let serverPaths = ["/", "/_node/_local/_prometheus", "/_scheduler/jobs", "/_scheduler/docs"]
+
     /// The socket's path in a data directory.
     public static func path(in directory: URL) -> String {
         directory.appendingPathComponent("control.sock").path
@@ -23,7 +30,7 @@ public enum ControlSocket {
 
     /// The socket's listener. A socket file left by a process that ended is removed first (the
     /// caller holds the directory's lock, so no running server owns it).
-    static func service(directory: URL, store: DatabaseStore, logger: Logger) throws -> some Service {
+    static func service(directory: URL, store: DatabaseStore, api: CouchAPI, logger: Logger) throws -> some Service {
         let path = path(in: directory)
         // sun_path holds 107 bytes and a NUL.
         guard path.utf8.count < 108 else {
@@ -31,14 +38,23 @@ public enum ControlSocket {
         }
         try? FileManager.default.removeItem(atPath: path)
         return Application(
-            router: router(directory: directory, store: store, logger: logger),
+            router: router(directory: directory, store: store, api: api, logger: logger),
             configuration: .init(address: .unixDomainSocket(path: path), serverName: nil),
             onServerRunning: { _ in _ = chmod(path, 0o600) },
             logger: logger)
     }
 
-    static func router(directory: URL, store: DatabaseStore, logger: Logger) -> Router<BasicRequestContext> {
+    static func router(directory: URL, store: DatabaseStore, api: CouchAPI, logger: Logger) -> Router<BasicRequestContext> {
         let router = Router()
+        let local = InProcessCouch(api: api)
+        for path in serverPaths {
+            router.get(RouterPath(path == "/" ? "/server" : "/server" + path)) { _, _ in
+                let reply = try await local.request(.get, path, query: [:], body: nil)
+                let type = path.hasSuffix("_prometheus") ? "text/plain; version=0.0.4" : "application/json"
+                return Response(status: .init(code: reply.status), headers: [.contentType: type],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: reply.body)))
+            }
+        }
         router.get("/backup/databases") { _, _ in
             let names = try await store.allNamesOffThread()
             return Response(status: .ok, headers: [.contentType: "application/json"],

@@ -29,6 +29,9 @@ public enum LocationTrackerServer {
         },
     ]
 
+    /// LocationTracker's version (`lt --version`, `vendor.version` in the database API's welcome).
+    public static let version = CouchAPI.vendorVersion
+
     /// Runs until SIGTERM or SIGINT.
     public static func run(_ configuration: ServerConfiguration, logger: Logger) async throws {
         let settings = try await prepareSettings(configuration)
@@ -44,6 +47,7 @@ public enum LocationTrackerServer {
         let boundApplicationPort = NIOLockedValueBox<Int?>(nil)
         if !configuration.databaseOnly { options.applicationPort = { boundApplicationPort.withLockedValue { $0 } } }
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
+        addServerCollectors(configuration, metrics: options.metrics)
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()
         do {
@@ -74,7 +78,7 @@ public enum LocationTrackerServer {
                 boundDatabasePort.withLockedValue { $0 = port }
                 summary.bound("database API", port: port)
             }
-        let control = try ControlSocket.service(directory: configuration.directory, store: store, logger: logger)
+        let control = try ControlSocket.service(directory: configuration.directory, store: store, api: api, logger: logger)
         if configuration.databaseOnly {
             try await ServiceGroup(configuration: groupConfiguration([database, control], logger: logger)).run()
             return
@@ -175,9 +179,37 @@ public enum LocationTrackerServer {
             metrics.gauge("lt_consolidation_backlog_databases", [("kind", "sweep")], Double(status.sweepRemaining))
             metrics.gauge("lt_consolidation_backlog_databases", [("kind", "retrying")], Double(status.retrying))
             metrics.gauge("lt_consolidation_unreadable_databases", [], Double(status.unreadable.count))
+            metrics.gauge("lt_consolidation_refused_locations", [], Double(status.refused.count))
             metrics.gauge("lt_consolidation_last_round_seconds", [], status.statistics.lastRoundSeconds)
             metrics.total("lt_consolidation_documents_copied_total", [], status.statistics.documentsCopied)
             metrics.total("lt_consolidation_rounds_total", [], status.statistics.rounds)
+        }
+    }
+
+    /// What the server is built and started with (`lt_build_info`: version, CouchDB API,
+    /// SQLite, allocator, JavaScript, mode — one series whose value is 1, as Prometheus'
+    /// build-info idiom), the connections its listeners may hold together (`lt_max_connections`)
+    /// and the space left beside its data (`lt_data_free_bytes`, `lt_data_filesystem_bytes`),
+    /// read when the metrics are.
+    static func addServerCollectors(_ configuration: ServerConfiguration, metrics: ServerMetrics) {
+        let mode = configuration.databaseOnly ? "database-only" : configuration.clusterURL != nil
+            ? "\(configuration.mode.rawValue), cluster" : configuration.mode.rawValue
+        let labels = [
+            ("version", CouchAPI.vendorVersion), ("couchdb_api", CouchAPI.version), ("sqlite", DatabaseStore.sqliteVersion),
+            ("allocator", configuration.allocator), ("javascript", configuration.javascriptOffReason == nil ? "on" : "off"),
+            ("mode", mode), ("durability", configuration.durability.rawValue.lowercased()),
+        ]
+        let directory = configuration.directory.path
+        let listeners = configuration.databaseOnly ? 1 : 2
+        let connections = configuration.connections.maxConnections.multipliedReportingOverflow(by: listeners).overflow
+            ? Int.max : configuration.connections.maxConnections * listeners
+        metrics.addCollector {
+            metrics.gauge("lt_build_info", labels, 1)
+            metrics.gauge("lt_max_connections", [], Double(connections))
+            if let space = DiskSpace(of: directory) {
+                metrics.gauge("lt_data_free_bytes", [], Double(space.free))
+                metrics.gauge("lt_data_filesystem_bytes", [], Double(space.total))
+            }
         }
     }
 

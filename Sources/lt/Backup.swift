@@ -135,7 +135,7 @@ enum BackupSource {
         let socket = ControlSocket.path(in: directory)
         // Asked for its (small) settings file: the list of databases may be long, and is asked for once, later.
         if FileManager.default.fileExists(atPath: socket),
-           let probe = try? await request(socket, .GET, "/backup/server.json", deadline: .now() + .seconds(10)),
+           let probe = try? await ControlSocketClient.request(socket, .GET, "/backup/server.json", deadline: .now() + .seconds(10)),
            (try? await probe.body.collect(upTo: 16 << 20)) != nil, probe.status == .ok {
             return .server(socket: socket)
         }
@@ -147,19 +147,10 @@ enum BackupSource {
         return .files(store, lock, directory)
     }
 
-    static func request(_ socket: String, _ method: HTTPMethod, _ path: String, deadline: NIODeadline) async throws -> HTTPClientResponse {
-        guard let url = URL(httpURLWithSocketPath: socket, uri: path) else {
-            throw CommandFailure("cannot address the control socket \(socket)")
-        }
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = method
-        return try await HTTPClient.shared.execute(request, deadline: deadline)
-    }
-
     func databaseNames() async throws -> [String] {
         switch self {
         case let .server(socket):
-            let response = try await Self.request(socket, .GET, "/backup/databases", deadline: .now() + .minutes(5))
+            let response = try await ControlSocketClient.request(socket, .GET, "/backup/databases", deadline: .now() + .minutes(5))
             let body = try await response.body.collect(upTo: 256 << 20)
             guard response.status == .ok, let names = (try? JSON.parse(Array(buffer: body)))?.arrayValue?.compactMap(\.stringValue) else {
                 throw CommandFailure("the server's control socket answered \(response.status.code) to the list of databases")
@@ -173,7 +164,7 @@ enum BackupSource {
     func serverSettings() async throws -> Data {
         switch self {
         case let .server(socket):
-            let response = try await Self.request(socket, .GET, "/backup/server.json", deadline: .now() + .minutes(1))
+            let response = try await ControlSocketClient.request(socket, .GET, "/backup/server.json", deadline: .now() + .minutes(1))
             let body = try await response.body.collect(upTo: 16 << 20)
             guard response.status == .ok else { throw CommandFailure("the server's control socket answered \(response.status.code) for server.json") }
             return Data(buffer: body)
@@ -194,7 +185,7 @@ enum BackupSource {
         switch self {
         case let .server(socket):
             let path = "/backup/databases/" + (name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? name)
-            let response = try await Self.request(socket, .POST, path, deadline: .now() + .hours(6))
+            let response = try await ControlSocketClient.request(socket, .POST, path, deadline: .now() + .hours(6))
             if response.status == .notFound {
                 try? FileManager.default.removeItem(at: file)
                 return nil

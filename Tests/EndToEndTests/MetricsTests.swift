@@ -36,6 +36,25 @@ struct MetricsTests {
         #expect(try await s.request(.POST, "/_node/_local/_prometheus", json: [:]).status == 405)
     }
 
+    @Test("What the server runs with: lt_build_info's labels, its connections, the data directory's free space (statvfs, as df)")
+    func buildAndDisk() async throws {
+        let s = try TestServer(extraArguments: ["--max-connections", "300"])
+        defer { s.stop() }
+        let samples = try await MetricsTests.samples(s)
+        let info = samples.filter { $0.name == "lt_build_info" }
+        #expect(info.count == 1 && info.first?.value == 1)
+        let labels = info.first?.labels ?? [:]
+        #expect(labels["version"] == "0.1.0" && labels["couchdb_api"] == "3.4.3" && labels["mode"] == "db-per-user" && labels["durability"] == "full")
+        #expect(labels["sqlite"]?.hasPrefix("3.") == true && labels["javascript"] != nil && labels["allocator"] != nil, "\(labels)")
+        #expect(samples.sum("lt_max_connections") == 600)  // two listeners
+        let free = samples.sum("lt_data_free_bytes"), size = samples.sum("lt_data_filesystem_bytes")
+        var stats = statvfs()
+        #expect(statvfs(s.dataDirectory.path, &stats) == 0)
+        let expectedSize = Double(stats.f_blocks) * Double(stats.f_frsize)
+        #expect(size == expectedSize && free > 0 && free <= size)
+        #expect(abs(free - Double(stats.f_bavail) * Double(stats.f_frsize)) < 512 * 1024 * 1024)  // other writers on the disk meanwhile
+    }
+
     @Test("Requests, group commits, feeds and replication jobs move the counters by what was done")
     func countersMove() async throws {
         let s = try TestServer()

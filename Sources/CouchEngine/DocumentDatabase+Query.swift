@@ -32,7 +32,7 @@ extension DocumentDatabase {
     public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
         try await reading { db in
             if let keys = options.keys { return (try DatabaseFile.metaInt(db, "doc_count"), 0, try StoredDocument.rows(db, keys: keys, options)) }
-            return try Self.allDocsRange(db, options) { id, rev, row in
+            return try Self.allDocsRange(db, options, offsets: allDocsOffsets) { id, rev, row in
                 var out: JSONObject = ["id": .string(id), "key": .string(id), "value": ["rev": .string(rev)]]
                 if options.includeDocs, let data = row[4] as Data?, let body = try JSON.parse(data).objectValue {
                     out["doc"] = try StoredDocument.assembleWinnerRow(db, id: id, row: row, body: body, deleted: false, options: options.read)
@@ -54,7 +54,7 @@ extension DocumentDatabase {
                     SerializedRow(id: row["id"]?.stringValue ?? row["key"]?.stringValue ?? "", bytes: row.bytes)
                 })
             }
-            return try Self.allDocsRange(db, options) { id, rev, row in
+            return try Self.allDocsRange(db, options, offsets: allDocsOffsets) { id, rev, row in
                 var out = Array(#"{"id":"#.utf8)
                 let quotedID = JSON.string(id).bytes
                 out += quotedID
@@ -80,7 +80,7 @@ extension DocumentDatabase {
     /// The rows of an `_all_docs` key range, each made by `makeRow` from the id, the winning
     /// revision and the row (`id, winner, seq, tree[, body]`).
     private static func allDocsRange<Row>(
-        _ db: GRDB.Database, _ options: AllDocsOptions, makeRow: (String, String, GRDB.Row) throws -> Row
+        _ db: GRDB.Database, _ options: AllDocsOptions, offsets: AllDocsOffsets, makeRow: (String, String, GRDB.Row) throws -> Row
     ) throws -> (totalRows: Int, offset: Int, rows: [Row]) {
         let total = try DatabaseFile.metaInt(db, "doc_count")
         var conditions = ["d.deleted = 0"]
@@ -99,9 +99,8 @@ extension DocumentDatabase {
         // offset: rows before the range start in the requested direction.
         var offset = 0
         if options.computeOffset, let start = options.startKey {
-            offset = try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id \(options.descending ? ">" : "<") ?",
-                arguments: [start]) ?? 0
+            let state = PendingCounts.State(updateSeq: try DatabaseFile.metaInt(db, "update_seq"), purgeSeq: try DatabaseFile.metaInt(db, "purge_seq"))
+            offset = try offsets.offset(before: start, descending: options.descending, state: state, db)
         }
         offset += options.skip
         let join = options.includeDocs ? "LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner" : ""

@@ -54,6 +54,7 @@ public final class DocumentDatabase: Sendable {
     let currentIndexes = Locked<[String: Int]>([:])
     /// `pending` of the changes feed at positions clients read up to.
     let pendingCounts = PendingCounts()
+    let allDocsOffsets = AllDocsOffsets()
 
     struct CachedMeta {
         var revsLimit: Int

@@ -185,6 +185,56 @@ struct DatabaseTests {
         }
     }
 
+    /// `_all_docs` pages' `offset` (documents before the start key) against a fresh count,
+    /// while readers page both ways from remembered positions and writes, deletions and purges
+    /// change what lies before them; ids include ones whose UTF-8 order is not Swift's String order.
+    @Test("all_docs offsets across pages equal a fresh count, ascending and descending, through writes, deletions and purges", arguments: [3, 17, 101] as [UInt64])
+    func allDocsOffsetsAcrossPages(seed: UInt64) async throws {
+        try await withStore { store in
+            var random = SeededRandom(seed: seed)
+            let db = try await store.create("offsets")
+            // Keyed by the id's bytes: Swift's String equality would take "é" and "e\u{301}" for one id.
+            var revs: [[UInt8]: Revision] = [:]
+            let alphabet = ["a", "B", "é", "e\u{301}", "z", "~", "Ω", "0"]
+            func id() -> String { (0..<Int.random(in: 1...3, using: &random)).map { _ in alphabet.randomElement(using: &random)! }.joined() + "\(Int.random(in: 0..<40, using: &random))" }
+            func write(_ id: String) async throws {
+                revs[Array(id.utf8)] = try await db.update(DocumentInput(id: id, rev: revs[Array(id.utf8)], body: ["n": .int(revs.count)]))
+            }
+            for _ in 0..<150 { try await write(id()) }
+            // Readers: a direction and the start key of their next page.
+            var readers: [(descending: Bool, key: String?)] = [(false, nil), (true, nil), (false, nil)]
+            for step in 0..<300 {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<6:
+                    let reader = Int.random(in: 0..<readers.count, using: &random)
+                    var options = AllDocsOptions()
+                    options.descending = readers[reader].descending
+                    options.startKey = readers[reader].key ?? id()
+                    options.limit = Int.random(in: 1...25, using: &random)
+                    let (_, offset, rows) = try await db.allDocs(options)
+                    // A fresh count: every live id, in the database's own order, before the key.
+                    var all = AllDocsOptions()
+                    all.descending = options.descending
+                    let ids = try await db.allDocs(all).rows.compactMap { $0["id"]?.stringValue }
+                    let start = options.startKey!
+                    let expected = ids.filter { options.descending ? start.utf8.lexicographicallyPrecedes($0.utf8)
+                                                                 : $0.utf8.lexicographicallyPrecedes(start.utf8) }.count
+                    #expect(offset == expected, "step \(step), reader \(reader), start \(start), descending \(options.descending)")
+                    readers[reader].key = rows.last?["id"]?.stringValue  // the next page starts there (skip=1 aside)
+                case 6..<8:
+                    try await write(id())
+                case 8:
+                    guard let key = revs.keys.randomElement(using: &random), let rev = revs[key] else { continue }
+                    revs[key] = try await db.update(DocumentInput(id: String(decoding: key, as: UTF8.self), rev: rev, deleted: true))
+                default:
+                    guard let key = revs.keys.randomElement(using: &random), let rev = revs[key] else { continue }
+                    _ = try await db.purge([(id: String(decoding: key, as: UTF8.self), revs: [rev])])
+                    revs[key] = nil
+                }
+            }
+        }
+    }
+
     @Test("Changes, all_docs, local docs and purge")
     func feedsAndLocalDocs() async throws {
         try await withStore { store in

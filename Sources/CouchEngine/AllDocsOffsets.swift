@@ -1,0 +1,51 @@
+import GRDB
+
+/// The `offset` of `_all_docs` pages (documents before a page's start key), remembered for the
+/// next page, as `PendingCounts` remembers `_changes`' `pending`. A client reading `_all_docs`
+/// page by page (`startkey` = the last id of the page before; the application's exports and
+/// sweeps, PouchDB's `allDocs` paging) asked SQLite to count every document before each page's
+/// start, which walked the id index up to there: a whole read of a million documents in pages
+/// of 2,000 spent most of its time counting. A remembered offset holds for the state of the
+/// database it was taken in (update and purge sequences); the next page's offset is it plus
+/// the documents between the two start keys, never a longer walk than counting afresh.
+final class AllDocsOffsets: Sendable {
+    private struct Offset {
+        let state: PendingCounts.State
+        let descending: Bool
+        let key: String
+        let offset: Int
+    }
+
+    /// A few readers at once.
+    private static let kept = 8
+    private let offsets = Locked<[Offset]>([])
+
+    /// Non-deleted documents before `key` in the direction asked (ids below it ascending,
+    /// above it descending), read in `db` (a snapshot in `state`).
+    func offset(before key: String, descending: Bool, state: PendingCounts.State, _ db: GRDB.Database) throws -> Int {
+        // Ids compare as SQLite's BINARY collation does: by their UTF-8 bytes.
+        func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
+        let known = offsets.withLock { offsets in
+            offsets.filter { $0.state == state && $0.descending == descending && (descending ? !precedes($0.key, key) : !precedes(key, $0.key)) }
+                .max { descending ? precedes($1.key, $0.key) : precedes($0.key, $1.key) }
+        }
+        let offset: Int
+        if let known {
+            let between = known.key == key ? 0 : try Int.fetchOne(
+                db.cachedStatement(sql: descending
+                    ? "SELECT count(*) FROM docs WHERE deleted = 0 AND id > ? AND id <= ?"
+                    : "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ? AND id < ?"),
+                arguments: descending ? [key, known.key] : [known.key, key]) ?? 0
+            offset = known.offset + between
+        } else {
+            offset = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id \(descending ? ">" : "<") ?"), arguments: [key]) ?? 0
+        }
+        offsets.withLock { offsets in
+            offsets.removeAll { $0.state != state || ($0.descending == descending && $0.key == key) }
+            offsets.append(Offset(state: state, descending: descending, key: key, offset: offset))
+            if offsets.count > Self.kept { offsets.removeFirst(offsets.count - Self.kept) }
+        }
+        return offset
+    }
+}

@@ -45,17 +45,21 @@ struct Doctor: AsyncParsableCommand {
         // A server elsewhere: this machine's directory only when asked for.
         if remote == nil || data != nil { findings += DoctorChecks.dataDirectory(files, space: DiskSpace(of: directory.path)) }
 
-        var where_ = "data directory \(directory.path)"
+        var checked = "data directory \(directory.path)"
+        let socket = ControlSocket.path(in: directory)
         let server: ServerFacts?
         if let remote {
             let client = try AdminClient(remote, environment: "LT_DB_URL")
-            where_ = "server \(client.server.serverURL)"
+            checked = "server \(client.server.serverURL)"
             server = try await ServerFacts.read { path in
                 let reply = try await client.server.send(.GET, path, fromServerRoot: true, accept: "*/*", timeout: .seconds(30))
                 return (reply.status, reply.body)
             }
+        } else if FileManager.default.fileExists(atPath: socket), access(socket, R_OK | W_OK) != 0 {
+            server = nil
+            findings.append(DoctorChecks.foreignSocket(socket))
         } else if let facts = try await ServerFacts.throughControlSocket(of: directory) {
-            where_ += " and the server running on it"
+            checked += " and the server running on it"
             server = facts
         } else {
             server = nil
@@ -73,7 +77,7 @@ struct Doctor: AsyncParsableCommand {
             findings += DoctorChecks.server(server, thisVersion: LocationTrackerServer.version, databases: local ? files.databases.count : nil,
                                             largestDatabase: local ? files.largest : 0)
         }
-        report(findings, where: where_)
+        report(findings, where: checked)
         if findings.contains(where: { $0.level == .problem }) { throw ExitCode.failure }
     }
 
@@ -258,6 +262,12 @@ enum DoctorChecks {
             return Finding(check: "disk", level: .warning, message: message + ": less than 10% or 1 GiB left", advice: advice)
         }
         return Finding(check: "disk", level: .ok, message: message)
+    }
+
+    /// The control socket is there but not this user's (it is its server's user's only).
+    static func foreignSocket(_ socket: String) -> Finding {
+        Finding(check: "server", level: .warning, message: "\(socket) belongs to another user, so the server on it was not asked",
+                advice: "run lt doctor as the user the server runs as (sudo -u lt lt doctor --data …), or give --url with an admin's credentials")
     }
 
     static func noServer(directory: String, held: Bool) -> Finding {

@@ -40,6 +40,25 @@ struct DoctorTests {
             #expect(finding(answer, "data").isEmpty == (arguments[0] == "--url"))
         }
 
+        // Another user (nobody, when these tests run as root): the socket is not theirs, nor the directory.
+        if getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = ["--reuid=nobody", "--regid=nogroup", "--clear-groups", TestServer.binary.path, "doctor", "--data", directory]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 1, "\(text)")
+            #expect(text.contains("  warning  server         \(s.dataDirectory.standardizedFileURL.path)/control.sock belongs to another user, so the server on it was not asked\n"
+                                  + "                          → run lt doctor as the user the server runs as (sudo -u lt lt doctor --data …), or give --url with an admin's credentials\n"),
+                    "\(text)")
+            #expect(text.contains("is not writable by this user"), "\(text)")
+        } else {
+            print("DoctorTests: another user's view skipped (needs root and setpriv)")
+        }
+
         // A continuous replication from nowhere: crashing, named with its ends, its reason and what to do.
         let created = try await s.request(.PUT, "/_replicator/nightly", json: ["source": "http://127.0.0.1:1/gone", "target": "tracks",
                                                                                 "create_target": true, "continuous": true])

@@ -243,7 +243,7 @@ let package = Package(
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CommandSupport", "ConfigFile", "CouchJSON", "CouchEngine", "CouchProtocol", "HTTPServing", "LTServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
+                "CommandSupport", "ConfigFile", "CouchJSON", "CouchEngine", "CouchProtocol", "Geo", "HTTPServing", "LTServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

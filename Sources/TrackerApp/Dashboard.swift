@@ -142,7 +142,7 @@ extension PlaceCatalog {
     /// Creates (`id` nil) or updates a place: name and position, keeping the rest of the
     /// document; the places release is bumped so devices pull again.
     public func savePlace(id: String?, name: String, position: Coordinate) async throws -> JSON {
-        var doc: JSONObject = ["type": "Feature", "created_at": .double((Date().timeIntervalSince1970 * 1000).rounded())]
+        var doc: JSONObject = ["type": "Feature", "created_at": JSON.millisecondsNow()]
         let placeID = id ?? "place-" + Hex.random(bytes: 8)
         if let id {
             let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")

@@ -68,7 +68,7 @@ extension PlaceCatalog {
     public func importPlaces(_ features: [JSON], announce: Bool = true) async throws -> PlacesImport {
         let places = try Self.placeDocuments(features)
         var result = PlacesImport()
-        let now = JSON.double((Date().timeIntervalSince1970 * 1000).rounded())
+        let now = JSON.millisecondsNow()
         for start in stride(from: 0, to: places.count, by: 1000) {
             let chunk = places[start..<min(places.count, start + 1000)]
             let stored = try await couch.request(.post, "/\(TrackerService.placesDB)/_all_docs", query: ["include_docs": "true"],

@@ -28,10 +28,10 @@ extension TrackerService {
 
     /// Writes the notice of a purge, and purges notices past the retention.
     func recordPurge(_ ids: [String], from db: String) async throws {
-        let now = Date().timeIntervalSince1970 * 1000
+        let now = (Date().timeIntervalSince1970 * 1000).rounded()
         let notice: JSON = [
             "_id": .string(TrackerService.noticeID(now) + "-" + UUID().uuidString.lowercased()),
-            "db": .string(db), "ids": .array(ids.map(JSON.string)), "purged_at": .double(now),
+            "db": .string(db), "ids": .array(ids.map(JSON.string)), "purged_at": JSON.milliseconds(now),
         ]
         try await expect(couch.request(.post, "/\(TrackerService.purgesDB)", body: notice), "record a purge for the other instances")
         let expired = try await couch.request(.get, "/\(TrackerService.purgesDB)/_all_docs", query: [
@@ -88,10 +88,10 @@ extension TrackerService {
             let purged = try await purge((doc["ids"]?.arrayValue ?? []).compactMap(\.stringValue), from: db, on: geo)
             if purged > 0 { logger.info("purged \(purged) documents from this server's copy of \(db), as \(row["id"]?.stringValue ?? "a notice") says") }
         }
-        let now = Date().timeIntervalSince1970 * 1000
+        let now = (Date().timeIntervalSince1970 * 1000).rounded()
         let lastText = last.stringValue ?? last.text
         if lastText == since, let at = checkpoint.json["applied_at"]?.doubleValue, now - at < 3_600_000 { return }
-        var updated: JSONObject = ["since": .string(lastText), "applied_at": .double(now)]
+        var updated: JSONObject = ["since": .string(lastText), "applied_at": JSON.milliseconds(now)]
         if checkpoint.ok, let rev = checkpoint.json["_rev"] { updated["_rev"] = rev }
         try await expect(geo.request(.put, path, body: .object(updated)), "remember the place in \(TrackerService.purgesDB)")
     }

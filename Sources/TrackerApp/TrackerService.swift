@@ -220,7 +220,7 @@ public final class TrackerService: CouchBacked {
             "type": "user", "username": .string(username), "location_db": .string(db),
             "password_scheme": "pbkdf2", "pbkdf2_prf": .string(hash.prf), "iterations": .int(hash.iterations),
             "salt": .string(hash.salt), "derived_key": .string(hash.derivedKey),
-            "created_at": .double(Date().timeIntervalSince1970 * 1000),
+            "created_at": JSON.millisecondsNow(),
         ])
         let saved = try await userWrite
         do {
@@ -274,7 +274,7 @@ public final class TrackerService: CouchBacked {
             "type": "user", "name": .string(key), "roles": [.string(TrackerService.ownerRole(username))],
             "password_scheme": "pbkdf2", "pbkdf2_prf": .string(hash.prf), "iterations": 1,
             "salt": .string(hash.salt), "derived_key": .string(hash.derivedKey),
-            "lt_user": .string(username), "created_at": .double(Date().timeIntervalSince1970 * 1000),
+            "lt_user": .string(username), "created_at": JSON.millisecondsNow(),
         ]
         if let device { keyDoc["device"] = .string(device) }
         try await expect(couch.request(.put, "/_users/org.couchdb.user:\(key)", body: .object(keyDoc)), "create an API key")
@@ -459,7 +459,7 @@ public final class TrackerService: CouchBacked {
                                          ("conn", "connection")]
         for (from, to) in names { if let value = message[from] { properties[to] = value } }
         let doc: JSON = [
-            "type": "Feature", "created_at": .double(tst * 1000),
+            "type": "Feature", "created_at": JSON.milliseconds((tst * 1000).rounded()),
             "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]],
             "properties": .object(properties),
         ]

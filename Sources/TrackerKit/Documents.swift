@@ -31,8 +31,7 @@ public struct LocationDoc: Sendable, Equatable {
 
     /// The document's JSON (with `_id` when it has one).
     public var json: JSON {
-        // Whole milliseconds as integers, as the original app wrote them.
-        let time: JSON = timestamp.rounded() == timestamp && abs(timestamp) < 9e15 ? .int(Int(timestamp)) : .double(timestamp)
+        let time = JSON.milliseconds(timestamp)
         var properties: JSONObject = ["username": .string(username), "timestamp": time, "background": .bool(background)]
         if let sessionID { properties["session_id"] = .string(sessionID) }
         var object: JSONObject = [:]

@@ -41,17 +41,7 @@ struct Analysis: AsyncParsableCommand {
         @Option(help: "Only fixes before this time (same forms as --from).")
         var to: String?
 
-        @Option(parsing: .unconditional, help: "Only fixes inside minLon,minLat,maxLon,maxLat (negative values as they are: --bbox -122.5,37.2,-121.9,37.8).")
-        var bbox: String?
-
-        @Option(parsing: .unconditional, help: "Centre latitude of a radius filter (with --lon and --radius).")
-        var lat: Double?
-
-        @Option(parsing: .unconditional, help: "Centre longitude of a radius filter.")
-        var lon: Double?
-
-        @Option(help: "Radius in metres around --lat/--lon.")
-        var radius: Double?
+        @OptionGroup var area: AreaOptions
 
         @Option(help: "geojson, csv or gpx.")
         var format: Format = .geojson
@@ -60,11 +50,11 @@ struct Analysis: AsyncParsableCommand {
         var output: String?
 
         func validate() throws {
-            let radiusParts = [lat == nil, lon == nil, radius == nil]
+            let radiusParts = [area.lat == nil, area.lon == nil, area.radius == nil]
             if radiusParts.contains(true), radiusParts.contains(false) {
                 throw ValidationError("A radius filter needs all of --lat, --lon and --radius")
             }
-            if bbox != nil, radius != nil { throw ValidationError("Give --bbox or --lat/--lon/--radius, not both") }
+            if area.bbox != nil, area.radius != nil { throw ValidationError("Give --bbox or --lat/--lon/--radius, not both") }
         }
 
         func run() async throws {
@@ -73,8 +63,8 @@ struct Analysis: AsyncParsableCommand {
             if let user { query.append(("user", user)) }
             if let from { query.append(("from", try Analysis.milliseconds(from, option: "--from"))) }
             if let to { query.append(("to", try Analysis.milliseconds(to, option: "--to"))) }
-            if let bbox { query.append(("bbox", bbox)) }
-            if let lat, let lon, let radius { query += [("lat", "\(lat)"), ("lon", "\(lon)"), ("radius", "\(radius)")] }
+            if let bbox = area.bbox { query.append(("bbox", bbox)) }
+            if let lat = area.lat, let lon = area.lon, let radius = area.radius { query += [("lat", "\(lat)"), ("lon", "\(lon)"), ("radius", "\(radius)")] }
             var components = URLComponents()
             components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) }
             let path = "/api/analysis/locations" + (components.percentEncodedQuery.map { "?" + $0 } ?? "")

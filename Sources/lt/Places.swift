@@ -9,8 +9,8 @@ import TrackerApp
 /// `lt places`: the places dataset on a running server.
 struct Places: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Import, export and review the places of a running server.",
-        subcommands: [Import.self, Export.self, Review.self])
+        abstract: "Query, import, export and review the places of a running server.",
+        subcommands: [Query.self, Import.self, Export.self, Review.self])
 
     struct Import: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

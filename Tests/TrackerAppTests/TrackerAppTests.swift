@@ -325,6 +325,31 @@ struct TrackerAppTests {
         #expect(halfRadius.status != 0 && halfRadius.errors.contains("--radius"))
     }
 
+    @Test("Every time the application stores is whole milliseconds written as a JSON integer, as the original's Date.now(): places seeded, imported and added, users, API keys, OwnTracks fixes")
+    func integerTimestamps() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.app(.PUT, "/api/users/iris", json: ["password": "pw-iris"])
+        let iris = try await login(s, "iris", "pw-iris")
+        let admin = TestServer.Auth.basic(TestServer.admin.0, TestServer.admin.1)
+        #expect(try await s.app(.POST, "/api/places", json: ["name": "Kiosk", "latitude": 37.5, "longitude": -122.3], auth: admin).status == 201)
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let file = directory.url.appendingPathComponent("new.geojson")
+        try Data(#"{"type":"FeatureCollection","features":[{"type":"Feature","id":"bench-1","properties":{"name":"Bench"},"geometry":{"type":"Point","coordinates":[-122.31,37.51]}}]}"#.utf8).write(to: file)
+        let imported = try TestServer.runLT(["places", "import", file.path, "--url", "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.port)"])
+        #expect(imported.status == 0, "\(imported.errors)")
+        #expect(try await s.app(.POST, "/api/owntracks", json: ["_type": "location", "lat": 52.5, "lon": 13.4, "tst": 1_700_000_000],
+                                auth: .basic(iris.key, iris.secret)).status == 200)
+        // Read as bytes: a parsed value would not tell 1700000000000 from 1700000000000.0.
+        for (db, least) in [("lt_places", 52), ("lt_users", 1), ("_users", 1), (iris.db, 1)] {
+            let text = try await s.request(.GET, "/\(db)/_all_docs?include_docs=true").text
+            let whole = text.components(separatedBy: #""created_at":"#).dropFirst().filter { $0.prefix { $0.isNumber }.count >= 10 && !$0.dropFirst($0.prefix { $0.isNumber }.count).hasPrefix(".") }
+            let all = text.components(separatedBy: #""created_at":"#).count - 1
+            #expect(all >= least && whole.count == all, "\(db): \(whole.count) of \(all) created_at values are whole integers")
+        }
+    }
+
     @Test("Exports are ordered by user, then time, whatever order the ids and writes were in; GPX has a track per user and a segment per UTC day; in both modes",
           arguments: ["db-per-user", "single-db"])
     func exportOrder(mode: String) async throws {

@@ -261,7 +261,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "ConfigFile", "Geo", "HTTPServing", "MIMEMultipart", "TrackerApp",
+                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "ConfigFile", "Geo", "HTTPServing", "LTServer", "MIMEMultipart", "TrackerApp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),

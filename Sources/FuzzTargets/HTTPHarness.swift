@@ -7,11 +7,12 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import LTServer
 import NIOCore
 import TrackerApp
 
-/// The request handlers end to end, without sockets: one database API and one application API
-/// over real SQLite files in a temporary directory, fed raw requests:
+/// The request handlers end to end, without sockets: one database API, one application API and
+/// the control socket's routes over real SQLite files in a temporary directory, fed raw requests:
 ///
 ///     METHOD TARGET
 ///     Header: value
@@ -26,6 +27,8 @@ final class HTTPHarness: @unchecked Sendable {
     static let shared = HTTPHarness()
     let api: CouchAPI
     let app: RouterResponder<ClientRequestContext>
+    /// The data directory's control socket routes (`lt backup`, `lt doctor`), without the socket.
+    let control: RouterResponder<ClientRequestContext>
     let directory: URL
     static let admin = ("admin", "fuzz-password")
 
@@ -44,6 +47,8 @@ final class HTTPHarness: @unchecked Sendable {
             options.maxBodySize = 1 << 20
             api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
             try api.prepareSystemDatabases()
+            try settings.save(to: directory)
+            control = ControlSocket.router(directory: directory, store: store, api: api, logger: logger).buildResponder()
             let service = TrackerService(couch: InProcessCouch(api: api), passwordIterations: 2, logger: logger)
             try HTTPHarness.wait { try await service.prepare(places: [["_id": "place-a", "type": "Feature", "name": "A",
                                                                         "geometry": ["type": "Point", "coordinates": [-122.3, 37.5]]]]) }
@@ -106,6 +111,13 @@ final class HTTPHarness: @unchecked Sendable {
         let context = ClientRequestContext(peerAddress: "127.0.0.1", logger: Logger(label: "lt-fuzz", factory: { _ in SwiftLogNoOpLogHandler() }))
         // The routes' middleware answers every failure: a thrown error is a finding (a 500 without JSON).
         check(request) { (try? await app.respond(to: request, context: context)) ?? Response(status: .internalServerError) }
+    }
+
+    func controlSocket(_ bytes: [UInt8]) {
+        guard let request = HTTPHarness.request(bytes) else { return }
+        let control = self.control
+        let context = ClientRequestContext(peerAddress: nil, logger: Logger(label: "lt-fuzz", factory: { _ in SwiftLogNoOpLogHandler() }))
+        check(request) { (try? await control.respond(to: request, context: context)) ?? Response(status: .internalServerError) }
     }
 
     /// Answers the request (cancelled after 2 s) and checks the answer.

@@ -18,7 +18,7 @@ import TrackerApp
 /// value prints and parses back to itself; a request the server refuses gets a CouchDB-style
 /// JSON error, never a 500).
 enum Harness: String, CaseIterable {
-    case json, selector, wkt, geo, multipart, revs, http, app, config, prometheus
+    case json, selector, wkt, geo, multipart, revs, http, app, control, config, prometheus
 
     static let current: Harness = {
         let name = ProcessInfo.processInfo.environment["LT_FUZZ_TARGET"] ?? ""
@@ -39,6 +39,7 @@ enum Harness: String, CaseIterable {
         case .revs: Harness.revs(bytes)
         case .http: HTTPHarness.shared.database(bytes)
         case .app: HTTPHarness.shared.application(bytes)
+        case .control: HTTPHarness.shared.controlSocket(bytes)
         case .config: Harness.config(bytes)
         case .prometheus: Harness.prometheus(bytes)
         }

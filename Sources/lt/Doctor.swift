@@ -51,9 +51,15 @@ struct Doctor: AsyncParsableCommand {
         if let remote {
             let client = try AdminClient(remote, environment: "LT_DB_URL")
             checked = "server \(client.server.serverURL)"
-            server = try await ServerFacts.read { path in
-                let reply = try await client.server.send(.GET, path, fromServerRoot: true, accept: "*/*", timeout: .seconds(30))
-                return (reply.status, reply.body)
+            do {
+                server = try await ServerFacts.read { path in
+                    let reply = try await client.server.send(.GET, path, fromServerRoot: true, accept: "*/*", timeout: .seconds(30))
+                    return (reply.status, reply.body)
+                }
+            } catch {
+                server = nil
+                findings.append(Finding(check: "server", level: .problem, message: "\(client.server.serverURL) could not be asked: \(error)",
+                                        advice: "is it running and reachable from here, and are the URL's credentials a server admin's?"))
             }
         } else if FileManager.default.fileExists(atPath: socket), access(socket, R_OK | W_OK) != 0 {
             server = nil

@@ -81,6 +81,11 @@ struct DoctorTests {
         let cleared = try await eventually { try doctor(["--data", directory]).status == 0 }
         #expect(cleared, "the replication gone, nothing to fix")
 
+        // Wrong credentials: a problem that says so, not a crash of the command.
+        let refused = try doctor(["--url", "http://\(TestServer.admin.0):wrong@127.0.0.1:\(s.port)"])
+        #expect(refused.status == 1 && finding(refused.json, "server").first?["level"] == "problem", "\(refused.text)")
+        #expect(refused.text.contains("→ is it running and reachable from here, and are the URL's credentials a server admin's?"), "\(refused.text)")
+
         // Stopped: the directory, and the open-file limit lt serve would start with here.
         s.stop()
         let (status, answer, text) = try doctor(["--data", directory])

@@ -43,11 +43,14 @@ public final class ProgressLine: @unchecked Sendable {
         if onTerminal { FileHandle.standardError.write(Data("\n".utf8)) }
     }
 
-    /// Bytes for people: "812 KiB", "80.3 MiB", "1.20 GiB".
+    /// Bytes for people: "812 bytes", "605 KiB", "7.3 MiB", "29 GiB" (a decimal below 10).
     public static func size(_ bytes: Int64) -> String {
-        let value = Double(bytes)
-        if value < 1_048_576 { return String(format: "%.0f KiB", value / 1024) }
-        if value < 1_073_741_824 { return String(format: "%.1f MiB", value / 1_048_576) }
-        return String(format: "%.2f GiB", value / 1_073_741_824)
+        let units = ["bytes", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(bytes), unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(bytes) bytes" : String(format: value < 10 ? "%.1f %@" : "%.0f %@", value, units[unit])
     }
 }

@@ -9,43 +9,35 @@ import GRDB
 /// database it was taken in (update and purge sequences); the next page's offset is it plus
 /// the documents between the two start keys, never a longer walk than counting afresh.
 final class AllDocsOffsets: Sendable {
-    private struct Offset {
-        let state: PendingCounts.State
+    /// Where a page starts: its start key, in one direction.
+    private struct Start: Equatable, Sendable {
         let descending: Bool
         let key: String
-        let offset: Int
     }
 
-    /// A few readers at once.
-    private static let kept = 8
-    private let offsets = Locked<[Offset]>([])
+    private let remembered = RememberedCounts<Start>()
 
     /// Non-deleted documents before `key` in the direction asked (ids below it ascending,
     /// above it descending), read in `db` (a snapshot in `state`).
-    func offset(before key: String, descending: Bool, state: PendingCounts.State, _ db: GRDB.Database) throws -> Int {
+    func offset(before key: String, descending: Bool, state: DocumentsState, _ db: GRDB.Database) throws -> Int {
         // Ids compare as SQLite's BINARY collation does: by their UTF-8 bytes.
         func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
-        let known = offsets.withLock { offsets in
-            offsets.filter { $0.state == state && $0.descending == descending && (descending ? !precedes($0.key, key) : !precedes(key, $0.key)) }
-                .max { descending ? precedes($1.key, $0.key) : precedes($0.key, $1.key) }
-        }
+        let known = remembered.known(in: state)
+            .filter { $0.position.descending == descending && (descending ? !precedes($0.position.key, key) : !precedes(key, $0.position.key)) }
+            .max { descending ? precedes($1.position.key, $0.position.key) : precedes($0.position.key, $1.position.key) }
         let offset: Int
         if let known {
-            let between = known.key == key ? 0 : try Int.fetchOne(
+            let between = known.position.key == key ? 0 : try Int.fetchOne(
                 db.cachedStatement(sql: descending
                     ? "SELECT count(*) FROM docs WHERE deleted = 0 AND id > ? AND id <= ?"
                     : "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ? AND id < ?"),
-                arguments: descending ? [key, known.key] : [known.key, key]) ?? 0
-            offset = known.offset + between
+                arguments: descending ? [key, known.position.key] : [known.position.key, key]) ?? 0
+            offset = known.count + between
         } else {
             offset = try Int.fetchOne(
                 db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id \(descending ? ">" : "<") ?"), arguments: [key]) ?? 0
         }
-        offsets.withLock { offsets in
-            offsets.removeAll { $0.state != state || ($0.descending == descending && $0.key == key) }
-            offsets.append(Offset(state: state, descending: descending, key: key, offset: offset))
-            if offsets.count > Self.kept { offsets.removeFirst(offsets.count - Self.kept) }
-        }
+        remembered.remember(offset, at: Start(descending: descending, key: key), in: state)
         return offset
     }
 }

@@ -181,7 +181,7 @@ public struct ChangesFeed: Sendable {
             // A page that ran out of rows has seen everything up to the snapshot's update_seq.
             if !options.descending, rows.count < limit { lastSeq = max(options.since, updateSeq) }
             let pending = options.descending ? 0 : try database.pendingCounts.pending(
-                after: lastSeq, state: PendingCounts.State(updateSeq: updateSeq, purgeSeq: DatabaseFile.metaInt(db, "purge_seq")), db)
+                after: lastSeq, state: DocumentsState(updateSeq: updateSeq, purgeSeq: DatabaseFile.metaInt(db, "purge_seq")), db)
             return (rows, lastSeq, pending)
         }
     }

@@ -353,9 +353,7 @@ public final class DatabaseStore: Sendable {
     /// Names of all databases, sorted (blocking: see `allNamesOffThread`).
     public func allNames() -> [String] {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: databasesPath)) ?? []
-        return files.filter { $0.hasSuffix(".sqlite") }
-            .map { String($0.dropLast(".sqlite".count)).replacingOccurrences(of: "%2F", with: "/") }
-            .sorted()
+        return files.filter { $0.hasSuffix(".sqlite") }.compactMap(DatabaseStore.databaseName(ofFile:)).sorted()
     }
 
     /// The notifier of a database, shared by every open instance of it.

@@ -145,4 +145,12 @@ extension DatabaseStore {
     public static func fileName(of name: String) -> String {
         name.replacingOccurrences(of: "/", with: "%2F") + ".sqlite"
     }
+
+    /// The database a file under `dbs/` belongs to (its own file, or its write-ahead log and
+    /// that log's index: `-wal`, `-shm`); nil for any other file.
+    public static func databaseName(ofFile file: String) -> String? {
+        let base = file.hasSuffix("-wal") || file.hasSuffix("-shm") ? String(file.dropLast(4)) : file
+        guard base.hasSuffix(".sqlite") else { return nil }
+        return String(base.dropLast(".sqlite".count)).replacingOccurrences(of: "%2F", with: "/")
+    }
 }

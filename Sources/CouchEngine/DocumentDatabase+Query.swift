@@ -99,7 +99,7 @@ extension DocumentDatabase {
         // offset: rows before the range start in the requested direction.
         var offset = 0
         if options.computeOffset, let start = options.startKey {
-            let state = PendingCounts.State(updateSeq: try DatabaseFile.metaInt(db, "update_seq"), purgeSeq: try DatabaseFile.metaInt(db, "purge_seq"))
+            let state = DocumentsState(updateSeq: try DatabaseFile.metaInt(db, "update_seq"), purgeSeq: try DatabaseFile.metaInt(db, "purge_seq"))
             offset = try offsets.offset(before: start, descending: options.descending, state: state, db)
         }
         offset += options.skip

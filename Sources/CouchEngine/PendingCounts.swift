@@ -9,43 +9,22 @@ import GRDB
 /// update and purge sequences, which every change to the documents table moves); the next
 /// page's count is it less the documents between the two positions.
 final class PendingCounts: Sendable {
-    /// The state of a database's documents: every write moves the update sequence, a purge
-    /// that removes a document the purge sequence.
-    struct State: Equatable {
-        let updateSeq: Int
-        let purgeSeq: Int
-    }
-
-    private struct Count {
-        let state: State
-        let after: Int
-        let pending: Int
-    }
-
-    /// A few positions at once: several clients may be reading the feed.
-    private static let kept = 8
-    private let counts = Locked<[Count]>([])
+    private let remembered = RememberedCounts<Int>()
 
     /// Documents whose latest change is after `seq`, read in `db` (a snapshot in `state`).
-    func pending(after seq: Int, state: State, _ db: GRDB.Database) throws -> Int {
-        let known = counts.withLock { counts in
-            counts.filter { $0.state == state && $0.after <= seq }.max { $0.after < $1.after }
-        }
+    func pending(after seq: Int, state: DocumentsState, _ db: GRDB.Database) throws -> Int {
+        let known = remembered.known(in: state).filter { $0.position <= seq }.max { $0.position < $1.position }
         let pending: Int
         // From the nearest count before this position when the stretch between is the shorter
         // walk (sequences stand in for documents there); else all of the rest.
-        if let known, seq - known.after <= state.updateSeq - seq {
-            let between = known.after == seq ? 0 : try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE seq > ? AND seq <= ?"), arguments: [known.after, seq]) ?? 0
-            pending = known.pending - between
+        if let known, seq - known.position <= state.updateSeq - seq {
+            let between = known.position == seq ? 0 : try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE seq > ? AND seq <= ?"), arguments: [known.position, seq]) ?? 0
+            pending = known.count - between
         } else {
             pending = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE seq > ?"), arguments: [seq]) ?? 0
         }
-        counts.withLock { counts in
-            counts.removeAll { $0.state != state || $0.after == seq }
-            counts.append(Count(state: state, after: seq, pending: pending))
-            if counts.count > Self.kept { counts.removeFirst(counts.count - Self.kept) }
-        }
+        remembered.remember(pending, at: seq, in: state)
         return pending
     }
 }

@@ -36,11 +36,3 @@ public enum ClientCount {
         }
     }
 }
-
-extension FixedWidthInteger {
-    /// `self + other`, or `max`/`min` where the sum does not fit.
-    public func addingSaturating(_ other: Self) -> Self {
-        let (sum, overflow) = addingReportingOverflow(other)
-        return overflow ? (other > 0 ? .max : .min) : sum
-    }
-}

@@ -26,7 +26,6 @@ public final class ExternalSorter: Sendable {
 
     public init() throws {
         var configuration = Configuration()
-        configuration.journalMode = .default
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -8192; PRAGMA temp_store = FILE")
         }

@@ -151,8 +151,8 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
 
     private func arm(_ context: ChannelHandlerContext, _ timeout: Duration) {
         timer?.cancel()
-        let nanoseconds = timeout.components.seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let amount = TimeAmount.nanoseconds(nanoseconds.overflow ? .max : nanoseconds.partialValue.addingSaturating(Int64(timeout.components.attoseconds / 1_000_000_000)))
+        let nanoseconds = timeout.components.seconds.multipliedSaturating(by: 1_000_000_000)
+        let amount = TimeAmount.nanoseconds(nanoseconds.addingSaturating(Int64(timeout.components.attoseconds / 1_000_000_000)))
         let channel = context.channel
         timer = context.eventLoop.scheduleTask(in: amount) { channel.close(promise: nil) }
     }

@@ -46,61 +46,39 @@ public enum ControlSocket {
     }
 
     /// The socket's routes (public for the fuzz harness, which answers requests with them
-    /// without a socket). Every failure is a CouchDB-style JSON error.
+    /// without a socket). Every failure is a CouchDB-style JSON error (`JSONErrors`).
     public static func router(directory: URL, store: DatabaseStore, api: CouchAPI, logger: Logger) -> Router<ClientRequestContext> {
         let router = Router(context: ClientRequestContext.self)
+        router.add(middleware: JSONErrors())
         let local = InProcessCouch(api: api)
         for path in serverPaths {
             router.get(RouterPath(path == "/" ? "/server" : "/server" + path)) { _, _ in
-                await answering {
-                    let reply = try await local.request(.get, path, query: [:], body: nil)
-                    let type = path.hasSuffix("_prometheus") ? "text/plain; version=0.0.4" : "application/json"
-                    return Response(status: .init(code: reply.status), headers: [.contentType: type],
-                                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: reply.body)))
-                }
+                let reply = try await local.request(.get, path, query: [:], body: nil)
+                let type = path.hasSuffix("_prometheus") ? "text/plain; version=0.0.4" : "application/json"
+                return Response(status: .init(code: reply.status), headers: [.contentType: type],
+                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: reply.body)))
             }
         }
         router.get("/backup/databases") { _, _ in
-            await answering {
-                let names = try await store.allNamesOffThread()
-                return json(.ok, .array(names.map(JSON.string)))
-            }
+            let names = try await store.allNamesOffThread()
+            return Response(status: .ok, headers: [.contentType: "application/json"],
+                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: JSON.array(names.map(JSON.string)).bytes)))
         }
         router.get("/backup/server.json") { _, _ in
-            await answering {
-                let data = try Data(contentsOf: directory.appendingPathComponent("server.json"))
-                return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
-            }
+            let data = try Data(contentsOf: directory.appendingPathComponent("server.json"))
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
         }
         router.post("/backup/databases/:name") { _, context in
-            await answering {
-                let name = context.parameters.get("name")?.removingPercentEncoding ?? ""
-                guard store.exists(name) else { return json(.notFound, ["error": "not_found", "reason": .string("no database \(name)")]) }
-                let started = ContinuousClock.now
-                let file = try await store.snapshot(of: name)
-                let stream = try SnapshotStream(file)
-                logger.debug("backup: snapshot of \(name) (\(stream.size) bytes) in \(started.duration(to: .now))")
-                return Response(status: .ok, headers: [.contentType: "application/vnd.sqlite3", .contentLength: String(stream.size)],
-                                body: ResponseBody(contentLength: stream.size) { writer in try await stream.write(to: &writer) })
-            }
+            let name = context.parameters.get("name")?.removingPercentEncoding ?? ""
+            guard store.exists(name) else { throw CouchError(status: 404, error: "not_found", reason: "no database \(name)") }
+            let started = ContinuousClock.now
+            let file = try await store.snapshot(of: name)
+            let stream = try SnapshotStream(file)
+            logger.debug("backup: snapshot of \(name) (\(stream.size) bytes) in \(started.duration(to: .now))")
+            return Response(status: .ok, headers: [.contentType: "application/vnd.sqlite3", .contentLength: String(stream.size)],
+                            body: ResponseBody(contentLength: stream.size) { writer in try await stream.write(to: &writer) })
         }
         return router
-    }
-
-    static func json(_ status: HTTPResponse.Status, _ body: JSON) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.bytes)))
-    }
-
-    /// The route's answer, or its failure as a JSON error (`CouchError`'s own status and
-    /// reason; anything else a 500 that says what failed).
-    static func answering(_ route: () async throws -> Response) async -> Response {
-        do {
-            return try await route()
-        } catch let error as CouchError {
-            return json(.init(code: error.status), ["error": .string(error.error), "reason": .string(error.reason)])
-        } catch {
-            return json(.internalServerError, ["error": "internal_server_error", "reason": .string("\(error)")])
-        }
     }
 }
 

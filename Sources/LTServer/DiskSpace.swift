@@ -1,3 +1,4 @@
+import CouchJSON
 import Foundation
 
 #if canImport(Glibc)
@@ -24,7 +25,7 @@ public struct DiskSpace: Sendable, Equatable {
         var stats = statvfs()
         guard statvfs(path, &stats) == 0 else { return nil }
         let block = Int64(clamping: stats.f_frsize)
-        free = Int64(clamping: stats.f_bavail).multipliedReportingOverflow(by: block).overflow ? .max : Int64(clamping: stats.f_bavail) * block
-        total = Int64(clamping: stats.f_blocks).multipliedReportingOverflow(by: block).overflow ? .max : Int64(clamping: stats.f_blocks) * block
+        free = Int64(clamping: stats.f_bavail).multipliedSaturating(by: block)
+        total = Int64(clamping: stats.f_blocks).multipliedSaturating(by: block)
     }
 }

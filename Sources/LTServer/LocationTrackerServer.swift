@@ -201,8 +201,7 @@ public enum LocationTrackerServer {
         ]
         let directory = configuration.directory.path
         let listeners = configuration.databaseOnly ? 1 : 2
-        let connections = configuration.connections.maxConnections.multipliedReportingOverflow(by: listeners).overflow
-            ? Int.max : configuration.connections.maxConnections * listeners
+        let connections = configuration.connections.maxConnections.multipliedSaturating(by: listeners)
         metrics.addCollector {
             metrics.gauge("lt_build_info", labels, 1)
             metrics.gauge("lt_max_connections", [], Double(connections))

@@ -255,7 +255,7 @@ struct ApplicationErrors: RouterMiddleware {
             if let allow = failure.allow { response.headers[.allow] = allow.joined(separator: ", ") }
             return response
         } catch let error as CouchError {
-            return TrackerHTTP.reply(["error": .string(error.error), "reason": .string(error.reason)], status: HTTPResponse.Status(code: error.status))
+            return JSONErrors<Context>.response(for: error)
         } catch let error as HTTPError where error.status == .notFound {
             return try unrouted(request)
         } catch {

@@ -87,14 +87,15 @@ public struct PlaceDoc: Sendable, Equatable {
         object["type"] = "Feature"
         object["name"] = .string(name)
         object["geometry"] = Geometry.point(coordinate).geoJSON
-        object["created_at"] = .double(createdAt)
+        object["created_at"] = JSON.milliseconds(createdAt)
         return .object(object)
     }
 
-    /// Reads a place (a `_geo` row's `doc`, or a stored one); nil when it is not one.
+    /// Reads a place (a `_geo` row's `doc`, or a stored one); nil when it is not one. Its name
+    /// is the document's, else its GeoJSON `properties.name` (places imported from a file).
     public init?(json: JSON) {
         guard let coordinate = pointCoordinate(json) else { return nil }
-        self.init(id: json["_id"]?.stringValue, name: json["name"]?.stringValue ?? "", coordinate: coordinate,
+        self.init(id: json["_id"]?.stringValue, name: json["name"]?.stringValue ?? json["properties"]?["name"]?.stringValue ?? "", coordinate: coordinate,
                   createdAt: json["created_at"]?.doubleValue ?? 0)
     }
 }

@@ -41,10 +41,7 @@ struct BackupBench: AsyncParsableCommand {
         // The project's load generator (cheap for the machine, so the figures describe the server).
         let connection = try BenchConnection(host: "127.0.0.1", port: server.port)
         func send(_ method: String, _ path: String, _ body: JSON? = nil) throws {
-            let answer = try connection.send(method, path, authorization: authorization, body: body?.bytes)
-            guard (200..<300).contains(answer.status) else {
-                throw ValidationError("\(method) \(path): \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
-            }
+            try connection.expectSuccess(method, path, authorization: authorization, json: body)
         }
         print("lt-bench backup: \(documents) documents in one database, \(databases) databases of 50, lt backup --jobs \(jobs); \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(TLSBench.loadAverage())")
         try send("PUT", "/large")

@@ -1,3 +1,4 @@
+import CouchJSON
 import Foundation
 
 #if canImport(Glibc)
@@ -46,6 +47,15 @@ final class BenchConnection {
     }
 
     deinit { close(fd) }
+
+    /// Sends one request with a JSON body (or none); throws unless it is answered 2xx, with the
+    /// status and the start of the answer.
+    func expectSuccess(_ method: String, _ path: String, authorization: String, json: JSON? = nil) throws {
+        let answer = try send(method, path, authorization: authorization, body: json?.bytes)
+        guard (200..<300).contains(answer.status) else {
+            throw Failure(description: "\(method) \(path): \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
+        }
+    }
 
     /// Sends one request and returns the status and body.
     func send(

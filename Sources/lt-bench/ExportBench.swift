@@ -38,11 +38,8 @@ struct ExportBench: AsyncParsableCommand {
         let adminAuthorization = "Basic " + Data("\(admin.user):\(admin.password)".utf8).base64EncodedString()
         let analystAuthorization = "Basic " + Data("ann:analyst-password".utf8).base64EncodedString()
         let database = try BenchConnection(host: "127.0.0.1", port: server.port)
-        func send(_ method: String, _ path: String, _ body: JSON?) throws {
-            let answer = try database.send(method, path, authorization: adminAuthorization, body: body?.bytes)
-            guard (200..<300).contains(answer.status) else {
-                throw ValidationError("\(method) \(path): \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
-            }
+        func send(_ method: String, _ path: String, _ body: JSON? = nil) throws {
+            try database.expectSuccess(method, path, authorization: adminAuthorization, json: body)
         }
         print("lt-bench export: \(locations) locations of \(users) users in lt_locations_all, ids not in time order; "
               + "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(TLSBench.loadAverage())")

@@ -41,13 +41,14 @@ struct Doctor: AsyncParsableCommand {
         let directory = URL(fileURLWithPath: settings.string("data", flag: data, default: "./lt-data")!, isDirectory: true).standardizedFileURL
         var findings = [DoctorChecks.build(javascript: ServerResources.javascriptQueryServer() != nil, allocator: Allocator.description)]
         let remote = url ?? ProcessInfo.processInfo.environment["LT_DB_URL"].flatMap { $0.isEmpty ? nil : $0 }
-        let files = DataDirectory.look(at: directory)
         // A server elsewhere: this machine's directory only when asked for.
-        if remote == nil || data != nil { findings += DoctorChecks.dataDirectory(files, space: DiskSpace(of: directory.path)) }
+        let local = remote == nil || data != nil
+        let files = local ? DataDirectory.look(at: directory) : DataDirectory(path: directory.path)
+        if local { findings += DoctorChecks.dataDirectory(files, space: DiskSpace(of: directory.path)) }
 
         var checked = "data directory \(directory.path)"
         let socket = ControlSocket.path(in: directory)
-        let server: ServerFacts?
+        var server: ServerFacts?
         if let remote {
             let client = try AdminClient(remote, environment: "LT_DB_URL")
             checked = "server \(client.server.serverURL)"
@@ -57,29 +58,29 @@ struct Doctor: AsyncParsableCommand {
                     return (reply.status, reply.body)
                 }
             } catch {
-                server = nil
-                findings.append(Finding(check: "server", level: .problem, message: "\(client.server.serverURL) could not be asked: \(error)",
-                                        advice: "is it running and reachable from here, and are the URL's credentials a server admin's?"))
+                findings.append(DoctorChecks.unanswered(client.server.serverURL, error,
+                                                        advice: "is it running and reachable from here, and are the URL's credentials a server admin's?"))
             }
         } else if FileManager.default.fileExists(atPath: socket), access(socket, R_OK | W_OK) != 0 {
-            server = nil
             findings.append(DoctorChecks.foreignSocket(socket))
-        } else if let facts = try await ServerFacts.throughControlSocket(of: directory) {
-            checked += " and the server running on it"
-            server = facts
         } else {
-            server = nil
-            let budget = ServerResources.openDatabaseBudget()
-            let configured = try settings.int("max-open-databases", flag: nil, default: budget)
-            let perListener = try settings.int("max-connections", flag: nil, default: ConnectionLimits().maxConnections)
-            let listeners = try settings.bool("database-only", flag: false) ? 1 : 2
-            findings.append(DoctorChecks.noServer(directory: directory.path, held: files.exists && DataDirectory.isHeld(directory)))
-            findings.append(DoctorChecks.openFiles(limit: ServerResources.openFileLimit, maxOpen: configured, isDefault: configured == budget,
-                                                   databases: files.databases.count,
-                                                   connections: perListener.multipliedReportingOverflow(by: listeners).overflow ? Int.max : perListener * listeners))
+            switch await ServerFacts.throughControlSocket(of: directory) {
+            case let .answered(facts):
+                checked += " and the server running on it"
+                server = facts
+            case let .failed(error):
+                findings.append(DoctorChecks.unanswered("the server on \(directory.path)", error, advice: "its log says why (journalctl -u lt)"))
+            case .absent:
+                let budget = ServerResources.openDatabaseBudget()
+                let configured = try settings.int("max-open-databases", flag: nil, default: budget)
+                let perListener = try settings.int("max-connections", flag: nil, default: ConnectionLimits().maxConnections)
+                let listeners = try settings.bool("database-only", flag: false) ? 1 : 2
+                findings.append(DoctorChecks.noServer(directory: directory.path, held: files.exists && DataDirectory.isHeld(directory)))
+                findings.append(DoctorChecks.openFiles(limit: ServerResources.openFileLimit, maxOpen: configured, isDefault: configured == budget,
+                                                       databases: files.databases.count, connections: perListener.multipliedSaturating(by: listeners)))
+            }
         }
         if let server {
-            let local = remote == nil || data != nil
             findings += DoctorChecks.server(server, thisVersion: LocationTrackerServer.version, databases: local ? files.databases.count : nil,
                                             largestDatabase: local ? files.largest : 0)
         }
@@ -153,12 +154,10 @@ struct DataDirectory {
             found.settingsReadableByOthers = mode & 0o077 != 0
         }
         let databases = directory.appendingPathComponent("dbs")
-        for name in (try? FileManager.default.contentsOfDirectory(atPath: databases.path)) ?? [] {
-            guard let base = ["-wal", "-shm", ""].lazy.compactMap({ suffix -> String? in
-                name.hasSuffix(".sqlite" + suffix) ? String(name.dropLast(suffix.count + 7)) : nil
-            }).first else { continue }
-            let size = (try? FileManager.default.attributesOfItem(atPath: databases.appendingPathComponent(name).path))?[.size] as? NSNumber
-            found.databases[base.replacingOccurrences(of: "%2F", with: "/"), default: 0] += size?.int64Value ?? 0
+        for file in (try? FileManager.default.contentsOfDirectory(atPath: databases.path)) ?? [] {
+            guard let name = DatabaseStore.databaseName(ofFile: file) else { continue }
+            let size = (try? FileManager.default.attributesOfItem(atPath: databases.appendingPathComponent(file).path))?[.size] as? NSNumber
+            found.databases[name, default: 0] += size?.int64Value ?? 0
         }
         return found
     }
@@ -195,21 +194,31 @@ struct ServerFacts {
                            documents: try await json("/_scheduler/docs")["docs"]?.arrayValue ?? [])
     }
 
-    /// The facts of the server running on `directory`, through its control socket; nil when none answers.
-    static func throughControlSocket(of directory: URL) async throws -> ServerFacts? {
+    /// What the control socket of a data directory gave.
+    enum LocalAnswer {
+        case answered(ServerFacts)
+        /// A server answered, with an error.
+        case failed(any Error)
+        /// No server answers there (no socket, one left by a process that ended, or a server
+        /// from before lt doctor).
+        case absent
+    }
+
+    /// The facts of the server running on `directory`, through its control socket.
+    static func throughControlSocket(of directory: URL) async -> LocalAnswer {
         let socket = ControlSocket.path(in: directory)
-        guard FileManager.default.fileExists(atPath: socket) else { return nil }
+        guard FileManager.default.fileExists(atPath: socket) else { return .absent }
         do {
-            return try await read { (path: String) async throws -> (Int, [UInt8]) in
+            return .answered(try await read { (path: String) async throws -> (Int, [UInt8]) in
                 let target = "/server" + (path == "/" ? "" : path)
                 let response = try await ControlSocketClient.request(socket, .GET, target, deadline: NIODeadline.now() + .seconds(30))
                 let body = try await response.body.collect(upTo: 64 << 20)
                 return (Int(response.status.code), Array(buffer: body))
-            }
+            })
         } catch let failure as CommandFailure {
-            throw failure
+            return .failed(failure)
         } catch {
-            return nil  // a socket file left behind, or a server from before lt doctor
+            return .absent
         }
     }
 }
@@ -248,7 +257,7 @@ enum DoctorChecks {
                                     message: "server.json (the admins' password hashes and the session secret) can be read by other users",
                                     advice: "chmod 600 \(files.path)/server.json"))
         }
-        findings.append(Finding(check: "data", level: .ok, message: "\(plural(files.databases.count, "database")), \(bytes(files.size)) in \(files.path)"))
+        findings.append(Finding(check: "data", level: .ok, message: "\(plural(files.databases.count, "database")), \(ProgressLine.size(files.size)) in \(files.path)"))
         if let space { findings.append(disk(space, largestDatabase: files.largest)) }
         return findings
     }
@@ -257,17 +266,22 @@ enum DoctorChecks {
     /// writes a copy of it beside the original.
     static func disk(_ space: DiskSpace, largestDatabase: Int64) -> Finding {
         let share = space.total > 0 ? Double(space.free) / Double(space.total) : 1
-        let message = "\(bytes(space.free)) free of \(bytes(space.total)) (\(Int((share * 100).rounded()))%)"
+        let message = "\(ProgressLine.size(space.free)) free of \(ProgressLine.size(space.total)) (\(Int((share * 100).rounded()))%)"
         let advice = "free space on that file system, or move the data to a larger one (lt backup, then lt restore there)"
         if space.free < 256 * mebibyte || space.free < largestDatabase {
             return Finding(check: "disk", level: .problem,
-                           message: message + ": writes fail when it runs out, and compacting the largest database (\(bytes(largestDatabase))) needs room for a copy of it",
+                           message: message + ": writes fail when it runs out, and compacting the largest database (\(ProgressLine.size(largestDatabase))) needs room for a copy of it",
                            advice: advice)
         }
         if share < 0.1 || space.free < 1024 * mebibyte {
             return Finding(check: "disk", level: .warning, message: message + ": less than 10% or 1 GiB left", advice: advice)
         }
         return Finding(check: "disk", level: .ok, message: message)
+    }
+
+    /// A server that was found but could not be asked, and why.
+    static func unanswered(_ server: String, _ error: any Error, advice: String) -> Finding {
+        Finding(check: "server", level: .problem, message: "\(server) could not be asked: \(error)", advice: advice)
     }
 
     /// The control socket is there but not this user's (it is its server's user's only).
@@ -289,8 +303,7 @@ enum DoctorChecks {
     /// some for everything else (lt serve refuses to start with fewer than 256 spare).
     static func openFiles(limit: Int, maxOpen: Int, isDefault: Bool, databases: Int, connections: Int? = nil, open: Int? = nil,
                           evictions: Int? = nil) -> Finding {
-        let (twice, overflow) = maxOpen.multipliedReportingOverflow(by: 2)
-        let forDatabases = overflow ? Int.max : twice
+        let forDatabases = maxOpen.multipliedSaturating(by: 2)
         let raise = "raise the open-file limit (LimitNOFILE=65536 in the systemd unit, as deploy/lt.service has; ulimit -n in a shell)"
         if forDatabases > limit - 256 {
             return Finding(check: "open files", level: .problem,
@@ -300,9 +313,9 @@ enum DoctorChecks {
         var message = "limit \(limit)"
         if let open { message += ", \(open) in use" }
         if let connections {
-            let needed = forDatabases.addingReportingOverflow(connections)
-            message += "; needs up to \(needed.overflow ? "more" : String(needed.partialValue)) (2 for each of \(maxOpen) open databases, 1 for each of \(connections) connections)"
-            if needed.overflow || needed.partialValue > limit {
+            let needed = forDatabases.addingSaturating(connections)
+            message += "; needs up to \(needed == .max ? "more" : String(needed)) (2 for each of \(maxOpen) open databases, 1 for each of \(connections) connections)"
+            if needed > limit {
                 return Finding(check: "open files", level: .warning,
                                message: message + ", more than the limit: at full load new connections or databases would fail to open (EMFILE)",
                                advice: raise + ", or lower --max-open-databases or --max-connections")
@@ -453,28 +466,14 @@ enum DoctorChecks {
 
     /// A count from a server's metrics (any number a peer sent): whole, 0 when not a number, at most 2^53.
     static func count(_ value: Double) -> Int {
-        value.isFinite ? Int(value.rounded(.down).clamped(0, 9_007_199_254_740_992)) : 0
-    }
-
-    static func bytes(_ count: Int64) -> String {
-        let units = ["bytes", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(count), unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) bytes" : String(format: value < 10 ? "%.1f %@" : "%.0f %@", value, units[unit])
+        value.isFinite ? Int(value.rounded(.down).clamped(to: 0...9_007_199_254_740_992)) : 0
     }
 
     static func duration(_ seconds: Double) -> String {
-        let whole = Int(seconds.rounded(.down).clamped(0, 1e12))
+        let whole = Int(seconds.rounded(.down).clamped(to: 0...1e12))
         if whole < 120 { return "\(whole) s" }
         if whole < 7200 { return "\(whole / 60) min" }
         if whole < 172_800 { return "\(whole / 3600) h" }
         return "\(whole / 86400) days"
     }
-}
-
-extension Double {
-    fileprivate func clamped(_ low: Double, _ high: Double) -> Double { Swift.min(Swift.max(self, low), high) }
 }

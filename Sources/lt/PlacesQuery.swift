@@ -4,6 +4,7 @@ import CouchJSON
 import CouchProtocol
 import Foundation
 import Geo
+import TrackerKit
 
 extension Places {
     /// `lt places query`: places near a position or in a box, from a running server's
@@ -98,9 +99,9 @@ extension Places {
         /// One line per place: distance from the centre (when there is one), name, position, id.
         static func table(_ rows: [JSON], from centre: Coordinate?) -> String {
             rows.map { row in
-                let coordinates = row["geometry"]?["coordinates"]
-                let position = coordinates.flatMap { c in c[0]?.doubleValue.flatMap { lon in c[1]?.doubleValue.map { Coordinate(lon: lon, lat: $0) } } }
-                let name = row["doc"]?["name"]?.stringValue ?? row["doc"]?["properties"]?["name"]?.stringValue ?? "(no name)"
+                let place = row["doc"].flatMap(PlaceDoc.init(json:))
+                let position = place?.coordinate
+                let name = place.map(\.name).flatMap { $0.isEmpty ? nil : $0 } ?? "(no name)"
                 var line = ""
                 if let centre, let position {
                     let metres = Sphere.distance(centre, position)

@@ -191,7 +191,7 @@ swift() {
 '''
 
 
-def script(tour, pass_number):
+def script(tour):
     out = [PREAMBLE]
     for command in tour:
         out.append(f"printf '\\n\\033[1m$ README.md:{command.line}  %s\\033[0m\\n' {shlex.quote(command.first_line)} >&2")
@@ -200,13 +200,13 @@ def script(tour, pass_number):
     return "\n".join(out) + "\n"
 
 
-def run_pass(tour, server, lt, scratch, pass_number):
+def run_pass(tour, lt, scratch, pass_number):
     log = os.path.join(scratch, f"curl-{pass_number}.log")
     tmp = os.path.join(scratch, f"tmp-{pass_number}")
     os.makedirs(tmp, exist_ok=True)
     path = os.path.join(scratch, f"tour-{pass_number}.sh")
     with open(path, "w") as f:
-        f.write(script(tour, pass_number))
+        f.write(script(tour))
     environment = dict(os.environ, LT_BINARY=lt, TOUR_LOG=log, TOUR_TMP=tmp, TOUR_PASS=str(pass_number))
     started = time.monotonic()
     result = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", path], cwd=scratch, env=environment,
@@ -286,7 +286,7 @@ def main():
         first_answers = {}
         counts = []
         for pass_number in range(1, arguments.passes + 1):
-            answers, output, seconds = run_pass(tour, server, lt, scratch, pass_number)
+            answers, output, seconds = run_pass(tour, lt, scratch, pass_number)
             if os.environ.get("TOUR_VERBOSE"):
                 print(output)
             found = check_answers(tour, answers, pass_number, first_answers)

@@ -1,3 +1,4 @@
+import CommandSupport
 import CouchJSON
 import Foundation
 import LTServer
@@ -128,7 +129,7 @@ struct DoctorTests {
     }
 
     @Test("The checks on made-up facts: disk, open files, consolidation, replications, versions, and numbers a peer sends")
-    func checks() {
+    func checks() throws {
         let mib: Int64 = 1 << 20
         #expect(DoctorChecks.disk(DiskSpace(free: 100 * mib, total: 10_000 * mib), largestDatabase: 0).level == .problem)
         #expect(DoctorChecks.disk(DiskSpace(free: 5_000 * mib, total: 100_000 * mib), largestDatabase: 6_000 * mib).level == .problem)  // no room to compact it
@@ -170,6 +171,8 @@ struct DoctorTests {
         #expect(DoctorChecks.server(couch, thisVersion: "0.1.0", databases: nil, largestDatabase: 0).map(\.check) == ["server", "replication"])
 
         #expect(DoctorChecks.count(.nan) == 0 && DoctorChecks.count(.infinity) == 0 && DoctorChecks.count(-5) == 0 && DoctorChecks.count(1e300) == 1 << 53)
+        #expect(ProgressLine.size(812) == "812 bytes" && ProgressLine.size(7_654_321) == "7.3 MiB" && ProgressLine.size(1 << 42) == "4.0 TiB")
+        #expect(try TestServer.runLT(["--version"]).output == "0.1.0\n")
         #expect(DoctorChecks.shortName(ofAllocator: "jemalloc 5.3.0-0-g54eaed1d (background_thread:true)") == "jemalloc 5.3.0")
     }
 }

@@ -101,6 +101,9 @@ struct LocationMonitorTests {
         #expect(rounded["created_at"]?.text == "1700000000123")
         let place = try #require(PlaceDoc(json: try JSON.parse(Array(#"{"_id":"p1","type":"Feature","name":"Rancho San Antonio","geometry":{"type":"Point","coordinates":[-122.0854231,37.3325034]},"created_at":5}"#.utf8))))
         #expect(place.name == "Rancho San Antonio" && place.coordinate.lat == 37.3325034 && PlaceDoc(json: place.json) == place)
+        // A place imported from a GeoJSON file keeps its name in properties; stored, created_at is whole ms.
+        let imported = try #require(PlaceDoc(json: try JSON.parse(Array(#"{"_id":"art-1","type":"Feature","properties":{"name":"Fountain"},"geometry":{"type":"Point","coordinates":[-122.3,37.49]}}"#.utf8))))
+        #expect(imported.name == "Fountain" && place.json.text.contains(#""created_at":5"#) && !place.json.text.contains(#""created_at":5."#))
     }
 }
 

@@ -57,6 +57,8 @@ let package = Package(
             dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")],
             swiftSettings: strict
         ),
+        // Regular expressions in PCRE's syntax over bytes, matched in linear time (Mango's $regex).
+        .target(name: "LinearRegex", swiftSettings: strict),
         // MIME multipart bodies (documents with attachment bodies, open_revs answers).
         .target(name: "MIMEMultipart", swiftSettings: strict),
         // JavaScript query server processes (CouchDB's query server protocol), and their client.
@@ -72,7 +74,7 @@ let package = Package(
         .target(
             name: "CouchEngine",
             dependencies: [
-                "CouchJSON", "CSQLiteTuning",
+                "CouchJSON", "CSQLiteTuning", "LinearRegex",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -230,7 +232,7 @@ let package = Package(
         .executableTarget(
             name: "lt-bench",
             dependencies: [
-                "CommandSupport", "CouchJSON", "CouchEngine", "CouchIndexes", "CouchProtocol", "CouchServer", "Geo", "JavaScript", "LTServer", "Replication", "TrackerApp", "TrackerKit",
+                "CommandSupport", "CouchJSON", "CouchEngine", "CouchIndexes", "CouchProtocol", "CouchServer", "Geo", "JavaScript", "LinearRegex", "LTServer", "Replication", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -261,7 +263,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "ConfigFile", "Geo", "HTTPServing", "LTServer", "MIMEMultipart", "TrackerApp",
+                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "ConfigFile", "Geo", "HTTPServing", "LinearRegex", "LTServer", "MIMEMultipart", "TrackerApp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -289,6 +291,7 @@ let package = Package(
         // Runs `lt js-server` processes: the lt executable must be built (swift test builds it).
         .testTarget(name: "JavaScriptTests", dependencies: ["JavaScript", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ExternalSortTests", dependencies: ["ExternalSort", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "LinearRegexTests", dependencies: ["LinearRegex", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
@@ -304,6 +307,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],

@@ -53,10 +53,11 @@ def run(mode, lt, options):
             cluster = LTServer(lt, ADMIN, "--database-only", log_level="error")
             servers.append(cluster)
             db_port = cluster.db_port
-            control = LTServer(lt, ADMIN, "--couchdb", f"http://{ADMIN[0]}:{ADMIN[1]}@127.0.0.1:{db_port}", log_level="error")
+            control = LTServer(lt, ADMIN, "--couchdb", f"http://{ADMIN[0]}:{ADMIN[1]}@127.0.0.1:{db_port}",
+                               "--max-registrations-per-hour", "1000000000", log_level="error")
             servers.append(control)
         else:
-            control = LTServer(lt, ADMIN, log_level="error")
+            control = LTServer(lt, ADMIN, "--max-registrations-per-hour", "1000000000", log_level="error")
             servers.append(control)
             db_port = control.db_port
         app = Connection(control.app_port)

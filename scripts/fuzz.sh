@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh                 every harness for 60 s each
 #   scripts/fuzz.sh 600 json http   these harnesses for 600 s each
 #
-# Harnesses: json, selector, wkt, geo, multipart, revs, http (the database API's handler end
+# Harnesses: json, selector, regex ($regex patterns and subjects: linear work), wkt, geo, multipart, revs, http (the database API's handler end
 # to end), app (the application API's), control (the control socket's routes), config (lt serve's configuration file), prometheus (the
 # metrics text lt doctor reads from any server). Each starts from Tests/Fuzz/corpus/<harness> and
 # writes what it learns to .build-fuzz/corpus/<harness> (the committed corpus is not changed).
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(json selector wkt geo multipart revs http app control config prometheus)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(json selector regex wkt geo multipart revs http app control config prometheus)
 
 echo "building lt-fuzz with libFuzzer and AddressSanitizer (.build-fuzz)" >&2
 swift build --product lt-fuzz --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library >&2

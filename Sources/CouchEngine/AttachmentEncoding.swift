@@ -44,17 +44,17 @@ public enum AttachmentEncoding {
     }
 
     /// Decodes a gzip body; throws `bad_request` when it is not valid gzip, 413 when it decodes
-    /// to `limit` bytes or more.
-    public static func gunzip(_ bytes: [UInt8], limit: Int = maxDecodedSize) throws -> [UInt8] {
-        guard !bytes.isEmpty else { throw CouchError.badRequest("An attachment marked \"encoding\": \"gzip\" is empty") }
+    /// to `limit` bytes or more. `what` names the body in those errors.
+    public static func gunzip(_ bytes: [UInt8], limit: Int = maxDecodedSize, what: String = "A gzip attachment") throws -> [UInt8] {
+        guard !bytes.isEmpty else { throw CouchError.badRequest("\(what) is empty") }
         var input = ByteBuffer(bytes: bytes)
         do {
             let output = try input.decompress(with: .gzip(), maxSize: limit)
             return Array(output.readableBytesView)
         } catch let error as CompressNIOError where error == .bufferOverflow {
-            throw CouchError(status: 413, error: "too_large", reason: "A gzip attachment decodes to more than \(limit) bytes")
+            throw CouchError(status: 413, error: "too_large", reason: "\(what) decodes to more than \(limit) bytes")
         } catch {
-            throw CouchError.badRequest("An attachment marked \"encoding\": \"gzip\" is not valid gzip data")
+            throw CouchError.badRequest("\(what) is not valid gzip data")
         }
     }
 }

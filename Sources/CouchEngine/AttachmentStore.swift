@@ -20,7 +20,7 @@ enum AttachmentStore {
     /// Turns the `_attachments` a client sent into stored metadata and new bodies, checking
     /// every stub and encoding; writes nothing.
     static func resolveAttachments(
-        _ input: DocumentInput, newPos: Int, previous: JSONObject?, db: GRDB.Database
+        _ input: DocumentInput, id: String, newPos: Int, previous: JSONObject?, db: GRDB.Database
     ) throws -> ResolvedAttachments? {
         guard let sent = input.attachments else { return nil }
         var result = ResolvedAttachments()
@@ -28,7 +28,7 @@ enum AttachmentStore {
         for (name, value) in sent.members {
             guard case let .object(att) = value else { throw CouchError.badRequest("Invalid attachment \(name)") }
             if att["stub"] == .bool(true) {
-                resolved.members.append((name, .object(try stubAttachment(name, att, previous: previous, newPos: newPos, db: db))))
+                resolved.members.append((name, .object(try stubAttachment(name, att, id: id, previous: previous, newPos: newPos, db: db))))
                 continue
             }
             let (bytes, sentEncoding) = try sentAttachment(name, att, input: input)
@@ -59,13 +59,16 @@ enum AttachmentStore {
     }
 
     /// A stub (`"stub": true`): the previous revision's attachment of that name (its digest,
-    /// if given, must agree), or one stored under the digest given; 412 otherwise.
-    static func stubAttachment(_ name: String, _ att: JSONObject, previous: JSONObject?, newPos: Int, db: GRDB.Database) throws -> JSONObject {
+    /// if given, must agree), or one that another revision of the same document `id` has
+    /// under the digest given (an ancestor whose body compaction dropped); 412 otherwise. Never
+    /// another document's: knowing a digest must not open someone else's attachment (in a
+    /// shared database, another owner's).
+    static func stubAttachment(_ name: String, _ att: JSONObject, id: String, previous: JSONObject?, newPos: Int, db: GRDB.Database) throws -> JSONObject {
         if let old = previous?[name]?.objectValue, att["digest"] == nil || att["digest"] == old["digest"] {
             return old
         }
         if let digest = att["digest"]?.stringValue,
-           try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM attachments WHERE digest = ?"), arguments: [digest]) == true {
+           try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM att_refs WHERE doc_id = ? AND digest = ? LIMIT 1"), arguments: [id, digest]) == true {
             var meta = att
             meta.removeValue(forKey: "stub")
             if meta["revpos"] == nil { meta["revpos"] = .int(newPos) }

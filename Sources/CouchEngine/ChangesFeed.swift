@@ -146,6 +146,13 @@ public struct ChangesFeed: Sendable {
                 if case let .selector(selector)? = options.filter { return selector.idPrefix }
                 return nil
             }()
+            // Ids outside the selector's `_id` prefix are passed over before their body is
+            // parsed and looked at (a shared database's owner's conditions never run on other
+            // owners' documents).
+            let idRange: (low: String, high: String)? = {
+                if case let .selector(selector)? = options.filter, idPrefix == nil { return selector.idPrefixRange }
+                return nil
+            }()
             let needsBody = options.includeDocs || {
                 if case .selector = options.filter { return idPrefix == nil }
                 return false
@@ -167,6 +174,9 @@ public struct ChangesFeed: Sendable {
                     let seq: Int = row[2]
                     cursorSeq = seq
                     let deleted = (row[5] as Int) != 0
+                    if let idRange, !(id.utf8.lexicographicallyPrecedes(idRange.low.utf8) == false && id.utf8.lexicographicallyPrecedes(idRange.high.utf8)) {
+                        continue
+                    }
                     let data = needsBody ? row[4] as Data? : nil
                     // Parsed when a selector looks into it; for the rows' documents, `makeRow` decides.
                     var body: JSONObject?
@@ -196,7 +206,7 @@ public struct ChangesFeed: Sendable {
         case .design?: return id.hasPrefix("_design/")
         case .documents?, nil: return true
         case let .selector(selector)?:
-            if let idPrefix { return id.hasPrefix(idPrefix) }
+            if let idPrefix { return id.utf8.starts(with: idPrefix.utf8) }
             var doc = body ?? JSONObject()
             if deleted { doc["_deleted"] = true }
             doc.prepend("_rev", .string(winner))

@@ -86,11 +86,21 @@ public struct DocumentInput: Sendable {
     /// ids may start with an underscore.
     public static func validate(id: String) throws(CouchError) {
         guard !id.isEmpty else { throw CouchError.badRequest("Document id must not be empty") }
+        // Ids are stored as SQLite text, which ends at a NUL: "a\u{0}b" would be stored as "a"
+        // and replace it. CouchDB keeps such ids; this server refuses them (docs/compatibility.md).
+        if holdsNUL(id) {
+            throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must not contain the NUL character (U+0000)")
+        }
         if id.hasPrefix("_") {
             for prefix in ["_design/", "_local/"] where id.hasPrefix(prefix) && id.count > prefix.count { return }
             throw CouchError.badRequest("Only reserved document ids may start with underscore.")
         }
     }
+}
+
+extension DocumentInput {
+    /// Whether `id` holds a NUL character, which no stored id does.
+    public static func holdsNUL(_ id: String) -> Bool { id.utf8.contains(0) }
 }
 
 /// Options for reading one document revision, named after CouchDB's query parameters.

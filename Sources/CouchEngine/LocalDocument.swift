@@ -61,7 +61,8 @@ public struct LocalDocuments: Sendable {
 
     /// Reads a `_local` document (its `_id` includes the `_local/` prefix).
     public func get(id: String) async throws -> JSONObject {
-        try await database.reading { db in
+        guard !DocumentInput.holdsNUL(id) else { throw CouchError.missing }
+        return try await database.reading { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT rev, body FROM local_docs WHERE id = ?", arguments: [id]),
                   var body = try JSON.parse(row[1] as Data).objectValue else { throw CouchError.missing }
             body.prepend("_rev", .string("0-\(row[0] as Int)"))
@@ -74,6 +75,9 @@ public struct LocalDocuments: Sendable {
     /// revision tree and no conflict check. `_rev` is `0-N`; a write stores `0-(N+1)` (`0-1`
     /// without a `_rev`), a deletion answers `0-0`. Deleting a missing document is 404.
     public func put(id: String, rev: String?, body: JSONObject, deleted: Bool) async throws -> String {
+        if DocumentInput.holdsNUL(id) {
+            throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must not contain the NUL character (U+0000)")
+        }
         let previous = try LocalDocument.generation(of: rev)
         return try await database.writer.write { db, _ in
             let exists = try Bool.fetchOne(db, sql: "SELECT 1 FROM local_docs WHERE id = ?", arguments: [id]) == true

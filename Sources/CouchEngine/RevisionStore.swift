@@ -10,6 +10,9 @@ struct DocRow {
     var winnerDeleted: Bool
 
     static func fetch(_ db: GRDB.Database, id: String) throws -> DocRow? {
+        // No stored id holds a NUL (`DocumentInput.validate`); SQLite's text would end at it
+        // and find another document's row.
+        guard !DocumentInput.holdsNUL(id) else { return nil }
         let statement = try db.cachedStatement(sql: "SELECT seq, deleted, tree FROM docs WHERE id = ?")
         guard let row = try Row.fetchOne(statement, arguments: [id]) else {
             return nil
@@ -21,7 +24,7 @@ struct DocRow {
     /// than one per id: for `_revs_diff` and `_bulk_get`, where the per-id queries' set-up in
     /// the SQLite wrapper was a fifth of the request.
     static func fetchAll(_ db: GRDB.Database, ids: some Sequence<String>) throws -> [String: DocRow] {
-        let unique = Array(Set(ids))
+        let unique = Array(Set(ids).filter { !DocumentInput.holdsNUL($0) })
         var rows: [String: DocRow] = [:]
         rows.reserveCapacity(unique.count)
         let chunkSize = 500
@@ -114,7 +117,7 @@ enum RevisionStore {
             parent = winner.rev  // recreate on top of the tombstone
         }
         let previous = try parent.flatMap { try AttachmentStore.storedAttachments(db, id: id, rev: $0) }
-        let attachments = try AttachmentStore.resolveAttachments(input, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
+        let attachments = try AttachmentStore.resolveAttachments(input, id: id, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
         let body = bodyForStorage(input.body, attachments: attachments?.meta)
         try checkSize(body, id: id, maxSize: maxSize)
         let newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: CouchRevisionID.hash(
@@ -145,7 +148,7 @@ enum RevisionStore {
                 break
             }
         }
-        let attachments = try AttachmentStore.resolveAttachments(input, newPos: rev.pos, previous: previous, db: db)
+        let attachments = try AttachmentStore.resolveAttachments(input, id: id, newPos: rev.pos, previous: previous, db: db)
         let body = bodyForStorage(input.body, attachments: attachments?.meta)
         try checkSize(body, id: id, maxSize: maxSize)
         tree.merge(path: path, deleted: input.deleted)

@@ -1,5 +1,6 @@
 import CouchJSON
 import Foundation
+import LinearRegex
 
 /// A Mango selector, parsed once and matched against many documents.
 ///
@@ -31,19 +32,79 @@ public indirect enum Selector: Sendable {
         case keyMapMatch(Selector)
     }
 
-    /// A compiled regular expression that can cross task boundaries (it is immutable).
-    public final class RegexBox: @unchecked Sendable {
+    /// A compiled `$regex`: PCRE's syntax over bytes as CouchDB reads it, matched in linear time
+    /// (`LinearRegex`), so no pattern holds a core for long; a document whose match needs more
+    /// than `budget(for:)` steps does not match, as CouchDB's engine gives up at its match limit.
+    public final class RegexBox: Sendable {
         let pattern: String
-        let regex: NSRegularExpression
+        let regex: LinearRegex
         init(_ pattern: String) throws(CouchError) {
             self.pattern = pattern
-            do { regex = try NSRegularExpression(pattern: pattern) } catch {
-                throw CouchError.badRequest("Invalid regular expression: \(pattern)")
+            do { regex = try LinearRegex(pattern) } catch {
+                // CouchDB's error for a pattern its engine refuses; the reason says why.
+                let why = error.kind == .syntax ? error.reason : "\(error.reason) (this server matches $regex in linear time)"
+                throw CouchError(status: 400, error: "bad_arg", reason: "Bad argument for operator $regex: \(JSON.string(pattern).text): \(why)")
             }
         }
+
+        /// Steps one document's match may take: CouchDB's match limit (10,000,000), or more for a
+        /// long value, so that linear work always finishes (64 states alive at every byte).
+        static func budget(for bytes: Int) -> Int { max(10_000_000, bytes.multipliedReportingOverflow(by: 64).partialValue) }
+
         func matches(_ s: String) -> Bool {
-            regex.firstMatch(in: s, range: NSRange(s.startIndex..., in: s)) != nil
+            regex.matches(s, budget: RegexBox.budget(for: s.utf8.count))
         }
+    }
+
+    /// The conditions that every match must satisfy on `path`: those in the top-level
+    /// conjunction (explicit `$and` or implicit), in any nesting of field objects.
+    public func conditions(on path: [String]) -> [Condition] {
+        switch self {
+        case let .and(parts): return parts.flatMap { $0.conditions(on: path) }
+        case let .field(fieldPath, inner):
+            guard path.starts(with: fieldPath) else { return [] }
+            let rest = Array(path.dropFirst(fieldPath.count))
+            if rest.isEmpty { return inner.directConditions }
+            return inner.conditions(on: rest)
+        default: return []
+        }
+    }
+
+    private var directConditions: [Condition] {
+        switch self {
+        case let .condition(c): return [c]
+        case let .and(parts): return parts.flatMap(\.directConditions)
+        default: return []
+        }
+    }
+
+    /// The range of raw ids (`id >= low AND id < high`, by bytes) that every document this
+    /// selector matches lies in, from the `$beginsWith` conditions on `_id` of its top-level
+    /// conjunction (the longest); nil when it has none. A scan reads only that range, so a
+    /// shared database's owner (whose selectors carry their `owner:` prefix) has other owners'
+    /// documents neither examined nor counted.
+    public var idPrefixRange: (low: String, high: String)? {
+        let prefixes = conditions(on: ["_id"]).compactMap { condition -> String? in
+            if case let .beginsWith(prefix) = condition { return prefix }
+            return nil
+        }
+        guard let longest = prefixes.max(by: { $0.utf8.count < $1.utf8.count }), !longest.isEmpty else { return nil }
+        return Selector.prefixRange(longest)
+    }
+
+    /// `[prefix, successor)`: every string that starts with `prefix` (by bytes) and no other,
+    /// the successor being the prefix with its last character moved one code point on (UTF-8
+    /// keeps code point order); nil when that character is the last code point.
+    static func prefixRange(_ prefix: String) -> (low: String, high: String)? {
+        var scalars = Array(prefix.unicodeScalars)
+        guard let last = scalars.popLast() else { return nil }
+        var next = last.value + 1
+        if (0xD800...0xDFFF).contains(next) { next = 0xE000 }
+        guard let successor = Unicode.Scalar(next) else { return nil }
+        var high = String.UnicodeScalarView()
+        high.append(contentsOf: scalars)
+        high.append(successor)
+        return (prefix, String(high))
     }
 
     /// The prefix when this selector is exactly `{"_id": {"$beginsWith": prefix}}`: a
@@ -141,7 +202,7 @@ public indirect enum Selector: Sendable {
             }
             return .condition(.mod(divisor: d, remainder: r))
         case "$regex":
-            guard case let .string(pattern) = value else { throw CouchError.badRequest("$regex requires a string") }
+            guard case let .string(pattern) = value else { throw invalidOperator(op) }
             return .condition(.regex(try RegexBox(pattern)))
         case "$beginsWith":
             guard case let .string(prefix) = value else { throw invalidOperator(op) }
@@ -359,8 +420,9 @@ extension Selector.Condition {
             guard case let .string(s) = value else { return false }
             return box.matches(s)
         case let .beginsWith(prefix):
+            // By bytes, as CouchDB compares (String.hasPrefix would take "e\u{301}" for "é").
             guard case let .string(s) = value else { return false }
-            return s.hasPrefix(prefix)
+            return s.utf8.starts(with: prefix.utf8)
         case let .elemMatch(inner):
             guard case let .array(values) = value else { return false }
             return values.contains { inner.matches($0) }

@@ -105,6 +105,8 @@ public struct FindQuery: Sendable {
     public var covering = false
     /// Only documents whose id is in `low..<high` (one partition's).
     public var idRange: (low: String, high: String)?
+    /// Asked every few hundred rows: true stops the scan (its client went away).
+    public var isCancelled: @Sendable () -> Bool = { false }
     public init(selector: Selector) { self.selector = selector }
 }
 
@@ -184,6 +186,10 @@ public struct MangoIndexes: Sendable {
     public func find(_ query: FindQuery, index: MangoIndex?) async throws -> FindResult {
         if query.selector.isEmptyOr { return FindResult(docs: [], keysExamined: 0, docsExamined: 0) }
         if let index { try await update(index, catchUp: query.update) }
+        // Only the ids the selector's `_id` prefix allows are read (a partition's otherwise).
+        var narrowed = query
+        if narrowed.idRange == nil { narrowed.idRange = query.selector.idPrefixRange }
+        let query = narrowed
         return try await database.reading { db in
             var scan = MangoScan(query: query, index: index)
             if let index {
@@ -194,6 +200,7 @@ public struct MangoIndexes: Sendable {
                 let cursor = try Row.fetchCursor(db.cachedStatement(sql: sql.sql), arguments: sql.arguments)
                 while let row = try cursor.next() {
                     scan.keysExamined += 1
+                    if query.isCancelled() { throw CancellationError() }
                     let going = covering ? try scan.coveredMatch(row[0], values: Array(row[1] as Data)) : try scan.consider(row[0], row: row, db)
                     if !going { break }
                 }
@@ -205,6 +212,7 @@ public struct MangoIndexes: Sendable {
                     """), arguments: StatementArguments(query.idRange.map { [$0.low, $0.high] } ?? []))
                 while let row = try cursor.next() {
                     scan.keysExamined += 1
+                    if query.isCancelled() { throw CancellationError() }
                     if try !scan.consider(row[0], row: row, db) { break }
                 }
             }
@@ -280,28 +288,6 @@ public struct MangoIndexes: Sendable {
 }
 
 extension Selector {
-    /// The conditions that every match must satisfy on `path`: those in the top-level
-    /// conjunction (explicit `$and` or implicit), in any nesting of field objects.
-    public func conditions(on path: [String]) -> [Condition] {
-        switch self {
-        case let .and(parts): return parts.flatMap { $0.conditions(on: path) }
-        case let .field(fieldPath, inner):
-            guard path.starts(with: fieldPath) else { return [] }
-            let rest = Array(path.dropFirst(fieldPath.count))
-            if rest.isEmpty { return inner.directConditions }
-            return inner.conditions(on: rest)
-        default: return []
-        }
-    }
-
-    private var directConditions: [Condition] {
-        switch self {
-        case let .condition(c): return [c]
-        case let .and(parts): return parts.flatMap(\.directConditions)
-        default: return []
-        }
-    }
-
     /// True when every match must have a value at `path` (so an index that skips documents
     /// without it loses nothing), as CouchDB's `mango_selector:has_required_fields` decides:
     /// any member of a conjunction may require it, every branch of an `$or` must (an empty

@@ -61,6 +61,12 @@ public enum CouchURL {
     public static func decode(_ s: Substring.UTF8View, plusAsSpace: Bool) -> String {
         let percent = UInt8(ascii: "%"), plus = UInt8(ascii: "+")
         guard s.contains(where: { $0 == percent || (plusAsSpace && $0 == plus) }) else { return String(Substring(s)) }
+        return String(decoding: decodedBytes(s, plusAsSpace: plusAsSpace), as: UTF8.self)
+    }
+
+    /// The bytes percent-escapes (and `+`, with `plusAsSpace`) stand for.
+    static func decodedBytes(_ s: Substring.UTF8View, plusAsSpace: Bool) -> [UInt8] {
+        let percent = UInt8(ascii: "%"), plus = UInt8(ascii: "+")
         let input = Array(s)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(input.count)
@@ -75,7 +81,7 @@ public enum CouchURL {
             bytes.append(plusAsSpace && byte == plus ? UInt8(ascii: " ") : byte)
             i += 1
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return bytes
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
@@ -103,6 +109,19 @@ public enum CouchURL {
     }
 
     /// A path's segments, decoded (empty segments dropped).
+    /// The index of the first segment of a path whose percent-decoded bytes are not valid
+    /// UTF-8 (`segments` would hold U+FFFD there, and two different ids would read the same);
+    /// nil when every one is valid.
+    public static func firstInvalidSegment(_ raw: String) -> Int? {
+        let percent = UInt8(ascii: "%")
+        guard raw.utf8.contains(percent) else { return nil }
+        for (index, segment) in Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).enumerated()
+        where segment.contains(percent) && String(validating: decodedBytes(Substring(segment).utf8, plusAsSpace: false), as: UTF8.self) == nil {
+            return index
+        }
+        return nil
+    }
+
     public static func segments(_ raw: String) -> [String] {
         Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { decode($0, plusAsSpace: false) }
     }

@@ -16,7 +16,8 @@ public struct SharedDatabase: Sendable {
     }
 
     /// The namespace a user acts in: from the one role that starts with `ownerRolePrefix`;
-    /// nil when they have none or several (such a user gets no owner access at all).
+    /// nil when they have none, several, or one that names no valid owner (a role an admin
+    /// wrote by hand, `lt_owner_x:y`): such a user gets no owner access at all.
     public func namespace(roles: [String]) -> OwnerNamespace? {
         let owners = roles.filter { $0.hasPrefix(ownerRolePrefix) && $0.count > ownerRolePrefix.count }
         guard owners.count == 1 else { return nil }
@@ -35,8 +36,10 @@ public struct OwnerNamespace: Sendable, Equatable {
     /// Just above every stored id of the owner in raw (`_all_docs`) order: `owner;`.
     public var upperBound: String { owner + ";" }
 
-    public init(owner: String) {
-        precondition(!owner.contains(":"), "owner names cannot contain ':'")
+    /// nil when `owner` cannot name a namespace: empty, or holding `:` (its ids would reach
+    /// into another owner's) or a NUL (which ends a name in some stores).
+    public init?(owner: String) {
+        guard !owner.isEmpty, !owner.utf8.contains(where: { $0 == UInt8(ascii: ":") || $0 == 0 }) else { return nil }
         self.owner = owner
     }
 

@@ -53,6 +53,26 @@ final class Authenticator: Sendable {
         return Credentials(hash: Passwords.Hash(stored: .object(doc), defaultIterations: 10, defaultPRF: "sha"), roles: roles)
     }
 
+    /// A user as their stored credentials make them now — the key of their password hash and
+    /// their roles — to tell whether a feed's user is still who they were when it opened (a
+    /// deleted or revoked account, a changed password, changed roles). Users without stored
+    /// credentials (anonymous, the server itself) stay as they are; nil for one who is gone.
+    func current(_ user: UserContext) async -> (key: String, user: UserContext)? {
+        guard let name = user.name else { return ("", user) }
+        guard let credentials = await credentials(for: name) else { return nil }
+        return (credentials.hash.salt + ":" + credentials.hash.derivedKey, UserContext(name: name, roles: credentials.roles))
+    }
+
+    /// A check a long-lived answer makes before it sends more: whether `user` is still who
+    /// they were (`current`) and, as they are now, may still `read` what `allowed` says.
+    func stillValid(_ user: UserContext, _ allowed: @escaping @Sendable (UserContext) -> Bool) async -> @Sendable () async -> Bool {
+        let start = await current(user)
+        return {
+            guard let start, let now = await self.current(user), now.key == start.key else { return false }
+            return allowed(now.user)
+        }
+    }
+
     /// Verifies a name and password; nil when they do not match.
     func login(name: String, password: String) async -> UserContext? {
         guard let credentials = await credentials(for: name) else {

@@ -21,7 +21,7 @@ struct ChangesEndpoints: Sendable {
         let options = try await changesOptions(db, request)
         let (heartbeat, timeout) = try feedTimes(request)
         if feed == "normal" { return try await normalChanges(db, options) }
-        return try waitingChanges(db, request, options, feed: feed, heartbeat: heartbeat, timeout: timeout)
+        return try await waitingChanges(db, request, options, feed: feed, heartbeat: heartbeat, timeout: timeout)
     }
 
     /// A waiting feed's `heartbeat` (none, or at least 100 ms) and `timeout` (default 60 s).
@@ -137,15 +137,18 @@ struct ChangesEndpoints: Sendable {
 
     /// `longpoll`, `continuous` and `eventsource`: a streamed answer that waits for changes
     /// (up to `timeout`, with `heartbeat` newlines meanwhile), counted against the user's share
-    /// of open feeds until it is done with.
+    /// of open feeds until it is done with. It ends, sending nothing more, once its user is no
+    /// longer who they were or may no longer read the database (`Authenticator.stillValid`):
+    /// a revoked API key, a deleted user, a changed password, a role or membership taken away.
     func waitingChanges(
         _ db: DocumentDatabase, _ request: APIRequest, _ options: ChangesOptions, feed: String, heartbeat: Duration?, timeout: Duration
-    ) throws -> APIResponse {
+    ) async throws -> APIResponse {
         var headers = HTTPFields()
         headers[.contentType] = feed == "eventsource" ? "text/event-stream" : "application/json"
         headers[.cacheControl] = "must-revalidate"
         let slot = try api.feeds.open(for: request)
         let question = SharedFeedReads.question(db, request)
+        let stillAllowed = await api.auth.stillValid(request.user) { user in (try? user.authorize(.read, to: db)) != nil }
         let stream = ResponseBody { writer in
             withExtendedLifetime(slot) {}
             // On server shutdown, waiting feeds end at once (with a proper last answer) instead
@@ -154,7 +157,7 @@ struct ChangesEndpoints: Sendable {
             try await withGracefulShutdownHandler {
                 try await self.streamChanges(
                     db, options: options, question: question, feed: feed, heartbeat: heartbeat, timeout: timeout,
-                    stopping: { stopping.withLock { $0 } }, writer: &writer)
+                    stopping: { stopping.withLock { $0 } }, stillAllowed: stillAllowed, writer: &writer)
             } onGracefulShutdown: {
                 stopping.withLock { $0 = true }
                 db.notifier.wakeAll()
@@ -203,11 +206,12 @@ struct ChangesEndpoints: Sendable {
         ["results": .array(rows), "last_seq": .string(lastSeq), "pending": .int(pending)]
     }
 
-    /// Runs a longpoll, continuous or eventsource feed until its limit, timeout or the client
-    /// going away. Heartbeats are newlines (continuous, longpoll) or heartbeat events.
+    /// Runs a longpoll, continuous or eventsource feed until its limit, timeout, the client
+    /// going away or `stillAllowed` saying no (asked before anything is sent). Heartbeats are
+    /// newlines (continuous, longpoll) or heartbeat events.
     func streamChanges(
         _ db: DocumentDatabase, options: ChangesOptions, question: String, feed: String, heartbeat: Duration?, timeout: Duration,
-        stopping: @Sendable () -> Bool, writer: inout any ResponseBodyWriter
+        stopping: @Sendable () -> Bool, stillAllowed: @Sendable () async -> Bool, writer: inout any ResponseBodyWriter
     ) async throws {
         var options = options
         var remaining = options.limit ?? Int.max
@@ -222,6 +226,8 @@ struct ChangesEndpoints: Sendable {
             // Listeners asking the same question from the same position share one read.
             let shared = try await api.sharedReads.changes(db, options, question: question)
             let page = shared.page
+            // Whoever lost the right to read gets nothing more (revoked mid-feed).
+            if !page.rows.isEmpty, await !stillAllowed() { return }
             if feed == "longpoll" {
                 if !page.rows.isEmpty || clock.now - idleSince >= timeout || stopping() {
                     try await writer.write(ByteBuffer(bytes: changesResult(db, page).bytes + [10]))
@@ -257,6 +263,7 @@ struct ChangesEndpoints: Sendable {
             }
             if Task.isCancelled { return }
             if !changed, heartbeat != nil, !stopping() {
+                if await !stillAllowed() { return }
                 if feed == "eventsource" {
                     try await writer.write(ByteBuffer(bytes: Array("event: heartbeat\ndata: \n\n".utf8)))
                 } else {

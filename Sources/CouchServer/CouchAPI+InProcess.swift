@@ -35,12 +35,14 @@ extension CouchAPI {
     /// Runs a request (`target`: its path and query, percent-encoded) through the routes and
     /// their middleware as `user`, trusted without credentials.
     func performTrusted(
-        _ method: HTTPRequest.Method, _ target: String, headers: HTTPFields, body: [UInt8], user: UserContext
+        _ method: HTTPRequest.Method, _ target: String, headers: HTTPFields, body: [UInt8], user: UserContext,
+        clientGone: @escaping @Sendable () -> Bool = { false }
     ) async throws -> Response {
         var head = HTTPRequest(method: method, scheme: nil, authority: nil, path: target)
         head.headerFields = headers
         var context = CouchRequestContext(peerAddress: nil, logger: logger)
         context.inProcessUser = user
+        context.listener.clientGone = clientGone
         return try await pipeline.respond(to: Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body))), context: context)
     }
 

@@ -79,7 +79,8 @@ package struct OwnerRequest {
                                           authorization: cluster.adminAuthorization)
         }
         let response = try await api.performTrusted(
-            method ?? request.method, CouchURL.path([db] + path) + CouchURL.query(query ?? request.query), headers: headers, body: body, user: .system)
+            method ?? request.method, CouchURL.path([db] + path) + CouchURL.query(query ?? request.query), headers: headers, body: body, user: .system,
+            clientGone: request.clientGone)
         // The answer may be rewritten: its length is set when it is sent.
         var answerHeaders = response.headers
         answerHeaders[.contentLength] = nil
@@ -187,11 +188,13 @@ package struct OwnerRequest {
         return .object(object)
     }
 
-    /// A Mango selector whose conditions on `_id` are in stored ids, restricted to the owner's documents.
+    /// A Mango selector whose conditions on `_id` are in stored ids, restricted to the owner's
+    /// documents — that condition first, so the owner's own conditions (a `$regex`) never run
+    /// on another owner's document, and the scan reads only the owner's ids (`idPrefixRange`).
     func ownedSelector(_ selector: JSON?) throws -> JSON {
         let own: JSON = ["_id": ["$beginsWith": .string(namespace.prefix)]]
         guard let selector else { return own }
-        return ["$and": [try storedIDs(in: selector, isID: false), own]]
+        return ["$and": [own, try storedIDs(in: selector, isID: false)]]
     }
 
     private func storedIDs(in selector: JSON, isID: Bool) throws -> JSON {
@@ -299,13 +302,24 @@ package struct OwnerRequest {
         case let other?:
             throw CouchError.forbidden("Filter \(other) is not available in a shared database; use _selector or _doc_ids")
         }
+        // A waiting feed counts against the owner's share of open feeds (it runs as the server),
+        // and ends once the owner is no longer who they were: a revoked key, a deleted user.
+        let waiting = (query["feed"] ?? "normal") != "normal"
+        let slot = waiting ? try api.feeds.open(for: request) : nil
+        let shared = api.options.sharedDatabases.first { $0.name == db }
+        let namespace = self.namespace
+        let stillAllowed = waiting ? await api.auth.stillValid(request.user) { user in shared?.namespace(roles: user.roles) == namespace } : nil
         var response = try await forward(method: .post, path: ["_changes"], query: query, json: .object(forwarded))
         guard response.status == .ok else { return response }
         let inner = response.body
-        let namespace = self.namespace
         response.body = ResponseBody { writer in
-            let lines = LineRewriter(inner: writer) { line in OwnerRequest.visibleChangesLine(line, namespace) }
-            try await inner.write(lines)
+            withExtendedLifetime(slot) {}
+            let lines = LineRewriter(inner: writer, check: stillAllowed) { line in OwnerRequest.visibleChangesLine(line, namespace) }
+            do {
+                try await inner.write(lines)
+            } catch is LineRewriter.Refused {
+                try await writer.finish(nil)
+            }
         }
         return response
     }
@@ -441,14 +455,20 @@ package struct OwnerRequest {
 }
 
 /// Passes a streamed body on line by line, each complete line through `transform` (nil
-/// drops the line); what follows the last line break waits for the rest of its line.
+/// drops the line); what follows the last line break waits for the rest of its line. With a
+/// `check`, nothing more is passed on once it says no: the writer throws `Refused`.
 struct LineRewriter: ResponseBodyWriter {
     var inner: any ResponseBodyWriter
+    let check: (@Sendable () async -> Bool)?
     let transform: (ArraySlice<UInt8>) -> [UInt8]?
     var pending: [UInt8] = []
 
-    init(inner: any ResponseBodyWriter, transform: @escaping (ArraySlice<UInt8>) -> [UInt8]?) {
+    /// The check said no: the rest of the body is not sent.
+    struct Refused: Error {}
+
+    init(inner: any ResponseBodyWriter, check: (@Sendable () async -> Bool)? = nil, transform: @escaping (ArraySlice<UInt8>) -> [UInt8]?) {
         self.inner = inner
+        self.check = check
         self.transform = transform
     }
 
@@ -466,7 +486,10 @@ struct LineRewriter: ResponseBodyWriter {
             start = end + 1
         }
         pending.removeFirst(lastBreak + 1)
-        if !out.isEmpty { try await inner.write(ByteBuffer(bytes: out)) }
+        if !out.isEmpty {
+            if let check, await !check() { throw Refused() }
+            try await inner.write(ByteBuffer(bytes: out))
+        }
     }
 
     consuming func finish(_ trailingHeaders: HTTPFields?) async throws {

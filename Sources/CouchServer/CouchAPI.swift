@@ -44,6 +44,9 @@ public final class CouchAPI: Sendable {
         /// The application listener's port once it is up (nil: none): pages it serves (the
         /// tracker app) may call this API from the browser, as CORS origins of their own.
         public var applicationPort: (@Sendable () -> Int?)?
+        /// How the application listener serves its pages (`https` with `--tls-cert`): only
+        /// pages of that scheme are its own.
+        public var applicationScheme = "http"
         public init() {}
     }
 
@@ -136,7 +139,7 @@ public final class CouchAPI: Sendable {
     func corsAllows(_ origin: String, authority: String?) -> Bool {
         if !options.corsOrigins.isEmpty && (options.corsOrigins.contains("*") || options.corsOrigins.contains(origin)) { return true }
         guard let port = options.applicationPort?(), let authority, let components = URLComponents(string: origin),
-              components.scheme == "http" || components.scheme == "https", let host = components.host, components.port == port,
+              components.scheme == options.applicationScheme, let host = components.host, components.port == port,
               components.path.isEmpty else { return false }
         let requestHost = authority.hasPrefix("[") ? String(authority.prefix { $0 != "]" }.dropFirst()) : String(authority.prefix { $0 != ":" })
         let originHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host

@@ -68,6 +68,11 @@ struct CouchErrors {
     unowned let api: CouchAPI
 
     func response(for error: any Error, _ request: Request) -> Response {
+        // Work stopped because its client went away: nobody reads this answer.
+        if error is CancellationError {
+            api.logger.debug("\(request.method) \(request.uri.path): stopped, the client went away")
+            return APIResponse.error(CouchError(status: 499, error: "client_closed_request", reason: "The client went away before the answer")).response
+        }
         if let error = error as? CouchError {
             if error.status >= 500 { api.logger.error("\(request.method) \(request.uri.path): \(error)") }
             return APIResponse.error(error).response
@@ -97,7 +102,10 @@ struct CouchRequestBody {
         }
         switch request.headers[.contentEncoding]?.lowercased() {
         case nil, "identity": break
-        case "gzip": if !context.body.isEmpty { context.body = try AttachmentEncoding.gunzip(context.body, limit: maxBodySize) }
+        case "gzip":
+            if !context.body.isEmpty {
+                context.body = try AttachmentEncoding.gunzip(context.body, limit: maxBodySize, what: "A request body sent with Content-Encoding: gzip")
+            }
         case let other?: throw CouchError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
         }
     }

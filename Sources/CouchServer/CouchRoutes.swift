@@ -159,6 +159,13 @@ struct CouchRouteTable {
     func on(_ path: RouterPath, _ handle: @escaping @Sendable (CouchAPI, inout APIRequest) async throws -> APIResponse) {
         let access = database ? DatabaseAccess(api: api) : nil
         let handler: @Sendable (Request, CouchRequestContext) async throws -> Response = { [unowned api] request, context in
+            // As CouchDB: an id (or attachment name) of bytes that are not UTF-8 is refused, not
+            // read as U+FFFD, which would make different ids one (a database name fails its own check).
+            if let segment = CouchURL.firstInvalidSegment(request.uri.path), segment > 0 {
+                // Nothing is stored under such an id: a read finds nothing; a write is refused.
+                if request.method == .get || request.method == .head { throw CouchError.missing }
+                throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must be valid UTF-8")
+            }
             if let answer = try await access?.ownerAnswer(request, context) { return answer }
             var request = APIRequest(request, context)
             return try await handle(api, &request).response
@@ -185,6 +192,7 @@ extension APIRequest {
     init(_ request: Request, _ context: CouchRequestContext) {
         self.init(
             method: request.method, headers: request.headers, path: CouchURL.segments(request.uri.path),
-            query: CouchURL.parameters(request.uri.query), body: context.body, user: context.user, client: context.client)
+            query: CouchURL.parameters(request.uri.query), body: context.body, user: context.user, client: context.client,
+            clientGone: context.listener.clientGone)
     }
 }

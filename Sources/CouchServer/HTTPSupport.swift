@@ -18,6 +18,8 @@ struct APIRequest {
     /// The client's address (see `ClientAddress`), for login throttling; "in-process" for
     /// the server's own calls.
     var client = "in-process"
+    /// Whether the client went away (its connection closed): long scans stop.
+    var clientGone: @Sendable () -> Bool = { false }
 
     func header(_ name: String) -> String? {
         HTTPField.Name(name).flatMap { headers[$0] }

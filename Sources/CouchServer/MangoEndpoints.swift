@@ -226,6 +226,7 @@ struct MangoEndpoints: Sendable {
         query.update = find.update
         query.covering = find.isCovered(by: index)
         query.idRange = partition.map(Partition.idRange)
+        query.isCancelled = request.clientGone
         let result = try await db.mango.find(query, index: index)
         let docs: [JSON] = result.docs.map { doc in
             guard let fields = find.fields else { return doc }

@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import HTTPServing
 import Hummingbird
@@ -37,8 +38,28 @@ struct NodeEndpoints: Sendable {
         case "_system":
             try request.requireMethod(.get)
             return .json(Self.system(await api.options.metrics.samples()))
+        case "_config":
+            try request.requireMethod(.get)
+            return .json(try config(Array(rest.dropFirst())))
         default:
             throw CouchError.notFound("missing")
+        }
+    }
+
+    /// `_config`, `_config/admins`, `_config/admins/NAME`: the server admins and their stored
+    /// hashes as CouchDB answers them (`-pbkdf2:sha256-KEY,SALT,ITERATIONS`), the one section of
+    /// CouchDB's configuration this server has; anything else is CouchDB's 404.
+    func config(_ keys: [String]) throws -> JSON {
+        var admins = JSONObject()
+        for (name, hash) in api.settings.withLock({ $0.admins }).sorted(by: { $0.key < $1.key }) { admins[name] = .string(Passwords.adminString(hash)) }
+        let unknown = CouchError(status: 404, error: "not_found", reason: "unknown_config_value")
+        switch keys.count {
+        case 0: return ["admins": .object(admins)]
+        case 1 where keys[0] == "admins": return .object(admins)
+        case 2 where keys[0] == "admins":
+            guard let hash = admins[keys[1]] else { throw unknown }
+            return hash
+        default: throw unknown
         }
     }
 

@@ -297,7 +297,7 @@ public final class SpatialIndex: @unchecked Sendable {
             guard let index = cell(c) else { continue }
             let time = s.deltaTimes[id]
             if timed { guard let time, time >= low, time <= high else { continue } }
-            if let idPrefix, !id.hasPrefix(idPrefix) { continue }
+            if let prefix, !id.utf8.starts(with: prefix) { continue }
             count(index, c, id, time)
         }
         var cells: [GeoGrid.Cell] = []

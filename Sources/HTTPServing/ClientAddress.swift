@@ -2,6 +2,7 @@ import CouchJSON
 import Foundation
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 import Logging
 import NIOCore
 
@@ -92,15 +93,20 @@ extension HTTPField.Name {
     static let xForwardedFor = HTTPField.Name("X-Forwarded-For")!
 }
 
-/// A request context that remembers the peer's address (both listeners use it).
+/// A request context that remembers the peer's address (both listeners use it), and whether
+/// its connection has closed (`clientGone`): long work for a client that went away stops.
 public struct ClientRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The peer's IP address (the connection's, before any proxy header is considered).
     public let peerAddress: String?
+    /// Whether the connection the request came on has closed (the client went away).
+    public var clientGone: @Sendable () -> Bool
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         peerAddress = source.channel.remoteAddress?.ipAddress
+        let gone = ConnectionStates.shared.gone(source.channel)
+        clientGone = { gone.isSet }
     }
 
     /// A context for a request that did not come through a listener (fuzzing, tests).
@@ -108,5 +114,49 @@ public struct ClientRequestContext: RequestContext {
         struct Source: RequestContextSource { let logger: Logger }
         coreContext = .init(source: Source(logger: logger))
         self.peerAddress = peerAddress
+        clientGone = { false }
     }
+}
+
+/// A flag set once, when a connection's client goes.
+final class ConnectionClosed: Sendable {
+    private let flag = NIOLockedValueBox(false)
+    var isSet: Bool { flag.withLockedValue { $0 } }
+    func set() { flag.withLockedValue { $0 = true } }
+}
+
+/// Whether each open connection's client has gone — closed, or half-closed its side, which
+/// the listeners allow and which leaves the channel open — by channel. `ConnectionGuard` sets
+/// it; a request's context reads it (`ClientRequestContext.clientGone`). A connection without
+/// a guard is gone when its channel closes.
+final class ConnectionStates: Sendable {
+    static let shared = ConnectionStates()
+    private let states = NIOLockedValueBox<[ObjectIdentifier: ConnectionClosed]>([:])
+
+    /// The flag of `channel`, made on first use.
+    func gone(_ channel: any Channel) -> ConnectionClosed {
+        let key = ObjectIdentifier(channel)
+        let (flag, made) = states.withLockedValue { states -> (ConnectionClosed, Bool) in
+            if let flag = states[key] { return (flag, false) }
+            let flag = ConnectionClosed()
+            states[key] = flag
+            return (flag, true)
+        }
+        if made {
+            channel.closeFuture.whenComplete { [weak self] _ in
+                flag.set()
+                self?.closed(channel)
+            }
+        }
+        return flag
+    }
+
+    /// `channel` closed: its flag is set and forgotten (requests of it keep theirs).
+    func closed(_ channel: any Channel) {
+        let key = ObjectIdentifier(channel)
+        states.withLockedValue { $0.removeValue(forKey: key) }?.set()
+    }
+
+    /// Connections tracked now (for tests).
+    var count: Int { states.withLockedValue { $0.count } }
 }

@@ -13,6 +13,8 @@ public struct ConnectionLimits: Sendable {
     public var requestHeadTimeout: Duration = .seconds(60)
     /// The longest pause while a request's body arrives.
     public var bodyReadTimeout: Duration = .seconds(30)
+    /// The longest a whole request body may take to arrive, however steadily it trickles.
+    public var bodyDeadline: Duration = .seconds(600)
     /// Connections open at once on the listener; beyond it, new ones wait to be accepted.
     public var maxConnections = 2048
     /// Connections open at once from one address (trusted proxies exempt); beyond it, new ones
@@ -57,6 +59,8 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
     private var timer: Scheduled<Void>?
     /// Inside a request body (head read, end not yet).
     private var readingBody = false
+    /// When the body being read must have arrived whole.
+    private var bodyDeadline = NIODeadline.distantFuture
     /// Requests read whose answers have not ended.
     private var unanswered = 0
     /// A CONNECT request was read: the connection ends with its answer.
@@ -68,6 +72,7 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     public func handlerAdded(context: ChannelHandlerContext) {
+        _ = ConnectionStates.shared.gone(context.channel)
         if context.channel.isActive { activate(context) }
     }
 
@@ -82,7 +87,15 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
 
     public func channelInactive(context: ChannelHandlerContext) {
         release()
+        ConnectionStates.shared.closed(context.channel)
         context.fireChannelInactive()
+    }
+
+    /// The client closed its side (the listener allows half-closed connections, so the channel
+    /// stays open): nobody will read an answer, and long work for it stops (`clientGone`).
+    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed { ConnectionStates.shared.gone(context.channel).set() }
+        context.fireUserInboundEventTriggered(event)
     }
 
     private func activate(_ context: ChannelHandlerContext) {
@@ -121,9 +134,10 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
             return
         case .head:
             readingBody = true
-            arm(context, limits.bodyReadTimeout)
+            bodyDeadline = .now() + TimeAmount(limits.bodyDeadline)
+            armForBody(context)
         case .body:
-            if readingBody { arm(context, limits.bodyReadTimeout) }
+            if readingBody { armForBody(context) }
         case .end:
             readingBody = false
             unanswered += 1
@@ -150,15 +164,30 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     private func arm(_ context: ChannelHandlerContext, _ timeout: Duration) {
+        arm(context, TimeAmount(timeout))
+    }
+
+    private func arm(_ context: ChannelHandlerContext, _ amount: TimeAmount) {
         timer?.cancel()
-        let nanoseconds = timeout.components.seconds.multipliedSaturating(by: 1_000_000_000)
-        let amount = TimeAmount.nanoseconds(nanoseconds.addingSaturating(Int64(timeout.components.attoseconds / 1_000_000_000)))
         let channel = context.channel
         timer = context.eventLoop.scheduleTask(in: amount) { channel.close(promise: nil) }
+    }
+
+    /// Inside a body: the pause allowed, or what is left of the whole body's time if less.
+    private func armForBody(_ context: ChannelHandlerContext) {
+        arm(context, min(TimeAmount(limits.bodyReadTimeout), bodyDeadline - .now()))
     }
 
     private func disarm() {
         timer?.cancel()
         timer = nil
+    }
+}
+
+extension TimeAmount {
+    /// A duration in nanoseconds, saturating.
+    init(_ duration: Duration) {
+        let nanoseconds = duration.components.seconds.multipliedSaturating(by: 1_000_000_000)
+        self = .nanoseconds(nanoseconds.addingSaturating(Int64(duration.components.attoseconds / 1_000_000_000)))
     }
 }

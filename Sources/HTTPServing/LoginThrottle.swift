@@ -14,7 +14,12 @@ import Foundation
 ///   clients that have failed themselves: a client with no failures of its own is never
 ///   refused because of what others did, so the owner, from their own device, gets in;
 /// - API keys (random 128-bit secrets) and session cookies are not passwords: their holders
-///   never wait because of an account's failures, only because of their own client's.
+///   never wait because of an account's failures or their address's, only because of their
+///   own failures with that key;
+/// - a client that has logged in to an account before (the pair is remembered for `knownFor`)
+///   is not refused for that account because of its address's failures for others: people
+///   behind one NAT, or a carrier's, are not locked out by each other. Only its own failures
+///   for that account make it wait.
 ///
 /// One throttle is shared by the database API and the application API, so failures count
 /// the same on both. Clients are told apart by address (`ClientAddress`, which takes the
@@ -37,6 +42,8 @@ public final class LoginThrottle: Sendable {
         public var memory: TimeInterval = 60 * 60
         /// Most keys remembered.
         public var capacity = 100_000
+        /// How long a successful (account, client) pair is remembered as known.
+        public var knownFor: TimeInterval = 30 * 24 * 3600
         public init() {}
     }
 
@@ -47,6 +54,8 @@ public final class LoginThrottle: Sendable {
 
     public let policy: Policy
     private let entries = NIOLockedValueBox<[String: Entry]>([:])
+    /// (account, client) pairs that logged in, and when last.
+    private let known = NIOLockedValueBox<[String: Date]>([:])
 
     public init(policy: Policy = Policy()) {
         self.policy = policy
@@ -55,8 +64,13 @@ public final class LoginThrottle: Sendable {
     /// Whether `client` may try a password for `account` now; throws 429 `too_many_requests`
     /// with the wait otherwise.
     public func check(account: String, client: String, now: Date = Date()) throws {
+        let pair = Self.pairKey(account, client)
+        let isKnown = known.withLockedValue { $0[pair].map { now.timeIntervalSince($0) < policy.knownFor } ?? false }
         let wait = entries.withLockedValue { table -> TimeInterval in
-            var wait = remaining(table, Self.pairKey(account, client), free: policy.freePerAccountAndClient, now: now)
+            var wait = remaining(table, pair, free: policy.freePerAccountAndClient, now: now)
+            // A known pair answers only for its own failures, not its address's for others; so
+            // does an API key (a random secret: guessing one is hopeless, spraying them harmless).
+            if isKnown || LoginThrottle.isRandomSecret(account) { return wait }
             wait = max(wait, remaining(table, Self.clientKey(client), free: policy.freePerClient, now: now))
             // The account's own count applies only to clients that have failed for it themselves.
             if !LoginThrottle.isRandomSecret(account), (table[Self.pairKey(account, client)]?.failures ?? 0) > 0 {
@@ -86,9 +100,18 @@ public final class LoginThrottle: Sendable {
         }
     }
 
-    /// Records a successful check: the client's failures for that account are forgotten.
-    public func succeeded(account: String, client: String) {
-        entries.withLockedValue { _ = $0.removeValue(forKey: Self.pairKey(account, client)) }
+    /// Records a successful check: the client's failures for that account are forgotten, and
+    /// the pair is known from now on.
+    public func succeeded(account: String, client: String, now: Date = Date()) {
+        let pair = Self.pairKey(account, client)
+        entries.withLockedValue { _ = $0.removeValue(forKey: pair) }
+        known.withLockedValue { known in
+            if known[pair] == nil, known.count >= policy.capacity {
+                let cutoff = known.values.sorted()[known.count / 4]
+                known = known.filter { $0.value > cutoff && now.timeIntervalSince($0.value) < policy.knownFor }
+            }
+            known[pair] = now
+        }
     }
 
     /// Seconds `key` must still wait (0: none).

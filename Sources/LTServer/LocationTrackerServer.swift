@@ -46,6 +46,7 @@ public enum LocationTrackerServer {
         // The application's pages (the tracker app) call the database API from the browser.
         let boundApplicationPort = NIOLockedValueBox<Int?>(nil)
         if !configuration.databaseOnly { options.applicationPort = { boundApplicationPort.withLockedValue { $0 } } }
+        options.applicationScheme = configuration.tls == nil ? "http" : "https"
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         addServerCollectors(configuration, metrics: options.metrics)
         try api.prepareSystemDatabases()

@@ -62,7 +62,7 @@ extension LocationReports {
         var range: (String, String)?
         if mode == .singleDatabase {
             db = TrackerService.sharedLocationsDB
-            range = filter.user.map { OwnerNamespace(owner: $0) }.map { ($0.prefix, $0.upperBound) }
+            range = try filter.user.map(TrackerService.namespace(of:)).map { ($0.prefix, $0.upperBound) }
         }
         let found = try await forEachPage(of: db, size: 2000, includeDocs: true, range: range) { rows in
             var page: [(doc: JSON, point: Coordinate, time: Double)] = []
@@ -86,19 +86,29 @@ extension LocationReports {
         }
         try await forEachLocation(filter) { page in
             try await sorter.append(page.map { location in
-                SortedRow(group: owner(of: location.doc, filter: filter), time: location.time,
-                          body: format.record(location.doc, location.point, location.time))
+                let owner = owner(of: location.doc, filter: filter)
+                return SortedRow(group: owner, time: location.time,
+                                 body: format.record(location.doc, location.point, location.time, owner: owner, id: exportID(of: location.doc, filter: filter)))
             })
         }
         return sorter
     }
 
-    /// Whose a location is: the filter's user; else the owner in its id (shared database) or
-    /// its `properties.username` (`lt_locations_all`); "" when it does not say.
+    /// Whose a location is: the filter's user (their own database), else the owner its id is
+    /// kept under (`<owner>:<id>`, in `lt_locations_all` as in the shared database) — never
+    /// what the document says of itself (`properties.username`), which its writer chose.
     func owner(of doc: JSON, filter: LocationFilter) -> String {
         if let user = filter.user { return user }
-        if mode == .singleDatabase, let id = doc["_id"]?.stringValue, let owner = OwnerNamespace.owner(ofStored: id) { return owner }
-        return doc["properties"]?["username"]?.stringValue ?? ""
+        return doc["_id"]?.stringValue.flatMap(OwnerNamespace.owner(ofStored:)) ?? ""
+    }
+
+    /// A location's id in an export: as `lt_locations_all` and the shared database keep it,
+    /// `<user>:<id>`, also when it was read from the user's own database — so every export
+    /// names a location the same way, and the ids of two users never collide.
+    func exportID(of doc: JSON, filter: LocationFilter) -> String {
+        let id = doc["_id"]?.stringValue ?? ""
+        guard mode == .databasePerUser, let user = filter.user, let namespace = OwnerNamespace(owner: user) else { return id }
+        return namespace.stored(id)
     }
 
     /// Per-user statistics: count, first and last fix, and distance travelled (great-circle
@@ -130,14 +140,16 @@ public enum ExportFormat: String, Sendable, CaseIterable {
         }
     }
 
-    /// One location in this format, without what separates or groups records (`ExportWriter`
-    /// adds that): a GeoJSON feature, a CSV line, a GPX track point.
-    public func record(_ doc: JSON, _ point: Coordinate, _ time: Double) -> [UInt8] {
+    /// One location of `owner` in this format under `id`, without what separates or groups
+    /// records (`ExportWriter` adds that): a GeoJSON feature, a CSV line, a GPX track point.
+    /// The owner is the one the server knows; a `username` the document claims is replaced by it.
+    public func record(_ doc: JSON, _ point: Coordinate, _ time: Double, owner: String, id: String) -> [UInt8] {
         switch self {
         case .geojson:
             var properties = doc["properties"]?.objectValue ?? JSONObject()
+            if !owner.isEmpty || properties["username"] != nil { properties["username"] = .string(owner) }
             if properties["created_at"] == nil, let created = doc["created_at"] { properties["created_at"] = created }
-            let feature: JSON = ["type": "Feature", "id": doc["_id"] ?? .null, "geometry": doc["geometry"] ?? .null, "properties": .object(properties)]
+            let feature: JSON = ["type": "Feature", "id": .string(id), "geometry": doc["geometry"] ?? .null, "properties": .object(properties)]
             return feature.bytes
         case .csv:
             func field(_ value: JSON?) -> String {
@@ -145,7 +157,7 @@ public enum ExportFormat: String, Sendable, CaseIterable {
                 let text = value.stringValue ?? value.text
                 return text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
             }
-            let columns = [field(doc["_id"]), field(doc["properties"]?["username"]), field(.double(time)),
+            let columns = [field(.string(id)), field(.string(owner)), field(.double(time)),
                            field(.double(point.lat)), field(.double(point.lon)), field(doc["properties"]?["accuracy"])]
             return Array((columns.joined(separator: ",") + "\n").utf8)
         case .gpx:

@@ -5,8 +5,8 @@ import NIOConcurrencyHelpers
 import HTTPTypes
 import Logging
 
-/// Copies every location written to any user's database into `lt_locations_all` (same id, same
-/// revision), with one consumer for all users instead of one continuous replication each (the
+/// Copies every location written to any user's database into `lt_locations_all` (under
+/// `<user>:<id>`, same revision: `copy(of:in:)`), with one consumer for all users instead of one continuous replication each (the
 /// original's design, which does not scale to many users). It follows `_db_updates` to learn
 /// which user databases changed and copies their new changes in rounds: for each changed
 /// database (several at a time) `_changes` since its checkpoint with the documents, and
@@ -361,6 +361,12 @@ public final class Consolidator: Sendable {
             let took = start.duration(to: .now).seconds
             counters.withLockedValue { $0.slowestRead = max($0.slowestRead, took) }
         }
+        // Whose the documents are is the database's name; a name that names no owner (a
+        // database an admin made by hand) is not copied.
+        guard let namespace = OwnerNamespace(owner: String(db.dropFirst(Consolidator.prefix.count))) else {
+            logger.warning("consolidation: \(db) names no user; not copied")
+            return .nothing
+        }
         do {
             var since = since
             while true {
@@ -398,7 +404,8 @@ public final class Consolidator: Sendable {
                     }
                 }
                 if rows.isEmpty && last == since { return .nothing }
-                return .batch(Batch(db: db, docs: docs, lastSeq: last, more: rows.count == Consolidator.pageSize))
+                return .batch(Batch(db: db, docs: docs.compactMap { Consolidator.copy(of: $0, in: namespace) }, lastSeq: last,
+                                    more: rows.count == Consolidator.pageSize))
             }
         } catch {
             logger.warning("consolidation of \(db): \(error); trying again")
@@ -473,6 +480,21 @@ public final class Consolidator: Sendable {
 }
 
 extension Consolidator {
+    /// A user's document as `lt_locations_all` keeps it: under `<owner>:<id>`, and with the
+    /// owner as its `properties.username`. The database a document came from says whose it
+    /// is, never the document: a user writes whatever ids, revisions and names they like in
+    /// their own database, and their copies can still only ever land beside their own. nil
+    /// for what is not a document with an id. `naming` false leaves `properties` as they are.
+    static func copy(of doc: JSON, in namespace: OwnerNamespace, naming: Bool = true) -> JSON? {
+        guard case var .object(object) = doc, let id = object["_id"]?.stringValue else { return nil }
+        object["_id"] = .string(namespace.stored(id))
+        if naming, object["_deleted"] != true, case var .object(properties)? = object["properties"] {
+            properties["username"] = .string(namespace.owner)
+            object["properties"] = .object(properties)
+        }
+        return .object(object)
+    }
+
     /// Whether a change's `doc` (from `include_docs`) can be copied as it is: the only leaf,
     /// a first revision (no history to carry) and no attachments (which `_changes` gives as
     /// stubs). New locations are all like that, so most databases cost one request; anything

@@ -13,7 +13,7 @@ extension LocationReports {
         var body: JSON?
         if mode == .singleDatabase {
             query["filter"] = "_selector"
-            body = ["selector": ["_id": ["$beginsWith": .string(OwnerNamespace(owner: user).prefix)]]]
+            body = ["selector": ["_id": ["$beginsWith": .string(try TrackerService.namespace(of: user).prefix)]]]
         }
         let reply = try await couch.request(body == nil ? .get : .post, "/\(locationDatabase(for: user))/_changes", query: query, body: body)
         try expect(reply, "follow \(user)'s locations")
@@ -59,7 +59,7 @@ extension LocationReports {
             try await requireRegistered(user)
             if separateGeo, mode == .databasePerUser { return try await userGrid(user, forwarded) }
             db = mode == .singleDatabase ? TrackerService.sharedLocationsDB : locationDatabase(for: user)
-            if mode == .singleDatabase { forwarded["prefix"] = OwnerNamespace(owner: user).prefix }
+            if mode == .singleDatabase { forwarded["prefix"] = try TrackerService.namespace(of: user).prefix }
         } else if mode == .singleDatabase {
             db = TrackerService.sharedLocationsDB
         }
@@ -85,7 +85,7 @@ extension LocationReports {
 
     /// A document id as its owner knows it: without the shared database's owner prefix.
     func visibleID(_ id: String, to owner: String) -> String {
-        mode == .singleDatabase ? OwnerNamespace(owner: owner).visible(id) ?? id : id
+        mode == .singleDatabase ? OwnerNamespace(owner: owner)?.visible(id) ?? id : id
     }
 
     /// A document as its owner sees it (`visibleID`).
@@ -125,7 +125,7 @@ extension LocationReports {
         var stored = id
         if mode == .singleDatabase {
             db = TrackerService.sharedLocationsDB
-            if let user { stored = OwnerNamespace(owner: user).stored(id) }
+            if let user { stored = try TrackerService.namespace(of: user).stored(id) }
         }
         let path = "/\(db)/\(CouchURL.encode(stored))"
         let doc = try await couch.request(.get, path)

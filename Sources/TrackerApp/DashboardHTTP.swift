@@ -143,7 +143,10 @@ extension TrackerHTTP {
             throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
         }
         service.throttle.succeeded(account: name, client: client(request, context))
-        let token = sessions.start(name: name, roles: session.roles, isTrackerUser: session.tracker)
+        guard let account = try await service.accountState(name: name, kind: session.tracker ? .trackerUser : .databaseUser) else {
+            throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
+        }
+        let token = sessions.start(name: name, roles: session.roles, isTrackerUser: session.tracker, account: account)
         var response = TrackerHTTP.reply(sessionJSON(name: name, roles: session.roles, tracker: session.tracker))
         response.headers[.setCookie] = DashboardSessions.setCookie(token, secure: servesTLS || request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https")
         return response
@@ -154,9 +157,35 @@ extension TrackerHTTP {
          "kind": .string(tracker ? "user" : roles.contains("_admin") ? "admin" : "analyst")]
     }
 
-    /// The session a request's cookie names, if live.
-    func session(_ request: Request) -> DashboardSessions.Session? {
+    /// The session a request's cookie names, if live: within its lifetime, and its account as
+    /// it was at sign-in (same password, same roles, still there). A session whose account
+    /// changed or went is ended here.
+    func session(_ request: Request) async throws -> DashboardSessions.Session? {
+        guard let token = DashboardSessions.token(cookieHeader: request.headers[.cookie]), let session = sessions.session(token) else { return nil }
+        guard try await service.accountState(name: session.name, kind: session.isTrackerUser ? .trackerUser : .databaseUser) == session.account else {
+            sessions.end(token)
+            return nil
+        }
+        return session
+    }
+
+    /// Who a request's cookie says it is, unchecked (for the access log).
+    func claimedSession(_ request: Request) -> DashboardSessions.Session? {
         DashboardSessions.token(cookieHeader: request.headers[.cookie]).flatMap(sessions.session)
+    }
+
+    /// The state of the account a request is authenticated as (`TrackerService.accountState`):
+    /// its session's, or its basic credentials' (an API key, a tracker user, an admin or analyst).
+    /// A stream compares it with the state it started with, and stops when it changed.
+    func credentialState(_ request: Request) async throws -> String? {
+        if let (name, _) = TrackerHTTP.basicCredentials(request) {
+            if name.hasPrefix("key-") { return try await service.accountState(name: name, kind: .apiKey) }
+            if (try? TrackerService.validate(username: name)) != nil,
+               let state = try await service.accountState(name: name, kind: .trackerUser) { return state }
+            return try await service.accountState(name: name, kind: .databaseUser)
+        }
+        guard let session = try await session(request) else { return nil }
+        return session.account
     }
 
     /// Cookie-authenticated writes must come from the dashboard's own scripts (a header a
@@ -174,7 +203,7 @@ extension TrackerHTTP {
         let query = TrackerHTTP.query(request)
         var filter = try LocationFilter(parameters: query.filter { ["from", "to"].contains($0.key) })
         filter.user = user
-        let limit = min(max(Int(query["limit"] ?? "100") ?? 100, 1), 10_000)
+        let limit = try TrackerHTTP.count(query, "limit", default: 100, in: 1...10_000)
         if filter.from == nil, filter.to == nil, service.mode == .databasePerUser {
             // The newest written, from the end of the changes feed: no full read of a long history.
             let docs = try await service.reports.newestLocations(of: user, limit: limit)
@@ -191,8 +220,10 @@ extension TrackerHTTP {
         return TrackerHTTP.reply(["locations": .array(Array(rows))])
     }
 
-    /// `GET /api/me/live`: the user's new locations as server-sent events, as they arrive.
-    func myLive(_ user: String) -> Response {
+    /// `GET /api/me/live`: the user's new locations as server-sent events, as they arrive, while
+    /// `stillAllowed` (checked before anything new is sent: a revoked key, a deleted account
+    /// or an ended session ends the stream).
+    func myLive(_ user: String, stillAllowed: @escaping @Sendable () async throws -> Bool) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
@@ -201,8 +232,9 @@ extension TrackerHTTP {
             try await writer.write(ByteBuffer(string: ": live\n\n"))
             var since = "now"
             while !Task.isCancelled {
-                let page = try await service.reports.changes(of: user, since: since, timeout: 20_000)
+                let page = try await service.reports.changes(of: user, since: since, timeout: 10_000)
                 since = page.lastSeq
+                guard try await stillAllowed() else { break }
                 for doc in page.docs {
                     let event = "event: location\ndata: " + service.reports.visible(doc, to: user).text + "\n\n"
                     try await writer.write(ByteBuffer(string: event))

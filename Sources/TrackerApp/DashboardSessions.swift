@@ -5,8 +5,11 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// Signed-in dashboard users: a random 256-bit token in an HttpOnly, SameSite=Strict cookie,
-/// kept on the server only as its SHA-256 (a leaked session table opens nothing), valid for
-/// `lifetime` since last use. In memory: a restart signs everyone out.
+/// kept on the server only as its SHA-256 (a leaked session table opens nothing). A session
+/// lasts `lifetime` from sign-in, however much it is used, and only while its account is as it
+/// was then: `account` is a digest of the account's stored password hash and roles, compared
+/// with the account's current state at every use (`TrackerHTTP.session(_:)`), so a deleted
+/// account, a changed password or a removed role ends it. In memory: a restart signs everyone out.
 final class DashboardSessions: Sendable {
     /// Who a session is.
     struct Session: Sendable {
@@ -15,36 +18,43 @@ final class DashboardSessions: Sendable {
         var roles: Set<String>
         /// A tracker user (sees their own data), as opposed to an admin or analyst.
         var isTrackerUser: Bool
-        var lastUse: Date
+        /// The account's state at sign-in (`TrackerService.accountState`).
+        var account: String
+        var started: Date
     }
 
     static let cookieName = "lt_session"
-    let lifetime: TimeInterval = 12 * 3600
+    /// How long a session lasts from sign-in (the cookie's own lifetime too).
+    static let lifetime: TimeInterval = 12 * 3600
     private let sessions = NIOLockedValueBox<[String: Session]>([:])
+    /// The clock (tests give their own).
+    private let now: @Sendable () -> Date
+
+    init(now: @escaping @Sendable () -> Date = Date.init) {
+        self.now = now
+    }
 
     /// Starts a session; returns the token for the cookie.
-    func start(name: String, roles: Set<String>, isTrackerUser: Bool) -> String {
+    func start(name: String, roles: Set<String>, isTrackerUser: Bool, account: String) -> String {
         let token = Hex.random(bytes: 32)
-        let now = Date()
+        let now = self.now()
         sessions.withLockedValue { table in
-            if table.count > 10_000 { table = table.filter { now.timeIntervalSince($0.value.lastUse) < lifetime } }
-            table[DashboardSessions.digest(token)] = Session(name: name, roles: roles, isTrackerUser: isTrackerUser, lastUse: now)
+            if table.count > 10_000 { table = table.filter { now.timeIntervalSince($0.value.started) < DashboardSessions.lifetime } }
+            table[DashboardSessions.digest(token)] = Session(name: name, roles: roles, isTrackerUser: isTrackerUser, account: account, started: now)
         }
         return token
     }
 
-    /// The live session of a token, refreshed.
+    /// The session of a token while within its lifetime (its account not yet checked).
     func session(_ token: String) -> Session? {
         let key = DashboardSessions.digest(token)
-        let now = Date()
+        let now = self.now()
         return sessions.withLockedValue { table -> Session? in
-            guard var session = table[key] else { return nil }
-            guard now.timeIntervalSince(session.lastUse) < lifetime else {
+            guard let session = table[key] else { return nil }
+            guard now.timeIntervalSince(session.started) < DashboardSessions.lifetime else {
                 table.removeValue(forKey: key)
                 return nil
             }
-            session.lastUse = now
-            table[key] = session
             return session
         }
     }
@@ -77,6 +87,6 @@ final class DashboardSessions: Sendable {
     static func setCookie(_ token: String?, secure: Bool = false) -> String {
         let flags = "Path=/; HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
         guard let token else { return "\(cookieName)=; \(flags); Max-Age=0" }
-        return "\(cookieName)=\(token); \(flags); Max-Age=\(12 * 3600)"
+        return "\(cookieName)=\(token); \(flags); Max-Age=\(Int(lifetime))"
     }
 }

@@ -16,6 +16,9 @@ public struct AppLimits: Sendable {
     public var accessLog = true
     /// Where its requests are counted and timed (the database listener's, in `lt serve`); nil: nowhere.
     public var metrics: ServerMetrics?
+    /// Registrations one address may make in an hour (`--max-registrations-per-hour`); server
+    /// admins are not counted. 0: only admins register users.
+    public var registrationsPerHour = 10
     public init() {}
 }
 
@@ -31,6 +34,8 @@ public struct TrackerHTTP: Sendable {
     /// The installable tracker app at `/app/`.
     let phoneApp = PhoneAppFiles()
     let limits: AppLimits
+    /// Registrations per address (`AppLimits.registrationsPerHour`).
+    let registrations: ClientRateLimit
     /// The consolidator of this server (database-per-user mode), for `GET /api/status`.
     let consolidator: Consolidator?
     let accessLog: AccessLog
@@ -45,6 +50,7 @@ public struct TrackerHTTP: Sendable {
         self.service = service
         assets = DashboardAssets(dashboard)
         self.limits = limits
+        registrations = ClientRateLimit(limit: limits.registrationsPerHour, window: 3600)
         self.consolidator = consolidator
         self.databasePort = databasePort
         self.servesTLS = servesTLS
@@ -67,6 +73,16 @@ public struct TrackerHTTP: Sendable {
         ["mode": .string(service.mode.rawValue), "consolidation": consolidator.map(\.status.json) ?? .null]
     }
 
+    /// A count parameter of the application API (`limit`): absent, `default`; otherwise an
+    /// integer within `range`, or 400 naming the parameter (never a silent default).
+    static func count(_ query: [String: String], _ name: String, default value: Int, in range: ClosedRange<Int>) throws -> Int {
+        guard let text = query[name] else { return value }
+        guard let count = Int(text), range.contains(count) else {
+            throw TrackerService.Failure(400, "bad_request", "`\(name)` must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return count
+    }
+
     static func query(_ request: Request) -> [String: String] {
         Dictionary(request.uri.queryParameters.map { (String($0.key), String($0.value)) }, uniquingKeysWith: { $1 })
     }
@@ -79,7 +95,7 @@ public struct TrackerHTTP: Sendable {
     /// Basic-auth credentials the database accepts, of a user with one of `roles`; the name.
     func requireRole(_ roles: Set<String>, _ request: Request, _ context: ClientRequestContext, purpose: String) async throws -> String {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
-            if let session = session(request) {
+            if let session = try await session(request) {
                 try TrackerHTTP.checkOrigin(request)
                 guard !roles.isDisjoint(with: session.roles) else { throw TrackerService.Failure(403, "forbidden", purpose) }
                 return session.name
@@ -106,7 +122,7 @@ public struct TrackerHTTP: Sendable {
                 let user = try await requireUser(request, context)
                 return (user, user)
             }
-        } else if let session = session(request), session.isTrackerUser {
+        } else if let session = try await session(request), session.isTrackerUser {
             return (session.name, session.name)
         }
         try await requireAnalyst(request, context)
@@ -121,7 +137,7 @@ public struct TrackerHTTP: Sendable {
     /// The application user behind basic auth: an API key and its password, or the user's own.
     func requireUser(_ request: Request, _ context: ClientRequestContext) async throws -> String {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
-            if let session = session(request) {
+            if let session = try await session(request) {
                 try TrackerHTTP.checkOrigin(request)
                 guard session.isTrackerUser else { throw TrackerService.Failure(403, "forbidden", "Signed in as \(session.name), who is not a tracker user") }
                 return session.name

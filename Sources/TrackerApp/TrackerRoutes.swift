@@ -37,7 +37,7 @@ extension TrackerHTTP {
         api.post("session") { request, context in try await signIn(request, context) }
         api.get("session") { request, _ in
             // As CouchDB's GET /_session: 200 either way, with no name when nobody is signed in.
-            guard let session = session(request) else { return TrackerHTTP.reply(["ok": true, "name": .null, "roles": []]) }
+            guard let session = try await session(request) else { return TrackerHTTP.reply(["ok": true, "name": .null, "roles": []]) }
             return TrackerHTTP.reply(sessionJSON(name: session.name, roles: session.roles, tracker: session.isTrackerUser))
         }
         api.delete("session") { request, _ in
@@ -51,6 +51,7 @@ extension TrackerHTTP {
     /// Registration, login, API keys, deletion; a user's own locations, photos and OwnTracks.
     func userRoutes(_ api: RouterGroup<ClientRequestContext>) {
         api.put("users/:name") { request, context in
+            try await limitRegistrations(request, context)
             let body = try await json(request)
             return TrackerHTTP.reply(try await service.register(username: context.parameter("name"), password: body["password"]), status: .created)
         }
@@ -72,11 +73,15 @@ extension TrackerHTTP {
             TrackerHTTP.reply(try await service.revokeKey(context.parameter("key"), of: try await requireUser(request, context)))
         }
         api.get("me/locations") { request, context in try await myLocations(try await requireUser(request, context), request) }
-        api.get("me/live") { request, context in myLive(try await requireUser(request, context)) }
+        api.get("me/live") { request, context in
+            let user = try await requireUser(request, context)
+            let state = try await credentialState(request)
+            return myLive(user) { try await credentialState(request) == state }
+        }
         api.get("photos") { request, context in
             // A user's own photos; admins and analysts: everyone's, or one user's (?user=).
             let (user, owner) = try await photoScope(request, context)
-            let limit = min(max(Int(TrackerHTTP.query(request)["limit"] ?? "500") ?? 500, 1), 5000)
+            let limit = try TrackerHTTP.count(TrackerHTTP.query(request), "limit", default: 500, in: 1...5000)
             return TrackerHTTP.reply(try await service.reports.photos(user: user, visibleTo: owner, limit: limit))
         }
         api.get("photos/:id/:attachment") { request, context in
@@ -166,8 +171,36 @@ extension TrackerHTTP {
         api.get("openapi.json") { _, _ in TrackerHTTP.reply(OpenAPI.document) }
     }
 
+    /// Anonymous registrations are limited per address (each makes a database and runs a
+    /// password hash); a server admin's are not. 429 with `Retry-After` beyond the limit.
+    func limitRegistrations(_ request: Request, _ context: ClientRequestContext) async throws {
+        // Only a server admin's name is worth a password check here (cheap to look up; a hash
+        // for every anonymous attempt would be work the limit is there to spare), and that
+        // check is throttled as everywhere, so this is no way to guess an admin's password.
+        if let (name, secret) = TrackerHTTP.basicCredentials(request),
+           try await service.couch.request(.get, "/_node/_local/_config/admins/" + CouchURL.encode(name)).ok {
+            try service.throttle.check(account: name, client: client(request, context))
+            guard let user = try await service.couch.verify(name: name, password: secret), user.roles.contains("_admin") else {
+                service.throttle.failed(account: name, client: client(request, context))
+                throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
+            }
+            service.throttle.succeeded(account: name, client: client(request, context))
+            return
+        }
+        guard limits.registrationsPerHour > 0 else {
+            throw TrackerService.Failure(403, "forbidden", "Registration is closed on this server: a server admin registers users (PUT /api/users/NAME with an admin's basic auth)")
+        }
+        if let seconds = registrations.record(client(request, context)) {
+            var failure = TrackerService.Failure(429, "too_many_requests",
+                                                 "Too many registrations from this address (at most \(limits.registrationsPerHour) an hour); try again in \(seconds) second\(seconds == 1 ? "" : "s")")
+            failure.retryAfter = seconds
+            throw failure
+        }
+    }
+
     /// `DELETE /api/users/:name`: the user themself (their own name and password), or a server
-    /// admin; admins may also purge the user's locations from `lt_locations_all` (`?locations=purge`).
+    /// admin; `?locations=purge` also purges the user's copies in `lt_locations_all` (theirs
+    /// only: those under `<name>:`), and lets an admin purge those of a user deleted earlier.
     func deleteUser(_ name: String, _ request: Request, _ context: ClientRequestContext) async throws -> Response {
         guard let credentials = TrackerHTTP.basicCredentials(request) else {
             throw TrackerService.Failure(401, "unauthorized", "Deleting a user needs that user's name and password, or an admin's (basic auth)")
@@ -229,7 +262,7 @@ struct ApplicationAccessLog: RouterMiddleware {
             http.limits.metrics?.recordRequest(listener: "application", method: request.method, status: status, family: family,
                                                duration: duration)
             if http.accessLog.isWritten {
-                let user = TrackerHTTP.basicCredentials(request)?.name ?? http.session(request)?.name
+                let user = TrackerHTTP.basicCredentials(request)?.name ?? http.claimedSession(request)?.name
                 http.accessLog.record(method: request.method, path: request.uri.path, status: status, duration: duration,
                                       user: user, client: http.client(request, context), requestID: requestID)
             }
@@ -253,6 +286,7 @@ struct ApplicationErrors: RouterMiddleware {
         } catch let failure as TrackerService.Failure {
             var response = TrackerHTTP.reply(failure.body, status: HTTPResponse.Status(code: failure.status))
             if let allow = failure.allow { response.headers[.allow] = allow.joined(separator: ", ") }
+            if let seconds = failure.retryAfter { response.headers[.retryAfter] = String(seconds) }
             return response
         } catch let error as CouchError {
             return JSONErrors<Context>.response(for: error)

@@ -1,5 +1,6 @@
 import CouchJSON
 import CouchProtocol
+import Crypto
 import HTTPServing
 import Foundation
 import Logging
@@ -14,6 +15,8 @@ public final class TrackerService: CouchBacked {
         public var body: JSON
         /// For 405: the methods the path takes (the `Allow` header).
         public var allow: [String]?
+        /// For 429: seconds until a retry may succeed (the `Retry-After` header).
+        public var retryAfter: Int?
 
         init(_ status: Int, _ error: String, _ reason: String? = nil) {
             self.status = status
@@ -135,6 +138,14 @@ public final class TrackerService: CouchBacked {
     /// The role that reads and writes a user's database; each of the user's API keys has it.
     static func ownerRole(_ username: String) -> String { "lt_owner_" + username }
 
+    /// Where a user's documents are kept in a database everyone's share (`lt_locations_all`,
+    /// and the shared database of single-database mode): under `<user>:`, so no user's id can
+    /// name another's document.
+    static func namespace(of user: String) throws -> OwnerNamespace {
+        guard let namespace = OwnerNamespace(owner: user) else { throw Failure(400, "bad_request", "\(user) cannot own documents: not a username") }
+        return namespace
+    }
+
     // MARK: Setup
 
     /// Creates the application's databases on first start, as the original `admin.js` did:
@@ -169,6 +180,7 @@ public final class TrackerService: CouchBacked {
         guard readOnly.ok || readOnly.status == 409 else { throw failure(readOnly, "protect \(all) from writes by its readers") }
         try await self.places.prepareCorrections()
         if separateGeo { try await preparePurgeNotices() }
+        if mode == .databasePerUser { try await upgradeConsolidatedCopies() }
     }
 
     /// Writes `pointsDesign` into `db`, or brings an older one (written by an earlier version)
@@ -211,6 +223,8 @@ public final class TrackerService: CouchBacked {
         }
         let existing = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         if existing.ok { throw Failure(409, "User already exists") }
+        try await requireFree(username)
+        try await requireNoKeptCopies(username)
         let db = locationDatabase(for: username)
         let hash = try await Passwords.hash(password, iterations: passwordIterations)
         // The user's database and the user document are written at the same time; the
@@ -235,6 +249,42 @@ public final class TrackerService: CouchBacked {
         try expect(saved, "save user \(username)")
         logger.info("registered \(username)")
         return ["ok": true, "id": .string(username)]
+    }
+
+    /// Names no tracker user may take: the form of API keys' names, the usual names of
+    /// administrators, and (checked in `requireFree`) the database server's admins and
+    /// analysts, who sign in to the dashboard by name too: one name, one person there and in
+    /// the logs. (A plain `_users` account of the same name — a replicating client — is
+    /// another kind of identity, and does not hold the name.)
+    static let reservedNames: Set<String> = ["admin", "administrator", "root", "system", "analyst", "anonymous", "lt", "couchdb", "nobody"]
+
+    /// 409 unless `username` is free for a tracker user: not reserved, not an API key's form,
+    /// not a server admin's, not a database user's with the admin or analyst role.
+    func requireFree(_ username: String) async throws {
+        if TrackerService.reservedNames.contains(username) || username.hasPrefix("key-") {
+            throw Failure(409, "conflict", "The name \(username) is reserved; choose another")
+        }
+        let admin = try await couch.request(.get, "/_node/_local/_config/admins/" + CouchURL.encode(username))
+        let account = try await couch.request(.get, "/_users/org.couchdb.user:" + CouchURL.encode(username))
+        let roles = Set((account.ok ? account.json["roles"]?.arrayValue ?? [] : []).compactMap(\.stringValue))
+        if admin.ok || !roles.isDisjoint(with: ["_admin", "analyst"]) {
+            throw Failure(409, "conflict", "The name \(username) belongs to an admin or analyst of the database server; choose another")
+        }
+    }
+
+    /// Refuses a name whose earlier holder was deleted with their locations kept for analysts
+    /// (`lt_locations_all` still holds copies under `<name>:`): a new user of that name would
+    /// write into those copies' namespace, and could replace or delete them.
+    func requireNoKeptCopies(_ username: String) async throws {
+        guard mode == .databasePerUser else { return }
+        let namespace = try TrackerService.namespace(of: username)
+        let kept = try await couch.request(.get, "/\(TrackerService.allLocationsDB)/_all_docs", query: [
+            "startkey": JSON.string(namespace.prefix).text, "endkey": JSON.string(namespace.upperBound).text, "inclusive_end": "false", "limit": "1",
+        ], body: nil)
+        try expect(kept, "look for kept locations of \(username)")
+        if !(kept.json["rows"]?.arrayValue ?? []).isEmpty {
+            throw Failure(409, "conflict", "The name \(username) belonged to a deleted user whose locations are kept for analysis; choose another name, or an admin purges them first (DELETE /api/users/\(username)?locations=purge)")
+        }
     }
 
     /// A new user's private database: created, readable and writable only by the user's
@@ -316,7 +366,14 @@ public final class TrackerService: CouchBacked {
     public func deleteUser(username: String, password: String?, asAdmin: Bool, purgeLocations: Bool = false) async throws -> JSON {
         try TrackerService.validate(username: username)
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
-        guard reply.ok else { throw Failure(404, "not_found", "No user \(username)") }
+        guard reply.ok else {
+            // A user deleted earlier with their locations kept: an admin may still purge those.
+            if asAdmin, purgeLocations, mode == .databasePerUser, case let purged = try await purgeConsolidated(username), purged > 0 {
+                logger.info("purged \(purged) kept locations of the deleted user \(username)")
+                return ["ok": true, "id": .string(username), "purged_locations": .int(purged)]
+            }
+            throw Failure(404, "not_found", "No user \(username)")
+        }
         let user = reply.json
         if !asAdmin {
             let stored = Passwords.Hash(stored: user, defaultIterations: passwordIterations)
@@ -355,26 +412,40 @@ public final class TrackerService: CouchBacked {
         return .object(answer)
     }
 
-    /// Purges (leaves no tombstone) the user's documents from `lt_locations_all`, page by page
-    /// from the ids in the user's own database, and forgets the consolidation checkpoint.
+    /// Purges (leaves no tombstone) the user's copies from `lt_locations_all`: the documents
+    /// under their namespace (`<user>:`), page by page, and nothing else — whatever ids their
+    /// own database holds.
     func purgeConsolidated(_ username: String) async throws -> Int {
+        let namespace = try TrackerService.namespace(of: username)
+        return try await purgeRange(TrackerService.allLocationsDB, (namespace.prefix, namespace.upperBound))
+    }
+
+    /// Purges every document of `db` whose id is in `range` (start included, end not), a page
+    /// at a time: each time the range's first page again, since what was purged is gone.
+    /// How many there were.
+    func purgeRange(_ db: String, _ range: (start: String, end: String)) async throws -> Int {
         var purged = 0
-        _ = try await forEachPage(of: TrackerService.locationDB(for: username), size: 1000, includeDocs: false) { rows in
-            let ids = rows.compactMap { $0["id"]?.stringValue }.filter { !$0.hasPrefix("_design/") }
-            purged += try await purgeEverywhere(ids, from: TrackerService.allLocationsDB)
+        while true {
+            let reply = try await couch.request(.get, "/\(db)/_all_docs", query: [
+                "startkey": JSON.string(range.start).text, "endkey": JSON.string(range.end).text, "inclusive_end": "false", "limit": "1000",
+            ], body: nil)
+            if reply.status == 404 { return purged }
+            try expect(reply, "read \(db)")
+            let ids = (reply.json["rows"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+            guard !ids.isEmpty else { return purged }
+            let done = try await purgeEverywhere(ids, from: db)
+            purged += done
+            // Nothing of the page could go: reading it again would find the same.
+            guard done > 0 else { return purged }
         }
-        return purged
     }
 
     /// Purges a user's documents from the shared database (single-database mode), and
     /// deletes their `_local` documents (replication checkpoints).
     func purgeOwned(_ username: String) async throws -> Int {
         let db = TrackerService.sharedLocationsDB
-        let namespace = OwnerNamespace(owner: username)
-        var purged = 0
-        _ = try await forEachPage(of: db, size: 1000, includeDocs: false, range: (namespace.prefix, namespace.upperBound)) { rows in
-            purged += try await purgeEverywhere(rows.compactMap { $0["id"]?.stringValue }, from: db)
-        }
+        let namespace = try TrackerService.namespace(of: username)
+        let purged = try await purgeRange(db, (namespace.prefix, namespace.upperBound))
         let locals = try await couch.request(.get, "/\(db)/_local_docs", query: [
             "startkey": JSON.string(namespace.stored("_local/")).text, "endkey": JSON.string("_local/" + namespace.upperBound).text,
         ], body: nil)
@@ -413,6 +484,46 @@ public final class TrackerService: CouchBacked {
         let purged = try await purge(ids, from: db)
         if separateGeo, purged > 0 { try await recordPurge(ids, from: db) }
         return purged
+    }
+
+    // MARK: Account state
+
+    /// Which kind of account a name is, where its state is kept.
+    public enum AccountKind: Sendable {
+        /// A tracker user: `lt_users`.
+        case trackerUser
+        /// An API key: a `_users` document of the key's user.
+        case apiKey
+        /// An admin or analyst: a database server admin, or a `_users` document.
+        case databaseUser
+    }
+
+    /// A digest of an account's state now — its stored password hash and roles — to tell
+    /// whether it changed since a session or feed began; nil when it no longer exists. A
+    /// changed password, a removed role, a revoked key or a deleted account all change it.
+    public func accountState(name: String, kind: AccountKind) async throws -> String? {
+        func stored(_ doc: JSON, _ fields: [String]) -> [String] { fields.map { doc[$0]?.text ?? "-" } }
+        var parts: [String]
+        switch kind {
+        case .trackerUser:
+            guard (try? TrackerService.validate(username: name)) != nil else { return nil }
+            let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(name)")
+            guard reply.ok else { return nil }
+            parts = ["user"] + stored(reply.json, ["derived_key", "salt", "iterations", "pbkdf2_prf"])
+        case .apiKey, .databaseUser:
+            if kind == .databaseUser {
+                let admin = try await couch.request(.get, "/_node/_local/_config/admins/" + CouchURL.encode(name))
+                if admin.ok, let hash = admin.json.stringValue { return TrackerService.digest(["admin", name, hash]) }
+            }
+            let reply = try await couch.request(.get, "/_users/org.couchdb.user:" + CouchURL.encode(name))
+            guard reply.ok, reply.json["_deleted"] != true else { return nil }
+            parts = ["_users"] + stored(reply.json, ["derived_key", "salt", "password_sha", "iterations", "pbkdf2_prf", "roles", "lt_user"])
+        }
+        return TrackerService.digest([name] + parts)
+    }
+
+    static func digest(_ parts: [String]) -> String {
+        Hex.string(Array(SHA256.hash(data: Array(parts.joined(separator: "\u{0}").utf8))))
     }
 
     // MARK: OwnTracks
@@ -463,7 +574,7 @@ public final class TrackerService: CouchBacked {
             "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]],
             "properties": .object(properties),
         ]
-        let stored = mode == .singleDatabase ? OwnerNamespace(owner: user).stored(id) : id
+        let stored = mode == .singleDatabase ? try TrackerService.namespace(of: user).stored(id) : id
         let reply = try await couch.request(.put, "/\(locationDatabase(for: user))/\(CouchURL.encode(stored))", body: doc)
         guard reply.ok || reply.status == 409 else { throw failure(reply, "store an OwnTracks location") }
         return []

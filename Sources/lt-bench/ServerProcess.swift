@@ -6,6 +6,20 @@ import Foundation
 /// own, as a real server's are): the `lt` built beside `lt-bench`, a scratch data directory,
 /// ephemeral ports, durable writes; the database API only unless `arguments` say otherwise.
 final class LTServeProcess {
+    /// Whether `lt serve` of `binary` has the option `option` (per `lt serve --help`).
+    static func serveTakes(_ option: String, binary: URL) -> Bool {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = ["serve", "--help"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return false }
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return text.contains(option)
+    }
+
     let process: Process
     /// The database API's port.
     let port: Int
@@ -34,10 +48,14 @@ final class LTServeProcess {
         let output = try FileHandle(forWritingTo: log)
         let process = Process()
         process.executableURL = binary
+        // Benchmarks register users by the thousand from one address (an lt from before the
+        // limit, given to compare with, has no such option).
+        let limited = !arguments.contains("--database-only") && LTServeProcess.serveTakes("--max-registrations-per-hour", binary: binary)
+        let registrations = limited ? ["--max-registrations-per-hour", "1000000000"] : []
         process.arguments = [
             "serve", "--data", (data ?? directory.appendingPathComponent("data")).path, "--db-port", "0", "--port", "0",
             "--admin", "\(admin.user):\(admin.password)", "--log-level", "info",
-        ] + arguments
+        ] + registrations + arguments
         process.standardOutput = output
         process.standardError = output
         let started = ContinuousClock.now

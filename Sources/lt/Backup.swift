@@ -264,6 +264,10 @@ struct BackupManifest {
             }
             return Database(name: name, file: file, bytes: Int64(bytes), sha256: sha256)
         }
+        var seen = Set<String>()
+        for database in databases where !seen.insert(database.name).inserted {
+            throw CommandFailure("\(path.path) lists the database \(database.name) twice: the manifest is damaged (nothing was changed)")
+        }
         return BackupManifest(created: (json["created"]?.stringValue).flatMap { ISO8601DateFormatter().date(from: $0) } ?? Date(),
                               online: json["online"] == true, databases: databases)
     }

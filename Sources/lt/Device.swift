@@ -152,7 +152,8 @@ struct Device: AsyncParsableCommand {
             var out = writer.header
             for location in locations {
                 out += writer.append(user: location.username, time: location.timestamp,
-                                     record: export.record(location.json, location.coordinate, location.timestamp))
+                                     record: export.record(location.json, location.coordinate, location.timestamp, owner: location.username,
+                                                    id: location.json["_id"]?.stringValue ?? ""))
             }
             out += writer.footer
             FileHandle.standardOutput.write(Data(out))

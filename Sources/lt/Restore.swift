@@ -94,6 +94,10 @@ struct Restore: AsyncParsableCommand {
             guard digest == database.sha256 else { throw damaged("does not match its SHA-256 in manifest.json") }
             var configuration = Configuration()
             configuration.readonly = true
+            // Reading a WAL database makes its -shm (and -wal) files beside it: the backup is
+            // left as it was found.
+            let sideFiles = ["-wal", "-shm"].map { file.path + $0 }.filter { !FileManager.default.fileExists(atPath: $0) }
+            defer { for side in sideFiles { try? FileManager.default.removeItem(atPath: side) } }
             let check = try? DatabaseQueue(path: file.path, configuration: configuration).read { db in
                 try String.fetchOne(db, sql: "PRAGMA quick_check")
             }

@@ -74,6 +74,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("body-timeout"), help: "Longest pause, in seconds, while a request's body arrives before the connection is closed. (LT_BODY_TIMEOUT, default 30)")
     var bodyTimeout: Int?
 
+    @Option(name: .customLong("body-deadline"), help: "Longest time, in seconds, a whole request body may take to arrive, however steadily it trickles; the connection is closed after it. (LT_BODY_DEADLINE, default 600)")
+    var bodyDeadline: Int?
+
+    @Option(name: .customLong("max-registrations-per-hour"), help: "Users one address may register in an hour through the application API (each makes a database and runs a password hash); server admins are not counted; 0: only admins register users. (LT_MAX_REGISTRATIONS_PER_HOUR, default 10)")
+    var maxRegistrationsPerHour: Int?
+
     @Option(name: .customLong("max-connections"), help: "Connections open at once on each listener; more wait to be accepted. (LT_MAX_CONNECTIONS, default 2048)")
     var maxConnections: Int?
 
@@ -206,19 +212,26 @@ struct Serve: AsyncParsableCommand {
         connections.clientAddress = clientAddress
         let headSeconds = try settings.int("request-timeout", flag: requestTimeout, default: 60)
         let bodySeconds = try settings.int("body-timeout", flag: bodyTimeout, default: 30)
+        let bodyDeadlineSeconds = try settings.int("body-deadline", flag: bodyDeadline, default: 600)
         connections.maxConnections = try settings.int("max-connections", flag: maxConnections, default: connections.maxConnections)
         connections.maxConnectionsPerAddress = try settings.int("max-connections-per-address", flag: maxConnectionsPerAddress, default: connections.maxConnectionsPerAddress)
-        guard (1...86_400).contains(headSeconds), (1...86_400).contains(bodySeconds) else {
-            throw ValidationError("--request-timeout and --body-timeout are seconds from 1 to 86400")
+        guard (1...86_400).contains(headSeconds), (1...86_400).contains(bodySeconds), (1...86_400).contains(bodyDeadlineSeconds) else {
+            throw ValidationError("--request-timeout, --body-timeout and --body-deadline are seconds from 1 to 86400")
         }
         guard connections.maxConnections > 0, connections.maxConnectionsPerAddress > 0 else {
             throw ValidationError("--max-connections and --max-connections-per-address must be positive")
         }
         connections.requestHeadTimeout = .seconds(headSeconds)
         connections.bodyReadTimeout = .seconds(bodySeconds)
+        connections.bodyDeadline = .seconds(bodyDeadlineSeconds)
         configuration.connections = connections
         configuration.database.maxFeedsPerUser = try settings.int("max-feeds-per-user", flag: maxFeedsPerUser, default: configuration.database.maxFeedsPerUser)
         guard configuration.database.maxFeedsPerUser > 0 else { throw ValidationError("--max-feeds-per-user must be positive") }
+        configuration.application.registrationsPerHour = try settings.int(
+            "max-registrations-per-hour", flag: maxRegistrationsPerHour, default: configuration.application.registrationsPerHour)
+        guard (0...1_000_000_000).contains(configuration.application.registrationsPerHour) else {
+            throw ValidationError("--max-registrations-per-hour must be 0 (only admins register) to 1000000000")
+        }
         configuration.database.corsOrigins = (settings.string("cors-origins", flag: corsOrigins) ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }

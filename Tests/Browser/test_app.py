@@ -90,8 +90,8 @@ def main():
     options = parser.parse_args()
     check = Checks("app browser test", options.artifacts)
     server = LTServer(options.lt, ADMIN, "--password-iterations", "1000", "--mode", options.mode)
-    # Where everyone's locations end up: consolidated, or the shared database itself (ids owner-prefixed).
-    everyone_db, mine = ("lt_locations_all", "") if options.mode == "db-per-user" else ("lt_locations_all_envoy", "walker:")
+    # Where everyone's locations end up, the walker's under "walker:": consolidated, or the shared database itself.
+    everyone_db, mine = ("lt_locations_all" if options.mode == "db-per-user" else "lt_locations_all_envoy"), "walker:"
     phones = Phones()
     origin = server.app
     app = f"{origin}/app/"

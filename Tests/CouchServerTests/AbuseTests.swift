@@ -233,4 +233,82 @@ struct AbuseTests {
         #expect(reply.status == 200 && reply.json["last_seq"] != nil, "\(reply.text)")
         #expect(Date().timeIntervalSince(started) > 2.5)
     }
+
+    @Test("Behind one NAT: 40 failed logins from an address for other accounts do not lock out a user who has logged in from it before, nor their API key; a newcomer there waits")
+    func sharedAddress() async throws {
+        let s = try TestServer(extraArguments: ["--trusted-proxy", "127.0.0.1/32"])
+        defer { s.stop() }
+        let nat = Self.via("100.64.0.1")  // carrier-grade NAT: many people, one address
+        let app = "http://127.0.0.1:\(s.appPort)"
+        for name in ["hana", "ivo"] { #expect(try await s.app(.PUT, "/api/users/\(name)", json: ["password": .string("pw-\(name)")]).status == 201) }
+        let first = try await s.request(.POST, "/api/login", json: ["username": "hana", "password": "pw-hana"], auth: .none, headers: nat, base: app)
+        #expect(first.status == 200)
+        let key = first.json["api_key"]?.stringValue ?? "", secret = first.json["api_password"]?.stringValue ?? ""
+        for i in 0..<40 {
+            _ = try await s.request(.POST, "/api/login", json: ["username": .string("someone\(i)"), "password": "wrong"], auth: .none, headers: nat, base: app)
+        }
+        let hana = try await s.request(.POST, "/api/login", json: ["username": "hana", "password": "pw-hana"], auth: .none, headers: nat, base: app)
+        #expect(hana.status == 200, "a user who logged in from this address before gets in: \(hana.text)")
+        #expect(try await s.request(.GET, "/lt_locations_user_hana", auth: .basic(key, secret), headers: nat).status == 200)
+        let newcomer = try await s.request(.POST, "/api/login", json: ["username": "ivo", "password": "pw-ivo"], auth: .none, headers: nat, base: app)
+        #expect(newcomer.status == 429, "an address over its limit still slows down accounts it has not logged in to: \(newcomer.text)")
+        // Her own failures for her account still count.
+        for _ in 0..<6 { _ = try await s.request(.POST, "/api/login", json: ["username": "hana", "password": "wrong"], auth: .none, headers: nat, base: app) }
+        let guessed = try await s.request(.POST, "/api/login", json: ["username": "hana", "password": "pw-hana"], auth: .none, headers: nat, base: app)
+        #expect(guessed.status == 429)
+    }
+
+    @Test("A body that trickles steadily is cut off at --body-deadline, though no pause is long")
+    func trickledBody() async throws {
+        let s = try TestServer(extraArguments: ["--body-timeout", "2", "--body-deadline", "3"])
+        defer { s.stop() }
+        let fd = try Self.connect(s.port, from: "127.0.0.4")
+        defer { close(fd) }
+        Self.send(fd, "PUT /lt_places/trickle HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+        let started = Date()
+        var closedAfter: Double?
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while Date().timeIntervalSince(started) < 10 {
+            Self.send(fd, " ")  // a byte every half second: never a long pause
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            if poll(&poller, 1, 500) > 0, read(fd, &buffer, buffer.count) <= 0 {
+                closedAfter = Date().timeIntervalSince(started)
+                break
+            }
+        }
+        #expect(closedAfter != nil && closedAfter! > 2 && closedAfter! < 6, "closed after \(String(describing: closedAfter))")
+        #expect(try await s.request(.GET, "/").status == 200)
+    }
+
+    @Test("Registration: at most --max-registrations-per-hour per address (429 with Retry-After), admins exempt, 0 closes it; reserved names and database accounts' names refused")
+    func registrationLimits() async throws {
+        let s = try TestServer(extraArguments: ["--trusted-proxy", "127.0.0.1/32", "--max-registrations-per-hour", "3"])
+        defer { s.stop() }
+        let app = "http://127.0.0.1:\(s.appPort)"
+        let spammer = Self.via("203.0.113.9")
+        for i in 0..<3 {
+            #expect(try await s.request(.PUT, "/api/users/spam\(i)", json: ["password": "pw"], auth: .none, headers: spammer, base: app).status == 201)
+        }
+        let refused = try await s.request(.PUT, "/api/users/spam3", json: ["password": "pw"], auth: .none, headers: spammer, base: app)
+        #expect(refused.status == 429 && refused.json["error"] == "too_many_requests", "\(refused.text)")
+        let retry = Int(refused.headers.first(name: "Retry-After") ?? "") ?? 0
+        #expect(retry > 3500 && retry <= 3600, "Retry-After: \(retry)")
+        #expect(try await s.request(.GET, "/lt_locations_user_spam3").status == 404)  // nothing made
+        // Another address, and an admin, are not held up.
+        #expect(try await s.request(.PUT, "/api/users/neighbour", json: ["password": "pw"], auth: .none, headers: Self.via("198.51.100.9"), base: app).status == 201)
+        #expect(try await s.request(.PUT, "/api/users/spam3", json: ["password": "pw"], headers: spammer, base: app).status == 201)
+
+        // Names that are not free.
+        #expect(try await s.request(.PUT, "/_users/org.couchdb.user:ann", json: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw-ann"]).status == 201)
+        for name in ["admin", "root", "key-0123456789abcdef0123456789abcdef", "ann"] {
+            let taken = try await s.request(.PUT, "/api/users/\(name)", json: ["password": "pw"], base: app)
+            #expect(taken.status == 409 && taken.json["error"] == "conflict", "\(name): \(taken.text)")
+        }
+
+        let closed = try TestServer(extraArguments: ["--max-registrations-per-hour", "0"])
+        defer { closed.stop() }
+        let anonymous = try await closed.app(.PUT, "/api/users/zed", json: ["password": "pw"])
+        #expect(anonymous.status == 403 && anonymous.json["reason"]?.stringValue?.contains("admin") == true, "\(anonymous.text)")
+        #expect(try await closed.app(.PUT, "/api/users/zed", json: ["password": "pw"], auth: .admin).status == 201)
+    }
 }

@@ -17,7 +17,8 @@ struct OwnerNamespaceTests {
         var random = SeededRandom(seed: seed)
         let alphabet = Array("ab-_:;/0z\u{e9}\u{1F600}")
         func text(_ count: Int) -> String { String((0..<count).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }) }
-        let owners = ["a", "ab", "a-b", "b", "a_b"].map(OwnerNamespace.init(owner:))
+        let owners = ["a", "ab", "a-b", "b", "a_b", "\u{e9};", "a b"].compactMap(OwnerNamespace.init(owner:))
+        #expect(owners.count == 7)
         for _ in 0..<2000 {
             let id = (random.next() % 4 == 0 ? "_local/" : "") + text(Int(random.next() % 8))
             for owner in owners {
@@ -32,7 +33,7 @@ struct OwnerNamespaceTests {
 
     @Test("Changes feed lines in the owner's ids, in lt's layout and in CouchDB's (rows ending `,\\r`); other owners' rows dropped")
     func changesLines() {
-        let bob = OwnerNamespace(owner: "bob")
+        let bob = OwnerNamespace(owner: "bob")!
         func visible(_ text: String) -> String? {
             OwnerRequest.visibleChangesLine(ArraySlice(Array(text.utf8)), bob).map { String(decoding: $0, as: UTF8.self) }
         }
@@ -42,7 +43,7 @@ struct OwnerNamespaceTests {
         #expect(visible(row + ",") == mine + ",")
         #expect(visible(row + ",\r") == mine + ",\r")  // CouchDB 3.4's normal feed
         #expect(visible(row + "\r") == mine + "\r")
-        #expect(visible(#"{"seq":"2-g1","id":"\#(OwnerNamespace(owner: "amy").stored("fix0"))","changes":[]},\#r"#) == nil)
+        #expect(visible(#"{"seq":"2-g1","id":"\#(OwnerNamespace(owner: "amy")!.stored("fix0"))","changes":[]},\#r"#) == nil)
         #expect(visible("],\r") == "],\r")
     }
 
@@ -53,6 +54,12 @@ struct OwnerNamespaceTests {
         #expect(shared.namespace(roles: ["analyst"]) == nil)
         #expect(shared.namespace(roles: ["lt_owner_"]) == nil)
         #expect(shared.namespace(roles: ["lt_owner_amy", "lt_owner_ben"]) == nil)
+        // A role an admin wrote by hand that names no valid owner gives no owner access (it
+        // used to stop the server at the next request of that user: issue 40, row 7).
+        #expect(shared.namespace(roles: ["lt_owner_x:y"]) == nil)
+        #expect(shared.namespace(roles: ["lt_owner_x\u{0}y"]) == nil)
+        #expect(OwnerNamespace(owner: "") == nil)
+        #expect(OwnerNamespace(owner: ":") == nil)
     }
 }
 

@@ -145,13 +145,25 @@ struct BackupTests {
         try FileManager.default.removeItem(at: file)
         let fromIncomplete = try await Self.lt(["restore", "--from", damaged.path, "--data", target.path])
         #expect(fromIncomplete.status != 0 && fromIncomplete.errors.contains("notes.sqlite is missing"), "\(fromIncomplete.errors)")
+        // A manifest listing a database twice (it used to fail half-way with a raw file error).
+        let twice = directory.url.appendingPathComponent("twice")
+        try FileManager.default.copyItem(at: backup, to: twice)
+        var listed = try JSON.parse(Array(try Data(contentsOf: twice.appendingPathComponent("manifest.json")))).objectValue ?? [:]
+        let entries = listed["databases"]?.arrayValue ?? []
+        listed["databases"] = .array(entries + entries.filter { $0["name"] == "notes" })
+        try Data(JSON.object(listed).bytes).write(to: twice.appendingPathComponent("manifest.json"))
+        let fromTwice = try await Self.lt(["restore", "--from", twice.path, "--data", target.path])
+        #expect(fromTwice.status != 0 && fromTwice.errors.contains("lists the database notes twice"), "\(fromTwice.errors)")
         let notBackup = try await Self.lt(["restore", "--from", data.path, "--data", target.path])
         #expect(notBackup.status != 0 && notBackup.errors.contains("is not an lt backup"), "\(notBackup.errors)")
         #expect(!FileManager.default.fileExists(atPath: target.path))
 
         // The good one restores, and serves what it held.
+        let before = try FileManager.default.contentsOfDirectory(atPath: backup.appendingPathComponent("dbs").path).sorted()
         let restore = try await Self.lt(["restore", "--from", backup.path, "--data", target.path])
         #expect(restore.status == 0, "\(restore.errors)")
+        // Checking the backup left nothing in it (SQLite's -wal and -shm files of a read).
+        #expect(try FileManager.default.contentsOfDirectory(atPath: backup.appendingPathComponent("dbs").path).sorted() == before)
         let r = try TestServer(dataDirectory: target)
         defer { r.stop() }
         #expect(try await r.request(.GET, "/notes/a").json["text"] == "kept")

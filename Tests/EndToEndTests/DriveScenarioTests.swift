@@ -78,7 +78,7 @@ struct DriveScenarioTests {
             if everyone.count >= ids.count { break }
             try await Task.sleep(for: .milliseconds(100))
         }
-        #expect(everyone.sorted() == ids.sorted())
+        #expect(everyone.sorted() == ids.map { "driver:" + $0 }.sorted())
 
         // Places near each fix: the brute-force answer over the sample places.
         let places = try await server.request(.GET, "/lt_places/_all_docs?include_docs=true").json["rows"]?.arrayValue ?? []

@@ -75,7 +75,8 @@ struct PhoneAppTests {
         let answer = try await s.request(.GET, "/", auth: .none, headers: [("Origin", "http://127.0.0.1:\(s.appPort)")])
         #expect(answer.headers.first(name: "Access-Control-Allow-Origin") == "http://127.0.0.1:\(s.appPort)")
         for other in ["http://evil.example:\(s.appPort)", "http://127.0.0.1:\(s.appPort + 1)", "http://127.0.0.1", "null",
-                      "http://127.0.0.1:\(s.appPort)/path", "file://127.0.0.1:\(s.appPort)"] {
+                      "http://127.0.0.1:\(s.appPort)/path", "file://127.0.0.1:\(s.appPort)",
+                      "https://127.0.0.1:\(s.appPort)"] {  // this server serves plain HTTP: an https page there is not its own
             #expect(try await allowed(other) == nil, "\(other)")
         }
         // --database-only serves no application: no origin of its own.

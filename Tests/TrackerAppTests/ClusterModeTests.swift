@@ -52,7 +52,7 @@ struct ClusterModeTests {
 
         // Consolidated on the cluster; counted on the map from this server's mirror.
         #expect(try await eventually(30) {
-            (try await cluster.request(.GET, "/lt_locations_all/_all_docs?startkey=%22ivy-%22&endkey=%22ivy.%22").json["rows"]?.arrayValue?.count ?? 0) == 20
+            (try await cluster.request(.GET, "/lt_locations_all/_all_docs?startkey=%22ivy:ivy-%22&endkey=%22ivy:ivy.%22").json["rows"]?.arrayValue?.count ?? 0) == 20
         }, "20 locations in the cluster's lt_locations_all")
         let admin = TestServer.Auth.basic(TestServer.admin.0, TestServer.admin.1)
         #expect(try await eventually(30) {
@@ -117,10 +117,17 @@ struct ClusterModeTests {
             if try await cluster.request(.PUT, "/lt_locations_user_\(user)/w-\(i)", json: doc, auth: keys[user]!).status == 201 { written += 1 }
         }
         #expect(written == 150)
-        #expect(try await eventually(60) {
-            (try await cluster.request(.GET, "/lt_locations_all/_all_docs?startkey=%22w-%22&endkey=%22w.%22").json["rows"]?.arrayValue?.count ?? 0) == 150
-        }, "150 locations in the cluster's lt_locations_all")
-        let docs = try await cluster.request(.GET, "/lt_locations_all/_all_docs?startkey=%22w-%22&endkey=%22w.%22&include_docs=true&conflicts=true").json["rows"]?.arrayValue ?? []
+        // Each user's copies under their own name: u1:w-…, u2:w-…, u3:w-….
+        func copies() async throws -> [JSON] {
+            var rows: [JSON] = []
+            for user in ["u1", "u2", "u3"] {
+                rows += try await cluster.request(.GET, "/lt_locations_all/_all_docs?startkey=%22\(user):w-%22&endkey=%22\(user):w.%22&include_docs=true&conflicts=true")
+                    .json["rows"]?.arrayValue ?? []
+            }
+            return rows
+        }
+        #expect(try await eventually(60) { try await copies().count == 150 }, "150 locations in the cluster's lt_locations_all")
+        let docs = try await copies()
         #expect(docs.allSatisfy { $0["doc"]?["_conflicts"] == nil && $0["value"]?["rev"]?.stringValue?.hasPrefix("1-") == true })
         let admin = TestServer.Auth.basic(TestServer.admin.0, TestServer.admin.1)
         #expect(try await eventually(60) {

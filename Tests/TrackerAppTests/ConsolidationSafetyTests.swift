@@ -54,7 +54,7 @@ struct ConsolidationSafetyTests {
         for i in 0..<20 {
             #expect(await api.perform(.put, "/lt_locations_user_gus/fix-\(i)", body: Self.location(i)).status == 201)
         }
-        for i in 0..<20 { #expect(try await Self.arrives(api, "fix-\(i)"), "fix-\(i) never reached lt_locations_all") }
+        for i in 0..<20 { #expect(try await Self.arrives(api, "gus:fix-\(i)"), "fix-\(i) never reached lt_locations_all") }
         #expect(consolidator.status.refused.isEmpty)
         // The read-only rule of lt_locations_all holds without JavaScript: an analyst's write is refused.
         #expect(await api.perform(.put, "/_users/org.couchdb.user:ann", body: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw"]).status == 201)
@@ -87,7 +87,7 @@ struct ConsolidationSafetyTests {
         }
         #expect(status.refused.contains { $0.database == "lt_locations_user_hal" && $0.error == "javascript_unavailable" }, "\(status.json.text)")
         #expect(status.retrying >= 1 && status.json["ok"] == false)
-        #expect(await api.perform(.get, "/lt_locations_all/fix-0").status == 404)
+        #expect(await api.perform(.get, "/lt_locations_all/hal:fix-0").status == 404)
         let checkpoint = await api.perform(.get, "/lt_locations_all/_local/consolidated-lt_locations_user_hal")
         #expect(checkpoint.status == 404, "the checkpoint moved past refused locations")
         // A later write of the same user does not carry the checkpoint past them either.
@@ -99,7 +99,7 @@ struct ConsolidationSafetyTests {
         let blockerDoc = await api.perform(.get, "/lt_locations_all/_design/blocker")
         let rev = (try? JSON.parse(blockerDoc.body))?["_rev"]?.stringValue ?? ""
         #expect(await api.perform(.delete, "/lt_locations_all/_design/blocker", query: ["rev": rev]).status == 200)
-        for i in 0...5 { #expect(try await Self.arrives(api, "fix-\(i)", within: 30), "fix-\(i) was lost") }
+        for i in 0...5 { #expect(try await Self.arrives(api, "hal:fix-\(i)", within: 30), "fix-\(i) was lost") }
         for _ in 0..<50 where !consolidator.status.refused.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         #expect(consolidator.status.refused.isEmpty && consolidator.status.retrying == 0, "\(consolidator.status.json.text)")
         #expect(await api.perform(.get, "/lt_locations_all/_local/consolidated-lt_locations_user_hal").status == 200)

@@ -51,7 +51,7 @@ struct ConsolidatorRetryTests {
         var copied = 0
         for _ in 0..<80 where copied == 0 {
             try await Task.sleep(for: .milliseconds(100))
-            copied = await api.perform(.get, "/lt_locations_all/fix-1").status == 200 ? 1 : 0
+            copied = await api.perform(.get, "/lt_locations_all/alice:fix-1").status == 200 ? 1 : 0
         }
         #expect(copied == 1)
         #expect(flaky.failed.withLock { $0.contains("/lt_locations_user_alice/_changes") })

@@ -145,7 +145,7 @@ struct TrackerAppTests {
         return false
     }
 
-    @Test("Every user's locations reach lt_locations_all with the same id and revision, also after a restart; analysts can read them")
+    @Test("Every user's locations reach lt_locations_all under <user>:<id> with the same revision, also after a restart; analysts can read them")
     func consolidation() async throws {
         let directory = try TemporaryDirectory("lt-consolidation")
         defer { directory.cleanup() }
@@ -160,19 +160,19 @@ struct TrackerAppTests {
                 ["_id": .string("\(name)-\(i)"), "type": "Feature", "geometry": ["type": "Point", "coordinates": [.double(-122.3 + Double(i) * 0.0001), 37.49]]]
             }
             let written = try await s.request(.POST, "/\(login.db)/_bulk_docs", json: ["docs": .array(docs)], auth: .basic(login.key, login.secret))
-            for row in written.json.arrayValue ?? [] { expected[row["id"]!.stringValue!] = row["rev"]!.stringValue! }
+            for row in written.json.arrayValue ?? [] { expected["\(name):" + row["id"]!.stringValue!] = row["rev"]!.stringValue! }
         }
         // An edit and a deletion travel too.
         let alice = logins["alice"]!
-        let edited = try await s.request(.PUT, "/\(alice.db)/alice-0", json: ["_rev": .string(expected["alice-0"]!), "type": "Feature", "moved": true],
+        let edited = try await s.request(.PUT, "/\(alice.db)/alice-0", json: ["_rev": .string(expected["alice:alice-0"]!), "type": "Feature", "moved": true],
                                          auth: .basic(alice.key, alice.secret))
-        expected["alice-0"] = edited.json["rev"]!.stringValue!
-        let deleted = try await s.request(.DELETE, "/\(alice.db)/alice-1?rev=\(expected["alice-1"]!)", auth: .basic(alice.key, alice.secret))
-        expected["alice-1"] = deleted.json["rev"]!.stringValue!
+        expected["alice:alice-0"] = edited.json["rev"]!.stringValue!
+        let deleted = try await s.request(.DELETE, "/\(alice.db)/alice-1?rev=\(expected["alice:alice-1"]!)", auth: .basic(alice.key, alice.secret))
+        expected["alice:alice-1"] = deleted.json["rev"]!.stringValue!
         #expect(try await consolidated(s, expected))
-        #expect(try await s.request(.GET, "/lt_locations_all/alice-1").status == 404)  // deleted there too
+        #expect(try await s.request(.GET, "/lt_locations_all/alice:alice-1").status == 404)  // deleted there too
         // The edit arrives with its history (one branch, no conflict), as replication would bring it.
-        let copy = try await s.request(.GET, "/lt_locations_all/alice-0?revs=true&conflicts=true").json
+        let copy = try await s.request(.GET, "/lt_locations_all/alice:alice-0?revs=true&conflicts=true").json
         #expect(copy["_revisions"]?["ids"]?.arrayValue?.count == 2 && copy["_conflicts"] == nil && copy["moved"] == true)
 
         // Written while the server is down? It cannot be; written after a restart, it arrives.
@@ -183,15 +183,15 @@ struct TrackerAppTests {
         let bob = logins["bob"]!
         let late = try await s.request(.PUT, "/\(bob.db)/bob-late", json: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [-122.3, 37.49]]],
                                        auth: .basic(bob.key, bob.secret))
-        expected["bob-late"] = late.json["rev"]!.stringValue!
+        expected["bob:bob-late"] = late.json["rev"]!.stringValue!
         #expect(try await consolidated(s, expected))
         // The consolidated geo index answers; an analyst may read, a user may not.
         let near = try await s.request(.GET, "/lt_locations_all/_design/points/_geo/pointidx?lat=37.49&lon=-122.3&radius=50&limit=200")
         let nearIDs = Set(near.json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? [])
-        #expect(nearIDs.isSuperset(of: ["alice-2", "bob-0", "bob-late"]))
+        #expect(nearIDs.isSuperset(of: ["alice:alice-2", "bob:bob-0", "bob:bob-late"]))
         _ = try await s.request(.PUT, "/_users/org.couchdb.user:ann", json: ["name": "ann", "type": "user", "roles": ["analyst"], "password": "pw-ann"])
-        #expect(try await s.request(.GET, "/lt_locations_all/bob-late", auth: .basic("ann", "pw-ann")).status == 200)
-        #expect(try await s.request(.GET, "/lt_locations_all/bob-late", auth: .basic(bob.key, bob.secret)).status == 403)
+        #expect(try await s.request(.GET, "/lt_locations_all/bob:bob-late", auth: .basic("ann", "pw-ann")).status == 200)
+        #expect(try await s.request(.GET, "/lt_locations_all/bob:bob-late", auth: .basic(bob.key, bob.secret)).status == 403)
     }
 
     @Test("Deleting a user (with their password) removes their database, API keys and account; embedded and in cluster mode", arguments: [false, true])
@@ -201,6 +201,7 @@ struct TrackerAppTests {
         _ = try await s.app(.PUT, "/api/users/eve", json: ["password": "pw-eve"])
         let eve = try await login(s, "eve", "pw-eve")
         #expect(try await s.request(.PUT, "/\(eve.db)/fix", json: ["n": 1], auth: .basic(eve.key, eve.secret)).status == 201)
+        #expect(try await eventually { try await s.request(.GET, "/lt_locations_all/eve:fix").status == 200 }, "eve's fix consolidated")
         #expect(try await s.app(.DELETE, "/api/users/eve", auth: .basic("eve", "wrong")).status == 401)
         #expect(try await s.app(.DELETE, "/api/users/eve", auth: .basic(eve.key, eve.secret)).status == 403)  // a key is not the user
         let deleted = try await s.app(.DELETE, "/api/users/eve", auth: .basic("eve", "pw-eve"))
@@ -210,20 +211,28 @@ struct TrackerAppTests {
         #expect(try await s.request(.GET, "/_users/org.couchdb.user:\(eve.key)").status == 404)
         #expect(try await s.request(.GET, "/_session", auth: .basic(eve.key, eve.secret)).status == 401)
         #expect(try await s.app(.POST, "/api/login", json: ["username": "eve", "password": "pw-eve"]).status == 401)
+        // Her locations are kept for analysts under eve:, so the name is not free until an admin
+        // purges them: a new eve would write into that namespace.
+        let taken = try await s.app(.PUT, "/api/users/eve", json: ["password": "new"])
+        #expect(taken.status == 409 && taken.json["reason"]?.stringValue?.contains("locations=purge") == true, "\(taken.json)")
+        #expect(try await s.app(.DELETE, "/api/users/eve?locations=purge", auth: .basic("eve", "pw-eve")).status == 404)
+        let purgedKept = try await s.app(.DELETE, "/api/users/eve?locations=purge", auth: .admin)
+        #expect(purgedKept.status == 200 && purgedKept.json == ["ok": true, "id": "eve", "purged_locations": 1], "\(purgedKept.json)")
+        #expect(try await s.app(.DELETE, "/api/users/eve?locations=purge", auth: .admin).status == 404)
         #expect(try await s.app(.PUT, "/api/users/eve", json: ["password": "new"]).status == 201)
 
         // An admin deletes a user with `lt users delete`, purging their consolidated locations.
         let again = try await login(s, "eve", "new")
         _ = try await s.request(.PUT, "/\(again.db)/trip", json: ["type": "Feature", "geometry": ["type": "Point", "coordinates": [1, 2]]],
                                 auth: .basic(again.key, again.secret))
-        for _ in 0..<100 where try await s.request(.GET, "/lt_locations_all/trip").status != 200 { try await Task.sleep(for: .milliseconds(100)) }
-        #expect(try await s.request(.GET, "/lt_locations_all/trip").status == 200)
+        for _ in 0..<100 where try await s.request(.GET, "/lt_locations_all/eve:trip").status != 200 { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(try await s.request(.GET, "/lt_locations_all/eve:trip").status == 200)
         func mapped() async throws -> JSON? { try await s.app(.GET, "/api/analysis/map?bbox=0,1,2,3&points=10", auth: .admin).json["total"] }
         #expect(try await eventually { try await mapped() == 1 }, "the trip on the analysts' map")
         let cli = try TestServer.runLT(["users", "delete", "eve", "--purge-locations",
                              "--app", "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.appPort)"])
         #expect(cli.status == 0 && cli.output.contains("deleted eve"), "\(cli.output)")
-        let gone = try await s.request(.GET, "/lt_locations_all/trip")
+        let gone = try await s.request(.GET, "/lt_locations_all/eve:trip")
         #expect(gone.status == 404 && gone.json["reason"] == "missing")  // purged: no tombstone
         #expect(try await s.request(.GET, "/lt_users/eve").status == 404)
         // Off the map too: in cluster mode the instance's copy of lt_locations_all is purged as well.
@@ -278,7 +287,7 @@ struct TrackerAppTests {
         let csv = try await s.app(.GET, "/api/analysis/locations?user=gina&format=csv", auth: ann)
         #expect(csv.status == 200 && csv.text.split(separator: "\n").count == 4 && csv.text.hasPrefix("id,username,timestamp,latitude,longitude,accuracy"))
         let geojson = try await s.app(.GET, "/api/analysis/locations?user=gina&bbox=13.3,52.4,13.45,52.55", auth: ann)
-        #expect(geojson.json["type"] == "FeatureCollection" && geojson.json["features"]?.arrayValue?.map { $0["id"] } == ["g0", "g60000"])
+        #expect(geojson.json["type"] == "FeatureCollection" && geojson.json["features"]?.arrayValue?.map { $0["id"] } == ["gina:g0", "gina:g60000"])
         let window = try await s.app(.GET, "/api/analysis/locations?user=gina&from=1700000030000&format=gpx", auth: ann)
         #expect(window.text.contains("<gpx") && window.text.components(separatedBy: "<trkpt ").count == 3)
         let stats = try await s.app(.GET, "/api/analysis/users/gina/stats", auth: ann)
@@ -306,10 +315,10 @@ struct TrackerAppTests {
                                              "--format", "csv", "--output", file])
         #expect(exported.status == 0, "\(exported.errors)")
         let lines = try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
-        #expect(lines.count == 3 && lines.first?.hasPrefix("id,username,timestamp") == true && lines.dropFirst().map { $0.split(separator: ",")[0] }.sorted() == ["g120000", "g60000"])
+        #expect(lines.count == 3 && lines.first?.hasPrefix("id,username,timestamp") == true && lines.dropFirst().map { $0.split(separator: ",")[0] }.sorted() == ["gina:g120000", "gina:g60000"])
         #expect(exported.errors.contains("wrote") && exported.errors.contains(file))
         let area = try TestServer.runLT(["analysis", "export", "--app", app, "--lat", "52.5", "--lon", "13.4", "--radius", "1000"])
-        #expect(try JSON.parse(Array(area.output.utf8))["features"]?.arrayValue?.compactMap { $0["id"]?.stringValue }.sorted() == ["g0", "g60000"])
+        #expect(try JSON.parse(Array(area.output.utf8))["features"]?.arrayValue?.compactMap { $0["id"]?.stringValue }.sorted() == ["gina:g0", "gina:g60000"])
         // Negative coordinates are values, given after a space as a user types them.
         let everywhere = try TestServer.runLT(["analysis", "export", "--app", app, "--user", "gina", "--bbox", "-180,-90,180,90"])
         #expect(everywhere.status == 0 && (try? JSON.parse(Array(everywhere.output.utf8)))?["features"]?.arrayValue?.count == 3, "\(everywhere.errors)")

@@ -88,7 +88,8 @@ def run(mode, lt, options):
                 row = json.loads(line)
                 now = time.time()
                 with lock:
-                    seen.setdefault(row.get("id"), now)  # arrival; compared with the write's acknowledgement at the end
+                    # Copies are kept as <user>:<id>; arrival compared with the write's acknowledgement at the end.
+                    seen.setdefault(str(row.get("id")).split(":", 1)[-1], now)
 
         reader = threading.Thread(target=follow, daemon=True)
         reader.start()

@@ -27,6 +27,11 @@ public struct LinearRegex: Sendable {
 
     let program: [Instruction]
     let sets: [ByteSet]
+    /// Every match begins at the start of the subject (the program begins with `\A` or `^`).
+    let anchoredAtStart: Bool
+    /// The bytes a match can begin with, when every match consumes one: positions whose byte
+    /// is not among them are passed over while no state is alive. nil: a match may be empty.
+    let firstBytes: ByteSet?
     /// How many instructions the pattern compiled to: a match takes at most about twice this
     /// many steps per byte of the subject.
     public var size: Int { program.count }
@@ -45,6 +50,25 @@ public struct LinearRegex: Sendable {
         compiler.program.append(.match)
         program = compiler.program
         sets = compiler.sets
+        if case .assertion(.start) = program[0] { anchoredAtStart = true } else { anchoredAtStart = false }
+        firstBytes = LinearRegex.firstBytes(program, sets)
+    }
+
+    /// The union of the byte sets reachable from the start without consuming (every assertion
+    /// taken as holding, so it is a superset); nil when the match state is reachable so.
+    static func firstBytes(_ program: [Instruction], _ sets: [ByteSet]) -> ByteSet? {
+        var seen = Set<Int>(), stack = [0], first = ByteSet()
+        while let pc = stack.popLast() {
+            guard seen.insert(pc).inserted else { continue }
+            switch program[pc] {
+            case .match: return nil
+            case let .bytes(set): first.formUnion(sets[set])
+            case let .jump(to): stack.append(to)
+            case let .split(a, b): stack += [a, b]
+            case .assertion: stack.append(pc + 1)
+            }
+        }
+        return first
     }
 
     /// What a match found: the pattern occurs, it does not, or deciding took more than the
@@ -154,17 +178,40 @@ struct Matcher {
     }
 
     func run(_ subject: UnsafeBufferPointer<UInt8>, budget: Int) -> LinearRegex.Outcome {
+        let n = regex.program.count
+        // Two state sets (dense and sparse arrays each) and the closure's stack, in one buffer
+        // (on the stack for small programs): a match of a short string allocates nothing.
+        return withUnsafeTemporaryAllocation(of: Int32.self, capacity: 6 * n + 4) { buffer in
+            buffer.initialize(repeating: 0)
+            let base = buffer.baseAddress!
+            var current = StateSet(dense: base, sparse: base + n)
+            var next = StateSet(dense: base + 2 * n, sparse: base + 3 * n)
+            return simulate(subject, budget: budget, &current, &next, stack: base + 4 * n)
+        }
+    }
+
+    private func simulate(
+        _ subject: UnsafeBufferPointer<UInt8>, budget: Int, _ current: inout StateSet, _ next: inout StateSet, stack: UnsafeMutablePointer<Int32>
+    ) -> LinearRegex.Outcome {
         let program = regex.program
         let sets = regex.sets
         let count = subject.count
-        var current = StateSet(capacity: program.count)
-        var next = StateSet(capacity: program.count)
-        var stack: [Int32] = []
         var steps = 0
         var i = 0
         while true {
+            if current.isEmpty {
+                // Nothing alive: an anchored pattern is done; otherwise no match can begin
+                // before a byte that can start one.
+                if i > 0, regex.anchoredAtStart { return .noMatch }
+                if let first = regex.firstBytes {
+                    let from = i
+                    while i < count, !first.contains(subject[i]) { i += 1 }
+                    steps += i - from
+                    if i == count { return steps > budget ? .budgetExceeded : .noMatch }
+                }
+            }
             // A match may start at every position.
-            if Matcher.add(0, at: i, subject, program, into: &current, stack: &stack, steps: &steps) { return .match }
+            if Matcher.add(0, at: i, subject, program, into: &current, stack: stack, steps: &steps) { return .match }
             if steps > budget { return .budgetExceeded }
             if i == count { break }
             let byte = subject[i]
@@ -173,7 +220,7 @@ struct Matcher {
                 let pc = Int(current.dense[k])
                 steps += 1
                 if case let .bytes(set) = program[pc], sets[set].contains(byte),
-                   Matcher.add(pc + 1, at: i + 1, subject, program, into: &next, stack: &stack, steps: &steps) {
+                   Matcher.add(pc + 1, at: i + 1, subject, program, into: &next, stack: stack, steps: &steps) {
                     return .match
                 }
             }
@@ -188,23 +235,32 @@ struct Matcher {
     /// (assertions decided there). True when the match state is reached.
     private static func add(
         _ pc: Int, at i: Int, _ subject: UnsafeBufferPointer<UInt8>, _ program: [LinearRegex.Instruction], into set: inout StateSet,
-        stack: inout [Int32], steps: inout Int
+        stack: UnsafeMutablePointer<Int32>, steps: inout Int
     ) -> Bool {
-        stack.removeAll(keepingCapacity: true)
-        stack.append(Int32(pc))
-        while let top = stack.popLast() {
-            let pc = Int(top)
+        // Each state enters the set once and pushes at most two: the stack holds at most 2n + 1.
+        var top = 0
+        stack[0] = Int32(pc)
+        top = 1
+        while top > 0 {
+            top -= 1
+            let pc = Int(stack[top])
             guard set.insert(pc) else { continue }
             steps += 1
             switch program[pc] {
             case .match: return true
             case .bytes: break
-            case let .jump(to): stack.append(Int32(to))
+            case let .jump(to):
+                stack[top] = Int32(to)
+                top += 1
             case let .split(a, b):
-                stack.append(Int32(b))
-                stack.append(Int32(a))
+                stack[top] = Int32(b)
+                stack[top + 1] = Int32(a)
+                top += 2
             case let .assertion(assertion):
-                if Matcher.holds(assertion, at: i, subject) { stack.append(Int32(pc + 1)) }
+                if Matcher.holds(assertion, at: i, subject) {
+                    stack[top] = Int32(pc + 1)
+                    top += 1
+                }
             }
         }
         return false
@@ -226,22 +282,24 @@ struct Matcher {
     }
 }
 
-/// A set of program counters with constant-time insert, membership and clear.
+/// A set of program counters with constant-time insert, membership and clear, over memory the
+/// matcher provides (`dense[0..<count]` are the members; `sparse[pc]` is where `pc` is).
 struct StateSet {
-    var dense: [Int32]
-    private var sparse: [Int32]
+    let dense: UnsafeMutablePointer<Int32>
+    let sparse: UnsafeMutablePointer<Int32>
     private(set) var count = 0
     var isEmpty: Bool { count == 0 }
 
-    init(capacity: Int) {
-        dense = [Int32](repeating: 0, count: max(capacity, 1))
-        sparse = [Int32](repeating: 0, count: max(capacity, 1))
+    init(dense: UnsafeMutablePointer<Int32>, sparse: UnsafeMutablePointer<Int32>) {
+        self.dense = dense
+        self.sparse = sparse
     }
 
-    /// Inserts `pc`; false when it was there.
+    /// Inserts `pc`; false when it was there. (`sparse` keeps stale slots: one is trusted only
+    /// when `dense` agrees.)
     mutating func insert(_ pc: Int) -> Bool {
-        let where_ = Int(sparse[pc])
-        if where_ < count, dense[where_] == Int32(pc) { return false }
+        let slot = Int(sparse[pc])
+        if slot < count, dense[slot] == Int32(pc) { return false }
         sparse[pc] = Int32(count)
         dense[count] = Int32(pc)
         count += 1

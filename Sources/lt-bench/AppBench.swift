@@ -197,7 +197,8 @@ struct AppBench: AsyncParsableCommand {
             while !Task.isCancelled {
                 let reply = await api.perform(.get, "/lt_locations_all/_changes", query: ["feed": "longpoll", "since": since, "timeout": "1000"])
                 guard let json = try? JSON.parse(reply.body) else { continue }
-                let arrivedIDs = (json["results"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+                // Copies are kept as <user>:<id>: the id the write used is after the first colon.
+                let arrivedIDs = (json["results"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue?.split(separator: ":", maxSplits: 1).last.map(String.init) }
                 let arrived = arrivedIDs.compactMap { id in written.withLock { $0.removeValue(forKey: id) } }
                 let arrivedAcknowledged = arrivedIDs.compactMap { id in acknowledged.withLock { $0.removeValue(forKey: id) } }
                 since = json["last_seq"]?.stringValue ?? since

@@ -119,7 +119,7 @@ struct DeviceBench: AsyncParsableCommand {
             guard pending == 0 else { throw ValidationError("\(pending) fixes were not pushed") }
             driveTimes.append(start.duration(to: .now).seconds)
             // Until every kept fix is in lt_locations_all (the server consolidates on its own).
-            while try await server.missing(ids, from: "lt_locations_all") > 0 {
+            while try await server.missing(Set(ids.map { "\(user):\($0)" }), from: "lt_locations_all") > 0 {
                 guard start.duration(to: .now) < .seconds(120) else { throw ValidationError("fixes not consolidated within 120 s") }
                 try await Task.sleep(for: .milliseconds(5))
             }

@@ -146,7 +146,9 @@ struct ScaleRun {
                     var found = 0
                     arrived.withLock { arrived in
                         for row in json["results"]?.arrayValue ?? [] {
-                            guard let id = row["id"]?.stringValue, id.hasPrefix(prefix), let n = Int(id.dropFirst(prefix.count)), n >= 0, n < total, arrived[n].isNaN else { continue }
+                            // lt keeps its copies as <user>:<id>; CouchDB's replications keep the ids.
+                            guard let copy = row["id"]?.stringValue, let id = copy.split(separator: ":", maxSplits: 1).last, id.hasPrefix(prefix),
+                                  let n = Int(id.dropFirst(prefix.count)), n >= 0, n < total, arrived[n].isNaN else { continue }
                             arrived[n] = now
                             found += 1
                         }

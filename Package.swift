@@ -49,6 +49,11 @@ let package = Package(
     targets: [
         // Ordered JSON values: parse, serialize, compare. No dependencies.
         .target(name: "CouchJSON", swiftSettings: strict),
+        // ICU's root collator from Debian's libicu (libicu-dev), wrapped for Swift.
+        .target(name: "CICU", linkerSettings: [.linkedLibrary("icui18n"), .linkedLibrary("icuuc")]),
+        // CouchDB's orders of JSON values (ICU collation by default, Erlang's term order for
+        // `raw`) and the byte keys that sort the same way in SQLite.
+        .target(name: "CouchCollation", dependencies: ["CouchJSON", "CICU"], swiftSettings: strict),
         // Geometry: GeoJSON, WKT, distances on the sphere, spatial relations, the in-memory point index.
         .target(name: "Geo", dependencies: ["CouchJSON"], swiftSettings: strict),
         // Rows put in order however many there are (a temporary SQLite file's external sort).
@@ -64,7 +69,7 @@ let package = Package(
         // JavaScript query server processes (CouchDB's query server protocol), and their client.
         .target(
             name: "JavaScript",
-            dependencies: ["CouchJSON", "CouchEngine", "CouchIndexes", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CouchJSON", "CouchCollation", "CouchEngine", "CouchIndexes", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         // SQLite settings only C can reach (variadic functions).
@@ -74,7 +79,7 @@ let package = Package(
         .target(
             name: "CouchEngine",
             dependencies: [
-                "CouchJSON", "CSQLiteTuning", "LinearRegex",
+                "CouchJSON", "CouchCollation", "CSQLiteTuning", "LinearRegex",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -91,7 +96,7 @@ let package = Package(
         .target(
             name: "CouchIndexes",
             dependencies: [
-                "CouchJSON", "CouchEngine", "Geo",
+                "CouchJSON", "CouchCollation", "CouchEngine", "Geo",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -232,7 +237,7 @@ let package = Package(
         .executableTarget(
             name: "lt-bench",
             dependencies: [
-                "CommandSupport", "CouchJSON", "CouchEngine", "CouchIndexes", "CouchProtocol", "CouchServer", "Geo", "JavaScript", "LinearRegex", "LTServer", "Replication", "TrackerApp", "TrackerKit",
+                "CommandSupport", "CouchJSON", "CouchCollation", "CouchEngine", "CouchIndexes", "CouchProtocol", "CouchServer", "Geo", "JavaScript", "LinearRegex", "LTServer", "Replication", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -263,7 +268,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
-                "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "ConfigFile", "Geo", "HTTPServing", "LinearRegex", "LTServer", "MIMEMultipart", "TrackerApp",
+                "CouchJSON", "CouchCollation", "CouchEngine", "CouchProtocol", "CouchServer", "ConfigFile", "Geo", "HTTPServing", "LinearRegex", "LTServer", "MIMEMultipart", "TrackerApp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -288,6 +293,7 @@ let package = Package(
         .testTarget(name: "ArchitectureTests", swiftSettings: strict),
         .testTarget(name: "CouchProtocolTests", dependencies: ["CouchProtocol", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchJSONTests", dependencies: ["CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "CouchCollationTests", dependencies: ["CouchCollation", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         // Runs `lt js-server` processes: the lt executable must be built (swift test builds it).
         .testTarget(name: "JavaScriptTests", dependencies: ["JavaScript", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ExternalSortTests", dependencies: ["ExternalSort", "LTTestSupport"], swiftSettings: strict),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lt needs beyond Swift, where it is missing: duktape-dev (the JavaScript engine
 # for design documents; without it lt builds, and JavaScript requests answer with a clear
-# error), libsqlite3-dev, libjemalloc-dev (the allocator; optional, faster), libxml2 (GPX
+# error), libsqlite3-dev, libicu-dev (CouchDB's collation of keys), libjemalloc-dev (the allocator; optional, faster), libxml2 (GPX
 # files) and libjs-leaflet with libjs-leaflet.markercluster (the dashboard's map). With --for-tests, also CouchDB-Python 1.2 (for its test suite), schemathesis (the
 # OpenAPI conformance run), Chromium and a DevTools client (the dashboard's browser tests),
 # openssl and curl (the TLS tests and the README's tour).
@@ -30,6 +30,11 @@ apt_install() {
 headers_changed=0
 if [ ! -f /usr/include/duktape.h ] || [ ! -f /usr/include/sqlite3.h ]; then
   apt_install "for the full build" duktape-dev libsqlite3-dev && headers_changed=1
+fi
+# ICU's collator orders view keys and Mango values as CouchDB does (the same Debian libicu
+# CouchDB links); the build needs its headers.
+if [ ! -f /usr/include/unicode/ucol.h ]; then
+  apt_install "for CouchDB's collation (ICU)" libicu-dev
 fi
 # jemalloc: when its headers are present at build time, `lt` links it as its allocator (see
 # Package.swift): less CPU and memory with thousands of databases opened and closed.

@@ -9,10 +9,15 @@ import GRDB
 /// database it was taken in (update and purge sequences); the next page's offset is it plus
 /// the documents between the two start keys, never a longer walk than counting afresh.
 final class AllDocsOffsets: Sendable {
-    /// Where a page starts: its start key, in one direction.
+    /// Where a page starts: its start key, in one direction. Keys are equal by their bytes:
+    /// Swift's `String` equality would take `é` and `e\u{301}` (two ids) for one.
     private struct Start: Equatable, Sendable {
         let descending: Bool
         let key: String
+
+        static func == (a: Start, b: Start) -> Bool {
+            a.descending == b.descending && a.key.utf8.elementsEqual(b.key.utf8)
+        }
     }
 
     private let remembered = RememberedCounts<Start>()
@@ -27,7 +32,7 @@ final class AllDocsOffsets: Sendable {
             .max { descending ? precedes($1.position.key, $0.position.key) : precedes($0.position.key, $1.position.key) }
         let offset: Int
         if let known {
-            let between = known.position.key == key ? 0 : try Int.fetchOne(
+            let between = known.position.key.utf8.elementsEqual(key.utf8) ? 0 : try Int.fetchOne(
                 db.cachedStatement(sql: descending
                     ? "SELECT count(*) FROM docs WHERE deleted = 0 AND id > ? AND id <= ?"
                     : "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ? AND id < ?"),

@@ -190,7 +190,13 @@ public struct ChangesFeed: Sendable {
             }
             // A page that ran out of rows has seen everything up to the snapshot's update_seq.
             if !options.descending, rows.count < limit { lastSeq = max(options.since, updateSeq) }
-            let pending = options.descending ? 0 : try database.pendingCounts.pending(
+            // Descending, what is left is every change below the last one sent.
+            if options.descending {
+                let below = rows.isEmpty ? (options.since > 0 ? options.since : Int.max) : lastSeq
+                let left = try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq < ?", arguments: [below]) ?? 0
+                return (rows, lastSeq, left)
+            }
+            let pending = try database.pendingCounts.pending(
                 after: lastSeq, state: DocumentsState(updateSeq: updateSeq, purgeSeq: DatabaseFile.metaInt(db, "purge_seq")), db)
             return (rows, lastSeq, pending)
         }

@@ -16,6 +16,9 @@ public struct AllDocsOptions: Sendable {
     /// Whether to count the rows before the range (`offset`); later pages of a streamed
     /// answer skip it.
     public var computeOffset = true
+    /// Ids `low..<high` that `total_rows` and `offset` count instead of every document
+    /// (`_design_docs` counts design documents only, as CouchDB does).
+    public var countedRange: (low: String, high: String)?
     public init() {}
 }
 
@@ -31,7 +34,7 @@ extension DocumentDatabase {
     /// order, or rows for `keys` in the order given.
     public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
         try await reading { db in
-            if let keys = options.keys { return (try DatabaseFile.metaInt(db, "doc_count"), 0, try StoredDocument.rows(db, keys: keys, options)) }
+            if let keys = options.keys { return (try Self.totalRows(db, options), 0, try StoredDocument.rows(db, keys: keys, options)) }
             return try Self.allDocsRange(db, options, offsets: allDocsOffsets) { id, rev, row in
                 var out: JSONObject = ["id": .string(id), "key": .string(id), "value": ["rev": .string(rev)]]
                 if options.includeDocs, let data = row[4] as Data?, let body = try JSON.parse(data).objectValue {
@@ -50,7 +53,7 @@ extension DocumentDatabase {
         try await reading { db in
             if let keys = options.keys {
                 let rows = try StoredDocument.rows(db, keys: keys, options)
-                return (try DatabaseFile.metaInt(db, "doc_count"), 0, rows.map { row in
+                return (try Self.totalRows(db, options), 0, rows.map { row in
                     SerializedRow(id: row["id"]?.stringValue ?? row["key"]?.stringValue ?? "", bytes: row.bytes)
                 })
             }
@@ -77,12 +80,19 @@ extension DocumentDatabase {
         }
     }
 
+    /// `total_rows`: every live document, or those in `countedRange` (`_design_docs`).
+    private static func totalRows(_ db: GRDB.Database, _ options: AllDocsOptions) throws -> Int {
+        guard let counted = options.countedRange else { return try DatabaseFile.metaInt(db, "doc_count") }
+        return try Int.fetchOne(
+            db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ? AND id < ?", arguments: [counted.low, counted.high]) ?? 0
+    }
+
     /// The rows of an `_all_docs` key range, each made by `makeRow` from the id, the winning
     /// revision and the row (`id, winner, seq, tree[, body]`).
     private static func allDocsRange<Row>(
         _ db: GRDB.Database, _ options: AllDocsOptions, offsets: AllDocsOffsets, makeRow: (String, String, GRDB.Row) throws -> Row
     ) throws -> (totalRows: Int, offset: Int, rows: [Row]) {
-        let total = try DatabaseFile.metaInt(db, "doc_count")
+        let total = try totalRows(db, options)
         var conditions = ["d.deleted = 0"]
         var arguments: [any DatabaseValueConvertible] = []
         let (low, high) = options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
@@ -102,7 +112,16 @@ extension DocumentDatabase {
             let state = DocumentsState(updateSeq: try DatabaseFile.metaInt(db, "update_seq"), purgeSeq: try DatabaseFile.metaInt(db, "purge_seq"))
             offset = try offsets.offset(before: start, descending: options.descending, state: state, db)
         }
-        offset += options.skip
+        if let counted = options.countedRange {
+            if options.computeOffset, options.startKey != nil {
+                let outside = options.descending
+                    ? try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ?", arguments: [counted.high]) ?? 0
+                    : try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id < ?", arguments: [counted.low]) ?? 0
+                offset = Swift.max(0, offset - outside)
+            }
+        }
+        // Past the end, the offset is the number of rows (CouchDB's fold ends there).
+        offset = Swift.min(offset.addingSaturating(options.skip), total)
         let join = options.includeDocs ? "LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner" : ""
         let sql = """
             SELECT d.id, d.winner, d.seq, d.tree\(options.includeDocs ? ", r.body" : "") FROM docs d \(join)

@@ -17,13 +17,17 @@ extension DocumentDatabase {
         let revsLimit = self.revsLimit
         let maxSize = maxDocumentSize
         let partitioned = isPartitioned
+        // Written in the order of their ids' bytes, as CouchDB's updater groups a batch
+        // (`group_alike_docs`), so a batch's changes follow in the same order on both; documents
+        // without an id keep their order, after the others. Results come back in input order.
+        let order = Self.writeOrder(accepted)
         let written = try await writer.write { db, context in
-            var results: [Result<Revision, CouchError>] = []
-            results.reserveCapacity(accepted.count)
+            var results = [Result<Revision, CouchError>?](repeating: nil, count: accepted.count)
             // `apply` validates a document completely before it writes anything, so a rejected
             // document leaves no trace without a savepoint of its own; a storage error aborts
             // the whole write.
-            for document in accepted {
+            for index in order {
+                let document = accepted[index]
                 do {
                     if let id = document.id {
                         if partitioned { try Partition.validate(documentID: id) }
@@ -31,17 +35,31 @@ extension DocumentDatabase {
                             throw CouchError(status: 400, error: "invalid_design_doc", reason: "partitioned option cannot be true in a non-partitioned database.")
                         }
                     }
-                    results.append(.success(try RevisionStore.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context)))
+                    results[index] = .success(try RevisionStore.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context))
                 } catch let error as CouchError where error.status < 500 {
-                    results.append(.failure(error))
+                    results[index] = .failure(error)
                 }
             }
-            return results
+            return results.map { $0! }
         }
         if documents.contains(where: { $0.id?.hasPrefix("_design/") == true }) { designDocumentsChanged() }
         guard !rejected.isEmpty else { return written }
         var next = written.makeIterator()
         return documents.indices.map { index in rejected[index].map { .failure($0) } ?? next.next()! }
+    }
+
+    /// The positions of `documents` in the order they are written: by id (UTF-8 bytes; the same
+    /// id's documents in their order), then those without an id.
+    static func writeOrder(_ documents: [DocumentInput]) -> [Int] {
+        let keyed = documents.indices.map { (index: $0, id: documents[$0].id.map { Array($0.utf8) }) }
+        return keyed.sorted { a, b in
+            switch (a.id, b.id) {
+            case let (x?, y?): return x == y ? a.index < b.index : x.lexicographicallyPrecedes(y)
+            case (nil, nil): return a.index < b.index
+            case (_?, nil): return true
+            case (nil, _?): return false
+            }
+        }.map(\.index)
     }
 
     /// Writes one document and returns its new revision, or throws its error.

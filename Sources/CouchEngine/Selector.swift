@@ -1,3 +1,4 @@
+import CouchCollation
 import CouchJSON
 import Foundation
 import LinearRegex

@@ -31,7 +31,7 @@ public struct GeoIndexDefinition: Sendable {
     /// rebuilt once.)
     public static func signature(code: String, timeFields: [[String]] = []) -> String {
         let time = timeFields.isEmpty ? "" : "\u{0}time\u{0}" + timeFields.map { $0.joined(separator: ".") }.joined(separator: "\u{0}")
-        return ViewDefinition.signature(code: "geo2\u{0}" + code + time)
+        return ViewDefinition.digest("geo2\u{0}" + code + time)
     }
 
     /// The `time` member of an `st_indexes` entry as field paths: a dotted path or a list of them.
@@ -106,9 +106,10 @@ public struct GeoIndexUpdate: Sendable {
 /// A geo index as a `SecondaryIndex`: each changed document's geometry (a point as two
 /// numbers, anything else as GeoJSON) and time replace the old ones.
 struct GeoRows: SecondaryIndex {
-    /// The changed documents' geometries (nil: none), their times, and the documents skipped
-    /// because their geometry is invalid or their function failed.
-    typealias Batch = (changes: [(id: String, geometry: Geometry?)], times: [String: Double], skipped: [(id: String, reason: String)])
+    /// Each changed document's geometry (nil: none) and time, in the order of the changes (by
+    /// position: Swift's `String` equality would take the ids `é` and `e\u{301}` for one), and
+    /// the documents skipped because their geometry is invalid or their function failed.
+    typealias Batch = (changes: [(id: String, geometry: Geometry?, time: Double?)], skipped: [(id: String, reason: String)])
 
     let index: GeoIndexDefinition
     static let registry = "geo_indexes"
@@ -124,37 +125,43 @@ struct GeoRows: SecondaryIndex {
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
-        let live = try ChangedDocument.documents(changed)
+        let documents = try changed.map { try $0.document() }
+        let live = documents.compactMap { $0 }
         let extracted = live.isEmpty ? [] : try await index.extract(live)
         guard extracted.count == live.count else { throw CouchError.corrupt("geo index answer") }
-        var geometries: [String: Geometry] = [:]
-        var times: [String: Double] = [:]
+        var changes: [(id: String, geometry: Geometry?, time: Double?)] = []
         var skipped: [(id: String, reason: String)] = []
-        for (doc, values) in zip(live, extracted) {
-            let id = doc["_id"]?.stringValue ?? ""
-            if let time = index.time(of: doc) { times[id] = time }
+        var next = zip(live, extracted).makeIterator()
+        for (change, document) in zip(changed, documents) {
+            guard document != nil, let (doc, values) = next.next() else {
+                changes.append((change.id, nil, nil))
+                continue
+            }
+            let time = index.time(of: doc)
             guard let values else {
-                skipped.append((id, "the index function failed"))
+                skipped.append((change.id, "the index function failed"))
+                changes.append((change.id, nil, time))
                 continue
             }
             do {
                 let parsed = try values.map { try Geometry(geoJSON: $0) }
-                if parsed.count == 1 { geometries[id] = parsed[0] } else if parsed.count > 1 { geometries[id] = .collection(parsed) }
+                changes.append((change.id, parsed.count == 1 ? parsed[0] : parsed.count > 1 ? .collection(parsed) : nil, time))
             } catch let error as GeometryError {
-                skipped.append((id, error.reason))
+                skipped.append((change.id, error.reason))
+                changes.append((change.id, nil, time))
             }
         }
-        return (changed.map { ($0.id, geometries[$0.id]) }, times, skipped)
+        return (changes, skipped)
     }
 
     func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws {
         let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
         let insert = try db.makeStatement(sql: "INSERT INTO \(table)(doc_id, lon, lat, geometry, t) VALUES (?, ?, ?, ?, ?)")
-        for (id, geometry) in batch.changes {
+        for (id, geometry, time) in batch.changes {
             try delete.execute(arguments: [id])
             switch geometry {
-            case let .point(c)?: try insert.execute(arguments: [id, c.lon, c.lat, nil, batch.times[id]])
-            case let other?: try insert.execute(arguments: [id, nil, nil, other.geoJSON.text, batch.times[id]])
+            case let .point(c)?: try insert.execute(arguments: [id, c.lon, c.lat, nil, time])
+            case let other?: try insert.execute(arguments: [id, nil, nil, other.geoJSON.text, time])
             case nil: break
             }
         }
@@ -183,7 +190,9 @@ public struct GeoIndexes: Sendable {
             database.loadedIndexes.withLock { cache in
                 guard let loaded = cache[table], let spatial = loaded.index as? SpatialIndex else { return }
                 if loaded.seq == since {
-                    spatial.apply(batch.changes, times: batch.times)
+                    var times: [String: Double] = [:]
+                    for change in batch.changes { times[change.id] = change.time }
+                    spatial.apply(batch.changes.map { ($0.id, $0.geometry) }, times: times)
                     cache[table] = (last, spatial)
                 } else {
                     cache.removeValue(forKey: table)  // out of step: reload on next use

@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchCollation
 import CouchJSON
 import Crypto
 import Foundation
@@ -44,15 +45,24 @@ public struct MangoIndex: Sendable {
 
     /// The index as `_index` lists it and `_explain` shows it.
     public var listing: JSON {
-        ["ddoc": .string(designDocument), "name": .string(name), "type": "json", "partitioned": .bool(partitioned), "def": definition]
+        var def = definition.objectValue ?? [:]
+        if let fields = def["fields"]?.arrayValue {
+            def["fields"] = .array(fields.map { field in field.stringValue.map { [$0: "asc"] } ?? field })
+        }
+        return ["ddoc": .string(designDocument), "name": .string(name), "type": "json", "partitioned": .bool(partitioned), "def": .object(def)]
     }
 
-    /// The SQLite table holding this index's entries (keys and values).
-    var table: String { "mango_v2_" + tableHash }
+    /// The SQLite table holding this index's entries (keys and values), named by the format of
+    /// its keys (`KeyCollation.storedFormat`) and the definition.
+    var table: String { "mango_v3_" + MangoIndex.formatTag + "_" + tableHash }
 
-    /// The table of the same index as lt before 2026-11 kept it (keys only), dropped when
-    /// `table` is built.
-    var keysOnlyTable: String { "mango_" + tableHash }
+    /// Tables of the same index in earlier layouts (keys only: `mango_<hash>`; before ICU
+    /// collation: `mango_v2_<hash>`; another ICU version), dropped when `table` is built:
+    /// every name in the registry that ends with this definition's hash but is not `table`.
+    var tableSuffix: String { "_" + tableHash }
+
+    /// A short digest of the stored key format.
+    static let formatTag = String(ViewDefinition.digest(KeyCollation.storedFormat).prefix(8))
 
 
 
@@ -131,16 +141,21 @@ struct MangoEntries: SecondaryIndex {
     /// second).
     var batchSize: Int { 10_000 }
 
-    /// Also drops the index's table in the layout before covering indexes (keys only).
+    /// Also drops the same index's tables in earlier layouts (see `MangoIndex.tableSuffix`).
     func createTables(_ db: GRDB.Database) throws {
         try db.execute(sql: """
             CREATE TABLE IF NOT EXISTS mango_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, def TEXT NOT NULL);
             CREATE TABLE IF NOT EXISTS \(table)(
                 key BLOB NOT NULL, doc_id TEXT NOT NULL, vals BLOB NOT NULL, PRIMARY KEY(key, doc_id)) WITHOUT ROWID;
             CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
-            DROP TABLE IF EXISTS \(index.keysOnlyTable);
             """)
-        try db.execute(sql: "DELETE FROM mango_indexes WHERE name = ?", arguments: [index.keysOnlyTable])
+        let earlier = try String.fetchAll(
+            db, sql: "SELECT name FROM mango_indexes WHERE substr(name, -?) = ? AND name != ?",
+            arguments: [index.tableSuffix.utf8.count, index.tableSuffix, table])
+        for name in earlier {
+            try db.execute(sql: "DROP TABLE IF EXISTS \(name)")
+            try db.execute(sql: "DELETE FROM mango_indexes WHERE name = ?", arguments: [name])
+        }
         try db.execute(sql: "INSERT OR IGNORE INTO mango_indexes(name, seq, def) VALUES (?, 0, ?)", arguments: [table, index.definition.text])
     }
 
@@ -265,16 +280,18 @@ public struct MangoIndexes: Sendable {
         for condition in selector.conditions(on: first) {
             switch condition {
             case let .eq(v):
-                raiseLow(v.collationKey)
-                lowerHigh(v.collationKey + [0xFF])
+                raiseLow(v.collationKey())
+                lowerHigh(v.collationKey() + [0xFF])
             case let .gt(v):
-                raiseLow(v.collationKey + [0xFF])
+                // From the value itself, as CouchDB's view ranges have no exclusive start: the
+                // rows equal to it are read (and counted in the statistics), then not matched.
+                raiseLow(v.collationKey())
             case let .gte(v):
-                raiseLow(v.collationKey)
+                raiseLow(v.collationKey())
             case let .lt(v):
-                lowerHigh(v.collationKey)
+                lowerHigh(v.collationKey())
             case let .lte(v):
-                lowerHigh(v.collationKey + [0xFF])
+                lowerHigh(v.collationKey() + [0xFF])
             case let .beginsWith(prefix):
                 let range = JSON.stringPrefixRange(prefix)
                 raiseLow(range.low)

@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchCollation
 import CouchJSON
 
 /// The keys a selector confines an index scan to, computed as CouchDB's Mango does

@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchCollation
 import CouchJSON
 import Crypto
 import Foundation
@@ -9,12 +10,21 @@ import GRDB
 enum ViewRange {
     /// The key ranges a view query reads, each a SQL condition with its arguments: one per key
     /// (`keys`, `key`), or the range between `startkey` and `endkey`; within the partition's ids.
-    static func viewScans(_ query: ViewQuery) -> [(condition: String, arguments: [any DatabaseValueConvertible])] {
+    static func viewScans(_ query: ViewQuery, _ collation: KeyCollation) -> [(condition: String, arguments: [any DatabaseValueConvertible])] {
         var parts: [(condition: String, arguments: [any DatabaseValueConvertible])]
         if let keys = query.keys ?? query.key.map({ [$0] }) {
-            parts = keys.map { ("key = ?", [Data($0.collationKey)]) }
+            // Each key is the range from it to itself (`inclusive_end` and the `*_docid` bounds
+            // apply to each, as CouchDB's `key_opts` makes them).
+            parts = keys.map { key in
+                var one = query
+                one.keys = nil
+                one.key = nil
+                one.startKey = key
+                one.endKey = key
+                return viewRange(one, collation)
+            }
         } else {
-            parts = [ViewRange.viewRange(query)]
+            parts = [ViewRange.viewRange(query, collation)]
         }
         if let (low, high) = query.idRange {
             parts = parts.map { ("(\($0.condition)) AND doc_id >= ? AND doc_id < ?", $0.arguments + [low, high]) }
@@ -24,7 +34,7 @@ enum ViewRange {
 
     /// The SQL condition for a query's key range (`startkey`/`endkey`, `*_docid`,
     /// `inclusive_end`, `descending`).
-    static func viewRange(_ query: ViewQuery) -> (condition: String, arguments: [any DatabaseValueConvertible]) {
+    static func viewRange(_ query: ViewQuery, _ collation: KeyCollation) -> (condition: String, arguments: [any DatabaseValueConvertible]) {
         var conditions = ["1"]
         var arguments: [any DatabaseValueConvertible] = []
         let (low, lowID, high, highID) = query.descending
@@ -34,7 +44,7 @@ enum ViewRange {
         let highInclusive = query.descending ? true : query.inclusiveEnd
         // One end of the range: by key, refined by document id when one is given.
         func bound(_ end: JSON, _ docID: String?, lower: Bool, inclusive: Bool) {
-            let key = Data(end.collationKey)
+            let key = Data(end.collationKey(collation))
             let op = (lower ? ">" : "<") + (inclusive ? "=" : "")
             if let docID {
                 conditions.append("(key \(lower ? ">" : "<") ? OR (key = ? AND doc_id \(op) ?))")

@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchCollation
 import CouchJSON
 import Crypto
 import Foundation
@@ -7,17 +8,23 @@ import GRDB
 /// Reducing view rows: a `reduce` function (built-in or JavaScript) over a range, and rows grouped
 /// by key (`group`, `group_level`) before each group is reduced.
 enum ViewReduction {
-    /// Groups rows for reduction: one group for everything, by exact key (`group=true`), or by
-    /// the first `level` elements of array keys (`group_level`).
+    /// Groups rows for reduction: one group for everything (key null), by exact key
+    /// (`group=true`, keys equal under the view's collation), or by the first `n` elements of
+    /// array keys (`group_level`; other keys group exactly).
     static func group(
-        _ rows: [(key: JSON, id: String, value: JSON)], group: Bool, level: Int?
+        _ rows: [(key: JSON, id: String, value: JSON)], _ grouping: ViewQuery.Grouping, collation: KeyCollation = .unicode
     ) -> [(JSON, [(key: JSON, id: String, value: JSON)])] {
-        guard group || level != nil else { return rows.isEmpty ? [] : [(.null, rows)] }
+        var level: Int?
+        switch grouping {
+        case .whole: return rows.isEmpty ? [] : [(.null, rows)]
+        case .exact: level = nil
+        case let .level(n): level = n
+        }
         var groups: [(JSON, [(key: JSON, id: String, value: JSON)])] = []
         for row in rows {
             var key = row.key
             if let level, case let .array(items) = key { key = .array(Array(items.prefix(level))) }
-            if let last = groups.last, JSON.collate(last.0, key) == 0 {
+            if let last = groups.last, JSON.collate(last.0, key, collation) == 0 {
                 groups[groups.count - 1].1.append(row)
             } else {
                 groups.append((key, [row]))
@@ -31,7 +38,7 @@ enum ViewReduction {
     static func reduce(_ reducer: ViewReducer, _ rows: [(key: JSON, id: String, value: JSON)]) async throws -> JSON {
         switch reducer {
         case let .builtin(builtin):
-            return try reduce(builtin, rows.map(\.value))
+            return try reduce(builtin, rows)
         case let .custom(reduce, rereduce):
             guard rows.count > reduceChunk else { return try await reduce(rows) }
             var values: [JSON] = []
@@ -49,54 +56,19 @@ enum ViewReduction {
         }
     }
 
-    /// Applies a built-in reducer to a group's values, as CouchDB defines them.
-    static func reduce(_ reducer: BuiltinReducer, _ values: [JSON]) throws -> JSON {
+    /// Applies a built-in reducer to a group's rows, as CouchDB's `couch_query_servers` does.
+    static func reduce(_ reducer: BuiltinReducer, _ rows: [(key: JSON, id: String, value: JSON)]) throws -> JSON {
         switch reducer {
         case .count:
-            return .int(values.count)
+            return .int(rows.count)
         case .sum:
-            return try values.reduce(JSON.int(0)) { try sum($0, $1) }
+            return try BuiltinSum.rows(rows.map(\.value))
         case .stats:
-            var count = 0, total = 0.0, sumsqr = 0.0, minimum = Double.infinity, maximum = -Double.infinity
-            for value in values {
-                guard let x = value.doubleValue else {
-                    throw CouchError(status: 500, error: "builtin_reduce_error", reason: "_stats can only reduce numbers: \(value)")
-                }
-                count += 1
-                total += x
-                sumsqr += x * x
-                minimum = Swift.min(minimum, x)
-                maximum = Swift.max(maximum, x)
-            }
-            return ["sum": .double(total), "count": .int(count), "min": count > 0 ? .double(minimum) : .null,
-                    "max": count > 0 ? .double(maximum) : .null, "sumsqr": .double(sumsqr)]
+            return try BuiltinStats.rows(rows.map(\.value))
         case .approxCountDistinct:
-            // Exact here (CouchDB uses HyperLogLog; exact is within any approximation).
-            var seen = Set<[UInt8]>()
-            for value in values { seen.insert(value.collationKey) }
-            return .int(seen.count)
-        }
-    }
-
-    /// `_sum`: numbers add; arrays of numbers add element-wise (the shorter padded with 0).
-    static func sum(_ a: JSON, _ b: JSON) throws -> JSON {
-        switch (a, b) {
-        case let (.int(x), .int(y)):
-            let (result, overflow) = x.addingReportingOverflow(y)
-            return overflow ? .double(Double(x) + Double(y)) : .int(result)
-        case let (.array(x), .array(y)):
-            return .array(try (0..<Swift.max(x.count, y.count)).map { i in
-                try sum(i < x.count ? x[i] : .int(0), i < y.count ? y[i] : .int(0))
-            })
-        case let (.array(x), _) where b.isNumber:
-            return try sum(.array(x), .array([b]))
-        case let (_, .array(y)) where a.isNumber:
-            return try sum(.array([a]), .array(y))
-        default:
-            guard let x = a.doubleValue, let y = b.doubleValue else {
-                throw CouchError(status: 500, error: "builtin_reduce_error", reason: "_sum can only reduce numbers or arrays of numbers: \(b)")
-            }
-            return .double(x + y)
+            // CouchDB estimates the distinct keys with HyperLogLog (precision 11); exact here.
+            // Keys as bytes: `é` and `e\u{301}` are two keys (Swift's String equality is one).
+            return .int(Set(rows.map(\.key.bytes)).count)
         }
     }
 

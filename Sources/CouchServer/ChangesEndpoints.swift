@@ -43,8 +43,8 @@ struct ChangesEndpoints: Sendable {
     func changesOptions(_ db: DocumentDatabase, _ request: APIRequest) async throws -> ChangesOptions {
         let body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : nil
         var options = ChangesOptions()
+        // `limit=0` answers no rows at once, with every change pending (CouchDB 3).
         options.limit = try request.int("limit")
-        if options.limit == 0 { options.limit = 1 }
         options.descending = try request.bool("descending")
         options.includeDocs = try request.bool("include_docs")
         options.read.conflicts = try request.bool("conflicts")
@@ -183,6 +183,7 @@ struct ChangesEndpoints: Sendable {
         let limit: Int?, includeDocs: Bool
         do {
             limit = try request.int("limit")
+            if limit == 0 { return nil }  // the database answers it (no rows, all pending)
             includeDocs = try request.bool("include_docs")
         } catch {
             return nil  // the database's answer has the error
@@ -194,7 +195,7 @@ struct ChangesEndpoints: Sendable {
         default: return nil
         }
         guard let page = api.store.recentChanges.page(
-            name, since: since, limit: limit.map { max($0, 1) }, includeDocs: includeDocs, allLeaves: allLeaves) else { return nil }
+            name, since: since, limit: limit, includeDocs: includeDocs, allLeaves: allLeaves) else { return nil }
         return .json(changesResult(rows: page.rows, lastSeq: page.lastSeq, pending: page.pending))
     }
 
@@ -229,7 +230,7 @@ struct ChangesEndpoints: Sendable {
             // Whoever lost the right to read gets nothing more (revoked mid-feed).
             if !page.rows.isEmpty, await !stillAllowed() { return }
             if feed == "longpoll" {
-                if !page.rows.isEmpty || clock.now - idleSince >= timeout || stopping() {
+                if !page.rows.isEmpty || remaining == 0 || clock.now - idleSince >= timeout || stopping() {
                     try await writer.write(ByteBuffer(bytes: changesResult(db, page).bytes + [10]))
                     return
                 }

@@ -69,7 +69,7 @@ extension CouchAPI {
     func addDatabaseRoutes(_ db: CouchRouteTable) {
         db.on("") { api, request in try await api.databases.databaseEndpoint(request.path[0], &request) }
         db.on("_all_docs", database: { api, db, request in try await api.databases.allDocs(db, request) })
-        db.on("_design_docs", database: { api, db, request in try await api.databases.allDocs(db, request, within: ("_design/", "_design0")) })
+        db.on("_design_docs", database: { api, db, request in try await api.databases.allDocs(db, request, within: ("_design/", "_design0"), counted: true) })
         db.on("_local_docs", database: { api, db, request in try await api.databases.localDocs(db, request) })
         db.on("_bulk_docs", database: { api, db, request in try await api.databases.bulkDocs(db, request) })
         db.on("_bulk_get", database: { api, db, request in try await api.databases.bulkGet(db, request) })

@@ -189,8 +189,11 @@ struct DatabaseEndpoints: Sendable {
         options.startKey = try keyString(param("startkey", "start_key"), "startkey")
         options.endKey = try keyString(param("endkey", "end_key"), "endkey")
         if let key = try param("key") {
-            guard case .string = key else { throw CouchError.badRequest("key must be a string for _all_docs") }
-            options.keys = [key]
+            // The range from the id to itself, as CouchDB reads `key` (a missing id is no row,
+            // not a `not_found` row as with `keys`).
+            guard case let .string(id) = key else { throw CouchError.badRequest("key must be a string for _all_docs") }
+            options.startKey = id
+            options.endKey = id
         }
         if let keys = try param("keys") {
             options.keys = try Self.keyList(keys)
@@ -220,13 +223,24 @@ struct DatabaseEndpoints: Sendable {
     }
 
     /// `_all_docs`; `within` narrows it to ids from `low` to `high` (design documents, or one
-    /// partition's documents).
-    func allDocs(_ db: DocumentDatabase, _ request: APIRequest, within bounds: (low: String, high: String)? = nil) async throws -> APIResponse {
+    /// partition's documents), and `counted` makes `total_rows` and `offset` count only those
+    /// (`_design_docs`).
+    func allDocs(
+        _ db: DocumentDatabase, _ request: APIRequest, within bounds: (low: String, high: String)? = nil, counted: Bool = false
+    ) async throws -> APIResponse {
         try request.requireMethod(.get, .head, .post)
         try request.user.authorize(.read, to: db)
         let body = request.method == .post ? try request.jsonObject() : nil
         var options = try allDocsOptions(request, body: body)
         if let bounds, options.keys == nil { options = Self.bounded(options, within: bounds) }
+        if counted { options.countedRange = bounds }
+        // Keys outside the range are not its documents (`_design_docs` with a plain id: no row).
+        if counted, let bounds, let keys = options.keys {
+            options.keys = keys.filter { key in
+                guard let id = key.stringValue else { return true }
+                return !id.utf8.lexicographicallyPrecedes(bounds.low.utf8) && id.utf8.lexicographicallyPrecedes(bounds.high.utf8)
+            }
+        }
         let updateSeq: JSON? = try request.bool("update_seq") ? .string(db.sequenceString(try await db.updateSeq())) : nil
         // Answers larger than a page are streamed, page by page in key order.
         let pageSize = 5000
@@ -236,7 +250,9 @@ struct DatabaseEndpoints: Sendable {
         let result = try await db.allDocsSerialized(first)
         if options.keys != nil || result.rows.count < pageSize || requested <= pageSize {
             // As `.json` would write {"total_rows","offset","rows"[,"update_seq"]}, the rows as they came.
-            var out = Array(JSON.object(["total_rows": .int(result.totalRows), "offset": .int(result.offset)]).bytes.dropLast()) + Array(#","rows":["#.utf8)
+            // With `keys` there is no position to give: CouchDB answers `"offset": null`.
+            let offset: JSON = options.keys == nil ? .int(result.offset) : .null
+            var out = Array(JSON.object(["total_rows": .int(result.totalRows), "offset": offset]).bytes.dropLast()) + Array(#","rows":["#.utf8)
             out.appendJoined(result.rows.lazy.map(\.bytes))
             out.append(UInt8(ascii: "]"))
             if let updateSeq {

@@ -35,15 +35,17 @@ struct DesignEndpoints: Sendable {
     /// persistently by the engine.
     func view(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
         try request.requireMethod(.get, .post)
-        let (result, reduced) = try await runView(db, ddocID, name, request, partition: partition)
-        if reduced { return .json(["rows": .array(result.rows)]) }
-        return .json(["total_rows": .int(result.totalRows), "offset": .int(result.offset), "rows": .array(result.rows)])
+        let result = try await runView(db, ddocID, name, request, partition: partition)
+        var answer: JSONObject = result.reduced ? [:] : ["total_rows": .int(result.totalRows), "offset": .int(result.offset)]
+        if try request.bool("update_seq") { answer["update_seq"] = .string(db.sequenceString(result.updateSeq)) }
+        answer["rows"] = .array(result.rows)
+        return .json(.object(answer))
     }
 
     /// Runs a view query as `_view` (and `_list`) parameters describe it; `partition` confines
     /// it to one partition's documents. A partitioned design document's views (the default in a
     /// partitioned database) answer only in a partition, the others only globally, as in CouchDB.
-    func runView(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> (ViewResult, Bool) {
+    func runView(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> ViewResult {
         let functions = try designFunctions()
         let ddoc = try await designDocument(db, ddocID)
         let view = try functions.view(ddoc, name)
@@ -66,7 +68,7 @@ struct DesignEndpoints: Sendable {
             let logger = api.logger
             Task { do { try await db.views.update(view) } catch { logger.warning("view update failed: \(error)") } }
         }
-        return (result, query.reduce ?? (view.reduce != nil))
+        return result
     }
 
     /// `_view` query parameters, from the query string or a POST body.
@@ -95,7 +97,7 @@ struct DesignEndpoints: Sendable {
         query.skip = try request.int("skip") ?? 0
         query.includeDocs = try request.bool("include_docs")
         if request.query["reduce"] != nil { query.reduce = try request.bool("reduce") }
-        query.group = try request.bool("group")
+        query.group = request.query["group"] == nil ? nil : try request.bool("group")
         query.groupLevel = try request.int("group_level")
         return query
     }
@@ -105,7 +107,7 @@ struct DesignEndpoints: Sendable {
         let ddoc = try await designDocument(db, ddocID)
         let signatures = DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) }
         let state = try await db.views.state(signatures: signatures)
-        let signature = ViewDefinition.signature(code: signatures.sorted().joined(separator: ","))
+        let signature = ViewDefinition.digest(signatures.sorted().joined(separator: ","))
         return .json(["name": .string(String(ddocID.dropFirst("_design/".count))), "view_index": [
             "signature": .string(signature), "language": .string(ddoc["language"]?.stringValue ?? "javascript"),
             "sizes": ["file": .int(state.bytes), "external": .int(state.bytes), "active": .int(state.bytes)],
@@ -184,9 +186,9 @@ struct DesignEndpoints: Sendable {
         let ddoc = try await designDocument(db, ddocID)
         guard ddoc["lists"]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey(["lists", rest[1]], in: ddoc) }
         let viewDDoc = rest.count == 4 ? "_design/\(rest[2])" : ddocID
-        let (result, reduced) = try await runView(db, viewDDoc, rest.count == 4 ? rest[3] : rest[2], request)
+        let result = try await runView(db, viewDDoc, rest.count == 4 ? rest[3] : rest[2], request)
         var head: JSONObject = ["offset": .int(result.offset)]
-        if !reduced { head.prepend("total_rows", .int(result.totalRows)) }
+        if !result.reduced { head.prepend("total_rows", .int(result.totalRows)) }
         let req = try await javascriptRequest(db, request, id: nil)
         let answer = try await DesignFunctions.translating {
             try await functions.queryServer.call(

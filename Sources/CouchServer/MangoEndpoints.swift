@@ -164,6 +164,15 @@ struct MangoEndpoints: Sendable {
         return indexes
     }
 
+    /// CouchDB's warning when a query read many documents per result (`mango_cursor:
+    /// index_scan_warning`, its default threshold of 10; with no results, the documents read).
+    static func indexScanWarning(docsExamined: Int, returned: Int) -> String? {
+        let ratio = returned == 0 ? Double(docsExamined) : Double(docsExamined) / Double(returned)
+        guard ratio > 10 else { return nil }
+        return "The number of documents examined is high in proportion to the number of results returned. "
+            + "Consider adding a more specific index to improve this."
+    }
+
     /// The index `_find` uses, as CouchDB chooses it (see `MangoIndexChoice`), and the warning
     /// CouchDB gives with it. Nil means `_all_docs`. `_find` refuses a sort no index can give
     /// (`_explain` shows no index then).
@@ -240,7 +249,8 @@ struct MangoEndpoints: Sendable {
         }
         var out: JSONObject = ["docs": .array(docs)]
         out["bookmark"] = .string(Authenticator.base64url(JSON.object(["offset": .int(query.skip + docs.count)]).bytes))
-        if let warning { out["warning"] = .string(warning) }
+        let warnings = [warning, Self.indexScanWarning(docsExamined: result.docsExamined, returned: docs.count)].compactMap { $0 }
+        if !warnings.isEmpty { out["warning"] = .string(warnings.joined(separator: "\n")) }
         if find.executionStats {
             let elapsed = started.duration(to: .now)
             out["execution_stats"] = [
@@ -421,9 +431,14 @@ struct MangoEndpoints: Sendable {
         if !ddocID.hasPrefix("_design/") { ddocID = "_design/\(ddocID)" }
         let name = body["name"]?.stringValue ?? signature
         let existing = try? await db.document(id: ddocID)
-        if let view = existing?["views"]?[name], view["options"]?["def"] == .object(def) {
+        if let stored = existing?["views"]?[name]?["options"]?["def"]?.objectValue,
+           (try? Self.indexDefinition(["index": .object(stored)]).def) == def {
             return .json(["result": "exists", "id": .string(ddocID), "name": .string(name)])
         }
+        // Kept as the client wrote its fields (CouchDB's design document does; listings show
+        // them as {name: direction}).
+        var stored = def
+        stored["fields"] = body["index"]?["fields"]
         var doc = existing ?? ["_id": .string(ddocID), "language": "query", "views": [:]]
         // A partitioned database's indexes are partitioned unless asked otherwise (CouchDB
         // keeps the choice in the design document's options).
@@ -444,7 +459,7 @@ struct MangoEndpoints: Sendable {
             "map": ["fields": .object(JSONObject(normalized.compactMap { $0.objectValue?.members.first })),
                     "partial_filter_selector": def["partial_filter_selector"] ?? [:]],
             "reduce": "_count",
-            "options": ["def": .object(def)],
+            "options": ["def": .object(stored)],
         ]
         doc["views"] = .object(views)
         _ = try await api.documents.writeDocument(db, try DocumentInput(json: .object(doc)), request: request)

@@ -1,5 +1,6 @@
 import ConfigFile
 import CouchEngine
+import CouchCollation
 import CouchJSON
 import CouchServer
 import Foundation
@@ -60,7 +61,7 @@ enum Harness: String, CaseIterable {
         guard let again = try? JSON.parse(printed) else { finding("printed JSON does not parse: \(String(decoding: printed.prefix(200), as: UTF8.self))") }
         guard again == value else { finding("JSON changed in a round trip: \(String(decoding: printed.prefix(200), as: UTF8.self))") }
         _ = JSON.collate(value, again)
-        _ = value.collationKey
+        _ = value.collationKey()
     }
 
     static let configurationKeys: [String: ConfigurationFile.Kind] = [

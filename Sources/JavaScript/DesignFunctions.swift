@@ -1,3 +1,4 @@
+import CouchCollation
 import CouchEngine
 import CouchIndexes
 import Foundation
@@ -23,7 +24,8 @@ public struct DesignFunctions: Sendable {
     /// `require`. Known without running JavaScript (for `_info` and `_view_cleanup`).
     public static func viewSignature(_ ddoc: JSONObject, _ name: String) -> String? {
         guard let map = ddoc["views"]?[name]?["map"]?.stringValue else { return nil }
-        return ViewDefinition.signature(code: viewCode(map: map, lib: ddoc["views"]?["lib"]))
+        let collation = KeyCollation(viewOptions: ddoc["views"]?[name]?["options"])
+        return ViewDefinition.signature(code: viewCode(map: map, lib: ddoc["views"]?["lib"]), collation: collation)
     }
 
     static func viewCode(map: String, lib: JSON?) -> String {
@@ -41,7 +43,8 @@ public struct DesignFunctions: Sendable {
         }
         let lib = ddoc["views"]?["lib"]
         let code = DesignFunctions.viewCode(map: map, lib: lib)
-        let signature = ViewDefinition.signature(code: code)
+        let collation = KeyCollation(viewOptions: definition["options"])
+        let signature = ViewDefinition.signature(code: code, collation: collation)
         let queryServer = self.queryServer
         var reducer: ViewReducer?
         if let source = definition["reduce"]?.stringValue {
@@ -62,7 +65,7 @@ public struct DesignFunctions: Sendable {
                 try await queryServer.map(key: signature, functions: [map], lib: lib, documents: docs)
             }
             return results.map { $0.first ?? [] }
-        }, reduce: reducer)
+        }, reduce: reducer, collation: collation)
     }
 
     /// A `_changes` filter from `filters.<name>`: `filter(doc, req)` for each document.

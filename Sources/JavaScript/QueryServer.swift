@@ -236,7 +236,7 @@ private final class Worker: @unchecked Sendable {
         }
         defer { finished.withLock { $0 = true } }
         do {
-            try input.write(contentsOf: command.bytes + [10])
+            try input.write(contentsOf: command.roundedForJavaScript().bytes + [10])
         } catch {
             stop()
             throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "The JavaScript query server exited")
@@ -277,6 +277,31 @@ private final class Worker: @unchecked Sendable {
             let count = chunk.withUnsafeMutableBytes { Foundation.read(outputFD, $0.baseAddress, $0.count) }
             if count <= 0 { return nil }
             buffer += chunk[..<count]
+        }
+    }
+}
+
+extension JSON {
+    /// This value with integers beyond ±2^53 written as the double they round to (Swift rounds
+    /// to nearest, ties to even, as JavaScript does), so that the engine's number parser, which
+    /// misrounds some 17-digit integers (9007199254740993 read as …994), sees a number it
+    /// reads exactly. CouchDB's SpiderMonkey reads them as JavaScript defines.
+    func roundedForJavaScript() -> JSON {
+        guard holdsUnsafeInteger else { return self }
+        switch self {
+        case let .int(n) where n.magnitude > 1 << 53: return .double(Double(n))
+        case let .array(items): return .array(items.map { $0.roundedForJavaScript() })
+        case let .object(object): return .object(JSONObject(object.members.map { ($0.key, $0.value.roundedForJavaScript()) }))
+        default: return self
+        }
+    }
+
+    private var holdsUnsafeInteger: Bool {
+        switch self {
+        case let .int(n): return n.magnitude > 1 << 53
+        case let .array(items): return items.contains { $0.holdsUnsafeInteger }
+        case let .object(object): return object.members.contains { $0.value.holdsUnsafeInteger }
+        default: return false
         }
     }
 }

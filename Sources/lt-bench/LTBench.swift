@@ -9,6 +9,6 @@ struct LTBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lt-bench",
         abstract: "LocationTracker's benchmarks: the database API, the geo index, the application at scale, the device.",
-        subcommands: [Bench.self, CompareBench.self, ScaleBench.self, PopulationBench.self, TLSBench.self, BackupBench.self, ExportBench.self, RegexBench.self, GeoBench.self, AppBench.self, DeviceBench.self, JSServer.self],
+        subcommands: [Bench.self, CompareBench.self, ScaleBench.self, PopulationBench.self, TLSBench.self, BackupBench.self, ExportBench.self, RegexBench.self, CollationBench.self, GeoBench.self, AppBench.self, DeviceBench.self, JSServer.self],
         defaultSubcommand: Bench.self)
 }

@@ -153,9 +153,10 @@ struct DesignDocumentTests {
         #expect(try await s.request(.GET, "/r/_design/trips/_view/metres").json["rows"]?[0]?["value"] == 2_400_000)
         let geo = try await s.request(.GET, "/r/_design/trips/_view/geo")
         #expect(geo.json["rows"] == [["id": "place", "key": ["type": "Point", "coordinates": [-122.3, 37.5]], "value": .null]])
-        // Errors CouchDB gives: keys on a reduce view need group; an unknown builtin is refused
-        // when the design document is written.
-        #expect(try await s.request(.POST, "/r/_design/trips/_view/by_user_day", json: ["keys": [["ann", 1]]]).status == 400)
+        // Errors CouchDB gives: several keys on a reduce view need group (one key is `key`,
+        // as CouchDB 3.4.3 reads it); an unknown builtin is refused when the design document is written.
+        #expect(try await s.request(.POST, "/r/_design/trips/_view/by_user_day", json: ["keys": [["ann", 1], ["bob", 1]]]).status == 400)
+        #expect(try await s.request(.POST, "/r/_design/trips/_view/by_user_day", json: ["keys": [["ann", 1]]]).status == 200)
         let odd = try await s.request(.PUT, "/r/_design/odd", json: ["views": ["v": ["map": "function (doc) { emit(1, 1); }", "reduce": "_median"]]])
         #expect(odd.status == 400 && odd.json["reason"] == "`_median` is not a supported reduce function.")
 

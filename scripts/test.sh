@@ -7,10 +7,16 @@
 # tests, and, with --fuzz SECONDS (CI gives 30), every libFuzzer harness for that long.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# step NAME: prints how long the run has taken before NAME starts.
+step() { echo "test.sh: ${SECONDS}s, $1" >&2; }
 scripts/install-deps.sh --for-tests
+step "building lt"
 swift build --product lt
+step "CouchDB-Python's suite"
 LT_BINARY="$(swift build --show-bin-path)/lt" scripts/couchdb-python-compat.sh
+step "swift test"
 swift test --no-parallel
+step "clients, OpenAPI, README tour, browsers"
 # Real CouchDB clients from PyPI (ibmcloudant, aiocouch, pycouchdb, CouchDB-Python) against lt.
 python3 Tests/Compatibility/clients.py --lt "$(swift build --show-bin-path)/lt"
 python3 Tests/Compatibility/openapi_conformance.py --lt "$(swift build --show-bin-path)/lt"
@@ -26,5 +32,7 @@ python3 Tests/Browser/test_app.py --lt "$(swift build --show-bin-path)/lt" --mod
 # dist/ (PouchDB is not in the registries CI reaches; without it the test says it is skipped).
 python3 Tests/Browser/test_pouchdb.py --lt "$(swift build --show-bin-path)/lt"
 if [ "${1:-}" = "--fuzz" ]; then
+  step "fuzzing"
   scripts/fuzz.sh "${2:-30}"
 fi
+step "done"

@@ -115,7 +115,8 @@ public struct ViewQuery: Sendable {
     /// their order, with their words: whether it reduces, and how it groups.
     func validated(for view: ViewDefinition) throws(CouchError) -> (reducing: Bool, grouping: Grouping, grouped: Bool) {
         let grouping = try grouping()
-        let explicitlyGrouped = group == true || groupLevel.map { $0 > 0 } == true
+        let levelAboveZero: Bool = (groupLevel ?? 0) > 0
+        let explicitlyGrouped: Bool = group == true || levelAboveZero
         let reducing = view.reduce != nil && reduce != false
         if view.reduce == nil, reduce == true { throw .queryParse("Reduce is invalid for map-only views.") }
         if reducing, grouping != .exact, keys != nil {

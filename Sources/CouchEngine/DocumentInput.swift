@@ -85,7 +85,7 @@ public struct DocumentInput: Sendable {
     /// Checks a document id as CouchDB does: a non-empty string; only `_design/` and `_local/`
     /// ids may start with an underscore.
     public static func validate(id: String) throws(CouchError) {
-        guard !id.isEmpty else { throw CouchError.badRequest("Document id must not be empty") }
+        guard !id.isEmpty else { throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must not be empty") }
         // Ids are stored as SQLite text, which ends at a NUL: "a\u{0}b" would be stored as "a"
         // and replace it. CouchDB keeps such ids; this server refuses them (docs/compatibility.md).
         if holdsNUL(id) {

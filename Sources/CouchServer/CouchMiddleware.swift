@@ -219,8 +219,9 @@ struct CouchResponder: HTTPResponder {
             do { response = try await answer(request, &context) } catch { response = errors.response(for: error, request) }
         }
         headers.finish(&response, request)
-        // As CouchDB: every answer names its request, and the access log line does too.
-        let requestID = AccessLog.newRequestID()
+        // As CouchDB: every answer names its request (the client's id for it when it gave one),
+        // and the access log line does too.
+        let requestID = AccessLog.clientRequestID(request.headers[Self.requestIDHeader]) ?? AccessLog.newRequestID()
         response.headers[Self.requestIDHeader] = requestID
         let inProcess = context.inProcessUser != nil
         let duration = start.duration(to: .now)

@@ -335,6 +335,13 @@ struct DatabaseEndpoints: Sendable {
         if request.query["new_edits"] == "false" { newEdits = false }
         let isDbAdmin = (try? request.user.authorize(.admin, to: db)) != nil
         if !isDbAdmin { try request.user.authorize(.write, to: db) }
+        // CouchDB 3 does not offer all-or-nothing writes: 417, each document refused, nothing written.
+        if body["all_or_nothing"] == .bool(true) {
+            let rows: [JSON] = docs.map { doc in
+                ["id": doc["_id"] ?? .null, "rev": doc["_rev"] ?? "0-", "error": "not_implemented", "reason": "all_or_nothing is not supported"]
+            }
+            return .json(.array(rows), status: .expectationFailed)
+        }
 
         // Parse and check every document; failures become per-document errors.
         var results = [Result<Revision, CouchError>?](repeating: nil, count: docs.count)

@@ -37,6 +37,16 @@ public struct AccessLog: Sendable {
         return String(repeating: "0", count: 10 - hex.count) + hex
     }
 
+    /// The id a client gave its request (`X-Couch-Request-ID`), kept as CouchDB keeps it when it
+    /// is a plausible id: 1 to 64 letters, digits, `.`, `_` or `-` (it goes into the log and the
+    /// answer's headers); nil otherwise, for a new one.
+    public static func clientRequestID(_ value: String?) -> String? {
+        guard let value, (1...64).contains(value.utf8.count),
+              value.utf8.allSatisfy({ $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D) })
+        else { return nil }
+        return value
+    }
+
     /// One request's line. `path` without its query; `user` a name, empty for nobody; `duration`
     /// as the listener measured it (its metrics take the same).
     public func record(

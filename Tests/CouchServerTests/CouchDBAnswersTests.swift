@@ -38,6 +38,27 @@ struct CouchDBAnswersTests {
         #expect(bulk.json["results"]?[1]?["docs"]?[0]?["error"]?["rev"] == "undefined")
     }
 
+    @Test("Issue 41's HTTP rows: the client's X-Couch-Request-ID comes back, all_or_nothing is 417 and writes nothing, an empty id is illegal_docid")
+    func requestIDsAndRefusals() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        // CouchDB: the answer carries the id the client gave; one that is not an id gets a new one.
+        let named = try await s.request(.PUT, "/db/d1", json: ["a": 1], headers: [("X-Couch-Request-ID", "abc123")])
+        #expect(named.headers.first(name: "X-Couch-Request-ID") == "abc123")
+        let odd = try await s.request(.GET, "/db/d1", headers: [("X-Couch-Request-ID", "bad id; " + String(repeating: "x", count: 70))])
+        let fresh = odd.headers.first(name: "X-Couch-Request-ID") ?? ""
+        #expect(fresh.count == 10 && fresh.allSatisfy(\.isHexDigit))
+        // CouchDB: 417 [{"id":"x","rev":"0-","error":"not_implemented","reason":"all_or_nothing is not supported"}].
+        let all = try await s.request(.POST, "/db/_bulk_docs", json: ["all_or_nothing": true, "docs": [["_id": "x"]]])
+        #expect(all.status == 417)
+        #expect(all.json == [["id": "x", "rev": "0-", "error": "not_implemented", "reason": "all_or_nothing is not supported"]])
+        #expect(try await s.request(.GET, "/db/x").status == 404)
+        // CouchDB: 400 {"error":"illegal_docid","reason":"Document id must not be empty"}.
+        let empty = try await s.request(.POST, "/db", json: ["_id": ""])
+        #expect(empty.status == 400 && empty.json == ["error": "illegal_docid", "reason": "Document id must not be empty"])
+    }
+
     @Test("_find and _index: use_index null or [], bad bookmarks, invalid index definitions, _index routes")
     func mango() async throws {
         let s = try TestServer()

@@ -95,11 +95,14 @@ package struct OwnerRequest {
     /// an attachment, goes back untouched) and its `Location` in the owner's ids.
     func rewritten(_ response: APIResponse, _ transform: (JSON) throws -> JSON) async throws -> APIResponse {
         var response = response
-        if let location = response.headers[.location], let start = location.range(of: "/\(db)/")?.upperBound {
-            // `/db/<stored id>[/<attachment>]`, `/db/_local/<stored id>`.
-            var segments = location[start...].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        if let location = response.headers[.location], let found = location.range(of: "/\(db)/") {
+            // `[scheme://host]/db/<stored id>[/<attachment>]`, `/db/_local/<stored id>`: on this
+            // server, as the client asked for it (never the cluster's own address).
+            var segments = location[found.upperBound...].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             if segments.first == "_local", segments.count == 2 { segments = ["_local/" + segments[1]] }
-            response.headers[.location] = namespace.visible(segments[0]).map { (["/\(db)", $0] + segments.dropFirst()).joined(separator: "/") }
+            response.headers[.location] = namespace.visible(segments[0]).map {
+                request.location((["/\(db)", $0] + segments.dropFirst()).joined(separator: "/"), scheme: api.options.databaseScheme)
+            }
         }
         let contentType = response.headers[.contentType] ?? ""
         guard contentType.hasPrefix("application/json") || contentType.hasPrefix("multipart/") else { return response }

@@ -47,6 +47,9 @@ public final class CouchAPI: Sendable {
         /// How the application listener serves its pages (`https` with `--tls-cert`): only
         /// pages of that scheme are its own.
         public var applicationScheme = "http"
+        /// How the database listener is reached (`https` with `--tls-cert`): the scheme of the
+        /// absolute `Location` URLs it answers with, as CouchDB's.
+        public var databaseScheme = "http"
         public init() {}
     }
 

@@ -193,6 +193,6 @@ extension APIRequest {
         self.init(
             method: request.method, headers: request.headers, path: CouchURL.segments(request.uri.path),
             query: CouchURL.parameters(request.uri.query), body: context.body, user: context.user, client: context.client,
-            clientGone: context.listener.clientGone)
+            clientGone: context.listener.clientGone, authority: request.head.authority)
     }
 }

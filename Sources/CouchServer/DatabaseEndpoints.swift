@@ -26,7 +26,7 @@ struct DatabaseEndpoints: Sendable {
             }
             try await api.store.create(name, partitioned: partitioned)
             var headers = HTTPFields()
-            headers[.location] = "/\(name)"
+            headers[.location] = request.location("/\(name)", scheme: api.options.databaseScheme)
             return .json(["ok": true], status: .created, headers: headers)
         case .delete:
             try request.requireServerAdmin()

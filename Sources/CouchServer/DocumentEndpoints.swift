@@ -158,7 +158,7 @@ struct DocumentEndpoints: Sendable {
     func documentWritten(_ db: DocumentDatabase, _ id: String, _ rev: Revision, request: APIRequest, status: HTTPResponse.Status = .created) -> APIResponse {
         var headers = HTTPFields()
         headers[.eTag] = "\"\(rev)\""
-        headers[.location] = "/\(db.name)/\(id)"
+        headers[.location] = request.location("/\(db.name)/\(id)", scheme: api.options.databaseScheme)
         if request.query["batch"] == "ok" {
             // CouchDB answers batch mode before the write is durable, without the revision.
             return .json(["ok": true, "id": .string(id)], status: .accepted, headers: headers)

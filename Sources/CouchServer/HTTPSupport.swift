@@ -20,9 +20,19 @@ struct APIRequest {
     var client = "in-process"
     /// Whether the client went away (its connection closed): long scans stop.
     var clientGone: @Sendable () -> Bool = { false }
+    /// The host the client asked for (HTTP/1.1's `Host`), nil for the server's own calls.
+    var authority: String?
 
     func header(_ name: String) -> String? {
         HTTPField.Name(name).flatMap { headers[$0] }
+    }
+
+    /// A `Location` for `path` on this server: absolute, from the request's `Host`, as CouchDB
+    /// answers (`http://127.0.0.1:5984/db/doc`); the path alone for a request without one (the
+    /// server's own calls).
+    func location(_ path: String, scheme: String) -> String {
+        guard let host = authority, !host.isEmpty, !host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" }) else { return path }
+        return scheme + "://" + host + path
     }
 
     /// The body parsed as JSON, or 400 `bad_request` if it is not JSON.

@@ -47,6 +47,7 @@ public enum LocationTrackerServer {
         let boundApplicationPort = NIOLockedValueBox<Int?>(nil)
         if !configuration.databaseOnly { options.applicationPort = { boundApplicationPort.withLockedValue { $0 } } }
         options.applicationScheme = configuration.tls == nil ? "http" : "https"
+        options.databaseScheme = options.applicationScheme
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
         addServerCollectors(configuration, metrics: options.metrics)
         try api.prepareSystemDatabases()

@@ -38,7 +38,7 @@ struct CouchDBAnswersTests {
         #expect(bulk.json["results"]?[1]?["docs"]?[0]?["error"]?["rev"] == "undefined")
     }
 
-    @Test("Issue 41's HTTP rows: the client's X-Couch-Request-ID comes back, all_or_nothing is 417 and writes nothing, an empty id is illegal_docid")
+    @Test("Issue 41's HTTP rows: the client's X-Couch-Request-ID comes back, Location is absolute, all_or_nothing is 417 and writes nothing, an empty id is illegal_docid")
     func requestIDsAndRefusals() async throws {
         let s = try TestServer()
         defer { s.stop() }
@@ -46,6 +46,9 @@ struct CouchDBAnswersTests {
         // CouchDB: the answer carries the id the client gave; one that is not an id gets a new one.
         let named = try await s.request(.PUT, "/db/d1", json: ["a": 1], headers: [("X-Couch-Request-ID", "abc123")])
         #expect(named.headers.first(name: "X-Couch-Request-ID") == "abc123")
+        // CouchDB: Location is absolute, from the request's Host: http://127.0.0.1:5984/db/d1.
+        #expect(named.headers.first(name: "Location") == "http://127.0.0.1:\(s.port)/db/d1")
+        #expect(try await s.request(.PUT, "/db2").headers.first(name: "Location") == "http://127.0.0.1:\(s.port)/db2")
         let odd = try await s.request(.GET, "/db/d1", headers: [("X-Couch-Request-ID", "bad id; " + String(repeating: "x", count: 70))])
         let fresh = odd.headers.first(name: "X-Couch-Request-ID") ?? ""
         #expect(fresh.count == 10 && fresh.allSatisfy(\.isHexDigit))

@@ -9,10 +9,11 @@ import GRDB
 /// `inclusive_end`, `descending`), or one scan per key of `keys`.
 enum ViewRange {
     /// The key ranges a view query reads, each a SQL condition with its arguments: one per key
-    /// (`keys`, `key`), or the range between `startkey` and `endkey`; within the partition's ids.
+    /// of `keys`, or the range between `startkey` and `endkey` (`ViewIndexes.query` has made
+    /// `key` that range); within the partition's ids.
     static func viewScans(_ query: ViewQuery, _ collation: KeyCollation) -> [(condition: String, arguments: [any DatabaseValueConvertible])] {
         var parts: [(condition: String, arguments: [any DatabaseValueConvertible])]
-        if let keys = query.keys ?? query.key.map({ [$0] }) {
+        if let keys = query.keys {
             // Each key is the range from it to itself (`inclusive_end` and the `*_docid` bounds
             // apply to each, as CouchDB's `key_opts` makes them).
             parts = keys.map { key in

@@ -14,12 +14,8 @@ enum ViewReduction {
     static func group(
         _ rows: [(key: JSON, id: String, value: JSON)], _ grouping: ViewQuery.Grouping, collation: KeyCollation = .unicode
     ) -> [(JSON, [(key: JSON, id: String, value: JSON)])] {
-        var level: Int?
-        switch grouping {
-        case .whole: return rows.isEmpty ? [] : [(.null, rows)]
-        case .exact: level = nil
-        case let .level(n): level = n
-        }
+        if grouping == .whole { return rows.isEmpty ? [] : [(.null, rows)] }
+        let level: Int? = if case let .level(n) = grouping { n } else { nil }
         var groups: [(JSON, [(key: JSON, id: String, value: JSON)])] = []
         for row in rows {
             var key = row.key

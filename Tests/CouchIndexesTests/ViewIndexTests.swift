@@ -57,6 +57,21 @@ struct ViewIndexTests {
         }
     }
 
+    @Test("Documents whose ids are canonically equivalent but other bytes (é, e\u{301}) keep their own rows")
+    func equivalentIDsKeepTheirRows() async throws {
+        try await withStore { store, _ in
+            let db = try await store.create("ids")
+            _ = try await db.update([DocumentInput(id: "é", body: ["k": 1]), DocumentInput(id: "e\u{301}", body: ["k": 2])], newEdits: true)
+            let view = ViewDefinition(code: "by-k-ids", map: { doc in [(key: doc["k"] ?? .null, value: doc["_id"] ?? .null)] })
+            let rows = try await db.views.query(view, ViewQuery()).rows
+            // Compared by bytes: Swift's == would take either id for the other.
+            let pairs = rows.map { (Array(($0["id"]?.stringValue ?? "").utf8), $0["key"]?.intValue ?? 0) }
+            #expect(pairs.count == 2)
+            #expect(pairs.contains { $0.0 == Array("é".utf8) && $0.1 == 1 })
+            #expect(pairs.contains { $0.0 == Array("e\u{301}".utf8) && $0.1 == 2 })
+        }
+    }
+
     @Test("Built-in reducers: _count, _sum, _stats, _approx_count_distinct, with group and group_level")
     func reducers() async throws {
         try await withStore { store, _ in

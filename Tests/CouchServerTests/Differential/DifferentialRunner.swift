@@ -96,8 +96,6 @@ enum DifferentialComparison {
                 if isReduceError, key == "caused_by" { continue }
                 if key == "rev" || key == "_rev", let rev = member.stringValue, let dash = rev.firstIndex(of: "-") {
                     out[key] = .string(String(rev[..<dash]) + "-…")
-                } else if key == "changes" || key == "_revisions" {
-                    out[key] = strip(member)
                 } else {
                     out[key] = strip(member)
                 }

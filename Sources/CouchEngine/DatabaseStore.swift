@@ -23,7 +23,12 @@ public final class DatabaseStore: Sendable {
     let validator: (any WriteValidator)?
     /// The largest document body stored, in bytes of JSON (CouchDB's `max_document_size`);
     /// beyond it a write is refused with 413 `document_too_large`. Attachments do not count.
-    public let maxDocumentSize: Int
+    public var maxDocumentSize: Int {
+        get { documentSizeLimit.withLock { $0 } }
+        set { documentSizeLimit.withLock { $0 = newValue } }
+    }
+    /// Shared with every open database, so a change applies to them at once.
+    private let documentSizeLimit: Locked<Int>
     /// CouchDB 3's default `max_document_size`: 8,000,000 bytes.
     public static let defaultMaxDocumentSize = 8_000_000
     /// How each database is opened, by name.
@@ -97,7 +102,7 @@ public final class DatabaseStore: Sendable {
         logger: Logger = Logger(label: "lt.engine")
     ) throws {
         self.metrics = metrics
-        self.maxDocumentSize = maxDocumentSize
+        self.documentSizeLimit = Locked(maxDocumentSize)
         self.recentChanges = RecentChanges(budget: recentChangesBudget)
         self.directory = directory
         self.databasesPath = directory.appendingPathComponent("dbs", isDirectory: true).path + "/"
@@ -303,7 +308,7 @@ public final class DatabaseStore: Sendable {
         let connections = connections(name)
         return try DocumentDatabase(
             name: name, path: path, notifier: notifier, durability: durability, validator: validator,
-            connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: maxDocumentSize,
+            connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: documentSizeLimit,
             metrics: metrics, created: created, onClosed: { [weak self] in
                 // Later and elsewhere: the last reference may go while a lock of the store is held.
                 guard let store = self else { return }

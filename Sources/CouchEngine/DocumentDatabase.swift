@@ -44,7 +44,9 @@ public final class DocumentDatabase: Sendable {
     /// Checks writes before they are stored (`validate_doc_update`); nil: no checks.
     let validator: (any WriteValidator)?
     /// Largest document body stored (bytes of JSON); see `DatabaseStore.maxDocumentSize`.
-    let maxDocumentSize: Int
+    var maxDocumentSize: Int { documentSizeLimit.withLock { $0 } }
+    /// The store's limit, shared with it (changed at run time through `_config`).
+    private let documentSizeLimit: Locked<Int>
     let designCache = Locked(DesignCache())
     /// Indexes kept in memory beside their tables (geo), by table name, each with the
     /// sequence it reflects.
@@ -73,12 +75,12 @@ public final class DocumentDatabase: Sendable {
     init(
         name: String, path: String, notifier: ChangeNotifier, durability: Durability,
         validator: (any WriteValidator)? = nil, connections: Connections = .pool, recentChanges: RecentChanges? = nil,
-        maxDocumentSize: Int = DatabaseStore.defaultMaxDocumentSize, metrics: EngineMetrics = EngineMetrics(), created: Bool = false,
-        onClosed: (@Sendable () -> Void)? = nil
+        maxDocumentSize: Locked<Int> = Locked(DatabaseStore.defaultMaxDocumentSize), metrics: EngineMetrics = EngineMetrics(),
+        created: Bool = false, onClosed: (@Sendable () -> Void)? = nil
     ) throws {
         self.onClosed = onClosed
         self.name = name
-        self.maxDocumentSize = maxDocumentSize
+        self.documentSizeLimit = maxDocumentSize
         self.notifier = notifier
         self.validator = validator
         let pool = try DatabaseFile.openConnections(path: path, name: name, durability: durability, connections: connections)

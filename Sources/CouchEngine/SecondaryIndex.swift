@@ -47,6 +47,8 @@ public struct ChangedDocument: Sendable {
 /// transaction (a map function may be a JavaScript round trip), then in one write transaction
 /// checks the checkpoint has not moved (another update got there first), lets the index
 /// `store` the batch and moves the checkpoint: an index is always exactly as of its checkpoint.
+/// While one batch is stored the next is read and prepared, so a map function and the writer
+/// work at once.
 public protocol SecondaryIndex: Sendable {
     /// What a batch of changed documents becomes before it is stored.
     associatedtype Batch: Sendable
@@ -88,6 +90,8 @@ extension DocumentDatabase {
         let latest = notifier.latest
         if let current = currentIndexes.withLock({ $0[index.table] }), current >= latest { return }
         var next = try await checkpointAndChanges(index)
+        // A batch prepared while the one before it was stored.
+        var prepared: Index.Batch?
         while true {
             let (since, changed, exists) = next
             if !exists {
@@ -102,9 +106,15 @@ extension DocumentDatabase {
                 currentIndexes.withLock { $0[index.table] = max($0[index.table] ?? 0, latest) }
                 return
             }
-            let batch = try await index.prepare(changed)
-            // The next batch is read while this one is written (a reader beside the writer).
-            async let following = reading { db in try IndexRegistry.changedDocuments(db, after: last, limit: index.batchSize) }
+            let batch: Index.Batch
+            if let ready = prepared { batch = ready } else { batch = try await index.prepare(changed) }
+            prepared = nil
+            // The next batch is read, and prepared (a map function's round trip), while this one
+            // is written: the writer and the map function work at once.
+            async let upcoming = { () async throws -> ([ChangedDocument], Index.Batch?) in
+                let following = try await reading { db in try IndexRegistry.changedDocuments(db, after: last, limit: index.batchSize) }
+                return (following, following.isEmpty ? nil : try await index.prepare(following))
+            }()
             let stored = try await writer.write { db, _ -> Bool in
                 let current = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
                 guard current == since else { return false }  // another update got here first
@@ -114,9 +124,11 @@ extension DocumentDatabase {
             }
             if stored {
                 committed(batch, since, last)
-                next = (last, try await following, true)
+                let (following, batch) = try await upcoming
+                prepared = batch
+                next = (last, following, true)
             } else {
-                _ = try? await following
+                _ = try? await upcoming
                 next = try await checkpointAndChanges(index)
             }
         }
@@ -137,7 +149,12 @@ extension DocumentDatabase {
         let dropped = try await writing { db -> [String] in
             guard try db.tableExists(registry) else { return [] }
             var dropped: [String] = []
+            let tables = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
             for table in try String.fetchAll(db, sql: "SELECT name FROM \(registry)") where !keep.contains(table) {
+                // With the tables named after it that keep something of it (a view's blocks).
+                for companion in tables where companion.hasPrefix(table + "_") {
+                    try db.execute(sql: "DROP TABLE IF EXISTS \(companion)")
+                }
                 try db.execute(sql: "DROP TABLE IF EXISTS \(table)")
                 try db.execute(sql: "DELETE FROM \(registry) WHERE name = ?", arguments: [table])
                 dropped.append(table)

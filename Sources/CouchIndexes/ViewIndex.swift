@@ -186,6 +186,7 @@ struct ViewRows: SecondaryIndex {
 
     func createTables(_ db: GRDB.Database) throws {
         try ViewIndexes.createViewTables(db, table)
+        try ViewPositions.create(db, table)
         let earlier = "view_" + view.signatureBeforeICU
         try db.execute(sql: "DROP TABLE IF EXISTS \(earlier)")
         try db.execute(sql: "DELETE FROM view_indexes WHERE name = ?", arguments: [earlier])
@@ -202,18 +203,27 @@ struct ViewRows: SecondaryIndex {
     }
 
     func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws {
+        // An index built before row positions were kept gets them with its next update.
+        try ViewPositions.create(db, table)
         let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-        let insert = try db.makeStatement(sql: "INSERT OR REPLACE INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
+        // Plain INSERT: the document's rows were deleted just before, and a REPLACE would remove a row
+        // without the delete trigger that counts it.
+        let insert = try db.makeStatement(sql: "INSERT INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
         var delta = 0
+        var inserted: [Data] = []
         for (document, rows) in zip(changed, batch.rows) {
             try delete.execute(arguments: [document.id])
             delta -= db.changesCount
             for (n, row) in rows.enumerated() {
-                try insert.execute(arguments: [Data(row.key.collationKey(view.collation)), document.id, n, row.key.text, row.value.text])
+                let key = Data(row.key.collationKey(view.collation))
+                try insert.execute(arguments: [key, document.id, n, row.key.text, row.value.text])
+                inserted.append(key)
                 delta += 1
             }
         }
         try db.execute(sql: "UPDATE view_indexes SET rows = rows + ? WHERE name = ?", arguments: [delta, table])
+        try ViewPositions.counted(db, table, keys: inserted)
+        try ViewPositions.rebalance(db, table)
     }
 }
 
@@ -352,7 +362,8 @@ public struct ViewIndexes: Sendable {
     ) throws -> Int {
         let starts: [(key: JSON?, docID: String?)] = query.keys.map { $0.map { ($0, query.startKeyDocID) } } ?? [(query.startKey, query.startKeyDocID)]
         var chosen = starts.last
-        for (start, scan) in zip(starts, scans) {
+        // One scan is its own start whether it has rows or not.
+        for (start, scan) in zip(starts, scans) where starts.count > 1 {
             let any = try Bool.fetchOne(
                 db, sql: "SELECT EXISTS(SELECT 1 FROM \(table) WHERE \(scan.condition))", arguments: StatementArguments(scan.arguments)) ?? false
             if any {
@@ -367,9 +378,8 @@ public struct ViewIndexes: Sendable {
         before.endKey = key
         before.endKeyDocID = chosen.docID
         before.inclusiveEnd = false
-        let range = ViewRange.viewRange(before, collation)
-        let count = try Int.fetchOne(
-            db, sql: "SELECT count(*) FROM \(table) WHERE \(range.condition)", arguments: StatementArguments(range.arguments)) ?? 0
+        let count = try ViewPositions.rowsBefore(
+            db, table, key: Data(key.collationKey(collation)), descending: query.descending, ViewRange.viewRange(before, collation))
         return Swift.min(count.addingSaturating(query.skip), total)
     }
 
@@ -410,7 +420,7 @@ public struct ViewIndexes: Sendable {
             var bytes = 0
             for table in tables {
                 bytes += (try? Int.fetchOne(
-                    db, sql: "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (?, ?)", arguments: [table, table + "_by_doc"])) ?? 0
+                    db, sql: "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (?, ?, ?)", arguments: [table, table + "_by_doc", table + "_blocks"])) ?? 0
             }
             return (updateSeq, bytes, pending)
         }

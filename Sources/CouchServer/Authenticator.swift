@@ -17,7 +17,12 @@ final class Authenticator: Sendable {
     let store: DatabaseStore
     /// Cluster mode: users are the cluster's `_users` documents.
     let cluster: CouchCluster?
-    let cookieLifetime: TimeInterval
+    /// How long a session cookie lasts (`[chttpd_auth] timeout`, changed at run time).
+    var cookieLifetime: TimeInterval {
+        get { lifetime.withLock { $0 } }
+        set { lifetime.withLock { $0 = newValue } }
+    }
+    private let lifetime: Locked<TimeInterval>
     /// Failed password checks, shared with the application's listener.
     let throttle: LoginThrottle
     private let verified = Locked<[SHA256Digest: (context: UserContext, expires: Date)]>([:])
@@ -29,7 +34,7 @@ final class Authenticator: Sendable {
         self.throttle = throttle
         self.store = store
         self.cluster = cluster
-        self.cookieLifetime = cookieLifetime
+        self.lifetime = Locked(cookieLifetime)
     }
 
     /// A user's stored credentials: admin hash or `_users` document fields.

@@ -31,7 +31,11 @@ struct ChangesEndpoints: Sendable {
             if raw == "true" {
                 heartbeat = .milliseconds(60000)
             } else {
-                guard let ms = Int(raw), ms > 0 else { throw CouchError.badRequest("Invalid heartbeat value") }
+                // CouchDB's two refusals, in its words.
+                guard let ms = Int(raw) else {
+                    throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
+                }
+                guard ms > 0 else { throw CouchError.badRequest("The heartbeat value should be a positive integer (in milliseconds).") }
                 heartbeat = .milliseconds(max(ms, 100))
             }
         }
@@ -54,7 +58,9 @@ struct ChangesEndpoints: Sendable {
         case "all_docs": options.allLeaves = true
         default: throw CouchError.badRequest("Supported `style` values: main_only, all_docs")
         }
-        if let since = request.query["since"] ?? request.header("Last-Event-ID") {
+        // A browser's EventSource reconnecting names the last event it saw: that wins over `since`.
+        let lastEvent = request.query["feed"] == "eventsource" ? request.header("Last-Event-ID") : nil
+        if let since = lastEvent ?? request.query["since"] {
             let parsed = since == "now" ? JSON.string("now") : ((try? JSON.parse(since)) ?? .string(since))
             let value = try db.parseSequence(parsed)
             options.since = value < 0 ? try await db.updateSeq() : value

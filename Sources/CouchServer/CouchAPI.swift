@@ -50,6 +50,11 @@ public final class CouchAPI: Sendable {
         /// How the database listener is reached (`https` with `--tls-cert`): the scheme of the
         /// absolute `Location` URLs it answers with, as CouchDB's.
         public var databaseScheme = "http"
+        /// Start values of the runtime configuration beyond those this API knows (`[chttpd]
+        /// port`, `bind_address`: the listener's), by section and key.
+        public var configuration: [String: [String: String]] = [:]
+        /// Where changes made through `/_node/{node}/_config` are kept (nil: in memory only).
+        public var configurationFile: URL?
         public init() {}
     }
 
@@ -72,6 +77,10 @@ public final class CouchAPI: Sendable {
     let sharedReads = SharedFeedReads()
     /// Cluster mode: the task following the cluster's `_users` (see `CouchCluster`).
     let usersFollower = Locked<Task<Void, Never>?>(nil)
+    /// CouchDB's runtime configuration (`/_node/{node}/_config`).
+    let config: NodeConfiguration
+    /// `[chttpd] max_http_request_size`, read by the body step of every request.
+    let requestBodyLimit: Locked<Int>
     /// The routes behind their middleware. They hold this API unowned (it holds them), so they
     /// are made once its other properties exist: set once in `init`, before it is shared.
     nonisolated(unsafe) private(set) var pipeline: CouchResponder!
@@ -86,6 +95,8 @@ public final class CouchAPI: Sendable {
                                   throttle: options.loginThrottle)
         self.options = options
         self.logger = logger
+        config = NodeConfiguration(defaults: Self.configuration(settings: settings, store: store, options: options), file: options.configurationFile)
+        requestBodyLimit = Locked(options.maxBodySize)
         feeds = FeedCounter(limit: options.maxFeedsPerUser)
         let jobs = ReplicationJobs()
         self.jobs = jobs
@@ -94,6 +105,46 @@ public final class CouchAPI: Sendable {
         self.replicatorDatabase = ReplicatorDatabase(store: store, jobs: jobs, filters: filterResolver, logger: logger)
         pipeline = makeResponder()
         addMetricsCollectors()
+        applyConfiguration()
+    }
+
+    /// The start values of the runtime configuration: what the server was started with, under
+    /// CouchDB's names, and CouchDB's defaults for the keys lt applies.
+    static func configuration(settings: ServerSettings, store: DatabaseStore, options: Options) -> NodeConfiguration.Sections {
+        var sections: NodeConfiguration.Sections = [
+            "couchdb": [
+                "uuid": settings.uuid, "database_dir": store.directory.path, "view_index_dir": store.directory.path,
+                "max_document_size": String(store.maxDocumentSize),
+            ],
+            "chttpd": ["max_http_request_size": String(options.maxBodySize)],
+            "chttpd_auth": ["timeout": String(Int(options.sessionTimeout)), "iterations": String(options.pbkdf2Iterations)],
+            "uuids": ["algorithm": UUIDGenerator.Algorithm.sequential.rawValue, "max_count": "1000"],
+        ]
+        if !options.corsOrigins.isEmpty {
+            sections["chttpd", default: [:]]["enable_cors"] = "true"
+            sections["cors"] = ["origins": options.corsOrigins.joined(separator: ",")]
+        }
+        for (section, keys) in options.configuration {
+            sections[section, default: [:]].merge(keys) { $1 }
+        }
+        return sections
+    }
+
+    /// Whether the file of runtime configuration changes can be read (before a server starts).
+    public static func checkConfigurationFile(_ url: URL) throws {
+        try NodeConfiguration.check(url)
+    }
+
+    /// The values changed through `/_node/{node}/_config` and kept, where they differ from
+    /// what the server was started with (nil: deleted).
+    public var configurationChanges: [(section: String, key: String, value: String?)] { config.overridden }
+
+    /// Takes the live keys' values (`NodeConfiguration.live`) where they are used; a key
+    /// deleted goes back to its start value.
+    func applyConfiguration() {
+        store.maxDocumentSize = config.integer("couchdb", "max_document_size", default: Int(config.defaults["couchdb"]?["max_document_size"] ?? "") ?? DatabaseStore.defaultMaxDocumentSize)
+        requestBodyLimit.withLock { $0 = config.integer("chttpd", "max_http_request_size", default: options.maxBodySize) }
+        auth.cookieLifetime = TimeInterval(config.integer("chttpd_auth", "timeout", default: Int(options.sessionTimeout)))
     }
 
     /// Starts the server's background work: the `_replicator` database's jobs.

@@ -90,9 +90,11 @@ struct CouchErrors {
 /// The body, collected up to the limit (413 beyond); a gzip-compressed one (IBM's SDK sends
 /// them) decoded within the same limit, as CouchDB does; other codings refused.
 struct CouchRequestBody {
-    let maxBodySize: Int
+    /// `[chttpd] max_http_request_size`, changed at run time.
+    let limit: Locked<Int>
 
     func read(_ request: Request, into context: inout CouchRequestContext) async throws {
+        let maxBodySize = limit.withLock { $0 }
         var request = request
         do {
             // The server's own requests are not limited: it made their bodies itself.
@@ -191,6 +193,7 @@ struct CouchResponder: HTTPResponder {
     let body: CouchRequestBody
     let authentication: CouchAuthentication
     let cluster: ClusterPassThrough?
+    let jsonp: JSONP
 
     /// The route's answer. With no route for the request (the router's endpoint path is then
     /// "NotFound"; a route's is its pattern), CouchDB's error instead of the router's own: the
@@ -211,12 +214,18 @@ struct CouchResponder: HTTPResponder {
 
     func respond(to request: Request, context: CouchRequestContext) async throws -> Response {
         let start = ContinuousClock.now
+        let request = Self.methodOverridden(request)
         var context = context
         var response: Response
         if let preflight = headers.preflight(request) {
             response = preflight
         } else {
-            do { response = try await answer(request, &context) } catch { response = errors.response(for: error, request) }
+            var callback: String?
+            do {
+                callback = try jsonp.callback(request)
+                response = try await answer(request, &context)
+            } catch { response = errors.response(for: error, request) }
+            if let callback { JSONP.wrap(&response, callback: callback) }
         }
         headers.finish(&response, request)
         // As CouchDB: every answer names its request (the client's id for it when it gave one),
@@ -234,6 +243,19 @@ struct CouchResponder: HTTPResponder {
     }
 
     static let requestIDHeader = HTTPField.Name("X-Couch-Request-ID")!
+    static let methodOverrideHeader = HTTPField.Name("X-HTTP-Method-Override")!
+    static let overridableMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT", "COPY"]
+
+    /// A `POST` with `X-HTTP-Method-Override` naming one of CouchDB's methods is that method,
+    /// as CouchDB lets clients that can only `POST` fake the others; with any other method the
+    /// header is ignored, as CouchDB ignores it.
+    static func methodOverridden(_ request: Request) -> Request {
+        guard request.method == .post, let name = request.headers[methodOverrideHeader], overridableMethods.contains(name),
+              let method = HTTPRequest.Method(name) else { return request }
+        var head = request.head
+        head.method = method
+        return Request(head: head, body: request.body)
+    }
 
     /// The body read, the user identified (into `context`, for the access log), then the
     /// cluster's answer or the route's, with a renewed session cookie when one is due.

@@ -31,8 +31,9 @@ extension CouchAPI {
     func makeResponder() -> CouchResponder {
         CouchResponder(
             routes: makeRouter().buildResponder(), store: store, accessLog: AccessLog(logger: logger, listener: "database", enabled: options.accessLog), metrics: options.metrics, headers: CouchResponseHeaders(api: self),
-            errors: CouchErrors(api: self), body: CouchRequestBody(maxBodySize: options.maxBodySize),
-            authentication: CouchAuthentication(api: self), cluster: options.cluster.map { ClusterPassThrough(api: self, cluster: $0) })
+            errors: CouchErrors(api: self), body: CouchRequestBody(limit: requestBodyLimit),
+            authentication: CouchAuthentication(api: self), cluster: options.cluster.map { ClusterPassThrough(api: self, cluster: $0) },
+            jsonp: JSONP(config: config))
     }
 
     func makeRouter() -> Router<CouchRequestContext> {
@@ -77,6 +78,11 @@ extension CouchAPI {
         db.on("_missing_revs", database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: true) })
         db.on("_ensure_full_commit", database: { api, db, request in try api.databases.ensureFullCommit(db, request) })
         db.on("_revs_limit", database: { api, db, request in try await api.databases.revsLimit(db, request) })
+        // CouchDB 2 removed temporary views; CouchDB 3 answers 410 to a reader of the database.
+        db.on("_temp_view", database: { _, db, request in
+            try request.user.authorize(.read, to: db)
+            throw CouchError(status: 410, error: "gone", reason: "Temporary views are not supported in CouchDB")
+        })
         db.on("_security", database: { api, db, request in try await api.databases.security(db, request) })
         db.on("_purge", database: { api, db, request in try await api.databases.purge(db, request) })
         db.on("_compact", database: { api, db, request in try await api.databases.compact(db, request) })

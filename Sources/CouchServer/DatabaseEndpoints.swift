@@ -38,7 +38,7 @@ struct DatabaseEndpoints: Sendable {
         case .post:
             let db = try await api.store.open(name)
             var input = try DocumentInput(json: try request.json())
-            if input.id == nil { input.id = Hex.random(bytes: 16) }
+            if input.id == nil { input.id = api.config.newID() }
             let id = input.id!
             let rev = try await api.documents.writeDocument(db, input, request: request)
             return api.documents.documentWritten(db, id, rev, request: request)
@@ -349,6 +349,7 @@ struct DatabaseEndpoints: Sendable {
         var batch: [DocumentInput] = []
         var batchIndex: [Int] = []
         var locals: [(index: Int, id: String, input: LocalDocument)] = []
+        for json in docs { try DocumentEndpoints.validateAttachmentNames(json["_attachments"]?.objectValue) }
         for (i, json) in docs.enumerated() {
             do {
                 if case let .string(id)? = json["_id"], id.hasPrefix("_local/") {
@@ -359,7 +360,7 @@ struct DatabaseEndpoints: Sendable {
                 var input = try DocumentInput(json: json)
                 if input.id == nil {
                     if !newEdits { throw CouchError.badRequest("Document id is missing") }
-                    input.id = Hex.random(bytes: 16)
+                    input.id = api.config.newID()
                 }
                 ids[i] = input.id!
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {

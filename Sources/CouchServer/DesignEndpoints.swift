@@ -168,7 +168,7 @@ struct DesignEndpoints: Sendable {
         var result = try functionResponse(response)
         if case let .object(newDoc)? = answer[1] {
             var input = try DocumentInput(json: .object(newDoc))
-            if input.id == nil { input.id = docID ?? Hex.random(bytes: 16) }
+            if input.id == nil { input.id = docID ?? api.config.newID() }
             let rev = try await api.documents.writeDocument(db, input, request: request)
             result.headers[HTTPField.Name("X-Couch-Id")!] = input.id
             result.headers[HTTPField.Name("X-Couch-Update-NewRev")!] = rev.description

@@ -16,6 +16,7 @@ struct DocumentEndpoints: Sendable {
         var input = input
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         try DocumentInput.validate(id: id)
+        try Self.validateAttachmentNames(input.attachments)
         if id.hasPrefix("_design/") {
             try request.user.authorize(.admin, to: db)
         } else if db.name == "_users" {
@@ -295,13 +296,22 @@ struct DocumentEndpoints: Sendable {
             headers[.cacheControl] = "must-revalidate"
             headers[.contentType] = meta["content_type"]?.stringValue ?? "application/octet-stream"
             if acceptsGzip, encoding != "identity" { headers[.contentEncoding] = encoding }
-            headers[.acceptRanges] = "none"
-            return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            // Ranges of a body stored as it is (CouchDB serves a compressed one whole).
+            guard encoding == "identity" else {
+                headers[.acceptRanges] = "none"
+                return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            }
+            headers[.acceptRanges] = "bytes"
+            return try Self.ranged(data, headers: headers, range: request.header("Range"))
         case .put, .delete:
             var input: DocumentInput
             if let current = try await db.winningRevision(id: id), !current.deleted || rev != nil {
                 guard let rev else { throw CouchError.conflict }
-                let doc = try await db.document(id: id, rev: rev)
+                let doc: JSONObject
+                do { doc = try await db.document(id: id, rev: rev) } catch let error as CouchError where error.status == 404 {
+                    // CouchDB: 409 {"error":"not_found","reason":"missing_rev"}.
+                    throw CouchError(status: 409, error: "not_found", reason: "missing_rev")
+                }
                 input = try DocumentInput(json: .object(doc))
             } else {
                 if request.method == .delete { throw CouchError.missing }
@@ -329,6 +339,43 @@ struct DocumentEndpoints: Sendable {
             return documentWritten(db, id, newRev, request: request, status: request.method == .delete ? .ok : .created)
         default:
             throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
+        }
+    }
+
+    /// CouchDB's `validate_attachment_names`: a name may not start with `_` (a whole request
+    /// is refused for one such name, `_bulk_docs` too).
+    static func validateAttachmentNames(_ attachments: JSONObject?) throws {
+        for (name, _) in attachments?.members ?? [] where name.hasPrefix("_") {
+            throw CouchError.badRequest("Attachment name '\(name)' starts with prohibited character '_'")
+        }
+    }
+
+    /// An attachment's body, or the ranges of it a `Range` header asks for, as CouchDB answers
+    /// them: one range is a 206 with `Content-Range`; several a 206 `multipart/byteranges`; none
+    /// it can satisfy a 416; anything else the whole body.
+    static func ranged(_ data: [UInt8], headers: HTTPFields, range: String?) throws -> APIResponse {
+        var headers = headers
+        switch ByteRanges.parse(range, length: data.count) {
+        case .whole:
+            return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        case .unsatisfiable:
+            throw CouchError(status: 416, error: "requested_range_not_satisfiable", reason: "Requested range not satisfiable")
+        case .ranges(let ranges) where ranges.count == 1:
+            let range = ranges[0]
+            headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(data.count)"
+            return APIResponse(status: .partialContent, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data[range])))
+        case .ranges(let ranges):
+            let boundary = Hex.random(bytes: 16)
+            let type = headers[.contentType] ?? "application/octet-stream"
+            var body = Array("--\(boundary)".utf8)
+            for range in ranges {
+                body += Array("\r\nContent-Type: \(type)\r\nContent-Range: bytes \(range.lowerBound)-\(range.upperBound)/\(data.count)\r\n\r\n".utf8)
+                body += data[range]
+                body += Array("\r\n--\(boundary)".utf8)
+            }
+            body += Array("--".utf8)
+            headers[.contentType] = "multipart/byteranges; boundary=\"\(boundary)\""
+            return APIResponse(status: .partialContent, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
         }
     }
 

@@ -20,6 +20,9 @@ struct NodeEndpoints: Sendable {
         let rest = Array(path.dropFirst())
         try request.requireServerAdmin()
         switch rest.first {
+        case nil:
+            try request.requireMethod(.get)
+            return .json(["name": "lt@localhost"])
         case "_prometheus":
             try request.requireMethod(.get)
             var headers = HTTPFields()
@@ -39,27 +42,108 @@ struct NodeEndpoints: Sendable {
             try request.requireMethod(.get)
             return .json(Self.system(await api.options.metrics.samples()))
         case "_config":
-            try request.requireMethod(.get)
-            return .json(try config(Array(rest.dropFirst())))
+            return try await config(Array(rest.dropFirst()), request)
         default:
             throw CouchError.notFound("missing")
         }
     }
 
-    /// `_config`, `_config/admins`, `_config/admins/NAME`: the server admins and their stored
-    /// hashes as CouchDB answers them (`-pbkdf2:sha256-KEY,SALT,ITERATIONS`), the one section of
-    /// CouchDB's configuration this server has; anything else is CouchDB's 404.
-    func config(_ keys: [String]) throws -> JSON {
-        var admins = JSONObject()
-        for (name, hash) in api.settings.withLock({ $0.admins }).sorted(by: { $0.key < $1.key }) { admins[name] = .string(Passwords.adminString(hash)) }
-        let unknown = CouchError(status: 404, error: "not_found", reason: "unknown_config_value")
+    /// `/_node/{node}/_config[/section[/key]]` and `_config/_reload`, as CouchDB's
+    /// `chttpd_node` answers them: values are strings; `PUT` takes a JSON string and answers
+    /// the value it replaced, `DELETE` the value it removed; `X-Couch-Persist: false` keeps a
+    /// change in memory only. `admins` are the server admins: a password put there is stored
+    /// as its PBKDF2 hash (in `server.json`, always), and the last admin cannot be deleted.
+    func config(_ keys: [String], _ request: APIRequest) async throws -> APIResponse {
+        let config = api.config
+        let persist = request.header("X-Couch-Persist") != "false"
         switch keys.count {
-        case 0: return ["admins": .object(admins)]
-        case 1 where keys[0] == "admins": return .object(admins)
-        case 2 where keys[0] == "admins":
-            guard let hash = admins[keys[1]] else { throw unknown }
-            return hash
-        default: throw unknown
+        case 0:
+            try request.requireMethod(.get)
+            var sections = JSONObject()
+            var all = config.all
+            all["admins"] = admins()
+            for (section, values) in all.sorted(by: { $0.key < $1.key }) { sections[section] = Self.object(values) }
+            return .json(.object(sections))
+        case 1 where keys[0] == "_reload":
+            try request.requireMethod(.post)
+            try config.reload()
+            api.applyConfiguration()
+            return .json(["ok": true])
+        case 1:
+            try request.requireMethod(.get)
+            return .json(Self.object(keys[0] == "admins" ? admins() : config.section(keys[0])))
+        case 2:
+            let (section, key) = (keys[0], keys[1])
+            switch request.method {
+            case .get:
+                guard let value = section == "admins" ? admins()[key] : config.value(section, key) else { throw Self.unknownValue }
+                return .json(.string(value))
+            case .put:
+                guard case .string(let text) = try request.json() else { throw CouchError.badRequest("a JSON string expected") }
+                let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+                if section == "admins" { return .json(.string(try await setAdmin(key, value))) }
+                let old = try config.set(section, key, to: value, persist: persist)
+                api.applyConfiguration()
+                return .json(.string(old))
+            case .delete:
+                if section == "admins" { return .json(.string(try deleteAdmin(key))) }
+                guard let old = try config.delete(section, key, persist: persist) else { throw Self.unknownValue }
+                api.applyConfiguration()
+                return .json(.string(old))
+            default:
+                throw CouchError.methodNotAllowed("GET,PUT,DELETE")
+            }
+        default:
+            throw CouchError.notFound("missing")
+        }
+    }
+
+    static let unknownValue = CouchError(status: 404, error: "not_found", reason: "unknown_config_value")
+
+    static func object(_ values: [String: String]) -> JSON {
+        var object = JSONObject()
+        for (key, value) in values.sorted(by: { $0.key < $1.key }) { object[key] = .string(value) }
+        return .object(object)
+    }
+
+    /// The server admins as CouchDB shows them: `-pbkdf2:sha256-KEY,SALT,ITERATIONS`.
+    func admins() -> [String: String] {
+        api.settings.withLock { $0.admins.mapValues(Passwords.adminString) }
+    }
+
+    /// Makes `name` a server admin with `value`: a password (hashed here) or a stored hash as
+    /// `admins()` shows them (taken as it is, as CouchDB takes one). Answers the hash replaced.
+    func setAdmin(_ name: String, _ value: String) async throws -> String {
+        guard !name.isEmpty, !value.isEmpty else { throw CouchError.badRequest("an admin needs a name and a password") }
+        let hash: Passwords.Hash
+        if let stored = Passwords.parseAdminString(value) {
+            hash = stored
+        } else {
+            hash = try await Passwords.hash(value, iterations: api.options.pbkdf2Iterations)
+        }
+        return try api.settings.withLock { settings in
+            let old = settings.admins[name].map(Passwords.adminString) ?? ""
+            var changed = settings
+            changed.admins[name] = hash
+            try changed.save(to: api.store.directory)
+            settings = changed
+            return old
+        }
+    }
+
+    /// Removes a server admin, unless it is the last one (lt never runs without one: CouchDB's
+    /// "admin party" would let anyone in). Answers the hash removed.
+    func deleteAdmin(_ name: String) throws -> String {
+        try api.settings.withLock { settings in
+            guard let old = settings.admins[name] else { throw Self.unknownValue }
+            guard settings.admins.count > 1 else {
+                throw CouchError(status: 403, error: "forbidden", reason: "\(name) is the last server admin; add another before deleting it")
+            }
+            var changed = settings
+            changed.admins[name] = nil
+            try changed.save(to: api.store.directory)
+            settings = changed
+            return Passwords.adminString(old)
         }
     }
 

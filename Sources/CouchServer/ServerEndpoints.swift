@@ -21,8 +21,14 @@ struct ServerEndpoints: Sendable {
         guard let count = request.query["count"].map(ClientCount.parse) ?? 1 else {
             throw CouchError.badRequest("count must be a positive integer")
         }
-        guard count <= 1000 else { throw CouchError.badRequest("count parameter too large") }
-        return .json(["uuids": .array((0..<count).map { _ in .string(Hex.random(bytes: 16)) })])
+        let most = api.config.integer("uuids", "max_count", default: 1000)
+        guard count <= most else { throw CouchError.badRequest("count parameter too large") }
+        var headers = HTTPFields()
+        // Never cached: every answer is new ids (CouchDB's headers).
+        headers[.cacheControl] = "must-revalidate, no-cache"
+        headers[.init("Pragma")!] = "no-cache"
+        headers[.eTag] = "\"\(Hex.random(bytes: 8))\""
+        return .json(["uuids": .array(api.config.newIDs(count).map(JSON.string))], headers: headers)
     }
 
     /// `/_all_dbs` (admins): database names, in order, within the key range asked.

@@ -17,6 +17,7 @@ import ServiceLifecycle
 ///
 ///     GET  /backup/databases         ["_users", "lt_places", …]
 ///     GET  /backup/server.json       the server's settings file (admins' hashes, cookie secret)
+///     GET  /backup/config.json       the runtime configuration's changes (404: none)
 ///     POST /backup/databases/{name}  a consistent snapshot of one database (SQLite file)
 ///     GET  /server{path}             the database API's answer to an admin's GET of one of `serverPaths`
 public enum ControlSocket {
@@ -66,6 +67,13 @@ public enum ControlSocket {
         }
         router.get("/backup/server.json") { _, _ in
             let data = try Data(contentsOf: directory.appendingPathComponent("server.json"))
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+        }
+        router.get("/backup/config.json") { _, _ in
+            // 404 while nothing was changed through /_node/_local/_config.
+            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent("config.json").path) else {
+                return Response(status: .notFound)
+            }
             return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
         }
         router.post("/backup/databases/:name") { _, context in

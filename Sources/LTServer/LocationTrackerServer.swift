@@ -48,7 +48,17 @@ public enum LocationTrackerServer {
         if !configuration.databaseOnly { options.applicationPort = { boundApplicationPort.withLockedValue { $0 } } }
         options.applicationScheme = configuration.tls == nil ? "http" : "https"
         options.databaseScheme = options.applicationScheme
+        // The runtime configuration (`/_node/_local/_config`): its changes are kept in the data
+        // directory and win over these start values, as CouchDB's local.ini does.
+        options.configuration = ["chttpd": ["port": String(configuration.databasePort), "bind_address": configuration.host]]
+        options.configurationFile = configuration.directory.appendingPathComponent("config.json")
+        do { try CouchAPI.checkConfigurationFile(options.configurationFile!) } catch {
+            throw ServerStartFailure("cannot read \(options.configurationFile!.path) (changes made through /_node/_local/_config): \(error)")
+        }
         let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
+        for (section, key, value) in api.configurationChanges {
+            logger.info("[\(section)] \(key) is \(value.map { "\"\($0)\"" } ?? "deleted") by a change made through /_node/_local/_config (kept in config.json)")
+        }
         addServerCollectors(configuration, metrics: options.metrics)
         try api.prepareSystemDatabases()
         api.startBackgroundJobs()

@@ -56,6 +56,7 @@ struct CompareWorkload: Sendable {
         Measure(figures: [
             CompareFigure("JavaScript view build (_count)", unit: "docs/s"),
             CompareFigure("JavaScript view query, one key, reduced", unit: "queries/s"),
+            CompareFigure("JavaScript view query, one key, rows (limit 10)", unit: "queries/s"),
         ]) { try await $0.javascriptView() },
         Measure(figures: [
             CompareFigure("1 MB photo attachment PUT, 4 clients", unit: "MB/s"),
@@ -242,7 +243,8 @@ struct CompareWorkload: Sendable {
         return [build, Double(queries.count) / start.duration(to: .now).seconds]
     }
 
-    /// A map function by user with `_count`: its build (the first query), then 200 queries.
+    /// A map function by user with `_count`: its build (the first query), then 200 reduced
+    /// queries of one key and 200 of its first 10 rows.
     func javascriptView() async throws -> [Double] {
         try await client.send("PUT", "/cmp-bulk/_design/cmp", json: ["views": ["by_user": [
             "map": "function (doc) { if (doc.properties) { emit(doc.properties.username, null); } }", "reduce": "_count"]]], expect: 201)
@@ -255,7 +257,18 @@ struct CompareWorkload: Sendable {
             let reply = try connection.send("GET", "/cmp-bulk/_design/cmp/_view/by_user?key=%22user\(q % 50)%22", authorization: authorization)
             try Bench.Client.check(reply, 200, "GET", "_view")
         }
-        return [build, 200 / start.duration(to: .now).seconds]
+        let reduced = 200 / start.duration(to: .now).seconds
+        // The rows of one key: the answer's offset is the key's position in the whole index.
+        let rowsStart = ContinuousClock.now
+        try await client.concurrently(1, 200) { connection, q in
+            let reply = try connection.send(
+                "GET", "/cmp-bulk/_design/cmp/_view/by_user?key=%22user\(q % 50)%22&reduce=false&limit=10", authorization: authorization)
+            try Bench.Client.check(reply, 200, "GET", "_view")
+            guard try JSON.parse(reply.body)["rows"]?.arrayValue?.count == min(10, documents.count / 50) else {
+                throw ValidationError("\(server.name): the view's rows of one key are too few")
+            }
+        }
+        return [build, reduced, 200 / rowsStart.duration(to: .now).seconds]
     }
 
     // MARK: Attachments

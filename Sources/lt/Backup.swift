@@ -18,7 +18,7 @@ struct Backup: AsyncParsableCommand {
             Each database is copied as a consistent snapshot (SQLite's online backup, taken by the \
             running server through <data>/control.sock, or by this command when no server runs): \
             every write acknowledged before the backup started is in it. The backup holds \
-            server.json (admins, session secret), dbs/*.sqlite and manifest.json (each file's size \
+            server.json (admins, session secret), config.json (changes made through /_node/_local/_config, when there are any), dbs/*.sqlite and manifest.json (each file's size \
             and SHA-256, checked by lt restore). It is written as PATH.partial-<pid> and renamed to \
             PATH when complete, so an interrupted backup never looks like one. --jobs databases are \
             copied at once.
@@ -80,11 +80,15 @@ struct Backup: AsyncParsableCommand {
         guard fsync(descriptor) == 0 else { throw CommandFailure("cannot sync \(directory.path) to disk: \(String(cString: strerror(errno)))") }
     }
 
-    /// Every database's snapshot and `server.json` into `partial`, with progress.
+    /// Every database's snapshot, `server.json` and `config.json` into `partial`, with progress.
     func copy(from source: BackupSource, into partial: URL) async throws -> BackupManifest {
         let settings = try await source.serverSettings()
         try settings.write(to: partial.appendingPathComponent("server.json"))
         _ = chmod(partial.appendingPathComponent("server.json").path, 0o600)
+        if let changes = try await source.configurationChanges() {
+            try changes.write(to: partial.appendingPathComponent("config.json"))
+            _ = chmod(partial.appendingPathComponent("config.json").path, 0o600)
+        }
         let names = try await source.databaseNames()
         let progress = ProgressLine(total: names.count, of: "databases")
         var manifest = BackupManifest(created: Date(), online: source.online, databases: [])
@@ -170,6 +174,20 @@ enum BackupSource {
             return Data(buffer: body)
         case let .files(_, _, directory):
             return try Data(contentsOf: directory.appendingPathComponent("server.json"))
+        }
+    }
+
+    /// The changes made through `/_node/_local/_config` (`config.json`); nil when there are none.
+    func configurationChanges() async throws -> Data? {
+        switch self {
+        case let .server(socket):
+            let response = try await ControlSocketClient.request(socket, .GET, "/backup/config.json", deadline: .now() + .minutes(1))
+            let body = try await response.body.collect(upTo: 16 << 20)
+            if response.status == .notFound { return nil }
+            guard response.status == .ok else { throw CommandFailure("the server's control socket answered \(response.status.code) for config.json") }
+            return Data(buffer: body)
+        case let .files(_, _, directory):
+            return FileManager.default.contents(atPath: directory.appendingPathComponent("config.json").path)
         }
     }
 

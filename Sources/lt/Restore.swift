@@ -52,6 +52,11 @@ struct Restore: AsyncParsableCommand {
             try FileManager.default.copyItem(at: backup.appendingPathComponent("server.json"), to: staging.appendingPathComponent("server.json"))
             // Everything is in: into place by renames.
             try FileManager.default.moveItem(at: staging.appendingPathComponent("server.json"), to: directory.appendingPathComponent("server.json"))
+            let changes = backup.appendingPathComponent("config.json")
+            if FileManager.default.fileExists(atPath: changes.path) {
+                try FileManager.default.copyItem(at: changes, to: staging.appendingPathComponent("config.json"))
+                try FileManager.default.moveItem(at: staging.appendingPathComponent("config.json"), to: directory.appendingPathComponent("config.json"))
+            }
             try FileManager.default.moveItem(at: staging, to: directory.appendingPathComponent("dbs"))
             _ = chmod(directory.path, 0o700)
         } catch {

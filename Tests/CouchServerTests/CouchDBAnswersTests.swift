@@ -213,4 +213,92 @@ struct CouchDBAnswersTests {
         #expect((one.json["info"]?["docs_written"]?.intValue ?? 0) >= 1 && one.json["error_count"] == 0)
         #expect(try await s.request(.GET, "/_scheduler/docs/_replicator/none").status == 404)
     }
+
+    @Test("Issue 41's HTTP rows, part 2: X-HTTP-Method-Override, temporary views 410, attachment ranges 206/416, attachment names, JSONP")
+    func httpRowsPartTwo() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        // CouchDB (method_override_test.exs): a POST overridden to PUT writes; to DELETE deletes;
+        // the header on a GET is ignored.
+        let put = try await s.request(.POST, "/db/fnord", json: ["bob": "connie"], headers: [("X-HTTP-Method-Override", "PUT")])
+        #expect(put.status == 201)
+        #expect(try await s.request(.GET, "/db/fnord").json["bob"] == "connie")
+        let rev = put.json["rev"]?.stringValue ?? ""
+        #expect(try await s.request(.POST, "/db/fnord?rev=\(rev)", headers: [("X-HTTP-Method-Override", "DELETE")]).status == 200)
+        #expect(try await s.request(.GET, "/db/fnord").status == 404)
+        #expect(try await s.request(.GET, "/db/fnord2", headers: [("X-HTTP-Method-Override", "PUT")]).status == 404)
+        #expect(try await s.request(.POST, "/db/fnord3", json: [:], headers: [("X-HTTP-Method-Override", "PATCH")]).status != 201)
+        // CouchDB: 410 {"error":"gone","reason":"Temporary views are not supported in CouchDB"}.
+        let temporary = try await s.request(.POST, "/db/_temp_view", json: ["map": "function(doc){emit(null)}"])
+        #expect(temporary.status == 410 && temporary.json == ["error": "gone", "reason": "Temporary views are not supported in CouchDB"])
+
+        // attachment_ranges_test.exs, on "This is a base64 encoded text" (29 bytes).
+        let text = "This is a base64 encoded text"
+        _ = try await s.request(.PUT, "/db/bin_doc", json: ["_attachments": ["foo.txt": [
+            "content_type": "application/octet-stream", "data": .string(Data(text.utf8).base64EncodedString())]]])
+        func ranged(_ range: String) async throws -> TestServer.Reply {
+            try await s.request(.GET, "/db/bin_doc/foo.txt", headers: [("Range", range)])
+        }
+        for (range, status, body, contentRange) in [
+            ("bytes=0-28", 206, text, "bytes 0-28/29"), ("bytes=0-", 200, text, nil), ("bytes=0-,0-,0-", 200, text, nil),
+            ("bytes:0-", 200, text, nil), ("bytes=2-", 206, String(text.dropFirst(2)), "bytes 2-28/29"),
+            ("bytes=0-3", 206, "This", "bytes 0-3/29"), ("bytes=10-15", 206, "base64", "bytes 10-15/29"),
+            ("bytes=-3", 206, "ext", "bytes 26-28/29"), ("bytes=0-1,0-1,0-1,0-1,0-1,0-1,0-1,0-1,0-1,0-1", 200, text, nil),
+        ] as [(String, Int, String, String?)] {
+            let reply = try await ranged(range)
+            #expect(reply.status == status && reply.text == body, "\(range): \(reply.status) \(reply.text)")
+            #expect(reply.headers.first(name: "Content-Range") == contentRange, "\(range)")
+        }
+        for range in ["bytes=5-3", "bytes=300-310"] {
+            let reply = try await ranged(range)
+            #expect(reply.status == 416 && reply.json["error"] == "requested_range_not_satisfiable", "\(range)")
+        }
+        let two = try await ranged("bytes=0-3,10-15")
+        let type = two.headers.first(name: "Content-Type") ?? ""
+        #expect(two.status == 206 && type.hasPrefix("multipart/byteranges; boundary="))
+        #expect(two.text.contains("Content-Range: bytes 0-3/29\r\n\r\nThis\r\n--") && two.text.contains("Content-Range: bytes 10-15/29\r\n\r\nbase64\r\n--"))
+        #expect(try await s.request(.GET, "/db/bin_doc/foo.txt").headers.first(name: "Accept-Ranges") == "bytes")
+
+        // attachment_names_test.exs: a leading underscore is refused everywhere, whole requests.
+        let underscored: JSON = ["_id": "bin_doc2", "_attachments": ["_foo.txt": ["content_type": "text/plain", "data": "VGhpcw=="]]]
+        let reason: JSON = "Attachment name '_foo.txt' starts with prohibited character '_'"
+        for reply in [
+            try await s.request(.PUT, "/db/bin_doc2", json: underscored), try await s.request(.POST, "/db", json: underscored),
+            try await s.request(.POST, "/db/_bulk_docs", json: ["docs": [["_id": "fine"], underscored]]),
+        ] {
+            #expect(reply.status == 400 && reply.json["reason"] == reason, "\(reply.text)")
+        }
+        #expect(try await s.request(.GET, "/db/fine").status == 404)
+        // attachments_test.exs: deleting at a revision the document never had.
+        let garbage = try await s.request(.DELETE, "/db/bin_doc/foo.txt?rev=4-garbage")
+        #expect(garbage.status == 409 && garbage.json == ["error": "not_found", "reason": "missing_rev"], "\(garbage.text)")
+
+        // jsonp_test.exs: off by default; on, JSON answers (streamed ones too) come as a call.
+        #expect(try await s.request(.GET, "/db/bin_doc?callback=cb").headers.first(name: "Content-Type") == "application/json")
+        _ = try await s.request(.PUT, "/_node/_local/_config/chttpd/allow_jsonp", json: "true")
+        let called = try await s.request(.GET, "/db/bin_doc?callback=jsonp_no_chunk")
+        #expect(called.status == 200 && called.headers.first(name: "Content-Type") == "application/javascript")
+        #expect(called.text.hasPrefix("/* CouchDB */jsonp_no_chunk(") && called.text.hasSuffix(");"), "\(called.text)")
+        let inner = called.text.dropFirst("/* CouchDB */jsonp_no_chunk(".count).dropLast(2)
+        #expect(try JSON.parse(Array(inner.utf8))["_id"] == "bin_doc")
+        #expect(try await s.request(.GET, "/db/bin_doc?callback=jsonp_no_chunk%22").status == 400)
+        let changes = try await s.request(.GET, "/db/_changes?callback=jsonp_chunk")
+        let feed = changes.text.dropFirst("/* CouchDB */jsonp_chunk(".count).dropLast(2)
+        #expect(changes.headers.first(name: "Content-Type") == "application/javascript" && (try? JSON.parse(Array(feed.utf8)))?["results"] != nil, "\(changes.text)")
+
+        // changes_test.exs: the heartbeat's two refusals, in CouchDB's words.
+        let negative = try await s.request(.GET, "/db/_changes?feed=continuous&heartbeat=-1000")
+        #expect(negative.status == 400 && negative.json["reason"] == "The heartbeat value should be a positive integer (in milliseconds).")
+        let word = try await s.request(.GET, "/db/_changes?feed=continuous&heartbeat=a1000")
+        #expect(word.status == 400 && word.json["reason"] == "Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
+        // changes_async_test.exs, COUCHDB-1852: an EventSource's Last-Event-ID wins over since.
+        _ = try await s.request(.PUT, "/events")
+        for _ in 0..<4 { _ = try await s.request(.POST, "/events", json: ["bop": "foom"]) }
+        let all = try await s.request(.GET, "/events/_changes").json["results"]?.arrayValue ?? []
+        let second = try #require(all.count == 4 ? all[1]["seq"]?.stringValue : nil)
+        let events = try await s.request(.GET, "/events/_changes?feed=eventsource&timeout=100&since=0",
+                                         headers: [("Accept", "text/event-stream"), ("Last-Event-ID", second)])
+        #expect(events.text.components(separatedBy: "data: ").count - 1 == 2, "\(events.text)")
+    }
 }

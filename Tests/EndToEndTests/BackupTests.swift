@@ -43,6 +43,8 @@ struct BackupTests {
             let docs: [JSON] = (0..<1_000).map { .object(["_id": .string("d-\(batch)-\($0)"), "padding": .string(padding)]) }
             #expect(try await s.request(.POST, "/src/_bulk_docs", json: ["docs": .array(docs)]).status == 201)
         }
+        // A change to the runtime configuration (kept in config.json).
+        #expect(try await s.request(.PUT, "/_node/_local/_config/uuids/algorithm", json: "utc_random").status == 200)
         let replication: JSON = ["source": .string("\(s.adminURL)/src"), "target": .string("\(s.adminURL)/dst"), "create_target": true]
         let first = try await s.request(.POST, "/_replicate", json: replication)
         #expect(first.status == 200 && first.json["ok"] == true, "\(first.text)")
@@ -90,6 +92,7 @@ struct BackupTests {
         #expect(missing.isEmpty, "\(missing.count) of \(before.count) acknowledged writes missing or changed: \(missing.prefix(3))")
         #expect(try await r.request(.GET, "/src").json["doc_count"] == 4_000)
         #expect(try await r.request(.GET, "/src/_security").json == security)
+        #expect(try await r.request(.GET, "/_node/_local/_config/uuids/algorithm").json == "utc_random")
         // The user's API key and the _users user sign in as before.
         #expect(try await r.request(.GET, "/\(userDB)/fix-1", auth: .basic(key, secret)).status == 200)
         #expect(try await r.app(.POST, "/api/login", json: ["username": "erin", "password": "erin-pw-7713"]).status == 200)
@@ -117,6 +120,8 @@ struct BackupTests {
         #expect(offline.status == 0 && !offline.output.contains("while the server ran"), "\(offline.errors)")
         let manifest = try JSON.parse(Array(try Data(contentsOf: backup.appendingPathComponent("manifest.json"))))
         #expect(manifest["databases"]?.arrayValue?.contains { $0["name"] == "notes" } == true)
+        // Nothing was changed through _config: no config.json to keep.
+        #expect(!FileManager.default.fileExists(atPath: backup.appendingPathComponent("config.json").path))
 
         let again = try await Self.lt(["backup", "--data", data.path, "--to", backup.path])
         #expect(again.status != 0 && again.errors.contains("exists: a backup goes into a new directory"), "\(again.errors)")

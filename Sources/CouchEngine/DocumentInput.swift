@@ -40,7 +40,9 @@ public struct DocumentInput: Sendable {
             }
             switch key {
             case "_id":
-                guard case let .string(id) = value else { throw CouchError.badRequest("Document id must be a string") }
+                guard case let .string(id) = value else {
+                    throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must be a string")
+                }
                 self.id = id
             case "_rev":
                 guard case let .string(text) = value, let rev = Revision(text) else {
@@ -93,7 +95,7 @@ public struct DocumentInput: Sendable {
         }
         if id.hasPrefix("_") {
             for prefix in ["_design/", "_local/"] where id.hasPrefix(prefix) && id.count > prefix.count { return }
-            throw CouchError.badRequest("Only reserved document ids may start with underscore.")
+            throw CouchError(status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
         }
     }
 }

@@ -53,7 +53,7 @@ extension CouchAPI {
 /// `documents`, `bulk`, `changes`, `find`, `views`, `geo`, `replication`, `database`, `server`.
 enum RouteFamily {
     static func of(_ path: String) -> String {
-        let segments = CouchURL.segments(path)
+        let segments = DatabasePath.segments(path)
         guard let first = segments.first else { return "server" }
         if first.hasPrefix("_") && !DatabaseStore.systemDatabases.contains(first) {
             return first == "_replicate" || first == "_scheduler" ? "replication" : "server"

@@ -116,7 +116,7 @@ public final class CouchAPI: Sendable {
                 "uuid": settings.uuid, "database_dir": store.directory.path, "view_index_dir": store.directory.path,
                 "max_document_size": String(store.maxDocumentSize),
             ],
-            "chttpd": ["max_http_request_size": String(options.maxBodySize)],
+            "chttpd": ["max_http_request_size": String(options.maxBodySize), "decode_plus_to_space": "true", "allow_jsonp": "false"],
             "chttpd_auth": ["timeout": String(Int(options.sessionTimeout)), "iterations": String(options.pbkdf2Iterations)],
             "uuids": ["algorithm": UUIDGenerator.Algorithm.sequential.rawValue, "max_count": "1000"],
         ]
@@ -145,6 +145,7 @@ public final class CouchAPI: Sendable {
         store.maxDocumentSize = config.integer("couchdb", "max_document_size", default: Int(config.defaults["couchdb"]?["max_document_size"] ?? "") ?? DatabaseStore.defaultMaxDocumentSize)
         requestBodyLimit.withLock { $0 = config.integer("chttpd", "max_http_request_size", default: options.maxBodySize) }
         auth.cookieLifetime = TimeInterval(config.integer("chttpd_auth", "timeout", default: Int(options.sessionTimeout)))
+        DatabasePath.plusAsSpace.withLock { $0 = config.value("chttpd", "decode_plus_to_space") != "false" }
     }
 
     /// Starts the server's background work: the `_replicator` database's jobs.

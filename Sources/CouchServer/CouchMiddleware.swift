@@ -79,7 +79,7 @@ struct CouchErrors {
         }
         // Storage failing under a request to a database that no longer exists (it reached the
         // database just as it was deleted) is that database not existing, not a server failure.
-        if let name = CouchURL.segments(request.uri.path).first, DatabaseStore.isValidName(name), !api.store.exists(name) {
+        if let name = DatabasePath.segments(request.uri.path).first, DatabaseStore.isValidName(name), !api.store.exists(name) {
             return APIResponse.error(.databaseNotFound).response
         }
         api.logger.error("\(request.method) \(request.uri.path): \(error)")
@@ -144,7 +144,7 @@ struct ClusterPassThrough {
 
     /// The cluster's answer, or nil when the request is routed here.
     func answer(_ request: Request, _ context: CouchRequestContext) async throws -> Response? {
-        let path = CouchURL.segments(request.uri.path)
+        let path = DatabasePath.segments(request.uri.path)
         guard context.inProcessUser == nil, let name = path.first, api.options.sharedDatabases.contains(where: { $0.name == name }),
               try await api.ownerAccess(name, context.user) == nil else {
             return nil
@@ -164,10 +164,10 @@ struct DatabaseAccess {
 
     /// The owner's answer, or nil when the routes answer.
     func ownerAnswer(_ request: Request, _ context: CouchRequestContext) async throws -> Response? {
-        let name = CouchURL.decode(Substring(context.parameters.get("db") ?? ""), plusAsSpace: false)
+        let name = DatabasePath.segments(request.uri.path).first ?? ""
         if !DatabaseStore.isValidName(name) || (name.hasPrefix("_") && !DatabaseStore.systemDatabases.contains(name)) {
             // As CouchDB: creating such a database is an illegal name; anything else finds none.
-            if request.method == .put, CouchURL.segments(request.uri.path).count == 1 {
+            if request.method == .put, DatabasePath.segments(request.uri.path).count == 1 {
                 throw CouchError.illegalDatabaseName(name)
             }
             throw CouchError.databaseNotFound
@@ -201,12 +201,12 @@ struct CouchResponder: HTTPResponder {
     func route(_ request: Request, _ context: CouchRequestContext) async throws -> Response {
         let response = try await routes.respond(to: request, context: context)
         guard context.coreContext.endpointPath.value == "NotFound" else { return response }
-        if let name = CouchURL.segments(request.uri.path).first, DatabaseStore.isValidName(name), !store.exists(name) {
+        if let name = DatabasePath.segments(request.uri.path).first, DatabaseStore.isValidName(name), !store.exists(name) {
             throw CouchError.databaseNotFound
         }
         guard CouchRouteTable.methods.contains(request.method) else {
             // As CouchDB names them: a database's methods, or a document's.
-            let database = CouchURL.segments(request.uri.path).count == 1
+            let database = DatabasePath.segments(request.uri.path).count == 1
             throw CouchError.methodNotAllowed(database ? "DELETE,GET,HEAD,POST" : "DELETE,GET,HEAD,POST,PUT,COPY")
         }
         throw CouchError.notFound("missing")

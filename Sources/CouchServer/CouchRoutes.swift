@@ -197,7 +197,7 @@ extension APIRequest {
     /// The request as the handlers read it: path segments and query parameters decoded.
     init(_ request: Request, _ context: CouchRequestContext) {
         self.init(
-            method: request.method, headers: request.headers, path: CouchURL.segments(request.uri.path),
+            method: request.method, headers: request.headers, path: DatabasePath.segments(request.uri.path),
             query: CouchURL.parameters(request.uri.query), body: context.body, user: context.user, client: context.client,
             clientGone: context.listener.clientGone, authority: request.head.authority)
     }

@@ -168,10 +168,11 @@ struct DatabaseEndpoints: Sendable {
 
     func allDocsOptions(_ request: APIRequest, body: JSONObject?) throws -> AllDocsOptions {
         var options = AllDocsOptions()
+        // A parameter in the query string wins over the same in a POST body, as in CouchDB.
         func param(_ names: String...) throws -> JSON? {
             for name in names {
-                if let value = body?[name] { return value }
                 if let value = try request.jsonParam(name) { return value }
+                if let value = body?[name] { return value }
             }
             return nil
         }
@@ -199,14 +200,14 @@ struct DatabaseEndpoints: Sendable {
             options.keys = try Self.keyList(keys)
         }
         func bool(_ name: String) throws -> Bool {
-            if let value = body?[name] {
+            if request.query[name] == nil, let value = body?[name] {
                 guard case let .bool(b) = value else { throw CouchError.badRequest("Invalid boolean parameter: \(name)") }
                 return b
             }
             return try request.bool(name)
         }
         func int(_ name: String) throws -> Int? {
-            if let value = body?[name] {
+            if request.query[name] == nil, let value = body?[name] {
                 guard let i = ClientCount.from(value) else { throw CouchError.badRequest("Invalid value for integer parameter \(name) (\(ClientCount.range))") }
                 return i
             }
@@ -349,7 +350,18 @@ struct DatabaseEndpoints: Sendable {
         var batch: [DocumentInput] = []
         var batchIndex: [Int] = []
         var locals: [(index: Int, id: String, input: LocalDocument)] = []
-        for json in docs { try DocumentEndpoints.validateAttachmentNames(json["_attachments"]?.objectValue) }
+        // As CouchDB: an id it cannot take, or an attachment name, refuses the whole request.
+        for json in docs {
+            try DocumentEndpoints.validateAttachmentNames(json["_attachments"]?.objectValue)
+            switch json["_id"] {
+            case nil: break
+            // The underscore rule only: an id lt alone refuses (a NUL) fails its own document,
+            // so one such document does not stop a replication's whole batch.
+            case .string(let id)? where id.hasPrefix("_") && !id.hasPrefix("_local/"): try DocumentInput.validate(id: id)
+            case .string?: break
+            case _?: throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must be a string")
+            }
+        }
         for (i, json) in docs.enumerated() {
             do {
                 if case let .string(id)? = json["_id"], id.hasPrefix("_local/") {

@@ -35,6 +35,7 @@ struct DesignEndpoints: Sendable {
     /// persistently by the engine.
     func view(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
         try request.requireMethod(.get, .post)
+        let request = try Self.withBodyParameters(request)
         let result = try await runView(db, ddocID, name, request, partition: partition)
         var answer: JSONObject = result.reduced ? [:] : ["total_rows": .int(result.totalRows), "offset": .int(result.offset)]
         if try request.bool("update_seq") { answer["update_seq"] = .string(db.sequenceString(result.updateSeq)) }
@@ -71,13 +72,27 @@ struct DesignEndpoints: Sendable {
         return result
     }
 
+    /// A view `POST`'s body members other than `keys` taken as query parameters, as CouchDB's
+    /// `parse_body_and_query` takes them (`{"keys": [...], "limit": 1}`; the query string's
+    /// win over the body's).
+    static func withBodyParameters(_ request: APIRequest) throws -> APIRequest {
+        guard request.method == .post, !request.body.isEmpty else { return request }
+        var merged = request
+        // Parameters whose query-string value is a plain string, not JSON.
+        let plain: Set<String> = ["startkey_docid", "start_key_doc_id", "endkey_docid", "end_key_doc_id", "stale", "update"]
+        for (name, value) in try request.jsonObject().members where name != "keys" && request.query[name] == nil {
+            merged.query[name] = plain.contains(name) ? (value.stringValue ?? value.text) : value.text
+        }
+        return merged
+    }
+
     /// `_view` query parameters, from the query string or a POST body.
     func viewQuery(_ request: APIRequest) throws -> ViewQuery {
         let body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : nil
         func param(_ names: String...) throws -> JSON? {
             for name in names {
-                if let value = body?[name] { return value }
                 if let value = try request.jsonParam(name) { return value }
+                if let value = body?[name] { return value }
             }
             return nil
         }

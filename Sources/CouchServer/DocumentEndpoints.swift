@@ -119,6 +119,10 @@ struct DocumentEndpoints: Sendable {
     /// `DELETE /{db}/{docid}?rev=`: a deletion revision (409 without a revision).
     func deleteDocument(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
         guard let text = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) else {
+            // CouchDB: 404 for a document that is not there, 409 for one that is (told only to
+            // whoever may read it).
+            try authorizeRead(db, id, request.user)
+            guard let current = try await db.winningRevision(id: id), !current.deleted else { throw CouchError.missing }
             throw CouchError.conflict
         }
         guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }

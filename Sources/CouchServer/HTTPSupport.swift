@@ -12,7 +12,7 @@ struct APIRequest {
     /// Percent-decoded path segments.
     let path: [String]
     /// Query parameters, percent-decoded; the last value wins for repeated names.
-    let query: [String: String]
+    var query: [String: String]
     var body: [UInt8]
     var user: UserContext
     /// The client's address (see `ClientAddress`), for login throttling; "in-process" for
@@ -97,7 +97,7 @@ struct APIResponse {
         bytes.append(UInt8(ascii: "\n"))
         var headers = extra
         headers[.contentType] = "application/json"
-        headers[.cacheControl] = "must-revalidate"
+        if headers[.cacheControl] == nil { headers[.cacheControl] = "must-revalidate" }
         return APIResponse(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 

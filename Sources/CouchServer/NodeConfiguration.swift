@@ -28,7 +28,7 @@ final class NodeConfiguration: Sendable {
             "utc_id_suffix": .any,
         ],
         "couchdb": ["max_document_size": .positive],
-        "chttpd": ["max_http_request_size": .positive],
+        "chttpd": ["max_http_request_size": .positive, "decode_plus_to_space": .oneOf(["true", "false"]), "allow_jsonp": .oneOf(["true", "false"])],
         "chttpd_auth": ["timeout": .positive],
     ]
 

@@ -84,7 +84,13 @@ public enum QueryServerScript {
     }
     function __lt_compile(source, require) {
         var fn;
-        try { fn = eval("(" + source + ")"); } catch (e) {
+        // As CouchDB's rewrite of function sources: a trailing semicolon (`function (doc) {...};`,
+        // common in design documents) does not stop the function being the source's value.
+        var text = String(source), end = text.length;
+        while (end > 0 && (text.charAt(end - 1) === ";" || /\s/.test(text.charAt(end - 1)))) end--;
+        text = text.substring(0, end);
+        // The newline ends a `// comment` on the source's last line before the parenthesis.
+        try { fn = eval("(" + text + "\n)"); } catch (e) {
             throw { error: "compilation_error", reason: String(e) + " (" + source + ")" };
         }
         if (typeof fn !== "function") {

@@ -301,4 +301,54 @@ struct CouchDBAnswersTests {
                                          headers: [("Accept", "text/event-stream"), ("Last-Event-ID", second)])
         #expect(events.text.components(separatedBy: "data: ").count - 1 == 2, "\(events.text)")
     }
+
+    @Test("Found by CouchDB's own suite: functions ending in a semicolon compile, a view POST's body carries its parameters, _uuids is never cached")
+    func foundByCouchDBSuite() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        _ = try await s.request(.POST, "/db/_bulk_docs", json: ["docs": [["_id": "a", "integer": 1], ["_id": "b", "integer": 2], ["_id": "c", "integer": 3]]])
+        // view_update_seq_test.exs and others: `function (doc) {...};` is CouchDB's usual design document.
+        let ddoc: JSON = ["views": [
+            "summate": ["map": "function (doc) {emit(doc.integer, doc.integer)};", "reduce": "function (keys, values) { return sum(values); };"],
+            "some": ["map": "function(doc) { emit(doc._id, null) } ; \n "],
+            "commented": ["map": "function(doc) { emit(doc._id, 1) } // by id"],
+        ]]
+        #expect(try await s.request(.PUT, "/db/_design/test", json: ddoc).status == 201)
+        let summed = try await s.request(.GET, "/db/_design/test/_view/summate")
+        #expect(summed.status == 200 && summed.json["rows"]?[0]?["value"] == 6, "\(summed.text)")
+        #expect(try await s.request(.GET, "/db/_design/test/_view/commented").json["total_rows"] == 3)
+        // view_test.exs: {"keys": [...], "limit": 1} in the body is one row.
+        let posted = try await s.request(.POST, "/db/_design/test/_view/some", json: ["keys": ["a", "b"], "limit": 1])
+        #expect(posted.status == 200 && posted.json["rows"]?.arrayValue?.count == 1, "\(posted.text)")
+        let reversed = try await s.request(.POST, "/db/_design/test/_view/summate", json: ["descending": true, "reduce": false, "startkey": 2, "update_seq": true])
+        #expect(reversed.json["rows"]?.arrayValue?.compactMap { $0["key"]?.intValue } == [2, 1] && reversed.json["update_seq"] != nil, "\(reversed.text)")
+        // all_docs_test.exs, design_docs_query_test.exs: a parameter in the query string wins over the body's.
+        let colliding = try await s.request(.POST, "/db/_all_docs?limit=1", json: ["keys": ["a", "b"], "limit": 2])
+        #expect(colliding.json["rows"]?.arrayValue?.count == 1, "\(colliding.text)")
+        let collidingView = try await s.request(.POST, "/db/_design/test/_view/some?limit=1", json: ["keys": ["a", "b"], "limit": 2])
+        #expect(collidingView.json["rows"]?.arrayValue?.count == 1, "\(collidingView.text)")
+        // invalid_docids_test.exs: an id with a leading underscore is illegal_docid, in _bulk_docs for the whole request.
+        let underscore = try await s.request(.POST, "/db", json: ["_id": "_invalid"])
+        #expect(underscore.status == 400 && underscore.json == ["error": "illegal_docid", "reason": "Only reserved document ids may start with underscore."])
+        let number = try await s.request(.POST, "/db", json: ["_id": 1])
+        #expect(number.status == 400 && number.json == ["error": "illegal_docid", "reason": "Document id must be a string"])
+        let bulk = try await s.request(.POST, "/db/_bulk_docs", json: ["docs": [["_id": "fine2"], ["_id": "_invalid"]]])
+        #expect(bulk.status == 400 && bulk.json["error"] == "illegal_docid")
+        #expect(try await s.request(.GET, "/db/fine2").status == 404)
+        // basics_test.exs: DELETE without a revision: 404 when the document is not there, 409 when it is.
+        #expect(try await s.request(.DELETE, "/db/doc-does-not-exist").status == 404)
+        #expect(try await s.request(.DELETE, "/db/a").status == 409)
+        // basics_test.exs: `+` in a document id in the path is a space ([chttpd] decode_plus_to_space,
+        // true by default); %2B is a plus; with the setting false, `+` is itself.
+        #expect(try await s.request(.PUT, "/db/test+doc+2", json: [:]).json["id"] == "test doc 2")
+        #expect(try await s.request(.GET, "/db/test%20doc%202").status == 200)
+        #expect(try await s.request(.PUT, "/db/plus%2Bsign", json: [:]).json["id"] == "plus+sign")
+        _ = try await s.request(.PUT, "/_node/_local/_config/chttpd/decode_plus_to_space", json: "false")
+        #expect(try await s.request(.GET, "/db/plus+sign").status == 200)
+        _ = try await s.request(.DELETE, "/_node/_local/_config/chttpd/decode_plus_to_space")
+        // uuids_test.exs: CouchDB's cache-busting headers.
+        let uuids = try await s.request(.GET, "/_uuids")
+        #expect(uuids.headers.first(name: "Cache-Control")?.contains("no-cache") == true)
+    }
 }

@@ -62,6 +62,7 @@ struct NodeConfigurationTests {
         func ids(_ count: Int) async throws -> [String] {
             let reply = try await s.request(.GET, "/_uuids?count=\(count)")
             #expect(reply.headers.first(name: "Pragma") == "no-cache" && reply.headers.first(name: "ETag") != nil)
+            #expect(reply.headers.first(name: "Cache-Control")?.contains("no-cache") == true)
             return reply.json["uuids"]?.arrayValue?.compactMap(\.stringValue) ?? []
         }
         // sequential, the default: 32 hex digits, each above the one before.

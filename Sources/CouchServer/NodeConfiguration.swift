@@ -24,23 +24,26 @@ final class NodeConfiguration: Sendable {
     static let live: [String: [String: Check]] = [
         "uuids": [
             "algorithm": .oneOf(UUIDGenerator.Algorithm.allCases.map(\.rawValue)),
-            "max_count": .positive,
+            // It sizes every `_uuids` answer: bounded, as any client-driven allocation.
+            "max_count": .positive(upTo: 100_000),
             "utc_id_suffix": .any,
         ],
-        "couchdb": ["max_document_size": .positive],
-        "chttpd": ["max_http_request_size": .positive, "decode_plus_to_space": .oneOf(["true", "false"]), "allow_jsonp": .oneOf(["true", "false"])],
-        "chttpd_auth": ["timeout": .positive],
+        "couchdb": ["max_document_size": .positive(upTo: Int(Int32.max))],
+        "chttpd": ["max_http_request_size": .positive(upTo: Int(Int32.max)), "decode_plus_to_space": .oneOf(["true", "false"]), "allow_jsonp": .oneOf(["true", "false"])],
+        "chttpd_auth": ["timeout": .positive(upTo: 10 * 365 * 86_400)],
     ]
 
     enum Check: Sendable {
-        case any, positive
+        case any
+        case positive(upTo: Int)
         case oneOf([String])
 
         /// Why `value` cannot be taken, or nil.
         func problem(_ value: String) -> String? {
             switch self {
             case .any: return nil
-            case .positive: return Int(value).map { $0 > 0 } == true ? nil : "must be a positive integer"
+            case .positive(let most):
+                return Int(value).map { (1...most).contains($0) } == true ? nil : "must be an integer from 1 to \(most)"
             case .oneOf(let allowed): return allowed.contains(value) ? nil : "must be one of " + allowed.joined(separator: ", ")
             }
         }
@@ -206,11 +209,8 @@ final class NodeConfiguration: Sendable {
         return UUIDGenerator(algorithm, suffix: values["uuids"]?["utc_id_suffix"] ?? "", random: UUIDGenerator.systemRandom)
     }
 
-    /// Writes the kept changes: a new file renamed over the old, readable by the owner only.
+    /// Writes the kept changes as `server.json` is written (owner-only, replaced whole).
     private static func write(_ overrides: Overrides, to url: URL) throws {
-        let temporary = url.appendingPathExtension("tmp")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: Data(overrides.json.bytes), attributes: [.posixPermissions: 0o600]),
-              rename(temporary.path, url.path) == 0
-        else { throw CouchError(status: 500, error: "file_error", reason: "Cannot write \(url.path)") }
+        try ServerSettings.writePrivately(Data(overrides.json.bytes), to: url)
     }
 }

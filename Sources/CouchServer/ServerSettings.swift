@@ -36,12 +36,15 @@ public struct ServerSettings: Sendable {
             admins[name] = .string(Passwords.adminString(hash))
         }
         let json: JSON = ["uuid": .string(uuid), "secret": .string(secret), "admins": .object(admins)]
-        let url = ServerSettings.fileURL(in: directory)
+        try Self.writePrivately(Data(json.bytes), to: ServerSettings.fileURL(in: directory))
+    }
+
+    /// Writes a file of the data directory readable by its owner only, replacing the old one
+    /// whole: a new file, then rename(2), so a reader sees the old contents or the new.
+    static func writePrivately(_ data: Data, to url: URL) throws {
         let temporary = url.appendingPathExtension("tmp")
-        guard FileManager.default.createFile(
-            atPath: temporary.path, contents: Data(json.bytes), attributes: [.posixPermissions: 0o600])
+        guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600])
         else { throw CouchError(status: 500, error: "file_error", reason: "Cannot write \(temporary.path)") }
-        // rename(2) replaces the old file atomically.
         guard rename(temporary.path, url.path) == 0 else {
             throw CouchError(status: 500, error: "file_error", reason: "Cannot replace \(url.path)")
         }

@@ -53,6 +53,7 @@ struct NodeConfigurationTests {
         let bad = try await s.request(.PUT, Self.config + "/couchdb/max_document_size", json: "lots")
         #expect(bad.status == 400 && bad.json["error"] == "bad_request")
         #expect(try await s.request(.PUT, Self.config + "/uuids/algorithm", json: "md5").status == 400)
+        #expect(try await s.request(.PUT, Self.config + "/uuids/max_count", json: "1000000000").status == 400)
     }
 
     @Test("uuids: CouchDB's algorithms and max_count, for _uuids and for ids the server assigns")

@@ -96,16 +96,21 @@ public enum CouchURL {
     /// A query string's parameters, decoded (`+` as space; `;` separates too, as in CouchDB's
     /// HTTP layer, mochiweb, and HTML 4). A repeated key keeps its last value.
     public static func parameters(_ raw: String?) -> [String: String] {
-        guard let raw, !raw.isEmpty else { return [:] }
         var out: [String: String] = [:]
-        for pair in Substring(raw).utf8.split(omittingEmptySubsequences: true, whereSeparator: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: ";") }) {
-            if let equals = pair.firstIndex(of: UInt8(ascii: "=")) {
-                out[decode(pair[..<equals], plusAsSpace: true)] = decode(pair[pair.index(after: equals)...], plusAsSpace: true)
-            } else {
-                out[decode(pair, plusAsSpace: true)] = ""
-            }
-        }
+        for (name, value) in orderedParameters(raw) { out[name] = value }
         return out
+    }
+
+    /// A query string's parameters, decoded as `parameters` decodes them, in their order and
+    /// with repeated keys kept.
+    public static func orderedParameters(_ raw: String?) -> [(String, String)] {
+        guard let raw, !raw.isEmpty else { return [] }
+        return Substring(raw).utf8.split(omittingEmptySubsequences: true, whereSeparator: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: ";") }).map { pair in
+            if let equals = pair.firstIndex(of: UInt8(ascii: "=")) {
+                return (decode(pair[..<equals], plusAsSpace: true), decode(pair[pair.index(after: equals)...], plusAsSpace: true))
+            }
+            return (decode(pair, plusAsSpace: true), "")
+        }
     }
 
     /// A path's segments, decoded (empty segments dropped).

@@ -41,7 +41,13 @@ final class Authenticator: Sendable {
     struct Credentials {
         var hash: Passwords.Hash
         var roles: [String]
+        /// A user document with conflicts authenticates no one until they are resolved (CouchDB).
+        var conflicted = false
     }
+
+    static let conflictedUser = CouchError(
+        status: 401, error: "unauthorized",
+        reason: "User document conflicts must be resolved before the document is used for authentication purposes.")
 
     func credentials(for name: String) async -> Credentials? {
         if let hash = settings.withLock({ $0.admins[name] }) {
@@ -51,11 +57,14 @@ final class Authenticator: Sendable {
         if let cluster {
             found = await cluster.user(name)
         } else {
-            found = try? await store.open("_users").document(id: "org.couchdb.user:\(name)")
+            var options = ReadOptions()
+            options.conflicts = true
+            found = try? await store.open(UsersDatabase.authenticationDatabase).document(id: "org.couchdb.user:\(name)", options: options)
         }
         guard let doc = found, doc["derived_key"]?.stringValue != nil, doc["salt"]?.stringValue != nil else { return nil }
         let roles = doc["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        return Credentials(hash: Passwords.Hash(stored: .object(doc), defaultIterations: 10, defaultPRF: "sha"), roles: roles)
+        return Credentials(hash: Passwords.Hash(stored: .object(doc), defaultIterations: 10, defaultPRF: "sha"), roles: roles,
+                           conflicted: !(doc["_conflicts"]?.arrayValue ?? []).isEmpty)
     }
 
     /// A user as their stored credentials make them now — the key of their password hash and
@@ -64,7 +73,7 @@ final class Authenticator: Sendable {
     /// credentials (anonymous, the server itself) stay as they are; nil for one who is gone.
     func current(_ user: UserContext) async -> (key: String, user: UserContext)? {
         guard let name = user.name else { return ("", user) }
-        guard let credentials = await credentials(for: name) else { return nil }
+        guard let credentials = await credentials(for: name), !credentials.conflicted else { return nil }
         return (credentials.hash.salt + ":" + credentials.hash.derivedKey, UserContext(name: name, roles: credentials.roles))
     }
 
@@ -80,7 +89,7 @@ final class Authenticator: Sendable {
 
     /// Verifies a name and password; nil when they do not match.
     func login(name: String, password: String) async -> UserContext? {
-        guard let credentials = await credentials(for: name) else {
+        guard let credentials = await credentials(for: name), !credentials.conflicted else {
             // Spend comparable time on unknown names so they cannot be told apart by timing.
             _ = await Passwords.verify(password, against: Passwords.Hash(
                 derivedKey: "", salt: "00", iterations: Passwords.defaultIterations / 10, prf: "sha256"))
@@ -109,6 +118,7 @@ final class Authenticator: Sendable {
         try throttle.check(account: name, client: client)
         guard let user = await login(name: name, password: password) else {
             throttle.failed(account: name, client: client)
+            if await credentials(for: name)?.conflicted == true { throw Self.conflictedUser }
             return nil
         }
         throttle.succeeded(account: name, client: client)
@@ -116,16 +126,22 @@ final class Authenticator: Sendable {
     }
 
     /// Works out the user of a request from `client`. Throws 401 for wrong credentials (429
-    /// while that client must wait); no credentials is the anonymous user.
+    /// while that client must wait); no credentials is the anonymous user. As in CouchDB, Basic
+    /// credentials `_:_` (a client's way to be logged out) and a value without a colon are none,
+    /// and a value that is not base64 is a bad request.
     func authenticate(headers: HTTPFields, client: String) async throws -> (UserContext, refreshCookie: Bool) {
         if let authorization = headers[.authorization], authorization.lowercased().hasPrefix("basic ") {
             let encoded = authorization.dropFirst("basic ".count).trimmingSpaces
-            guard let data = Data(base64Encoded: String(encoded)), let text = String(data: data, encoding: .utf8),
-                  let colon = text.firstIndex(of: ":") else { throw CouchError.badCredentials }
-            let name = String(text[..<colon])
-            let password = String(text[text.index(after: colon)...])
-            guard let user = try await login(name: name, password: password, client: client) else { throw CouchError.badCredentials }
-            return (user, false)
+            guard let data = Data(base64Encoded: String(encoded)) else {
+                throw CouchError.badRequest("Authorization header has invalid base64 value")
+            }
+            let text = String(decoding: data, as: UTF8.self)
+            if let colon = text.firstIndex(of: ":"), text != "_:_" {
+                let name = String(text[..<colon])
+                let password = String(text[text.index(after: colon)...])
+                guard let user = try await login(name: name, password: password, client: client) else { throw CouchError.badCredentials }
+                return (user, false)
+            }
         }
         if let cookie = Self.cookieValue(headers, name: "AuthSession") {
             if let (user, issued) = await verifyCookie(cookie) {
@@ -171,7 +187,9 @@ final class Authenticator: Sendable {
         let name = parts[0..<(parts.count - 2)].joined(separator: ":")
         guard let time = Int(timeHex, radix: 16) else { return nil }
         let issued = Date(timeIntervalSince1970: TimeInterval(time))
-        guard Date().timeIntervalSince(issued) < cookieLifetime, let credentials = await credentials(for: name) else { return nil }
+        guard Date().timeIntervalSince(issued) < cookieLifetime, let credentials = await credentials(for: name), !credentials.conflicted else {
+            return nil
+        }
         let expected = signature("\(name):\(timeHex)", salt: credentials.hash.salt)
         guard Passwords.constantTimeEquals(Array(expected.utf8), Array(mac.utf8)) else { return nil }
         return (UserContext(name: name, roles: credentials.roles), issued)

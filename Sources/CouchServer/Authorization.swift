@@ -26,7 +26,7 @@ extension UserContext {
         case .admin:
             allowed = isAdmin
         case .read, .write:
-            if db.name == "_users" {
+            if UsersDatabase.isUsersDatabase(db.name) {
                 allowed = isAdmin  // collection reads and writes of _users are for admins only
             } else {
                 allowed = isAdmin || Self.isPublic(security) || user.isListed(in: security["members"])

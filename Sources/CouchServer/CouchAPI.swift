@@ -117,7 +117,7 @@ public final class CouchAPI: Sendable {
                 "max_document_size": String(store.maxDocumentSize),
             ],
             "chttpd": ["max_http_request_size": String(options.maxBodySize), "decode_plus_to_space": "true", "allow_jsonp": "false"],
-            "chttpd_auth": ["timeout": String(Int(options.sessionTimeout)), "iterations": String(options.pbkdf2Iterations)],
+            "chttpd_auth": ["timeout": String(Int(options.sessionTimeout)), "iterations": String(options.pbkdf2Iterations), "authentication_db": "_users"],
             "uuids": ["algorithm": UUIDGenerator.Algorithm.sequential.rawValue, "max_count": "1000"],
         ]
         if !options.corsOrigins.isEmpty {
@@ -146,6 +146,8 @@ public final class CouchAPI: Sendable {
         requestBodyLimit.withLock { $0 = config.integer("chttpd", "max_http_request_size", default: options.maxBodySize) }
         auth.cookieLifetime = TimeInterval(config.integer("chttpd_auth", "timeout", default: Int(options.sessionTimeout)))
         DatabasePath.plusAsSpace.withLock { $0 = config.value("chttpd", "decode_plus_to_space") != "false" }
+        let authentication = config.value("chttpd_auth", "authentication_db") ?? "_users"
+        UsersDatabase.configuredName.withLock { $0 = DatabaseStore.isValidName(authentication) ? authentication : "_users" }
     }
 
     /// Starts the server's background work: the `_replicator` database's jobs.
@@ -166,11 +168,13 @@ public final class CouchAPI: Sendable {
         await jobs.cancelAll(waiting: grace)
     }
 
-    /// Creates the system databases CouchDB 3 expects (`_users`, `_replicator`) if missing.
-    public func prepareSystemDatabases() throws {
+    /// Creates the system databases CouchDB 3 expects (`_users`, `_replicator`) if missing,
+    /// and the authentication database's `_design/_auth` (`UsersDatabase`).
+    public func prepareSystemDatabases() async throws {
         for name in ["_users", "_replicator"] where !store.exists(name) {
-            try store.create(name)
+            _ = try await store.create(name)
         }
+        await UsersDatabase.ensureDesignDocument(try await store.open("_users"), logger: logger)
     }
 
     /// The database listener's responder: the URL table (`CouchRoutes.swift`) behind its

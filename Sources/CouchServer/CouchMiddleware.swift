@@ -28,6 +28,8 @@ public struct CouchRequestContext: RequestContext {
     var body: [UInt8] = []
     /// For the server's own requests (`CouchAPI.perform`): who asks, trusted without credentials.
     var inProcessUser: UserContext?
+    /// How many `_rewrite`s this request went through (`CouchResponder.route`).
+    var rewrites = 0
 
     public init(source: ApplicationRequestContextSource) {
         listener = ClientRequestContext(source: source)
@@ -199,7 +201,21 @@ struct CouchResponder: HTTPResponder {
     /// "NotFound"; a route's is its pattern), CouchDB's error instead of the router's own: the
     /// database missing, a method CouchDB does not route, or nothing here.
     func route(_ request: Request, _ context: CouchRequestContext) async throws -> Response {
-        let response = try await routes.respond(to: request, context: context)
+        let response: Response
+        do {
+            response = try await routes.respond(to: request, context: context)
+        } catch let rewritten as RewrittenRequest {
+            // `_rewrite`: the new request is served as the client's own, with its identity and
+            // rights (every route checks them again), counted against `[chttpd] rewrite_limit`.
+            var head = request.head
+            head.method = rewritten.method
+            head.path = rewritten.target
+            if let headers = rewritten.headers { head.headerFields = headers }
+            var context = context
+            context.rewrites += 1
+            if let body = rewritten.body { context.body = body }
+            return try await route(Request(head: head, body: request.body), context)
+        }
         guard context.coreContext.endpointPath.value == "NotFound" else { return response }
         if let name = DatabasePath.segments(request.uri.path).first, DatabaseStore.isValidName(name), !store.exists(name) {
             throw CouchError.databaseNotFound

@@ -20,8 +20,10 @@ extension CouchAPI {
     var changeFeeds: ChangesEndpoints { ChangesEndpoints(api: self) }
     /// Mango: `_find`, `_explain` and `_index`.
     var mango: MangoEndpoints { MangoEndpoints(api: self) }
-    /// Design-document functions: views, show, list, update and filters.
+    /// Design-document functions: views and filters.
     var design: DesignEndpoints { DesignEndpoints(api: self) }
+    /// Design functions that answer HTTP: show, list, update and rewrite.
+    var render: RenderEndpoints { RenderEndpoints(api: self) }
     /// Cloudant Geo: `_geo`, `_geo_info`, `_geo_grid`, `_geo_cleanup`.
     var geoQueries: GeoEndpoints { GeoEndpoints(api: self) }
     /// `_replicate` and the `_scheduler`.
@@ -129,10 +131,12 @@ extension CouchAPI {
             return try await api.design.designInfo(db, id)
         })
         db.on("_design/:ddoc/_view/:view", design: { api, db, id, request in try await api.design.view(db, id, request.path[4], request) })
-        db.on("_design/:ddoc/_show/**", design: { api, db, id, request in try await api.design.show(db, id, Array(request.path[3...]), request) })
-        db.on("_design/:ddoc/_list/**", design: { api, db, id, request in try await api.design.list(db, id, Array(request.path[3...]), request) })
+        db.on("_design/:ddoc/_show", design: { api, db, id, request in try await api.render.show(db, id, Array(request.path[3...]), request) })
+        db.on("_design/:ddoc/_show/**", design: { api, db, id, request in try await api.render.show(db, id, Array(request.path[3...]), request) })
+        db.on("_design/:ddoc/_list/**", design: { api, db, id, request in try await api.render.list(db, id, Array(request.path[3...]), request) })
+        db.on("_design/:ddoc/_update", design: { api, db, id, request in try await api.render.update(db, id, Array(request.path[3...]), request) })
         db.on("_design/:ddoc/_update/**", design: { api, db, id, request in
-            try await api.design.updateHandler(db, id, Array(request.path[3...]), request)
+            try await api.render.update(db, id, Array(request.path[3...]), request)
         })
         db.on("_design/:ddoc/_geo/**", design: { api, db, id, request in try await api.geoQueries.geo(db, id, Array(request.path[3...]), request) })
         db.on("_design/:ddoc/_geo_info/**", design: { api, db, id, request in
@@ -141,9 +145,8 @@ extension CouchAPI {
         db.on("_design/:ddoc/_geo_grid/**", design: { api, db, id, request in
             try await api.geoQueries.geoGrid(db, id, Array(request.path[3...]), request)
         })
-        db.on("_design/:ddoc/_rewrite/**", design: { _, _, _, _ in
-            throw CouchError.notImplemented("_rewrite is deprecated in CouchDB 3 and not supported")
-        })
+        db.on("_design/:ddoc/_rewrite", design: { api, db, id, request in try await api.render.rewrite(db, id, request) })
+        db.on("_design/:ddoc/_rewrite/**", design: { api, db, id, request in try await api.render.rewrite(db, id, request) })
         db.on("_design/:ddoc/_search/**", design: { _, _, _, _ in
             throw CouchError.notImplemented("_search (Lucene full-text search) is not supported")
         })
@@ -199,6 +202,7 @@ extension APIRequest {
         self.init(
             method: request.method, headers: request.headers, path: DatabasePath.segments(request.uri.path),
             query: CouchURL.parameters(request.uri.query), body: context.body, user: context.user, client: context.client,
-            clientGone: context.listener.clientGone, authority: request.head.authority)
+            clientGone: context.listener.clientGone, authority: request.head.authority, target: request.head.path ?? "",
+            rewrites: context.rewrites)
     }
 }

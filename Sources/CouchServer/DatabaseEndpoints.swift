@@ -24,7 +24,8 @@ struct DatabaseEndpoints: Sendable {
                 partitioned = value == "true"
                 if partitioned, name.hasPrefix("_") { throw CouchError.badRequest("Cannot partition a system database") }
             }
-            try await api.store.create(name, partitioned: partitioned)
+            let created = try await api.store.create(name, partitioned: partitioned)
+            if UsersDatabase.isUsersDatabase(name) { await UsersDatabase.ensureDesignDocument(created, logger: api.logger) }
             var headers = HTTPFields()
             headers[.location] = request.location("/\(name)", scheme: api.options.databaseScheme)
             return .json(["ok": true], status: .created, headers: headers)
@@ -378,7 +379,7 @@ struct DatabaseEndpoints: Sendable {
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {
                     throw CouchError(status: 403, error: "forbidden", reason: "Only admins can write design documents.")
                 }
-                if db.name == "_users" { input = try await api.documents.prepareUserDocument(db, input, user: request.user) }
+                if UsersDatabase.isUsersDatabase(db.name) { input = try await api.documents.prepareUserDocument(db, input, user: request.user) }
                 batch.append(input)
                 batchIndex.append(i)
             } catch let error as CouchError {

@@ -8,8 +8,8 @@ import Hummingbird
 import JavaScript
 import Replication
 
-/// Design documents' HTTP resources: views, `_info`, `_view_cleanup`, shows, lists, update
-/// handlers, and the filter functions of `_changes`. JavaScript runs in the query server
+/// Design documents' HTTP resources: views, `_info`, `_view_cleanup`, and the filter functions
+/// of `_changes` (shows, lists, updates and rewrites are `RenderEndpoints`). JavaScript runs in the query server
 /// processes; indexes are the engine's.
 struct DesignEndpoints: Sendable {
     let api: CouchAPI
@@ -140,141 +140,6 @@ struct DesignEndpoints: Sendable {
         try await db.mango.drop(except: try await api.mango.mangoIndexes(db))
     }
 
-    // MARK: Shows, lists, updates
-
-    /// `GET|POST /{db}/_design/{ddoc}/_show/{name}[/{docid}]`.
-    func show(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try request.requireMethod(.get, .post)
-        let (_, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "shows")
-        guard answer[0] == "resp", let response = answer[1]?.objectValue else {
-            throw CouchError(status: 500, error: "render_error", reason: "Unexpected show answer")
-        }
-        return try functionResponse(response)
-    }
-
-    /// Calls the show or update function `rest[1]` (`kind`: `shows`, `updates`) with the
-    /// document `rest[2...]` (null when there is none) and the request; returns the document
-    /// id and the function's answer.
-    private func callDocumentFunction(
-        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest, kind: String
-    ) async throws -> (String?, JSON) {
-        guard rest.count >= 2 else { throw CouchError.notFound("missing \(kind) function name") }
-        let functions = try designFunctions()
-        let ddoc = try await designDocument(db, ddocID)
-        guard ddoc[kind]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey([kind, rest[1]], in: ddoc) }
-        let docID = rest.count > 2 ? rest[2...].joined(separator: "/") : nil
-        var doc: JSON = .null
-        if let docID, let found = try? await db.document(id: docID) { doc = .object(found) }
-        let req = try await javascriptRequest(db, request, id: docID)
-        let answer = try await DesignFunctions.translating {
-            try await functions.queryServer.call(designDocument: ddoc, path: [kind, rest[1]], arguments: [doc, req])
-        }
-        return (docID, answer)
-    }
-
-    /// `POST|PUT /{db}/_design/{ddoc}/_update/{name}[/{docid}]`: the function returns
-    /// `[doc, response]`; a non-null doc is saved (with the caller's rights and validation).
-    func updateHandler(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try request.requireMethod(.post, .put)
-        let (docID, answer) = try await callDocumentFunction(db, ddocID, rest, request, kind: "updates")
-        guard answer[0] == "up", let response = answer[2]?.objectValue else {
-            throw CouchError(status: 500, error: "render_error", reason: "Unexpected update answer")
-        }
-        var result = try functionResponse(response)
-        if case let .object(newDoc)? = answer[1] {
-            var input = try DocumentInput(json: .object(newDoc))
-            if input.id == nil { input.id = docID ?? api.config.newID() }
-            let rev = try await api.documents.writeDocument(db, input, request: request)
-            result.headers[HTTPField.Name("X-Couch-Id")!] = input.id
-            result.headers[HTTPField.Name("X-Couch-Update-NewRev")!] = rev.description
-            if response["code"] == nil { result.status = .created }
-        }
-        return result
-    }
-
-    /// `GET|POST /{db}/_design/{ddoc}/_list/{list}/{view}` (or `.../{list}/{other ddoc}/{view}`):
-    /// the view's rows rendered by a list function (`start`, `send`, `getRow`).
-    func list(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        try request.requireMethod(.get, .post)
-        guard rest.count == 3 || rest.count == 4 else { throw CouchError.notFound("bad list path: _list/{list}/[{ddoc}/]{view}") }
-        let functions = try designFunctions()
-        let ddoc = try await designDocument(db, ddocID)
-        guard ddoc["lists"]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey(["lists", rest[1]], in: ddoc) }
-        let viewDDoc = rest.count == 4 ? "_design/\(rest[2])" : ddocID
-        let result = try await runView(db, viewDDoc, rest.count == 4 ? rest[3] : rest[2], request)
-        var head: JSONObject = ["offset": .int(result.offset)]
-        if !result.reduced { head.prepend("total_rows", .int(result.totalRows)) }
-        let req = try await javascriptRequest(db, request, id: nil)
-        let answer = try await DesignFunctions.translating {
-            try await functions.queryServer.call(
-                designDocument: ddoc, path: ["lists", rest[1]], arguments: [.object(head), req, .array(result.rows)])
-        }
-        guard answer[0] == "list", var response = answer[1]?.objectValue, let chunks = answer[2]?.arrayValue else {
-            throw CouchError(status: 500, error: "render_error", reason: "Unexpected list answer")
-        }
-        response["body"] = .string(chunks.compactMap(\.stringValue).joined())
-        return try functionResponse(response)
-    }
-
-    /// A show, list or update function's response object (`code`, `headers`, and `body`,
-    /// `json` or `base64`) as HTTP.
-    func functionResponse(_ response: JSONObject) throws -> APIResponse {
-        var headers = HTTPFields()
-        var bytes: [UInt8]
-        var contentType = "text/html; charset=utf-8"
-        if let json = response["json"] {
-            bytes = json.bytes
-            contentType = "application/json"
-        } else if let base64 = response["base64"]?.stringValue {
-            bytes = Array(Data(base64Encoded: base64) ?? Data())
-            contentType = "application/binary"
-        } else {
-            bytes = Array((response["body"]?.stringValue ?? "").utf8)
-        }
-        headers[.contentType] = contentType
-        for (name, value) in response["headers"]?.objectValue?.members ?? [] {
-            if let field = HTTPField.Name(name), let text = value.stringValue { headers[field] = text }
-        }
-        let code = response["code"]?.intValue ?? 200
-        guard (100...599).contains(code) else { throw CouchError(status: 500, error: "render_error", reason: "Invalid status code \(code)") }
-        return APIResponse(status: HTTPResponse.Status(code: code), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
-    }
-
-    /// CouchDB's request object for design functions (`req`): query, headers, body, the
-    /// caller's `userCtx`, the database's `info` and `secObj`.
-    func javascriptRequest(_ db: DocumentDatabase, _ request: APIRequest, id: String?) async throws -> JSON {
-        var userContext = request.user.json.objectValue ?? JSONObject()
-        userContext.prepend("db", .string(db.name))
-        var headers = JSONObject()
-        for field in request.headers where field.name != .authorization && field.name != .cookie {
-            headers[field.name.canonicalName] = .string(field.value)
-        }
-        let query = JSONObject(request.query.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSON.string($0.value)) })
-        var form = JSONObject()
-        if request.header("Content-Type")?.hasPrefix("application/x-www-form-urlencoded") == true {
-            let pairs = CouchURL.parameters(String(decoding: request.body, as: UTF8.self)).sorted { $0.key < $1.key }
-            form = JSONObject(pairs.map { (key: $0.key, value: JSON.string($0.value)) })
-        }
-        let path = JSON.array(request.path.map(JSON.string))
-        return [
-            "info": .object(try await db.info()),
-            "id": id.map(JSON.string) ?? .null,
-            "uuid": .string(Hex.random(bytes: 16)),
-            "method": .string(request.method.rawValue),
-            "requested_path": path,
-            "path": path,
-            "raw_path": .string("/" + request.path.joined(separator: "/")),
-            "query": .object(query),
-            "headers": .object(headers),
-            "body": request.body.isEmpty ? "undefined" : .string(String(decoding: request.body, as: UTF8.self)),
-            "peer": "127.0.0.1",
-            "form": .object(form),
-            "cookie": [:],
-            "userCtx": .object(userContext),
-            "secObj": .object(db.security),
-        ]
-    }
-
     /// Filter functions for replications from local databases: `req.query` is the
     /// replication's `query_params`.
     static func makeFilterResolver(_ javascript: QueryServer?) -> FilterResolver? {
@@ -309,6 +174,6 @@ struct DesignEndpoints: Sendable {
             throw CouchError.badRequest("`filter` parameter is not correct: \(name) (use ddoc/name, _view, _doc_ids, _selector or _design)")
         }
         let ddoc = try await designDocument(db, "_design/" + name[..<slash])
-        return try functions.filter(ddoc, String(name[name.index(after: slash)...]), request: try await javascriptRequest(db, request, id: nil))
+        return try functions.filter(ddoc, String(name[name.index(after: slash)...]), request: try await api.render.javascriptRequest(db, request, id: nil))
     }
 }

@@ -19,7 +19,7 @@ struct DocumentEndpoints: Sendable {
         try Self.validateAttachmentNames(input.attachments)
         if id.hasPrefix("_design/") {
             try request.user.authorize(.admin, to: db)
-        } else if db.name == "_users" {
+        } else if UsersDatabase.isUsersDatabase(db.name) {
             try request.user.authorizeUserDocument(in: db)
             input = try await prepareUserDocument(db, input, user: request.user)
         } else {
@@ -172,7 +172,7 @@ struct DocumentEndpoints: Sendable {
     }
 
     func authorizeRead(_ db: DocumentDatabase, _ id: String, _ user: UserContext) throws {
-        if db.name == "_users", !user.isServerAdmin, id.hasPrefix("org.couchdb.user:") {
+        if UsersDatabase.isUsersDatabase(db.name), !user.isServerAdmin, id.hasPrefix("org.couchdb.user:") {
             try user.authorizeUserDocument(in: db)
             guard let name = user.name else { throw CouchError.unauthorized }
             guard id == "org.couchdb.user:\(name)" else {
@@ -407,9 +407,9 @@ struct DocumentEndpoints: Sendable {
 
     // MARK: _users
 
-    /// Applies the `_users` rules before a write: the id names the user, `type` is `user`,
-    /// only admins set roles, a user edits only their own document (anyone may sign up), and
-    /// a plaintext `password` is replaced by its PBKDF2-SHA256 hash.
+    /// Applies the `_users` rules before a write (`UsersDatabase.check`: the id names the user,
+    /// `type` is `user`, only admins set roles and never system roles, a user edits only their
+    /// own document), and replaces a plaintext `password` by its PBKDF2-SHA256 hash.
     func prepareUserDocument(_ db: DocumentDatabase, _ input: DocumentInput, user: UserContext) async throws -> DocumentInput {
         var input = input
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
@@ -421,27 +421,20 @@ struct DocumentEndpoints: Sendable {
         guard id.hasPrefix(prefix) else {
             throw CouchError.forbidden("Document ID must be of the form org.couchdb.user:name")
         }
-        let name = String(id.dropFirst(prefix.count))
         let existing = try? await db.document(id: id)
-        if !user.isServerAdmin, (try? user.authorize(.admin, to: db)) == nil {
-            if let existing {
-                guard user.name == name else {
-                    if user.name == nil { throw CouchError.unauthorized }
-                    throw CouchError.forbidden("You may only update your own user document.")
-                }
-                if !input.deleted, input.body["roles"] != existing["roles"] {
-                    throw CouchError.forbidden("Only _admin may edit roles")
-                }
-            } else if !input.deleted, let roles = input.body["roles"]?.arrayValue, !roles.isEmpty {
-                throw CouchError.forbidden("Only _admin may set roles")
-            }
+        // CouchDB's rules (`UsersDatabase.check`), before a password is hashed: a new password
+        // replaces the stored hash fields, so they are not judged.
+        var proposed = input.body
+        proposed.prepend("_id", .string(id))
+        if input.deleted { proposed["_deleted"] = true }
+        if input.body["password"] != nil {
+            for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key", "password_sha"] { proposed.removeValue(forKey: key) }
+        }
+        if let problem = UsersDatabase.check(proposed, old: existing, user: user, security: db.security) {
+            if user.name == nil { throw CouchError.unauthorized }
+            throw problem
         }
         if input.deleted { return input }
-        guard input.body["type"] == .string("user") else { throw CouchError.forbidden("doc.type must be user") }
-        guard input.body["name"] == .string(name) else { throw CouchError.forbidden("Doc ID must be of the form org.couchdb.user:name") }
-        guard input.body["roles"]?.arrayValue?.allSatisfy({ $0.stringValue != nil }) == true else {
-            throw CouchError.forbidden("doc.roles must be an array of strings")
-        }
         if let password = input.body.removeValue(forKey: "password") {
             guard case let .string(plain) = password else { throw CouchError.forbidden("doc.password must be a string") }
             let hash = try await Passwords.hash(plain, iterations: api.options.pbkdf2Iterations)

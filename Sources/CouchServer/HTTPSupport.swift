@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import HTTPServing
 import Foundation
 import HTTPTypes
@@ -22,6 +23,15 @@ struct APIRequest {
     var clientGone: @Sendable () -> Bool = { false }
     /// The host the client asked for (HTTP/1.1's `Host`), nil for the server's own calls.
     var authority: String?
+    /// The request target as the client sent it: the path and query, escaped.
+    var target = ""
+    /// How many `_rewrite`s led to this request (`[chttpd] rewrite_limit` bounds them).
+    var rewrites = 0
+
+    /// The query string's parameters in their order, repeated names kept (`query` keeps the last).
+    var queryPairs: [(String, String)] {
+        CouchURL.orderedParameters(target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) })
+    }
 
     func header(_ name: String) -> String? {
         HTTPField.Name(name).flatMap { headers[$0] }

@@ -30,13 +30,14 @@ final class NodeConfiguration: Sendable {
         ],
         "couchdb": ["max_document_size": .positive(upTo: Int(Int32.max))],
         "chttpd": ["max_http_request_size": .positive(upTo: Int(Int32.max)), "decode_plus_to_space": .oneOf(["true", "false"]), "allow_jsonp": .oneOf(["true", "false"])],
-        "chttpd_auth": ["timeout": .positive(upTo: 10 * 365 * 86_400)],
+        "chttpd_auth": ["timeout": .positive(upTo: 10 * 365 * 86_400), "authentication_db": .databaseName],
     ]
 
     enum Check: Sendable {
         case any
         case positive(upTo: Int)
         case oneOf([String])
+        case databaseName
 
         /// Why `value` cannot be taken, or nil.
         func problem(_ value: String) -> String? {
@@ -45,6 +46,7 @@ final class NodeConfiguration: Sendable {
             case .positive(let most):
                 return Int(value).map { (1...most).contains($0) } == true ? nil : "must be an integer from 1 to \(most)"
             case .oneOf(let allowed): return allowed.contains(value) ? nil : "must be one of " + allowed.joined(separator: ", ")
+            case .databaseName: return DatabaseStore.isValidName(value) ? nil : "must be a database name"
             }
         }
     }

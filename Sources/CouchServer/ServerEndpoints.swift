@@ -95,7 +95,7 @@ struct ServerEndpoints: Sendable {
             var info: JSONObject = ["authentication_handlers": handlers]
             if request.user.name != nil {
                 info["authenticated"] = request.header("Authorization") != nil ? "default" : "cookie"
-                info["authentication_db"] = "_users"
+                info["authentication_db"] = .string(UsersDatabase.authenticationDatabase)
             }
             return .json(["ok": true, "userCtx": request.user.json, "info": .object(info)])
         case .post:

@@ -50,8 +50,9 @@ final class HTTPHarness: @unchecked Sendable {
             var policy = LoginThrottle.Policy()
             (policy.freePerAccountAndClient, policy.freePerClient, policy.freePerAccount) = (1 << 40, 1 << 40, 1 << 40)
             options.loginThrottle = LoginThrottle(policy: policy)
-            api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
-            try api.prepareSystemDatabases()
+            let api = CouchAPI(store: store, settings: settings, options: options, logger: logger)
+            self.api = api
+            try HTTPHarness.wait { try await api.prepareSystemDatabases() }
             try settings.save(to: directory)
             control = ControlSocket.router(directory: directory, store: store, api: api, logger: logger).buildResponder()
             let service = TrackerService(couch: InProcessCouch(api: api), passwordIterations: 2, throttle: options.loginThrottle, logger: logger)

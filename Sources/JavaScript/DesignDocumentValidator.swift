@@ -7,7 +7,7 @@ import CouchJSON
 /// Every function must accept a write for it to be stored.
 public struct DesignDocumentValidator: WriteValidator {
     /// A validation function's behaviour in Swift: nil accepts the write, an error rejects it.
-    public typealias NativeFunction = @Sendable (_ write: ProposedWrite, _ user: UserContext) -> CouchError?
+    public typealias NativeFunction = @Sendable (_ write: ProposedWrite, _ user: UserContext, _ security: JSONObject) -> CouchError?
 
     /// nil where this server has no JavaScript engine: writes to a database with validation
     /// functions are then refused (500), never let through unchecked.
@@ -36,7 +36,7 @@ public struct DesignDocumentValidator: WriteValidator {
                 continue
             }
             for (index, write) in writes.enumerated() where verdicts[index] == nil {
-                verdicts[index] = function(write, user)
+                verdicts[index] = function(write, user, database.security)
             }
         }
         guard !javascript.isEmpty else { return verdicts }

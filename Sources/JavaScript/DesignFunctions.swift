@@ -96,10 +96,19 @@ public struct DesignFunctions: Sendable {
         return list.map { $0 == true }
     }
 
-    /// Query server failures as CouchDB's errors (500 with the query server's words).
+    /// Query server failures as CouchDB's errors: the query server's words, with the status
+    /// CouchDB gives an error a function throws by one of its names (`not_found` 404,
+    /// `not_acceptable` 406, ...); 500 for any other.
     public static func translating<T>(_ body: () async throws -> T) async throws -> T {
         do { return try await body() } catch let failure as QueryServer.Failure {
-            throw CouchError(status: 500, error: failure.error, reason: failure.reason)
+            let status = failure.kind == .javascript ? statuses[failure.error] ?? 500 : 500
+            throw CouchError(status: status, error: failure.error, reason: failure.reason)
         }
     }
+
+    /// The HTTP status of CouchDB's error names a design function may throw.
+    static let statuses: [String: Int] = [
+        "bad_request": 400, "query_parse_error": 400, "unauthorized": 401, "forbidden": 403, "not_found": 404,
+        "method_not_allowed": 405, "not_acceptable": 406, "conflict": 409,
+    ]
 }

@@ -2,7 +2,7 @@
 /// CouchDB's query server protocol (one JSON command per line, one JSON answer per line) and
 /// offers design-document functions CouchDB's API: `emit`, `log`, `toJSON`, `isArray`, `sum`,
 /// `require` (CommonJS modules stored in the design document), `st_index` (geo index
-/// functions), and for shows and lists `start`, `send`, `getRow`.
+/// functions), and for shows and lists `start`, `send`, `getRow`, `provides`, `registerType`.
 ///
 /// Commands:
 /// - `["reset"]`, `["add_lib", lib]`, `["add_fun", source]`, `["map_doc", doc]`: map functions,
@@ -18,10 +18,13 @@
 ///   such verdict, or `["error", ...]`, per write); `filters` and
 ///   `views` (a view's map as a filter) → `[true, [bool, ...]]` for a batch of documents;
 ///   `shows` → `["resp", response]`; `updates` → `["up", doc, response]`; `lists` (given every
-///   row at once) → `["list", startResponse, [chunk, ...]]`.
+///   row at once) → `["list", startResponse, [chunk, ...]]`; `rewrites` (a JavaScript rewrite
+///   function, given the request) → `["ok", rewrite]` or `["no_dispatch_rule"]`. Shows, lists,
+///   updates and rewrites behave as CouchDB's `render.js` defines them (response wrapping,
+///   `provides` negotiation, when a list's headers take effect, which errors pass through).
 public enum QueryServerScript {
     public static let source = #"""
-    var __lt = { funs: [], lib: null, logs: [], emitted: null, ddocs: {}, list: null, reducers: {}, reducerCount: 0 };
+    var __lt = { funs: [], lib: null, logs: [], emitted: null, ddocs: {}, reducers: {}, reducerCount: 0 };
     function log(message) { __lt.logs.push(typeof message === "string" ? message : JSON.stringify(message)); }
     function toJSON(value) { return JSON.stringify(value); }
     function isArray(value) { return Array.isArray(value); }
@@ -32,12 +35,226 @@ public enum QueryServerScript {
     }
     // A geo index function names a document's geometry; the geo index stores it as the key.
     function st_index(geometry) { emit(geometry, null); }
-    function start(response) { __lt_listOnly("start").started = response || {}; }
-    function send(chunk) { __lt_listOnly("send").chunks.push(String(chunk)); }
-    function getRow() { var list = __lt_listOnly("getRow"); return list.index < list.rows.length ? list.rows[list.index++] : null; }
-    function __lt_listOnly(name) {
-        if (__lt.list === null) { throw { error: "invalid_call", reason: name + "() outside a list function" }; }
-        return __lt.list;
+    // Content negotiation, as CouchDB's shows and lists offer it: `registerType(key, mime, ...)`
+    // names media types, `provides(key, fn)` offers a rendering, and the request's `?format=`
+    // or its Accept header (matched as CouchDB's mimeparse does) chooses one.
+    var __lt_mime = { byKey: null, keyOf: null, provided: [], contentType: null };
+    var __lt_defaultTypes = [
+        ["all", "*/*"], ["text", "text/plain; charset=utf-8", "txt"], ["html", "text/html; charset=utf-8"],
+        ["xhtml", "application/xhtml+xml", "xhtml"], ["xml", "application/xml", "text/xml", "application/x-xml"],
+        ["js", "text/javascript", "application/javascript", "application/x-javascript"], ["css", "text/css"],
+        ["ics", "text/calendar"], ["csv", "text/csv"], ["rss", "application/rss+xml"], ["atom", "application/atom+xml"],
+        ["yaml", "application/x-yaml", "text/yaml"], ["multipart_form", "multipart/form-data"],
+        ["url_encoded_form", "application/x-www-form-urlencoded"], ["json", "application/json", "text/x-json"]
+    ];
+    function __lt_resetMime() {
+        __lt_mime = { byKey: {}, keyOf: {}, provided: [], contentType: null };
+        for (var i = 0; i < __lt_defaultTypes.length; i++) { registerType.apply(null, __lt_defaultTypes[i]); }
+    }
+    function registerType(key) {
+        var mimes = Array.prototype.slice.call(arguments, 1);
+        __lt_mime.byKey[key] = mimes;
+        for (var i = 0; i < mimes.length; i++) { __lt_mime.keyOf[mimes[i]] = key; }
+    }
+    function provides(key, fn) { __lt_mime.provided.push([key, fn]); }
+    function __lt_trim(text) { return text.replace(/^\s+/, "").replace(/\s+$/, ""); }
+    // "type/subtype; a=b; q=0.5" as {type, subtype, params}; a missing or invalid q is 1.
+    function __lt_mediaRange(text) {
+        var parts = text.split(";"), params = {};
+        for (var i = 0; i < parts.length; i++) {
+            var pair = parts[i].split("=");
+            if (pair.length == 2) { params[__lt_trim(pair[0])] = __lt_trim(pair[1]); }
+        }
+        var q = parseFloat(params.q);
+        if (!params.q || isNaN(q) || q > 1 || q < 0) { params.q = "1"; }
+        var full = __lt_trim(parts[0]);
+        if (full == "*") { full = "*/*"; }
+        var names = full.split("/");
+        return { type: names[0], subtype: names[1], params: params };
+    }
+    // How well `mime` fits the Accept ranges: [fitness, q] of the best fitting range.
+    function __lt_fitness(mime, ranges) {
+        var target = __lt_mediaRange(mime), best = -1, bestQ = 0;
+        for (var i = 0; i < ranges.length; i++) {
+            var range = ranges[i];
+            if ((range.type == target.type || range.type == "*" || target.type == "*") &&
+                (range.subtype == target.subtype || range.subtype == "*" || target.subtype == "*")) {
+                var fitness = (range.type == target.type ? 100 : 0) + (range.subtype == target.subtype ? 10 : 0);
+                for (var name in target.params) {
+                    if (name != "q" && range.params[name] && range.params[name] == target.params[name]) { fitness++; }
+                }
+                if (fitness > best) { best = fitness; bestQ = range.params.q; }
+            }
+        }
+        return [best, parseFloat(bestQ)];
+    }
+    // The supported type the Accept header prefers, or "". The ordering is CouchDB's: its
+    // mimeparse sorts [[fitness, q], index, type] with JavaScript's default (string) order.
+    function __lt_bestMatch(supported, accept) {
+        var ranges = accept.split(",").map(__lt_mediaRange), weighted = [];
+        for (var i = 0; i < supported.length; i++) { weighted.push([__lt_fitness(supported[i], ranges), i, supported[i]]); }
+        weighted.sort();
+        var last = weighted[weighted.length - 1];
+        return last && last[0][1] ? last[2] : "";
+    }
+    // Runs the rendering `provides` offered for the request, or throws not_acceptable.
+    function __lt_runProvides(req, ddoc) {
+        var mime = __lt_mime, key = null, accept = req.headers ? req.headers["Accept"] : undefined, fn = null, i;
+        var provided = mime.provided;
+        if (req.query && req.query.format) {
+            key = req.query.format;
+            mime.contentType = mime.byKey[key] ? mime.byKey[key][0] : null;
+        } else if (accept) {
+            // CouchDB reverses the offers before matching (the last offer of a key wins).
+            provided = provided.slice().reverse();
+            var supported = [];
+            for (i = 0; i < provided.length; i++) {
+                if (mime.byKey[provided[i][0]]) { supported = supported.concat(mime.byKey[provided[i][0]]); }
+            }
+            mime.contentType = __lt_bestMatch(supported, accept);
+            key = mime.keyOf[mime.contentType];
+        } else {
+            key = provided[0][0];
+            mime.contentType = mime.byKey[key] ? mime.byKey[key][0] : null;
+        }
+        for (i = 0; i < provided.length; i++) {
+            if (provided[i][0] == key) { fn = provided[i][1]; break; }
+        }
+        if (!fn) {
+            var types = mime.provided.map(function (offer) { return (mime.byKey[offer[0]] || []).join(", ") || offer[0]; });
+            throw ["error", "not_acceptable", "Content-Type " + (accept || key) + " not supported, try one of: " + types.join(", ")];
+        }
+        return fn.call(ddoc);
+    }
+    function __lt_withContentType(response) {
+        response.headers = response.headers || {};
+        if (__lt_mime.contentType) { response.headers["Content-Type"] = response.headers["Content-Type"] || __lt_mime.contentType; }
+        return response;
+    }
+
+    // Rendering state of one show or list call: `start(response)` and `send(chunk)` in both
+    // (a show's `start` names headers), `getRow()` in lists. A list is given all its rows at
+    // once; what CouchDB would have sent when (the response starts with the first chunk that
+    // is not empty, with the headers of the last `start` seen by then) is kept as it would be.
+    var __lt_render = null;
+    function __lt_resetRender(rows) {
+        __lt_render = { chunks: [], start: {}, newHeader: false, rows: rows, index: 0, gotRow: false, lastRow: false,
+                        headers: null, committed: null, body: [] };
+    }
+    function __lt_rendering(name) {
+        if (__lt_render === null) { throw { error: "invalid_call", reason: name + "() outside a show or list function" }; }
+        return __lt_render;
+    }
+    function start(response) { var r = __lt_rendering("start"); r.start = response || {}; r.newHeader = true; }
+    function send(chunk) { __lt_rendering("send").chunks.push(chunk.toString()); }
+    function getRow() {
+        var r = __lt_rendering("getRow");
+        if (r.rows === null) { throw { error: "invalid_call", reason: "getRow() outside a list function" }; }
+        if (r.lastRow) { return null; }
+        if (!r.gotRow) {
+            r.gotRow = true;
+            __lt_flush(__lt_withContentType(r.start || {}));
+            r.start = {};
+        } else {
+            __lt_flush(r.newHeader ? r.start : null);
+        }
+        if (r.index < r.rows.length) { return r.rows[r.index++]; }
+        r.lastRow = true;
+        return null;
+    }
+    // What CouchDB does with a batch of chunks: new headers, if any, replace the pending ones;
+    // the first batch that is not empty starts the response with them.
+    function __lt_flush(headers) {
+        var r = __lt_render;
+        if (headers) { r.headers = headers; }
+        r.newHeader = false;
+        if (r.chunks.length > 0 && r.chunks.join("") !== "") {
+            if (r.committed === null) { r.committed = r.headers || {}; }
+            r.body.push(r.chunks.join(""));
+        }
+        r.chunks = [];
+    }
+    function __lt_wrapResponse(value) {
+        return typeof value === "string" ? { body: value } : value;
+    }
+    function __lt_typeName(value) {
+        if (value === null) { return "null"; }
+        return Array.isArray(value) ? "array" : typeof value;
+    }
+    // An exception from a show, list, update or rewrite function: CouchDB's own errors pass,
+    // anything else is `render_error` (or `rewrite_error`) naming it.
+    function __lt_renderError(e, kind) {
+        if ((e && e.error && e.reason) || (Array.isArray(e) && (e[0] === "error" || e[0] === "fatal"))) { throw e; }
+        var text = e && e.stack ? String(e.stack) : __lt_describe(e);
+        log("function raised error: " + text);
+        return { error: kind || "render_error", reason: "function raised error: " + text };
+    }
+    function __lt_show(fn, ddoc, doc, req) {
+        try {
+            __lt_resetRender(null);
+            __lt_resetMime();
+            var response = __lt_wrapResponse(fn.apply(ddoc, [doc, req]) || {});
+            var r = __lt_render;
+            // The list() style: chunks sent, headers named by start().
+            if (r.chunks.length > 0) {
+                response.headers = response.headers || {};
+                for (var name in r.start) { response.headers[name] = r.start[name]; }
+                response.body = r.chunks.join("") + (response.body || "");
+                r.chunks = [];
+            }
+            if (__lt_mime.provided.length > 0) {
+                var provided = __lt_wrapResponse(__lt_runProvides(req, ddoc) || {});
+                response.body = (response.body || "") + r.chunks.join("") + (provided.body || "");
+                response = __lt_withContentType(response);
+            }
+            var type = __lt_typeName(response);
+            if (type !== "object" && type !== "string") {
+                throw ["error", "render_error", "undefined response from show function"];
+            }
+            return ["resp", __lt_wrapResponse(response)];
+        } catch (e) {
+            // A show of a document that does not exist, whose function fails on the null: 404.
+            if (doc === null && req.path && req.path.length > 5) { throw ["error", "not_found", "document not found"]; }
+            throw __lt_renderError(e);
+        } finally {
+            __lt_render = null;
+        }
+    }
+    function __lt_update(fn, ddoc, doc, req) {
+        if (req.method == "GET") { throw ["error", "method_not_allowed", "Update functions do not allow GET"]; }
+        var result;
+        try { result = fn.apply(ddoc, [doc, req]); } catch (e) { throw __lt_renderError(e); }
+        var type = Array.isArray(result) ? __lt_typeName(result[1]) : "undefined";
+        if (type !== "object" && type !== "string") {
+            throw ["error", "render_error", "undefined response from update function"];
+        }
+        return ["up", result[0] === undefined ? null : result[0], __lt_wrapResponse(result[1])];
+    }
+    function __lt_list(fn, ddoc, head, req, rows) {
+        try {
+            __lt_resetMime();
+            __lt_resetRender(rows);
+            var tail = fn.apply(ddoc, [head, req]);
+            if (__lt_mime.provided.length > 0) { tail = __lt_runProvides(req, ddoc); }
+            if (!__lt_render.gotRow) { getRow(); }
+            if (tail !== undefined) { __lt_render.chunks.push(String(tail)); }
+            var r = __lt_render;
+            __lt_flush(r.newHeader ? r.start : null);
+            return ["list", r.committed || r.headers || {}, r.body];
+        } catch (e) {
+            throw __lt_renderError(e);
+        } finally {
+            __lt_render = null;
+        }
+    }
+    // A rewrite function's answer: ["ok", {path, query, method, headers, body} or {code, ...}],
+    // or ["no_dispatch_rule"] when it returned nothing.
+    function __lt_rewrite(fn, ddoc, req) {
+        var result;
+        try { result = fn.apply(ddoc, [req]); } catch (e) { throw __lt_renderError(e, "rewrite_error"); }
+        if (!result) { return ["no_dispatch_rule"]; }
+        if (typeof result === "string") { result = { path: result, method: req.method }; }
+        return ["ok", result];
     }
 
     // CommonJS modules: `require("lib/geo")` evaluates the string at that path of `root`
@@ -159,20 +376,13 @@ public enum QueryServerScript {
         case "views":
             return [true, args[0].map(function (doc) { var rows = __lt_map(fn, doc); return rows !== null && rows.length > 0; })];
         case "shows":
-            return ["resp", __lt_response(fn(args[0], args[1]))];
+            return __lt_show(fn, entry.doc, args[0], args[1]);
         case "updates":
-            var result = fn(args[0], args[1]);
-            if (!Array.isArray(result)) { throw { error: "render_error", reason: "undefined response from update function" }; }
-            return ["up", result[0] === undefined ? null : result[0], __lt_response(result[1])];
+            return __lt_update(fn, entry.doc, args[0], args[1]);
         case "lists":
-            __lt.list = { rows: args[2], index: 0, chunks: [], started: null };
-            try {
-                var tail = fn(args[0], args[1]);
-                if (tail !== undefined && tail !== null) { __lt.list.chunks.push(String(tail)); }
-                return ["list", __lt.list.started || {}, __lt.list.chunks];
-            } finally {
-                __lt.list = null;
-            }
+            return __lt_list(fn, entry.doc, args[0], args[1], args[2]);
+        case "rewrites":
+            return __lt_rewrite(fn, entry.doc, args[0]);
         default:
             throw { error: "unknown_command", reason: "unknown ddoc function type '" + path[0] + "'" };
         }
@@ -186,12 +396,6 @@ public enum QueryServerScript {
             if (e && e.unauthorized !== undefined) { return { unauthorized: e.unauthorized }; }
             throw { error: "validation_error", reason: "validate_doc_update in " + entry.doc._id + " raised " + __lt_describe(e) };
         }
-    }
-    // A show or update result as a response object: strings become the body.
-    function __lt_response(value) {
-        if (value === undefined || value === null) { return { body: "" }; }
-        if (typeof value === "string") { return { body: value }; }
-        return value;
     }
     function __lt_dispatch(command) {
         switch (command[0]) {

@@ -23,10 +23,11 @@ public enum LocationTrackerServer {
 
     /// The application's validation rules as Swift, by source, for `DesignDocumentValidator`:
     /// its own databases then need no JavaScript engine.
-    public static let nativeValidators: [String: @Sendable (ProposedWrite, UserContext) -> CouchError?] = [
-        TrackerService.readOnlyValidation.source: { _, user in
+    public static let nativeValidators: [String: DesignDocumentValidator.NativeFunction] = [
+        TrackerService.readOnlyValidation.source: { _, user, _ in
             user.isServerAdmin ? nil : .forbidden(TrackerService.readOnlyValidation.reason)
         },
+        UsersDatabase.validationSource: UsersDatabase.validate,
     ]
 
     /// LocationTracker's version (`lt --version`, `vendor.version` in the database API's welcome).
@@ -60,7 +61,7 @@ public enum LocationTrackerServer {
             logger.info("[\(section)] \(key) is \(value.map { "\"\($0)\"" } ?? "deleted") by a change made through /_node/_local/_config (kept in config.json)")
         }
         addServerCollectors(configuration, metrics: options.metrics)
-        try api.prepareSystemDatabases()
+        try await api.prepareSystemDatabases()
         api.startBackgroundJobs()
         do {
             let summary = StartupSummary(configuration, admins: settings.admins.keys.sorted())

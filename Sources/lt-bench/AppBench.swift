@@ -59,7 +59,7 @@ struct AppBench: AsyncParsableCommand {
         var options = CouchAPI.Options()
         options.pbkdf2Iterations = pbkdf2Iterations
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: scratch), options: options, logger: Logger(label: "lt.bench"))
-        try api.prepareSystemDatabases()
+        try await api.prepareSystemDatabases()
         let couch = InProcessCouch(api: api)
         let service = TrackerService(couch: couch, passwordIterations: pbkdf2Iterations, logger: Logger(label: "lt.bench"))
         try await service.prepare(places: [])

@@ -389,7 +389,7 @@ struct Bench: AsyncParsableCommand {
         options.javascript = ServerResources.javascriptQueryServer()
         let store = try DatabaseStore(directory: directory, durability: mode, validator: DesignDocumentValidator(queryServer: options.javascript))
         let api = CouchAPI(store: store, settings: settings, options: options, logger: Logger(label: "lt.bench"))
-        try api.prepareSystemDatabases()
+        try await api.prepareSystemDatabases()
         let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)
         // The server is stopped by cancelling its task, which it would log as an error.
         var serverLogger = Logger(label: "lt.bench")

@@ -106,4 +106,66 @@ struct SecurityTests {
         let other = try await s.request(.GET, "/", auth: .none, headers: [("Origin", "http://evil.example")])
         #expect(other.headers["Access-Control-Allow-Origin"].isEmpty)
     }
+
+    @Test("_users keeps CouchDB's rules and its _design/_auth: no system roles even from its database admins, no login while a user document has conflicts, `_:_` is no one, and another authentication database by configuration")
+    func usersDatabaseRules() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        // The authentication database is born with its design document, as CouchDB's.
+        #expect(try await s.request(.GET, "/_users/_design/_auth").json["validate_doc_update"]?.stringValue?.contains("doc.type must be user") == true)
+        func user(_ name: String, roles: [JSON] = [], _ extra: JSONObject = [:]) -> JSON {
+            var doc: JSONObject = ["_id": .string("org.couchdb.user:" + name), "name": .string(name), "type": "user", "roles": .array(roles), "password": .string("pw-" + name)]
+            for (key, value) in extra { doc[key] = value }
+            return .object(doc)
+        }
+        // Carol administers _users through its security object; she is no server admin.
+        #expect(try await s.request(.PUT, "/_users/org.couchdb.user:carol", json: user("carol")).status == 201)
+        #expect(try await s.request(.PUT, "/_users/_security", json: ["admins": ["names": ["carol"]]]).status == 200)
+        let carol = TestServer.Auth.basic("carol", "pw-carol")
+        let system = try await s.request(.PUT, "/_users/org.couchdb.user:dave", json: user("dave", roles: ["_admin"]), auth: carol)
+        #expect(system.status == 403 && system.json["reason"] == "No system roles (starting with underscore) in users db.")
+        let bulk = try await s.request(.POST, "/_users/_bulk_docs", json: ["docs": [user("dave", roles: ["_admin"])]], auth: carol)
+        #expect(bulk.json[0]?["error"] == "forbidden", "\(bulk.text)")
+        #expect(try await s.request(.PUT, "/_users/org.couchdb.user:dave", json: user("dave", roles: ["staff"]), auth: carol).status == 201)
+        #expect(try await s.request(.GET, "/_session", auth: .basic("dave", "pw-dave")).json["userCtx"]?["roles"] == ["staff"])
+        for (doc, reason) in [
+            (user("joe:erlang"), "Character `:` is not allowed in usernames."),
+            (user("_root"), "Username may not start with underscore."),
+            (user("erin", ["roles": "staff"]), "doc.roles must be an array"),
+            (user("erin", ["roles": [12]]), "doc.roles can only contain strings"),
+            (user("erin", ["type": "robot"]), "doc.type must be user"),
+        ] as [(JSON, String)] {
+            let id = doc["_id"]!.stringValue!
+            let refused = try await s.request(.PUT, "/_users/" + id, json: doc)
+            #expect(refused.status == 403 && refused.json["reason"] == .string(reason), "\(id): \(refused.text)")
+        }
+
+        // A user document with conflicts logs no one in until they are resolved.
+        let erin = try await s.request(.PUT, "/_users/org.couchdb.user:erin", json: user("erin"))
+        #expect(erin.status == 201)
+        #expect(try await s.request(.GET, "/_session", auth: .basic("erin", "pw-erin")).json["userCtx"]?["name"] == "erin")
+        var branch = try await s.request(.GET, "/_users/org.couchdb.user:erin").json.objectValue ?? [:]
+        branch["_rev"] = "1-00000000000000000000000000000000"
+        branch["note"] = "replicated from elsewhere"
+        let conflicting = try await s.request(.POST, "/_users/_bulk_docs", json: ["docs": [.object(branch)], "new_edits": false])
+        #expect(conflicting.status == 201, "\(conflicting.text)")
+        let refused = try await s.request(.GET, "/_session", auth: .basic("erin", "pw-erin"))
+        #expect(refused.status == 401 && refused.json["reason"]?.stringValue?.contains("conflicts") == true, "\(refused.text)")
+
+        // `_:_` is a client's way to be nobody; a value that is not base64 is a bad request.
+        let nobody = try await s.request(.GET, "/_session", auth: .none, headers: [("Authorization", "Basic Xzpf")])
+        #expect(nobody.status == 200 && nobody.json["userCtx"]?["name"] == .null)
+        #expect(try await s.request(.GET, "/_session", auth: .none, headers: [("Authorization", "Basic %%%")]).status == 400)
+
+        // [chttpd_auth] authentication_db: users log in from another database, with the same rules.
+        #expect(try await s.request(.PUT, "/_node/_local/_config/chttpd_auth/authentication_db", json: "people").status == 200)
+        #expect(try await s.request(.PUT, "/people").status == 201)
+        #expect(try await s.request(.GET, "/people/_design/_auth").status == 200)
+        #expect(try await s.request(.PUT, "/people/org.couchdb.user:frank", json: user("frank", roles: ["_admin"])).status == 403)
+        #expect(try await s.request(.PUT, "/people/org.couchdb.user:frank", json: user("frank")).status == 201)
+        #expect(try await s.request(.GET, "/people/org.couchdb.user:frank").json["password"] == nil)
+        #expect(try await s.request(.GET, "/_session", auth: .basic("frank", "pw-frank")).json["userCtx"]?["name"] == "frank")
+        #expect(try await s.request(.GET, "/_session", auth: .basic("dave", "pw-dave")).status == 401)  // _users is no longer asked
+        #expect(try await s.request(.PUT, "/_node/_local/_config/chttpd_auth/authentication_db", json: "no/such!").status == 400)
+    }
 }

@@ -22,7 +22,7 @@ struct ConsolidationSafetyTests {
             directory: directory.appendingPathComponent("data"),
             validator: DesignDocumentValidator(queryServer: nil, native: LocationTrackerServer.nativeValidators), connections: { _ in .single })
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: directory), options: CouchAPI.Options(), logger: Logger(label: "test"))
-        try api.prepareSystemDatabases()
+        try await api.prepareSystemDatabases()
         let service = TrackerService(couch: InProcessCouch(api: api), passwordIterations: 1, logger: Logger(label: "test"))
         try await service.prepare(places: [])
         return (api, service)

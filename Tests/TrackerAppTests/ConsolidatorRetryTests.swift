@@ -37,7 +37,7 @@ struct ConsolidatorRetryTests {
         defer { directory.cleanup() }
         let store = try DatabaseStore(directory: directory.url.appendingPathComponent("data"), connections: { _ in .single })
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: directory.url), options: CouchAPI.Options(), logger: Logger(label: "test"))
-        try api.prepareSystemDatabases()
+        try await api.prepareSystemDatabases()
         let couch = InProcessCouch(api: api)
         let service = TrackerService(couch: couch, passwordIterations: 1, logger: Logger(label: "test"))
         try await service.prepare(places: [])

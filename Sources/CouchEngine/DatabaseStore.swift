@@ -29,6 +29,16 @@ public final class DatabaseStore: Sendable {
     }
     /// Shared with every open database, so a change applies to them at once.
     private let documentSizeLimit: Locked<Int>
+    /// The size (bytes of its documents' winning bodies) beyond which a partition takes no
+    /// more growing writes: 403 `partition_overflow`, as CouchDB's `max_partition_size`
+    /// (deletions, shrinking edits and replicated revisions still go in). 0 turns it off.
+    public var maxPartitionSize: Int {
+        get { partitionSizeLimit.withLock { $0 } }
+        set { partitionSizeLimit.withLock { $0 = newValue } }
+    }
+    private let partitionSizeLimit = Locked(DatabaseStore.defaultMaxPartitionSize)
+    /// CouchDB 3's default `max_partition_size`: 10 GiB.
+    public static let defaultMaxPartitionSize = 10 << 30
     /// CouchDB 3's default `max_document_size`: 8,000,000 bytes.
     public static let defaultMaxDocumentSize = 8_000_000
     /// How each database is opened, by name.
@@ -309,7 +319,7 @@ public final class DatabaseStore: Sendable {
         return try DocumentDatabase(
             name: name, path: path, notifier: notifier, durability: durability, validator: validator,
             connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: documentSizeLimit,
-            metrics: metrics, created: created, onClosed: { [weak self] in
+            maxPartitionSize: partitionSizeLimit, metrics: metrics, created: created, onClosed: { [weak self] in
                 // Later and elsewhere: the last reference may go while a lock of the store is held.
                 guard let store = self else { return }
                 DatabaseStore.fileQueue().async { store.forgetIfClosed(name) }

@@ -17,12 +17,14 @@ extension DocumentDatabase {
         let revsLimit = self.revsLimit
         let maxSize = maxDocumentSize
         let partitioned = isPartitioned
+        let maxPartitionSize = partitioned && newEdits ? self.maxPartitionSize : 0
         // Written in the order of their ids' bytes, as CouchDB's updater groups a batch
         // (`group_alike_docs`), so a batch's changes follow in the same order on both; documents
         // without an id keep their order, after the others. Results come back in input order.
         let order = Self.writeOrder(accepted)
         let written = try await writer.write { db, context in
             var results = [Result<Revision, CouchError>?](repeating: nil, count: accepted.count)
+            let full = maxPartitionSize > 0 ? try Partition.full(accepted.compactMap(\.id), limit: maxPartitionSize, db: db) : []
             // `apply` validates a document completely before it writes anything, so a rejected
             // document leaves no trace without a savepoint of its own; a storage error aborts
             // the whole write.
@@ -33,6 +35,9 @@ extension DocumentDatabase {
                         if partitioned { try Partition.validate(documentID: id) }
                         if !partitioned, id.hasPrefix("_design/"), document.body["options"]?["partitioned"] == .bool(true) {
                             throw CouchError(status: 400, error: "invalid_design_doc", reason: "partitioned option cannot be true in a non-partitioned database.")
+                        }
+                        if let partition = Partition.of(id), full.contains(partition), try Partition.grows(document, db: db) {
+                            throw CouchError(status: 403, error: "partition_overflow", reason: "Partition limit exceeded due to update on '\(id)'")
                         }
                     }
                     results[index] = .success(try RevisionStore.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context))

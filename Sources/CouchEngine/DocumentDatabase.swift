@@ -47,6 +47,9 @@ public final class DocumentDatabase: Sendable {
     var maxDocumentSize: Int { documentSizeLimit.withLock { $0 } }
     /// The store's limit, shared with it (changed at run time through `_config`).
     private let documentSizeLimit: Locked<Int>
+    /// See `DatabaseStore.maxPartitionSize`; shared with the store.
+    var maxPartitionSize: Int { partitionSizeLimit.withLock { $0 } }
+    private let partitionSizeLimit: Locked<Int>
     let designCache = Locked(DesignCache())
     /// Indexes kept in memory beside their tables (geo), by table name, each with the
     /// sequence it reflects.
@@ -75,12 +78,14 @@ public final class DocumentDatabase: Sendable {
     init(
         name: String, path: String, notifier: ChangeNotifier, durability: Durability,
         validator: (any WriteValidator)? = nil, connections: Connections = .pool, recentChanges: RecentChanges? = nil,
-        maxDocumentSize: Locked<Int> = Locked(DatabaseStore.defaultMaxDocumentSize), metrics: EngineMetrics = EngineMetrics(),
+        maxDocumentSize: Locked<Int> = Locked(DatabaseStore.defaultMaxDocumentSize),
+        maxPartitionSize: Locked<Int> = Locked(DatabaseStore.defaultMaxPartitionSize), metrics: EngineMetrics = EngineMetrics(),
         created: Bool = false, onClosed: (@Sendable () -> Void)? = nil
     ) throws {
         self.onClosed = onClosed
         self.name = name
         self.documentSizeLimit = maxDocumentSize
+        self.partitionSizeLimit = maxPartitionSize
         self.notifier = notifier
         self.validator = validator
         let pool = try DatabaseFile.openConnections(path: path, name: name, durability: durability, connections: connections)

@@ -98,10 +98,12 @@ package struct OwnerRequest {
         if let location = response.headers[.location], let found = location.range(of: "/\(db)/") {
             // `[scheme://host]/db/<stored id>[/<attachment>]`, `/db/_local/<stored id>`: on this
             // server, as the client asked for it (never the cluster's own address).
-            var segments = location[found.upperBound...].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            var segments = location[found.upperBound...].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map {
+                CouchURL.decode($0, plusAsSpace: false)
+            }
             if segments.first == "_local", segments.count == 2 { segments = ["_local/" + segments[1]] }
             response.headers[.location] = namespace.visible(segments[0]).map {
-                request.location((["/\(db)", $0] + segments.dropFirst()).joined(separator: "/"), scheme: api.options.databaseScheme)
+                request.location(APIRequest.documentPath(db, $0, attachment: segments.count > 1 ? segments[1] : nil), scheme: api.options.databaseScheme)
             }
         }
         let contentType = response.headers[.contentType] ?? ""

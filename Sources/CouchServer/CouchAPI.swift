@@ -114,7 +114,7 @@ public final class CouchAPI: Sendable {
         var sections: NodeConfiguration.Sections = [
             "couchdb": [
                 "uuid": settings.uuid, "database_dir": store.directory.path, "view_index_dir": store.directory.path,
-                "max_document_size": String(store.maxDocumentSize),
+                "max_document_size": String(store.maxDocumentSize), "max_partition_size": String(DatabaseStore.defaultMaxPartitionSize),
             ],
             "chttpd": ["max_http_request_size": String(options.maxBodySize), "decode_plus_to_space": "true", "allow_jsonp": "false"],
             "chttpd_auth": ["timeout": String(Int(options.sessionTimeout)), "iterations": String(options.pbkdf2Iterations), "authentication_db": "_users"],
@@ -143,9 +143,14 @@ public final class CouchAPI: Sendable {
     /// deleted goes back to its start value.
     func applyConfiguration() {
         store.maxDocumentSize = config.integer("couchdb", "max_document_size", default: Int(config.defaults["couchdb"]?["max_document_size"] ?? "") ?? DatabaseStore.defaultMaxDocumentSize)
+        store.maxPartitionSize = Int(config.value("couchdb", "max_partition_size") ?? "").flatMap { $0 >= 0 ? $0 : nil } ?? DatabaseStore.defaultMaxPartitionSize
         requestBodyLimit.withLock { $0 = config.integer("chttpd", "max_http_request_size", default: options.maxBodySize) }
         auth.cookieLifetime = TimeInterval(config.integer("chttpd_auth", "timeout", default: Int(options.sessionTimeout)))
         DatabasePath.plusAsSpace.withLock { $0 = config.value("chttpd", "decode_plus_to_space") != "false" }
+        ForwardedHeaders.names.withLock {
+            $0 = (config.value("chttpd", "x_forwarded_host") ?? "X-Forwarded-Host", config.value("chttpd", "x_forwarded_proto") ?? "X-Forwarded-Proto",
+                  config.value("chttpd", "x_forwarded_ssl") ?? "X-Forwarded-Ssl")
+        }
         let authentication = config.value("chttpd_auth", "authentication_db") ?? "_users"
         UsersDatabase.configuredName.withLock { $0 = DatabaseStore.isValidName(authentication) ? authentication : "_users" }
     }

@@ -30,6 +30,8 @@ public struct CouchRequestContext: RequestContext {
     var inProcessUser: UserContext?
     /// How many `_rewrite`s this request went through (`CouchResponder.route`).
     var rewrites = 0
+    /// How long reading the body took (CouchDB's `X-CouchDB-Body-Time` on every answer).
+    var bodyTime = Duration.zero
 
     public init(source: ApplicationRequestContextSource) {
         listener = ClientRequestContext(source: source)
@@ -98,6 +100,8 @@ struct CouchRequestBody {
     func read(_ request: Request, into context: inout CouchRequestContext) async throws {
         let maxBodySize = limit.withLock { $0 }
         var request = request
+        let start = ContinuousClock.now
+        defer { context.bodyTime = start.duration(to: .now) }
         do {
             // The server's own requests are not limited: it made their bodies itself.
             context.body = Array(buffer: try await request.collectBody(upTo: context.inProcessUser == nil ? maxBodySize : .max))
@@ -244,6 +248,7 @@ struct CouchResponder: HTTPResponder {
             if let callback { JSONP.wrap(&response, callback: callback) }
         }
         headers.finish(&response, request)
+        response.headers[Self.bodyTimeHeader] = String(context.bodyTime.components.seconds * 1000 + context.bodyTime.components.attoseconds / 1_000_000_000_000_000)
         // As CouchDB: every answer names its request (the client's id for it when it gave one),
         // and the access log line does too.
         let requestID = AccessLog.clientRequestID(request.headers[Self.requestIDHeader]) ?? AccessLog.newRequestID()
@@ -259,6 +264,7 @@ struct CouchResponder: HTTPResponder {
     }
 
     static let requestIDHeader = HTTPField.Name("X-Couch-Request-ID")!
+    static let bodyTimeHeader = HTTPField.Name("X-CouchDB-Body-Time")!
     static let methodOverrideHeader = HTTPField.Name("X-HTTP-Method-Override")!
     static let overridableMethods: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT", "COPY"]
 

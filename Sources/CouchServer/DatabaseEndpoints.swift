@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import Hummingbird
 
@@ -27,7 +28,7 @@ struct DatabaseEndpoints: Sendable {
             let created = try await api.store.create(name, partitioned: partitioned)
             if UsersDatabase.isUsersDatabase(name) { await UsersDatabase.ensureDesignDocument(created, logger: api.logger) }
             var headers = HTTPFields()
-            headers[.location] = request.location("/\(name)", scheme: api.options.databaseScheme)
+            headers[.location] = request.location("/" + CouchURL.encode(name), scheme: api.options.databaseScheme)
             return .json(["ok": true], status: .created, headers: headers)
         case .delete:
             try request.requireServerAdmin()
@@ -99,6 +100,7 @@ struct DatabaseEndpoints: Sendable {
         let body = try request.jsonObject()
         var purgeRequest: [(id: String, revs: [Revision])] = []
         for (id, value) in body.members {
+            if db.isPartitioned { try Partition.validate(documentID: id) }
             guard let list = value.arrayValue else { throw CouchError.badRequest("Each purge entry must be a list of revisions") }
             purgeRequest.append((id, try list.map { try parseRev($0) }))
         }
@@ -359,6 +361,8 @@ struct DatabaseEndpoints: Sendable {
             // The underscore rule only: an id lt alone refuses (a NUL) fails its own document,
             // so one such document does not stop a replication's whole batch.
             case .string(let id)? where id.hasPrefix("_") && !id.hasPrefix("_local/"): try DocumentInput.validate(id: id)
+            // In a partitioned database, so does an id without a valid partition.
+            case .string(let id)? where db.isPartitioned && !DocumentInput.holdsNUL(id): try Partition.validate(documentID: id)
             case .string?: break
             case _?: throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must be a string")
             }
@@ -473,6 +477,15 @@ struct DatabaseEndpoints: Sendable {
             JSON.string(id).write(to: &out)
             out += #","docs":["#.utf8
             do {
+                // A partitioned database has no document without a partition (CouchDB names it,
+                // with a null revision).
+                if db.isPartitioned, !id.hasPrefix("_local/") {
+                    do { try Partition.validate(documentID: id) } catch {
+                        failure(rev: entry["rev"] ?? .null, error: error.error, reason: error.reason).write(to: &out)
+                        out += "]}".utf8
+                        continue
+                    }
+                }
                 let opened: [SerializedOpenRevision]
                 if let index = batchIndex[i] {
                     opened = try batchResults[index].get()
@@ -522,9 +535,12 @@ extension DatabaseEndpoints {    /// `/{db}/_partition/{partition}[/…]` of a p
     func partitionResource(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         let path = request.path
         guard db.isPartitioned else { throw CouchError.badRequest("database is not partitioned") }
-        guard path.count >= 3 else { throw CouchError.missing }
+        guard path.count >= 3 else { throw CouchError.badRequest("invalid_partition_req") }
         let partition = path[2]
         try Partition.validate(partition)
+        if let named = request.query["partition"], named != partition {
+            throw CouchError.badRequest("Conflicting value for `partition` in query string")
+        }
         if path.count == 7, path[3] == "_design", path[5] == "_view" {
             try request.user.authorize(.read, to: db)
             return try await api.design.view(db, "_design/" + path[4], path[6], request, partition: partition)
@@ -534,7 +550,9 @@ extension DatabaseEndpoints {    /// `/{db}/_partition/{partition}[/…]` of a p
             try request.requireMethod(.get)
             try request.user.authorize(.read, to: db)
             return .json(.object(try await db.partitionInfo(partition)))
-        case "_all_docs": return try await allDocs(db, request, within: Partition.idRange(partition))
+        case "_all_docs":
+            try api.design.checkLimit(request, partitioned: true)
+            return try await allDocs(db, request, within: Partition.idRange(partition))
         case "_find": return try await api.mango.find(db, request, partition: partition)
         case "_explain": return try await api.mango.explain(db, request, partition: partition)
         default: throw CouchError.missing

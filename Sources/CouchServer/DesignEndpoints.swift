@@ -59,6 +59,7 @@ struct DesignEndpoints: Sendable {
             throw CouchError(status: 400, error: "query_parse_error", reason: "`partition` parameter is not supported in this design doc")
         }
         query.idRange = partition.map(Partition.idRange)
+        try checkLimit(request, partitioned: partition != nil)
         let stale = request.query["stale"] == "ok" || request.query["stale"] == "update_after"
             || request.query["update"] == "false" || request.query["update"] == "lazy"
         if let update = request.query["update"], !["true", "false", "lazy"].contains(update) {
@@ -70,6 +71,14 @@ struct DesignEndpoints: Sendable {
             Task { do { try await db.views.update(view) } catch { logger.warning("view update failed: \(error)") } }
         }
         return result
+    }
+
+    /// CouchDB's `[query_server_config] query_limit` (a global query) or
+    /// `partition_query_limit` (one partition): a larger `limit` is a query_parse_error.
+    func checkLimit(_ request: APIRequest, partitioned: Bool) throws {
+        let key = partitioned ? "partition_query_limit" : "query_limit"
+        guard let most = api.config.value("query_server_config", key).flatMap({ Int($0) }), let limit = try request.int("limit") else { return }
+        if limit > most { throw CouchError.queryParse("Limit is too large, must not exceed \(most)") }
     }
 
     /// A view `POST`'s body members other than `keys` taken as query parameters, as CouchDB's

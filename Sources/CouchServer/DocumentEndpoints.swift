@@ -160,10 +160,16 @@ struct DocumentEndpoints: Sendable {
         return documentWritten(db, targetID, rev, request: request)
     }
 
-    func documentWritten(_ db: DocumentDatabase, _ id: String, _ rev: Revision, request: APIRequest, status: HTTPResponse.Status = .created) -> APIResponse {
+    func documentWritten(
+        _ db: DocumentDatabase, _ id: String, _ rev: Revision, request: APIRequest, status: HTTPResponse.Status = .created,
+        location: String?? = nil
+    ) -> APIResponse {
         var headers = HTTPFields()
         headers[.eTag] = "\"\(rev)\""
-        headers[.location] = request.location("/\(db.name)/\(id)", scheme: api.options.databaseScheme)
+        // An attachment's write names the attachment, its deletion nothing (CouchDB).
+        if let path = location ?? APIRequest.documentPath(db.name, id) {
+            headers[.location] = request.location(path, scheme: api.options.databaseScheme)
+        }
         if request.query["batch"] == "ok" {
             // CouchDB answers batch mode before the write is durable, without the revision.
             return .json(["ok": true, "id": .string(id)], status: .accepted, headers: headers)
@@ -340,7 +346,8 @@ struct DocumentEndpoints: Sendable {
             }
             input.attachments = attachments
             let newRev = try await writeDocument(db, input, request: request)
-            return documentWritten(db, id, newRev, request: request, status: request.method == .delete ? .ok : .created)
+            return documentWritten(db, id, newRev, request: request, status: request.method == .delete ? .ok : .created,
+                                   location: request.method == .delete ? .some(nil) : APIRequest.documentPath(db.name, id, attachment: name))
         default:
             throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
         }

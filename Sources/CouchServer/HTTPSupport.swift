@@ -37,12 +37,32 @@ struct APIRequest {
         HTTPField.Name(name).flatMap { headers[$0] }
     }
 
-    /// A `Location` for `path` on this server: absolute, from the request's `Host`, as CouchDB
-    /// answers (`http://127.0.0.1:5984/db/doc`); the path alone for a request without one (the
-    /// server's own calls).
+    /// A `Location` for `path` (escaped) on this server: absolute, as CouchDB answers
+    /// (`http://127.0.0.1:5984/db/doc`): the host a proxy names in `X-Forwarded-Host` (or
+    /// the header `[chttpd] x_forwarded_host` names), else the request's `Host`; `https` when
+    /// `X-Forwarded-Ssl: on` or `X-Forwarded-Proto: https` says so. The path alone for a
+    /// request without a host (the server's own calls).
     func location(_ path: String, scheme: String) -> String {
-        guard let host = authority, !host.isEmpty, !host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" }) else { return path }
+        let names = ForwardedHeaders.names.withLock { $0 }
+        let forwarded = header(names.host).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard let host = forwarded.flatMap({ $0.isEmpty ? nil : $0 }) ?? authority, !host.isEmpty,
+              !host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" || $0 == "\r" || $0 == "\n" || $0 == "," }) else { return path }
+        var scheme = scheme
+        if header(names.ssl) == "on" || header(names.proto) == "https" { scheme = "https" }
         return scheme + "://" + host + path
+    }
+
+    /// `/db/doc[/attachment]` escaped as CouchDB writes it in a `Location` (`_design/` and
+    /// `_local/` keep their slash).
+    static func documentPath(_ db: String, _ id: String, attachment: String? = nil) -> String {
+        var path = "/" + CouchURL.encode(db) + "/"
+        if let prefix = ["_design/", "_local/"].first(where: { id.hasPrefix($0) }) {
+            path += prefix + CouchURL.encode(String(id.dropFirst(prefix.count)))
+        } else {
+            path += CouchURL.encode(id)
+        }
+        if let attachment { path += "/" + CouchURL.encode(attachment) }
+        return path
     }
 
     /// The body parsed as JSON, or 400 `bad_request` if it is not JSON.
@@ -168,4 +188,10 @@ enum AcceptEncoding {
         }
         return false
     }
+}
+
+/// The request headers a proxy names the client's host and scheme in (`[chttpd]
+/// x_forwarded_host`, `x_forwarded_proto`, `x_forwarded_ssl`; set by the runtime configuration).
+enum ForwardedHeaders {
+    static let names = Locked((host: "X-Forwarded-Host", proto: "X-Forwarded-Proto", ssl: "X-Forwarded-Ssl"))
 }

@@ -201,7 +201,9 @@ struct MangoEndpoints: Sendable {
         if let index = choice.index { return (index, warning(), choice) }
         if !choice.foundUsable {
             if explaining { return (nil, warning(), choice) }
-            throw CouchError(status: 400, error: "no_usable_index", reason: "No index exists for this sort, try indexing by the sort fields.")
+            // CouchDB's three wordings: a plain database, one partition, all partitions.
+            let scope = !db.isPartitioned ? "" : find.partition != nil ? "partitioned " : "global "
+            throw CouchError(status: 400, error: "no_usable_index", reason: "No \(scope)index exists for this sort, try indexing by the sort fields.")
         }
         if !find.allowFallback, find.useIndex == nil {
             throw CouchError(status: 400, error: "invalid_index", reason: "You must specify an index with the `use_index` parameter.")

@@ -1,6 +1,7 @@
 import CouchEngine
 import CouchJSON
 import Foundation
+import HTTPTypes
 
 /// CouchDB's runtime configuration (`/_node/{node}/_config`): sections of string values,
 /// read and changed while the server runs.
@@ -28,8 +29,10 @@ final class NodeConfiguration: Sendable {
             "max_count": .positive(upTo: 100_000),
             "utc_id_suffix": .any,
         ],
-        "couchdb": ["max_document_size": .positive(upTo: Int(Int32.max))],
-        "chttpd": ["max_http_request_size": .positive(upTo: Int(Int32.max)), "decode_plus_to_space": .oneOf(["true", "false"]), "allow_jsonp": .oneOf(["true", "false"])],
+        "couchdb": ["max_document_size": .positive(upTo: Int(Int32.max)), "max_partition_size": .count(upTo: 1 << 50)],
+        "chttpd": ["max_http_request_size": .positive(upTo: Int(Int32.max)), "decode_plus_to_space": .oneOf(["true", "false"]), "allow_jsonp": .oneOf(["true", "false"]),
+                    "x_forwarded_host": .headerName, "x_forwarded_proto": .headerName, "x_forwarded_ssl": .headerName, "rewrite_limit": .positive(upTo: 1000),
+                    "secure_rewrites": .oneOf(["true", "false"])],
         "chttpd_auth": ["timeout": .positive(upTo: 10 * 365 * 86_400), "authentication_db": .databaseName],
     ]
 
@@ -38,6 +41,9 @@ final class NodeConfiguration: Sendable {
         case positive(upTo: Int)
         case oneOf([String])
         case databaseName
+        case headerName
+        /// 0 (off) or a positive integer up to the bound.
+        case count(upTo: Int)
 
         /// Why `value` cannot be taken, or nil.
         func problem(_ value: String) -> String? {
@@ -46,6 +52,9 @@ final class NodeConfiguration: Sendable {
             case .positive(let most):
                 return Int(value).map { (1...most).contains($0) } == true ? nil : "must be an integer from 1 to \(most)"
             case .oneOf(let allowed): return allowed.contains(value) ? nil : "must be one of " + allowed.joined(separator: ", ")
+            case .count(let most):
+                return Int(value).map { (0...most).contains($0) } == true ? nil : "must be an integer from 0 to \(most)"
+            case .headerName: return HTTPField.Name(value) == nil ? "must be an HTTP header name" : nil
             case .databaseName: return DatabaseStore.isValidName(value) ? nil : "must be a database name"
             }
         }

@@ -11,10 +11,16 @@ struct ReplicationEndpoints: Sendable {
     func replicate(_ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.post)
         guard request.user.name != nil else { throw CouchError.unauthorized }
+        let body = try request.jsonObject()
+        // `{"replication_id": id, "cancel": true}` cancels a running job by its id (its
+        // `_local_id`), as CouchDB allows.
+        if body["cancel"] == true, let id = body["replication_id"]?.stringValue, body["source"] == nil {
+            try cancel(id, request)
+            return .json(["ok": true, "_local_id": .string(id)])
+        }
         let replicationRequest: ReplicationRequest
         do {
-            replicationRequest = try ReplicationRequest(
-                json: try request.jsonObject(), store: api.store, user: request.user, filters: api.filterResolver)
+            replicationRequest = try ReplicationRequest(json: body, store: api.store, user: request.user, filters: api.filterResolver)
         } catch let error as ReplicationError {
             throw CouchError.badRequest(error.message)
         }
@@ -24,9 +30,7 @@ struct ReplicationEndpoints: Sendable {
         let id = try await mapReplicationErrors { try await replication.replicationID() }
         let jobID = id + (replicationRequest.options.continuous ? "+continuous" : "")
         if replicationRequest.cancel {
-            guard api.jobs.cancel(jobID) else {
-                throw CouchError.notFound("Replication \(jobID) is not running")
-            }
+            try cancel(jobID, request)
             return .json(["ok": true, "_local_id": .string(jobID)])
         }
         if replicationRequest.options.continuous {
@@ -44,6 +48,15 @@ struct ReplicationEndpoints: Sendable {
         defer { api.jobs.remove(jobID) }
         let result = try await mapReplicationErrors { try await replication.run() }
         return .json(result.json)
+    }
+
+    /// Cancels a running job: its owner or a server admin may (404 when none runs).
+    func cancel(_ id: String, _ request: APIRequest) throws {
+        guard let job = api.jobs.job(id) else { throw CouchError.notFound("Replication \(id) is not running") }
+        guard request.user.isServerAdmin || job.user == request.user.name else {
+            throw CouchError.forbidden("Only the replication's owner or a server admin may cancel it")
+        }
+        _ = api.jobs.cancel(id)
     }
 
     /// Turns replication failures into CouchDB's answers.

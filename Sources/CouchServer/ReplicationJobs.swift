@@ -57,7 +57,10 @@ final class ReplicationJobs: Sendable {
                 "node": "lt@localhost",
                 "pid": .string(job.id),
             ]
-            task.members += job.replication.status.counters.members
+            let status = job.replication.status
+            task.members += status.counters.members
+            // The sequence the job has processed up to (CouchDB's `through_seq`).
+            task["through_seq"] = status.lastSeq ?? 0
             return .object(task)
         }
     }

@@ -1,10 +1,12 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 
 /// A replication described as JSON, in the shape of `POST /_replicate` bodies and
 /// `_replicator` documents: `source`/`target` as URLs (credentials in the URL or as
 /// `{"url", "auth": {"basic": {"username", "password"}}}`) or local database names,
-/// `continuous`, `create_target`, `doc_ids`, `selector`, `filter` with `query_params`, `cancel`.
+/// `continuous`, `create_target`, `doc_ids`, `selector`, `filter` with `query_params`,
+/// `since_seq`, `cancel`.
 public struct ReplicationRequest: Sendable {
     public var source: any ReplicationEndpoint
     public var target: any ReplicationEndpoint
@@ -51,7 +53,8 @@ public struct ReplicationRequest: Sendable {
             guard case let .array(list) = ids, list.allSatisfy({ $0.stringValue != nil }) else {
                 throw ReplicationError(.fatal, "`doc_ids` must be an array of strings")
             }
-            options.filter = .docIDs(list.compactMap(\.stringValue))
+            // As CouchDB: ids are URL-decoded (`_design%2Ffoo` is `_design/foo`).
+            options.filter = .docIDs(list.compactMap(\.stringValue).map { CouchURL.decode(Substring($0), plusAsSpace: false) })
         }
         if let selector = json["selector"], !selector.isNull {
             guard case .object = selector else { throw ReplicationError(.fatal, "`selector` must be an object") }
@@ -69,6 +72,10 @@ public struct ReplicationRequest: Sendable {
             options.filter = .function(name: name, queryParams: queryParams)
         }
         if let batch = json["worker_batch_size"]?.intValue, batch > 0 { options.batchSize = batch }
+        if let since = json["since_seq"], !since.isNull {
+            guard since.stringValue != nil || since.intValue != nil else { throw ReplicationError(.fatal, "`since_seq` must be a sequence") }
+            options.sinceSeq = since
+        }
         self.options = options
         cancel = json["cancel"] == .bool(true)
     }

@@ -11,6 +11,8 @@ public struct ReplicationOptions: Sendable {
     /// Create the target database if it does not exist.
     public var createTarget = false
     public var filter: ReplicationFilter?
+    /// Start from this source sequence instead of the checkpoints' (CouchDB's `since_seq`).
+    public var sinceSeq: JSON?
     /// Changes read per batch.
     public var batchSize = 1000
     /// Batches being diffed and fetched ahead of the one being written.
@@ -72,16 +74,38 @@ public struct ReplicationResult: Sendable {
     public var status: ReplicationStatus
     public var startTime: Date
     public var endTime: Date
+    /// The checkpoint's history after this run, newest first (this run's entry alone when
+    /// nothing was checkpointed).
+    public var history: [JSON] = []
+    /// A replication of listed documents (`doc_ids`), which CouchDB answers without history.
+    public var byDocumentIDs = false
+    /// The history entry this run resumed from: its counters are added to this run's in the
+    /// new entry, as CouchDB's are.
+    public var carried: JSONObject = [:]
 
-    /// `{"ok":true,"session_id",...,"history":[...]}` as `POST /_replicate` answers.
+    /// `POST /_replicate`'s answer, as CouchDB gives it: `{"ok":true,"session_id",...,
+    /// "history":[...]}` (`"no_changes":true` when the source had nothing new), or for
+    /// `doc_ids` the run's counts and times.
     public var json: JSON {
-        [
-            "ok": true,
-            "session_id": .string(sessionID),
-            "source_last_seq": sourceLastSeq,
-            "replication_id_version": 3,
-            "history": [historyEntry],
-        ]
+        if byDocumentIDs {
+            if status.docsRead == 0 && status.docWriteFailures == 0 { return ["ok": true, "no_changes": true] }
+            return [
+                "ok": true,
+                "start_time": .string(Replication.httpDate(startTime)),
+                "end_time": .string(Replication.httpDate(endTime)),
+                // Carried on from the checkpoint, as in the history (CouchDB's are).
+                "docs_read": .int(status.docsRead + carriedCount("docs_read")),
+                "docs_written": .int(status.docsWritten + carriedCount("docs_written")),
+                "doc_write_failures": .int(status.docWriteFailures + carriedCount("doc_write_failures")),
+            ]
+        }
+        var answer: JSONObject = ["ok": true]
+        if startSeq == sourceLastSeq { answer["no_changes"] = true }
+        answer["session_id"] = .string(sessionID)
+        answer["source_last_seq"] = sourceLastSeq
+        answer["replication_id_version"] = 3
+        answer["history"] = .array(history.isEmpty ? [historyEntry] : history)
+        return .object(answer)
     }
 
     public var historyEntry: JSON {
@@ -92,13 +116,15 @@ public struct ReplicationResult: Sendable {
             "start_last_seq": startSeq,
             "end_last_seq": sourceLastSeq,
             "recorded_seq": sourceLastSeq,
-            "missing_checked": .int(status.missingChecked),
-            "missing_found": .int(status.missingFound),
-            "docs_read": .int(status.docsRead),
-            "docs_written": .int(status.docsWritten),
-            "doc_write_failures": .int(status.docWriteFailures),
+            "missing_checked": .int(status.missingChecked + carriedCount("missing_checked")),
+            "missing_found": .int(status.missingFound + carriedCount("missing_found")),
+            "docs_read": .int(status.docsRead + carriedCount("docs_read")),
+            "docs_written": .int(status.docsWritten + carriedCount("docs_written")),
+            "doc_write_failures": .int(status.docWriteFailures + carriedCount("doc_write_failures")),
         ]
     }
+
+    private func carriedCount(_ name: String) -> Int { carried[name]?.intValue ?? 0 }
 }
 
 /// One replication from a source to a target, following CouchDB's replication protocol:
@@ -161,7 +187,9 @@ public final class Replication: Sendable {
         let targetID = try await retrying { try await self.target.identity() }
         var md5 = Insecure.MD5()
         let filterID = try await options.filter?.identity(source: source) ?? ""
-        md5.update(data: Array("\(sourceID)\n\(targetID)\n\(filterID)".utf8))
+        // A start sequence makes another replication, as in CouchDB (its checkpoints are its own).
+        let since = options.sinceSeq.map { "\nsince_seq:" + $0.text } ?? ""
+        md5.update(data: Array("\(sourceID)\n\(targetID)\n\(filterID)\(since)".utf8))
         return Hex.string(md5.finalize())
     }
 
@@ -184,20 +212,29 @@ public final class Replication: Sendable {
             let checkpointID = "_local/\(repID)"
             let sourceLog = try await retrying { try await self.source.localDocument(checkpointID) }
             let targetLog = try await retrying { try await self.target.localDocument(checkpointID) }
-            let startSeq = Replication.startSequence(source: sourceLog, target: targetLog)
+            let startSeq = options.sinceSeq ?? Replication.startSequence(source: sourceLog, target: targetLog)
+            update { $0.lastSeq = startSeq }
+            // As CouchDB: a run resumed from a checkpoint carries the counters on in its history
+            // entry, so a checkpoint says what the replication did in all (`status` is this run's).
+            let carried = options.sinceSeq == nil ? Replication.resumedEntry(source: sourceLog, target: targetLog) : nil
             var since = startSeq
             var checkpointed = since
             logger.debug("replicating \(source.displayName) → \(target.displayName) from \(since.text)")
 
+            var history: [JSON] = []
             func result() -> ReplicationResult {
-                ReplicationResult(replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: since,
-                                  status: status, startTime: startTime, endTime: Date())
+                var result = ReplicationResult(replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: since,
+                                               status: status, startTime: startTime, endTime: Date())
+                if case .docIDs? = options.filter { result.byDocumentIDs = true }
+                result.history = history
+                result.carried = carried ?? [:]
+                return result
             }
             let clock = ContinuousClock()
             var lastCheckpoint = clock.now
             func checkpoint(force: Bool = true) async throws {
                 guard since != checkpointed, force || clock.now - lastCheckpoint >= options.checkpointInterval else { return }
-                try await writeCheckpoint(checkpointID, result: result(), previous: (sourceLog, targetLog))
+                history = try await writeCheckpoint(checkpointID, result: result(), previous: (sourceLog, targetLog))
                 checkpointed = since
                 lastCheckpoint = clock.now
             }
@@ -249,6 +286,10 @@ public final class Replication: Sendable {
                 throw error
             }
             update { $0.state = .stopped; $0.lastSeq = since }
+            if history.isEmpty {
+                // Nothing new to checkpoint: the answer shows the history as it stands.
+                history = targetLog?["history"]?.arrayValue ?? [result().historyEntry]
+            }
             logger.debug("replication \(repID) done: \(status.docsWritten) written, \(status.docWriteFailures) failures")
             return result()
         } catch {
@@ -326,8 +367,19 @@ public final class Replication: Sendable {
         return 0
     }
 
-    /// Writes the checkpoint on the target, then the source (a read-only source is fine).
-    private func writeCheckpoint(_ id: String, result: ReplicationResult, previous: (JSONObject?, JSONObject?)) async throws {
+    /// The history entry of the session a run resumes from (`startSequence`'s), or nil.
+    static func resumedEntry(source: JSONObject?, target: JSONObject?) -> JSONObject? {
+        guard let source, let target else { return nil }
+        let history = source["history"]?.arrayValue ?? []
+        if let session = source["session_id"], session == target["session_id"] { return history.first?.objectValue }
+        let targetSessions = Set((target["history"]?.arrayValue ?? []).compactMap { $0["session_id"]?.stringValue })
+        return history.first { $0["session_id"]?.stringValue.map(targetSessions.contains) == true }?.objectValue
+    }
+
+    /// Writes the checkpoint on the target, then the source (a read-only source is fine);
+    /// returns the history written.
+    @discardableResult
+    private func writeCheckpoint(_ id: String, result: ReplicationResult, previous: (JSONObject?, JSONObject?)) async throws -> [JSON] {
         var history = [result.historyEntry]
         let earlier = (previous.1?["history"]?.arrayValue ?? []).filter { $0["session_id"] != .string(result.sessionID) }
         history += earlier.prefix(Replication.historyLimit - 1)
@@ -343,6 +395,7 @@ public final class Replication: Sendable {
         } catch let error as ReplicationError where error.kind == .unauthorized {
             logger.notice("cannot checkpoint on the source (\(error.message)); resuming will rely on the target's checkpoint")
         }
+        return history
     }
 
     static func httpDate(_ date: Date) -> String {

@@ -351,4 +351,73 @@ struct CouchDBAnswersTests {
         let uuids = try await s.request(.GET, "/_uuids")
         #expect(uuids.headers.first(name: "Cache-Control")?.contains("no-cache") == true)
     }
+
+    @Test("Found by CouchDB's own suite, part 2: partition limits and ids, Location headers behind a proxy, X-CouchDB-Body-Time, replication answers (history, since_seq, doc_ids, cancel by id)")
+    func foundByCouchDBSuitePartTwo() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        // partition_size_limit_test.exs: a full partition takes no growing write (403
+        // partition_overflow), but deletions, shrinking edits, replicated revisions and other
+        // partitions still go in.
+        _ = try await s.request(.PUT, "/p?partitioned=true")
+        #expect(try await s.request(.PUT, "/_node/_local/_config/couchdb/max_partition_size", json: "10240").status == 200)
+        let big = String(repeating: "0", count: 1024)
+        let fill = try await s.request(.POST, "/p/_bulk_docs", json: ["docs": .array((1...15).map { ["_id": .string("foo:\($0)"), "value": .string(big)] })])
+        #expect(fill.status == 201)
+        let refused = try await s.request(.PUT, "/p/foo:bar", json: ["value": "stuff"])
+        #expect(refused.status == 403 && refused.json == ["error": "partition_overflow", "reason": "Partition limit exceeded due to update on 'foo:bar'"])
+        let mixed = try await s.request(.POST, "/p/_bulk_docs", json: ["docs": [["_id": "foo:x"], ["_id": "baz:x"]]])
+        #expect(mixed.json[0]?["error"] == "partition_overflow" && mixed.json[1]?["ok"] == true, "\(mixed.text)")
+        let first = try await s.request(.GET, "/p/foo:1").json
+        #expect(try await s.request(.PUT, "/p/foo:1?rev=\(first["_rev"]!.stringValue!)", json: ["value": ""]).status == 201)
+        #expect(try await s.request(.PUT, "/p/foo:bar?new_edits=false", json: ["_rev": "1-23202479633c2b380f79507a776743d5", "value": "stuff"]).status == 201)
+        _ = try await s.request(.PUT, "/_node/_local/_config/couchdb/max_partition_size", json: "0")
+        #expect(try await s.request(.PUT, "/p/foo:more", json: ["value": "stuff"]).status == 201)
+        // partition_crud_test.exs: ids without a partition refuse a whole _bulk_docs; _bulk_get names them.
+        let noPartition = try await s.request(.POST, "/p/_bulk_docs", json: ["docs": [["_id": "foo1"]]])
+        #expect(noPartition.status == 400 && noPartition.json == ["error": "illegal_docid", "reason": "Doc id must be of form partition:id"])
+        let bulkGet = try await s.request(.POST, "/p/_bulk_get", json: ["docs": [["id": "foo1"]]])
+        #expect(bulkGet.json["results"]?[0]?["docs"]?[0]?["error"] == ["id": "foo1", "rev": .null, "error": "illegal_docid", "reason": "Doc id must be of form partition:id"])
+        #expect(try await s.request(.GET, "/p/_partition").status == 400)
+        #expect(try await s.request(.GET, "/p/_partition/foo/_all_docs?partition=bar").json["reason"] == "Conflicting value for `partition` in query string")
+        _ = try await s.request(.PUT, "/_node/_local/_config/query_server_config/partition_query_limit", json: "5")
+        #expect(try await s.request(.GET, "/p/_partition/foo/_all_docs?limit=6").json["reason"] == "Limit is too large, must not exceed 5")
+        #expect(try await s.request(.GET, "/p/_partition/foo/_all_docs?limit=5").json["rows"]?.arrayValue?.count == 5)
+
+        // http_test.exs, attachments_test.exs: Location names the proxy's host and the attachment.
+        _ = try await s.request(.PUT, "/db")
+        let proxied = try await s.request(.PUT, "/db/doc%0A", json: [:], headers: [("X-Forwarded-Host", "mysite.com"), ("X-Forwarded-Proto", "https")])
+        #expect(proxied.headers["Location"] == ["https://mysite.com/db/doc%0A"], "\(proxied.headers)")
+        _ = try await s.request(.PUT, "/_node/_local/_config/chttpd/x_forwarded_host", json: "X-Host")
+        #expect(try await s.request(.PUT, "/db/d2", json: [:], headers: [("X-Host", "mysite2.com")]).headers["Location"] == ["http://mysite2.com/db/d2"])
+        let rev = proxied.json["rev"]!.stringValue!
+        let attached = try await s.request(.PUT, "/db/doc%0A/a%20b.txt?rev=\(rev)", body: Array("hi".utf8), headers: [("Content-Type", "text/plain")])
+        #expect(attached.headers["Location"].first?.hasSuffix("/db/doc%0A/a%20b.txt") == true, "\(attached.headers)")
+        let removed = try await s.request(.DELETE, "/db/doc%0A/a%20b.txt?rev=\(attached.json["rev"]!.stringValue!)")
+        #expect(removed.status == 200 && removed.headers["Location"].isEmpty)
+        // basics_test.exs: every answer says how long its body took to read.
+        #expect(try await s.request(.HEAD, "/db/d2?open_revs=all").headers["X-CouchDB-Body-Time"].first != nil)
+
+        // replication_test.exs: the history accumulates, counters carry on, nothing new is
+        // no_changes; since_seq starts where it says; doc_ids answers counts; cancel by id.
+        _ = try await s.request(.PUT, "/src")
+        for i in 0..<5 { _ = try await s.request(.PUT, "/src/d\(i)", json: ["i": .int(i)]) }
+        let one = try await s.request(.POST, "/_replicate", json: ["source": "src", "target": "tgt", "create_target": true])
+        _ = try await s.request(.PUT, "/src/d9", json: [:])
+        let two = try await s.request(.POST, "/_replicate", json: ["source": "src", "target": "tgt"])
+        #expect(one.json["history"]?.arrayValue?.count == 1 && two.json["history"]?.arrayValue?.count == 2, "\(two.text)")
+        #expect(two.json["history"]?[0]?["docs_written"] == 6 && two.json["no_changes"] == nil)
+        let three = try await s.request(.POST, "/_replicate", json: ["source": "src", "target": "tgt"])
+        #expect(three.json["no_changes"] == true && three.json["history"]?.arrayValue?.count == 2, "\(three.text)")
+        let changes = try await s.request(.GET, "/src/_changes").json["results"]?.arrayValue ?? []
+        let since = try await s.request(.POST, "/_replicate", json: ["source": "src", "target": "fresh", "create_target": true, "since_seq": changes[3]["seq"]!])
+        let fresh = try await s.request(.GET, "/fresh").json["doc_count"]
+        #expect(since.json["history"]?[0]?["docs_written"] == 2 && fresh == 2, "\(since.text)")
+        let byID = try await s.request(.POST, "/_replicate", json: ["source": "src", "target": "ids", "create_target": true, "doc_ids": ["d1", "d2"]])
+        #expect(byID.json["docs_written"] == 2 && byID.json["start_time"]?.stringValue != nil, "\(byID.text)")
+        let live = try await s.request(.POST, "/_replicate", json: ["source": "src", "target": "tgt", "continuous": true])
+        let jobID = live.json["_local_id"]!
+        #expect(try await s.request(.POST, "/_replicate", json: ["replication_id": jobID, "cancel": true]).status == 200)
+        #expect(try await s.request(.POST, "/_replicate", json: ["replication_id": jobID, "cancel": true]).status == 404)
+    }
 }

@@ -110,7 +110,8 @@ struct ReplicationHTTPTests {
         let self_url = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.port)"
         let viaHTTP = try await s.request(.POST, "/_replicate", json: ["source": .string("\(self_url)/a"), "target": .string("\(self_url)/c"),
                                                                         "create_target": true, "doc_ids": ["d1", "d2"]])
-        #expect(viaHTTP.json["history"]?[0]?["docs_written"] == 2)
+        // Listed documents: CouchDB answers the run's counts, without a history.
+        #expect(viaHTTP.json["docs_written"] == 2 && viaHTTP.json["history"] == nil, "\(viaHTTP.text)")
         let live = try await s.request(.POST, "/_replicate", json: ["source": "a", "target": "b", "continuous": true])
         #expect(live.status == 202)
         let jobID = live.json["_local_id"]!.stringValue!

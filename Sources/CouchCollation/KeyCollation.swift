@@ -18,6 +18,8 @@ public enum KeyCollation: String, Sendable, Hashable {
     /// Names the format of stored collation keys (ICU's collator version included, as a new ICU
     /// orders some strings differently): indexes keyed under another format must be rebuilt.
     public static var storedFormat: String { "couch-collation-3/icu-" + ICUCollator.version }
+    /// The ICU collator's version (its rules and data), as CouchDB reports its own.
+    public static var collatorVersion: String { ICUCollator.version }
 }
 
 extension JSON {

@@ -64,7 +64,9 @@ enum AttachmentStore {
     /// another document's: knowing a digest must not open someone else's attachment (in a
     /// shared database, another owner's).
     static func stubAttachment(_ name: String, _ att: JSONObject, id: String, previous: JSONObject?, newPos: Int, db: GRDB.Database) throws -> JSONObject {
-        if let old = previous?[name]?.objectValue, att["digest"] == nil || att["digest"] == old["digest"] {
+        // As CouchDB: a stub naming a revpos or digest must name the attachment's own.
+        if let old = previous?[name]?.objectValue, att["digest"] == nil || att["digest"] == old["digest"],
+           att["revpos"] == nil || att["revpos"] == old["revpos"] {
             return old
         }
         if let digest = att["digest"]?.stringValue,
@@ -82,7 +84,9 @@ enum AttachmentStore {
     /// request (`gzip` or `identity`, its sent digest checked against the bytes).
     static func sentAttachment(_ name: String, _ att: JSONObject, input: DocumentInput) throws -> (bytes: [UInt8], encoding: String) {
         if case let .string(base64)? = att["data"] {
-            guard let data = Data(base64Encoded: base64, options: .ignoreUnknownCharacters) else {
+            // Strict base64 (whitespace aside), as CouchDB decodes it: "notBase64Encoded=" is 400.
+            let compact = base64.filter { !$0.isWhitespace }
+            guard compact.count % 4 == 0, let data = Data(base64Encoded: compact) else {
                 throw CouchError.badRequest("Invalid attachment data for \(name)")
             }
             return (Array(data), "identity")

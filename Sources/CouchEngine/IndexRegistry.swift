@@ -25,7 +25,7 @@ enum IndexRegistry {
     }
 
     /// Documents changed after `since`, in sequence order, at most `limit`, with their winning
-    /// revision's stored body (none for deleted and design documents, which indexes drop).
+    /// revision's stored body (none for deleted documents, which indexes drop).
     static func changedDocuments(_ db: GRDB.Database, after since: Int, limit: Int) throws -> [ChangedDocument] {
         let rows = try Row.fetchCursor(db, sql: """
             SELECT d.id, d.seq, d.deleted, d.winner, r.body, d.tree FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
@@ -34,7 +34,7 @@ enum IndexRegistry {
         var changed: [ChangedDocument] = []
         while let row = try rows.next() {
             let id: String = row[0]
-            let live = (row[2] as Int) == 0 && !id.hasPrefix("_design/")
+            let live = (row[2] as Int) == 0
             changed.append(ChangedDocument(id: id, seq: row[1], body: live ? row[4] as Data? : nil, rev: row[3], tree: row[5]))
         }
         return changed

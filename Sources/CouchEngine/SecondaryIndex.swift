@@ -8,19 +8,21 @@ import GRDB
 public struct ChangedDocument: Sendable {
     public let id: String
     public let seq: Int
-    /// The winning revision's stored body, nil when it is deleted or a design document.
+    /// The winning revision's stored body, nil when it is deleted.
     let body: Data?
     let rev: String
     /// The encoded revision tree, for the losing leaves.
     let tree: String
 
     /// The winning body as CouchDB's index updater opens it (`_id`, `_rev`, then
-    /// `_conflicts`/`_deleted_conflicts`), or nil when it is deleted or a design document
-    /// (which indexes drop). Parsed anew at each call.
-    public func document() throws -> JSONObject? {
-        guard let body, var doc = try JSON.parse(body).objectValue else { return nil }
+    /// `_conflicts`/`_deleted_conflicts`, and with `localSeq` its `_local_seq`), or nil when it
+    /// is deleted or a design document (which indexes drop unless a view's design document
+    /// says `include_design`). Parsed anew at each call.
+    public func document(includeDesign: Bool = false, localSeq: Bool = false) throws -> JSONObject? {
+        guard let body, includeDesign || !id.hasPrefix("_design/"), var doc = try JSON.parse(body).objectValue else { return nil }
         doc.prepend("_rev", .string(rev))
         doc.prepend("_id", .string(id))
+        if localSeq { doc["_local_seq"] = .int(seq) }
         // Only a tree of more than one revision can have losing leaves: most documents are
         // not parsed for this.
         if tree.utf8.count > 2, tree.contains("],[") {

@@ -63,6 +63,14 @@ package enum StoredDocument {
         return try assemble(db, id: id, rev: winner.rev, row: row, options: options)
     }
 
+    /// A document as a view's `include_docs` links it: revision `rev` (nil: the winner); nil
+    /// when it is missing, or its winner deleted.
+    package static func document(_ db: GRDB.Database, id: String, rev: Revision?, options: ReadOptions) throws -> JSONObject? {
+        guard let rev else { return try winningDocument(db, id: id, options: options) }
+        guard let row = try DocRow.fetch(db, id: id) else { return nil }
+        return try assemble(db, id: id, rev: rev, row: row, options: options)
+    }
+
     /// The winning revision from a scan of `docs` joined with `revs` (a row with `winner`,
     /// `tree`, `seq` and the revision's `body`); nil when its body is not a JSON object.
     package static func winningDocument(_ db: GRDB.Database, id: String, scanned row: Row, options: ReadOptions) throws -> JSONObject? {

@@ -37,6 +37,10 @@ public struct ViewDefinition: Sendable {
     public var reduce: ViewReducer?
     /// How keys are ordered (`options.collation`).
     public var collation: KeyCollation
+    /// The design document's `options.include_design`: design documents are mapped too.
+    public var includeDesign = false
+    /// The design document's `options.local_seq`: documents are mapped with `_local_seq`.
+    public var localSeq = false
     /// The signature of the same code in lt before ICU collation (keys in another order):
     /// that index is dropped when this one is built.
     var signatureBeforeICU: String
@@ -83,6 +87,8 @@ public struct ViewQuery: Sendable {
     public var limit: Int?
     public var skip = 0
     public var includeDocs = false
+    /// With `include_docs`: each document's `_conflicts` (`conflicts=true`).
+    public var conflicts = false
     /// nil: reduce when the view has a reducer.
     public var reduce: Bool?
     /// nil when not given (CouchDB tells "not given" from `false`).
@@ -193,7 +199,7 @@ struct ViewRows: SecondaryIndex {
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
-        let documents = try changed.map { try $0.document() }
+        let documents = try changed.map { try $0.document(includeDesign: view.includeDesign, localSeq: view.localSeq) }
         let live = documents.compactMap { $0 }
         let mapped = live.isEmpty ? [] : try await view.map(live)
         guard mapped.count == live.count else { throw CouchError.corrupt("view map answer") }
@@ -257,6 +263,9 @@ public struct ViewIndexes: Sendable {
     /// `group_level`) when the view has a reducer and `reduce` is not false. Checked first as
     /// CouchDB checks a query (`query_parse_error`).
     public func query(_ view: ViewDefinition, _ query: ViewQuery, stale: Bool = false) async throws -> ViewResult {
+        if let keys = query.keys, !keys.isEmpty, query.key != nil || query.startKey != nil || query.endKey != nil {
+            throw CouchError.queryParse("`keys` is incompatible with `key`, `start_key` and `end_key`")
+        }
         var normalized = query
         // One key in `keys` is `key`, and `key` is the range from it to itself (so
         // `inclusive_end` and the `*_docid` bounds apply), as CouchDB reads them.
@@ -325,7 +334,7 @@ public struct ViewIndexes: Sendable {
             }
             return (total, offset, try Self.indexedSeq(db, table), rows)
         }
-        let page = try await mapRows(rows, includeDocs: query.includeDocs)
+        let page = try await mapRows(rows, includeDocs: query.includeDocs, conflicts: query.conflicts)
         return ViewResult(totalRows: total, offset: offset, rows: page, updateSeq: seq, reduced: false)
     }
 
@@ -387,15 +396,19 @@ public struct ViewIndexes: Sendable {
         try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
     }
 
-    /// A map view's page of rows as JSON, each with its document when asked (`{"_id": ...}`
-    /// values include that document instead, as CouchDB does).
-    func mapRows(_ page: [(key: JSON, id: String, value: JSON)], includeDocs: Bool) async throws -> [JSON] {
-        try await database.reading { db in
+    /// A map view's page of rows as JSON, each with its document when asked, as CouchDB links
+    /// them: a value `{"_id": ...}` names another document, and `"_rev"` a revision.
+    func mapRows(_ page: [(key: JSON, id: String, value: JSON)], includeDocs: Bool, conflicts: Bool) async throws -> [JSON] {
+        var read = ReadOptions()
+        read.conflicts = conflicts
+        let options = read
+        return try await database.reading { db in
             try page.map { row in
                 var item: JSONObject = ["id": .string(row.id), "key": row.key, "value": row.value]
                 if includeDocs {
                     let docID = row.value["_id"]?.stringValue ?? row.id
-                    item["doc"] = try StoredDocument.winningDocument(db, id: docID).map(JSON.object) ?? .null
+                    let rev = row.value["_rev"]?.stringValue.flatMap(Revision.init)
+                    item["doc"] = try StoredDocument.document(db, id: docID, rev: rev, options: options).map(JSON.object) ?? .null
                 }
                 return .object(item)
             }

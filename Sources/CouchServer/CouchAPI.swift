@@ -152,7 +152,15 @@ public final class CouchAPI: Sendable {
                   config.value("chttpd", "x_forwarded_ssl") ?? "X-Forwarded-Ssl")
         }
         let authentication = config.value("chttpd_auth", "authentication_db") ?? "_users"
+        let previous = UsersDatabase.authenticationDatabase
         UsersDatabase.configuredName.withLock { $0 = DatabaseStore.isValidName(authentication) ? authentication : "_users" }
+        // A database made the authentication database gets its `_design/_auth` (a moment
+        // later, as CouchDB's authentication cache adds it).
+        let now = UsersDatabase.authenticationDatabase
+        if now != previous, store.exists(now) {
+            let (store, logger) = (store, logger)
+            Task { if let db = try? await store.open(now) { await UsersDatabase.ensureDesignDocument(db, logger: logger) } }
+        }
     }
 
     /// Starts the server's background work: the `_replicator` database's jobs.

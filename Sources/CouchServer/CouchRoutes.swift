@@ -98,14 +98,31 @@ extension CouchAPI {
     /// Documents, their attachments, `_local` and design documents.
     func addDocumentRoutes(_ db: CouchRouteTable) {
         db.on(":doc", database: { api, db, request in
-            try await api.documents.documentEndpoint(db, try api.databases.plainDocumentID(request.path[1], request), &request)
+            // `/db/_design%2Fname`: CouchDB redirects a read to `/db/_design/name` and takes a
+            // write as the design document's.
+            if request.path[1].hasPrefix("_design/"), request.path[1].count > "_design/".count {
+                if request.method == .get || request.method == .head {
+                    var headers = HTTPFields()
+                    let name = String(request.path[1].dropFirst("_design/".count))
+                    let query = request.target.firstIndex(of: "?").map { String(request.target[$0...]) } ?? ""
+                    headers[.location] = request.location("/" + CouchURL.encode(db.name) + "/_design/" + CouchURL.encode(name) + query,
+                                                          scheme: api.options.databaseScheme)
+                    return APIResponse(status: .movedPermanently, headers: headers, body: ResponseBody())
+                }
+                return try await api.documents.documentEndpoint(db, request.path[1], &request)
+            }
+            // `/db/_local%2F...` is no local document's path (CouchDB: 400 bad_request).
+            if request.path[1].hasPrefix("_local/") { throw CouchError.badRequest("Invalid _local document id.") }
+            return try await api.documents.documentEndpoint(db, try api.databases.plainDocumentID(request.path[1], request), &request)
         })
         db.on(":doc/**", database: { api, db, request in
             try await api.documents.attachmentEndpoint(db, try api.databases.plainDocumentID(request.path[1], request), request.path[2...].joined(separator: "/"), request)
         })
         db.on("_local", database: { _, _, _ in throw CouchError.badRequest("Invalid _local document id.") })
         db.on("_local/**", database: { api, db, request in
-            try await api.documents.localDocument(db, "_local/" + request.path[2...].joined(separator: "/"), &request)
+            // A local document's id is one segment: `/db/_local/a/b` is refused, as CouchDB does.
+            guard request.path.count == 3 else { throw CouchError.badRequest("Invalid _local document id.") }
+            return try await api.documents.localDocument(db, "_local/" + request.path[2], &request)
         })
         db.on("_design", database: { _, _, _ in throw CouchError.missing })
         db.on("_design/:ddoc", database: { api, db, request in try await api.documents.documentEndpoint(db, "_design/\(request.path[2])", &request) })

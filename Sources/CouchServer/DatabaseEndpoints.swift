@@ -234,6 +234,7 @@ struct DatabaseEndpoints: Sendable {
     ) async throws -> APIResponse {
         try request.requireMethod(.get, .head, .post)
         try request.user.authorize(.read, to: db)
+        if request.method == .post { try request.requireJSONContentType() }
         let body = request.method == .post ? try request.jsonObject() : nil
         var options = try allDocsOptions(request, body: body)
         if let bounds, options.keys == nil { options = Self.bounded(options, within: bounds) }
@@ -420,7 +421,8 @@ struct DatabaseEndpoints: Sendable {
     }
 
     /// `_bulk_docs`' answer: a row per document in order, `ok` with the new revision (none
-    /// for `new_edits=false`) or the error with its reason and the revision sent.
+    /// for `new_edits=false`) or the error with its reason (and, for `new_edits=false`, the
+    /// revision sent, as CouchDB's `update_doc_result_to_json` writes them).
     static func bulkDocsRows(_ results: [Result<Revision, CouchError>], ids: [String], docs: [JSON], newEdits: Bool) -> [JSON] {
         var out: [JSON] = []
         for (i, result) in results.enumerated() {
@@ -429,7 +431,7 @@ struct DatabaseEndpoints: Sendable {
                 if newEdits { out.append(["ok": true, "id": .string(ids[i]), "rev": .string(rev.description)]) }
             case let .failure(error):
                 var row: JSONObject = ["id": .string(ids[i]), "error": .string(error.error), "reason": .string(error.reason)]
-                if let rev = docs[i]["_rev"] { row["rev"] = rev }
+                if !newEdits, let rev = docs[i]["_rev"] { row["rev"] = rev }
                 out.append(.object(row))
             }
         }

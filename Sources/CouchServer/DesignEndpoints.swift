@@ -1,3 +1,4 @@
+import CouchCollation
 import CouchEngine
 import CouchIndexes
 import CouchJSON
@@ -86,6 +87,7 @@ struct DesignEndpoints: Sendable {
     /// win over the body's).
     static func withBodyParameters(_ request: APIRequest) throws -> APIRequest {
         guard request.method == .post, !request.body.isEmpty else { return request }
+        try request.requireJSONContentType()
         var merged = request
         // Parameters whose query-string value is a plain string, not JSON.
         let plain: Set<String> = ["startkey_docid", "start_key_doc_id", "endkey_docid", "end_key_doc_id", "stale", "update"]
@@ -108,7 +110,7 @@ struct DesignEndpoints: Sendable {
         var query = ViewQuery()
         query.key = try param("key")
         if let keys = try param("keys") {
-            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` must be an array") }
+            guard case let .array(list) = keys else { throw CouchError.badRequest("`keys` member must be an array.") }
             query.keys = list
         }
         query.startKey = try param("startkey", "start_key")
@@ -120,6 +122,7 @@ struct DesignEndpoints: Sendable {
         query.limit = try request.int("limit")
         query.skip = try request.int("skip") ?? 0
         query.includeDocs = try request.bool("include_docs")
+        query.conflicts = try request.bool("conflicts")
         if request.query["reduce"] != nil { query.reduce = try request.bool("reduce") }
         query.group = request.query["group"] == nil ? nil : try request.bool("group")
         query.groupLevel = try request.int("group_level")
@@ -137,6 +140,7 @@ struct DesignEndpoints: Sendable {
             "sizes": ["file": .int(state.bytes), "external": .int(state.bytes), "active": .int(state.bytes)],
             "update_seq": .int(state.updateSeq), "purge_seq": 0, "updater_running": false, "compact_running": false,
             "waiting_clients": 0, "waiting_commit": false, "updates_pending": ["minimum": .int(state.pending), "preferred": .int(state.pending), "total": .int(state.pending)],
+            "collator_versions": [.string(KeyCollation.collatorVersion)],
         ]])
     }
 

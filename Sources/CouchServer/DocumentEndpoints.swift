@@ -48,9 +48,62 @@ struct DocumentEndpoints: Sendable {
         case .get, .head: return try await readDocument(db, id, request)
         case .put: return try await putDocument(db, id, request)
         case .delete: return try await deleteDocument(db, id, request)
+        case .post: return try await formUpload(db, id, request)
         case HTTPRequest.Method("COPY")!: return try await copyDocument(db, id, request)
         default: throw CouchError.methodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")
         }
+    }
+
+    /// `POST /{db}/{docid}` with `multipart/form-data` (an HTML form's file upload, as CouchDB
+    /// takes it): the `_attachments` files added to the revision `_rev` names (or `_doc` as the
+    /// whole document). The `Referer` must be this host, so another site's page cannot post
+    /// a form with the visitor's session cookie.
+    func formUpload(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
+        guard let referer = request.header("Referer") else { throw CouchError.badRequest("Referer header required.") }
+        let names = ForwardedHeaders.names.withLock { $0 }
+        let host = request.header(names.host) ?? request.authority ?? ""
+        guard URLComponents(string: referer).map({ ($0.host ?? "") + ($0.port.map { ":\($0)" } ?? "") }) == host else {
+            throw CouchError.badRequest("Referer header must match host.")
+        }
+        let contentType = request.header("Content-Type") ?? ""
+        guard contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == "multipart/form-data",
+              let boundary = Multipart.boundary(of: contentType) else {
+            throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be multipart/form-data")
+        }
+        let parts: [Multipart.Part]
+        do { parts = try Multipart.parse(request.body, boundary: boundary) } catch { throw CouchError.badRequest("\(error)") }
+        func field(_ part: Multipart.Part) -> (name: String, filename: String?)? {
+            guard let disposition = part.headers["content-disposition"] else { return nil }
+            var name: String?, filename: String?
+            for parameter in disposition.split(separator: ";").dropFirst() {
+                let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+                guard pair.count == 2 else { continue }
+                let value = pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"") && pair[1].count >= 2 ? String(pair[1].dropFirst().dropLast()) : pair[1]
+                if pair[0] == "name" { name = value } else if pair[0] == "filename" { filename = value }
+            }
+            return name.map { ($0, filename) }
+        }
+        var input: DocumentInput
+        if let docPart = parts.first(where: { field($0)?.name == "_doc" }) {
+            input = try DocumentInput(json: try JSON.parse(docPart.body))
+            input.id = id
+        } else {
+            guard let revPart = parts.first(where: { field($0)?.name == "_rev" }),
+                  let rev = Revision(String(decoding: revPart.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw CouchError.badRequest("A form upload needs the document's _rev (or a _doc)")
+            }
+            input = try DocumentInput(json: .object(try await db.document(id: id, rev: rev)))
+        }
+        var attachments = input.attachments ?? JSONObject()
+        for part in parts {
+            guard let (name, filename) = field(part), name == "_attachments", let filename, !filename.isEmpty else { continue }
+            attachments.removeValue(forKey: filename)
+            attachments[filename] = ["content_type": .string(part.headers["content-type"] ?? "application/octet-stream"), "follows": true]
+            input.attachmentBodies[filename] = part.body
+        }
+        input.attachments = attachments
+        let rev = try await writeDocument(db, input, request: request)
+        return documentWritten(db, id, rev, request: request)
     }
 
     /// `GET /{db}/{docid}`: one revision (`rev`), several (`open_revs`), as JSON or as
@@ -86,7 +139,7 @@ struct DocumentEndpoints: Sendable {
         var headers = HTTPFields()
         if !hasMeta {
             headers[.eTag] = etag
-            if request.header("If-None-Match") == etag, rev == nil {
+            if request.ifNoneMatch(etag), rev == nil {
                 return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
             }
         }
@@ -107,12 +160,21 @@ struct DocumentEndpoints: Sendable {
         if let rev = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) {
             guard let parsed = Revision(rev) else { throw CouchError.badRequest("Invalid rev format") }
             if let bodyRev = input.rev, bodyRev != parsed {
-                throw CouchError.badRequest("Document rev from request body and query string have different values")
+                throw CouchError.badRequest(request.query["rev"] != nil
+                    ? "Document rev from request body and query string have different values"
+                    : "Document rev and etag have different values")
             }
             input.rev = parsed
         }
         let newEdits = request.query["new_edits"] != "false"
-        let rev = try await writeDocument(db, input, request: request, newEdits: newEdits)
+        let rev: Revision
+        do {
+            rev = try await writeDocument(db, input, request: request, newEdits: newEdits)
+        } catch let error as CouchError where error.status == 409 && request.query["batch"] == "ok" {
+            // Batch mode: CouchDB accepts the write before it is tried, and a conflict found
+            // then is dropped without a word; the answer is the same 202.
+            return .json(["ok": true, "id": .string(id)], status: .accepted)
+        }
         return documentWritten(db, id, rev, request: request)
     }
 
@@ -136,6 +198,10 @@ struct DocumentEndpoints: Sendable {
         try authorizeRead(db, id, request.user)
         guard let destination = request.header("Destination"), !destination.isEmpty else {
             throw CouchError.badRequest("Destination header is mandatory for COPY.")
+        }
+        // As CouchDB: the destination is a document of this database, never another server.
+        if destination.hasPrefix("http://") || destination.hasPrefix("https://") {
+            throw CouchError.badRequest("Destination URL must be relative.")
         }
         var targetID = destination
         var targetRev: Revision?
@@ -299,7 +365,7 @@ struct DocumentEndpoints: Sendable {
                 // CouchDB's attachment ETag is the digest's base64, without the `md5-` prefix.
                 let etag = "\"\(digest.hasPrefix("md5-") ? String(digest.dropFirst(4)) : digest)\""
                 headers[.eTag] = etag
-                if request.header("If-None-Match") == etag {
+                if request.ifNoneMatch(etag) {
                     return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
                 }
             }
@@ -429,15 +495,12 @@ struct DocumentEndpoints: Sendable {
             throw CouchError.forbidden("Document ID must be of the form org.couchdb.user:name")
         }
         let existing = try? await db.document(id: id)
-        // CouchDB's rules (`UsersDatabase.check`), before a password is hashed: a new password
-        // replaces the stored hash fields, so they are not judged.
+        // The rules that keep users apart (`UsersDatabase.accessProblem`), before a password is
+        // hashed; the design document's validation judges the rest after.
         var proposed = input.body
         proposed.prepend("_id", .string(id))
         if input.deleted { proposed["_deleted"] = true }
-        if input.body["password"] != nil {
-            for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key", "password_sha"] { proposed.removeValue(forKey: key) }
-        }
-        if let problem = UsersDatabase.check(proposed, old: existing, user: user, security: db.security) {
+        if let problem = UsersDatabase.accessProblem(proposed, old: existing, user: user, security: db.security) {
             if user.name == nil { throw CouchError.unauthorized }
             throw problem
         }

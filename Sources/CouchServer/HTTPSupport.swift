@@ -65,13 +65,33 @@ struct APIRequest {
         return path
     }
 
+    /// Whether `If-None-Match` names `etag` (or `*`): a list, weak (`W/`) tags matching too.
+    func ifNoneMatch(_ etag: String) -> Bool {
+        guard let header = header("If-None-Match") else { return false }
+        return header.split(separator: ",").contains { tag in
+            var tag = tag.trimmingCharacters(in: .whitespaces)
+            if tag.hasPrefix("W/") { tag.removeFirst(2) }
+            return tag == etag || tag == "*"
+        }
+    }
+
+    /// 415 unless a sent `Content-Type` is JSON, as CouchDB's `validate_ctype` for query
+    /// bodies (a body sent without one is read as JSON).
+    func requireJSONContentType() throws {
+        guard let type = header("Content-Type") else { return }
+        guard type.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == "application/json" else {
+            throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
+        }
+    }
+
     /// The body parsed as JSON, or 400 `bad_request` if it is not JSON.
     func json() throws -> JSON {
         guard !body.isEmpty else { throw CouchError.badRequest("Request body is empty; a JSON body is required") }
         do {
             return try JSON.parse(body)
         } catch {
-            throw CouchError.badRequest("invalid UTF-8 JSON: \(error)")
+            // CouchDB's words exactly (clients match them).
+            throw CouchError.badRequest("invalid UTF-8 JSON")
         }
     }
 

@@ -1,3 +1,4 @@
+import CouchCollation
 import CouchEngine
 import CouchJSON
 import CouchProtocol
@@ -43,6 +44,12 @@ struct NodeEndpoints: Sendable {
             return .json(Self.system(await api.options.metrics.samples()))
         case "_config":
             return try await config(Array(rest.dropFirst()), request)
+        case "_versions":
+            // What runs design functions and orders keys, as CouchDB 3.4 reports them.
+            try request.requireMethod(.get)
+            var versions: JSONObject = ["collation_driver": ["name": "libicu", "collator_version": .string(KeyCollation.collatorVersion)]]
+            if api.options.javascript != nil { versions.prepend("javascript_engine", ["name": "duktape"]) }
+            return .json(.object(versions))
         default:
             throw CouchError.notFound("missing")
         }

@@ -33,7 +33,7 @@ struct RenderEndpoints: Sendable {
         var headers = HTTPFields()
         headers[.eTag] = etag
         headers[.vary] = "Accept"
-        if request.header("If-None-Match") == etag {
+        if request.ifNoneMatch(etag) {
             return APIResponse(status: .notModified, headers: headers, body: ResponseBody())
         }
         let req = try await javascriptRequest(db, request, id: docID)

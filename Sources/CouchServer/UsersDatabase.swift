@@ -84,6 +84,44 @@ public enum UsersDatabase {
         check(write.newDocument, old: write.oldDocument, user: user, security: security)
     }
 
+    /// The rules that keep users apart, which hold in every users database whether or not it
+    /// has its `_design/_auth` (`check` holds them all): the id names the user, only admins
+    /// delete others' documents or set roles, a user changes only their own document, and no
+    /// one is given a system role. The other shape rules (`type`, roles' types, user names'
+    /// characters, password fields) come with the design document, as in CouchDB, whose own
+    /// are in its `_design/_auth`.
+    static func accessProblem(_ doc: JSONObject, old: JSONObject?, user: UserContext, security: JSONObject) -> CouchError? {
+        if doc["_deleted"] == true {
+            if user.isServerAdmin || (old != nil && user.name != nil && user.name == old?["name"]?.stringValue) { return nil }
+            return .forbidden("Only admins may delete other user docs.")
+        }
+        // A document names the user its id names: logins find users by id.
+        guard let name = doc["name"]?.stringValue, doc["_id"] == .string("org.couchdb.user:" + name) else {
+            return .forbidden("Doc ID must be of the form org.couchdb.user:name")
+        }
+        return rolesProblem(name: name, roles: (doc["roles"]?.arrayValue ?? []).compactMap(\.stringValue), old: old, user: user, security: security)
+    }
+
+    /// Who may write a user document's roles, and which: admins (server, or of the database)
+    /// set them, a user keeps their own as they are, and no one gets a system role.
+    static func rolesProblem(name: String, roles: [String], old: JSONObject?, user: UserContext, security: JSONObject) -> CouchError? {
+        if !(user.isServerAdmin || user.isListed(in: security["admins"])) {
+            if let old {
+                guard user.name != nil, user.name == name, user.name == old["name"]?.stringValue else {
+                    return .forbidden("You may only update your own user document.")
+                }
+                let before = (old["roles"]?.arrayValue ?? []).compactMap(\.stringValue).sorted()
+                guard before == roles.sorted() else { return .forbidden("Only _admin may edit roles") }
+            } else if !roles.isEmpty {
+                return .forbidden("Only _admin may set roles")
+            }
+        }
+        if roles.contains(where: { $0 != "_metrics" && $0.hasPrefix("_") }) {
+            return .forbidden("No system roles (starting with underscore) in users db.")
+        }
+        return nil
+    }
+
     /// Why a user document may not be written (403 `forbidden`), or nil: CouchDB's rules, in
     /// its order and words. `doc` holds `_id` (and `_deleted` for a deletion).
     static func check(_ doc: JSONObject, old: JSONObject?, user: UserContext, security: JSONObject) -> CouchError? {
@@ -109,18 +147,7 @@ public enum UsersDatabase {
             guard doc["iterations"]?.isNumber == true else { return .forbidden("iterations must be a number.") }
             guard doc["derived_key"]?.stringValue != nil else { return .forbidden("derived_key must be a string.") }
         }
-        if !(user.isServerAdmin || user.isListed(in: security["admins"])) {
-            if let old {
-                guard user.name == name else { return .forbidden("You may only update your own user document.") }
-                let before = (old["roles"]?.arrayValue ?? []).compactMap(\.stringValue).sorted()
-                guard before == roles.sorted() else { return .forbidden("Only _admin may edit roles") }
-            } else if !roles.isEmpty {
-                return .forbidden("Only _admin may set roles")
-            }
-        }
-        if roles.contains(where: { $0 != "_metrics" && $0.hasPrefix("_") }) {
-            return .forbidden("No system roles (starting with underscore) in users db.")
-        }
+        if let problem = rolesProblem(name: name, roles: roles, old: old, user: user, security: security) { return problem }
         if name.hasPrefix("_") { return .forbidden("Username may not start with underscore.") }
         if name.contains(":") { return .forbidden("Character `:` is not allowed in usernames.") }
         return nil

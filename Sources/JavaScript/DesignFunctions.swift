@@ -25,11 +25,18 @@ public struct DesignFunctions: Sendable {
     public static func viewSignature(_ ddoc: JSONObject, _ name: String) -> String? {
         guard let map = ddoc["views"]?[name]?["map"]?.stringValue else { return nil }
         let collation = KeyCollation(viewOptions: ddoc["views"]?[name]?["options"])
-        return ViewDefinition.signature(code: viewCode(map: map, lib: ddoc["views"]?["lib"]), collation: collation)
+        return ViewDefinition.signature(code: viewCode(map: map, lib: ddoc["views"]?["lib"], options: ddoc["options"]), collation: collation)
     }
 
-    static func viewCode(map: String, lib: JSON?) -> String {
-        map + "\u{0}" + (lib?.text ?? "")
+    /// Everything a view's rows depend on: its map, the modules it may require, and the design
+    /// document's `include_design` and `local_seq` options (which change what it is given).
+    static func viewCode(map: String, lib: JSON?, options: JSON?) -> String {
+        let (includeDesign, localSeq) = documentOptions(options)
+        return map + "\u{0}" + (lib?.text ?? "") + (includeDesign ? "\u{0}include_design" : "") + (localSeq ? "\u{0}local_seq" : "")
+    }
+
+    static func documentOptions(_ options: JSON?) -> (includeDesign: Bool, localSeq: Bool) {
+        (options?["include_design"] == true, options?["local_seq"] == true)
     }
 
     /// The view `name` of a design document, mapped (and reduced, if it has a JavaScript
@@ -42,7 +49,7 @@ public struct DesignFunctions: Sendable {
             throw CouchError(status: 400, error: "unsupported_language", reason: "Design document language \(language) is not supported")
         }
         let lib = ddoc["views"]?["lib"]
-        let code = DesignFunctions.viewCode(map: map, lib: lib)
+        let code = DesignFunctions.viewCode(map: map, lib: lib, options: ddoc["options"])
         let collation = KeyCollation(viewOptions: definition["options"])
         let signature = ViewDefinition.signature(code: code, collation: collation)
         let queryServer = self.queryServer
@@ -60,12 +67,14 @@ public struct DesignFunctions: Sendable {
                     rereduce: { values in try await Self.translating { try await queryServer.rereduce(functions: [source], values: values)[0] } })
             }
         }
-        return ViewDefinition(code: code, batchMap: { docs in
+        var view = ViewDefinition(code: code, batchMap: { docs in
             let results = try await Self.translating {
                 try await queryServer.map(key: signature, functions: [map], lib: lib, documents: docs)
             }
             return results.map { $0.first ?? [] }
         }, reduce: reducer, collation: collation)
+        (view.includeDesign, view.localSeq) = DesignFunctions.documentOptions(ddoc["options"])
+        return view
     }
 
     /// A `_changes` filter from `filters.<name>`: `filter(doc, req)` for each document.

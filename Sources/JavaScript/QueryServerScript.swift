@@ -257,19 +257,27 @@ public enum QueryServerScript {
         return ["ok", result];
     }
 
-    // CommonJS modules: `require("lib/geo")` evaluates the string at that path of `root`
-    // once (per design document revision) and returns its exports.
+    // CommonJS modules, resolved as CouchDB resolves them: `require("lib/geo")` is the string
+    // at that path of `root`; `./x` and `../x` are relative to the object holding the
+    // requiring module. A module runs once (per design document revision) and its
+    // `module.exports` is what every require of it gets; a circular require gets `{}`.
     function __lt_requirer(root, cache) {
-        function resolve(names, mod) {
+        function noParent(mod) {
+            return { error: "invalid_require_path", reason: "Object has no parent " + JSON.stringify(mod ? mod.current : null) };
+        }
+        // `from`: the object holding the requiring module (none for a function's own require).
+        function resolve(names, from) {
+            var mod = from;
             for (var i = 0; i < names.length; i++) {
                 var n = names[i];
                 if (n === "..") {
-                    if (!(mod.parent && mod.parent.parent)) { throw { error: "invalid_require_path", reason: "Object has no parent " + JSON.stringify(mod.current) }; }
+                    if (!(mod && mod.parent && mod.parent.parent)) { throw noParent(mod); }
                     mod = { id: mod.id.slice(0, mod.id.lastIndexOf("/")), parent: mod.parent.parent, current: mod.parent.current };
                 } else if (n === ".") {
-                    if (!mod.parent) { throw { error: "invalid_require_path", reason: "Object has no parent " + JSON.stringify(mod.current) }; }
+                    if (!(mod && mod.parent)) { throw noParent(mod); }
                     mod = { id: mod.id, parent: mod.parent, current: mod.current };
                 } else {
+                    // A path that does not start with . or .. starts at the design document.
                     if (i === 0) { mod = { id: "", parent: null, current: root }; }
                     if (mod.current === null || typeof mod.current !== "object" || mod.current[n] === undefined) {
                         throw { error: "invalid_require_path", reason: "Object has no property \"" + n + "\"" };
@@ -277,16 +285,16 @@ public enum QueryServerScript {
                     mod = { id: mod.id ? mod.id + "/" + n : n, parent: mod, current: mod.current[n] };
                 }
             }
-            if (typeof mod.current !== "string") {
-                throw { error: "invalid_require_path", reason: "Must require a JavaScript string, not: " + typeof mod.current };
+            if (!mod || typeof mod.current !== "string") {
+                throw { error: "invalid_require_path", reason: "Must require a JavaScript string, not: " + (mod ? typeof mod.current : "undefined") };
             }
             return { id: mod.id, parent: mod.parent, current: mod.current, exports: {} };
         }
-        function requireFrom(parent) {
+        function requireFrom(requiring) {
             return function (name) {
-                var module = resolve(name.split("/"), parent || { id: "", parent: null, current: root });
+                var module = resolve(String(name).split("/"), requiring ? requiring.parent : null);
                 if (!cache.hasOwnProperty(module.id)) {
-                    cache[module.id] = module.exports;  // a circular require sees the partial exports
+                    cache[module.id] = {};  // what a circular require of it gets
                     var body;
                     try { body = eval("(function (module, exports, require) { " + module.current + "\n})"); } catch (e) {
                         throw { error: "compilation_error", reason: "Module require('" + name + "') raised error " + String(e) };

@@ -3,6 +3,7 @@ import CouchJSON
 import Foundation
 import LTTestSupport
 import MIMEMultipart
+import NIOHTTP1
 import Testing
 
 /// Single requests whose answers differed from Apache CouchDB 3.4.3's (issue 23), each checked
@@ -419,5 +420,83 @@ struct CouchDBAnswersTests {
         let jobID = live.json["_local_id"]!
         #expect(try await s.request(.POST, "/_replicate", json: ["replication_id": jobID, "cancel": true]).status == 200)
         #expect(try await s.request(.POST, "/_replicate", json: ["replication_id": jobID, "cancel": true]).status == 404)
+    }
+
+    @Test("Found by CouchDB's own suite, part 3: form uploads (same-site only), strict attachments, revision checks, batch mode, COPY, design options, include_docs links, view parameter checks, paths")
+    func foundByCouchDBSuitePartThree() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/db")
+        let created = try await s.request(.PUT, "/db/form", json: [:])
+        let rev = created.json["rev"]!.stringValue!
+        // attachments_test.exs, form_submit_test.exs: an HTML form's file upload, only from a
+        // page of this host (the Referer), only as multipart/form-data.
+        let form = Array("------TF\r\nContent-Disposition: form-data; name=\"_rev\"\r\n\r\n\(rev)\r\n------TF\r\nContent-Disposition: form-data; name=\"_attachments\"; filename=\"file.txt\"\r\nContent-Type: text/plain\r\n\r\ncontents of file.txt\r\n\r\n------TF--".utf8)
+        let formType = ("Content-Type", "multipart/form-data; boundary=----TF")
+        let crossSite = try await s.request(.POST, "/db/form", body: form, headers: [formType, ("Referer", "http://evil.example/page")])
+        #expect(crossSite.status == 400 && crossSite.json["reason"] == "Referer header must match host.")
+        #expect(try await s.request(.POST, "/db/form", body: form, headers: [formType]).json["reason"] == "Referer header required.")
+        let uploaded = try await s.request(.POST, "/db/form", body: form, headers: [formType, ("Referer", "http://127.0.0.1:\(s.port)/")])
+        #expect(uploaded.status == 201, "\(uploaded.text)")
+        #expect(try await s.request(.GET, "/db/form").json["_attachments"]?["file.txt"]?["length"] == 22)
+        let urlencoded = try await s.request(.POST, "/db/form", body: Array("a=b".utf8), headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Referer", "http://127.0.0.1:\(s.port)/")])
+        #expect(urlencoded.status == 415 && urlencoded.json["reason"] == "Content-Type must be multipart/form-data")
+        // attachments_test.exs: base64 that is not base64 is refused; a stub naming another revpos is missing.
+        let badData: JSON = ["_attachments": ["foo.txt": ["content_type": "text/plain", "data": "notBase64Encoded="]]]
+        #expect(try await s.request(.PUT, "/db/bad", json: badData).status == 400)
+        let stubbed = try await s.request(.PUT, "/db/stub", json: ["_attachments": ["foo.txt": ["content_type": "text/plain", "data": "aGk="]]])
+        let stubRev = stubbed.json["rev"]!
+        let wrongPos = try await s.request(.PUT, "/db/stub", json: ["_rev": stubRev, "_attachments": ["foo.txt": ["stub": true, "revpos": 10]]])
+        #expect(wrongPos.status == 412 && wrongPos.json["error"] == "missing_stub")
+        #expect(try await s.request(.PUT, "/db/stub", json: ["_rev": stubRev, "_attachments": ["foo.txt": ["stub": true]]]).status == 201)
+        // conflicts_test.exs, etags_head_test.exs: If-Match against the body's _rev; weak ETags match.
+        let mismatch = try await s.request(.PUT, "/db/stub", json: ["_rev": "1-abc"], headers: [("If-Match", "\"2-def\"")])
+        #expect(mismatch.status == 400 && mismatch.json["reason"] == "Document rev and etag have different values")
+        let etag = try await s.request(.GET, "/db/form").headers["ETag"].first ?? ""
+        #expect(try await s.request(.GET, "/db/form", headers: [("If-None-Match", "W/" + etag)]).status == 304)
+        // batch_save_test.exs, bulk_docs_test.exs: batch mode drops a conflict silently (202);
+        // a conflict row in _bulk_docs has no rev.
+        #expect(try await s.request(.PUT, "/db/form?batch=ok", json: ["x": 1]).status == 202)
+        let current = try await s.request(.GET, "/db/form").json
+        let pair = try await s.request(.POST, "/db/_bulk_docs", json: ["docs": [
+            ["_id": "form", "_rev": current["_rev"]!, "v": 2], ["_id": "form", "_rev": current["_rev"]!, "_deleted": true],
+        ]])
+        #expect(pair.json.arrayValue?.filter { $0["rev"] != nil }.count == 1 && pair.json.arrayValue?.filter { $0["error"] == "conflict" }.count == 1, "\(pair.text)")
+        // copy_doc_test.exs: COPY stays on this server.
+        let away = try await s.request(HTTPMethod(rawValue: "COPY"), "/db/stub", headers: [("Destination", "http://localhost:5984/db/x")])
+        #expect(away.status == 400 && away.json["reason"] == "Destination URL must be relative.")
+
+        // design_options_test.exs: include_design maps design documents too; local_seq gives _local_seq.
+        _ = try await s.request(.PUT, "/db/_design/fu", json: ["options": ["include_design": true, "local_seq": true], "views": [
+            "data": ["map": "function (doc) { if (doc._id.indexOf('_design/') === 0) { emit(null, doc._id); } }"],
+            "with_seq": ["map": "function (doc) { emit(doc._local_seq, null); }"],
+        ]])
+        #expect(try await s.request(.GET, "/db/_design/fu/_view/data").json["rows"]?[0]?["value"] == "_design/fu")
+        let seqs = try await s.request(.GET, "/db/_design/fu/_view/with_seq").json["rows"]?.arrayValue ?? []
+        #expect(!seqs.isEmpty && seqs.allSatisfy { $0["key"]?.intValue != nil })
+        // view_include_docs_test.exs: an emitted _rev picks the revision; conflicts=true adds _conflicts.
+        let first = try await s.request(.PUT, "/db/linked", json: ["n": 1])
+        let firstRev = first.json["rev"]!
+        _ = try await s.request(.PUT, "/db/linked", json: ["_rev": firstRev, "n": 2, "prev": firstRev])
+        _ = try await s.request(.POST, "/db/_bulk_docs", json: ["new_edits": false, "docs": [["_id": "linked", "_rev": "2-00000000000000000000000000000000", "n": 3]]])
+        _ = try await s.request(.PUT, "/db/_design/links", json: ["views": ["prev": ["map": "function (doc) { if (doc.prev) { emit(doc._id, {_rev: doc.prev}); } }"],
+                                                                          "same": ["map": "function (doc) { if (doc._id === 'linked') { emit(doc._id, null); } }"]]])
+        let linked = try await s.request(.GET, "/db/_design/links/_view/prev?include_docs=true").json["rows"]?[0]?["doc"]
+        #expect(linked?["_rev"] == firstRev && linked?["n"] == 1, "\(String(describing: linked))")
+        let withConflicts = try await s.request(.GET, "/db/_design/links/_view/same?include_docs=true&conflicts=true").json["rows"]?[0]?["doc"]
+        #expect(withConflicts?["_conflicts"]?.arrayValue?.count == 1, "\(String(describing: withConflicts))")
+        // view_multi_key_design_test.exs, view_errors_test.exs: keys with a range is a query_parse_error;
+        // a query body must be JSON.
+        let both = try await s.request(.POST, "/db/_design/links/_view/same?startkey=0", json: ["keys": ["linked"]])
+        #expect(both.status == 400 && both.json["reason"] == "`keys` is incompatible with `key`, `start_key` and `end_key`", "\(both.text)")
+        #expect(try await s.request(.POST, "/db/_design/links/_view/same", json: ["keys": 1]).json["reason"] == "`keys` member must be an array.")
+        #expect(try await s.request(.POST, "/db/_all_docs", body: Array("{}".utf8), headers: [("Content-Type", "application/x-www-form-urlencoded")]).status == 415)
+        // design_paths_test.exs, invalid_docids_test.exs: _design%2F is the design document; a _local id is one segment.
+        // (The client follows CouchDB's 301 to /db/_design/fu.)
+        let redirected = try await s.request(.GET, "/db/_design%2Ffu")
+        #expect(redirected.status == 200 && redirected.json["_id"] == "_design/fu", "\(redirected.status) \(redirected.text)")
+        for path in ["/db/_local/a/b", "/db/_local%2F"] {
+            #expect(try await s.request(.PUT, path, json: [:]).json["error"] == "bad_request", "\(path)")
+        }
     }
 }

@@ -154,12 +154,17 @@ public final class CouchAPI: Sendable {
         let authentication = config.value("chttpd_auth", "authentication_db") ?? "_users"
         let previous = UsersDatabase.authenticationDatabase
         UsersDatabase.configuredName.withLock { $0 = DatabaseStore.isValidName(authentication) ? authentication : "_users" }
-        // A database made the authentication database gets its `_design/_auth` (a moment
-        // later, as CouchDB's authentication cache adds it).
+        // A database made the authentication database gets its `_design/_auth` a few seconds
+        // later, as from CouchDB's authentication cache, which adds it when it next listens to
+        // that database (clients of CouchDB wait for it to appear).
         let now = UsersDatabase.authenticationDatabase
         if now != previous, store.exists(now) {
             let (store, logger) = (store, logger)
-            Task { if let db = try? await store.open(now) { await UsersDatabase.ensureDesignDocument(db, logger: logger) } }
+            Task {
+                try? await Task.sleep(for: .seconds(3))
+                guard UsersDatabase.authenticationDatabase == now, let db = try? await store.open(now) else { return }
+                await UsersDatabase.ensureDesignDocument(db, logger: logger)
+            }
         }
     }
 

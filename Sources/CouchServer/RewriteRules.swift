@@ -11,7 +11,7 @@ import CouchProtocol
 /// (the rest of the path); `query` an object whose string values may be `:name` or `*` (or
 /// arrays holding `:name`); `formats` maps a name to `int` or `bool`. Values of `key`,
 /// `startkey`, `start_key`, `endkey`, `end_key` and `keys` are JSON both ways.
-struct RewriteRules {
+package struct RewriteRules {
     enum Segment: Equatable {
         case literal(String)
         /// `:name`, or `*` where it is not the last segment (CouchDB binds it to one segment).
@@ -39,7 +39,7 @@ struct RewriteRules {
 
     /// The rules of a `rewrites` array. With `secure` (CouchDB's `[chttpd] secure_rewrites`,
     /// the default), a rule climbing more than two levels (out of the database) is refused.
-    init(_ rules: [JSON], secure: Bool) throws {
+    package init(_ rules: [JSON], secure: Bool) throws {
         self.rules = try rules.compactMap { rule in
             guard let rule = rule.objectValue else { return nil }
             guard let to = rule["to"]?.stringValue else {
@@ -89,7 +89,7 @@ struct RewriteRules {
 
     /// The new path and query (escaped, relative to the design document: `_view/x?k=v`,
     /// `../../other`), or nil when no rule matches.
-    func resolve(method: String, path: [String], query: [(String, String)]) -> String? {
+    package func resolve(method: String, path: [String], query: [(String, String)]) -> String? {
         let requestQuery = Self.queryBindings(query)
         for rule in rules where rule.method == nil || rule.method == method {
             guard let (remaining, pathBindings) = Self.bind(rule.from, path) else { continue }
@@ -196,7 +196,7 @@ struct RewriteRules {
 
     /// CouchDB's `normalize_path`: `.` dropped, `..` removes the segment before it (kept at
     /// the start), empty segments dropped; always absolute.
-    static func normalized(_ path: String) -> String {
+    package static func normalized(_ path: String) -> String {
         var segments: [Substring] = []
         for part in path.split(separator: "/", omittingEmptySubsequences: true) {
             switch part {

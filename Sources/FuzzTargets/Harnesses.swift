@@ -2,6 +2,7 @@ import ConfigFile
 import CouchEngine
 import CouchCollation
 import CouchJSON
+import CouchProtocol
 import CouchServer
 import Foundation
 import Geo
@@ -20,7 +21,7 @@ import TrackerApp
 /// value prints and parses back to itself; a request the server refuses gets a CouchDB-style
 /// JSON error, never a 500).
 enum Harness: String, CaseIterable {
-    case json, selector, regex, wkt, geo, multipart, revs, http, app, control, config, prometheus
+    case json, selector, regex, wkt, geo, multipart, revs, http, app, control, config, prometheus, rewrite
 
     static let current: Harness = {
         let name = ProcessInfo.processInfo.environment["LT_FUZZ_TARGET"] ?? ""
@@ -45,6 +46,7 @@ enum Harness: String, CaseIterable {
         case .control: HTTPHarness.shared.controlSocket(bytes)
         case .config: Harness.config(bytes)
         case .prometheus: Harness.prometheus(bytes)
+        case .rewrite: Harness.rewrite(bytes)
         }
     }
 
@@ -160,6 +162,27 @@ enum Harness: String, CaseIterable {
         }
         if let request = try? GeoRequest(parameters: parameters) { _ = index.search(request.search) }
         if let grid = try? GeoGridRequest(parameters: parameters) { _ = grid.json(grid.grid(of: index)) }
+    }
+
+    /// Declarative rewrites: the first line is a `rewrites` array, the second a method and a
+    /// path with a query. A resolved target, joined to a design document's path, normalizes
+    /// to an absolute path that normalizes to itself.
+    static func rewrite(_ bytes: [UInt8]) {
+        let lines = bytes.split(separator: 10, maxSplits: 1, omittingEmptySubsequences: false)
+        guard let rules = (try? JSON.parse(Array(lines[0])))?.arrayValue else { return }
+        let request = lines.count > 1 ? String(decoding: lines[1], as: UTF8.self) : "GET "
+        let method = String(request.prefix { $0 != " " })
+        let target = String(request.drop { $0 != " " }.dropFirst())
+        let question = target.firstIndex(of: "?")
+        let path = target[..<(question ?? target.endIndex)].split(separator: "/").map(String.init)
+        let query = CouchURL.orderedParameters(question.map { String(target[target.index(after: $0)...]) })
+        for secure in [true, false] {
+            guard let resolved = (try? RewriteRules(rules, secure: secure))?.resolve(method: method, path: path, query: query) else { continue }
+            let normalized = RewriteRules.normalized("/db/_design/d/" + resolved.prefix { $0 != "?" })
+            if !normalized.hasPrefix("/") || RewriteRules.normalized(normalized) != normalized {
+                finding("rewrite target \(resolved) normalizes to \(normalized), which is not stable")
+            }
+        }
     }
 
     /// Multipart bodies: the first line is the Content-Type (its boundary), the rest the body.

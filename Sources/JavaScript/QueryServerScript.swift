@@ -24,6 +24,16 @@
 ///   `provides` negotiation, when a list's headers take effect, which errors pass through).
 public enum QueryServerScript {
     public static let source = #"""
+    // Everything below is private to this closure: design functions are compiled in the global
+    // scope (`__lt_globalEval`), so one database's functions cannot reach the state of this
+    // server (its cached design documents, compiled functions, rows being emitted), which
+    // serves every database. What they share is frozen (the built-ins, and the API below as
+    // read-only globals); globals a function leaves behind are removed after each command; and
+    // code cannot be made at run time (`eval`, `Function`), as in CouchDB's sandbox.
+    (function (global) {
+    "use strict";
+    var __lt_globalEval = eval;
+    var __lt_functionPrototype = Object.getPrototypeOf(function () {});
     var __lt = { funs: [], lib: null, logs: [], emitted: null, ddocs: {}, reducers: {}, reducerCount: 0 };
     function log(message) { __lt.logs.push(typeof message === "string" ? message : JSON.stringify(message)); }
     function toJSON(value) { return JSON.stringify(value); }
@@ -296,7 +306,7 @@ public enum QueryServerScript {
                 if (!cache.hasOwnProperty(module.id)) {
                     cache[module.id] = {};  // what a circular require of it gets
                     var body;
-                    try { body = eval("(function (module, exports, require) { " + module.current + "\n})"); } catch (e) {
+                    try { body = __lt_globalEval("(function (module, exports, require) { " + module.current + "\n})"); } catch (e) {
                         throw { error: "compilation_error", reason: "Module require('" + name + "') raised error " + String(e) };
                     }
                     body(module, module.exports, requireFrom(module));
@@ -315,7 +325,7 @@ public enum QueryServerScript {
         while (end > 0 && (text.charAt(end - 1) === ";" || /\s/.test(text.charAt(end - 1)))) end--;
         text = text.substring(0, end);
         // The newline ends a `// comment` on the source's last line before the parenthesis.
-        try { fn = eval("(" + text + "\n)"); } catch (e) {
+        try { fn = __lt_globalEval("(function (require) { return (" + text + "\n); })")(require); } catch (e) {
             throw { error: "compilation_error", reason: String(e) + " (" + source + ")" };
         }
         if (typeof fn !== "function") {
@@ -448,9 +458,35 @@ public enum QueryServerScript {
         __lt.logs = [];
         var result;
         try { result = __lt_dispatch(JSON.parse(line)); } catch (e) { result = __lt_error(e); }
+        __lt_forgetGlobals();
         var out = "";
         for (var i = 0; i < __lt.logs.length; i++) { out += JSON.stringify(["log", __lt.logs[i]]) + "\n"; }
         return out + JSON.stringify(result === undefined ? null : result);
     }
+    function __lt_forgetGlobals() {
+        var names = Object.getOwnPropertyNames(global);
+        for (var i = 0; i < names.length; i++) {
+            if (!__lt_baseline.hasOwnProperty(names[i])) {
+                try { delete global[names[i]]; } catch (e) { /* a non-configurable one stays */ }
+            }
+        }
+    }
+    function __lt_refuseCode() { throw new EvalError("code cannot be evaluated at run time in design functions"); }
+    var api = { emit: emit, log: log, toJSON: toJSON, isArray: isArray, sum: sum, st_index: st_index, start: start,
+                send: send, getRow: getRow, provides: provides, registerType: registerType, __lt_handle: __lt_handle,
+                eval: __lt_refuseCode, Function: __lt_refuseCode };
+    for (var name in api) {
+        Object.defineProperty(global, name, { value: api[name], writable: false, enumerable: false, configurable: false });
+    }
+    Object.defineProperty(__lt_functionPrototype, "constructor", { value: __lt_refuseCode, writable: false, enumerable: false, configurable: false });
+    var shared = [Object, Object.prototype, Array, Array.prototype, __lt_functionPrototype, String, String.prototype, Number,
+                  Number.prototype, Boolean, Boolean.prototype, Date, Date.prototype, RegExp, RegExp.prototype, Error,
+                  Error.prototype, JSON, Math];
+    if (typeof Duktape === "object") { shared.push(Duktape); }
+    for (var i = 0; i < shared.length; i++) { Object.freeze(shared[i]); }
+    var __lt_baseline = {};
+    var names = Object.getOwnPropertyNames(global);
+    for (var j = 0; j < names.length; j++) { __lt_baseline[names[j]] = true; }
+    })(this);
     """#
 }

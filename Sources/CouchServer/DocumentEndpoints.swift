@@ -59,6 +59,9 @@ struct DocumentEndpoints: Sendable {
     /// whole document). The `Referer` must be this host, so another site's page cannot post
     /// a form with the visitor's session cookie.
     func formUpload(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
+        // Rights first: the answers below must not tell a stranger whether the document exists.
+        try authorizeRead(db, id, request.user)
+        if !UsersDatabase.isUsersDatabase(db.name) { try request.user.authorize(.write, to: db) }
         guard let referer = request.header("Referer") else { throw CouchError.badRequest("Referer header required.") }
         let names = ForwardedHeaders.names.withLock { $0 }
         let host = request.header(names.host) ?? request.authority ?? ""

@@ -436,6 +436,8 @@ struct CouchDBAnswersTests {
         let crossSite = try await s.request(.POST, "/db/form", body: form, headers: [formType, ("Referer", "http://evil.example/page")])
         #expect(crossSite.status == 400 && crossSite.json["reason"] == "Referer header must match host.")
         #expect(try await s.request(.POST, "/db/form", body: form, headers: [formType]).json["reason"] == "Referer header required.")
+        // Rights come first: a stranger learns nothing of the document (nor of the Referer rule).
+        #expect(try await s.request(.POST, "/db/form", body: form, auth: .none, headers: [formType]).status == 401)
         let uploaded = try await s.request(.POST, "/db/form", body: form, headers: [formType, ("Referer", "http://127.0.0.1:\(s.port)/")])
         #expect(uploaded.status == 201, "\(uploaded.text)")
         #expect(try await s.request(.GET, "/db/form").json["_attachments"]?["file.txt"]?["length"] == 22)

@@ -23,12 +23,7 @@ struct RenderEndpoints: Sendable {
     /// the request and the caller, so that an unchanged show answers 304.
     func show(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.get, .head, .post)
-        guard rest.count >= 2, !rest[1].isEmpty else { throw CouchError(status: 404, error: "show_error", reason: "Invalid path.") }
-        let functions = try design.designFunctions()
-        let ddoc = try await design.designDocument(db, ddocID)
-        guard ddoc["shows"]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey(["shows", rest[1]], in: ddoc) }
-        let docID = rest.count > 2 ? rest[2...].joined(separator: "/") : nil
-        let doc = try await openDocument(db, docID)
+        let (functions, ddoc, docID, doc) = try await documentFunction(db, ddocID, rest, kind: "shows", error: "show_error")
         let etag = Self.etag(ddoc: ddoc, doc: doc, request)
         var headers = HTTPFields()
         headers[.eTag] = etag
@@ -50,13 +45,25 @@ struct RenderEndpoints: Sendable {
         return result
     }
 
-    /// The document a show or update function is given: nil when there is none (or it is
-    /// deleted), with its conflicts as CouchDB opens it.
-    func openDocument(_ db: DocumentDatabase, _ id: String?) async throws -> JSONObject? {
-        guard let id else { return nil }
+    /// What a show or update function `rest[1]` (`kind`: `shows`, `updates`) needs: the query
+    /// server, its design document, and the document `rest[2...]` names (nil when the path
+    /// names none, or it is missing or deleted), opened with its conflicts as CouchDB opens it.
+    func documentFunction(
+        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], kind: String, error: String
+    ) async throws -> (DesignFunctions, JSONObject, String?, JSONObject?) {
+        guard rest.count >= 2, !rest[1].isEmpty else { throw CouchError(status: 404, error: error, reason: "Invalid path.") }
+        let functions = try design.designFunctions()
+        let ddoc = try await design.designDocument(db, ddocID)
+        guard ddoc[kind]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey([kind, rest[1]], in: ddoc) }
+        guard rest.count > 2 else { return (functions, ddoc, nil, nil) }
+        let id = rest[2...].joined(separator: "/")
         var options = ReadOptions()
         options.conflicts = true
-        do { return try await db.document(id: id, options: options) } catch let error as CouchError where error.status == 404 { return nil }
+        do {
+            return (functions, ddoc, id, try await db.document(id: id, options: options))
+        } catch let failure as CouchError where failure.status == 404 {
+            return (functions, ddoc, id, nil)
+        }
     }
 
     /// A show's ETag: the design document's and document's revisions, what the client accepts,
@@ -87,9 +94,9 @@ struct RenderEndpoints: Sendable {
         if viewName == "_all_docs" {
             try request.user.authorize(.read, to: db)
             let body = request.method == .post ? try request.jsonObject() : nil
-            let result = try await db.allDocsSerialized(try api.databases.allDocsOptions(request, body: body))
+            let result = try await db.allDocs(try api.databases.allDocsOptions(request, body: body))
             head = ["total_rows": .int(result.totalRows), "offset": .int(result.offset)]
-            rows = try result.rows.map { try JSON.parse($0.bytes) }
+            rows = result.rows
         } else {
             let viewDDoc = rest.count == 4 ? "_design/\(rest[2])" : ddocID
             let result = try await design.runView(db, viewDDoc, viewName, viewRequest)
@@ -114,12 +121,7 @@ struct RenderEndpoints: Sendable {
     /// returns `[doc, response]`; a document is saved (with the caller's rights and the
     /// database's validation) and the answer is 201 unless the function names a code.
     func update(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        guard rest.count >= 2, !rest[1].isEmpty else { throw CouchError(status: 404, error: "update_error", reason: "Invalid path.") }
-        let functions = try design.designFunctions()
-        let ddoc = try await design.designDocument(db, ddocID)
-        guard ddoc["updates"]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey(["updates", rest[1]], in: ddoc) }
-        let docID = rest.count > 2 ? rest[2...].joined(separator: "/") : nil
-        let doc = try await openDocument(db, docID)
+        let (functions, ddoc, docID, doc) = try await documentFunction(db, ddocID, rest, kind: "updates", error: "update_error")
         let req = try await javascriptRequest(db, request, id: docID)
         let answer = try await DesignFunctions.translating {
             try await functions.queryServer.call(designDocument: ddoc, path: ["updates", rest[1]], arguments: [doc.map(JSON.object) ?? .null, req])
@@ -160,10 +162,7 @@ struct RenderEndpoints: Sendable {
             guard let target = try RewriteRules(rules, secure: secure).resolve(method: request.method.rawValue, path: path, query: request.queryPairs) else {
                 throw CouchError.missing
             }
-            // The query string is kept out of the path's normalisation.
-            let question = target.firstIndex(of: "?")
-            let normalized = RewriteRules.normalized(prefix + "/" + target[..<(question ?? target.endIndex)])
-            throw RewrittenRequest(method: request.method, target: normalized + (question.map { String(target[$0...]) } ?? ""))
+            throw RewrittenRequest(method: request.method, target: Self.target(prefix, target))
         case .string?:
             return try await rewriteFunction(db, ddoc, prefix, request)
         default:
@@ -175,35 +174,39 @@ struct RenderEndpoints: Sendable {
     /// `body`) to serve instead, or a response of its own (`code`, `headers`, `body`).
     func rewriteFunction(_ db: DocumentDatabase, _ ddoc: JSONObject, _ prefix: String, _ request: APIRequest) async throws -> APIResponse {
         let functions = try design.designFunctions()
-        var req = try await javascriptRequest(db, request, id: nil).objectValue ?? [:]
-        for field in ["info", "form", "uuid", "id"] { req[field] = nil }
+        let req = try await javascriptRequest(db, request, id: nil, forRewrite: true)
         let answer = try await DesignFunctions.translating {
-            try await functions.queryServer.call(designDocument: ddoc, path: ["rewrites"], arguments: [.object(req)])
+            try await functions.queryServer.call(designDocument: ddoc, path: ["rewrites"], arguments: [req])
         }
         if answer == ["no_dispatch_rule"] { throw CouchError(status: 404, error: "rewrite_error", reason: "Invalid path.") }
         guard answer[0] == "ok", let rewrite = answer[1]?.objectValue else { throw Self.rewriteError("bad rewrite") }
         try Self.validate(rewrite)
-        var headers = request.headers
+        var given = HTTPFields()
         for (name, value) in rewrite["headers"]?.objectValue?.members ?? [] {
-            if let field = HTTPField.Name(name), let text = value.stringValue { headers[field] = text }
+            if let field = HTTPField.Name(name), let text = value.stringValue { given[field] = text }
         }
         let body = rewrite["body"]?.stringValue.map { Array($0.utf8) }
         if let code = rewrite["code"]?.intValue {
-            var fields = HTTPFields()
-            for (name, value) in rewrite["headers"]?.objectValue?.members ?? [] {
-                if let field = HTTPField.Name(name), let text = value.stringValue { fields[field] = text }
-            }
-            return APIResponse(status: HTTPResponse.Status(code: code), headers: fields,
+            return APIResponse(status: HTTPResponse.Status(code: code), headers: given,
                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: body ?? request.body)))
         }
+        var headers = request.headers
+        for field in given { headers[field.name] = field.value }
         guard let path = rewrite["path"]?.stringValue else { throw Self.rewriteError("Rewrite result must produce a new path.") }
         let method = rewrite["method"]?.stringValue.flatMap { HTTPRequest.Method($0) } ?? request.method
         let query: [(String, String)] = rewrite["query"]?.objectValue.map { object in
             object.members.compactMap { member in member.value.stringValue.map { (member.key, $0) } }
         } ?? request.queryPairs
         let queryString = query.map { CouchURL.encode($0.0) + "=" + CouchURL.encode($0.1) }.joined(separator: "&")
-        let normalized = RewriteRules.normalized(prefix + "/" + path)
-        throw RewrittenRequest(method: method, target: normalized + (queryString.isEmpty ? "" : "?" + queryString), headers: headers, body: body)
+        throw RewrittenRequest(method: method, target: Self.target(prefix, path + (queryString.isEmpty ? "" : "?" + queryString)), headers: headers, body: body)
+    }
+
+    /// A rewrite's `path[?query]`, relative to the design document (`prefix`), as an absolute
+    /// target; the query string is kept out of the path's normalisation.
+    static func target(_ prefix: String, _ relative: String) -> String {
+        let question = relative.firstIndex(of: "?")
+        return RewriteRules.normalized(prefix + "/" + relative[..<(question ?? relative.endIndex)])
+            + (question.map { String(relative[$0...]) } ?? "")
     }
 
     static func rewriteError(_ reason: String) -> CouchError {
@@ -279,7 +282,9 @@ struct RenderEndpoints: Sendable {
     /// request (`method`, `path`, `raw_path`, `query` with its JSON parameters parsed,
     /// `headers` as sent but credentials, `body`, `form`), the caller's `userCtx` and the
     /// database's `secObj`.
-    func javascriptRequest(_ db: DocumentDatabase, _ request: APIRequest, id: String?) async throws -> JSON {
+    /// A rewrite function's `req` has neither `info`, `uuid`, `id` nor `form` (CouchDB's
+    /// `rewrite`): `forRewrite` leaves them out, and does not read the database's info.
+    func javascriptRequest(_ db: DocumentDatabase, _ request: APIRequest, id: String?, forRewrite: Bool = false) async throws -> JSON {
         var userContext = request.user.json.objectValue ?? JSONObject()
         userContext.prepend("db", .string(db.name))
         var headers = JSONObject()
@@ -300,10 +305,12 @@ struct RenderEndpoints: Sendable {
         }
         let path = JSON.array(request.path.map(JSON.string))
         let target = request.target.isEmpty ? "/" + request.path.map(CouchURL.encode).joined(separator: "/") : request.target
-        return [
+        var req: JSONObject = forRewrite ? [:] : [
             "info": .object(try await db.info()),
             "uuid": .string(api.config.newID()),
             "id": id.map(JSON.string) ?? .null,
+        ]
+        let common: JSONObject = [
             "method": .string(request.method.rawValue),
             "requested_path": path,
             "path": path,
@@ -312,11 +319,13 @@ struct RenderEndpoints: Sendable {
             "headers": .object(headers),
             "body": request.body.isEmpty ? "undefined" : .string(String(decoding: request.body, as: UTF8.self)),
             "peer": .string(request.client == "in-process" || request.client.isEmpty ? "127.0.0.1" : request.client),
-            "form": .object(form),
-            "cookie": [:],
-            "userCtx": .object(userContext),
-            "secObj": .object(db.security),
         ]
+        req.members += common.members
+        if !forRewrite { req["form"] = .object(form) }
+        req["cookie"] = [:]
+        req["userCtx"] = .object(userContext)
+        req["secObj"] = .object(db.security)
+        return .object(req)
     }
 }
 

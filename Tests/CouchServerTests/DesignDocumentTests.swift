@@ -14,16 +14,7 @@ import Testing
 struct DesignDocumentTests {
     /// A server, or nil where lt was built without JavaScript (never in CI).
     func javascriptServer(_ directory: URL? = nil) async throws -> TestServer? {
-        let s = try TestServer(dataDirectory: directory)
-        _ = try await s.request(.PUT, "/probe")
-        _ = try await s.request(.PUT, "/probe/_design/p", json: ["views": ["all": ["map": "function (doc) { emit(1, 1); }"]]])
-        let available = try await s.request(.GET, "/probe/_design/p/_view/all")
-        guard available.status == 200 else {
-            #expect(available.status == 501 && ProcessInfo.processInfo.environment["CI"] == nil, "\(available.text)")
-            s.stop()
-            return nil
-        }
-        return s
+        try await TestServer.withJavaScript(dataDirectory: directory)
     }
 
     static let guardDoc: JSON = [

@@ -11,15 +11,7 @@ import Testing
 struct RenderFunctionTests {
     /// A server with JavaScript, or nil where lt was built without it (never in CI).
     func javascriptServer(_ arguments: [String] = []) async throws -> TestServer? {
-        let s = try TestServer(extraArguments: arguments)
-        _ = try await s.request(.PUT, "/probe")
-        _ = try await s.request(.PUT, "/probe/_design/p", json: ["shows": ["s": "function () { return 'x'; }"]])
-        guard try await s.request(.GET, "/probe/_design/p/_show/s").status == 200 else {
-            #expect(ProcessInfo.processInfo.environment["CI"] == nil, "JavaScript is not available")
-            s.stop()
-            return nil
-        }
-        return s
+        try await TestServer.withJavaScript(extraArguments: arguments)
     }
 
     static let renderDoc: JSON = [

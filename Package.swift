@@ -159,7 +159,7 @@ let package = Package(
         .target(
             name: "CouchServer",
             dependencies: [
-                "CouchJSON", "CouchCollation", "CouchEngine", "CouchIndexes", "CouchProtocol", "HTTPServing", "Replication", "MIMEMultipart", "JavaScript", "Geo",
+                "CouchJSON", "CouchCollation", "CouchEngine", "CouchIndexes", "CouchProtocol", "HTTPServing", "Replication", "MIMEMultipart", "JavaScript", "Geo", "LinearRegex",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

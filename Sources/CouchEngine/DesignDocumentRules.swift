@@ -7,6 +7,13 @@ public enum BuiltinReducer: String, Sendable, CaseIterable {
     case sum = "_sum"
     case stats = "_stats"
     case approxCountDistinct = "_approx_count_distinct"
+
+    /// The reducer a view's `reduce` source names: CouchDB reads only the name's start, so
+    /// `"_sum\n"` and `"_statsorama"` are `_sum` and `_stats`.
+    public init?(source: String) {
+        guard let reducer = [Self.sum, .count, .stats, .approxCountDistinct].first(where: { source.hasPrefix($0.rawValue) }) else { return nil }
+        self = reducer
+    }
 }
 
 /// The shape CouchDB requires of a design document before storing it
@@ -62,7 +69,7 @@ enum DesignDocumentRules {
         for (name, view) in views.members where name != "lib" {
             guard let map = view["map"], map != .null else { throw invalid("View `\(name)` must contain map function") }
             if case let .string(reduce)? = view["reduce"], reduce.hasPrefix("_"),
-               !BuiltinReducer.allCases.contains(where: { reduce.hasPrefix($0.rawValue) }) {
+               BuiltinReducer(source: reduce) == nil {
                 throw invalid("`\(reduce)` is not a supported reduce function.")
             }
         }

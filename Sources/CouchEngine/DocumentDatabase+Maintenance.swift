@@ -20,6 +20,8 @@ extension DocumentDatabase {
                 }
                 let leaves = Set(row.tree.leaves.map(\.rev))
                 let targets = revs.filter { leaves.contains($0) }
+                let oldWinner = row.winnerDeleted ? nil : row.tree.winner?.rev
+                let sizeBefore = try oldWinner.map { try RevisionStore.storedSize(db, id: id, rev: $0) } ?? 0
                 let removed = row.tree.remove(leaves: targets)
                 for rev in removed { try RevisionStore.deleteBody(db, id: id, rev: rev) }
                 purged.members.append((id, .array(targets.map { .string($0.description) })))
@@ -36,9 +38,12 @@ extension DocumentDatabase {
                         arguments: [context.seq, winner.rev.description, winner.deleted ? 1 : 0, row.tree.encoded, id])
                     RevisionStore.adjustCounts(context, before: row.winnerDeleted, after: winner.deleted)
                     row.winnerDeleted = winner.deleted
+                    let sizeAfter = winner.deleted ? 0 : (winner.rev == oldWinner ? sizeBefore : try RevisionStore.storedSize(db, id: id, rev: winner.rev))
+                    context.liveBytes += sizeAfter - sizeBefore
                 } else {
                     try db.execute(sql: "DELETE FROM docs WHERE id = ?", arguments: [id])
                     RevisionStore.adjustCounts(context, before: row.winnerDeleted, after: nil)
+                    context.liveBytes -= sizeBefore
                     if indexTables == nil { indexTables = try IndexRegistry.tables(db) }
                     try IndexRegistry.remove(id, from: indexTables ?? [], in: db)
                     gone.append(id)
@@ -94,6 +99,12 @@ extension DocumentDatabase {
             try db.execute(sql: "DELETE FROM attachments WHERE digest NOT IN (SELECT digest FROM att_refs)")
             return true
         }
+        try await compactFile()
+    }
+
+    /// Returns the file's free pages to the file system and repacks its tables and indexes
+    /// (`VACUUM`, during which writes wait), keeping every revision.
+    public func compactFile() async throws {
         try await pool.writeWithoutTransaction { db in
             try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
             try db.execute(sql: "VACUUM")

@@ -29,7 +29,9 @@ public struct RevisionsRequest: Sendable {
 extension DocumentDatabase {
     /// Reads a document: the winning revision, or `rev`. Throws 404 `missing`/`deleted`.
     public func document(id: String, rev: Revision? = nil, options: ReadOptions = ReadOptions()) async throws -> JSONObject {
-        try await reading { db in
+        var options = options
+        options.revisionsLimit = revsLimit
+        return try await reading { [options] db in
             guard let row = try DocRow.fetch(db, id: id) else { throw CouchError.missing }
             let target: Revision
             if let rev {
@@ -83,7 +85,9 @@ extension DocumentDatabase {
         _ requests: [RevisionsRequest], options: ReadOptions, missing: @escaping @Sendable (Revision) -> Opened,
         open: @escaping @Sendable (GRDB.Database, RevisionsRequest, DocRow, ReadOptions) throws -> [Opened]
     ) async throws -> [Result<[Opened], CouchError>] {
-        try await reading { db in
+        var options = options
+        options.revisionsLimit = revsLimit
+        return try await reading { [options] db in
             let stored = try DocRow.fetchAll(db, ids: requests.lazy.map(\.id))
             return try requests.map { request in
                 var options = options

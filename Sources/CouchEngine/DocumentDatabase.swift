@@ -169,7 +169,7 @@ public final class DocumentDatabase: Sendable {
 
     /// DocumentDatabase information as `GET /{db}` returns it.
     public func info() async throws -> JSONObject {
-        let (seq, docs, deleted, purgeSeq, pages, pageSize, free) = try await reading { db in
+        let (seq, docs, deleted, purgeSeq, pages, pageSize, free, live) = try await reading { db in
             (
                 try DatabaseFile.metaInt(db, "update_seq"),
                 try DatabaseFile.metaInt(db, "doc_count"),
@@ -177,18 +177,21 @@ public final class DocumentDatabase: Sendable {
                 try DatabaseFile.metaInt(db, "purge_seq"),
                 try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
                 try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096,
-                try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+                try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0,
+                try RevisionStore.liveBytes(db)
             )
         }
-        // Sizes from page counts, which SQLite keeps: no scan, however large the database.
-        // `active` excludes free pages (what compaction would give back).
+        // No scan, however large the database: `file` from SQLite's page count; `external` the
+        // bytes of the live documents (winning bodies and their attachments), a total the writer
+        // keeps; `active` the same, within the pages in use (attachments several documents
+        // share are stored once). Compaction gives back the rest (older revisions, free pages).
         let file = pages * pageSize
-        let active = max(0, pages - free) * pageSize
+        let active = min(live, max(0, pages - free) * pageSize)
         let info: JSONObject = [
             "db_name": .string(name),
             "purge_seq": .string(sequenceString(purgeSeq)),
             "update_seq": .string(sequenceString(seq)),
-            "sizes": ["file": .int(file), "external": .int(active), "active": .int(active)],
+            "sizes": ["file": .int(file), "external": .int(live), "active": .int(active)],
             "props": isPartitioned ? ["partitioned": true] : [:],
             "doc_del_count": .int(deleted),
             "doc_count": .int(docs),

@@ -122,6 +122,10 @@ public struct ReadOptions: Sendable {
     /// Show `encoding` and `encoded_length` of compressed attachments (`att_encoding_info`);
     /// multipart answers always do, as their parts carry the stored (encoded) bytes.
     public var attEncodingInfo = false
+    /// How many revisions `_revisions` lists at most: the database's `_revs_limit`, as CouchDB
+    /// cuts a path it reads (set by the database's readers; a history kept from before a lower
+    /// limit is not shown beyond it).
+    var revisionsLimit = Int.max
 
     /// Whether a reader asks for the document alone (and perhaps `_revisions`): nothing that
     /// needs the revision tree beyond the revision's path, so a document without attachments

@@ -28,14 +28,12 @@ public enum Partition {
         try DocumentInput.validate(id: String(id[id.index(after: colon)...]))
     }
 
-    /// The size CouchDB reports as a partition's `sizes.external`: its live documents' winning
-    /// bodies, in bytes.
+    /// The size CouchDB reports as a partition's `sizes.external`: the bytes its live documents
+    /// keep (`RevisionStore.liveSize`: winning bodies and their attachments), in the same
+    /// measure as the database's, so the partitions add up to it.
     static func externalSize(_ partition: String, db: GRDB.Database) throws -> Int {
         let (low, high) = idRange(partition)
-        return try Int.fetchOne(db, sql: """
-            SELECT coalesce(sum(length(r.body)), 0) FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-            WHERE d.id >= ? AND d.id < ? AND d.deleted = 0
-            """, arguments: [low, high]) ?? 0
+        return try RevisionStore.liveSize(db, low: low, high: high)
     }
 
     /// The partitions of `ids` already at or over `limit` (before the batch), as CouchDB's

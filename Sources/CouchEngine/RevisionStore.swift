@@ -67,6 +67,9 @@ enum RevisionStore {
             ? try storeEdit(input, id: id, existing: existing, tree: &tree, maxSize: maxSize, db: db)
             : try storeReplicated(input, id: id, tree: &tree, maxSize: maxSize, db: db)
         guard edit.stored else { return edit.rev }
+        // The live bytes the document held (its winning revision's, before it may be stemmed).
+        let oldWinner = existing.flatMap { $0.winnerDeleted ? nil : $0.tree.winner?.rev }
+        let sizeBefore = try oldWinner.map { try storedSize(db, id: id, rev: $0) } ?? 0
         for removed in tree.stem(limit: revsLimit) {
             try deleteBody(db, id: id, rev: removed)
         }
@@ -75,6 +78,17 @@ enum RevisionStore {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)")
             .execute(arguments: [id, context.seq, winner.rev.description, winner.deleted ? 1 : 0, tree.encoded])
         adjustCounts(context, before: existing.map { $0.winnerDeleted }, after: winner.deleted)
+        let sizeAfter: Int
+        if winner.deleted {
+            sizeAfter = 0
+        } else if winner.rev == oldWinner {
+            sizeAfter = sizeBefore
+        } else if winner.rev == edit.rev, edit.attachments?.meta.isEmpty ?? true {
+            sizeAfter = edit.bodyBytes
+        } else {
+            sizeAfter = try storedSize(db, id: id, rev: winner.rev)
+        }
+        context.liveBytes += sizeAfter - sizeBefore
         if context.listsChanges {
             // The document as `include_docs` shows it (`assemble`), when the revision written
             // won and has no attachments (whose stubs need more than this write has at hand).
@@ -96,7 +110,40 @@ enum RevisionStore {
 
     /// One revision written into a document's tree, and whether anything was stored (not when
     /// the tree had it already).
-    typealias StoredEdit = (rev: Revision, attachments: AttachmentStore.ResolvedAttachments?, stored: Bool)
+    typealias StoredEdit = (rev: Revision, attachments: AttachmentStore.ResolvedAttachments?, stored: Bool, bodyBytes: Int)
+
+    /// The bytes one revision keeps in the file: its stored body and its attachments' stored
+    /// bodies (each digest once).
+    static func storedSize(_ db: GRDB.Database, id: String, rev: Revision) throws -> Int {
+        try Int.fetchOne(db.cachedStatement(sql: """
+            SELECT length(body) + coalesce((SELECT sum(length(a.data)) FROM att_refs r JOIN attachments a ON a.digest = r.digest
+            WHERE r.doc_id = ?1 AND r.rev = ?2), 0) FROM revs WHERE doc_id = ?1 AND rev = ?2
+            """), arguments: [id, rev.description]) ?? 0
+    }
+
+    /// The bytes the live documents of ids from `low` to below `high` (all, without bounds) keep:
+    /// `storedSize` of each winning revision not deleted. A scan; the database keeps its total
+    /// (`liveBytes`) as it writes.
+    static func liveSize(_ db: GRDB.Database, low: String? = nil, high: String? = nil) throws -> Int {
+        let range = low == nil ? "" : " AND d.id >= ? AND d.id < ?"
+        let arguments: StatementArguments = low.map { [$0, high ?? ""] } ?? []
+        let bodies = try Int.fetchOne(db, sql: """
+            SELECT coalesce(sum(length(r.body)), 0) FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE d.deleted = 0\(range)
+            """, arguments: arguments) ?? 0
+        guard try db.tableExists("att_refs") else { return bodies }
+        let attachments = try Int.fetchOne(db, sql: """
+            SELECT coalesce(sum(length(a.data)), 0) FROM docs d JOIN att_refs ar ON ar.doc_id = d.id AND ar.rev = d.winner
+            JOIN attachments a ON a.digest = ar.digest WHERE d.deleted = 0\(range)
+            """, arguments: arguments) ?? 0
+        return bodies + attachments
+    }
+
+    /// The database's running total of live bytes; counted once (and kept from then on) in a
+    /// database written before it was kept.
+    static func liveBytes(_ db: GRDB.Database) throws -> Int {
+        if let kept = try DatabaseFile.meta(db, "live_bytes").flatMap(Int.init) { return kept }
+        return try liveSize(db)
+    }
 
     /// A client's edit (`new_edits=true`): the revision edited must be a leaf (a live
     /// document's deleted branch is a conflict; no revision recreates a deleted document), the
@@ -123,11 +170,11 @@ enum RevisionStore {
         let newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: CouchRevisionID.hash(
             deleted: input.deleted, parent: parent, body: input.body, attachments: attachments?.meta))
         let path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
-        guard !tree.contains(newRev) else { return (newRev, attachments, false) }
+        guard !tree.contains(newRev) else { return (newRev, attachments, false, body.count) }
         tree.merge(path: path, deleted: input.deleted)
         // Everything is checked; from here on only storage errors can happen.
         try storeBody(db, id: id, rev: newRev, body: body, attachments: attachments)
-        return (newRev, attachments, true)
+        return (newRev, attachments, true, body.count)
     }
 
     /// A replicated revision (`new_edits=false`): merged into the tree with its history as
@@ -139,7 +186,7 @@ enum RevisionStore {
             throw CouchError.badRequest("Replicated documents (new_edits=false) need a _rev")
         }
         let path = input.revisions ?? [rev]
-        if tree.contains(rev) { return (rev, nil, false) }
+        if tree.contains(rev) { return (rev, nil, false, 0) }
         // Stubs refer to attachments of an ancestor on this path that we already have.
         var previous: JSONObject?
         for ancestor in path.dropFirst() where tree.contains(ancestor) {
@@ -153,7 +200,7 @@ enum RevisionStore {
         try checkSize(body, id: id, maxSize: maxSize)
         tree.merge(path: path, deleted: input.deleted)
         try storeBody(db, id: id, rev: rev, body: body, attachments: attachments)
-        return (rev, attachments, true)
+        return (rev, attachments, true, body.count)
     }
 
     static func adjustCounts(_ context: WriteQueue.Context, before: Bool?, after: Bool?) {

@@ -44,7 +44,7 @@ package enum StoredDocument {
             guard let node = row.tree.node(rev), let body = try RevisionStore.storedBodyBytes(db, id: id, rev: rev) else { return .missing(rev) }
             if !node.deleted {
                 // Spelled out: JSON is nil-literal-expressible, so a bare `nil` here would be JSON.null.
-                let path: JSON? = options.revs ? .some(revisions(row.tree, rev)) : .none
+                let path: JSON? = options.revs ? .some(revisions(row.tree, rev, limit: options.revisionsLimit)) : .none
                 if let doc = documentBytes(id: quotedID, rev: rev.description, body: body, revisions: path, options: options) {
                     return .ok(doc)
                 }
@@ -124,7 +124,7 @@ package enum StoredDocument {
             if !deleted.isEmpty { doc.members.append(("_deleted_conflicts", .array(deleted))) }
         }
         if options.localSeq { doc.members.append(("_local_seq", .int(row.seq))) }
-        if options.revs { doc.members.append(("_revisions", revisions(row.tree, rev))) }
+        if options.revs { doc.members.append(("_revisions", revisions(row.tree, rev, limit: options.revisionsLimit))) }
         if options.revsInfo {
             var info: [JSON] = []
             for ancestor in row.tree.path(to: rev) {
@@ -181,9 +181,9 @@ package enum StoredDocument {
         }
     }
 
-    /// `_revisions` of `rev`: its position and the hashes of its path, newest first.
-    static func revisions(_ tree: RevisionTree, _ rev: Revision) -> JSON {
-        ["start": .int(rev.pos), "ids": .array(tree.path(to: rev).map { .string($0.hash) })]
+    /// `_revisions` of `rev`: its position and the hashes of its path, newest first (at most `limit`).
+    static func revisions(_ tree: RevisionTree, _ rev: Revision, limit: Int = .max) -> JSON {
+        ["start": .int(rev.pos), "ids": .array(tree.path(to: rev).prefix(limit).map { .string($0.hash) })]
     }
 
     /// `"_attachments"` as it appears in a stored body that has attachments (anywhere in the

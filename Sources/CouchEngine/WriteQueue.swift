@@ -14,14 +14,17 @@ final class WriteQueue: Sendable {
         var docCount: Int
         var delCount: Int
         var purgeSeq: Int
+        /// Bytes the live documents keep (`RevisionStore.liveSize`): `sizes` in the database's info.
+        var liveBytes: Int
         /// Whether to list each document's change in `changes` (for `RecentChanges`).
         let listsChanges: Bool
         /// The documents' changes, one per sequence step, when `listsChanges`.
         var changes: [RecentChanges.Change] = []
         /// False once a write changed documents in a way `changes` does not show (a purge).
         var changesComplete = true
-        init(seq: Int, docCount: Int, delCount: Int, purgeSeq: Int, listsChanges: Bool) {
+        init(seq: Int, docCount: Int, delCount: Int, purgeSeq: Int, liveBytes: Int, listsChanges: Bool) {
             self.listsChanges = listsChanges
+            self.liveBytes = liveBytes
             self.seq = seq
             self.docCount = docCount
             self.delCount = delCount
@@ -67,7 +70,7 @@ final class WriteQueue: Sendable {
     func write<T: Sendable>(_ work: @escaping @Sendable (GRDB.Database, Context) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
             let run: @Sendable (GRDB.Database, Context) -> Finish = { db, context in
-                let before = (context.seq, context.docCount, context.delCount, context.purgeSeq)
+                let before = (context.seq, context.docCount, context.delCount, context.purgeSeq, context.liveBytes)
                 let listed = (context.changes.count, context.changesComplete)
                 do {
                     var value: T?
@@ -78,7 +81,7 @@ final class WriteQueue: Sendable {
                     let result = value!
                     return { continuation.resume(returning: result) }
                 } catch {
-                    (context.seq, context.docCount, context.delCount, context.purgeSeq) = before
+                    (context.seq, context.docCount, context.delCount, context.purgeSeq, context.liveBytes) = before
                     context.changes.removeLast(context.changes.count - listed.0)
                     context.changesComplete = listed.1
                     return { continuation.resume(throwing: error) }
@@ -119,10 +122,12 @@ final class WriteQueue: Sendable {
                         docCount: try DatabaseFile.metaInt(db, "doc_count"),
                         delCount: try DatabaseFile.metaInt(db, "doc_del_count"),
                         purgeSeq: try DatabaseFile.metaInt(db, "purge_seq"),
+                        liveBytes: try RevisionStore.liveBytes(db),
                         listsChanges: listsChanges)
-                    let start = (context.seq, context.docCount, context.delCount, context.purgeSeq)
+                    let start = (context.seq, context.docCount, context.delCount, context.purgeSeq, context.liveBytes)
                     let finishers = batch.map { $0.run(db, context) }
-                    if (context.seq, context.docCount, context.delCount, context.purgeSeq) != start {
+                    if (context.seq, context.docCount, context.delCount, context.purgeSeq, context.liveBytes) != start {
+                        try DatabaseFile.setMeta(db, "live_bytes", String(context.liveBytes))
                         try DatabaseFile.setMeta(db, "update_seq", String(context.seq))
                         try DatabaseFile.setMeta(db, "doc_count", String(context.docCount))
                         try DatabaseFile.setMeta(db, "doc_del_count", String(context.delCount))

@@ -89,6 +89,10 @@ public struct ViewQuery: Sendable {
     public var includeDocs = false
     /// With `include_docs`: each document's `_conflicts` (`conflicts=true`).
     public var conflicts = false
+    /// With `include_docs`: attachments' bodies inline (`attachments=true`), or their encoding
+    /// shown (`att_encoding_info=true`).
+    public var attachments = false
+    public var attEncodingInfo = false
     /// nil: reduce when the view has a reducer.
     public var reduce: Bool?
     /// nil when not given (CouchDB tells "not given" from `false`).
@@ -315,7 +319,13 @@ public struct ViewIndexes: Sendable {
             for rows in scans {
                 for (key, members) in ViewReduction.group(rows, grouping, collation: view.collation) {
                     let value = try await ViewReduction.reduce(reducer, members)
-                    reduced.append(["key": key, "value": value])
+                    if case let .object(mark) = value, mark.count == 1, let reason = mark["reduce_overflow_error"] {
+                        // A reduce function that grew too fast (`[query_server_config] reduce_limit`),
+                        // shown as CouchDB's fabric shows it.
+                        reduced.append(["key": .null, "error": "reduce_overflow_error", "reason": reason])
+                    } else {
+                        reduced.append(["key": key, "value": value])
+                    }
                 }
             }
             let page = Array(reduced.dropFirst(query.skip).prefix(query.limit ?? Int.max))
@@ -334,7 +344,7 @@ public struct ViewIndexes: Sendable {
             }
             return (total, offset, try Self.indexedSeq(db, table), rows)
         }
-        let page = try await mapRows(rows, includeDocs: query.includeDocs, conflicts: query.conflicts)
+        let page = try await mapRows(rows, query)
         return ViewResult(totalRows: total, offset: offset, rows: page, updateSeq: seq, reduced: false)
     }
 
@@ -398,10 +408,12 @@ public struct ViewIndexes: Sendable {
 
     /// A map view's page of rows as JSON, each with its document when asked, as CouchDB links
     /// them: a value `{"_id": ...}` names another document, and `"_rev"` a revision.
-    func mapRows(_ page: [(key: JSON, id: String, value: JSON)], includeDocs: Bool, conflicts: Bool) async throws -> [JSON] {
+    func mapRows(_ page: [(key: JSON, id: String, value: JSON)], _ query: ViewQuery) async throws -> [JSON] {
         var read = ReadOptions()
-        read.conflicts = conflicts
-        let options = read
+        read.conflicts = query.conflicts
+        read.attachments = query.attachments
+        read.attEncodingInfo = query.attEncodingInfo
+        let (options, includeDocs) = (read, query.includeDocs)
         return try await database.reading { db in
             try page.map { row in
                 var item: JSONObject = ["id": .string(row.id), "key": row.key, "value": row.value]
@@ -416,9 +428,9 @@ public struct ViewIndexes: Sendable {
     }
 
     /// The state of the view indexes with these signatures (one design document's views):
-    /// the sequence all of them have indexed up to, their size on disk, and how many changes
-    /// they still have to index.
-    public func state(signatures: [String]) async throws -> (updateSeq: Int, bytes: Int, pending: Int) {
+    /// the sequence all of them have indexed up to, their size on disk (their pages) and of the
+    /// data in them, and how many changes they still have to index.
+    public func state(signatures: [String]) async throws -> (updateSeq: Int, bytes: Int, dataBytes: Int, pending: Int) {
         try await database.reading { db in
             let tables = signatures.map { "view_" + $0 }
             var seqs: [Int] = []
@@ -430,12 +442,15 @@ public struct ViewIndexes: Sendable {
             let updateSeq = tables.isEmpty ? try DatabaseFile.metaInt(db, "update_seq") : (seqs.count == tables.count ? seqs.min() ?? 0 : 0)
             let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [updateSeq]) ?? 0
             // Page sizes from SQLite's dbstat table where it is compiled in; 0 where it is not.
-            var bytes = 0
+            var (bytes, data) = (0, 0)
             for table in tables {
-                bytes += (try? Int.fetchOne(
-                    db, sql: "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (?, ?, ?)", arguments: [table, table + "_by_doc", table + "_blocks"])) ?? 0
+                let row = try? Row.fetchOne(
+                    db, sql: "SELECT coalesce(sum(pgsize), 0), coalesce(sum(payload), 0) FROM dbstat WHERE name IN (?, ?, ?)",
+                    arguments: [table, table + "_by_doc", table + "_blocks"])
+                bytes += row?[0] ?? 0
+                data += row?[1] ?? 0
             }
-            return (updateSeq, bytes, pending)
+            return (updateSeq, bytes, data, pending)
         }
     }
 

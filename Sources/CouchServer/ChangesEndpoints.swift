@@ -14,7 +14,8 @@ struct ChangesEndpoints: Sendable {
     func changes(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.get, .post, .head)
         try request.user.authorize(.read, to: db)
-        let feed = request.query["feed"] ?? "normal"
+        var feed = request.query["feed"] ?? "normal"
+        if feed == "live" { feed = "continuous" }  // CouchDB's other name for it
         guard ["normal", "longpoll", "continuous", "eventsource"].contains(feed) else {
             throw CouchError.badRequest("Supported `feed` types: normal, continuous, live, longpoll, eventsource")
         }
@@ -53,6 +54,7 @@ struct ChangesEndpoints: Sendable {
         options.includeDocs = try request.bool("include_docs")
         options.read.conflicts = try request.bool("conflicts")
         options.read.attachments = try request.bool("attachments")
+        options.read.attEncodingInfo = try request.bool("att_encoding_info")
         switch request.query["style"] ?? "main_only" {
         case "main_only": options.allLeaves = false
         case "all_docs": options.allLeaves = true

@@ -2,11 +2,14 @@ import CouchEngine
 import CouchJSON
 import Foundation
 
-/// Database compactions running in the background (`POST /{db}/_compact`): at most one per
+/// Compactions running in the background (`POST /{db}/_compact`, and `/{db}/_compact/{ddoc}`
+/// for a design document's views, which live in the database's file): at most one per
 /// database, listed in `_active_tasks` with their progress as CouchDB lists them, and behind
-/// `compact_running` in `GET /{db}`.
+/// `compact_running` in `GET /{db}` and the design document's `_info`.
 final class CompactionTasks: Sendable {
     private struct Task {
+        /// The design document whose views are compacted; nil for the database.
+        let design: String?
         let started: Date
         var updated: Date
         var done = 0
@@ -15,11 +18,12 @@ final class CompactionTasks: Sendable {
 
     private let running = Locked<[String: Task]>([:])
 
-    /// Marks `name` as compacting; false when it already is.
-    func start(_ name: String) -> Bool {
+    /// Marks `name` as compacting (the views of `design`, or the database); false when it
+    /// already is.
+    func start(_ name: String, design: String? = nil) -> Bool {
         running.withLock { running in
             guard running[name] == nil else { return false }
-            running[name] = Task(started: Date(), updated: Date())
+            running[name] = Task(design: design, started: Date(), updated: Date())
             return true
         }
     }
@@ -43,12 +47,14 @@ final class CompactionTasks: Sendable {
     /// `_active_tasks` rows, as CouchDB's `database_compaction` tasks.
     func activeTasks() -> [JSON] {
         running.withLock { $0 }.sorted { $0.key < $1.key }.map { name, task in
-            [
-                "type": "database_compaction", "database": .string(name), "node": "lt@localhost", "pid": .string("compaction:\(name)"),
-                "phase": "document_copy", "changes_done": .int(task.done), "total_changes": .int(task.total),
-                "progress": .int(task.total == 0 ? 0 : task.done * 100 / task.total),
+            var row: JSONObject = [
+                "type": task.design == nil ? "database_compaction" : "view_compaction", "database": .string(name), "node": "lt@localhost",
+                "pid": .string("compaction:\(name)"), "phase": task.design == nil ? "document_copy" : "view",
+                "changes_done": .int(task.done), "total_changes": .int(task.total), "progress": .int(task.total == 0 ? 0 : task.done * 100 / task.total),
                 "started_on": .int(Int(task.started.timeIntervalSince1970)), "updated_on": .int(Int(task.updated.timeIntervalSince1970)),
             ]
+            if let design = task.design { row["design_document"] = .string(design) }
+            return .object(row)
         }
     }
 }

@@ -145,6 +145,7 @@ public final class CouchAPI: Sendable {
         store.maxDocumentSize = config.integer("couchdb", "max_document_size", default: Int(config.defaults["couchdb"]?["max_document_size"] ?? "") ?? DatabaseStore.defaultMaxDocumentSize)
         store.maxPartitionSize = Int(config.value("couchdb", "max_partition_size") ?? "").flatMap { $0 >= 0 ? $0 : nil } ?? DatabaseStore.defaultMaxPartitionSize
         requestBodyLimit.withLock { $0 = config.integer("chttpd", "max_http_request_size", default: options.maxBodySize) }
+        options.javascript?.reduceLimit = QueryServer.ReduceLimit(rawValue: config.value("query_server_config", "reduce_limit") ?? "true") ?? .on
         auth.cookieLifetime = TimeInterval(config.integer("chttpd_auth", "timeout", default: Int(options.sessionTimeout)))
         DatabasePath.plusAsSpace.withLock { $0 = config.value("chttpd", "decode_plus_to_space") != "false" }
         ForwardedHeaders.names.withLock {

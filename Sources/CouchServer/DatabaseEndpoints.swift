@@ -108,24 +108,33 @@ struct DatabaseEndpoints: Sendable {
         return .json(["purge_seq": .string(db.sequenceString(purgeSeq)), "purged": .object(purged)], status: .created)
     }
 
-    /// `POST /{db}/_compact[/{ddoc}]` (database admins): compaction in the background (a
-    /// design document's views need none, but the design document must exist).
+    /// `POST /{db}/_compact[/{ddoc}]` (database admins): compaction in the background. A
+    /// design document's views live in the database's file: compacting them repacks that file
+    /// (`DocumentDatabase.compactFile`) and keeps every revision; the database's compaction
+    /// also drops the bodies of old revisions first.
     func compact(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.post)
         try request.user.authorize(.admin, to: db)
         guard request.header("Content-Type")?.hasPrefix("application/json") == true else {
             throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
         }
+        var design: String?
         if request.path.count > 2 {
-            _ = try await api.design.designDocument(db, "_design/" + request.path[2])
-        } else if api.compactions.start(db.name) {
+            design = "_design/" + request.path[2]
+            _ = try await api.design.designDocument(db, design!)
+        }
+        if api.compactions.start(db.name, design: design) {
             let (logger, compactions, name) = (api.logger, api.compactions, db.name)
-            Task {
+            Task { [design] in
                 defer { compactions.finish(name) }
                 do {
-                    try await db.compact { done, total in compactions.update(name, done: done, total: total) }
+                    if design == nil {
+                        try await db.compact { done, total in compactions.update(name, done: done, total: total) }
+                    } else {
+                        try await db.compactFile()
+                    }
                 } catch {
-                    logger.error("compaction of \(name) failed: \(error)")
+                    logger.error("compaction of \(name)\(design.map { " (\($0))" } ?? "") failed: \(error)")
                 }
             }
         }
@@ -223,6 +232,7 @@ struct DatabaseEndpoints: Sendable {
         options.skip = try int("skip") ?? 0
         options.read.conflicts = try bool("conflicts")
         options.read.attachments = try bool("attachments")
+        options.read.attEncodingInfo = try bool("att_encoding_info")
         return options
     }
 

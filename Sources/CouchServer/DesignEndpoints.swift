@@ -123,6 +123,8 @@ struct DesignEndpoints: Sendable {
         query.skip = try request.int("skip") ?? 0
         query.includeDocs = try request.bool("include_docs")
         query.conflicts = try request.bool("conflicts")
+        query.attachments = try request.bool("attachments")
+        query.attEncodingInfo = try request.bool("att_encoding_info")
         if request.query["reduce"] != nil { query.reduce = try request.bool("reduce") }
         query.group = request.query["group"] == nil ? nil : try request.bool("group")
         query.groupLevel = try request.int("group_level")
@@ -137,8 +139,8 @@ struct DesignEndpoints: Sendable {
         let signature = ViewDefinition.digest(signatures.sorted().joined(separator: ","))
         return .json(["name": .string(String(ddocID.dropFirst("_design/".count))), "view_index": [
             "signature": .string(signature), "language": .string(ddoc["language"]?.stringValue ?? "javascript"),
-            "sizes": ["file": .int(state.bytes), "external": .int(state.bytes), "active": .int(state.bytes)],
-            "update_seq": .int(state.updateSeq), "purge_seq": 0, "updater_running": false, "compact_running": false,
+            "sizes": ["file": .int(state.bytes), "external": .int(state.dataBytes), "active": .int(state.dataBytes)],
+            "update_seq": .int(state.updateSeq), "purge_seq": 0, "updater_running": false, "compact_running": .bool(api.compactions.isRunning(db.name)),
             "waiting_clients": 0, "waiting_commit": false, "updates_pending": ["minimum": .int(state.pending), "preferred": .int(state.pending), "total": .int(state.pending)],
             "collator_versions": [.string(KeyCollation.collatorVersion)],
         ]])

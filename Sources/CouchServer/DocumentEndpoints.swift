@@ -267,7 +267,9 @@ struct DocumentEndpoints: Sendable {
             guard let json = try? JSON.parse(raw) else { throw CouchError.badRequest("Invalid open_revs") }
             revs = try api.databases.parseRevList(json)
         }
-        let multipart = request.header("Accept")?.contains("multipart/mixed") == true
+        // CouchDB answers multipart unless the client's `Accept` rules it out (no header, or
+        // `*/*`, takes multipart).
+        let multipart = AcceptHeader.accepts("multipart/mixed", header: request.header("Accept"))
         var options = options
         // As CouchDB: a multipart answer carries attachment bodies (all of them, or those newer
         // than `atts_since`) as parts of their own, with their encoding, whatever `attachments` says.
@@ -510,6 +512,8 @@ struct DocumentEndpoints: Sendable {
         if input.deleted { return input }
         if let password = input.body.removeValue(forKey: "password") {
             guard case let .string(plain) = password else { throw CouchError.forbidden("doc.password must be a string") }
+            let rules = api.config.value("chttpd_auth", "password_regexp") ?? api.config.value("couch_httpd_auth", "password_regexp")
+            try PasswordRequirements(rules).check(plain)
             let hash = try await Passwords.hash(plain, iterations: api.options.pbkdf2Iterations)
             for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key", "password_sha"] {
                 input.body.removeValue(forKey: key)

@@ -210,6 +210,32 @@ enum AcceptEncoding {
     }
 }
 
+/// Media types a client accepts (`Accept`), judged as CouchDB's HTTP layer (mochiweb's
+/// `accepts_content_type`) judges them: no header accepts everything; a type is accepted when
+/// it, its `type/*` or `*/*` is listed with a quality above zero, and neither it nor its
+/// `type/*` is refused with `q=0`.
+enum AcceptHeader {
+    static func accepts(_ type: String, header: String?) -> Bool {
+        let type = type.lowercased()
+        let superType = (type.split(separator: "/").first.map(String.init) ?? type) + "/*"
+        var accepted = false
+        for item in (header ?? "*/*").lowercased().split(separator: ",") {
+            let fields = item.split(separator: ";").map { $0.filter { !$0.isWhitespace } }
+            guard let name = fields.first else { continue }
+            // mochiweb keeps a range's other parameters in its name (`text/html;level=1`).
+            let others = fields.dropFirst().filter { !$0.hasPrefix("q=") }
+            let range = ([name] + others).joined(separator: ";")
+            let quality = fields.dropFirst().first { $0.hasPrefix("q=") }.flatMap { Double($0.dropFirst(2)) } ?? 1
+            if quality > 0 {
+                if range == "*/*" || range == type || range == superType { accepted = true }
+            } else if range == type || range == superType {
+                return false
+            }
+        }
+        return accepted
+    }
+}
+
 /// The request headers a proxy names the client's host and scheme in (`[chttpd]
 /// x_forwarded_host`, `x_forwarded_proto`, `x_forwarded_ssl`; set by the runtime configuration).
 enum ForwardedHeaders {

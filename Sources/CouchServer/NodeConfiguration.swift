@@ -34,6 +34,7 @@ final class NodeConfiguration: Sendable {
                     "x_forwarded_host": .headerName, "x_forwarded_proto": .headerName, "x_forwarded_ssl": .headerName, "rewrite_limit": .positive(upTo: 1000),
                     "secure_rewrites": .oneOf(["true", "false"])],
         "chttpd_auth": ["timeout": .positive(upTo: 10 * 365 * 86_400), "authentication_db": .databaseName],
+        "query_server_config": ["reduce_limit": .oneOf(["true", "false", "log"])],
     ]
 
     enum Check: Sendable {

@@ -57,7 +57,7 @@ public struct DesignFunctions: Sendable {
         if let source = definition["reduce"]?.stringValue {
             let trimmed = source.trimmingCharacters(in: .whitespacesAndNewlines)
             if trimmed.hasPrefix("_") {
-                guard let builtin = BuiltinReducer(rawValue: trimmed) else {
+                guard let builtin = BuiltinReducer(source: trimmed) else {
                     throw CouchError.badRequest("Unknown builtin reduce function: \(trimmed)")
                 }
                 reducer = .builtin(builtin)

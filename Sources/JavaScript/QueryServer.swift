@@ -29,7 +29,20 @@ public final class QueryServer: Sendable {
         public var description: String { "\(error): \(reason)" }
     }
 
+    /// CouchDB's `[query_server_config] reduce_limit`: whether a reduce function whose answer
+    /// does not shrink (longer than 4,096 characters and than half its input) fails with
+    /// `reduce_overflow_error` (`on`), is only logged (`log`), or is let through (`off`).
+    public enum ReduceLimit: String, Sendable, CaseIterable {
+        case on = "true", off = "false", log
+    }
+
     public let timeout: Duration
+    /// The reduce limit the next reductions run under (the server sets it from its configuration).
+    public var reduceLimit: ReduceLimit {
+        get { reduceLimitSetting.withLock { $0 } }
+        set { reduceLimitSetting.withLock { $0 = newValue } }
+    }
+    private let reduceLimitSetting = Locked(ReduceLimit.on)
     private let workers: [Worker]
     private let busy: Locked<[Int]>
     /// Processes started since this query server was made (a crashed or killed one is restarted).
@@ -100,19 +113,41 @@ public final class QueryServer: Sendable {
         }
     }
 
-    /// Reduces rows (`[key, docid]` and value) with each of `functions`.
+    /// Reduces rows (`[key, docid]` and value) with each of `functions`. A function whose
+    /// answer grows too fast (see `ReduceLimit`) gives `{"reduce_overflow_error": reason}`, as
+    /// CouchDB's `couch_query_servers` does; such a value is shown as the row's error.
     public func reduce(functions: [String], rows: [(key: JSON, id: String, value: JSON)]) async throws -> [JSON] {
         let pairs = JSON.array(rows.map { [[$0.key, .string($0.id)], $0.value] })
-        return try await reduceCommand(["reduce", .array(functions.map(JSON.string)), pairs])
+        return try await reduceCommand(["reduce", .array(functions.map(JSON.string)), pairs], functions: functions.count)
     }
 
-    /// Combines earlier reductions with each of `functions` (`rereduce` = true).
+    /// Combines earlier reductions with each of `functions` (`rereduce` = true); an earlier
+    /// overflow is the answer without running them.
     public func rereduce(functions: [String], values: [JSON]) async throws -> [JSON] {
-        try await reduceCommand(["rereduce", .array(functions.map(JSON.string)), .array(values)])
+        if let overflow = values.first(where: Self.isOverflow) { return Array(repeating: overflow, count: functions.count) }
+        return try await reduceCommand(["rereduce", .array(functions.map(JSON.string)), .array(values)], functions: functions.count)
     }
 
-    private func reduceCommand(_ command: JSON) async throws -> [JSON] {
-        let answer = try await withWorker { worker in try worker.send(command) }
+    /// Whether a reduction is CouchDB's mark of a reduce function that grew too fast.
+    public static func isOverflow(_ value: JSON) -> Bool {
+        guard case let .object(members) = value, members.count == 1, members["reduce_overflow_error"] != nil else { return false }
+        return true
+    }
+
+    private func reduceCommand(_ command: JSON, functions: Int) async throws -> [JSON] {
+        let limit = reduceLimit
+        let answer: JSON
+        do {
+            answer = try await withWorker { worker in
+                if worker.reduceLimit != limit {
+                    _ = try worker.send(["configure", ["reduce_limit": .string(limit.rawValue)]])
+                    worker.reduceLimit = limit
+                }
+                return try worker.send(command)
+            }
+        } catch let failure as Failure where failure.kind == .javascript && failure.error == "reduce_overflow_error" {
+            return Array(repeating: ["reduce_overflow_error": .string(failure.reason)], count: functions)
+        }
         guard answer[0] == true, let results = answer[1]?.arrayValue else {
             throw Failure(kind: .javascript, error: "reduce_error", reason: "Unexpected reduce answer \(answer)")
         }
@@ -155,6 +190,8 @@ private final class Worker: @unchecked Sendable {
     var mapFunctionsKey: String?
     /// Design documents (`id@rev`) this process has been sent.
     var designDocuments: Set<String> = []
+    /// The reduce limit this process was told (`configure`); a new process starts with `on`.
+    var reduceLimit = QueryServer.ReduceLimit.on
 
     /// Counts the processes started (the query server's statistics).
     let started: Locked<Int>
@@ -199,6 +236,7 @@ private final class Worker: @unchecked Sendable {
         buffer = []
         mapFunctionsKey = nil
         designDocuments = []
+        reduceLimit = .on
     }
 
     private func stop() {
@@ -212,6 +250,7 @@ private final class Worker: @unchecked Sendable {
         buffer = []
         mapFunctionsKey = nil
         designDocuments = []
+        reduceLimit = .on
     }
 
     /// Sends one command and waits for its answer, killing the process if it takes longer

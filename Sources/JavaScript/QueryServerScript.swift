@@ -34,7 +34,7 @@ public enum QueryServerScript {
     "use strict";
     var __lt_globalEval = eval;
     var __lt_functionPrototype = Object.getPrototypeOf(function () {});
-    var __lt = { funs: [], lib: null, logs: [], emitted: null, ddocs: {}, reducers: {}, reducerCount: 0 };
+    var __lt = { funs: [], lib: null, logs: [], emitted: null, ddocs: {}, reducers: {}, reducerCount: 0, reduceLimit: "true", lineLength: 0 };
     function log(message) { __lt.logs.push(typeof message === "string" ? message : JSON.stringify(message)); }
     function toJSON(value) { return JSON.stringify(value); }
     function isArray(value) { return Array.isArray(value); }
@@ -343,6 +343,20 @@ public enum QueryServerScript {
         }
         return fn;
     }
+    // CouchDB's reduce_limit (views.js): an answer longer than 4,096 characters and than half
+    // the command's line without the functions' code fails, or is logged with "log".
+    function __lt_reduced(sources, reductions) {
+        var line = JSON.stringify(reductions);
+        var codeSize = 0;
+        for (var i = 0; i < sources.length; i++) { codeSize += sources[i].length; }
+        var input = __lt.lineLength - codeSize;
+        if (__lt.reduceLimit !== "false" && line.length > 4096 && line.length * 2 > input) {
+            var message = ["Reduce output must shrink more rapidly:", "input size:", input, "output size:", line.length].join(" ");
+            if (__lt.reduceLimit !== "log") { throw ["error", "reduce_overflow_error", message]; }
+            __lt.logs.push("reduce_overflow_error: " + message);
+        }
+        return [true, reductions];
+    }
     function __lt_error(e) {
         if (e && typeof e === "object" && !Array.isArray(e) && e.error) { return ["error", String(e.error), String(e.reason || "")]; }
         if (Array.isArray(e) && e[0] === "error") { return ["error", String(e[1]), String(e[2])]; }
@@ -433,12 +447,15 @@ public enum QueryServerScript {
         case "map_docs":
             // Our batch form of map_doc: for each document, each function's rows (null: it threw).
             return command[1].map(function (doc) { return __lt.funs.map(function (fn) { return __lt_map(fn, doc); }); });
+        case "configure":
+            __lt.reduceLimit = String(command[1].reduce_limit);
+            return true;
         case "reduce":
             var keys = [], values = [];
             for (var k = 0; k < command[2].length; k++) { keys.push(command[2][k][0]); values.push(command[2][k][1]); }
-            return [true, command[1].map(function (source) { return __lt_reducer(source)(keys, values, false); })];
+            return __lt_reduced(command[1], command[1].map(function (source) { return __lt_reducer(source)(keys, values, false); }));
         case "rereduce":
-            return [true, command[1].map(function (source) { return __lt_reducer(source)(null, command[2], true); })];
+            return __lt_reduced(command[1], command[1].map(function (source) { return __lt_reducer(source)(null, command[2], true); }));
         case "ddoc":
             if (command[1] === "new") {
                 var cache = {};
@@ -457,6 +474,7 @@ public enum QueryServerScript {
     function __lt_handle(line) {
         __lt.logs = [];
         var result;
+        __lt.lineLength = line.length;
         try { result = __lt_dispatch(JSON.parse(line)); } catch (e) { result = __lt_error(e); }
         __lt_forgetGlobals();
         var out = "";

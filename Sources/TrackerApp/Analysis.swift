@@ -140,6 +140,23 @@ public enum ExportFormat: String, Sendable, CaseIterable {
         }
     }
 
+    /// The file name a download of `filter`'s locations gets: whose, which days, and the format's
+    /// extension (`locations-ann-2026-05-01-to-2026-05-31.gpx`, `locations-everyone.csv`).
+    public func fileName(for filter: LocationFilter) -> String {
+        func day(_ ms: Double) -> String {
+            Date(timeIntervalSince1970: ms / 1000).formatted(Date.ISO8601FormatStyle().year().month().day())
+        }
+        var name = "locations-" + (filter.user ?? "everyone")  // user names are [a-z0-9_-]
+        switch (filter.from, filter.to) {
+        case let (from?, to?): name += "-\(day(from))-to-\(day(to))"
+        case let (from?, nil): name += "-from-\(day(from))"
+        case let (nil, to?): name += "-to-\(day(to))"
+        case (nil, nil): break
+        }
+        if filter.area != nil { name += "-area" }
+        return name + "." + rawValue
+    }
+
     /// One location of `owner` in this format under `id`, without what separates or groups
     /// records (`ExportWriter` adds that): a GeoJSON feature, a CSV line, a GPX track point.
     /// The owner is the one the server knows; a `username` the document claims is replaced by it.

@@ -160,6 +160,7 @@ public struct TrackerHTTP: Sendable {
         let sorted = try await service.reports.sortedExport(filter, format)
         var headers = HTTPFields()
         headers[.contentType] = format.contentType
+        headers[.contentDisposition] = "attachment; filename=\"\(format.fileName(for: filter))\""
         let body = ResponseBody { writer in
             var export = ExportWriter(format)
             try await writer.write(ByteBuffer(bytes: export.header))

@@ -9,9 +9,13 @@ here, independently); then tracks along the route with emulated geolocation: fix
 online, a fix, places near me and a photo while the network is cut, all in the user's database
 and lt_locations_all exactly once when it is back; the map with the track and the photo, a new
 places release reaching the phone, a place's wrong position reported from the map, a second
-user seeing none of it, the app and its map opening with the server stopped, sign-out wiping the
-phone; JavaScript under 300 KB compressed, every control with an accessible name, no console
-error. Screenshots of each view go to the artifacts directory.
+user seeing none of it; the status kept across reopening (tracking starts again); one header
+status for offline and for a server that does not answer; sign-out never dropping a fix not sent
+without asking (it sends first, names the count, signs out once sent, or deletes only when told);
+signing in again bringing the history back from the server, the map fitted to it; sign-in's
+buttons waiting while the server answers; the app and its map opening with the server stopped,
+sign-out wiping the phone; JavaScript under 300 KB compressed, every control with an accessible
+name, no console error. Screenshots of each view go to the artifacts directory.
 
 Usage: test_app.py --lt PATH/TO/lt [--artifacts DIR]
 """
@@ -170,7 +174,8 @@ def main():
         browser.pump(16)
         browser.set_position(route[6]["lat"], route[6]["lng"])
         browser.wait("document.getElementById('pending').textContent === '1'", timeout=30, what="a fix kept offline")
-        browser.wait("document.getElementById('tracker-error').textContent.startsWith('No network')", what="the offline note")
+        browser.wait("document.getElementById('sync-note').textContent.startsWith('Offline: 1 location kept on this phone')"
+                     " && document.getElementById('connection').textContent === 'Offline · 1 waiting'", what="the offline note")
         check(len(user_docs()) == 2, "offline, the third fix waits on the phone (pending 1, said so)")
         browser.screenshot(os.path.join(options.artifacts, "offline-tracking.png"))
         # Places near me, offline: from the region the phone pulled at the first fix.
@@ -294,6 +299,109 @@ def main():
         finally:
             other.close()
 
+        # Closed while tracking, reopened: the Tracking screen says what it said, and tracks again.
+        status_js = "[document.getElementById('last-fix').textContent, document.getElementById('last-sync').textContent]"
+        browser.evaluate("document.getElementById('tracking').click()")
+        browser.pump(16)
+        browser.set_position(route[15]["lat"], route[15]["lng"])
+        browser.wait("ltApp.lastFix && Math.abs(ltApp.lastFix.lat - %f) < 1e-6 && document.getElementById('pending').textContent === '0'" % route[15]["lat"],
+                     timeout=30, what="a fix sent while tracking again")
+        before = browser.evaluate(status_js)
+        browser.navigate(app)
+        browser.wait("window.ltApp && window.ltApp.ready && !document.getElementById('tracker').hidden", what="the app reopened")
+        browser.wait("document.getElementById('connection').textContent === 'Online · all sent'", what="the header's status after reopening")
+        after = browser.evaluate(status_js)
+        check(after == before and before[0] != "none yet" and before[1] != "never"
+              and browser.evaluate("document.getElementById('tracking').getAttribute('aria-pressed')") == "true",
+              f"reopened, the app shows the last fix and sync it showed ({after[0][:20]}…, {after[1]}) and tracks again")
+
+        # The server unreachable while the network is up (its port refusing): fixes wait, and
+        # the header says the server does not answer — not "online", and not as an error.
+        browser.context.route(f"{server.db}/**", lambda intercepted: intercepted.abort("connectionrefused"))
+        browser.pump(16)
+        browser.set_position(route[18]["lat"], route[18]["lng"])
+        browser.wait("document.getElementById('pending').textContent === '1'", timeout=30, what="a fix kept while the server does not answer")
+        browser.wait("document.getElementById('connection').textContent === 'Server unreachable · 1 waiting'", what="the header saying the server does not answer")
+        check(browser.evaluate("document.getElementById('tracker-error').textContent") == ""
+              and "does not answer" in browser.evaluate("document.getElementById('sync-note').textContent"),
+              "the header says 'Server unreachable · 1 waiting'; the note says the fix waits on the phone (no error)")
+        browser.screenshot(os.path.join(options.artifacts, "server-unreachable.png"))
+
+        # Signing out with a fix not sent: it tries to send, then asks with the count; nothing is
+        # deleted without the user's word, and "once they are sent" waits for the server.
+        browser.evaluate("document.getElementById('sign-out').click()")
+        browser.wait("document.getElementById('sign-out-dialog').open", what="the sign-out question")
+        question = browser.evaluate("document.getElementById('sign-out-text').textContent")
+        check(question.startswith("1 location") and "cannot be reached" in question and "deletes it" in question, f"sign-out asks first: {question}")
+        browser.screenshot(os.path.join(options.artifacts, "sign-out-asks.png"))
+        browser.evaluate("document.getElementById('sign-out-stay').click()")
+        check(not browser.evaluate("document.getElementById('sign-out-dialog').open") and browser.evaluate("ltApp.store.pendingCount()") == 1
+              and browser.evaluate("ltApp.store.account().then((a) => a && a.username)") == "walker", "'Stay signed in' keeps the account and the waiting fix")
+        browser.evaluate("document.getElementById('sign-out').click()")
+        browser.wait("document.getElementById('sign-out-dialog').open", what="the sign-out question again")
+        browser.evaluate("document.getElementById('sign-out-later').click()")
+        browser.wait("document.getElementById('sync-note').textContent.startsWith('You will be signed out once')", what="the promise to sign out once sent")
+        check(browser.evaluate("ltApp.store.pendingCount()") == 1 and not browser.evaluate("document.getElementById('tracker').hidden")
+              and browser.evaluate("document.getElementById('tracking').getAttribute('aria-pressed')") == "false",
+              "'Sign out once they are sent': still signed in with the fix waiting, tracking stopped")
+        browser.context.unroute(f"{server.db}/**")
+        browser.evaluate("ltApp.sync()")  # the retry timer's next attempt, now
+        browser.wait("!document.getElementById('welcome').hidden", timeout=30, what="signed out once the fix was sent")
+        # 6 from the walk; tracking on again: where I stood (a session's first fix), route 15, route 18.
+        wait_until(lambda: len(user_docs() or []) >= 9, "the waiting fix in walker's database")
+        stored = sorted((d["created_at"], d["geometry"]["coordinates"][1]) for d in user_docs())
+        check(len(stored) == 9 and abs(stored[-1][1] - route[18]["lat"]) < 1e-6 and browser.evaluate("ltApp.store.account().then((a) => !a)"),
+              f"the server answered again: the fix was sent, then the phone signed out ({len(stored)} documents on the server, the newest at {stored[-1][1]})")
+
+        # Signing in again brings my history back from the server: the track and the photo.
+        sign_in = ("(() => { document.getElementById('username').value = 'walker'; document.getElementById('password').value = 'walker-pw-1';"
+                   " document.getElementById('sign-in').click(); })()")
+        browser.evaluate(sign_in)
+        browser.wait("!document.getElementById('tracker').hidden", what="walker signed in again")
+        browser.evaluate("document.querySelector('#views [data-view=map]').click()")
+        browser.wait("document.querySelectorAll('#track-list li').length === 8 && document.querySelectorAll('path.track-line').length === 1"
+                     " && [...document.querySelectorAll('#photo-list img')].some((i) => i.complete && i.naturalWidth === 320)",
+                     timeout=30, what="the history restored after signing in")
+        check(browser.evaluate("document.getElementById('track-empty').hidden && document.getElementById('photos-empty').hidden"),
+              "signed in again, the map shows my 8 locations and my photo from the server")
+        # The map fits what it shows: every point inside its view, the track filling much of it.
+        fit = browser.evaluate("""(() => { const view = ltApp.map.getBounds();
+            const line = ltApp.trackLayer.getLayers().find((layer) => layer instanceof L.Polyline);
+            const points = line.getLatLngs(); const track = L.latLngBounds(points);
+            const share = Math.max((track.getEast() - track.getWest()) / (view.getEast() - view.getWest()),
+                                   (track.getNorth() - track.getSouth()) / (view.getNorth() - view.getSouth()));
+            return [points.every((p) => view.contains(p)), share]; })()""")
+        check(fit[0] and fit[1] > 0.5, f"the map fits my track: every point in view, the track spans {fit[1]:.0%} of it")
+        browser.screenshot(os.path.join(options.artifacts, "history-restored.png"))
+        browser.evaluate("document.querySelector('#views [data-view=status]').click()")
+
+        # Offline, the user may still choose to drop what waits: only by saying so.
+        browser.set_offline(True)
+        browser.evaluate("document.getElementById('tracking').click()")
+        browser.pump(16)
+        browser.set_position(route[21]["lat"], route[21]["lng"])
+        # Where tracking started (route 18) and route 21.
+        browser.wait("document.getElementById('pending').textContent === '2'", timeout=30, what="two fixes kept offline")
+        colours = browser.evaluate("[getComputedStyle(document.getElementById('sync-note')).color, getComputedStyle(document.getElementById('tracker-error')).color]")
+        header = browser.evaluate("document.getElementById('connection').textContent")
+        check(header == "Offline · 2 waiting" and colours[0] != colours[1], f"offline: '{header}', said as a note, not in the error colour ({colours})")
+        browser.evaluate("document.getElementById('sign-out').click()")
+        browser.wait("document.getElementById('sign-out-dialog').open", what="the sign-out question, offline")
+        question = browser.evaluate("document.getElementById('sign-out-text').textContent")
+        check(question.startswith("2 locations") and "no network" in question, f"offline, the question counts 2 and says there is no network: {question}")
+        browser.evaluate("document.getElementById('sign-out-discard').click()")
+        browser.wait("!document.getElementById('welcome').hidden", what="signed out after 'Delete them'")
+        check(browser.evaluate("ltApp.store.pendingCount()") == 0 and len(user_docs()) == 9, "'Delete them and sign out' deletes the waiting fixes, as the user chose")
+        browser.set_offline(False)
+        # A sign-in that waits for the server shows it: both buttons wait (no second request).
+        browser.context.route(f"{origin}/api/login", lambda intercepted: (time.sleep(1.5), intercepted.continue_()))
+        browser.evaluate(sign_in)
+        busy = browser.evaluate("[document.getElementById('sign-in').disabled, document.getElementById('register').disabled, document.getElementById('sign-in').textContent]")
+        check(busy == [True, True, "Signing in…"], f"while signing in, both buttons wait and the pressed one says so: {busy}")
+        browser.wait("!document.getElementById('tracker').hidden", what="walker signed in once more")
+        browser.context.unroute(f"{origin}/api/login")
+        wait_until(lambda: browser.evaluate("ltApp.store.kept().then((kept) => kept.length)") == 9, "the history restored once more")
+
         # The server stopped: the app still opens, signed in, with what it kept.
         server.stop()
         browser.navigate(app)
@@ -302,7 +410,7 @@ def main():
               "with the server stopped the app opens from its cache, signed in")
         browser.screenshot(os.path.join(options.artifacts, "offline.png"))
         browser.evaluate("document.querySelector('#views [data-view=map]').click()")
-        browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('#track-list li').length === 5",
+        browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('#track-list li').length === 8",
                      what="the map without the server")
         check(True, "and its map (Leaflet from the cache) shows the track kept on the phone")
         browser.screenshot(os.path.join(options.artifacts, "map-offline.png"))

@@ -262,6 +262,8 @@ def main():
         check(True, "the map filtered to one user counts hers only")
         geojson = browser.evaluate("fetch(document.getElementById('export-geojson').href).then(r => r.json())")
         gpx = browser.evaluate("fetch(document.getElementById('export-gpx').href).then(r => r.text())")
+        disposition = browser.evaluate("fetch(document.getElementById('export-csv').href).then(r => r.headers.get('Content-Disposition'))")
+        check(disposition and 'filename="locations-alice' in disposition and disposition.endswith('.csv"'), f"a download is named for whose locations and its format: {disposition}")
         check(len(geojson["features"]) == 15 and gpx.count("<trkpt ") == 15, f"exports of alice's locations: {len(geojson['features'])} features, {gpx.count('<trkpt ')} GPX points")
         browser.screenshot(os.path.join(options.artifacts, "all-locations.png"))
 

@@ -286,10 +286,13 @@ struct TrackerAppTests {
         let ann = TestServer.Auth.basic("ann", "pw-ann")
         let csv = try await s.app(.GET, "/api/analysis/locations?user=gina&format=csv", auth: ann)
         #expect(csv.status == 200 && csv.text.split(separator: "\n").count == 4 && csv.text.hasPrefix("id,username,timestamp,latitude,longitude,accuracy"))
+        // A download names whose locations, which days and the format.
+        #expect(csv.headers["Content-Disposition"] == ["attachment; filename=\"locations-gina.csv\""])
         let geojson = try await s.app(.GET, "/api/analysis/locations?user=gina&bbox=13.3,52.4,13.45,52.55", auth: ann)
         #expect(geojson.json["type"] == "FeatureCollection" && geojson.json["features"]?.arrayValue?.map { $0["id"] } == ["gina:g0", "gina:g60000"])
         let window = try await s.app(.GET, "/api/analysis/locations?user=gina&from=1700000030000&format=gpx", auth: ann)
         #expect(window.text.contains("<gpx") && window.text.components(separatedBy: "<trkpt ").count == 3)
+        #expect(window.headers["Content-Disposition"] == ["attachment; filename=\"locations-gina-from-2023-11-14.gpx\""])
         let stats = try await s.app(.GET, "/api/analysis/users/gina/stats", auth: ann)
         #expect(stats.json["count"] == 3 && stats.json["first"] == 1_700_000_000_000.0)
         let distance = stats.json["distance_m"]?.doubleValue ?? 0

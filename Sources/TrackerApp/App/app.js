@@ -20,6 +20,10 @@ const app = {
   places: null,      // the PlacesCache
   view: 'status',
   map: null,         // Leaflet's map, once the Map view was shown
+  lastSync: null,    // when the outbox was last sent whole (ms)
+  reachable: null,   // whether the server answered the last attempt (null: not tried yet)
+  signOutWhenSent: false,  // the user chose to sign out once the outbox is sent
+  photoURLs: new Map(),    // photos kept on the server, fetched once: document id → object URL
 };
 window.ltApp = app;  // for the browser tests
 
@@ -50,18 +54,68 @@ async function signIn(username, password) {
   };
   await app.store.saveAccount(app.account);
   showTracker();
+  await restoreHistory().catch((error) => console.warn('history not restored:', error));
 }
+
+// After signing in (again) on this phone: my newest locations and photos from the server, so
+// the map shows my history, not an empty page (what waits in the outbox stays as it is).
+const HISTORY_LIMIT = 2000;
+async function restoreHistory() {
+  const response = await fetch(`/api/me/locations?limit=${HISTORY_LIMIT}`, { headers: { Accept: 'application/json', Authorization: authorizationOf(app.account) } });
+  if (!response.ok) throw new Error(`the server answered ${response.status}`);
+  const { locations } = await response.json();
+  await app.store.remember(locations || []);
+  if (app.view === 'map') await showMap();
+}
+
+const authorizationOf = (account) => 'Basic ' + btoa(`${account.apiKey}:${account.apiSecret}`);
 
 async function register(username, password) {
   await api('PUT', `/api/users/${encodeURIComponent(username)}`, { password });
   await signIn(username, password);
 }
 
+// Signing out removes this phone's copy of the account, so locations not sent yet would be
+// lost: they are sent first; what the network does not take now is never deleted without the
+// user's word (the count said), and they may sign out once it is sent instead.
+async function requestSignOut() {
+  let waiting = await app.store.pendingCount();
+  if (waiting > 0) {
+    $('sign-out').disabled = true;
+    $('sync-note').textContent = `Sending ${waiting} waiting location${waiting === 1 ? '' : 's'} before signing out…`;
+    try { await sync(); } finally { $('sign-out').disabled = false; }
+    waiting = await app.store.pendingCount();
+  }
+  if (waiting === 0) return signOut();
+  const where = !navigator.onLine ? 'there is no network' : 'the server cannot be reached';
+  $('sign-out-text').textContent = `${waiting} location${waiting === 1 ? ' (or photo) is' : 's (or photos) are'} kept on this phone and not sent yet, `
+    + `because ${where}. Signing out now deletes ${waiting === 1 ? 'it' : 'them'} for good.`;
+  $('sign-out-dialog').showModal();
+  $('sign-out-later').focus();
+}
+
+function signOutOnceSent() {
+  $('sign-out-dialog').close();
+  stopTracking();
+  app.signOutWhenSent = true;
+  showSyncNote();
+  sync();
+}
+
 async function signOut() {
+  $('sign-out-dialog').close();
+  app.signOutWhenSent = false;
   stopTracking();
   clearTimeout(app.retry);
   if (app.syncing) await app.syncing.catch(() => {});
   await app.store.wipe();
+  for (const url of app.photoURLs.values()) URL.revokeObjectURL(url);
+  app.photoURLs.clear();
+  Object.assign(app, { lastFix: null, lastSync: null, reachable: null });
+  $('last-fix').textContent = 'none yet';
+  $('last-sync').textContent = 'never';
+  $('sync-note').textContent = '';
+  $('tracker-error').textContent = '';
   app.account = null;
   app.store = await TrackerStore.open();
   app.places = await new PlacesCache(app.store).load();
@@ -78,6 +132,7 @@ function startTracking() {
   app.watch = navigator.geolocation.watchPosition(onPosition, onPositionError, { enableHighAccuracy: true, maximumAge: 0, timeout: 60000 });
   $('tracking').textContent = 'Stop tracking';
   $('tracking').setAttribute('aria-pressed', 'true');
+  saveStatus();
 }
 
 function stopTracking() {
@@ -85,6 +140,39 @@ function stopTracking() {
   app.watch = null;
   $('tracking').textContent = 'Start tracking';
   $('tracking').setAttribute('aria-pressed', 'false');
+  saveStatus();
+}
+
+// What the Tracking screen says, kept across closing and reopening the app: the last fix, the
+// last sync and whether tracking was on (it starts again when the app reopens).
+function saveStatus() {
+  if (!app.store || !app.account) return;
+  app.store.setState('status', { lastFix: app.lastFix, lastSync: app.lastSync, tracking: app.watch !== null })
+    .catch((error) => console.warn('status not kept:', error));
+}
+
+async function restoreStatus() {
+  const status = await app.store.state('status');
+  if (!status) return;
+  app.lastSync = status.lastSync || null;
+  if (status.lastFix) showFix(app.lastFix = status.lastFix);
+  if (app.lastSync) $('last-sync').textContent = describeTime(app.lastSync);
+  if (status.tracking && navigator.geolocation) {
+    startTracking();
+    // Going on from the last fix kept: the same spot again right after reopening is no new point.
+    if (status.lastFix) app.monitor.last = status.lastFix;
+    $('tracking-note').textContent = 'Tracking started again when the app opened. It runs while this app is open.';
+  }
+}
+
+// A time as a person reads it: the time today, else the day and time.
+function describeTime(ms) {
+  const date = new Date(ms);
+  return date.toDateString() === new Date().toDateString() ? date.toLocaleTimeString() : date.toLocaleString();
+}
+
+function showFix(fix) {
+  $('last-fix').textContent = `${describeTime(fix.time)}: ${fix.lat.toFixed(5)}, ${fix.lon.toFixed(5)} ±${Math.round(fix.accuracy)} m`;
 }
 
 async function onPosition(position) {
@@ -97,7 +185,8 @@ async function onPosition(position) {
   sync();
   refreshPlaces(fix);
   app.lastFix = fix;
-  $('last-fix').textContent = `${new Date(fix.time).toLocaleTimeString()}: ${fix.lat.toFixed(5)}, ${fix.lon.toFixed(5)} ±${Math.round(fix.accuracy)} m`;
+  showFix(fix);
+  saveStatus();
   await showPending();
 }
 
@@ -112,6 +201,7 @@ function onPositionError(error) {
 
 const SYNC_BATCH = 200;
 const SYNC_BYTES = 8 * 1024 * 1024;
+const SYNC_TIMEOUT = 60000;  // a server that takes the request and never answers counts as not answering
 
 // Sends what waits in the outbox, oldest first, in batches; each document keeps the id it got
 // on the phone, so a batch sent twice (its answer lost to a dropped connection) creates nothing
@@ -124,6 +214,7 @@ function sync() {
   return app.syncing;
 }
 app.sync = sync;  // for the browser tests
+app.requestSignOut = () => requestSignOut();
 
 // The oldest waiting documents, at most SYNC_BATCH of them and about SYNC_BYTES of JSON (photos
 // are large): always at least one.
@@ -142,7 +233,7 @@ async function nextBatch() {
 async function syncNow() {
   clearTimeout(app.retry);
   const account = app.account;
-  const authorization = 'Basic ' + btoa(`${account.apiKey}:${account.apiSecret}`);
+  const authorization = authorizationOf(account);
   try {
     let sentNow = 0;
     for (;;) {
@@ -150,7 +241,7 @@ async function syncNow() {
       if (docs.length === 0) break;
       const response = await fetch(`${account.databaseURL}/_bulk_docs`, {
         method: 'POST', headers: { Authorization: authorization, 'Content-Type': 'application/json', Accept: 'application/json' },
-        body: JSON.stringify({ docs }),
+        body: JSON.stringify({ docs }), signal: AbortSignal.timeout(SYNC_TIMEOUT),
       });
       const answer = await response.json().catch(() => null);
       if (!response.ok || !Array.isArray(answer)) {
@@ -165,18 +256,23 @@ async function syncNow() {
     }
     if (sentNow > 0) await recordSent(account, authorization, sentNow);
     app.failures = 0;
+    app.reachable = true;
     app.lastSync = Date.now();
-    $('last-sync').textContent = new Date(app.lastSync).toLocaleTimeString();
+    $('last-sync').textContent = describeTime(app.lastSync);
     $('tracker-error').textContent = '';
+    saveStatus();
   } catch (error) {
     app.failures += 1;
-    const offline = !navigator.onLine || error instanceof TypeError;
-    $('tracker-error').textContent = offline ? 'No network: locations stay on this phone and are sent when it is back.'
-      : `Not sent: ${error.message}. Trying again.`;
+    // A fetch that gets no answer at all is a TypeError: no network, or no server on it.
+    const unanswered = !navigator.onLine || error instanceof TypeError || error.name === 'TimeoutError';
+    app.reachable = unanswered && !navigator.onLine ? app.reachable : !unanswered;
+    $('tracker-error').textContent = unanswered ? '' : `Not sent: ${error.message}. Trying again.`;
     app.retry = setTimeout(sync, Math.min(60000, 2000 * 2 ** Math.min(app.failures, 5)));
   } finally {
     await showPending();
   }
+  // Signed out after this sync has ended (signing out waits for a sync under way).
+  if (app.signOutWhenSent && app.account === account && await app.store.pendingCount() === 0) setTimeout(() => signOut().catch(report));
 }
 
 // `_local/lt-app-<key>` in the user's database: how many locations this device has sent and
@@ -220,6 +316,8 @@ async function addPhoto(file) {
   doc._attachments = { 'photo.jpg': { content_type: 'image/jpeg', data } };
   await app.store.enqueue([doc]);
   $('photo-caption').value = '';
+  $('tracker-error').textContent = '';
+  $('sync-note').textContent = `Photo${caption ? ` “${caption}”` : ''} kept at ${fix.lat.toFixed(5)}, ${fix.lon.toFixed(5)}: it is sent with your locations.`;
   await showPending();
   sync();
   return doc._id;
@@ -235,7 +333,21 @@ function onePosition() {
   });
 }
 
-const photoOf = (doc) => doc._attachments && Object.entries(doc._attachments).find(([, a]) => (a.content_type || '').startsWith('image/') && a.data);
+// A document's picture: inline (taken on this phone) or a stub (restored from the server).
+const photoOf = (doc) => doc._attachments && Object.entries(doc._attachments).find(([, a]) => (a.content_type || '').startsWith('image/') && (a.data || a.stub));
+
+// Where a picture can be shown from: its own bytes, or the server's copy fetched with this
+// device's key (an <img> cannot send it) and kept for the session.
+async function photoURL(doc) {
+  const [name, attachment] = photoOf(doc);
+  if (attachment.data) return `data:${attachment.content_type};base64,${attachment.data}`;
+  if (!app.photoURLs.has(doc._id)) {
+    const response = await fetch(`/api/photos/${encodeURIComponent(doc._id)}/${encodeURIComponent(name)}`, { headers: { Authorization: authorizationOf(app.account) } });
+    if (!response.ok) throw new Error(`photo: the server answered ${response.status}`);
+    app.photoURLs.set(doc._id, URL.createObjectURL(await response.blob()));
+  }
+  return app.photoURLs.get(doc._id);
+}
 
 // MARK: Places near me
 
@@ -285,8 +397,9 @@ async function showPlaces() {
 
 // Every location of mine on this phone, sent or not, oldest first.
 async function myTrack() {
-  const docs = (await app.store.kept()).concat(await app.store.pending(100000));
-  return docs.sort((a, b) => a.created_at - b.created_at);
+  const byID = new Map();
+  for (const doc of (await app.store.kept()).concat(await app.store.pending(100000))) byID.set(doc._id, doc);
+  return [...byID.values()].sort((a, b) => a.created_at - b.created_at);
 }
 
 function loadScript(src) {
@@ -310,7 +423,7 @@ async function setUpMap() {
   style.href = config.leaflet_css;
   document.head.appendChild(style);
   await loadScript(config.leaflet);
-  app.map = L.map('map', { zoomControl: true }).setView([37.45, -122.2], 9);
+  app.map = L.map('map', { zoomControl: true, zoomSnap: 0.25 }).setView([37.45, -122.2], 9);
   if (config.tiles && config.tiles !== 'none') {
     let loaded = 0;
     const tiles = L.tileLayer(config.tiles, { attribution: config.attribution, maxZoom: 19 }).addTo(app.map);
@@ -326,22 +439,28 @@ async function showMap() {
   const everything = await myTrack();
   const track = everything.filter((doc) => !photoOf(doc));
   const photos = everything.filter(photoOf).reverse();
+  const sources = new Map(await Promise.all(photos.map(async (doc) => [doc._id, await photoURL(doc).catch(() => '')])));
   $('photo-list').replaceChildren(...photos.map((doc) => {
-    const [, attachment] = photoOf(doc);
     const item = document.createElement('li');
     const image = document.createElement('img');
-    image.src = `data:${attachment.content_type};base64,${attachment.data}`;
+    image.src = sources.get(doc._id);
     image.alt = doc.caption || `Photo of ${new Date(doc.created_at).toLocaleString()}`;
     item.append(image, document.createTextNode(`${doc.caption ? `${doc.caption}, ` : ''}${new Date(doc.created_at).toLocaleString()}`));
     return item;
   }));
+  $('photos-empty').hidden = photos.length > 0;
+  $('track-empty').hidden = track.length > 0;
   $('track-list').replaceChildren(...track.slice().reverse().map((doc) => {
     const item = document.createElement('li');
     const [lon, lat] = doc.geometry.coordinates;
     item.textContent = `${new Date(doc.created_at).toLocaleString()}: ${lat.toFixed(5)}, ${lon.toFixed(5)}`;
     return item;
   }));
-  if (!app.map && !(await setUpMap().catch((error) => { $('map-note').textContent = `No map: ${error.message}`; return false; }))) return;
+  // Set up once, however many showings wait for it (the view opened while history arrives).
+  if (!app.mapSetup) {
+    app.mapSetup = setUpMap().catch((error) => { app.mapSetup = null; $('map-note').textContent = `No map: ${error.message}`; return false; });
+  }
+  if (!(await app.mapSetup)) return;
   app.trackLayer.clearLayers();
   const points = track.map((doc) => [doc.geometry.coordinates[1], doc.geometry.coordinates[0]]);
   if (points.length > 1) L.polyline(points, { color: '#1f6feb', weight: 4, className: 'track-line' }).addTo(app.trackLayer);
@@ -350,21 +469,22 @@ async function showMap() {
       .addTo(app.trackLayer);
   }
   for (const doc of photos) {
-    const [, attachment] = photoOf(doc);
     const at = [doc.geometry.coordinates[1], doc.geometry.coordinates[0]];
     const label = doc.caption || 'Photo';
     const popup = document.createElement('div');
     popup.className = 'photo-popup';
     const image = document.createElement('img');
-    image.src = `data:${attachment.content_type};base64,${attachment.data}`;
+    image.src = sources.get(doc._id);
     image.alt = label;
     popup.append(image, document.createTextNode(label));
     L.marker(at, { icon: L.divIcon({ className: 'photo-pin', iconSize: [16, 16] }), title: label, alt: label }).bindPopup(popup).addTo(app.trackLayer);
     points.push(at);
   }
-  if (points.length === 1) app.map.setView(points[0], 15); else if (points.length > 1) app.map.fitBounds(points, { padding: [24, 24] });
-  await drawPlaces();
+  // The map's size first (it was hidden until now), then fitted to everything it shows.
   app.map.invalidateSize();
+  if (points.length === 1) app.map.setView(points[0], 15, { animate: false });
+  else if (points.length > 1) app.map.fitBounds(points, { padding: [24, 24], animate: false });
+  await drawPlaces();
 }
 
 // Places near me on the map. A place shown in the wrong spot can be dragged to where it really
@@ -440,12 +560,40 @@ function show(view) {
 
 // MARK: Screens
 
-async function showPending() { $('pending').textContent = String(await app.store.pendingCount()); }
+async function showPending() {
+  const waiting = await app.store.pendingCount();
+  $('pending').textContent = String(waiting);
+  showConnection(waiting);
+  showSyncNote(waiting);
+}
+
+// One status for the network, the server and the outbox, in the header: online and all sent;
+// offline (normal: what is recorded waits on the phone); or the server not answering.
+let lastWaiting = 0;
+function showConnection(waiting = lastWaiting) {
+  lastWaiting = waiting;
+  const state = !navigator.onLine ? 'offline' : app.reachable === false ? 'unreachable' : 'online';
+  const words = { online: 'Online', offline: 'Offline', unreachable: 'Server unreachable' }[state];
+  const outbox = !app.account ? '' : waiting > 0 ? ` · ${waiting} waiting` : app.reachable ? ' · all sent' : '';
+  $('connection').textContent = words + outbox;
+  $('connection').dataset.state = state;
+}
+
+// What happens to what waits, said plainly (not as an error: working offline is normal).
+function showSyncNote(waiting = lastWaiting) {
+  const what = `${waiting} location${waiting === 1 ? '' : 's'}`;
+  let note = '';
+  if (app.signOutWhenSent) note = `You will be signed out once the ${what} waiting ${waiting === 1 ? 'is' : 'are'} sent.`;
+  else if (waiting > 0 && !navigator.onLine) note = `Offline: ${what} kept on this phone, sent when the network is back.`;
+  else if (waiting > 0 && app.reachable === false) note = `The server does not answer: ${what} kept on this phone, sent when it does.`;
+  if (note || !$('sync-note').textContent.startsWith('Photo')) $('sync-note').textContent = note;
+}
 
 function showTracker() {
   $('welcome').hidden = true;
   $('tracker').hidden = false;
   $('who').textContent = app.account.username;
+  $('tracking-note').textContent = 'Tracking runs while this app is open: a web app cannot track once it is closed.';
   showPending().catch(report);
   sync();
 }
@@ -455,32 +603,48 @@ function report(error) {
   $('tracker-error').textContent = String((error && error.message) || error);
 }
 
-function showConnection() { $('connection').textContent = navigator.onLine ? 'online' : 'offline'; }
-
 async function start() {
   showConnection();
-  window.addEventListener('online', () => { showConnection(); sync(); });
-  window.addEventListener('offline', showConnection);
+  window.addEventListener('online', () => { showPending().catch(report); sync(); });
+  window.addEventListener('offline', () => showPending().catch(report));
   app.store = await TrackerStore.open();
   app.places = await new PlacesCache(app.store).load();
   app.account = await app.store.account();
-  if (app.account) showTracker(); else $('welcome').hidden = false;
+  if (app.account) {
+    showTracker();
+    await restoreStatus().catch(report);
+  } else {
+    $('welcome').hidden = false;
+  }
   const form = $('account-form');
-  async function submit(action) {
+  // While the server answers, both buttons wait (no second request), the pressed one says so.
+  async function submit(action, button, busyText) {
     $('account-error').textContent = '';
     if (!form.reportValidity()) return;
+    const buttons = [$('sign-in'), $('register')];
+    const text = button.textContent;
+    for (const b of buttons) b.disabled = true;
+    form.setAttribute('aria-busy', 'true');
+    button.textContent = busyText;
     try {
       await action($('username').value.trim(), $('password').value);
       $('password').value = '';
     } catch (error) {
       $('account-error').textContent = error.status === 401 ? 'Name or password is incorrect.'
-        : error.status === 409 ? 'That name is taken.' : error.message;
+        : error.status === 409 ? 'That name is taken.' : error instanceof TypeError ? 'The server cannot be reached: try again when there is a network.' : error.message;
+    } finally {
+      for (const b of buttons) b.disabled = false;
+      form.removeAttribute('aria-busy');
+      button.textContent = text;
     }
   }
-  form.addEventListener('submit', (event) => { event.preventDefault(); submit(signIn); });
-  $('register').addEventListener('click', () => submit(register));
+  form.addEventListener('submit', (event) => { event.preventDefault(); submit(signIn, $('sign-in'), 'Signing in…'); });
+  $('register').addEventListener('click', () => submit(register, $('register'), 'Creating…'));
   $('tracking').addEventListener('click', () => (app.watch === null ? startTracking() : stopTracking()));
-  $('sign-out').addEventListener('click', () => signOut().catch(report));
+  $('sign-out').addEventListener('click', () => requestSignOut().catch(report));
+  $('sign-out-later').addEventListener('click', signOutOnceSent);
+  $('sign-out-stay').addEventListener('click', () => { $('sign-out-dialog').close(); app.signOutWhenSent = false; showSyncNote(); });
+  $('sign-out-discard').addEventListener('click', () => signOut().catch(report));
   $('photo-input').addEventListener('change', (event) => {
     const [file] = event.target.files;
     event.target.value = '';

@@ -113,6 +113,14 @@
 
     kept() { return this.run(['kept'], 'readonly', (t) => request(t.objectStore('kept').index('created_at').getAll())); }
 
+    // Documents the server holds (restored after signing in), kept for the map: only location
+    // documents (a time and a point), as sent ones.
+    remember(docs) {
+      const usable = docs.filter((doc) => doc && typeof doc._id === 'string' && typeof doc.created_at === 'number'
+        && doc.geometry && Array.isArray(doc.geometry.coordinates));
+      return this.run(['kept'], 'readwrite', async (t) => { for (const doc of usable) t.objectStore('kept').put(doc); });
+    }
+
     state(key) { return this.run(['state'], 'readonly', (t) => request(t.objectStore('state').get(key))); }
     setState(key, value) { return this.run(['state'], 'readwrite', (t) => request(t.objectStore('state').put(value, key))); }
 

@@ -242,10 +242,23 @@ def main():
         check("bridge at dusk" in dashboard.inner_text("#photos-list"), "the dashboard shows walker's walk (6 locations) and the photo with its caption")
         dashboard.screenshot(path=os.path.join(options.artifacts, "dashboard-after-walk.png"))
         dashboard.close()
-        # A place in the wrong spot, dragged on the map to where it is and reported for review.
+        # A place in the wrong spot, reported by touch: tap its pin (44 px), "Report wrong
+        # position", then tap the map where it really is; confirm, and it goes for review.
         browser.wait("ltApp.placeMarkers.size > 0", what="places near me on the map")
-        moved = browser.evaluate("""(() => { const [id, marker] = [...ltApp.placeMarkers.entries()][0]; const p = marker.getLatLng();
-            marker.setLatLng([p.lat + 0.001, p.lng]); marker.fire('dragend'); return [id, p.lat + 0.001, p.lng]; })()""")
+        sizes = browser.evaluate("[...document.querySelectorAll('.place-pin')].map((pin) => { const r = pin.getBoundingClientRect(); return Math.min(r.width, r.height); })")
+        check(sizes and min(sizes) >= 44, f"every place pin is a 44 px target ({min(sizes) if sizes else 'none'} px)")
+        first = browser.evaluate("[...ltApp.placeMarkers.keys()][0]")
+        # The user pans to it (places are around the track, not all in its view).
+        browser.evaluate("ltApp.map.setView(ltApp.placeMarkers.get(%s).getLatLng(), 15, { animate: false })" % json.dumps(first))
+        box = browser.evaluate("(() => { const r = ltApp.placeMarkers.get(%s).getElement().getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()" % json.dumps(first))
+        browser.page.touchscreen.tap(box[0], box[1])
+        browser.wait("document.querySelector('.place-details .report-position')", what="the place opened by a tap")
+        check(browser.evaluate("document.querySelector('.place-details strong').textContent.length > 0 && document.querySelector('.place-details p').textContent.endsWith('from you')"),
+              "tapping a place's pin opens it: its name, how far, and 'Report wrong position'")
+        browser.evaluate("document.querySelector('.place-details .report-position').click()")
+        browser.wait("document.getElementById('map-note').textContent.startsWith('Drag the pin')", what="the hint to drag or tap")
+        moved = browser.evaluate("""(() => { const marker = ltApp.placeMarkers.get(%s); const p = marker.getLatLng();
+            const to = L.latLng(p.lat + 0.001, p.lng); ltApp.map.fire('click', { latlng: to }); return [%s, to.lat, to.lng]; })()""" % (json.dumps(first), json.dumps(first)))
         browser.wait("document.querySelector('.send-correction')", what="the correction's confirmation")
         browser.evaluate("document.querySelector('.send-correction').click()")
         browser.wait("document.querySelector('.correction p').textContent.startsWith('Thank you')", what="the correction sent")
@@ -253,6 +266,7 @@ def main():
         text = json.dumps(reports)
         check(status == 200 and moved[0] in text and f"{moved[1]:.5f}"[:-1] in text and "walker" in text,
               f"the admin finds walker's report of {moved[0]} at its new position")
+        browser.pump(0.5)  # the popup's fade
         browser.screenshot(os.path.join(options.artifacts, "correction.png"))
         browser.screenshot(os.path.join(options.artifacts, "map.png"))
         # A new places release reaches the phone: a place added next to me shows up.
@@ -265,6 +279,13 @@ def main():
         browser.wait("document.querySelector('#places-list li') && document.querySelector('#places-list li').textContent.startsWith('Aaa New Bench')",
                      what="the new place, nearest")
         check(browser.evaluate("ltApp.places.pulls") >= 2, "the new release was pulled, and the new place is the nearest")
+        # A place in the list opens on the map.
+        browser.evaluate("document.querySelector('#places-list li button').click()")
+        browser.wait("ltApp.view === 'map' && document.querySelector('.place-details strong') && document.querySelector('.place-details strong').textContent === 'Aaa New Bench'",
+                     what="the place from the list opened on the map")
+        check(True, "tapping a place in the list opens it on the map")
+        browser.pump(0.5)  # the popup's fade
+        browser.screenshot(os.path.join(options.artifacts, "place-opened.png"))
         browser.evaluate("document.querySelector('#views [data-view=status]').click()")
         # A batch sent again (its answer lost to a dropped connection) adds nothing.
         browser.evaluate("(async () => { const kept = await ltApp.store.kept(); await ltApp.store.enqueue(kept); await ltApp.sync(); })()")
@@ -311,7 +332,8 @@ def main():
         browser.wait("window.ltApp && window.ltApp.ready && !document.getElementById('tracker').hidden", what="the app reopened")
         browser.wait("document.getElementById('connection').textContent === 'Online · all sent'", what="the header's status after reopening")
         after = browser.evaluate(status_js)
-        check(after == before and before[0] != "none yet" and before[1] != "never"
+        # (Opening syncs again, so the last sync may be newer than before; never "never".)
+        check(after[0] == before[0] and before[0] != "none yet" and after[1] != "never"
               and browser.evaluate("document.getElementById('tracking').getAttribute('aria-pressed')") == "true",
               f"reopened, the app shows the last fix and sync it showed ({after[0][:20]}…, {after[1]}) and tracks again")
 

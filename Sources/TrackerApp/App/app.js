@@ -384,13 +384,37 @@ async function showPlaces() {
     return;
   }
   const { places, complete } = app.places.near(position);
-  $('places-summary').textContent = `${places.length} place${places.length === 1 ? '' : 's'} within 2.5 miles`
+  $('places-summary').textContent = `${places.length} place${places.length === 1 ? '' : 's'} within ${formatDistance(app.places.queryRadius)}`
     + (complete ? '.' : ' — the phone holds no places this far out yet; they come with the network.');
   list.replaceChildren(...places.map(({ place, distance }) => {
     const item = document.createElement('li');
-    item.textContent = `${place.name || place._id} — ${distance < 1000 ? `${Math.round(distance)} m` : `${(distance / 1000).toFixed(2)} km`}`;
+    const open = element('button', `${place.name || place._id} — ${formatDistance(distance)}`, { type: 'button', class: 'place-item' });
+    open.addEventListener('click', () => showPlaceOnMap(place._id).catch(report));
+    item.append(open);
     return item;
   }));
+}
+
+// A place from the list, opened on the map.
+async function showPlaceOnMap(id) {
+  show('map');
+  await app.mapShown;
+  const marker = app.placeMarkers.get(id);
+  if (!marker) return;
+  app.map.setView(marker.getLatLng(), Math.max(app.map.getZoom(), 15), { animate: false });
+  marker.openPopup();
+}
+
+// Metres as a person reads them: in the unit system of the browser's language (miles and feet
+// for the United States, Liberia and Myanmar; kilometres and metres elsewhere).
+function formatDistance(metres) {
+  if (metres === null || metres === undefined) return 'near';
+  const region = (navigator.language || 'en').split('-')[1] || '';
+  if (['US', 'LR', 'MM'].includes(region.toUpperCase())) {
+    const feet = metres / 0.3048;
+    return feet < 1000 ? `${Math.round(feet)} ft` : `${(metres / 1609.344).toFixed(1)} mi`;
+  }
+  return metres < 1000 ? `${Math.round(metres)} m` : `${(metres / 1000).toFixed(1)} km`;
 }
 
 // MARK: Map
@@ -461,6 +485,7 @@ async function showMap() {
     app.mapSetup = setUpMap().catch((error) => { app.mapSetup = null; $('map-note').textContent = `No map: ${error.message}`; return false; });
   }
   if (!(await app.mapSetup)) return;
+  app.map.closePopup();
   app.trackLayer.clearLayers();
   const points = track.map((doc) => [doc.geometry.coordinates[1], doc.geometry.coordinates[0]]);
   if (points.length > 1) L.polyline(points, { color: '#1f6feb', weight: 4, className: 'track-line' }).addTo(app.trackLayer);
@@ -487,25 +512,47 @@ async function showMap() {
   await drawPlaces();
 }
 
-// Places near me on the map. A place shown in the wrong spot can be dragged to where it really
-// is and reported (`POST /api/places/:id/adjustments`, with this device's key): an admin
-// reviews it in the dashboard. The pin goes back until then.
+// Places near me on the map, as pins big enough to tap (44 px). Tapping one opens it: its name,
+// how far, and "Report wrong position", after which the pin can be dragged — or the map tapped —
+// to where the place really is, and the report is sent (`POST /api/places/:id/adjustments`,
+// with this device's key) for an admin to review in the dashboard. The pin goes back until then.
 app.placeMarkers = new Map();
 async function drawPlaces() {
   const position = await currentPosition();
   if (!position) return;
   app.placeMarkers.clear();
-  for (const { place } of app.places.near(position).places) {
+  for (const { place, distance } of app.places.near(position).places) {
     const [lon, lat] = place.geometry.coordinates;
     const name = place.name || place._id;
     const marker = L.marker([lat, lon], {
-      draggable: true, title: `${name} (drag to where it really is)`, alt: name,
-      icon: L.divIcon({ className: 'place-pin', iconSize: [14, 14] }),
+      draggable: false, title: name, alt: name, keyboard: true,
+      icon: L.divIcon({ className: 'place-pin', iconSize: [44, 44], html: '<span></span>' }),
     }).addTo(app.trackLayer);
-    marker.bindPopup(() => element('span', name));
+    marker.bindPopup(() => placeDetails(place, distance, marker, [lat, lon]));
     marker.on('dragend', () => confirmCorrection(place, marker, [lat, lon]));
     app.placeMarkers.set(place._id, marker);
   }
+}
+
+function placeDetails(place, distance, marker, original) {
+  const box = element('div', null, { class: 'place-details' });
+  const report = element('button', 'Report wrong position', { type: 'button', class: 'report-position secondary' });
+  report.addEventListener('click', () => startCorrection(place, marker, original));
+  box.append(element('strong', place.name || place._id), element('p', `${formatDistance(distance)} from you`), report);
+  return box;
+}
+
+// After "Report wrong position": the pin follows a drag, or jumps to a tap on the map.
+function startCorrection(place, marker, original) {
+  marker.closePopup();
+  marker.dragging.enable();
+  const name = place.name || place._id;
+  $('map-note').textContent = `Drag the pin of ${name} to where it really is, or tap the map there.`;
+  app.map.once('click', (event) => {
+    if (!marker.dragging.enabled()) return;
+    marker.setLatLng(event.latlng);
+    confirmCorrection(place, marker, original);
+  });
 }
 
 function element(tag, text, attributes) {
@@ -522,6 +569,8 @@ function confirmCorrection(place, marker, original) {
   const text = element('p', `Report that ${name} is here?`);
   const send = element('button', 'Send for review', { type: 'button', class: 'send-correction' });
   const cancel = element('button', 'Cancel', { type: 'button', class: 'secondary' });
+  marker.dragging.disable();
+  $('map-note').textContent = '';
   const putBack = () => marker.setLatLng(original);
   cancel.addEventListener('click', () => { putBack(); marker.closePopup(); });
   send.addEventListener('click', async () => {
@@ -546,6 +595,13 @@ function confirmCorrection(place, marker, original) {
   box.append(text, send, cancel);
   marker.unbindPopup();
   marker.bindPopup(box).openPopup();
+  // Once this one is closed, tapping the pin opens the place again.
+  marker.once('popupclose', () => setTimeout(() => {
+    // After Leaflet has finished closing it.
+    marker.unbindPopup();
+    const distance = app.lastFix ? ltStore.sphereDistance(app.lastFix, { lat: original[0], lon: original[1] }) : null;
+    marker.bindPopup(() => placeDetails(place, distance, marker, original));
+  }));
 }
 
 function show(view) {
@@ -554,7 +610,7 @@ function show(view) {
     if (button.dataset.view === view) button.setAttribute('aria-current', 'page'); else button.removeAttribute('aria-current');
   }
   for (const panel of document.querySelectorAll('.view')) panel.hidden = panel.id !== `view-${view}`;
-  if (view === 'map') showMap().catch(report);
+  if (view === 'map') app.mapShown = showMap().catch(report);
   if (view === 'places') showPlaces().catch(report);
 }
 

@@ -166,6 +166,15 @@ def main():
             const p = document.getElementById('panel').getBoundingClientRect(); return [m.width, m.height, p.top >= m.bottom - 1]; })()""")
         check(layout[0] <= 390 and layout[1] > 200 and layout[2], f"phone layout: map {layout[0]:.0f}×{layout[1]:.0f}, list below it")
         browser.screenshot(os.path.join(options.artifacts, "my-tracks-phone.png"))
+        # Every button a finger can hit there: 44 px tall at least (navigation and sign-out too).
+        small = browser.evaluate("""[...document.querySelectorAll('button, a.button')].filter((b) => b.offsetParent !== null)
+            .map((b) => [b.textContent.trim() || b.getAttribute('aria-label'), b.getBoundingClientRect().height]).filter(([, h]) => h < 44)""")
+        check(not small, f"on a phone every visible button is at least 44 px tall {small or ''}")
+        # Each filter's label sits on its own field (just above it), not at the end of another row.
+        apart = browser.evaluate("""[...document.querySelectorAll('form.row label')].filter((l) => l.offsetParent !== null).filter((label) => {
+            const input = document.getElementById(label.htmlFor); const a = label.getBoundingClientRect(), b = input.getBoundingClientRect();
+            return !(a.bottom <= b.top + 2 && b.top - a.bottom < 12 && a.left < b.right && b.left < a.right); }).map((l) => l.textContent)""")
+        check(not apart, f"every filter label sits just above its own field {apart or ''}")
         browser.set_viewport(1280, 800)
 
         # Alice reports a corrected position of a place.
@@ -284,6 +293,11 @@ def main():
         check("127.0.0.1:9" in note and "cannot be loaded" in note and browser.evaluate("document.getElementById('map-note').getAttribute('role')") == "status",
               f"unreachable tiles are explained on the map: {note[:90]}")
         browser.screenshot(os.path.join(options.artifacts, "tiles-unreachable.png"))
+        # The note can be dismissed (on a phone it covers much of the map), and stays dismissed.
+        browser.evaluate("document.querySelector('#map-note .map-note-dismiss').click()")
+        browser.evaluate("void window.lt.addTiles('http://127.0.0.1:9/{z}/{x}/{y}.png?again')")
+        browser.pump(1.5)
+        check(browser.evaluate("document.getElementById('map-note').hidden"), "the note's × dismisses it, and the same cause does not bring it back")
     except Exception as error:
         check.failed_with(error, browser)
     finally:

@@ -14,6 +14,7 @@ const state = {
   placeMarkers: new Map(),
   live: null,        // EventSource of the user's new locations
   fitted: false,
+  dismissedNotes: new Set(),  // the causes of map notes the user dismissed
 };
 window.lt = state;  // for the browser tests and curious operators
 
@@ -152,11 +153,19 @@ async function setUpMap() {
   });
 }
 
-// A line of text over the map's corner (role=status), hidden while empty.
+// A line of text over the map's corner (role=status), hidden while empty; its × dismisses it
+// (on a phone it covers much of the map), and the same cause does not bring it back.
 function mapNote() {
   const Note = L.Control.extend({
     onAdd() {
       const box = element('div', null, { id: 'map-note', role: 'status', class: 'map-note' });
+      const text = element('span', null, { class: 'map-note-text' });
+      const dismiss = element('button', '×', { type: 'button', class: 'map-note-dismiss', 'aria-label': 'Dismiss this note' });
+      dismiss.addEventListener('click', () => {
+        if (box.dataset.cause) state.dismissedNotes.add(box.dataset.cause);
+        box.hidden = true;
+      });
+      box.append(text, dismiss);
       box.hidden = true;
       L.DomEvent.disableClickPropagation(box);
       return box;
@@ -180,8 +189,8 @@ function addTiles(template) {
   });
   tiles.on('tileerror', () => {
     failed += 1;
-    if (loaded === 0 && failed >= 2 && state.note.hidden) {
-      state.note.textContent = `Map tiles from ${host} cannot be loaded (offline, or blocked), so the map has no background; `
+    if (loaded === 0 && failed >= 2 && state.note.hidden && !state.dismissedNotes.has('tiles')) {
+      state.note.querySelector('.map-note-text').textContent = `Map tiles from ${host} cannot be loaded (offline, or blocked), so the map has no background; `
         + 'tracks and places still show. An operator can choose another tile server with lt serve --tiles.';
       state.note.dataset.cause = 'tiles';
       state.note.hidden = false;

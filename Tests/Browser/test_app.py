@@ -226,7 +226,14 @@ def main():
         browser.evaluate("document.querySelector('#views [data-view=map]').click()")
         browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('.latest-dot').length === 1",
                      what="my track on the map")
-        check(browser.evaluate("document.querySelectorAll('#track-list li').length") == 5, "the map shows my track as a line and lists its 5 locations")
+        check(browser.evaluate("document.querySelectorAll('#track-list li.fix').length") == 5, "the map shows my track as a line and lists its 5 locations")
+        # The list reads by day: the day's distance and time, each fix's time and step, no raw coordinates.
+        day = browser.evaluate("[document.querySelectorAll('#track-list li.day').length, document.querySelector('#track-list .day-title').textContent, [...document.querySelectorAll('#track-list li.fix')].map((li) => li.textContent)]")
+        walked = sum(haversine({"lat": route[a]["lat"], "lon": route[a]["lng"]}, {"lat": route[b]["lat"], "lon": route[b]["lng"]}) for a, b in [(0, 3), (3, 6), (6, 9), (9, 12)])
+        shown_miles = float(day[1].split(", ")[-1].split(" ")[0])
+        check(day[0] == 1 and "5 locations" in day[1] and abs(shown_miles * 1609.344 - walked) < 0.06 * 1609.344
+              and day[2][-1].endswith("— start") and not any("37." in text for text in day[2]),
+              f"my locations read as one day with its distance ({day[1]}; {walked / 1609.344:.2f} mi walked), each fix with its time and step")
         browser.wait("document.querySelectorAll('.photo-pin').length === 1 && document.querySelectorAll('#photo-list img').length === 1 && document.querySelector('#photo-list img').naturalWidth === 320",
                      what="the photo on the map and in the list")
         check(True, "the photo shows on the map and in the list")
@@ -310,7 +317,7 @@ def main():
             other.wait("!document.getElementById('tracker').hidden", what="runner signed in")
             other.evaluate("document.querySelector('#views [data-view=map]').click()")
             other.pump(1)
-            shown = other.evaluate("[document.querySelectorAll('#track-list li').length, document.querySelectorAll('#photo-list img').length, document.body.innerText.includes('bridge at dusk')]")
+            shown = other.evaluate("[document.querySelectorAll('#track-list li.fix').length, document.querySelectorAll('#photo-list img').length, document.body.innerText.includes('bridge at dusk')]")
             runner = other.evaluate("ltApp.store.account()")
             # Walker's database refuses runner's key; the shared one shows runner only runner's documents.
             status, answer = request("GET", f"{account['databaseURL']}/_all_docs", auth=(runner["apiKey"], runner["apiSecret"]))
@@ -381,7 +388,7 @@ def main():
         browser.evaluate(sign_in)
         browser.wait("!document.getElementById('tracker').hidden", what="walker signed in again")
         browser.evaluate("document.querySelector('#views [data-view=map]').click()")
-        browser.wait("document.querySelectorAll('#track-list li').length === 8 && document.querySelectorAll('path.track-line').length === 1"
+        browser.wait("document.querySelectorAll('#track-list li.fix').length === 8 && document.querySelectorAll('path.track-line').length === 1"
                      " && [...document.querySelectorAll('#photo-list img')].some((i) => i.complete && i.naturalWidth === 320)",
                      timeout=30, what="the history restored after signing in")
         check(browser.evaluate("document.getElementById('track-empty').hidden && document.getElementById('photos-empty').hidden"),
@@ -432,7 +439,7 @@ def main():
               "with the server stopped the app opens from its cache, signed in")
         browser.screenshot(os.path.join(options.artifacts, "offline.png"))
         browser.evaluate("document.querySelector('#views [data-view=map]').click()")
-        browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('#track-list li').length === 8",
+        browser.wait("document.querySelectorAll('path.track-line').length === 1 && document.querySelectorAll('#track-list li.fix').length === 8",
                      what="the map without the server")
         check(True, "and its map (Leaflet from the cache) shows the track kept on the phone")
         browser.screenshot(os.path.join(options.artifacts, "map-offline.png"))

@@ -474,12 +474,7 @@ async function showMap() {
   }));
   $('photos-empty').hidden = photos.length > 0;
   $('track-empty').hidden = track.length > 0;
-  $('track-list').replaceChildren(...track.slice().reverse().map((doc) => {
-    const item = document.createElement('li');
-    const [lon, lat] = doc.geometry.coordinates;
-    item.textContent = `${new Date(doc.created_at).toLocaleString()}: ${lat.toFixed(5)}, ${lon.toFixed(5)}`;
-    return item;
-  }));
+  $('track-list').replaceChildren(...trackDays(track).map(listDay));
   // Set up once, however many showings wait for it (the view opened while history arrives).
   if (!app.mapSetup) {
     app.mapSetup = setUpMap().catch((error) => { app.mapSetup = null; $('map-note').textContent = `No map: ${error.message}`; return false; });
@@ -510,6 +505,42 @@ async function showMap() {
   if (points.length === 1) app.map.setView(points[0], 15, { animate: false });
   else if (points.length > 1) app.map.fitBounds(points, { padding: [24, 24], animate: false });
   await drawPlaces();
+}
+
+// My track by day, newest first: each day with its distance and time from first to last fix,
+// each fix with its time and how far it is from the one before.
+function trackDays(track) {
+  const days = [];
+  let previous = null;
+  for (const doc of track) {
+    const [lon, lat] = doc.geometry.coordinates;
+    const point = { lat, lon };
+    const key = new Date(doc.created_at).toDateString();
+    if (!days.length || days[days.length - 1].key !== key) {
+      days.push({ key, first: doc.created_at, last: doc.created_at, distance: 0, fixes: [] });
+      previous = null;
+    }
+    const day = days[days.length - 1];
+    const step = previous ? ltStore.sphereDistance(previous, point) : null;
+    if (step !== null) day.distance += step;
+    day.last = doc.created_at;
+    day.fixes.push({ time: doc.created_at, step });
+    previous = point;
+  }
+  return days.reverse();
+}
+
+function listDay(day) {
+  const item = element('li', null, { class: 'day' });
+  const minutes = Math.round((day.last - day.first) / 60000);
+  const span = minutes < 60 ? `${minutes} min` : `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, '0')} min`;
+  const date = new Date(day.first).toLocaleDateString(undefined, { weekday: 'long', day: 'numeric', month: 'long', year: 'numeric' });
+  const fixes = element('ol', null, { class: 'fixes' });
+  fixes.replaceChildren(...day.fixes.slice().reverse().map((fix) => element('li',
+    `${new Date(fix.time).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' })}` + (fix.step === null ? ' — start' : ` — ${formatDistance(fix.step)} on`),
+    { class: 'fix' })));
+  item.append(element('p', `${date}: ${day.fixes.length} location${day.fixes.length === 1 ? '' : 's'}, ${formatDistance(day.distance)} in ${span}`, { class: 'day-title' }), fixes);
+  return item;
 }
 
 // Places near me on the map, as pins big enough to tap (44 px). Tapping one opens it: its name,

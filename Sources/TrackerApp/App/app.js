@@ -87,7 +87,8 @@ async function requestSignOut() {
     waiting = await app.store.pendingCount();
   }
   if (waiting === 0) return signOut();
-  const where = !navigator.onLine ? 'there is no network' : 'the server cannot be reached';
+  const where = !navigator.onLine ? 'there is no network'
+    : app.reachable ? `the server did not take ${waiting === 1 ? 'it' : 'them'} (${$('tracker-error').textContent || 'see above'})` : 'the server cannot be reached';
   $('sign-out-text').textContent = `${waiting} location${waiting === 1 ? ' (or photo) is' : 's (or photos) are'} kept on this phone and not sent yet, `
     + `because ${where}. Signing out now deletes ${waiting === 1 ? 'it' : 'them'} for good.`;
   $('sign-out-dialog').showModal();

@@ -169,7 +169,7 @@ public final class DocumentDatabase: Sendable {
 
     /// DocumentDatabase information as `GET /{db}` returns it.
     public func info() async throws -> JSONObject {
-        let (seq, docs, deleted, purgeSeq, pages, pageSize, free, live) = try await reading { db in
+        let (seq, docs, deleted, purgeSeq, pages, pageSize, free, live, kept) = try await reading { db in
             (
                 try DatabaseFile.metaInt(db, "update_seq"),
                 try DatabaseFile.metaInt(db, "doc_count"),
@@ -178,8 +178,17 @@ public final class DocumentDatabase: Sendable {
                 try Int.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
                 try Int.fetchOne(db, sql: "PRAGMA page_size") ?? 4096,
                 try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0,
-                try RevisionStore.liveBytes(db)
+                try RevisionStore.liveBytes(db),
+                try DatabaseFile.meta(db, "live_bytes") != nil
             )
+        }
+        if !kept {
+            // A database from before the total was kept was just counted: keep the count, so the
+            // next `GET /{db}` does not scan again (the write queue stores what it counted).
+            _ = try? await writer.write { db, context in
+                try DatabaseFile.setMeta(db, "live_bytes", String(context.liveBytes))
+                return true
+            }
         }
         // No scan, however large the database: `file` from SQLite's page count; `external` the
         // bytes of the live documents (winning bodies and their attachments), a total the writer

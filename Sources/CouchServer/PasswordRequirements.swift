@@ -191,7 +191,7 @@ struct ConfigTermParser {
                 let braced = index < bytes.count && bytes[index] == UInt8(ascii: "{")
                 if braced { index += 1 }
                 let start = index
-                while index < bytes.count, (braced || index - start < 2), Self.hexValue(bytes[index]) != nil { index += 1 }
+                while index < bytes.count, braced || index - start < 2, Character(Unicode.Scalar(bytes[index])).isHexDigit { index += 1 }
                 guard index > start, index - start <= 8, let value = UInt32(String(decoding: bytes[start..<index], as: UTF8.self), radix: 16) else { throw Failure() }
                 if braced {
                     guard index < bytes.count, bytes[index] == UInt8(ascii: "}") else { throw Failure() }
@@ -212,14 +212,5 @@ struct ConfigTermParser {
             scalars.append(scalar)
         }
         throw Failure()
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 }

@@ -215,7 +215,6 @@ function sync() {
   return app.syncing;
 }
 app.sync = sync;  // for the browser tests
-app.requestSignOut = () => requestSignOut();
 
 // The oldest waiting documents, at most SYNC_BATCH of them and about SYNC_BYTES of JSON (photos
 // are large): always at least one.

@@ -15,17 +15,23 @@
 #   scripts/bench.sh            100,000 documents, 10,000 users, as docs/benchmarks.md and
 #                               docs/scaling.md report them (with CouchDB, the scale run also
 #                               measures lt in cluster mode in front of it)
+#   scripts/bench.sh --quick --debug
+#                               the quick run on a debug build: what CI runs, to check that every
+#                               harness still works without a third whole-package build (its figures
+#                               are a debug build's and say so; never quote them)
 #   scripts/bench.sh -- ARGS    more arguments for lt-bench compare (see lt-bench compare --help)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(compare --json .build/bench/compare.json)
 scale=(scale --json .build/bench/scale.json)
 tls=(tls)
+configuration=release
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quick) args+=(--quick); scale+=(--quick); tls+=(--requests 2000 --handshakes 200 --rounds 1); shift ;;
+        --debug) configuration=debug; shift ;;
         --) shift; args+=("$@"); break ;;
-        *) echo "usage: scripts/bench.sh [--quick] [-- lt-bench compare arguments]" >&2; exit 2 ;;
+        *) echo "usage: scripts/bench.sh [--quick] [--debug] [-- lt-bench compare arguments]" >&2; exit 2 ;;
     esac
 done
 if [[ -n "${LT_BENCH_COUCHDB_URL:-}" ]]; then
@@ -39,10 +45,13 @@ if [[ -n "${LT_BENCH_POSTGIS_URL:-}" ]]; then
 else
     echo "bench: LT_BENCH_POSTGIS_URL is not set, so the geo figures have no PostGIS beside them"
 fi
-swift build -c release --product lt
-swift build -c release --product lt-bench
+if [[ "$configuration" = debug ]]; then
+    echo "bench: a DEBUG build: this run checks the harnesses; its figures are not lt's speed"
+fi
+swift build -c "$configuration" --product lt
+swift build -c "$configuration" --product lt-bench
 mkdir -p .build/bench
-bin="$(swift build -c release --show-bin-path)"
+bin="$(swift build -c "$configuration" --show-bin-path)"
 "$bin/lt-bench" "${args[@]}"
 "$bin/lt-bench" "${scale[@]}"
 # The million-user tool at a small size (docs/scaling.md runs it with a million): it must keep working.

@@ -5,7 +5,9 @@
 # deploy/), a settings file (/etc/lt/lt.yaml, kept if there
 # is one) and docs/deploying.md. It starts nothing: edit /etc/lt/lt.yaml, then
 # `systemctl enable --now lt`. Run as root. With DESTDIR=DIR it installs under DIR instead and
-# leaves systemd alone (packaging; CI checks the result that way).
+# leaves systemd alone (packaging; CI checks the result that way). LT_BINARY=PATH installs that
+# binary instead of building one (CI hands it the debug build its tests used, so that the check
+# costs no release build of the whole package).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 destdir="${DESTDIR:-}"
@@ -14,8 +16,13 @@ if [ -z "$destdir" ] && [ "$(id -u)" != 0 ]; then
   exit 1
 fi
 scripts/install-deps.sh
-swift build -c release --product lt
-bin="$(swift build -c release --show-bin-path)/lt"
+if [ -n "${LT_BINARY:-}" ]; then
+  bin="$LT_BINARY"
+  [ -x "$bin" ] || { echo "install.sh: LT_BINARY=$bin is not an executable" >&2; exit 1; }
+else
+  swift build -c release --product lt
+  bin="$(swift build -c release --show-bin-path)/lt"
+fi
 install -D -m 0755 "$bin" "$destdir/usr/local/bin/lt"
 install -D -m 0644 deploy/lt.service "$destdir/etc/systemd/system/lt.service"
 install -D -m 0644 deploy/lt-backup.service "$destdir/etc/systemd/system/lt-backup.service"

@@ -43,7 +43,7 @@ public struct GeoGridRequest: Sendable {
     }
 
     /// The answer: `{"total", "columns", "rows", "cells": [[row, column, count, lat, lon]],
-    /// "points": [[lat, lon, id, time]]}`.
+    /// "points": [[lat, lon, id, time]], "bounds": [minLon, minLat, maxLon, maxLat] or null}`.
     public func json(_ grid: GeoGrid) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64 + grid.cells.count * 48 + grid.points.count * 64)
@@ -69,7 +69,18 @@ public struct GeoGridRequest: Sendable {
             if let time = point.time { JSON.writeDouble(time, to: &out) } else { out += "null".utf8 }
             out.append(UInt8(ascii: "]"))
         }
-        out += "]}\n".utf8
+        out += #"],"bounds":"#.utf8
+        if let bounds = grid.bounds {
+            out.append(UInt8(ascii: "["))
+            for (i, value) in [bounds.minLon, bounds.minLat, bounds.maxLon, bounds.maxLat].enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSON.writeDouble(value, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        } else {
+            out += "null".utf8
+        }
+        out += "}\n".utf8
         return out
     }
 }

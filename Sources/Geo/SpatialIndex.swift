@@ -256,6 +256,8 @@ public final class SpatialIndex: @unchecked Sendable {
         var sums = [Double](repeating: 0, count: 2 * columns * rows)
         var points: [(id: String, coordinate: Coordinate, time: Double?)] = []
         var total = 0
+        // The extent of what is counted (latitudes, and longitudes east of the box's west edge).
+        var south = Double.infinity, north = -Double.infinity, westDX = Double.infinity, eastDX = -Double.infinity
         let low = from ?? -.infinity, high = to ?? .infinity
         let timed = from != nil || to != nil
 
@@ -275,6 +277,8 @@ public final class SpatialIndex: @unchecked Sendable {
             counts[index] += 1
             sums[2 * index] += c.lat
             sums[2 * index + 1] += place.dx
+            south = min(south, c.lat); north = max(north, c.lat)
+            westDX = min(westDX, place.dx); eastDX = max(eastDX, place.dx)
             total += 1
             if total <= pointLimit { points.append((id(), c, time)) }
         }
@@ -307,7 +311,12 @@ public final class SpatialIndex: @unchecked Sendable {
             cells.append(GeoGrid.Cell(row: index / columns, column: index % columns, count: n,
                                       center: Coordinate(lon: lon, lat: sums[2 * index] / Double(n))))
         }
-        return GeoGrid(total: total, cells: cells, points: total <= pointLimit ? points : [])
+        var bounds: BoundingBox?
+        if total > 0 {
+            func longitude(_ dx: Double) -> Double { let lon = box.minLon + dx; return lon > 180 ? lon - 360 : lon }
+            bounds = BoundingBox(minLon: longitude(westDX), minLat: south, maxLon: longitude(eastDX), maxLat: north)
+        }
+        return GeoGrid(total: total, cells: cells, points: total <= pointLimit ? points : [], bounds: bounds)
     }
 
     /// Whether a document geometry satisfies the query's relation (no relation: every one).
@@ -366,4 +375,7 @@ public struct GeoGrid: Sendable {
     public var cells: [Cell]
     /// Every point, when there were at most the limit asked for.
     public var points: [(id: String, coordinate: Coordinate, time: Double?)]
+    /// The smallest box holding every counted point (minLon > maxLon when it crosses the
+    /// antimeridian), so a map can fit what a filter keeps; nil when nothing was counted.
+    public var bounds: BoundingBox?
 }

@@ -264,6 +264,19 @@ enum OpenAPI {
                                   "403": error("Not an admin or analyst"), "404": error("No such user")],
                 ],
             ],
+            "/api/analysis/users": [
+                "get": [
+                    "summary": "The people tracked (admins and analysts), in name order: registration, devices (name and since when), the location written last",
+                    "security": [["basic": []]],
+                    "parameters": [
+                        query("limit", ["type": "integer", "minimum": 1, "maximum": 200]),
+                        query("after", ["type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"], "continue after this name (the answer's next)"),
+                    ],
+                    "responses": ["200": ["description": "{users: [{name, registered, devices: [{device, since}], last: {time, lat, lon, accuracy} | null}], next}"],
+                                  "400": error("Invalid limit or name"), "401": error("No or bad credentials"),
+                                  "403": error("Not an admin or analyst")],
+                ],
+            ],
             "/api/analysis/users/{name}/stats": [
                 "get": [
                     "summary": "Per-user statistics (admins and analysts): count, first and last fix, distance travelled",

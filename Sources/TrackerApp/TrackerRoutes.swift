@@ -158,6 +158,13 @@ extension TrackerHTTP {
             let reply = try await service.reports.locationGrid(query: TrackerHTTP.query(request))
             return TrackerHTTP.reply(bytes: reply.body, status: HTTPResponse.Status(code: reply.status))
         }
+        api.get("analysis/users") { request, context in
+            try await requireAnalyst(request, context)
+            let query = TrackerHTTP.query(request)
+            let limit = try TrackerHTTP.count(query, "limit", default: 50, in: 1...200)
+            if let after = query["after"] { try TrackerService.validate(username: after) }
+            return TrackerHTTP.reply(try await service.reports.people(limit: limit, after: query["after"]))
+        }
         api.get("analysis/users/:name/stats") { request, context in
             try await requireAnalyst(request, context)
             let name = context.parameter("name")

@@ -198,7 +198,7 @@ struct GeoHTTPTests {
         #expect(try geoTables() == 1)
     }
 
-    @Test("_geo_grid: counts on a grid with a time window (times from the index's `time` fields) and an id prefix, the points when few, kept current as documents change; bad boxes, sizes and time fields are 400; the dashboard's map endpoint is for analysts")
+    @Test("_geo_grid: counts on a grid with a time window (times from the index's `time` fields) and an id prefix, the points when few, the bounds of what is counted, kept current as documents change; bad boxes, sizes and time fields are 400; the dashboard's map endpoint is for analysts")
     func grid() async throws {
         let s = try TestServer()
         defer { s.stop() }
@@ -219,6 +219,10 @@ struct GeoHTTPTests {
         #expect(everything["points"]?.arrayValue?.count == 30)
         let cell = everything["cells"]?[0]
         #expect(cell?[2] == 30 && abs((cell?[3]?.doubleValue ?? 0) - 37.2) < 1e-9 && abs((cell?[4]?.doubleValue ?? 0) + 121.75) < 1e-9)
+        // What a map fits to: the box of every counted point.
+        let bounds = everything["bounds"]?.arrayValue?.compactMap(\.doubleValue) ?? []
+        #expect(bounds.count == 4 && zip(bounds, [-122, 37, -121.5, 37.4]).allSatisfy { abs($0 - $1) < 1e-9 })
+        #expect(try await s.request(.GET, "/tracks/_design/points/_geo_grid/pointidx?bbox=0,0,1,1").json["bounds"] == .null)
         // A window of time and one owner's prefix.
         let some = try await s.request(.GET, "/tracks/_design/points/_geo_grid/pointidx?bbox=-123,36,-121,38&from=10000&to=19000&prefix=ann:").json
         #expect(some["total"] == 5 && some["points"]?.arrayValue?.isEmpty == true)

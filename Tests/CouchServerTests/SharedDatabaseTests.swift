@@ -157,6 +157,15 @@ struct SharedDatabaseTests {
                                      auth: .basic(bob.key, bob.secret))
         #expect(posted.status == 200)
         #expect(try await s.request(.GET, "/\(db)/owntracks-phone-1700000000", auth: .basic(bob.key, bob.secret)).status == 200)
+        // The analysts' overview of people: each owner's location written last, read from the
+        // shared feed for that owner's ids only (bob's post was written after all of alice's), the
+        // newest in time of those written last (bob's fix9 is a few ms newer than his post).
+        let people = try await s.app(.GET, "/api/analysis/users", auth: .basic("ann", "pw-ann")).json["users"]?.arrayValue ?? []
+        #expect(people.map { $0["name"] } == ["alice", "bob"])
+        let aliceLast = people.first?["last"]
+        #expect(aliceLast?["lat"] == 37.49 && (1_700_000_000_000...1_700_000_000_024).contains(aliceLast?["time"]?.doubleValue ?? 0), "\(aliceLast?.text ?? "")")
+        #expect(people.last?["last"]?["time"] == 1_700_000_000_009.0 && people.last?["last"]?["lat"] == 37.49)
+        #expect(try await s.app(.GET, "/api/analysis/users", auth: .basic(bob.key, bob.secret)).status == 403)
 
         // Places are the same in both modes.
         let places = try await s.app(.GET, "/api/places?lat=37.49453457&lon=-122.30464079&radius=4023.35&relation=contains&nearest=true")

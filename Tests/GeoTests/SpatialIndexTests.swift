@@ -180,7 +180,7 @@ struct SpatialIndexTests {
 
 @Suite("Counting points on a grid, against brute force")
 struct GeoGridTests {
-    @Test("Totals, per-cell counts and mean positions equal brute force, for random boxes (across the antimeridian too), time windows, id prefixes and changes applied since the build",
+    @Test("Totals, per-cell counts, mean positions and the bounds equal brute force, for random boxes (across the antimeridian too), time windows, id prefixes and changes applied since the build",
           arguments: [11 as UInt64, 12, 13])
     func gridMatchesBruteForce(seed: UInt64) {
         var random = SeededRandom(seed: seed)
@@ -226,6 +226,7 @@ struct GeoGridTests {
             let width = crosses ? box.maxLon + 360 - box.minLon : box.maxLon - box.minLon
             var expected: [Int: (count: Int, lat: Double, lon: Double)] = [:]
             var kept: [String] = []
+            var extent: (south: Double, north: Double, west: Double, east: Double)?
             for (id, point) in points {
                 let c = point.coordinate
                 guard c.lat >= box.minLat, c.lat <= box.maxLat else { continue }
@@ -242,6 +243,16 @@ struct GeoGridTests {
                 cell.lon += dx
                 expected[row * columns + column] = cell
                 kept.append(id)
+                let e = extent ?? (c.lat, c.lat, dx, dx)
+                extent = (min(e.south, c.lat), max(e.north, c.lat), min(e.west, dx), max(e.east, dx))
+            }
+            // The bounds: the tightest box holding every counted point, in the box's own frame.
+            if let extent, let bounds = grid.bounds {
+                func lon(_ dx: Double) -> Double { box.minLon + dx > 180 ? box.minLon + dx - 360 : box.minLon + dx }
+                #expect(abs(bounds.minLat - extent.south) < 1e-9 && abs(bounds.maxLat - extent.north) < 1e-9)
+                #expect(abs(bounds.minLon - lon(extent.west)) < 1e-9 && abs(bounds.maxLon - lon(extent.east)) < 1e-9)
+            } else {
+                #expect(extent == nil && grid.bounds == nil)
             }
             #expect(grid.total == kept.count)
             #expect(grid.cells.count == expected.count)

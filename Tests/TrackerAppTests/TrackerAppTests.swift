@@ -74,7 +74,7 @@ struct TrackerAppTests {
         let openAPI = try await s.app(.GET, "/api/openapi.json")
         #expect(openAPI.json["openapi"] == "3.1.0")
         #expect(Set(openAPI.json["paths"]?.objectValue?.keys ?? []) == [
-            "/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/analysis/locations", "/api/analysis/users/{name}/stats",
+            "/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/analysis/locations", "/api/analysis/users", "/api/analysis/users/{name}/stats",
             "/api/places/version", "/api/places/{id}/adjustments", "/api/adjustments/mine", "/api/adjustments", "/api/adjustments/{id}/{decision}",
             "/api/openapi.json", "/api/keys", "/api/keys/{key}", "/api/places/{id}", "/api/session", "/api/me/locations", "/api/me/live", "/api/status",
         ])
@@ -297,6 +297,23 @@ struct TrackerAppTests {
         #expect(stats.json["count"] == 3 && stats.json["first"] == 1_700_000_000_000.0)
         let distance = stats.json["distance_m"]?.doubleValue ?? 0
         #expect(distance > 13_000 && distance < 13_300)  // 68 m, then about 13.1 km
+        // The overview of people: each with registration, devices and the location written last.
+        _ = try await s.app(.PUT, "/api/users/hal", json: ["password": "pw-hal"])
+        _ = try await s.app(.POST, "/api/login", json: ["username": "gina", "password": "pw-gina", "device": "Gina's tablet"])
+        let people = try await s.app(.GET, "/api/analysis/users", auth: ann)
+        let listed = people.json["users"]?.arrayValue ?? []
+        #expect(people.status == 200 && listed.map { $0["name"] } == ["gina", "hal"] && people.json["next"] == .null, "\(people.text)")
+        #expect(listed.first?["last"]?["time"] == 1_700_000_120_000.0 && listed.first?["last"]?["lat"] == 52.6 && listed.first?["last"]?["accuracy"] == 5)
+        #expect(listed.first?["devices"]?.arrayValue?.map { $0["device"] } == [.null, "Gina's tablet"])
+        #expect(!people.text.contains("key-"), "API keys' names are not listed")
+        #expect(listed.last?["last"] == .null && listed.last?["registered"]?.doubleValue != nil)
+        let page = try await s.app(.GET, "/api/analysis/users?limit=1", auth: ann).json
+        #expect(page["users"]?.arrayValue?.map { $0["name"] } == ["gina"] && page["next"] == "gina")
+        #expect(try await s.app(.GET, "/api/analysis/users?limit=1&after=gina", auth: ann).json["users"]?.arrayValue?.map { $0["name"] } == ["hal"])
+        #expect(try await s.app(.GET, "/api/analysis/users?limit=0", auth: ann).status == 400)
+        #expect(try await s.app(.GET, "/api/analysis/users?after=Not%20a%20name", auth: ann).status == 400)
+        #expect(try await s.app(.GET, "/api/analysis/users", auth: .basic(gina.key, gina.secret)).status == 403)
+        #expect(try await s.app(.GET, "/api/analysis/users").status == 401)
         // Everyone's locations, once consolidated.
         var everyone = 0
         for _ in 0..<50 where everyone < 3 {

@@ -85,6 +85,48 @@ extension PlaceCatalog {
         return ["ok": true, "reviewStatus": report["reviewStatus"]!, "dataVersion": dataVersion]
     }
 
+    /// Takes an admin's decision back: the report waits for review again and, if it was
+    /// approved, the place returns to where it was before (the release bumped again). 409 when
+    /// the report waits already, or when the place has moved since (undo the later change first).
+    public func undoReview(report id: String, by admin: String) async throws -> JSON {
+        let reply = try await couch.request(.get, "/\(TrackerService.reportsDB)/\(CouchURL.encode(id))")
+        guard reply.ok, var report = reply.json.objectValue, report["type"] == "reported-location" else {
+            throw Failure(404, "not_found", "No report \(id)")
+        }
+        guard let decided = report["reviewStatus"]?.stringValue, decided != "submitted" else {
+            throw Failure(409, "conflict", "Report \(id) waits for review: there is nothing to undo")
+        }
+        var dataVersion: JSON = .null
+        if decided == "approved", let placeID = report["placeId"]?.stringValue {
+            let placeReply = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))")
+            guard placeReply.ok, var place = placeReply.json.objectValue else { throw Failure(404, "not_found", "No place \(placeID)") }
+            var history = place["previousPositions"]?.arrayValue ?? []
+            guard let last = history.last, last["report"]?.stringValue == id, place["geometry"] == report["geometry"] else {
+                throw Failure(409, "conflict", "The place has moved since this report was approved: undo the later change first")
+            }
+            history.removeLast()
+            place["geometry"] = last["geometry"]
+            place["previousPositions"] = history.isEmpty ? nil : .array(history)
+            if history.isEmpty { place["verified"] = nil }
+            let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(place))
+            if saved.status == 409 { throw Failure(409, "conflict", "The place changed meanwhile; try again") }
+            try expect(saved, "move place \(placeID) back")
+            dataVersion = .int(try await bumpRelease())
+        }
+        var undone = report["undone"]?.arrayValue ?? []
+        undone.append(["reviewStatus": .string(decided), "reviewedBy": report["reviewedBy"] ?? .null, "reviewedDate": report["reviewedDate"] ?? .null,
+                       "undoneBy": .string(admin), "undoneDate": .string(Date().ISO8601Format())])
+        report["undone"] = .array(undone)
+        report["reviewStatus"] = "submitted"
+        report["reviewedBy"] = nil
+        report["reviewedDate"] = nil
+        let saved = try await couch.request(.put, "/\(TrackerService.reportsDB)/\(CouchURL.encode(id))", body: .object(report))
+        if saved.status == 409 { throw Failure(409, "conflict", "The report changed meanwhile; try again") }
+        try expect(saved, "record the undo")
+        logger.info("\(admin) undid the \(decided) review of report \(id)")
+        return ["ok": true, "reviewStatus": "submitted", "dataVersion": dataVersion]
+    }
+
     /// The places dataset's version (devices compare it with theirs before pulling `lt_places`).
     public func placesVersion() async throws -> JSON {
         let reply = try await couch.request(.get, "/\(TrackerService.placesDB)/\(TrackerService.releaseID)")

@@ -134,8 +134,9 @@ extension TrackerHTTP {
         }
         api.post("adjustments/:id/:decision") { request, context in
             let decision = context.parameter("decision")
-            guard decision == "approve" || decision == "reject" else { throw HTTPError(.notFound) }
+            guard ["approve", "reject", "undo"].contains(decision) else { throw HTTPError(.notFound) }
             let admin = try await requireRole(["_admin"], request, context, purpose: "Reviewing place reports is for admins")
+            if decision == "undo" { return TrackerHTTP.reply(try await service.places.undoReview(report: context.parameter("id"), by: admin)) }
             return TrackerHTTP.reply(try await service.places.review(report: context.parameter("id"), approve: decision == "approve", by: admin))
         }
     }

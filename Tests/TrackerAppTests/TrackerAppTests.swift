@@ -430,7 +430,7 @@ struct TrackerAppTests {
         #expect(none.status == 404 && none.json["error"] == "not_found")
     }
 
-    @Test("Place corrections: users report, see only their own reports; admins approve (the place moves, old position kept, dataset version bumps) or reject; embedded and in cluster mode", arguments: [false, true])
+    @Test("Place corrections: users report, see only their own reports; admins approve (the place moves, old position kept, dataset version bumps) or reject, and undo either; embedded and in cluster mode", arguments: [false, true])
     func corrections(cluster: Bool) async throws {
         let s = try TestServer(cluster: cluster)
         defer { s.stop() }
@@ -518,6 +518,27 @@ struct TrackerAppTests {
         let exported = try TestServer.runLT(["places", "export", "--url", dbURL])
         let features = (try? JSON.parse(Array(exported.output.utf8)))?["features"]?.arrayValue ?? []
         #expect(features.count == 52 && features.contains { $0["id"] == "statue" && $0["properties"]?["name"] == "Statue" })
+
+        // Undo. The first approval cannot be taken back: the import has moved the place since.
+        let stale = try await s.app(.POST, "/api/adjustments/\(reportID)/undo", auth: admin)
+        #expect(stale.status == 409 && stale.json["reason"]?.stringValue?.contains("moved since") == true, "\(stale.text)")
+        // A rejection undone waits for review again, with what was undone kept; approved, then undone,
+        // the place is back where it was (no record of a move, not verified) and the release moves on.
+        let otherOriginal = try await s.request(.GET, "/lt_places/\(otherID)").json["geometry"]
+        let undone = try await s.app(.POST, "/api/adjustments/\(otherReport)/undo", auth: admin)
+        #expect(undone.status == 200 && undone.json["reviewStatus"] == "submitted" && undone.json["dataVersion"] == .null)
+        #expect(try await s.app(.POST, "/api/adjustments/\(otherReport)/undo", auth: admin).status == 409)
+        let waiting = try await s.app(.GET, "/api/adjustments", auth: admin).json["reports"]?.arrayValue ?? []
+        #expect(waiting.map { $0["_id"] } == [.string(otherReport)] && waiting.first?["undone"]?[0]?["reviewStatus"] == "rejected")
+        let release = try await s.app(.GET, "/api/places/version").json["dataVersion"]?.intValue ?? 0
+        #expect(try await s.app(.POST, "/api/adjustments/\(otherReport)/approve", auth: admin).status == 200)
+        #expect(try await s.request(.GET, "/lt_places/\(otherID)").json["geometry"] == ["type": "Point", "coordinates": [-122.2, 37.6]])
+        let back = try await s.app(.POST, "/api/adjustments/\(otherReport)/undo", auth: admin)
+        #expect(back.status == 200 && back.json["dataVersion"]?.intValue == release + 2)
+        let restored = try await s.request(.GET, "/lt_places/\(otherID)").json
+        #expect(restored["geometry"] == otherOriginal && restored["previousPositions"] == nil && restored["verified"] == nil, "\(restored.text)")
+        #expect(try await s.app(.POST, "/api/adjustments/\(otherReport)/undo", auth: hankAuth).status == 403)
+        #expect(try await s.app(.POST, "/api/adjustments/nope/undo", auth: admin).status == 404)
     }
 
     @Test("Authorization matrix of the application API: anonymous, user A, user B, analyst and admin against every endpoint, in both modes, embedded and in front of a cluster",
@@ -541,10 +562,12 @@ struct TrackerAppTests {
         let matrix: [(HTTPMethod, String, JSON?, [Int])] = [
             (.GET, "/api/analysis/locations?user=amy", nil, [401, 403, 403, 200, 200]),
             (.GET, "/api/analysis/users/amy/stats", nil, [401, 403, 403, 200, 200]),
+            (.GET, "/api/analysis/users", nil, [401, 403, 403, 200, 200]),
             (.GET, "/api/adjustments", nil, [401, 403, 403, 403, 200]),
             (.GET, "/api/adjustments/mine", nil, [401, 200, 200, 401, 401]),
             (.GET, "/api/keys", nil, [401, 200, 200, 401, 401]),
             (.POST, "/api/adjustments/\(reportID)/reject", nil, [401, 403, 403, 403, 200]),
+            (.POST, "/api/adjustments/\(reportID)/undo", nil, [401, 403, 403, 403, 200]),
             (.POST, "/api/places/\(place)/adjustments", ["latitude": 2, "longitude": 2], [401, 201, 201, 401, 401]),
             (.POST, "/api/owntracks?u=amy", ["_type": "location", "lat": 1, "lon": 1, "tst": 5], [401, 200, 403, 401, 401]),
             (.DELETE, "/api/users/amy", nil, [401, 403, 403, 403, 200]),

@@ -73,4 +73,8 @@ if [ "${1:-}" = "--for-tests" ]; then
   if ! python3 -c "import websocket" 2>/dev/null; then
     python3 -m pip install --quiet websocket-client
   fi
+  # axe-core (the accessibility scan of the browser tests), as PyPI's axe-playwright-python ships it.
+  if ! python3 -c "import axe_playwright_python" 2>/dev/null; then
+    python3 -m pip install --quiet --no-deps axe-playwright-python==0.1.8
+  fi
 fi

@@ -215,6 +215,16 @@ enum OpenAPI {
                         "responses": ["200": ["description": "{ok, name, roles, kind}"]]],
                 "delete": ["summary": "Sign out", "responses": ["200": ["description": "{ok}"]]],
             ],
+            "/api/me/password": ["put": [
+                "summary": "Change one's password, given the current one (devices' API keys keep working; dashboard sessions end)",
+                "security": [["basic": []]],
+                "requestBody": ["required": true, "content": ["application/json": ["schema": [
+                    "type": "object", "required": ["current_password", "new_password"],
+                    "properties": ["current_password": ["type": "string"], "new_password": ["type": "string", "minLength": 1]],
+                ]]]],
+                "responses": ["200": ["description": "{ok}"], "400": error("Missing or empty password"), "401": error("Bad credentials or current password"),
+                              "429": error("Too many failed attempts")],
+            ]],
             "/api/me/locations": ["get": [
                 "summary": "The signed-in user's own newest locations, oldest first",
                 "security": [["basic": []], ["cookie": []]],

@@ -72,6 +72,25 @@ extension TrackerHTTP {
         api.delete("keys/:key") { request, context in
             TrackerHTTP.reply(try await service.revokeKey(context.parameter("key"), of: try await requireUser(request, context)))
         }
+        api.put("me/password") { request, context in
+            let user = try await requireUser(request, context)
+            let body = try await json(request)
+            guard let current = body["current_password"]?.stringValue, let new = body["new_password"]?.stringValue else {
+                throw TrackerService.Failure(400, "bad_request", "`current_password` and `new_password` strings are required")
+            }
+            let from = client(request, context)
+            try service.throttle.check(account: user, client: from)
+            do {
+                try await service.changePassword(username: user, current: current, new: new)
+            } catch let failure as TrackerService.Failure where failure.status == 401 {
+                service.throttle.failed(account: user, client: from)
+                throw failure
+            }
+            sessions.end(user: user)
+            var response = TrackerHTTP.reply(["ok": true])
+            response.headers[.setCookie] = DashboardSessions.setCookie(nil)
+            return response
+        }
         api.get("me/locations") { request, context in try await myLocations(try await requireUser(request, context), request) }
         api.get("me/live") { request, context in
             let user = try await requireUser(request, context)

@@ -335,6 +335,27 @@ public final class TrackerService: CouchBacked {
         ]
     }
 
+    /// `PUT /api/me/password`: a new password for `username`, given the current one. API keys
+    /// (devices) keep working; dashboard sessions end (the caller ends them).
+    public func changePassword(username: String, current: String, new password: String) async throws {
+        guard !password.isEmpty else { throw Failure(400, "bad_request", "The new password must not be empty") }
+        let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
+        guard reply.ok, case var .object(user) = reply.json else { throw Failure(404, "not_found", "No user \(username)") }
+        guard await Passwords.verify(current, against: Passwords.Hash(stored: reply.json, defaultIterations: passwordIterations)) else {
+            throw Failure(401, "unauthorized", "The current password is not right")
+        }
+        let hash = try await Passwords.hash(password, iterations: passwordIterations)
+        user["pbkdf2_prf"] = .string(hash.prf)
+        user["iterations"] = .int(hash.iterations)
+        user["salt"] = .string(hash.salt)
+        user["derived_key"] = .string(hash.derivedKey)
+        user["password_changed_at"] = JSON.millisecondsNow()
+        let saved = try await couch.request(.put, "/\(TrackerService.usersDB)/\(username)", body: .object(user))
+        if saved.status == 409 { throw Failure(409, "conflict", "The account changed meanwhile; try again") }
+        try expect(saved, "save the new password of \(username)")
+        logger.info("\(username) changed their password")
+    }
+
     /// `GET /api/keys`: the user's API keys (one per login, usually one per device), never their secrets.
     public func apiKeys(of username: String) async throws -> JSON {
         let reply = try await couch.request(.post, "/_users/_find", body: [

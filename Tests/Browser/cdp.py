@@ -131,6 +131,22 @@ class Browser:
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=mobile)
 
 
+def axe_source():
+    """axe-core, Deque's accessibility rules engine (MPL-2.0), as PyPI's axe-playwright-python ships
+    it (scripts/install-deps.sh --for-tests installs it); None without it."""
+    try:
+        import axe_playwright_python
+    except ImportError:
+        return None
+    with open(os.path.join(os.path.dirname(axe_playwright_python.__file__), "axe.min.js")) as script:
+        return script.read()
+
+
+# What a scan reports: each violated rule with its impact and the first element that breaks it.
+AXE_RUN = """axe.run(document, { resultTypes: ['violations'] }).then((result) => result.violations.map((v) =>
+    `${v.id} (${v.impact}, ${v.nodes.length}×, e.g. ${v.nodes[0].target.join(' ')}): ${v.help}`))"""
+
+
 class Checks:
     """A browser test's findings: each check printed as it is made, a failure's screenshot, the summary."""
 
@@ -149,6 +165,18 @@ class Checks:
             browser.screenshot(os.path.join(self.artifacts, "failure.png"))
         except Exception:
             pass
+
+    def accessible(self, evaluate, where):
+        """Runs axe-core's WCAG 2 A/AA and best-practice rules on the page as it is now (`evaluate`
+        runs a script in the page and returns its value) and records a check: no violation."""
+        source = axe_source()
+        if source is None:
+            self(False, f"accessibility scan of {where}: axe-core is missing (scripts/install-deps.sh --for-tests installs it)")
+            return
+        if not evaluate("typeof window.axe === 'object'"):
+            evaluate(source + "\n;true")
+        violations = evaluate(AXE_RUN)
+        self(not violations, f"accessibility scan of {where}: " + ("no violations" if not violations else "; ".join(violations)))
 
     def summary(self):
         """Prints the tally; the exit status (1 when any check failed)."""

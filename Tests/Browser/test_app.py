@@ -111,6 +111,7 @@ def main():
         manifest = browser.call("Page.getAppManifest")
         check(not manifest.get("errors") and manifest.get("url", "").endswith("/app/manifest.webmanifest"), f"the manifest parses without errors: {manifest.get('errors')}")
         browser.screenshot(os.path.join(options.artifacts, "welcome.png"))
+        check.accessible(browser.evaluate, "the welcome screen")
 
         # Every control has an accessible name (its label, text or aria-label).
         unnamed = browser.evaluate("""[...document.querySelectorAll('button, input, select, textarea, a[href]')].filter((el) => {
@@ -293,6 +294,7 @@ def main():
         check(True, "tapping a place in the list opens it on the map")
         browser.pump(0.5)  # the popup's fade
         browser.screenshot(os.path.join(options.artifacts, "place-opened.png"))
+        check.accessible(browser.evaluate, "a place opened on the map")
         browser.evaluate("document.querySelector('#views [data-view=status]').click()")
         # A batch sent again (its answer lost to a dropped connection) adds nothing.
         browser.evaluate("(async () => { const kept = await ltApp.store.kept(); await ltApp.store.enqueue(kept); await ltApp.sync(); })()")
@@ -300,6 +302,7 @@ def main():
         status, checkpoint = request("GET", f"{account['databaseURL']}/_local/lt-app-{account['apiKey']}", auth=(account["apiKey"], account["apiSecret"]))
         check(status == 200 and checkpoint.get("sent") == 6, f"the device's _local record says 6 sent: {checkpoint.get('sent')}")
         browser.screenshot(os.path.join(options.artifacts, "tracking.png"))
+        check.accessible(browser.evaluate, "tracking")
         browser.evaluate("document.getElementById('tracking').click()")
         browser.pump(0.5)
         # The cut network's failed requests are the expected console errors; nothing else.
@@ -363,6 +366,7 @@ def main():
         question = browser.evaluate("document.getElementById('sign-out-text').textContent")
         check(question.startswith("1 location") and "cannot be reached" in question and "deletes it" in question, f"sign-out asks first: {question}")
         browser.screenshot(os.path.join(options.artifacts, "sign-out-asks.png"))
+        check.accessible(browser.evaluate, "the sign-out question")
         browser.evaluate("document.getElementById('sign-out-stay').click()")
         check(not browser.evaluate("document.getElementById('sign-out-dialog').open") and browser.evaluate("ltApp.store.pendingCount()") == 1
               and browser.evaluate("ltApp.store.account().then((a) => a && a.username)") == "walker", "'Stay signed in' keeps the account and the waiting fix")
@@ -402,6 +406,7 @@ def main():
             return [points.every((p) => view.contains(p)), share]; })()""")
         check(fit[0] and fit[1] > 0.5, f"the map fits my track: every point in view, the track spans {fit[1]:.0%} of it")
         browser.screenshot(os.path.join(options.artifacts, "history-restored.png"))
+        check.accessible(browser.evaluate, "history restored after signing in again")
         browser.evaluate("document.querySelector('#views [data-view=status]').click()")
 
         # Offline, the user may still choose to drop what waits: only by saying so.

@@ -100,6 +100,30 @@ def main():
         bearings = browser.evaluate("window.lt.layer.getLayers().filter((l) => l.bearing !== undefined).map((l) => l.bearing)")
         check(len(bearings) >= 5 and all(0 <= b < 360 for b in bearings) and sum(1 for b in bearings if b < 90) >= len(bearings) // 2,
               f"direction arrows follow the track: {[round(b) for b in bearings]}")
+        # One whole day (the day of her newest location), the map fitted to all of it, said in
+        # words: the day, how many, from when to when, how far.
+        inside = browser.evaluate("""(() => { const b = window.lt.map.getBounds();
+            return window.lt.track.every((d) => b.contains([d.geometry.coordinates[1], d.geometry.coordinates[0]])); })()""")
+        summary = browser.evaluate("document.getElementById('track-summary').textContent")
+        check(inside and re.search(r"2023: 14 locations, .+ to .+ \(21 min\), [\d.]+ (mi|km|ft|m) travelled", summary),
+              f"her day on open: the map holds all 14 locations; {summary}")
+        rows = browser.evaluate("[...document.querySelectorAll('#track-list li')].slice(0, 2).map((li) => li.textContent)")
+        check(re.match(r"^\d?\d:\d\d( [AP]M)? · start$", rows[0]) and re.match(r"^\d?\d:\d\d( [AP]M)? · \d+ (ft|m) on$", rows[1]),
+              f"each row a time and the distance from the one before, no raw coordinates: {rows}")
+        # Units: the browser's locale (en-US here: miles, feet), or chosen in the header.
+        default_units = browser.evaluate("document.getElementById('units').value")
+        browser.evaluate("{ const u = document.getElementById('units'); u.value = 'metric'; u.dispatchEvent(new Event('change')); }")
+        browser.wait("/ km travelled|\\d m travelled/.test(document.getElementById('track-summary').textContent)", what="the summary in km")
+        metric_rows = browser.evaluate("[...document.querySelectorAll('#track-list li')].slice(1, 3).map((li) => li.textContent)")
+        check(default_units == "imperial" and all(r.endswith(" m on") for r in metric_rows),
+              f"distances in the locale's units ({default_units}), switched to metric everywhere: {metric_rows}")
+        # The day before: nothing, said so; "Latest day" comes back.
+        browser.evaluate("document.getElementById('track-prev').click()")
+        browser.wait("document.getElementById('track-summary').textContent.includes('no locations')", what="the empty day before")
+        empty_day = browser.evaluate("[document.getElementById('track-summary').textContent, document.querySelector('#track-places li').textContent]")
+        check("2023" in empty_day[0] and "Latest day" in empty_day[0] and "No location that day" in empty_day[1], f"an empty day says why and what to do: {empty_day[0]}")
+        browser.evaluate("document.getElementById('track-latest').click()")
+        browser.wait("document.querySelectorAll('#track-list li').length === 14", what="back to her latest day")
         text = browser.evaluate("document.body.innerText")
         check("bob" not in text and "40.70" not in text, "alice's page shows none of bob's data")
         check(browser.evaluate("getComputedStyle(document.querySelector('#views [data-view=review]')).display") == "none"
@@ -132,6 +156,7 @@ def main():
         expected_near = sum(1 for p in seeded if haversine(latest, (p["geometry"]["coordinates"][1], p["geometry"]["coordinates"][0])) <= 4023.35)
         check(places_near == expected_near, f"places within 4023.35 m of the latest location: {places_near} (brute force {expected_near})")
         browser.screenshot(os.path.join(options.artifacts, "my-tracks.png"))
+        check.accessible(browser.evaluate, "My tracks")
 
         # A device pushes a new location: it appears without a reload.
         new = location(12, "alice", 37.495, -122.305)
@@ -145,6 +170,20 @@ def main():
         browser.evaluate("document.querySelector('#views [data-view=photos]').click()")
         browser.wait("document.querySelectorAll('#photos-list img').length === 2 && [...document.querySelectorAll('#photos-list img')].every(i => i.complete && i.naturalWidth === 4)",
                      what="alice's 2 photos, loaded")
+        # A photo opens in a viewer: large, whose, when, where; "Show on map" goes to its place.
+        browser.evaluate("document.querySelector('#photos-list .photo-open').click()")
+        browser.wait("document.getElementById('photo-viewer').open && document.getElementById('photo-image').complete && document.getElementById('photo-image').naturalWidth === 4",
+                     what="the photo viewer")
+        viewer = browser.evaluate("[document.getElementById('photo-title').textContent, document.getElementById('photo-details').textContent, document.getElementById('photo-image').getBoundingClientRect().width]")
+        check(viewer[0].startswith("view ") and "Taken by alice" in viewer[1] and "37.49" in viewer[1] and viewer[2] >= 190,
+              f"the viewer shows the photo ({viewer[2]:.0f} px wide), who, when and where: {viewer[1]}")
+        browser.screenshot(os.path.join(options.artifacts, "photo-viewer.png"))
+        check.accessible(browser.evaluate, "the photo viewer")
+        browser.evaluate("document.getElementById('photo-on-map').click()")
+        browser.wait("!document.getElementById('photo-viewer').open && document.querySelector('.photo-popup img')", what="the photo's place on the map")
+        zoom = browser.evaluate("window.lt.map.getZoom()")
+        check(zoom >= 16, f"\"Show on map\" closes the viewer and opens the photo's marker, zoomed in (zoom {zoom})")
+        browser.evaluate("void window.lt.map.closePopup()")
         browser.wait("window.lt.photos.length === 2 && document.querySelectorAll('.leaflet-marker-icon').length >= 1", what="photo markers")
         check(browser.evaluate("document.getElementById('photos-summary').textContent") == "2 photos.", "her photos: 2, listed with their images")
         browser.evaluate("""new Promise(done => { const m = window.lt.photoMarkers[0];
@@ -166,6 +205,7 @@ def main():
             const p = document.getElementById('panel').getBoundingClientRect(); return [m.width, m.height, p.top >= m.bottom - 1]; })()""")
         check(layout[0] <= 390 and layout[1] > 200 and layout[2], f"phone layout: map {layout[0]:.0f}×{layout[1]:.0f}, list below it")
         browser.screenshot(os.path.join(options.artifacts, "my-tracks-phone.png"))
+        check.accessible(browser.evaluate, "My tracks on a phone")
         # Every button a finger can hit there: 44 px tall at least (navigation and sign-out too).
         small = browser.evaluate("""[...document.querySelectorAll('button, a.button')].filter((b) => b.offsetParent !== null)
             .map((b) => [b.textContent.trim() || b.getAttribute('aria-label'), b.getBoundingClientRect().height]).filter(([, h]) => h < 44)""")
@@ -191,7 +231,36 @@ def main():
             document.getElementById('username').value = '{ADMIN[0]}';
             document.getElementById('password').value = '{ADMIN[1]}';
             document.getElementById('sign-in-form').requestSubmit(); }})()""")
-        browser.wait("window.lt.session && window.lt.session.kind === 'admin' && window.lt.places.length > 0", what="the admin's places")
+        # The admin opens on the people tracked: each with when and where last seen and the
+        # devices, a marker per person in their colour, the map fitted to all of them.
+        browser.wait("window.lt.session && window.lt.session.kind === 'admin' && document.querySelectorAll('#people-list li').length === 2",
+                     what="the people overview")
+        people = browser.evaluate("[...document.querySelectorAll('#people-list li')].map((li) => li.textContent)")
+        check(people[0].startswith("alice") and "last seen" in people[0] and "device" in people[0] and people[1].startswith("bob"),
+              f"people listed with last seen and devices: {[p[:70] for p in people]}")
+        browser.wait("document.querySelectorAll('path.person').length === 2", what="a marker per person")
+        fills = browser.evaluate("[...document.querySelectorAll('path.person')].map((p) => p.getAttribute('fill'))")
+        in_view = browser.evaluate("""(() => { const b = window.lt.map.getBounds();
+            return window.lt.people.every((p) => b.contains([p.last.lat, p.last.lon])); })()""")
+        check(len(set(fills)) == 2 and in_view, f"a colour per person ({fills}), everyone's last position in view")
+        browser.screenshot(os.path.join(options.artifacts, "people.png"))
+        check.accessible(browser.evaluate, "People")
+        # Alice's last day as a route, in her colour, fitted; bob hidden with his box.
+        browser.evaluate("document.querySelector('#people-list button[aria-label^=\"Show alice\"]').click()")
+        browser.wait("window.lt.trip && window.lt.trip.name === 'alice' && document.querySelectorAll('path.track-line').length === 1", what="alice's trip")
+        trip = browser.evaluate("""(() => { const b = window.lt.map.getBounds();
+            return [window.lt.trip.points.length, window.lt.trip.points.every((p) => b.contains(p)), document.getElementById('people-trip').textContent,
+                    document.querySelector('path.track-line').getAttribute('stroke')]; })()""")
+        check(trip[0] == 15 and trip[1] and "15 locations" in trip[2] and "travelled" in trip[2] and trip[3] == fills[0],
+              f"an analyst's view of one person's day as a route in their colour, fitted: {trip[2]}")
+        browser.evaluate("document.getElementById('person-bob').click()")
+        browser.wait("document.querySelectorAll('path.person').length === 1", what="bob hidden")
+        check(True, "a person's box hides and shows their layer")
+        browser.pump(1)
+        browser.screenshot(os.path.join(options.artifacts, "people-trip.png"))
+        browser.evaluate("document.getElementById('person-bob').click()")
+        browser.evaluate("document.querySelector('#views [data-view=places]').click()")
+        browser.wait("window.lt.places.length > 0 && window.lt.placeMarkers.size > 0", what="the admin's places")
         markers = browser.evaluate("window.lt.placeMarkers.size")
         listed = browser.evaluate("document.querySelectorAll('#places-list li').length")
         check(markers == len(seeded) == listed == 50, f"place markers: {markers}, listed {listed}, seeded {len(seeded)}")
@@ -204,6 +273,14 @@ def main():
             return [inView, icons, clustered + single]; })()""")
         check(shown[0] == 50 and shown[1] > 0 and shown[2] == 50, f"all 50 places in view, drawn as {shown[1]} markers and clusters holding {shown[2]}")
         browser.screenshot(os.path.join(options.artifacts, "places.png"))
+        check.accessible(browser.evaluate, "Places (admin)")
+        # Search as you type, blind to case and accents.
+        for query, expected in (("canada", ["Cañada College"]), ("GOLF", sorted(p["name"] for p in seeded if "golf" in p["name"].lower()))):
+            browser.evaluate(f"{{ const s = document.getElementById('places-search'); s.value = '{query}'; s.dispatchEvent(new Event('input')); }}")
+            shown = browser.evaluate("[...document.querySelectorAll('#places-list li')].filter((li) => !li.hidden).map((li) => li.firstChild.textContent.trim())")
+            check(sorted(shown) == expected and str(len(expected)) in browser.evaluate("document.getElementById('places-summary').textContent"),
+                  f"searching places for {query!r}: {shown}")
+        browser.evaluate("{ const s = document.getElementById('places-search'); s.value = ''; s.dispatchEvent(new Event('input')); }")
 
         # Places edited by the admin in the page: added with the form, renamed, deleted; a GeoJSON file imported.
         browser.evaluate("""(() => { document.getElementById('place-name').value = 'Test Café';
@@ -235,12 +312,25 @@ def main():
         browser.wait("document.querySelectorAll('#review-list li').length === 1", what="one correction to review")
         shown = browser.evaluate("document.querySelector('#review-list li').textContent")
         check(shown.startswith(target["name"]) and re.search(r"moved \d+ m by alice", shown), f"the correction shows the place and the distance: {shown[:80]}")
+        labels = browser.evaluate("[...document.querySelectorAll('.pin-label')].map((l) => l.textContent)")
+        check(labels == ["A: now", "B: reported"] and not browser.evaluate("document.getElementById('review-legend').hidden"),
+              f"A and B labelled on the map, and a legend: {labels}")
         summary = browser.evaluate("document.getElementById('review-summary').textContent")
         check(summary == "1 correction waits for review.", f"one correction, said in the singular: {summary}")
         check(browser.evaluate("document.querySelectorAll('.leaflet-marker-icon.pin').length") == 2, "original and reported positions on the map")
         browser.screenshot(os.path.join(options.artifacts, "review.png"))
+        check.accessible(browser.evaluate, "Corrections")
         browser.evaluate("document.querySelector('#review-list li button[aria-label^=Approve]').click()")
         browser.wait("document.getElementById('review-summary').textContent.startsWith('Approved')", what="the approval")
+        # Decisions are listed, and can be undone: the place goes back, the report waits again.
+        browser.wait("document.querySelectorAll('#review-history li button').length === 1", what="the decision in the history")
+        browser.evaluate("document.querySelector('#review-history li button').click()")
+        browser.wait("document.getElementById('review-summary').textContent.startsWith('Undone') && document.querySelectorAll('#review-list li').length === 1",
+                     what="the undo")
+        _, back = request("GET", f"{server.db}/lt_places/{target['_id']}", auth=ADMIN)
+        check(back["geometry"] == target["geometry"], "undoing the approval put the place back where it was")
+        browser.evaluate("document.querySelector('#review-list li button[aria-label^=Approve]').click()")
+        browser.wait("document.getElementById('review-summary').textContent.startsWith('Approved')", what="the approval again")
         browser.evaluate("document.querySelector('#views [data-view=places]').click()")
         browser.wait(f"window.lt.placeMarkers.get('{target['_id']}') && Math.abs(window.lt.placeMarkers.get('{target['_id']}').getLatLng().lat - {moved_to[0]}) < 1e-9",
                      what="the place at its corrected position")
@@ -253,28 +343,35 @@ def main():
         browser.evaluate("document.querySelector('#views [data-view=analysis]').click()")
         browser.wait("window.lt.grid && window.lt.grid.total === 20", what="all 20 locations counted", timeout=30)
         browser.wait("document.querySelectorAll('path.leaflet-interactive').length === 20", what="20 points drawn")
-        check(True, "everyone's locations on the map: 20 counted, 20 drawn")
-        browser.wait("document.getElementById('consolidation-status').textContent.includes('locations copied; nothing waiting.')",
-                     what="the consolidation status")
+        fitted = browser.evaluate("""(() => { const b = window.lt.map.getBounds();
+            return window.lt.grid.points.length === 20 && window.lt.grid.points.every(([lat, lon]) => b.contains([lat, lon])); })()""")
+        check(fitted, "everyone's locations on the map: fitted on open, 20 counted, 20 drawn, all in view")
+        browser.wait("document.getElementById('consolidation-status').textContent.includes('nothing left to gather.')",
+                     what="the gathering status")
         check(True, "admins see the consolidation status: " + browser.evaluate("document.getElementById('consolidation-status').textContent"))
         browser.screenshot(os.path.join(options.artifacts, "all-locations-map.png"))
         browser.evaluate("document.getElementById('analysis-heat').click()")
         browser.wait("window.lt.grid && document.querySelectorAll('path.leaflet-interactive').length === window.lt.grid.cells.length",
                      what="the heat map's cells")
-        check(True, "the heat map draws one cell per non-empty grid cell")
+        legend = browser.evaluate("document.getElementById('heat-legend').hidden ? '' : document.getElementById('heat-legend').textContent")
+        check("locations per square: 1 (light) to" in legend, f"the heat map draws one cell per non-empty grid cell, with a legend: {legend.strip()}")
+        browser.screenshot(os.path.join(options.artifacts, "heat-map.png"))
         browser.evaluate("document.getElementById('analysis-heat').click()")
         browser.wait("document.getElementById('export-gpx').href.includes('format=gpx')", what="export links")
         browser.evaluate("document.getElementById('analysis-user').value = 'alice'; document.getElementById('analysis-filter').dispatchEvent(new Event('change'))")
         browser.wait("document.getElementById('analysis-stats').textContent.includes('15 locations')", what="alice's statistics")
         browser.wait("window.lt.grid && window.lt.grid.total === 15 && document.getElementById('analysis-count').textContent.startsWith('15 ')",
                      what="the map filtered to alice")
-        check(True, "the map filtered to one user counts hers only")
+        alice_fit = browser.evaluate("""(() => { const b = window.lt.map.getBounds();
+            return [window.lt.grid.points.length, window.lt.grid.points.every(([lat, lon]) => b.contains([lat, lon])), window.lt.map.getZoom()]; })()""")
+        check(alice_fit[0] == 15 and alice_fit[1] and alice_fit[2] >= 12, f"filtered to one user: hers only, the map fitted to them (zoom {alice_fit[2]})")
         geojson = browser.evaluate("fetch(document.getElementById('export-geojson').href).then(r => r.json())")
         gpx = browser.evaluate("fetch(document.getElementById('export-gpx').href).then(r => r.text())")
         disposition = browser.evaluate("fetch(document.getElementById('export-csv').href).then(r => r.headers.get('Content-Disposition'))")
         check(disposition and 'filename="locations-alice' in disposition and disposition.endswith('.csv"'), f"a download is named for whose locations and its format: {disposition}")
         check(len(geojson["features"]) == 15 and gpx.count("<trkpt ") == 15, f"exports of alice's locations: {len(geojson['features'])} features, {gpx.count('<trkpt ')} GPX points")
         browser.screenshot(os.path.join(options.artifacts, "all-locations.png"))
+        check.accessible(browser.evaluate, "All locations")
 
         # The admin sees everyone's photos (consolidated with their attachments).
         browser.evaluate("document.querySelector('#views [data-view=photos]').click()")

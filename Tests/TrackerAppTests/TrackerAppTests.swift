@@ -76,11 +76,37 @@ struct TrackerAppTests {
         #expect(Set(openAPI.json["paths"]?.objectValue?.keys ?? []) == [
             "/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/analysis/locations", "/api/analysis/users", "/api/analysis/users/{name}/stats",
             "/api/places/version", "/api/places/{id}/adjustments", "/api/adjustments/mine", "/api/adjustments", "/api/adjustments/{id}/{decision}",
-            "/api/openapi.json", "/api/keys", "/api/keys/{key}", "/api/places/{id}", "/api/session", "/api/me/locations", "/api/me/live", "/api/status",
+            "/api/openapi.json", "/api/keys", "/api/keys/{key}", "/api/places/{id}", "/api/session", "/api/me/locations", "/api/me/live", "/api/me/password", "/api/status",
         ])
         // The copy in the repository (JSON is YAML) is the document the server serves.
         let file = try JSON.parse(Array(Data(contentsOf: Repository.root.appendingPathComponent("docs/openapi.yaml"))))
-        #expect(openAPI.json == file, "docs/openapi.yaml is out of date: curl -s http://127.0.0.1:8080/api/openapi.json | python3 -m json.tool --no-ensure-ascii > docs/openapi.yaml")
+        #expect(openAPI.json == file, "docs/openapi.yaml is out of date: curl -s http://127.0.0.1:8080/api/openapi.json | python3 -m json.tool --indent 2 --no-ensure-ascii > docs/openapi.yaml")
+    }
+
+    @Test("A user changes their password with the current one: the old one stops working, devices' keys keep working, dashboard sessions end; another user's credentials change only their own; embedded and in cluster mode", arguments: [false, true])
+    func passwordChange(cluster: Bool) async throws {
+        let s = try TestServer(cluster: cluster)
+        defer { s.stop() }
+        for name in ["kim", "lee"] { _ = try await s.app(.PUT, "/api/users/\(name)", json: ["password": .string("pw-\(name)")]) }
+        let kim = try await login(s, "kim", "pw-kim")
+        let signedIn = try await s.app(.POST, "/api/session", json: ["username": "kim", "password": "pw-kim"])
+        let cookie = (signedIn.headers["Set-Cookie"].first ?? "").split(separator: ";").first.map(String.init) ?? ""
+        #expect(signedIn.status == 200 && cookie.hasPrefix("lt_session="))
+        let path = "/api/me/password"
+        #expect(try await s.app(.PUT, path, json: ["current_password": "wrong", "new_password": "x"], auth: .basic("kim", "pw-kim")).status == 401)
+        #expect(try await s.app(.PUT, path, json: ["current_password": "pw-kim", "new_password": ""], auth: .basic("kim", "pw-kim")).status == 400)
+        #expect(try await s.app(.PUT, path, json: ["new_password": "x"], auth: .basic("kim", "pw-kim")).status == 400)
+        #expect(try await s.app(.PUT, path, json: ["current_password": "pw-kim", "new_password": "x"]).status == 401)
+        // Lee's own credentials change Lee's password, never Kim's (the user is the one authenticated).
+        #expect(try await s.app(.PUT, path, json: ["current_password": "pw-kim", "new_password": "taken"], auth: .basic("lee", "pw-lee")).status == 401)
+        let changed = try await s.app(.PUT, path, json: ["current_password": "pw-kim", "new_password": "new-kim"], auth: .basic(kim.key, kim.secret))
+        #expect(changed.status == 200 && changed.json["ok"] == true)
+        #expect(try await s.app(.POST, "/api/login", json: ["username": "kim", "password": "pw-kim"]).status == 401)
+        #expect(try await s.app(.POST, "/api/login", json: ["username": "kim", "password": "new-kim"]).status == 200)
+        #expect(try await s.app(.POST, "/api/login", json: ["username": "lee", "password": "pw-lee"]).status == 200)
+        #expect(try await s.request(.GET, "/\(kim.db)", auth: .basic(kim.key, kim.secret)).status == 200, "the device's key keeps working")
+        let session = try await s.app(.GET, "/api/session", auth: .cookie(cookie))
+        #expect(session.json["name"] == .null, "the dashboard session ended")
     }
 
     @Test("One user's database is closed to other users, to anonymous requests and to stale keys; the consolidated database to users; embedded and in cluster mode", arguments: [false, true])

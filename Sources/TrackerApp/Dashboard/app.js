@@ -15,6 +15,10 @@ const state = {
   live: null,        // EventSource of the user's new locations
   fitted: false,
   dismissedNotes: new Set(),  // the causes of map notes the user dismissed
+  people: [],        // the People view's rows (/api/analysis/users)
+  personLayers: new Map(),  // name → that person's layer (last position, trip)
+  hiddenPeople: new Set(),  // names unticked in the People view
+  timer: null,       // the People view's refresh
 };
 window.lt = state;  // for the browser tests and curious operators
 
@@ -70,9 +74,67 @@ function distance(a, b) {
 }
 
 const latLon = (doc) => [doc.geometry.coordinates[1], doc.geometry.coordinates[0]];
-const metres = (m) => (m < 1000 ? `${m.toFixed(0)} m` : `${(m / 1000).toFixed(2)} km`);
 const when = (ms) => new Date(ms).toLocaleString();
+const clock = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
 const msFrom = (input) => (input.value ? String(new Date(input.value).getTime()) : null);
+
+// One unit system everywhere: the browser's locale (miles and feet in the US, Liberia and
+// Myanmar), or the one chosen in the header (kept in this browser).
+function unitSystem() {
+  const chosen = localStorage.getItem('lt-units');
+  if (chosen === 'metric' || chosen === 'imperial') return chosen;
+  return /^en-(US|LR|MM)\b/i.test(navigator.language || '') ? 'imperial' : 'metric';
+}
+
+function formatDistance(m) {
+  if (unitSystem() === 'imperial') {
+    const feet = m * 3.28084;
+    if (feet < 1000) return `${Math.round(feet)} ft`;
+    const miles = m / 1609.344;
+    return `${miles < 10 ? miles.toFixed(2) : miles.toFixed(1)} mi`;
+  }
+  return m < 1000 ? `${Math.round(m)} m` : `${(m / 1000).toFixed(m < 10000 ? 2 : 1)} km`;
+}
+
+function formatDuration(ms) {
+  const minutes = Math.round(ms / 60000);
+  if (minutes < 60) return `${minutes} min`;
+  return `${Math.floor(minutes / 60)} h ${String(minutes % 60).padStart(2, '0')} min`;
+}
+
+// "5 min ago", "3 h ago", "2 days ago" (with the date and time in the title for exactness).
+function ago(ms) {
+  const seconds = Math.max(0, (Date.now() - ms) / 1000);
+  if (seconds < 90) return 'just now';
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
+  if (seconds < 86400 * 2) return `${Math.round(seconds / 3600)} h ago`;
+  return `${Math.round(seconds / 86400)} days ago`;
+}
+
+// A day as the date input holds it (local time), and the first and last millisecond of one.
+const pad = (n) => String(n).padStart(2, '0');
+const dayOf = (ms) => { const d = new Date(ms); return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`; };
+function dayRange(day) {
+  const [y, m, d] = day.split('-').map(Number);
+  return [new Date(y, m - 1, d).getTime(), new Date(y, m - 1, d + 1).getTime() - 1];
+}
+const dayLabel = (day) => new Date(dayRange(day)[0]).toLocaleDateString([], { weekday: 'long', year: 'numeric', month: 'long', day: 'numeric' });
+
+// Distance along a path of [lat, lon] points, in metres.
+function pathLength(points) {
+  let total = 0;
+  for (let i = 1; i < points.length; i++) total += distance(points[i - 1], points[i]);
+  return total;
+}
+
+// A colour per person, the same on every visit (a hash of the name into a palette that reads
+// on the map and to people with the common colour-vision differences, ColorBrewer's Dark2 + Set1).
+const palette = ['#1b9e77', '#d95f02', '#7570b3', '#e7298a', '#66a61e', '#e6ab02', '#a6761d', '#377eb8', '#e41a1c', '#984ea3'];
+function colourOf(name) {
+  let hash = 0;
+  for (const c of name) hash = (hash * 31 + c.codePointAt(0)) >>> 0;
+  return palette[hash % palette.length];
+}
 
 function pin(kind) {
   return L.divIcon({ className: `pin ${kind || ''}`, html: '', iconSize: [22, 22] });
@@ -100,6 +162,11 @@ async function start() {
       $('sign-in-error').textContent = error.status === 401 ? 'Name or password is incorrect.' : error.message;
     }
   });
+  $('units').value = unitSystem();
+  $('units').addEventListener('change', () => {
+    localStorage.setItem('lt-units', $('units').value);
+    if (state.view) show(state.view);  // every distance said again in the chosen units
+  });
   $('sign-out').addEventListener('click', async () => {
     if (state.live) state.live.close();
     await api('DELETE', '/api/session');
@@ -120,9 +187,10 @@ async function enter(session) {
     item.addEventListener('click', () => show(item.dataset.view));
   }
   await setUpMap();
-  // A view named in the address (#tracks, #places, #review, #analysis, #photos), if allowed.
+  // A view named in the address (#people, #tracks, #places, #review, #analysis, #photos), if
+  // allowed; else the user's own tracks, or for admins and analysts the people tracked.
   const named = document.querySelector(`#views button[data-view="${window.location.hash.slice(1)}"]`);
-  show(named && !named.hidden ? named.dataset.view : session.kind === 'user' ? 'tracks' : session.kind === 'admin' ? 'places' : 'analysis');
+  show(named && !named.hidden ? named.dataset.view : session.kind === 'user' ? 'tracks' : 'people');
 }
 
 async function setUpMap() {
@@ -212,7 +280,8 @@ function show(view) {
   if (state.layer) state.map.removeLayer(state.layer);
   if (state.map) state.layer = L.layerGroup().addTo(state.map);
   if (view !== 'tracks' && state.live) { state.live.close(); state.live = null; }
-  ({ tracks: showTracks, places: showPlaces, review: showReview, analysis: showAnalysis, photos: showPhotos })[view]().catch(report);
+  if (state.timer) { clearInterval(state.timer); state.timer = null; }
+  ({ people: showPeople, tracks: showTracks, places: showPlaces, review: showReview, analysis: showAnalysis, photos: showPhotos })[view]().catch(report);
 }
 
 // Shown in the panel, and logged: an unexpected failure is a console error the tests catch.
@@ -225,76 +294,107 @@ function report(error) {
 function fit(points) {
   if (!state.map || state.fitted || points.length === 0) return;
   state.fitted = true;
-  if (points.length === 1) state.map.setView(points[0], 13); else state.map.fitBounds(points, { padding: [30, 30] });
+  // At once, not animated: what is drawn and the view never disagree half-way through a zoom.
+  if (points.length === 1) state.map.setView(points[0], 15, { animate: false });
+  else state.map.fitBounds(points, { padding: [30, 30], maxZoom: 17, animate: false });
 }
 
-// MARK: My tracks
+// MARK: My tracks: a day at a time (the day of the newest location first)
 
 async function showTracks() {
   const form = $('track-filter');
   if (!form.dataset.ready) {
     form.dataset.ready = '1';
-    form.addEventListener('submit', (event) => { event.preventDefault(); state.fitted = false; loadTrack().catch(report); });
+    form.addEventListener('submit', (event) => { event.preventDefault(); loadTrack().catch(report); });
+    $('track-day').addEventListener('change', () => { if ($('track-day').value) loadTrack().catch(report); });
+    const shift = (days) => {
+      const [start] = dayRange($('track-day').value || dayOf(Date.now()));
+      $('track-day').value = dayOf(start + days * 86400000 + 3600000 * 2);  // +2 h: days of 23 h
+      loadTrack().catch(report);
+    };
+    $('track-prev').addEventListener('click', () => shift(-1));
+    $('track-next').addEventListener('click', () => shift(1));
+    $('track-latest').addEventListener('click', () => { latestDay().then(loadTrack).catch(report); });
   }
+  if (!$('track-day').value) await latestDay();
   await loadTrack();
   if (!state.live) {
     state.live = new EventSource('/api/me/live');
     state.live.addEventListener('location', (event) => {
       const doc = JSON.parse(event.data);
-      if (state.track.some((known) => known._id === doc._id)) return;
+      if (state.track.some((known) => known._id === doc._id) || dayOf(doc.created_at) !== $('track-day').value) return;
       state.track.push(doc);
-      const limit = Number($('track-limit').value) || 100;
-      if (state.track.length > limit) state.track.splice(0, state.track.length - limit);
+      state.track.sort((a, b) => a.created_at - b.created_at);
       drawTrack();
     });
   }
 }
 
+// Sets the day shown to the day of the newest location (today when there is none).
+async function latestDay() {
+  const newest = (await api('GET', '/api/me/locations?limit=1')).locations;
+  $('track-day').value = dayOf(newest.length ? newest[newest.length - 1].created_at : Date.now());
+}
+
 async function loadTrack() {
-  const query = new URLSearchParams({ limit: $('track-limit').value || '100' });
-  const from = msFrom($('track-from')), to = msFrom($('track-to'));
-  if (from) query.set('from', from);
-  if (to) query.set('to', to);
+  const [from, to] = dayRange($('track-day').value);
+  const query = new URLSearchParams({ limit: '10000', from: String(from), to: String(to) });
   state.track = (await api('GET', `/api/me/locations?${query}`)).locations;
+  state.fitted = false;
   drawTrack();
 }
 
 function drawTrack() {
   const points = state.track.map(latLon);
-  const list = $('track-list');
-  list.replaceChildren(...state.track.map((doc, i) => element('li', `${when(doc.created_at)} — ${latLon(doc)[0].toFixed(5)}, ${latLon(doc)[1].toFixed(5)}${doc.properties && doc.properties.background ? ' (background)' : ''}`, { 'data-id': doc._id })));
-  $('track-summary').textContent = points.length ? `${points.length} locations, the newest ${when(state.track[state.track.length - 1].created_at)}.` : 'No locations yet.';
+  const day = $('track-day').value;
+  // Each location of the day at its time, with how far it was from the one before.
+  $('track-list').replaceChildren(...state.track.map((doc, i) => {
+    const step = i > 0 ? ` · ${formatDistance(distance(points[i - 1], points[i]))} on` : ' · start';
+    const item = element('li', `${clock(doc.created_at)}${step}${doc.properties && doc.properties.background ? ' (background)' : ''}`, { 'data-id': doc._id });
+    item.title = `${when(doc.created_at)}: ${points[i][0].toFixed(5)}, ${points[i][1].toFixed(5)}`;
+    return item;
+  }));
+  if (points.length) {
+    const first = state.track[0].created_at, last = state.track[state.track.length - 1].created_at;
+    $('track-summary').textContent = `${dayLabel(day)}: ${points.length} location${points.length === 1 ? '' : 's'}, ${clock(first)} to ${clock(last)} `
+      + `(${formatDuration(last - first)}), ${formatDistance(pathLength(points))} travelled${points.length >= 10000 ? ' (the newest 10,000 of the day)' : ''}.`;
+  } else {
+    $('track-summary').textContent = `${dayLabel(day)}: no locations. Choose another day, or "Latest day"; a phone signed in as you (the tracker app at /app/) records them.`;
+  }
   if (state.layer) {
     state.layer.clearLayers();
     drawPath(points, state.track.map((doc) => doc.created_at));
     fit(points);
   }
   if (points.length) loadNearbyPlaces(points[points.length - 1]).catch(report);
-  else $('track-places').replaceChildren();
+  else $('track-places').replaceChildren(element('li', 'No location that day, so no places near it.', { class: 'empty' }));
 }
 
 // A track as a line read at a glance: the path with arrows along it (direction), each fix a
-// small dot (clustered where they crowd), the start and the latest position marked.
-function drawPath(points, times) {
+// small dot (clustered where they crowd), the start and the last position marked. Into
+// `options.layer` (the view's layer), in `options.colour`, for `options.name` (someone else's trip).
+function drawPath(points, times, options = {}) {
+  const layer = options.layer || state.layer;
+  const whose = options.name ? `${options.name}: ` : '';
   if (points.length > 1) {
-    L.polyline(points, { color: '#1f6feb', weight: 4, opacity: 0.85, className: 'track-line' }).addTo(state.layer);
-    for (const arrow of directionArrows(points)) arrow.addTo(state.layer);
+    L.polyline(points, { color: options.colour || '#1f6feb', weight: 4, opacity: 0.85, className: 'track-line' }).addTo(layer);
+    for (const arrow of directionArrows(points)) arrow.addTo(layer);
   }
   const fixes = typeof L.markerClusterGroup === 'function'
     ? L.markerClusterGroup({ showCoverageOnHover: false, maxClusterRadius: 30, disableClusteringAtZoom: 18 })
     : L.layerGroup();
   const dot = L.divIcon({ className: 'fix', iconSize: [10, 10] });
   points.slice(0, -1).forEach((point, i) => {
-    const label = `Location ${i + 1}, ${when(times[i])}`;
+    const label = `${whose}location ${i + 1}, ${when(times[i])}`;
     fixes.addLayer(L.marker(point, { icon: dot, title: label, alt: label, keyboard: false }));
   });
-  fixes.addTo(state.layer);
-  state.fixes = fixes;
-  if (points.length > 1) marker(points[0], 'S', 'start', `Start, ${when(times[0])}`).setZIndexOffset(1000).addTo(state.layer);
+  fixes.addTo(layer);
+  if (!options.name) state.fixes = fixes;
+  if (points.length > 1) marker(points[0], 'S', 'start', `${whose}start, ${when(times[0])}`).setZIndexOffset(1000).addTo(layer);
   if (points.length) {
     const last = points.length - 1;
-    marker(points[last], '●', 'latest', `Latest location, ${when(times[last])}`).setZIndexOffset(2000).addTo(state.layer);
-    L.circle(points[last], { radius: state.config.place_radius, color: '#2f9e44', fill: false, weight: 1 }).addTo(state.layer);
+    marker(points[last], '●', 'latest', `${whose}last location, ${when(times[last])}`).setZIndexOffset(2000).addTo(layer);
+    if (!options.name) L.circle(points[last], { radius: state.config.place_radius, color: '#2f9e44', fill: false, weight: 1 }).addTo(layer);
   }
 }
 
@@ -328,10 +428,134 @@ function directionArrows(points) {
 async function loadNearbyPlaces(position) {
   const query = new URLSearchParams({ lat: position[0], lon: position[1], radius: state.config.place_radius, relation: 'contains', nearest: 'true', include_docs: 'true', limit: '200' });
   const rows = (await api('GET', `/api/places?${query}`)).rows || [];
-  $('track-places').replaceChildren(...rows.map((row) => element('li', `${row.doc.name} — ${metres(distance(position, latLon(row.doc)))}`)));
+  $('track-places').replaceChildren(...rows.map((row) => element('li', `${row.doc.name} — ${formatDistance(distance(position, latLon(row.doc)))}`)));
+  if (!rows.length) {
+    $('track-places').replaceChildren(element('li', `No place within ${formatDistance(state.config.place_radius)} of the last location of the day.`, { class: 'empty' }));
+  }
   if (state.layer && state.view === 'tracks') {
     for (const row of rows) marker(latLon(row.doc), '★', 'place', row.doc.name).addTo(state.layer);
   }
+}
+
+// MARK: People (admins and analysts): who is tracked, where each was last, their trips
+
+async function showPeople() {
+  const more = $('people-more');
+  if (!more.dataset.ready) {
+    more.dataset.ready = '1';
+    more.addEventListener('click', () => { loadPeople(state.peopleNext).catch(report); });
+  }
+  state.personLayers = new Map();
+  $('people-trip').textContent = '';
+  await loadPeople(null);
+  // Live: the positions again every 30 s while the view is open (the map stays where it is).
+  state.timer = setInterval(() => { if (state.view === 'people') refreshPeople().catch(report); }, 30000);
+}
+
+async function loadPeople(after) {
+  const query = new URLSearchParams({ limit: '50' });
+  if (after) query.set('after', after);
+  const answer = await api('GET', `/api/analysis/users?${query}`);
+  state.people = after ? state.people.concat(answer.users) : answer.users;
+  state.peopleNext = answer.next;
+  drawPeople();
+}
+
+async function refreshPeople() {
+  const answer = await api('GET', `/api/analysis/users?limit=${Math.min(200, Math.max(50, state.people.length))}`);
+  state.people = answer.users;
+  state.peopleNext = answer.next;
+  drawPeople();
+}
+
+function drawPeople() {
+  const people = state.people;
+  const seen = people.filter((p) => p.last && Date.now() - p.last.time < 86400000).length;
+  $('people-summary').textContent = people.length === 0
+    ? 'Nobody is registered yet. People register in the tracker app (/app/) or through the API; their phones then send locations.'
+    : `${people.length}${state.peopleNext ? '+' : ''} ${people.length === 1 ? 'person' : 'people'}; ${seen} seen in the last 24 hours.`;
+  $('people-more').hidden = !state.peopleNext;
+  $('people-list').replaceChildren(...people.map((person) => {
+    const item = element('li', null, { 'data-name': person.name });
+    const toggle = element('input', null, { type: 'checkbox', id: `person-${person.name}` });
+    toggle.checked = !state.hiddenPeople.has(person.name);
+    toggle.addEventListener('change', () => {
+      if (toggle.checked) state.hiddenPeople.delete(person.name); else state.hiddenPeople.add(person.name);
+      showPersonLayer(person.name);
+    });
+    const label = element('label', null, { for: `person-${person.name}` });
+    const swatch = element('span', null, { class: 'swatch', 'aria-hidden': 'true' });
+    swatch.style.background = colourOf(person.name);
+    label.append(swatch, element('strong', person.name));
+    const devices = person.devices.map((d) => d.device || 'unnamed device');
+    const said = person.last
+      ? `last seen ${ago(person.last.time)} (${when(person.last.time)})`
+      : 'no locations yet';
+    const details = element('span', ` — ${said}; ${devices.length ? `${devices.length === 1 ? 'device' : 'devices'}: ${devices.join(', ')}` : 'no device signed in'}`);
+    item.append(toggle, label, details);
+    if (person.last) {
+      item.appendChild(button('Trip', () => showTrip(person).catch(report), { 'aria-label': `Show ${person.name}'s last day as a route` }));
+      item.appendChild(button('Locate', () => { if (state.map) state.map.setView([person.last.lat, person.last.lon], 16); },
+        { 'aria-label': `Show where ${person.name} was last` }));
+    }
+    return item;
+  }));
+  if (!state.layer) return;
+  const positions = [];
+  for (const person of people) {
+    let layer = state.personLayers.get(person.name);
+    if (!layer) { layer = { group: L.layerGroup(), last: null, trip: null }; state.personLayers.set(person.name, layer); }
+    if (layer.last) layer.group.removeLayer(layer.last);
+    layer.last = null;
+    if (person.last) {
+      const position = [person.last.lat, person.last.lon];
+      positions.push(position);
+      layer.last = L.circleMarker(position, { radius: 10, color: '#fff', weight: 3, fillColor: colourOf(person.name), fillOpacity: 1, className: 'person' })
+        .bindTooltip(person.name, { permanent: true, direction: 'right', offset: [10, 0], className: 'person-label' })
+        .bindPopup(() => element('div', `${person.name}: ${when(person.last.time)}${person.last.accuracy ? `, within ${formatDistance(person.last.accuracy)}` : ''}`));
+      layer.group.addLayer(layer.last);
+    }
+    showPersonLayer(person.name);
+  }
+  if (!state.fitted && positions.length) {
+    state.fitted = true;
+    if (positions.length === 1) state.map.setView(positions[0], 14, { animate: false });
+    else state.map.fitBounds(positions, { padding: [40, 40], maxZoom: 16, animate: false });
+  }
+}
+
+// A person's layer on the map when their box is ticked, off it when not.
+function showPersonLayer(name) {
+  const layer = state.personLayers.get(name);
+  if (!layer || !state.layer) return;
+  if (state.hiddenPeople.has(name)) state.layer.removeLayer(layer.group); else state.layer.addLayer(layer.group);
+}
+
+// The whole day of a person's last location, as a route in their colour, fitted on the map.
+async function showTrip(person) {
+  const day = dayOf(person.last.time);
+  const [from, to] = dayRange(day);
+  const query = new URLSearchParams({ user: person.name, from: String(from), to: String(to), format: 'geojson' });
+  const features = (await api('GET', `/api/analysis/locations?${query}`)).features || [];
+  const points = features.map((f) => [f.geometry.coordinates[1], f.geometry.coordinates[0]]);
+  const times = features.map((f) => f.properties.created_at || f.properties.timestamp);
+  const layer = state.personLayers.get(person.name);
+  if (!layer || !state.layer) return;
+  if (layer.trip) layer.group.removeLayer(layer.trip);
+  layer.trip = L.layerGroup();
+  drawPath(points, times, { layer: layer.trip, colour: colourOf(person.name), name: person.name });
+  layer.group.addLayer(layer.trip);
+  state.hiddenPeople.delete(person.name);
+  const toggle = $(`person-${person.name}`);
+  if (toggle) toggle.checked = true;
+  showPersonLayer(person.name);
+  state.trip = { name: person.name, points };
+  if (points.length > 1) state.map.fitBounds(points, { padding: [40, 40], maxZoom: 17, animate: false });
+  else if (points.length) state.map.setView(points[0], 15, { animate: false });
+  $('people-trip').textContent = points.length
+    ? `${person.name}, ${dayLabel(day)}: ${points.length} locations, ${clock(times[0])} to ${clock(times[times.length - 1])} `
+      + `(${formatDuration(times[times.length - 1] - times[0])}), ${formatDistance(pathLength(points))} travelled.`
+    : `${person.name} has no locations on ${dayLabel(day)}.`;
 }
 
 // MARK: Places
@@ -340,7 +564,37 @@ async function showPlaces() {
   const admin = state.session.kind === 'admin';
   $('place-form').hidden = !admin;
   if (admin && !$('place-form').dataset.ready) setUpPlaceForm();
+  const search = $('places-search');
+  if (!search.dataset.ready) {
+    search.dataset.ready = '1';
+    search.addEventListener('input', filterPlaces);
+    // Enter on a search that leaves one place shows it on the map.
+    search.addEventListener('keydown', (event) => {
+      if (event.key !== 'Enter') return;
+      event.preventDefault();
+      const shown = state.places.filter((place) => matchesSearch(place.name, search.value));
+      if (shown.length === 1) focusPlace(shown[0]);
+    });
+  }
   await loadPlaces();
+}
+
+// Case- and accent-blind: "cafe" finds "Café".
+const folded = (text) => String(text).normalize('NFD').replace(/[\u0300-\u036f]/g, '').toLowerCase();
+const matchesSearch = (name, query) => folded(name).includes(folded(query.trim()));
+
+// The list as the search box leaves it, as you type (the map keeps every place).
+function filterPlaces() {
+  const query = $('places-search').value;
+  let shown = 0;
+  for (const item of $('places-list').children) {
+    const place = state.places.find((p) => p._id === item.dataset.id);
+    const match = !query.trim() || (place && matchesSearch(place.name, query));
+    item.hidden = !match;
+    if (match) shown += 1;
+  }
+  $('places-summary').textContent = !query.trim() ? `${state.places.length} places.`
+    : shown === 0 ? `No place matches “${query.trim()}”.` : `${shown} of ${state.places.length} places match “${query.trim()}”.`;
 }
 
 async function loadPlaces() {
@@ -377,6 +631,7 @@ function drawPlaces() {
     }
     return item;
   }));
+  filterPlaces();
   state.placeMarkers = new Map();
   if (!state.layer) return;
   state.layer.clearLayers();
@@ -469,45 +724,59 @@ async function deletePlace(place) {
   } catch (error) { $('place-error').textContent = error.message; }
 }
 
-// MARK: Corrections review
+// MARK: Corrections review, with the decisions taken and their undo
 
 async function showReview() {
-  const reports = (await api('GET', '/api/adjustments?status=submitted')).reports || [];
+  const [waiting, approved, rejected] = await Promise.all(['submitted', 'approved', 'rejected']
+    .map((status) => api('GET', `/api/adjustments?status=${status}`).then((answer) => answer.reports || [])));
   if (state.places.length === 0) state.places = await fetchPlaces();
   const names = new Map(state.places.map((place) => [place._id, place.name]));
-  $('review-summary').textContent = reports.length === 0 ? 'Nothing waits for review.'
-    : reports.length === 1 ? '1 correction waits for review.' : `${reports.length} corrections wait for review.`;
-  $('review-list').replaceChildren(...reports.map((report) => {
-    const original = [report.originalLatitude, report.originalLongitude];
-    const reported = latLon(report);
-    const moved = distance(original, reported);
-    const item = element('li', `${names.get(report.placeId) || report.placeId}: moved ${metres(moved)} by ${report.submittedBy}, ${new Date(report.submittedDate).toLocaleString()}${report.comment ? ` — “${report.comment}”` : ''} `, { 'data-id': report._id });
-    item.appendChild(button('Show', () => showReport(report), { 'aria-label': `Show the correction of ${names.get(report.placeId) || report.placeId}` }));
-    item.appendChild(button('Approve', () => decide(report, 'approve'), { 'aria-label': `Approve the correction of ${names.get(report.placeId) || report.placeId}` }));
-    item.appendChild(button('Reject', () => decide(report, 'reject'), { 'aria-label': `Reject the correction of ${names.get(report.placeId) || report.placeId}` }));
+  const nameOf = (report) => names.get(report.placeId) || report.placeId;
+  $('review-summary').textContent = waiting.length === 0 ? 'Nothing waits for review.'
+    : waiting.length === 1 ? '1 correction waits for review.' : `${waiting.length} corrections wait for review.`;
+  $('review-legend').hidden = waiting.length === 0;
+  $('review-list').replaceChildren(...waiting.map((report) => {
+    const moved = distance([report.originalLatitude, report.originalLongitude], latLon(report));
+    const item = element('li', `${nameOf(report)}: moved ${formatDistance(moved)} by ${report.submittedBy}, ${when(Date.parse(report.submittedDate))}${report.comment ? ` — “${report.comment}”` : ''} `, { 'data-id': report._id });
+    item.appendChild(button('Show', () => showReport(report), { 'aria-label': `Show the correction of ${nameOf(report)}` }));
+    item.appendChild(button('Approve', () => decide(report, 'approve', nameOf(report)), { 'aria-label': `Approve the correction of ${nameOf(report)}` }));
+    item.appendChild(button('Reject', () => decide(report, 'reject', nameOf(report)), { 'aria-label': `Reject the correction of ${nameOf(report)}` }));
     return item;
   }));
-  if (reports.length) showReport(reports[0]);
+  // The decisions already taken, newest first; each can be taken back.
+  const reviewed = approved.concat(rejected).sort((a, b) => String(b.reviewedDate).localeCompare(String(a.reviewedDate))).slice(0, 50);
+  $('review-history').replaceChildren(...(reviewed.length ? reviewed.map((report) => {
+    const verb = report.reviewStatus === 'approved' ? 'approved (the place moved)' : 'rejected';
+    const item = element('li', `${nameOf(report)}: ${verb} by ${report.reviewedBy}, ${when(Date.parse(report.reviewedDate))} `, { 'data-id': report._id });
+    item.appendChild(button('Undo', () => decide(report, 'undo', nameOf(report)), { 'aria-label': `Undo the decision on ${nameOf(report)}` }));
+    return item;
+  }) : [element('li', 'No decision yet.', { class: 'empty' })]));
+  if (waiting.length) showReport(waiting[0]);
 }
 
+// Both positions of a report, labelled on the map (A now, B reported), and the distance.
 function showReport(report) {
   if (!state.layer) return;
   state.layer.clearLayers();
   const original = [report.originalLatitude, report.originalLongitude];
   const reported = latLon(report);
-  marker(original, 'A', 'place', 'Original position').addTo(state.layer);
-  marker(reported, 'B', 'reported', 'Reported position').addTo(state.layer);
+  marker(original, 'A', 'place', 'A: where the place is now').addTo(state.layer)
+    .bindTooltip('A: now', { permanent: true, direction: 'left', offset: [-12, 0], className: 'pin-label' });
+  marker(reported, 'B', 'reported', 'B: where the report puts it').addTo(state.layer)
+    .bindTooltip('B: reported', { permanent: true, direction: 'right', offset: [12, 0], className: 'pin-label' });
   L.polyline([original, reported], { color: '#444', dashArray: '6 6' }).addTo(state.layer)
-    .bindTooltip(metres(distance(original, reported)), { permanent: true });
+    .bindTooltip(formatDistance(distance(original, reported)), { permanent: true });
   state.fitted = false;
   fit([original, reported]);
 }
 
-async function decide(correction, decision) {
+async function decide(correction, decision, name) {
   try {
     await api('POST', `/api/adjustments/${encodeURIComponent(correction._id)}/${decision}`);
     await showReview();
-    $('review-summary').textContent = `${decision === 'approve' ? 'Approved: the place moved' : 'Rejected'}. ` + $('review-summary').textContent;
+    const done = { approve: `Approved: ${name} moved`, reject: `Rejected the correction of ${name}`,
+      undo: `Undone: the correction of ${name} waits for review again${correction.reviewStatus === 'approved' ? ' and the place is back where it was' : ''}` }[decision];
+    $('review-summary').textContent = `${done}. ` + $('review-summary').textContent;
   } catch (error) { $('review-summary').textContent = error.message; }
 }
 
@@ -531,19 +800,26 @@ async function loadPhotos() {
   const answer = await api('GET', `/api/photos?${query}`);
   state.photos = answer.photos;
   const source = (photo) => `/api/photos/${encodeURIComponent(photo.id)}/${encodeURIComponent(photo.attachment)}` + (user ? `?user=${encodeURIComponent(user)}` : '');
-  const describe = (photo) => `${photo.caption || photo.attachment}, ${when(photo.time)}`;
-  $('photos-summary').textContent = answer.total > answer.photos.length ? `The newest ${answer.photos.length} of ${answer.total} photos.` : `${answer.total} photos.`;
+  // Whose: the user's own; one user's; else the owner everyone's ids are kept under (<user>:<id>).
+  const owner = (photo) => (state.session.kind === 'user' ? state.session.name : user || String(photo.id).split(':')[0]);
+  const describe = (photo) => `${photo.caption || photo.attachment}, ${owner(photo)}, ${when(photo.time)}`;
+  $('photos-summary').textContent = answer.total === 0
+    ? (state.session.kind === 'user' ? 'No photos yet. Photos taken in the tracker app (/app/) show here with where they were taken.' : 'No photos.')
+    : answer.total > answer.photos.length ? `The newest ${answer.photos.length} of ${answer.total} photos.` : `${answer.total} photos.`;
+  const markers = new Map();
+  const open = (photo) => openPhoto(photo, source(photo), owner(photo), markers.get(photo));
   $('photos-list').replaceChildren(...answer.photos.map((photo) => {
     const item = element('li', null, { 'data-id': photo.id });
-    const image = element('img', null, { src: source(photo), alt: describe(photo), loading: 'lazy' });
-    image.addEventListener('click', () => { if (state.map) state.map.setView([photo.lat, photo.lon], 16); });
-    item.appendChild(image);
-    item.appendChild(element('span', describe(photo)));
+    const opener = element('button', null, { type: 'button', class: 'photo-open', 'aria-label': `Open ${describe(photo)}` });
+    opener.appendChild(element('img', null, { src: source(photo), alt: '', loading: 'lazy' }));
+    opener.addEventListener('click', () => open(photo));
+    item.append(opener, element('span', describe(photo)));
     return item;
   }));
   if (!state.layer) return;
   state.layer.clearLayers();
-  const group = typeof L.markerClusterGroup === 'function' ? L.markerClusterGroup() : L.layerGroup();
+  // Photos at one spot cluster; at the closest zoom a cluster spreads out so each can be opened.
+  const group = typeof L.markerClusterGroup === 'function' ? L.markerClusterGroup({ spiderfyOnMaxZoom: true, maxClusterRadius: 40 }) : L.layerGroup();
   state.photoGroup = group;
   state.photoMarkers = [];
   for (const photo of answer.photos) {
@@ -552,13 +828,44 @@ async function loadPhotos() {
       const node = element('div', null, { class: 'photo-popup' });
       node.appendChild(element('img', null, { src: source(photo), alt: describe(photo) }));
       node.appendChild(element('div', describe(photo)));
+      node.appendChild(button('Open', () => open(photo), { 'aria-label': `Open ${describe(photo)}` }));
       return node;
     }, { minWidth: 200 });
+    markers.set(photo, m);
     state.photoMarkers.push(m);
     group.addLayer(m);
   }
   group.addTo(state.layer);
   fit(answer.photos.map((photo) => [photo.lat, photo.lon]));
+}
+
+// The photo viewer: the photo large, whose, when and where, and a way to its place on the map.
+function openPhoto(photo, source, owner, mapMarker) {
+  const viewer = $('photo-viewer');
+  $('photo-title').textContent = photo.caption || photo.attachment;
+  $('photo-image').src = source;
+  $('photo-image').alt = `${photo.caption || photo.attachment}, taken by ${owner}`;
+  $('photo-details').textContent = `Taken by ${owner}, ${when(photo.time)}, at ${photo.lat.toFixed(5)}, ${photo.lon.toFixed(5)}.`;
+  if (!viewer.dataset.ready) {
+    viewer.dataset.ready = '1';
+    $('photo-close').addEventListener('click', () => viewer.close());
+    viewer.addEventListener('click', (event) => { if (event.target === viewer) viewer.close(); });  // a tap beside it
+  }
+  $('photo-on-map').onclick = () => {
+    viewer.close();
+    if (!state.map) return;
+    const group = state.photoGroup;
+    if (mapMarker && group && group.zoomToShowLayer) {
+      // Once the clusters have formed again at the new zoom: a cluster still holding this
+      // photo opens (spread out at the closest zoom) to show it.
+      state.map.once('moveend', () => setTimeout(() => group.zoomToShowLayer(mapMarker, () => mapMarker.openPopup()), 350));
+    }
+    state.map.setView([photo.lat, photo.lon], Math.max(state.map.getZoom(), 17), { animate: false });
+    if (mapMarker && !(group && group.zoomToShowLayer)) mapMarker.openPopup();
+    $('map').scrollIntoView({ block: 'nearest' });
+  };
+  viewer.showModal();
+  $('photo-close').focus();
 }
 
 // MARK: All locations (admins and analysts)
@@ -590,6 +897,9 @@ async function drawLocationGrid() {
   const heat = $('analysis-heat').checked;
   const width = (east >= west ? east - west : east + 360 - west) / columns, height = (north - south) / rows;
   const largest = grid.cells.reduce((n, cell) => Math.max(n, cell[2]), 1);
+  // What the heat map's shades mean: from one location in a square (light) to the most (dark).
+  $('heat-legend').hidden = !heat || grid.cells.length === 0;
+  $('heat-range').textContent = `locations per square: 1 (light) to ${largest.toLocaleString()} (dark)`;
   if (grid.points.length && !heat) {
     for (const [lat, lon, id, time] of grid.points) {
       L.circleMarker([lat, lon], { radius: 5, color: '#1f6feb', weight: 1, fillOpacity: 0.8 })
@@ -612,11 +922,27 @@ async function drawLocationGrid() {
       }
     }
   }
-  if (!state.fitted && grid.cells.length) {
-    state.fitted = true;
-    const centers = grid.cells.map((cell) => [cell[3], cell[4]]);
-    if (centers.length > 1) map.fitBounds(centers, { padding: [40, 40], maxZoom: 14 }); else map.setView(centers[0], 12);
+}
+
+// Fits the map to every location the filter keeps (the server's bounds of them), then draws
+// them: on opening the view and after each change of the filter.
+async function fitAnalysis() {
+  if (!state.map) return;
+  const query = analysisQuery();
+  query.set('columns', '1');
+  query.set('rows', '1');
+  const ticket = ++gridRequest;
+  const whole = await api('GET', `/api/analysis/map?${query}`);
+  if (ticket !== gridRequest || state.view !== 'analysis') return;
+  state.analysisBounds = whole.bounds;
+  state.fitted = true;
+  if (whole.bounds) {
+    let [west, south, east, north] = whole.bounds;
+    if (east < west) east += 360;  // across the antimeridian
+    if (west === east && south === north) state.map.setView([south, west], 15, { animate: false });
+    else state.map.fitBounds([[south, west], [north, east]], { padding: [30, 30], maxZoom: 17, animate: false });
   }
+  await drawLocationGrid();
 }
 
 function analysisQuery() {
@@ -636,10 +962,9 @@ async function showAnalysis() {
     state.map.on('moveend', () => { drawLocationGrid().catch(report); });
     $('analysis-heat').addEventListener('change', () => { drawLocationGrid().catch(report); });
   }
-  if (state.map) state.map.setView([20, 0], 2);
   const update = () => {
     state.fitted = false;
-    drawLocationGrid().catch(report);
+    fitAnalysis().catch(report);
     const query = analysisQuery();
     const user = $('analysis-user').value.trim();
     for (const format of ['geojson', 'gpx', 'csv']) {
@@ -649,7 +974,7 @@ async function showAnalysis() {
     $('analysis-stats').textContent = '';
     if (user) {
       api('GET', `/api/analysis/users/${encodeURIComponent(user)}/stats`).then((stats) => {
-        $('analysis-stats').textContent = `${user}: ${stats.count} locations` + (stats.count ? `, ${when(stats.first)} to ${when(stats.last)}, ${metres(stats.distance_m || 0)} travelled.` : '.');
+        $('analysis-stats').textContent = `${user}: ${stats.count} locations` + (stats.count ? `, ${when(stats.first)} to ${when(stats.last)}, ${formatDistance(stats.distance_m || 0)} travelled.` : '.');
       }).catch((error) => { $('analysis-stats').textContent = error.message; });
     }
   };
@@ -667,14 +992,16 @@ async function showConsolidation() {
   const line = $('consolidation-status');
   const status = (await api('GET', '/api/status')).consolidation;
   line.hidden = false;
-  if (!status) { line.textContent = 'Every user\'s locations are in one database: nothing to consolidate.'; return; }
+  if (!status) { line.textContent = 'Everyone\'s phones write to one shared database, which is what you see here: nothing to gather.'; return; }
   const waiting = status.backlog.sweep_remaining + status.backlog.databases_retrying;
-  let text = `Consolidation: ${status.documents_copied.toLocaleString()} locations copied; ` +
-    (waiting ? `${waiting} user database${waiting === 1 ? '' : 's'} waiting.` : 'nothing waiting.');
-  if (status.unreadable.length) text += ` Cannot read: ${status.unreadable.join(', ')}.`;
+  // In words a user knows: each person's phone writes to their own database; the server
+  // gathers copies of every location here for analysis (technically: consolidation).
+  let text = `Gathered here for analysis: ${status.documents_copied.toLocaleString()} locations from everyone's phones; ` +
+    (waiting ? `${waiting} ${waiting === 1 ? 'person has' : 'people have'} new locations still to gather.` : 'nothing left to gather.');
+  if (status.unreadable.length) text += ` Cannot read the locations of: ${status.unreadable.join(', ')}.`;
   if (status.refused.length) {
     const first = status.refused[0];
-    text += ` ${status.refused.length} location${status.refused.length === 1 ? '' : 's'} refused, retried until copied (first: ${first.database}/${first.id}: ${first.reason || first.error}).`;
+    text += ` ${status.refused.length} location${status.refused.length === 1 ? '' : 's'} could not be gathered yet and will be tried again (first: ${first.database}/${first.id}: ${first.reason || first.error}).`;
   }
   line.textContent = text;
   line.classList.toggle('error', !status.ok);

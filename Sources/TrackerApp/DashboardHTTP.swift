@@ -153,8 +153,9 @@ extension TrackerHTTP {
     }
 
     func sessionJSON(name: String, roles: Set<String>, tracker: Bool) -> JSON {
+        // `mode`: where a user's locations live, which the account page explains on deletion.
         ["ok": true, "name": .string(name), "roles": .array(roles.sorted().map(JSON.string)),
-         "kind": .string(tracker ? "user" : roles.contains("_admin") ? "admin" : "analyst")]
+         "kind": .string(tracker ? "user" : roles.contains("_admin") ? "admin" : "analyst"), "mode": .string(service.mode.rawValue)]
     }
 
     /// The session a request's cookie names, if live: within its lifetime, and its account as

@@ -208,11 +208,11 @@ enum OpenAPI {
                         "type": "object", "required": ["username", "password"],
                         "properties": ["username": ["type": "string"], "password": ["type": "string"]],
                     ]]]],
-                    "responses": ["200": ["description": "{ok, name, roles, kind: user|admin|analyst}"], "401": error("Name or password is incorrect"),
+                    "responses": ["200": ["description": "{ok, name, roles, kind: user|admin|analyst, mode: db-per-user|single-db}"], "401": error("Name or password is incorrect"),
                                   "429": error("Too many failed attempts")],
                 ],
                 "get": ["summary": "Who is signed in ({ok, name: null} when nobody, as CouchDB's _session)",
-                        "responses": ["200": ["description": "{ok, name, roles, kind}"]]],
+                        "responses": ["200": ["description": "{ok, name, roles, kind, mode}"]]],
                 "delete": ["summary": "Sign out", "responses": ["200": ["description": "{ok}"]]],
             ],
             "/api/me/password": ["put": [

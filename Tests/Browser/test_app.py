@@ -305,6 +305,33 @@ def main():
         check.accessible(browser.evaluate, "tracking")
         browser.evaluate("document.getElementById('tracking').click()")
         browser.pump(0.5)
+
+        # Tracking settings: the filter takes them, they survive reopening the app, sent locations
+        # older than kept leave the phone (never one not sent), and "original" puts TrackerKit's back.
+        browser.evaluate("""(async () => { const old = Date.now() - 400 * 86400000;
+            await ltApp.store.remember([{ _id: 'ancient-fix', type: 'Feature', created_at: old,
+                geometry: { type: 'Point', coordinates: [-122.3, 37.5] }, properties: { username: 'walker', timestamp: old } }]); return true; })()""")
+        browser.evaluate("""(() => { document.getElementById('settings').open = true;
+            document.getElementById('setting-interval').value = '60'; document.getElementById('setting-distance').value = '50';
+            document.getElementById('setting-accuracy').value = '40'; document.getElementById('setting-precise').checked = false;
+            document.getElementById('setting-keep').value = '365'; document.getElementById('settings-form').requestSubmit(); })()""")
+        browser.wait("document.getElementById('settings-note').textContent.startsWith('Saved')", what="the settings saved")
+        policy = browser.evaluate("ltApp.monitor.policy")
+        note = browser.evaluate("document.getElementById('settings-note').textContent")
+        gone = browser.evaluate("ltApp.store.kept().then((docs) => !docs.some((d) => d._id === 'ancient-fix'))")
+        check(policy["minimumInterval"] == 60 and policy["foregroundDistance"] == 50 and policy["foregroundAccuracy"] == 40
+              and policy["backgroundDistance"] == 100 and "1 older removed" in note and gone,
+              f"tracking settings go into the filter; a sent location older than a year leaves the phone: {note}")
+        browser.screenshot(os.path.join(options.artifacts, "settings.png"))
+        check.accessible(browser.evaluate, "tracking settings")
+        browser.navigate(app)
+        browser.wait("window.ltApp && window.ltApp.ready && !document.getElementById('tracker').hidden", what="the app reopened")
+        kept = browser.evaluate("[ltApp.monitor.policy.minimumInterval, document.getElementById('setting-interval').value, ltApp.settings.precise]")
+        check(kept == [60, "60", False], f"the settings survive reopening the app: {kept}")
+        browser.evaluate("document.getElementById('settings-reset').click()")
+        browser.wait("ltApp.monitor.policy.minimumInterval === 15 && ltApp.settings.precise === true", what="the original settings")
+        check(all(browser.evaluate(f"ltApp.monitor.policy.{name}") == value for name, value in POLICY.items()),
+              "\"Back to the original settings\" restores TrackerKit's LocationPolicy.original")
         # The cut network's failed requests are the expected console errors; nothing else.
         errors = [e for e in browser.errors if "ERR_INTERNET_DISCONNECTED" not in e]
         check(not errors, "no console errors" + ("" if not errors else ": " + "; ".join(errors[:5])))

@@ -395,6 +395,58 @@ def main():
         browser.evaluate("void window.lt.addTiles('http://127.0.0.1:9/{z}/{x}/{y}.png?again')")
         browser.pump(1.5)
         check(browser.evaluate("document.getElementById('map-note').hidden"), "the note's × dismisses it, and the same cause does not bring it back")
+
+        # A user's own account page: devices revoked, the password changed, the account deleted.
+        # (After the console-error check: wrong passwords tried here are 401s the console reports.)
+        assert request("PUT", f"{server.app}/api/users/carol", {"password": "pw-carol"})[0] == 201
+        status, carol = request("POST", f"{server.app}/api/login", {"username": "carol", "password": "pw-carol", "device": "Carol's phone"})
+        assert status == 200
+        carol_key = (carol["api_key"], carol["api_password"])
+        doc = location(0, "carol", 48.85, 2.35)
+        assert request("PUT", f"{server.db}/lt_locations_user_carol/{doc['_id']}", doc, carol_key)[0] == 201
+        browser.evaluate("document.getElementById('sign-out').click()")
+        browser.wait("!document.getElementById('sign-in').hidden && !window.lt.session", what="the admin signed out")
+        def sign_in(name, password):
+            browser.evaluate(f"""(() => {{ document.getElementById('username').value = '{name}';
+                document.getElementById('password').value = '{password}'; document.getElementById('sign-in-form').requestSubmit(); }})()""")
+        sign_in("carol", "pw-carol")
+        browser.wait("window.lt.session && window.lt.session.name === 'carol'", what="carol signed in")
+        browser.evaluate("document.querySelector('#views [data-view=account]').click()")
+        browser.wait("document.querySelectorAll('#devices-list li[data-key]').length === 1", what="carol's device")
+        device = browser.evaluate("document.querySelector('#devices-list li').textContent")
+        explained = browser.evaluate("document.getElementById('delete-explained').textContent")
+        check(device.startswith("Carol's phone, signed in") and "Copies gathered for analysis stay" in explained,
+              f"the account page lists the devices and says what deleting does: {device[:40]} / {explained[:70]}")
+        browser.screenshot(os.path.join(options.artifacts, "account.png"))
+        check.accessible(browser.evaluate, "Account")
+        browser.evaluate("window.confirm = () => true; document.querySelector('#devices-list li button').click()")
+        browser.wait("document.querySelectorAll('#devices-list li[data-key]').length === 0", what="the device revoked")
+        check(request("GET", f"{server.db}/lt_locations_user_carol", auth=carol_key)[0] == 401, "a revoked device's key stops working at once")
+        def change(current, new, again):
+            browser.evaluate(f"""(() => {{ document.getElementById('current-password').value = '{current}';
+                document.getElementById('new-password').value = '{new}'; document.getElementById('repeat-password').value = '{again}';
+                document.getElementById('password-form').requestSubmit(); }})()""")
+        change("pw-carol", "new-carol", "other")
+        browser.wait("document.getElementById('password-error').textContent.includes('differ')", what="the mismatch")
+        change("wrong", "new-carol", "new-carol")
+        browser.wait("document.getElementById('password-error').textContent.includes('not right')", what="the wrong current password")
+        change("pw-carol", "new-carol", "new-carol")
+        browser.wait("!document.getElementById('sign-in').hidden && document.getElementById('sign-in-note').textContent.includes('password is changed')",
+                     what="signed out after the change")
+        check(request("POST", f"{server.app}/api/login", {"username": "carol", "password": "pw-carol"})[0] == 401, "the password changed: the old one is refused")
+        sign_in("carol", "new-carol")
+        browser.wait("window.lt.session && window.lt.session.name === 'carol'", what="carol signed in with her new password")
+        browser.evaluate("document.querySelector('#views [data-view=account]').click()")
+        browser.wait("!document.getElementById('panel-account').hidden", what="the account page")
+        browser.evaluate("""(() => { window.confirm = () => true; document.getElementById('delete-purge').checked = true;
+            document.getElementById('delete-password').value = 'new-carol'; document.getElementById('delete-form').requestSubmit(); })()""")
+        browser.wait("!document.getElementById('sign-in').hidden && document.getElementById('sign-in-note').textContent.includes('carol is deleted')",
+                     what="the account deleted")
+        gone = request("GET", f"{server.db}/lt_locations_user_carol", auth=ADMIN)[0]
+        check(gone == 404 and request("POST", f"{server.app}/api/login", {"username": "carol", "password": "new-carol"})[0] == 401,
+              "deleting the account removed carol, her database and her sign-in")
+        sign_in("carol", "new-carol")
+        browser.wait("document.getElementById('sign-in-error').textContent.includes('incorrect')", what="carol cannot sign in")
     except Exception as error:
         check.failed_with(error, browser)
     finally:

@@ -4,7 +4,7 @@
 // Plain JavaScript, no build step; text from the server is put into the page as text only.
 'use strict';
 
-const { LocationMonitor, locationDocument, TrackerStore, PlacesCache, newDocumentID } = self.ltStore;
+const { LOCATION_POLICY, LocationMonitor, locationDocument, TrackerStore, PlacesCache, newDocumentID } = self.ltStore;
 const $ = (id) => document.getElementById(id);
 
 const app = {
@@ -53,6 +53,7 @@ async function signIn(username, password) {
     databaseURL: `${scheme}://${login.location_db_host}/${encodeURIComponent(login.location_db_name)}`,
   };
   await app.store.saveAccount(app.account);
+  await loadSettings();
   showTracker();
   await restoreHistory().catch((error) => console.warn('history not restored:', error));
 }
@@ -130,7 +131,7 @@ function startTracking() {
   if (!navigator.geolocation) { $('tracker-error').textContent = 'This browser cannot tell its position.'; return; }
   app.sessionID = newDocumentID();
   app.monitor.resume();
-  app.watch = navigator.geolocation.watchPosition(onPosition, onPositionError, { enableHighAccuracy: true, maximumAge: 0, timeout: 60000 });
+  app.watch = navigator.geolocation.watchPosition(onPosition, onPositionError, { enableHighAccuracy: app.settings.precise, maximumAge: 0, timeout: 60000 });
   $('tracking').textContent = 'Stop tracking';
   $('tracking').setAttribute('aria-pressed', 'true');
   saveStatus();
@@ -142,6 +143,64 @@ function stopTracking() {
   $('tracking').textContent = 'Start tracking';
   $('tracking').setAttribute('aria-pressed', 'false');
   saveStatus();
+}
+
+// MARK: Tracking settings
+
+// The original client's rules (TrackerKit's LocationPolicy.original), precise positions, and a
+// year of sent locations kept on the phone.
+const DEFAULT_SETTINGS = Object.freeze({
+  minimumInterval: LOCATION_POLICY.minimumInterval, foregroundDistance: LOCATION_POLICY.foregroundDistance,
+  foregroundAccuracy: LOCATION_POLICY.foregroundAccuracy, precise: true, keepDays: 365,
+});
+app.settings = Object.assign({}, DEFAULT_SETTINGS);
+
+// The settings kept on this phone, in the filter and the form; sent locations older than kept removed.
+async function loadSettings() {
+  app.settings = Object.assign({}, DEFAULT_SETTINGS, (await app.store.state('settings')) || {});
+  applySettings();
+  await app.store.pruneKept(Date.now() - app.settings.keepDays * 86400000);
+}
+
+// The filter takes the chosen interval, distance and accuracy (the background limits never
+// stricter than the foreground's); the form shows what is in force.
+function applySettings() {
+  const s = app.settings;
+  app.monitor.policy = Object.freeze(Object.assign({}, LOCATION_POLICY, {
+    minimumInterval: s.minimumInterval, foregroundDistance: s.foregroundDistance, foregroundAccuracy: s.foregroundAccuracy,
+    backgroundDistance: Math.max(LOCATION_POLICY.backgroundDistance, s.foregroundDistance),
+    backgroundAccuracy: Math.max(LOCATION_POLICY.backgroundAccuracy, s.foregroundAccuracy),
+  }));
+  $('setting-interval').value = s.minimumInterval;
+  $('setting-distance').value = s.foregroundDistance;
+  $('setting-accuracy').value = s.foregroundAccuracy;
+  $('setting-precise').checked = s.precise;
+  $('setting-keep').value = s.keepDays;
+}
+
+async function saveSettings(settings) {
+  app.settings = settings;
+  await app.store.setState('settings', settings);
+  applySettings();
+  const removed = await app.store.pruneKept(Date.now() - settings.keepDays * 86400000);
+  // Tracking picks up "precise" only when it starts: started again if on.
+  if (app.watch !== null) { navigator.geolocation.clearWatch(app.watch); app.watch = null; startTracking(); }
+  $('settings-note').textContent = `Saved: a location at most every ${settings.minimumInterval} s, after ${formatDistance(settings.foregroundDistance)}, `
+    + `none less precise than ${formatDistance(settings.foregroundAccuracy)}; sent locations kept here ${settings.keepDays} days`
+    + (removed ? ` (${removed} older removed from this phone; the server still has them).` : '.');
+  if (removed) await showPending();
+}
+
+function setUpSettings() {
+  $('settings-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    if (!$('settings-form').reportValidity()) return;
+    saveSettings({
+      minimumInterval: Number($('setting-interval').value), foregroundDistance: Number($('setting-distance').value),
+      foregroundAccuracy: Number($('setting-accuracy').value), precise: $('setting-precise').checked, keepDays: Number($('setting-keep').value),
+    }).catch(report);
+  });
+  $('settings-reset').addEventListener('click', () => { saveSettings(Object.assign({}, DEFAULT_SETTINGS)).catch(report); });
 }
 
 // What the Tracking screen says, kept across closing and reopening the app: the last fix, the
@@ -697,7 +756,9 @@ async function start() {
   app.store = await TrackerStore.open();
   app.places = await new PlacesCache(app.store).load();
   app.account = await app.store.account();
+  setUpSettings();
   if (app.account) {
+    await loadSettings().catch(report);
     showTracker();
     await restoreStatus().catch(report);
   } else {

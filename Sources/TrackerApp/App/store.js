@@ -121,6 +121,16 @@
       return this.run(['kept'], 'readwrite', async (t) => { for (const doc of usable) t.objectStore('kept').put(doc); });
     }
 
+    // Removes the sent documents older than `before` (ms) from the phone (never the outbox); how many.
+    pruneKept(before) {
+      return this.run(['kept'], 'readwrite', async (t) => {
+        const index = t.objectStore('kept').index('created_at');
+        const keys = await request(index.getAllKeys(IDBKeyRange.upperBound(before, true)));
+        for (const key of keys) t.objectStore('kept').delete(key);
+        return keys.length;
+      });
+    }
+
     state(key) { return this.run(['state'], 'readonly', (t) => request(t.objectStore('state').get(key))); }
     setState(key, value) { return this.run(['state'], 'readwrite', (t) => request(t.objectStore('state').put(value, key))); }
 

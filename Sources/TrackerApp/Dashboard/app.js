@@ -153,6 +153,9 @@ async function start() {
   state.config = await api('GET', 'config.json');
   const who = await api('GET', '/api/session');
   if (who && who.name) enter(who); else $('sign-in').hidden = false;
+  // Said once after leaving on purpose (a new password, a deleted account).
+  const farewell = sessionStorage.getItem('lt-farewell');
+  if (farewell) { sessionStorage.removeItem('lt-farewell'); $('sign-in-note').textContent = farewell; $('sign-in-note').hidden = false; }
   $('sign-in-form').addEventListener('submit', async (event) => {
     event.preventDefault();
     $('sign-in-error').textContent = '';
@@ -277,11 +280,17 @@ function show(view) {
     if (item.dataset.view === view) item.setAttribute('aria-current', 'page'); else item.removeAttribute('aria-current');
   }
   for (const panel of document.querySelectorAll('.panel')) panel.hidden = panel.id !== `panel-${view}`;
+  // The account page has nothing to map: the page is the panel alone.
+  const mapless = view === 'account';
+  if ($('workspace').classList.contains('no-map') !== mapless) {
+    $('workspace').classList.toggle('no-map', mapless);
+    if (state.map && !mapless) state.map.invalidateSize();
+  }
   if (state.layer) state.map.removeLayer(state.layer);
   if (state.map) state.layer = L.layerGroup().addTo(state.map);
   if (view !== 'tracks' && state.live) { state.live.close(); state.live = null; }
   if (state.timer) { clearInterval(state.timer); state.timer = null; }
-  ({ people: showPeople, tracks: showTracks, places: showPlaces, review: showReview, analysis: showAnalysis, photos: showPhotos })[view]().catch(report);
+  ({ people: showPeople, tracks: showTracks, places: showPlaces, review: showReview, analysis: showAnalysis, photos: showPhotos, account: showAccount })[view]().catch(report);
 }
 
 // Shown in the panel, and logged: an unexpected failure is a console error the tests catch.
@@ -866,6 +875,74 @@ function openPhoto(photo, source, owner, mapMarker) {
   };
   viewer.showModal();
   $('photo-close').focus();
+}
+
+// MARK: Account (tracker users): password, devices, deleting the account
+
+async function showAccount() {
+  if (!$('password-form').dataset.ready) setUpAccount();
+  const singleDatabase = state.session.mode === 'single-db';
+  // What deleting does, in plain words: the two modes keep locations differently.
+  $('delete-explained').textContent = singleDatabase
+    ? 'Deleting your account deletes every location and photo you sent, and signs out every device at once. It cannot be undone.'
+    : 'Deleting your account deletes your own database (every location and photo your devices sent) and signs out every device at once. '
+      + 'Copies gathered for analysis stay, without your account, unless you tick the box below. It cannot be undone.';
+  $('delete-purge-row').hidden = singleDatabase;
+  await loadDevices();
+}
+
+async function loadDevices() {
+  const keys = (await api('GET', '/api/keys')).keys || [];
+  $('devices-list').replaceChildren(...(keys.length ? keys.map((key, i) => {
+    const name = key.device || `Device ${i + 1} (no name given)`;
+    const item = element('li', `${name}, signed in ${when(key.created_at)} `, { 'data-key': key.api_key });
+    item.appendChild(button('Revoke', async () => {
+      if (!window.confirm(`Revoke the key of ${name}? It stops sending locations until it signs in again.`)) return;
+      try { await api('DELETE', `/api/keys/${encodeURIComponent(key.api_key)}`); await loadDevices(); } catch (error) { report(error); }
+    }, { 'aria-label': `Revoke ${name}` }));
+    return item;
+  }) : [element('li', 'No device is signed in. Sign in on a phone with the tracker app (/app/).', { class: 'empty' })]));
+}
+
+// Back to the sign-in form, saying why.
+function leave(message) {
+  sessionStorage.setItem('lt-farewell', message);
+  if (state.live) state.live.close();
+  window.location.reload();
+}
+
+function setUpAccount() {
+  $('password-form').dataset.ready = '1';
+  $('password-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    $('password-error').textContent = '';
+    if ($('new-password').value !== $('repeat-password').value) { $('password-error').textContent = 'The two new passwords differ.'; return; }
+    try {
+      await api('PUT', '/api/me/password', { current_password: $('current-password').value, new_password: $('new-password').value });
+      leave('Your password is changed. Sign in with the new one; your phones stay signed in.');
+    } catch (error) {
+      $('password-error').textContent = error.status === 401 ? 'The current password is not right.' : error.message;
+    }
+  });
+  $('delete-form').addEventListener('submit', async (event) => {
+    event.preventDefault();
+    $('delete-error').textContent = '';
+    if (!window.confirm('Delete your account and your locations for good?')) return;
+    const name = state.session.name;
+    const purge = !$('delete-purge-row').hidden && $('delete-purge').checked;
+    // The user's own name and password (basic auth), as the API asks for a deletion.
+    const response = await fetch(`/api/users/${encodeURIComponent(name)}${purge ? '?locations=purge' : ''}`, {
+      method: 'DELETE', credentials: 'omit',
+      headers: { Accept: 'application/json', Authorization: `Basic ${btoa(unescape(encodeURIComponent(`${name}:${$('delete-password').value}`)))}` },
+    });
+    if (response.ok) {
+      await api('DELETE', '/api/session').catch(() => {});
+      leave(`The account ${name} is deleted${purge ? ', with the copies gathered for analysis' : ''}.`);
+    } else {
+      const answer = await response.json().catch(() => ({}));
+      $('delete-error').textContent = response.status === 401 ? 'The password is not right.' : (answer.reason || `${response.status} ${response.statusText}`);
+    }
+  });
 }
 
 // MARK: All locations (admins and analysts)

@@ -238,6 +238,22 @@ def main():
         browser.wait("document.querySelectorAll('.photo-pin').length === 1 && document.querySelectorAll('#photo-list img').length === 1 && document.querySelector('#photo-list img').naturalWidth === 320",
                      what="the photo on the map and in the list")
         check(True, "the photo shows on the map and in the list")
+        # Tapped, it opens in a viewer (the photo, when, where); "Show on the map" opens its pin there.
+        browser.evaluate("document.querySelector('#photo-list .photo-open').click()")
+        browser.wait("document.getElementById('photo-viewer').open && document.getElementById('photo-image').naturalWidth === 320", what="the photo viewer")
+        details = browser.evaluate("[document.getElementById('photo-title').textContent, document.getElementById('photo-details').textContent]")
+        check(details[0] == "bridge at dusk" and details[1].startswith("Taken ") and " at 37." in details[1], f"the photo viewer says what, when and where: {details}")
+        browser.screenshot(os.path.join(options.artifacts, "photo-viewer.png"))
+        check.accessible(browser.evaluate, "the photo viewer")
+        browser.evaluate("document.getElementById('photo-on-map').click()")
+        browser.wait("!document.getElementById('photo-viewer').open && document.querySelector('.leaflet-popup .photo-popup img')", what="the photo's pin, opened")
+        pin = browser.evaluate("(() => { const r = document.querySelector('.photo-pin').getBoundingClientRect(); return [r.width, r.height, ltApp.map.getZoom()]; })()")
+        check(pin[0] >= 44 and pin[1] >= 44 and pin[2] >= 17, f"\"Show on the map\" opens the photo's pin (a {pin[0]:.0f}×{pin[1]:.0f} px target), zoomed in")
+        browser.evaluate("void ltApp.map.closePopup()")
+        # Photos at one spot share a pin: within 30 m grouped, farther apart not.
+        groups = browser.evaluate("""(() => { const at = (lat, lon) => ({ geometry: { coordinates: [lon, lat] } });
+            return photoGroups([at(37.5, -122.3), at(37.5001, -122.3), at(37.6, -122.3), at(37.50015, -122.30015)], 30).map((g) => g.length); })()""")
+        check(groups == [3, 1], f"photos within 30 m share one pin: groups of {groups}")
         # And all of it on the dashboard, signed in as walker (a page beside the app).
         dashboard = browser.context.new_page()
         dashboard.goto(f"{origin}/dashboard/")

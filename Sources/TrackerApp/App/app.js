@@ -523,12 +523,23 @@ async function showMap() {
   const track = everything.filter((doc) => !photoOf(doc));
   const photos = everything.filter(photoOf).reverse();
   const sources = new Map(await Promise.all(photos.map(async (doc) => [doc._id, await photoURL(doc).catch(() => '')])));
-  $('photo-list').replaceChildren(...photos.map((doc) => {
-    const item = document.createElement('li');
+  // Each photo opens in the viewer (the photo, when, where, "show on the map").
+  const opener = (doc, label) => {
+    const open = document.createElement('button');
+    open.type = 'button';
+    open.className = 'photo-open';
+    open.setAttribute('aria-label', `Open ${label}`);
     const image = document.createElement('img');
     image.src = sources.get(doc._id);
-    image.alt = doc.caption || `Photo of ${new Date(doc.created_at).toLocaleString()}`;
-    item.append(image, document.createTextNode(`${doc.caption ? `${doc.caption}, ` : ''}${new Date(doc.created_at).toLocaleString()}`));
+    image.alt = '';
+    open.appendChild(image);
+    open.addEventListener('click', () => openPhoto(doc, sources.get(doc._id)));
+    return open;
+  };
+  const describe = (doc) => `${doc.caption ? `${doc.caption}, ` : ''}${new Date(doc.created_at).toLocaleString()}`;
+  $('photo-list').replaceChildren(...photos.map((doc) => {
+    const item = document.createElement('li');
+    item.append(opener(doc, describe(doc)), document.createTextNode(describe(doc)));
     return item;
   }));
   $('photos-empty').hidden = photos.length > 0;
@@ -547,16 +558,23 @@ async function showMap() {
     L.marker(points[points.length - 1], { icon: L.divIcon({ className: 'latest-dot', iconSize: [18, 18] }), title: 'Latest location', alt: 'Latest location' })
       .addTo(app.trackLayer);
   }
-  for (const doc of photos) {
-    const at = [doc.geometry.coordinates[1], doc.geometry.coordinates[0]];
-    const label = doc.caption || 'Photo';
+  // Photos within 30 m of each other share one pin (with their number), whose popup holds
+  // each of them: none hides under another.
+  app.photoPins = new Map();
+  for (const group of photoGroups(photos, 30)) {
+    const at = [group[0].geometry.coordinates[1], group[0].geometry.coordinates[0]];
+    const label = group.length === 1 ? (group[0].caption || 'Photo') : `${group.length} photos here`;
     const popup = document.createElement('div');
     popup.className = 'photo-popup';
-    const image = document.createElement('img');
-    image.src = sources.get(doc._id);
-    image.alt = label;
-    popup.append(image, document.createTextNode(label));
-    L.marker(at, { icon: L.divIcon({ className: 'photo-pin', iconSize: [16, 16] }), title: label, alt: label }).bindPopup(popup).addTo(app.trackLayer);
+    for (const doc of group) popup.append(opener(doc, describe(doc)), document.createTextNode(describe(doc)));
+    const pin = L.marker(at, { icon: L.divIcon({ className: 'photo-pin', iconSize: [44, 44] }), title: label, alt: label }).bindPopup(popup);
+    pin.on('add', () => {
+      const badge = document.createElement('span');
+      badge.textContent = group.length === 1 ? '▣' : String(group.length);
+      pin.getElement().replaceChildren(badge);
+    });
+    pin.addTo(app.trackLayer);
+    for (const doc of group) app.photoPins.set(doc._id, pin);
     points.push(at);
   }
   // The map's size first (it was hidden until now), then fitted to everything it shows.
@@ -564,6 +582,40 @@ async function showMap() {
   if (points.length === 1) app.map.setView(points[0], 15, { animate: false });
   else if (points.length > 1) app.map.fitBounds(points, { padding: [24, 24], animate: false });
   await drawPlaces();
+}
+
+// Photos gathered greedily: each joins the first group whose first photo is within `metres`.
+function photoGroups(photos, metres) {
+  const groups = [];
+  for (const doc of photos) {
+    const [lon, lat] = doc.geometry.coordinates;
+    const near = groups.find((group) => {
+      const [lon0, lat0] = group[0].geometry.coordinates;
+      return ltStore.sphereDistance({ lat, lon }, { lat: lat0, lon: lon0 }) <= metres;
+    });
+    if (near) near.push(doc); else groups.push([doc]);
+  }
+  return groups;
+}
+
+// The photo viewer: the photo large, when and where it was taken, and its pin on the map.
+function openPhoto(doc, source) {
+  const viewer = $('photo-viewer');
+  const [lon, lat] = doc.geometry.coordinates;
+  $('photo-title').textContent = doc.caption || 'Photo';
+  $('photo-image').src = source;
+  $('photo-image').alt = doc.caption || 'Photo';
+  $('photo-details').textContent = `Taken ${new Date(doc.created_at).toLocaleString()} at ${lat.toFixed(5)}, ${lon.toFixed(5)}.`;
+  $('photo-on-map').onclick = () => {
+    viewer.close();
+    app.map.closePopup();
+    app.map.setView([lat, lon], Math.max(app.map.getZoom(), 17), { animate: false });
+    const pin = app.photoPins && app.photoPins.get(doc._id);
+    if (pin) pin.openPopup();
+    $('map').scrollIntoView({ block: 'nearest' });
+  };
+  viewer.showModal();
+  $('photo-close').focus();
 }
 
 // My track by day, newest first: each day with its distance and time from first to last fix,
@@ -793,6 +845,7 @@ async function start() {
   $('sign-out-later').addEventListener('click', signOutOnceSent);
   $('sign-out-stay').addEventListener('click', () => { $('sign-out-dialog').close(); app.signOutWhenSent = false; showSyncNote(); });
   $('sign-out-discard').addEventListener('click', () => signOut().catch(report));
+  $('photo-close').addEventListener('click', () => $('photo-viewer').close());
   $('photo-input').addEventListener('change', (event) => {
     const [file] = event.target.files;
     event.target.value = '';

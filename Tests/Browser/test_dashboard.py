@@ -259,6 +259,19 @@ def main():
         browser.pump(1)
         browser.screenshot(os.path.join(options.artifacts, "people-trip.png"))
         browser.evaluate("document.getElementById('person-bob').click()")
+        # The same on a phone: map above the list, everyone in view, every control 44 px tall.
+        browser.set_viewport(390, 844, mobile=True)
+        browser.evaluate("document.querySelector('#views [data-view=people]').click()")
+        browser.wait("document.querySelectorAll('path.person').length === 2", what="the people on a phone")
+        browser.pump(0.5)
+        phone = browser.evaluate("""(() => { const b = window.lt.map.getBounds(); const m = document.getElementById('map').getBoundingClientRect();
+            const small = [...document.querySelectorAll('button, a.button, select')].filter((e) => e.offsetParent !== null && e.getBoundingClientRect().height < 44)
+                .map((e) => e.textContent.trim() || e.getAttribute('aria-label'));
+            return [window.lt.people.every((p) => b.contains([p.last.lat, p.last.lon])), m.width <= 390, small]; })()""")
+        check(phone[0] and phone[1] and not phone[2], f"People on a phone: everyone in view, targets of 44 px {phone[2] or ''}")
+        browser.screenshot(os.path.join(options.artifacts, "people-phone.png"))
+        check.accessible(browser.evaluate, "People on a phone")
+        browser.set_viewport(1280, 800)
         browser.evaluate("document.querySelector('#views [data-view=places]').click()")
         browser.wait("window.lt.places.length > 0 && window.lt.placeMarkers.size > 0", what="the admin's places")
         markers = browser.evaluate("window.lt.placeMarkers.size")
@@ -372,6 +385,16 @@ def main():
         check(len(geojson["features"]) == 15 and gpx.count("<trkpt ") == 15, f"exports of alice's locations: {len(geojson['features'])} features, {gpx.count('<trkpt ')} GPX points")
         browser.screenshot(os.path.join(options.artifacts, "all-locations.png"))
         check.accessible(browser.evaluate, "All locations")
+        browser.set_viewport(390, 844, mobile=True)
+        browser.evaluate("document.getElementById('analysis-user').value = ''; document.getElementById('analysis-filter').dispatchEvent(new Event('change'))")
+        browser.wait("window.lt.grid && window.lt.grid.total === 20", what="everyone again, on a phone")
+        browser.pump(0.5)
+        fits = browser.evaluate("""(() => { const b = window.lt.map.getBounds();
+            return window.lt.grid.points.length === 20 && window.lt.grid.points.every(([lat, lon]) => b.contains([lat, lon])); })()""")
+        check(fits, "all locations on a phone: the map fitted to every one of them")
+        browser.screenshot(os.path.join(options.artifacts, "all-locations-phone.png"))
+        check.accessible(browser.evaluate, "All locations on a phone")
+        browser.set_viewport(1280, 800)
 
         # The admin sees everyone's photos (consolidated with their attachments).
         browser.evaluate("document.querySelector('#views [data-view=photos]').click()")

@@ -420,6 +420,12 @@ def main():
         check(browser.evaluate("ltApp.store.pendingCount()") == 1 and not browser.evaluate("document.getElementById('tracker').hidden")
               and browser.evaluate("document.getElementById('tracking').getAttribute('aria-pressed')") == "false",
               "'Sign out once they are sent': still signed in with the fix waiting, tracking stopped")
+        # Closing and reopening the app keeps that choice, and the fix.
+        browser.navigate(app)
+        browser.wait("window.ltApp && window.ltApp.ready && !document.getElementById('tracker').hidden", what="the app reopened, still signed in")
+        browser.wait("document.getElementById('sync-note').textContent.startsWith('You will be signed out once')", what="the choice kept after reopening")
+        check(browser.evaluate("ltApp.store.pendingCount()") == 1 and browser.evaluate("ltApp.signOutWhenSent") is True,
+              "reopened before the network came back: still signed in, the fix waiting, still to sign out once it is sent")
         browser.context.unroute(f"{server.db}/**")
         browser.evaluate("ltApp.sync()")  # the retry timer's next attempt, now
         browser.wait("!document.getElementById('welcome').hidden", timeout=30, what="signed out once the fix was sent")

@@ -99,9 +99,16 @@ async function requestSignOut() {
 function signOutOnceSent() {
   $('sign-out-dialog').close();
   stopTracking();
-  app.signOutWhenSent = true;
+  rememberSignOutWhenSent(true);
   showSyncNote();
   sync();
+}
+
+// The choice to sign out once everything is sent, kept on the phone: closing the app before the
+// network comes back neither forgets it nor signs out with something unsent.
+function rememberSignOutWhenSent(value) {
+  app.signOutWhenSent = value;
+  if (app.store) app.store.setState('sign-out-when-sent', value).catch((error) => console.warn('not kept:', error));
 }
 
 async function signOut() {
@@ -811,6 +818,7 @@ async function start() {
   setUpSettings();
   if (app.account) {
     await loadSettings().catch(report);
+    app.signOutWhenSent = Boolean(await app.store.state('sign-out-when-sent').catch(() => false));
     showTracker();
     await restoreStatus().catch(report);
   } else {
@@ -843,7 +851,7 @@ async function start() {
   $('tracking').addEventListener('click', () => (app.watch === null ? startTracking() : stopTracking()));
   $('sign-out').addEventListener('click', () => requestSignOut().catch(report));
   $('sign-out-later').addEventListener('click', signOutOnceSent);
-  $('sign-out-stay').addEventListener('click', () => { $('sign-out-dialog').close(); app.signOutWhenSent = false; showSyncNote(); });
+  $('sign-out-stay').addEventListener('click', () => { $('sign-out-dialog').close(); rememberSignOutWhenSent(false); showSyncNote(); });
   $('sign-out-discard').addEventListener('click', () => signOut().catch(report));
   $('photo-close').addEventListener('click', () => $('photo-viewer').close());
   $('photo-input').addEventListener('change', (event) => {

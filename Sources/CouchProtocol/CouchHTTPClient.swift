@@ -53,11 +53,15 @@ public struct CouchHTTPClient: Sendable {
         makeHTTPClient(retryingConnections: false, tls: ClientTrust.tlsConfiguration(extra: try ClientTrust.certificates(in: path)))
     }
 
-    private static func makeHTTPClient(retryingConnections: Bool, tls: TLSConfiguration) -> HTTPClient {
+    /// Connections that fail at once (2 s to connect, no retry): for `FailoverCouch`, which
+    /// goes to another node instead of waiting on one that is gone.
+    public static let failingFast = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
+
+    private static func makeHTTPClient(retryingConnections: Bool, tls: TLSConfiguration, connectTimeout: TimeAmount = .seconds(10)) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
         configuration.connectionPool.retryConnectionEstablishment = retryingConnections
-        configuration.timeout.connect = .seconds(10)
+        configuration.timeout.connect = connectTimeout
         configuration.tlsConfiguration = tls
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }

@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchProtocol
 import Foundation
 import Logging
 import Replication
@@ -14,50 +15,80 @@ struct ClusterMirrors {
     func cancel() { tasks.forEach { $0.cancel() } }
 
     /// Nothing to mirror without a cluster. Places are few and every device asks for them:
-    /// they are brought up to date before this returns.
-    static func start(_ clusterURL: String?, service: TrackerService, store: DatabaseStore, logger: Logger) async throws -> ClusterMirrors {
-        guard let clusterURL else { return ClusterMirrors(tasks: []) }
-        do { _ = try await replication(TrackerService.placesDB, from: clusterURL, into: store, continuous: false, logger: logger).run() } catch {
-            throw ServerStartFailure("cannot copy lt_places from the cluster: \(error)")
+    /// they are brought up to date before this returns. Replications read from a node that
+    /// answers, and move to another when theirs stops answering.
+    static func start(_ cluster: FailoverCouch?, service: TrackerService, store: DatabaseStore, logger: Logger) async throws -> ClusterMirrors {
+        guard let cluster else { return ClusterMirrors(tasks: []) }
+        var copied: (any Error)?
+        for _ in 0..<3 {
+            var options = ReplicationOptions()
+            options.maxRetries = 3
+            do {
+                _ = try await replication(TrackerService.placesDB, from: await cluster.answeringNodeURL(), into: store, options: options, logger: logger).run()
+                copied = nil
+                break
+            } catch { copied = error }
         }
+        if let copied { throw ServerStartFailure("cannot copy lt_places from the cluster: \(copied)") }
         let analysis = service.analysisDatabase
         if try await service.mirrorIsStale(analysis) {
             logger.notice("this server's copy of \(analysis) was last brought up to date with the cluster's purges over \(Int(TrackerService.purgeRetention / 86400)) days ago: starting it afresh")
             try await store.delete(analysis)
         }
-        let mirrors = Task { await follow([TrackerService.placesDB, analysis], from: clusterURL, into: store, logger: logger) }
+        let mirrors = Task { await follow([TrackerService.placesDB, analysis], from: cluster, into: store, logger: logger) }
         // Purges on the cluster (deleted users' locations) reach this server's copy too.
         let purges = Task { await service.followPurges(into: analysis) }
         return ClusterMirrors(tasks: [mirrors, purges])
     }
 
     /// A pull replication of a cluster database into this server's store of the same name.
-    static func replication(_ name: String, from clusterURL: String, into store: DatabaseStore, continuous: Bool, logger: Logger) throws -> Replication {
+    static func replication(_ name: String, from clusterURL: String, into store: DatabaseStore, options: ReplicationOptions = ReplicationOptions(),
+                            logger: Logger) throws -> Replication {
         guard let components = URLComponents(string: clusterURL), let scheme = components.scheme, let host = components.host else {
             throw ServerStartFailure("bad CouchDB URL")
         }
         let base = "\(scheme)://\(host):\(components.port ?? (scheme == "https" ? 443 : 80))"
         if !store.exists(name) { _ = try store.create(name) }
-        var options = ReplicationOptions()
-        options.continuous = continuous
+        var options = options
         options.checkpointInterval = .seconds(1)
         return Replication(source: try RemoteEndpoint(url: "\(base)/\(name)", username: components.user?.removingPercentEncoding,
                                                       password: components.password?.removingPercentEncoding),
                            target: LocalEndpoint(store: store, name: name), options: options, logger: logger)
     }
 
-    /// Keeps the mirrors following; a replication that stops is started again after 5 s.
-    static func follow(_ names: [String], from clusterURL: String, into store: DatabaseStore, logger: Logger) async {
+    /// Keeps the mirrors following, each from a node that answers: a replication that stops is
+    /// started again after 5 s, and one whose node stops answering (as the application's own
+    /// requests find) is started again from another node at once.
+    static func follow(_ names: [String], from cluster: FailoverCouch, into store: DatabaseStore, logger: Logger) async {
         await withTaskGroup(of: Void.self) { group in
             for name in names {
                 group.addTask {
                     while !Task.isCancelled {
-                        do {
-                            _ = try await replication(name, from: clusterURL, into: store, continuous: true, logger: logger).run()
-                        } catch {
-                            logger.warning("mirror of \(name): \(error); starting again in 5 s")
+                        let url = await cluster.answeringNodeURL()
+                        let moved = await withTaskGroup(of: Bool.self) { race -> Bool in
+                            race.addTask {
+                                var options = ReplicationOptions()
+                                options.continuous = true
+                                do {
+                                    _ = try await replication(name, from: url, into: store, options: options, logger: logger).run()
+                                } catch {
+                                    logger.warning("mirror of \(name): \(error); starting again in 5 s")
+                                }
+                                return false
+                            }
+                            race.addTask {
+                                while !Task.isCancelled, cluster.isAnswering(url) { try? await Task.sleep(for: .seconds(1)) }
+                                return !Task.isCancelled
+                            }
+                            let first = await race.next() ?? false
+                            race.cancelAll()
+                            return first
                         }
-                        try? await Task.sleep(for: .seconds(5))
+                        if moved {
+                            logger.notice("mirror of \(name): its node stopped answering; following the cluster through another")
+                        } else {
+                            try? await Task.sleep(for: .seconds(5))
+                        }
                     }
                 }
             }

@@ -146,7 +146,7 @@ public enum LocationTrackerServer {
         _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, database: some Service, control: some Service,
         databasePort: @escaping @Sendable () -> Int, applicationPort: NIOLockedValueBox<Int?>, summary: StartupSummary, logger: Logger
     ) async throws {
-        let cluster = try await clusterClient(configuration)
+        let cluster = try await clusterClient(configuration, logger: logger)
         let local = InProcessCouch(api: api)
         let couch: any CouchClient = cluster ?? local
         let mode = configuration.mode
@@ -163,7 +163,7 @@ public enum LocationTrackerServer {
         } catch where cluster != nil {
             throw ServerStartFailure("cannot reach CouchDB at \(cluster!.baseURL): \(error)")
         }
-        let mirrors = try await ClusterMirrors.start(configuration.clusterURL, service: service, store: store, logger: logger)
+        let mirrors = try await ClusterMirrors.start(cluster, service: service, store: store, logger: logger)
         defer { mirrors.cancel() }
         logger.info("mode \(mode.rawValue): locations in \(mode == .singleDatabase ? TrackerService.sharedLocationsDB : "lt_locations_user_<name>")\(cluster.map { " on \($0.baseURL)" } ?? "")")
         // Every user's locations flow into lt_locations_all (a single shared database needs no consolidation).
@@ -225,25 +225,43 @@ public enum LocationTrackerServer {
         }
     }
 
-    /// The cluster's client in cluster mode, once its URL's credentials are known to be a
-    /// server admin's (the application creates databases and users); nil when embedded.
-    static func clusterClient(_ configuration: ServerConfiguration) async throws -> HTTPCouch? {
+    /// The cluster's client in cluster mode (every node given, failing over between them), once
+    /// its URL's credentials are known to be a server admin's (the application creates databases
+    /// and users); nil when embedded. The log says when a node or the whole cluster goes and comes
+    /// back; `lt_couchdb_node_up` says which nodes answer.
+    static func clusterClient(_ configuration: ServerConfiguration, logger: Logger) async throws -> FailoverCouch? {
         guard let url = configuration.clusterURL else { return nil }
-        let cluster: HTTPCouch
-        do { cluster = try HTTPCouch(url: url) } catch { throw ServerStartFailure(error.reason) }
-        // The cluster's client retries connecting until a request's deadline (a node restarting);
-        // a certificate that does not verify is told at once instead.
+        let cluster: FailoverCouch
+        do {
+            cluster = try FailoverCouch(urls: configuration.clusterNodeURLs, report: { change in
+                switch change {
+                case let .nodeDown(node, reason):
+                    logger.warning("CouchDB node \(node) cannot be reached (\(reason)): requests go to the other nodes")
+                case let .nodeUp(node, downFor):
+                    logger.notice("CouchDB node \(node) answers again (after \(Int(downFor.rounded())) s)")
+                case let .clusterUnreachable(reasons):
+                    logger.error("the CouchDB cluster cannot be reached (\(reasons.joined(separator: "; "))): requests that need it are answered 503 until a node is back")
+                case let .clusterRecovered(node, unreachableFor):
+                    logger.notice("the CouchDB cluster is reachable again through \(node), after \(Int(unreachableFor.rounded())) s")
+                }
+            })
+        } catch { throw ServerStartFailure(error.reason) }
+        // A certificate that does not verify is told at once.
         do {
             _ = try await HTTPCouch(url: url, http: CouchHTTPClient.shared).request(.get, "/", query: [:], body: nil)
         } catch let untrusted as ClientTrust.UntrustedPeer {
             throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(untrusted)")
-        } catch {}  // anything else: as before, through the retrying client
+        } catch {}  // anything else: through the failover below
         let session: CouchReply
         do { session = try await cluster.request(.get, "/_session", query: [:], body: nil) } catch {
-            throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(error)")
+            throw ServerStartFailure("cannot reach CouchDB at \(configuration.clusterNodeURLs.count == 1 ? cluster.baseURL : "any of its \(configuration.clusterNodeURLs.count) nodes"): \(error)")
         }
         guard session.ok, session.json["userCtx"]?["roles"]?.arrayValue?.contains("_admin") == true else {
             throw ServerStartFailure("CouchDB at \(cluster.baseURL) does not take the URL's credentials as a server admin's (GET /_session answered \(session.status))")
+        }
+        let metrics = configuration.database.metrics
+        metrics.addCollector {
+            for (node, up) in cluster.health { metrics.gauge("lt_couchdb_node_up", [("node", node)], up ? 1 : 0) }
         }
         return cluster
     }

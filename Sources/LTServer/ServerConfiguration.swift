@@ -19,8 +19,11 @@ public struct ServerConfiguration: Sendable {
     public var mode: TrackerService.Mode = .databasePerUser
     /// Serve only the CouchDB-compatible database API (no application, no consolidation).
     public var databaseOnly = false
-    /// Cluster mode: the Apache CouchDB the application's data lives in, with admin credentials.
-    public var clusterURL: String?
+    /// Cluster mode: the Apache CouchDB the application's data lives in, with admin credentials:
+    /// the first node's URL (the others in `clusterNodeURLs`).
+    public var clusterURL: String? { clusterNodeURLs.first }
+    /// Every node's URL (same credentials); the application fails over between them.
+    public var clusterNodeURLs: [String] = []
     /// A server admin to create or keep (`--admin NAME:PASSWORD`); one is generated and printed
     /// once when there is none at all.
     public var admin: (name: String, password: String)?

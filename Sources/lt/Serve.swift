@@ -47,7 +47,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Where users' locations live: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, where each user sees only their own documents). (LT_MODE, default db-per-user)")
     var mode: String?
 
-    @Option(help: "Cluster mode: keep the application's data in this Apache CouchDB 3 cluster, given with admin credentials (http://ADMIN:PASSWORD@host:5984). Devices replicate with it directly (with --mode single-db: through this server, which keeps each user to their own documents); this server registers users, consolidates and answers geo queries from its own mirrors of lt_places and the locations. (LT_COUCHDB_URL)")
+    @Option(help: "Cluster mode: keep the application's data in this Apache CouchDB 3 cluster, given with admin credentials (http://ADMIN:PASSWORD@host:5984), or each of its nodes separated by commas: requests go to one node and move to another when it cannot be reached (503 at once when none can). Devices replicate with it directly (with --mode single-db: through this server, which keeps each user to their own documents); this server registers users, consolidates and answers geo queries from its own mirrors of lt_places and the locations. (LT_COUCHDB_URL)")
     var couchdb: String?
 
     @Flag(name: .customLong("database-only"), help: "Serve only the CouchDB-compatible database API (no application, no consolidation): a stand-in for a CouchDB node.")
@@ -160,8 +160,10 @@ struct Serve: AsyncParsableCommand {
         }
         configuration.mode = appMode
         configuration.databaseOnly = try settings.bool("database-only", flag: databaseOnly)
-        let clusterURL = settings.string("couchdb", flag: couchdb)
-        configuration.clusterURL = configuration.databaseOnly ? nil : clusterURL
+        // One node's URL, or several separated by commas (the same cluster's nodes).
+        let clusterURLs = (settings.string("couchdb", flag: couchdb) ?? "").split(separator: ",")
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        configuration.clusterNodeURLs = configuration.databaseOnly ? [] : clusterURLs
         if let admin = settings.string("admin", flag: admin) {
             guard let colon = admin.firstIndex(of: ":"), colon != admin.startIndex else {
                 throw ValidationError("--admin must be NAME:PASSWORD")

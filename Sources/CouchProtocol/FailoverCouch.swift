@@ -1,0 +1,117 @@
+import AsyncHTTPClient
+import CouchJSON
+import Foundation
+import HTTPTypes
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Apache CouchDB's cluster through any of its nodes (cluster mode given several node URLs, or
+/// one): requests go to one node while it answers and move to another when it cannot be
+/// reached (`ClusterNodes` decides); when no node can answer, a 503 `service_unavailable` naming
+/// each node and why, at once — never a wait on dead connections or a 500 with socket text.
+///
+/// A request is sent again to another node only when it cannot have been applied: the node
+/// could not be connected to, or the request only reads. A write cut off mid-way is a 503 saying
+/// it may have been applied (CouchDB's revisions make trying it again safe for the caller).
+public final class FailoverCouch: CouchClient {
+    let urls: [String]
+    let members: [HTTPCouch]
+    let nodes: NIOLockedValueBox<ClusterNodes>
+    let report: @Sendable (ClusterNodes.Change) -> Void
+    let clock: @Sendable () -> Double
+
+    /// `urls`: each node's URL with the same server admin's credentials. `report` hears each
+    /// change (a node down or up, the cluster unreachable or back) once, as it happens.
+    public init(urls: [String], http: HTTPClient = CouchHTTPClient.failingFast,
+                clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+                report: @escaping @Sendable (ClusterNodes.Change) -> Void = { _ in }) throws(CouchError) {
+        guard !urls.isEmpty else { throw .badRequest("The CouchDB cluster needs at least one node's URL") }
+        var members: [HTTPCouch] = []
+        for url in urls { members.append(try HTTPCouch(url: url, http: http)) }
+        self.members = members
+        self.urls = urls
+        nodes = NIOLockedValueBox(ClusterNodes(nodes: members.map(\.host)))
+        self.report = report
+        self.clock = clock
+    }
+
+    /// The first node's address (`scheme://host:port`), as the log names the cluster.
+    public var baseURL: String { members[0].baseURL }
+    /// `host:port` of the node answering now, as a login hands it to devices.
+    public var host: String { members[nodes.withLockedValue { $0.current }].host }
+    public var scheme: String { members[0].scheme }
+    /// Each node's name and whether it answers, for the metrics.
+    public var health: [(node: String, up: Bool)] {
+        nodes.withLockedValue { state in state.nodes.indices.map { (state.nodes[$0], state.isUp($0)) } }
+    }
+
+    /// The URL (with credentials) of a node that answers now, for what talks to the cluster by
+    /// URL (this server's mirrors replicate from it): asked through the failover, so a node
+    /// that is gone is passed over; the first node's when none answers.
+    public func answeringNodeURL() async -> String {
+        _ = try? await request(.get, "/", query: [:], body: nil)
+        return nodes.withLockedValue { $0.isUp($0.current) } ? urls[nodes.withLockedValue { $0.current }] : urls[0]
+    }
+
+    /// Whether the node of `url` (one of this cluster's) is taken to answer.
+    public func isAnswering(_ url: String) -> Bool {
+        guard let node = urls.firstIndex(of: url) else { return false }
+        return nodes.withLockedValue { $0.isUp(node) }
+    }
+
+    public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
+        try await onSomeNode(readOnly: method == .get || method == .head) { try await $0.request(method, path, query: query, body: body) }
+    }
+
+    public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
+        try await onSomeNode(readOnly: true) { try await $0.verify(name: name, password: password) }
+    }
+
+    func onSomeNode<T: Sendable>(readOnly: Bool, _ body: (HTTPCouch) async throws -> T) async throws -> T {
+        var tried = Set<Int>()
+        while true {
+            let now = clock()
+            guard let node = nodes.withLockedValue({ $0.choose(at: now, excluding: tried) }) else {
+                throw CouchError(status: 503, error: "service_unavailable", reason: nodes.withLockedValue { $0.unreachableReason })
+            }
+            do {
+                let answer = try await body(members[node])
+                let changes = nodes.withLockedValue { $0.succeeded(node, at: clock()) }
+                changes.forEach(report)
+                return answer
+            } catch {
+                guard let failure = Self.transportFailure(error) else { throw error }
+                let changes = nodes.withLockedValue { $0.failed(node, reason: failure.reason, at: clock()) }
+                changes.forEach(report)
+                guard failure.beforeSending || readOnly else {
+                    throw CouchError(status: 503, error: "service_unavailable",
+                                     reason: "CouchDB node \(members[node].host) failed while answering (\(failure.reason)); the write may or may not have been applied: read it back or try again")
+                }
+                tried.insert(node)
+            }
+        }
+    }
+
+    /// A failure of the way to a node rather than an answer from it: why, and whether the
+    /// request cannot have reached it (no connection was made). Nil for anything else (an
+    /// untrusted certificate, refused credentials, cancellation), which no other node would change.
+    static func transportFailure(_ error: any Error) -> (reason: String, beforeSending: Bool)? {
+        switch error {
+        case is CouchError, is ClientTrust.UntrustedPeer, is CancellationError, is CouchHTTPClient.LoginRefused:
+            return nil
+        case let error as HTTPClientError:
+            if error == .connectTimeout { return ("no connection within 2 s", true) }
+            if error == .cancelled { return nil }
+            return ("\(error)", false)
+        case is NIOConnectionError:
+            return ("connection refused", true)
+        case let error as ChannelError where error == .connectTimeout(.seconds(2)) || "\(error)".hasPrefix("connectTimeout"):
+            return ("no connection within 2 s", true)
+        case let error as IOError where [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, EHOSTDOWN].contains(error.errnoCode):
+            return (String(cString: strerror(error.errnoCode)).lowercased(), true)
+        default:
+            return ("\(error)", false)
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import CouchProtocol
+import LTTestSupport
+import Testing
+
+@Suite("Failing over between a cluster's nodes (the state machine, without network or clock)")
+struct ClusterNodesTests {
+    @Test("Requests stay on a node while it answers, move on when it cannot be reached, try it again after a wait that doubles up to 30 s, and say each change once")
+    func failover() {
+        var nodes = ClusterNodes(nodes: ["a:5984", "b:5984", "c:5984"])
+        #expect(nodes.choose(at: 0) == 0 && nodes.choose(at: 1) == 0)
+        #expect(nodes.failed(0, reason: "connection refused", at: 10) == [.nodeDown(node: "a:5984", reason: "connection refused")])
+        #expect(nodes.choose(at: 10) == 1 && nodes.choose(at: 11) == 1, "the next node, and it stays there")
+        #expect(nodes.succeeded(1, at: 11).isEmpty)
+        // b goes too: c; then c: nothing answers, said once, and nothing is tried before a wait.
+        #expect(nodes.failed(1, reason: "no connection within 2 s", at: 12) == [.nodeDown(node: "b:5984", reason: "no connection within 2 s")])
+        #expect(nodes.choose(at: 12) == 2)
+        let all = nodes.failed(2, reason: "connection refused", at: 12.5)
+        #expect(all.count == 2 && all[1] == .clusterUnreachable(reasons: ["a:5984: connection refused", "b:5984: no connection within 2 s", "c:5984: connection refused"]))
+        #expect(nodes.unreachableSince == 12.5 && nodes.unreachableReason.contains("b:5984 (no connection within 2 s)"))
+        #expect(nodes.choose(at: 10.9) == nil, "no node is due before its wait")
+        // a is due first (down at 10, tried again from 11); failing again, its wait doubles.
+        #expect(nodes.choose(at: 13) == 0)
+        #expect(nodes.failed(0, reason: "connection refused", at: 13).isEmpty, "still down: nothing new to say")
+        if case let .down(since, retryAt, failures, _) = nodes.health[0] { #expect(since == 10 && retryAt == 15 && failures == 2) } else { Issue.record("a is down") }
+        // One request tries each due node once (`excluding`), then has none.
+        #expect(nodes.choose(at: 14, excluding: [1]) == 2 && nodes.choose(at: 14, excluding: [1, 2]) == nil)
+        // b answers: up again, the cluster back, requests stay on b.
+        let back = nodes.succeeded(1, at: 20)
+        #expect(back == [.nodeUp(node: "b:5984", downFor: 8), .clusterRecovered(node: "b:5984", unreachableFor: 7.5)])
+        #expect(nodes.unreachableSince == nil && nodes.choose(at: 21) == 1 && nodes.choose(at: 100) == 1)
+        // The wait never exceeds 30 s however often a node fails.
+        for t in 0..<40 { _ = nodes.failed(0, reason: "gone", at: 200 + Double(t)) }
+        if case let .down(_, retryAt, _, _) = nodes.health[0] { #expect(retryAt == 239 + 30) } else { Issue.record("a is down") }
+    }
+
+    @Test("Whatever happens, no node is chosen before its wait, the cluster is unreachable exactly while every node is down, and each outage of a node is said down once and up once",
+          arguments: [1 as UInt64, 2, 3, 4, 5])
+    func invariants(seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        let count = Int.random(in: 1...4, using: &random)
+        var nodes = ClusterNodes(nodes: (0..<count).map { "n\($0):5984" })
+        var now = 0.0
+        var said: [String: [String]] = [:]  // per node: "down"/"up" in order
+        var unreachable = false
+        for _ in 0..<2000 {
+            now += Double.random(in: 0...2, using: &random)
+            let tried = Set((0..<count).filter { _ in Int.random(in: 0..<5, using: &random) == 0 })
+            guard let node = nodes.choose(at: now, excluding: tried) else {
+                #expect(!(0..<count).contains { !tried.contains($0) && nodes.isUp($0) }, "nil only when no untried node is up")
+                continue
+            }
+            #expect(!tried.contains(node))
+            if case let .down(_, retryAt, _, _) = nodes.health[node] { #expect(retryAt <= now, "a down node only once its wait is over") }
+            let changes = Bool.random(using: &random) ? nodes.succeeded(node, at: now) : nodes.failed(node, reason: "x", at: now)
+            for change in changes {
+                switch change {
+                case let .nodeDown(name, _): said[name, default: []].append("down")
+                case let .nodeUp(name, _): said[name, default: []].append("up")
+                case .clusterUnreachable: #expect(!unreachable); unreachable = true
+                case .clusterRecovered: #expect(unreachable); unreachable = false
+                }
+            }
+            #expect(unreachable == !(0..<count).contains { nodes.isUp($0) })
+            #expect((nodes.unreachableSince != nil) == unreachable)
+        }
+        for (_, events) in said {
+            #expect(zip(events, events.dropFirst()).allSatisfy { $0 != $1 }, "down and up alternate")
+            #expect(events.first == "down")
+        }
+    }
+}

@@ -101,17 +101,23 @@ public final class FailoverCouch: CouchClient {
         case is CouchError, is ClientTrust.UntrustedPeer, is CancellationError, is CouchHTTPClient.LoginRefused:
             return nil
         case let error as HTTPClientError:
-            if error == .connectTimeout { return ("no connection within 2 s", true) }
             if error == .cancelled { return nil }
-            return ("\(error)", false)
+            if error == .connectTimeout { return ("no connection within 2 s", true) }
+            if error == .remoteConnectionClosed { return ("the connection was closed", false) }
+            if error == .readTimeout || error == .deadlineExceeded { return ("no answer in time", false) }
+            return ("the connection failed", false)
         case is NIOConnectionError:
             return ("connection refused", true)
-        case let error as ChannelError where error == .connectTimeout(.seconds(2)) || "\(error)".hasPrefix("connectTimeout"):
-            return ("no connection within 2 s", true)
-        case let error as IOError where [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, EHOSTDOWN].contains(error.errnoCode):
-            return (String(cString: strerror(error.errnoCode)).lowercased(), true)
+        case let error as ChannelError:
+            if case .connectTimeout = error { return ("no connection within 2 s", true) }
+            return ("the connection failed", false)
+        case let error as IOError:
+            let reason = String(cString: strerror(error.errnoCode)).lowercased()
+            return (reason, [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, EHOSTDOWN].contains(error.errnoCode))
         default:
-            return ("\(error)", false)
+            // Whatever else the way there throws (a stream cut short...), said without socket details.
+            let text = "\(error)"
+            return (text.contains("unexpected time") ? "the connection was closed while answering" : "the connection failed", false)
         }
     }
 }

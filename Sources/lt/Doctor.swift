@@ -384,11 +384,28 @@ enum DoctorChecks {
                                           unreadable: count(samples.sum("lt_consolidation_unreadable_databases")),
                                           refused: count(samples.sum("lt_consolidation_refused_locations"))))
         }
+        let nodes = samples.filter { $0.name == "lt_couchdb_node_up" }.compactMap { sample in sample.labels["node"].map { ($0, sample.value > 0) } }
+        if !nodes.isEmpty { findings.append(clusterNodes(nodes)) }
         if databases == nil, samples.contains(where: { $0.name == "lt_data_free_bytes" }) {
             findings.append(disk(DiskSpace(free: Int64(count(samples.sum("lt_data_free_bytes"))), total: Int64(count(samples.sum("lt_data_filesystem_bytes")))),
                                  largestDatabase: largestDatabase))
         }
         return findings + replications(facts.jobs, facts.documents)
+    }
+
+    /// Cluster mode: the CouchDB nodes the server was given, and which of them answer.
+    static func clusterNodes(_ nodes: [(node: String, up: Bool)]) -> Finding {
+        let down = nodes.filter { !$0.up }.map(\.node).sorted()
+        if down.count == nodes.count {
+            return Finding(check: "cluster", level: .problem, message: "no CouchDB node answers (\(down.joined(separator: ", "))): the application answers 503",
+                           advice: "start the nodes again (or fix the network to them); the server goes on by itself when one answers")
+        }
+        if !down.isEmpty {
+            return Finding(check: "cluster", level: .problem,
+                           message: "CouchDB \(down.count == 1 ? "node" : "nodes") \(down.joined(separator: ", ")) \(down.count == 1 ? "does" : "do") not answer; the application goes on through the other \(nodes.count - down.count == 1 ? "node" : "\(nodes.count - down.count) nodes")",
+                           advice: "start it again: requests go to the other nodes meanwhile, and its shards catch up by CouchDB's internal replication")
+        }
+        return Finding(check: "cluster", level: .ok, message: "\(plural(nodes.count, "CouchDB node")), all answering")
     }
 
     static func consolidation(sweep: Int, retrying: Int, unreadable: Int, refused: Int) -> Finding {

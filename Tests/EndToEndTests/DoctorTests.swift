@@ -149,6 +149,11 @@ struct DoctorTests {
                            advice: "lt status --app http://ADMIN:PASSWORD@HOST:8080 lists them with the reasons; they are tried again with growing waits"))
         #expect(DoctorChecks.consolidation(sweep: 0, retrying: 2, unreadable: 0, refused: 0).level == .warning)
         #expect(DoctorChecks.consolidation(sweep: 40, retrying: 0, unreadable: 0, refused: 0).message == "the start-up sweep has 40 user databases still to look at")
+        // Cluster mode: the node that does not answer is named; all down is the application down.
+        #expect(DoctorChecks.clusterNodes([("a:5984", true), ("b:5984", true)]) == Finding(check: "cluster", level: .ok, message: "2 CouchDB nodes, all answering"))
+        let oneDown = DoctorChecks.clusterNodes([("a:5984", true), ("c:5984", false), ("b:5984", true)])
+        #expect(oneDown.level == .problem && oneDown.message == "CouchDB node c:5984 does not answer; the application goes on through the other 2 nodes", "\(oneDown.message)")
+        #expect(DoctorChecks.clusterNodes([("a:5984", false)]).message == "no CouchDB node answers (a:5984): the application answers 503")
 
         // A document's job appears in both lists once; its masked target comes from the job.
         let job: JSON = ["id": "doc:a", "source": "http://peer/db/", "target": "local:mine", "state": "crashing",

@@ -34,6 +34,11 @@ struct ClusterFailoverTests {
         #expect(try await s.app(.GET, "/api/places?lat=37.49&lon=-122.3&radius=5000").status == 200)
         let first = try String(contentsOf: log, encoding: .utf8)
         #expect(first.contains("cannot be reached (connection refused): requests go to the other nodes"), "\(first)")
+        // lt doctor names the node that does not answer (exit 1), from the server's metrics.
+        let url = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.port)"
+        let doctor = try TestServer.runLT(["doctor", "--url", url])
+        #expect(doctor.status == 1 && doctor.output.contains("node 127.0.0.1:\(URLComponents(string: dead)!.port!) does not answer; the application goes on through the other node"),
+                "\(doctor.output)")
 
         // Every node gone: 503 at once, naming each node and why; the log says the cluster is unreachable.
         node.kill()

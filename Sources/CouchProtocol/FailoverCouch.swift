@@ -98,8 +98,8 @@ public final class FailoverCouch: CouchClient {
     /// untrusted certificate, refused credentials, cancellation), which no other node would change.
     static func transportFailure(_ error: any Error) -> (reason: String, beforeSending: Bool)? {
         switch error {
-        case is CouchError, is ClientTrust.UntrustedPeer, is CancellationError, is CouchHTTPClient.LoginRefused:
-            return nil
+        case is CouchError, is ClientTrust.UntrustedPeer, is CancellationError, is CouchHTTPClient.LoginRefused, is NIOTooManyBytesError:
+            return nil  // an answer too large is the request's fault, not the node's
         case let error as HTTPClientError:
             if error == .cancelled { return nil }
             if error == .connectTimeout { return ("no connection within 2 s", true) }

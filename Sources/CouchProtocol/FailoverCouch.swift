@@ -6,6 +6,48 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
+/// What this server knows of a cluster's nodes (`ClusterNodes`), shared by everything that talks
+/// to the cluster (the application's requests, the proxied shared database), so one failure
+/// found by either steers both, and each change is reported once.
+public final class ClusterHealth: Sendable {
+    let state: NIOLockedValueBox<ClusterNodes>
+    let report: @Sendable (ClusterNodes.Change) -> Void
+    let clock: @Sendable () -> Double
+
+    public init(nodes: [String], clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+                report: @escaping @Sendable (ClusterNodes.Change) -> Void = { _ in }) {
+        state = NIOLockedValueBox(ClusterNodes(nodes: nodes))
+        self.report = report
+        self.clock = clock
+    }
+
+    /// The node for a request (see `ClusterNodes.choose`), or the 503 to answer when none may be tried.
+    public func choose(excluding tried: Set<Int>) throws(CouchError) -> Int {
+        let now = clock()
+        guard let node = state.withLockedValue({ $0.choose(at: now, excluding: tried) }) else {
+            throw CouchError(status: 503, error: "service_unavailable", reason: state.withLockedValue { $0.unreachableReason })
+        }
+        return node
+    }
+
+    public func succeeded(_ node: Int) {
+        let now = clock()
+        state.withLockedValue { $0.succeeded(node, at: now) }.forEach(report)
+    }
+
+    public func failed(_ node: Int, reason: String) {
+        let now = clock()
+        state.withLockedValue { $0.failed(node, reason: reason, at: now) }.forEach(report)
+    }
+
+    public var current: Int { state.withLockedValue { $0.current } }
+    public func isUp(_ node: Int) -> Bool { state.withLockedValue { $0.isUp(node) } }
+    /// Each node's name and whether it answers, for the metrics.
+    public var nodes: [(node: String, up: Bool)] {
+        state.withLockedValue { state in state.nodes.indices.map { (state.nodes[$0], state.isUp($0)) } }
+    }
+}
+
 /// Apache CouchDB's cluster through any of its nodes (cluster mode given several node URLs, or
 /// one): requests go to one node while it answers and move to another when it cannot be
 /// reached (`ClusterNodes` decides); when no node can answer, a 503 `service_unavailable` naming
@@ -17,9 +59,8 @@ import NIOPosix
 public final class FailoverCouch: CouchClient {
     let urls: [String]
     let members: [HTTPCouch]
-    let nodes: NIOLockedValueBox<ClusterNodes>
-    let report: @Sendable (ClusterNodes.Change) -> Void
-    let clock: @Sendable () -> Double
+    /// Which nodes answer (shared with whatever else talks to this cluster).
+    public let health: ClusterHealth
 
     /// `urls`: each node's URL with the same server admin's credentials. `report` hears each
     /// change (a node down or up, the cluster unreachable or back) once, as it happens.
@@ -31,33 +72,28 @@ public final class FailoverCouch: CouchClient {
         for url in urls { members.append(try HTTPCouch(url: url, http: http)) }
         self.members = members
         self.urls = urls
-        nodes = NIOLockedValueBox(ClusterNodes(nodes: members.map(\.host)))
-        self.report = report
-        self.clock = clock
+        health = ClusterHealth(nodes: members.map(\.host), clock: clock, report: report)
     }
 
     /// The first node's address (`scheme://host:port`), as the log names the cluster.
     public var baseURL: String { members[0].baseURL }
     /// `host:port` of the node answering now, as a login hands it to devices.
-    public var host: String { members[nodes.withLockedValue { $0.current }].host }
+    public var host: String { members[health.current].host }
     public var scheme: String { members[0].scheme }
-    /// Each node's name and whether it answers, for the metrics.
-    public var health: [(node: String, up: Bool)] {
-        nodes.withLockedValue { state in state.nodes.indices.map { (state.nodes[$0], state.isUp($0)) } }
-    }
 
     /// The URL (with credentials) of a node that answers now, for what talks to the cluster by
     /// URL (this server's mirrors replicate from it): asked through the failover, so a node
     /// that is gone is passed over; the first node's when none answers.
     public func answeringNodeURL() async -> String {
         _ = try? await request(.get, "/", query: [:], body: nil)
-        return nodes.withLockedValue { $0.isUp($0.current) } ? urls[nodes.withLockedValue { $0.current }] : urls[0]
+        let current = health.current
+        return health.isUp(current) ? urls[current] : urls[0]
     }
 
     /// Whether the node of `url` (one of this cluster's) is taken to answer.
     public func isAnswering(_ url: String) -> Bool {
         guard let node = urls.firstIndex(of: url) else { return false }
-        return nodes.withLockedValue { $0.isUp(node) }
+        return health.isUp(node)
     }
 
     public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
@@ -71,32 +107,30 @@ public final class FailoverCouch: CouchClient {
     func onSomeNode<T: Sendable>(readOnly: Bool, _ body: (HTTPCouch) async throws -> T) async throws -> T {
         var tried = Set<Int>()
         while true {
-            let now = clock()
-            guard let node = nodes.withLockedValue({ $0.choose(at: now, excluding: tried) }) else {
-                throw CouchError(status: 503, error: "service_unavailable", reason: nodes.withLockedValue { $0.unreachableReason })
-            }
+            let node = try health.choose(excluding: tried)
             do {
                 let answer = try await body(members[node])
-                let changes = nodes.withLockedValue { $0.succeeded(node, at: clock()) }
-                changes.forEach(report)
+                health.succeeded(node)
                 return answer
             } catch {
                 guard let failure = Self.transportFailure(error) else { throw error }
-                let changes = nodes.withLockedValue { $0.failed(node, reason: failure.reason, at: clock()) }
-                changes.forEach(report)
-                guard failure.beforeSending || readOnly else {
-                    throw CouchError(status: 503, error: "service_unavailable",
-                                     reason: "CouchDB node \(members[node].host) failed while answering (\(failure.reason)); the write may or may not have been applied: read it back or try again")
-                }
+                health.failed(node, reason: failure.reason)
+                guard failure.beforeSending || readOnly else { throw Self.cutOff(node: members[node].host, failure.reason) }
                 tried.insert(node)
             }
         }
     }
 
+    /// The 503 for a write whose node failed while answering: it may have been applied.
+    public static func cutOff(node: String, _ reason: String) -> CouchError {
+        CouchError(status: 503, error: "service_unavailable",
+                   reason: "CouchDB node \(node) failed while answering (\(reason)); the write may or may not have been applied: read it back or try again")
+    }
+
     /// A failure of the way to a node rather than an answer from it: why, and whether the
     /// request cannot have reached it (no connection was made). Nil for anything else (an
     /// untrusted certificate, refused credentials, cancellation), which no other node would change.
-    static func transportFailure(_ error: any Error) -> (reason: String, beforeSending: Bool)? {
+    public static func transportFailure(_ error: any Error) -> (reason: String, beforeSending: Bool)? {
         switch error {
         case is CouchError, is ClientTrust.UntrustedPeer, is CancellationError, is CouchHTTPClient.LoginRefused, is NIOTooManyBytesError:
             return nil  // an answer too large is the request's fault, not the node's

@@ -17,10 +17,12 @@ import Replication
 /// credentials, so the cluster's `_security` decides. Users and API keys are the cluster's
 /// `_users` documents (`ClusterUsers`).
 public struct CouchCluster: Sendable {
-    /// The cluster, as no one: each request carries the `Authorization` it is sent with.
-    let server: CouchHTTPClient
-    /// `scheme://host:port`, without credentials.
-    public var baseURL: String { server.serverURL }
+    /// Each node, as no one: each request carries the `Authorization` it is sent with.
+    let servers: [CouchHTTPClient]
+    /// Which nodes answer, shared with the application's client (`FailoverCouch`).
+    let health: ClusterHealth
+    /// The first node's `scheme://host:port`, without credentials.
+    public var baseURL: String { servers[0].serverURL }
     let adminAuthorization: String
     let users: ClusterUsers
     /// Each shared database's `_security`, read from the cluster at most every 30 s.
@@ -28,9 +30,19 @@ public struct CouchCluster: Sendable {
 
     /// `url` carries the admin credentials: `http://ADMIN:PASSWORD@host:5984`.
     public init(url: String, client: HTTPClient = CouchHTTPClient.shared) throws(CouchError) {
-        let admin = try CouchHTTPClient.admin(url: url, http: client)
+        try self.init(urls: [url], health: nil, client: client)
+    }
+
+    /// Every node's URL with the same admin credentials; requests go to a node that answers
+    /// (`health`: the application's view of the nodes, so both steer the same way).
+    public init(urls: [String], health: ClusterHealth?, client: HTTPClient = CouchHTTPClient.failingFast) throws(CouchError) {
+        guard let first = urls.first else { throw .badRequest("The CouchDB cluster needs at least one node's URL") }
+        let admin = try CouchHTTPClient.admin(url: first, http: client)
         adminAuthorization = admin.basicAuthorization ?? ""
-        server = admin.authenticated(as: nil)
+        var servers: [CouchHTTPClient] = []
+        for url in urls { servers.append(try CouchHTTPClient.admin(url: url, http: client).authenticated(as: nil)) }
+        self.servers = servers
+        self.health = health ?? ClusterHealth(nodes: servers.map(\.host))
         users = ClusterUsers()
     }
 
@@ -50,17 +62,33 @@ public struct CouchCluster: Sendable {
         var forwarded = headers.filter { Self.forwardedRequestHeaders.contains($0.name.canonicalName) }.map { ($0.name.rawName, $0.value) }
         if let authorization { forwarded.append(("Authorization", authorization)) }
         let sendsBody = !body.isEmpty || method == .put || method == .post
-        let response: HTTPClientResponse
-        do {
-            // The deadline covers the answer's head only (a long poll's head can wait for its
-            // changes); a body, a continuous feed's too, streams for as long as it lasts.
-            response = try await server.stream(
-                HTTPMethod(rawValue: method.rawValue), CouchURL.path(path) + CouchURL.query(query), headers: forwarded,
-                body: sendsBody ? body : nil, contentType: headers[.contentType] ?? "application/json", accept: nil,
-                deadline: .now() + .seconds(300))
-        } catch {
-            throw CouchError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
+        let readOnly = method == .get || method == .head
+        var tried = Set<Int>()
+        var answered: (response: HTTPClientResponse, server: CouchHTTPClient)?
+        while answered == nil {
+            let node = try health.choose(excluding: tried)
+            do {
+                // The deadline covers the answer's head only (a long poll's head can wait for its
+                // changes); a body, a continuous feed's too, streams for as long as it lasts.
+                let response = try await servers[node].stream(
+                    HTTPMethod(rawValue: method.rawValue), CouchURL.path(path) + CouchURL.query(query), headers: forwarded,
+                    body: sendsBody ? body : nil, contentType: headers[.contentType] ?? "application/json", accept: nil,
+                    deadline: .now() + .seconds(300))
+                health.succeeded(node)
+                answered = (response, servers[node])
+            } catch {
+                // Another node for a read or a request that never got there; a write cut off is said so.
+                guard let failure = FailoverCouch.transportFailure(error) else {
+                    if error is CouchError || error is CancellationError { throw error }
+                    throw CouchError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
+                }
+                health.failed(node, reason: failure.reason)
+                guard failure.beforeSending || readOnly else { throw FailoverCouch.cutOff(node: servers[node].host, failure.reason) }
+                tried.insert(node)
+            }
         }
+        let (response, server) = answered!
+        let baseURL = server.serverURL
         var fields = HTTPFields()
         for (name, value) in response.headers where Self.returnedResponseHeaders.contains(name.lowercased()) {
             guard let fieldName = HTTPField.Name(name) else { continue }

@@ -40,9 +40,11 @@ public enum LocationTrackerServer {
         logger.info("\(configuration.maxOpenDatabases) databases open at most; memory allocator: \(configuration.allocator)")
         var options = configuration.database
         if configuration.mode == .singleDatabase { options.sharedDatabases = [TrackerService.sharedLocations] }
-        if let clusterURL = configuration.clusterURL, !configuration.databaseOnly, configuration.mode == .singleDatabase {
-            // With one shared database in the cluster, this server is its owners' way into it.
-            do { options.cluster = try CouchCluster(url: clusterURL) } catch { throw ServerStartFailure(error.reason) }
+        let cluster = try makeCluster(configuration, logger: logger)
+        if let cluster, configuration.mode == .singleDatabase {
+            // With one shared database in the cluster, this server is its owners' way into it
+            // (through the same nodes, with the same view of which answer).
+            do { options.cluster = try CouchCluster(urls: configuration.clusterNodeURLs, health: cluster.health) } catch { throw ServerStartFailure(error.reason) }
         }
         // The application's pages (the tracker app) call the database API from the browser.
         let boundApplicationPort = NIOLockedValueBox<Int?>(nil)
@@ -65,7 +67,7 @@ public enum LocationTrackerServer {
         api.startBackgroundJobs()
         do {
             let summary = StartupSummary(configuration, admins: settings.admins.keys.sorted())
-            try await serve(configuration, api: api, store: store, applicationPort: boundApplicationPort, summary: summary, logger: logger)
+            try await serve(configuration, api: api, store: store, cluster: cluster, applicationPort: boundApplicationPort, summary: summary, logger: logger)
         } catch {
             await api.stopBackgroundJobs()
             throw error
@@ -76,7 +78,7 @@ public enum LocationTrackerServer {
 
     /// Both listeners (or the database API's alone) until they shut down.
     static func serve(
-        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, applicationPort: NIOLockedValueBox<Int?>,
+        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, cluster: FailoverCouch?, applicationPort: NIOLockedValueBox<Int?>,
         summary: StartupSummary, logger: Logger
     ) async throws {
         if let certificate = configuration.tls {
@@ -97,7 +99,7 @@ public enum LocationTrackerServer {
             return
         }
         try await runWithApplication(
-            configuration, api: api, store: store, database: database, control: control,
+            configuration, api: api, store: store, cluster: cluster, database: database, control: control,
             databasePort: { boundDatabasePort.withLockedValue { $0 } }, applicationPort: applicationPort, summary: summary, logger: logger)
     }
 
@@ -143,10 +145,10 @@ public enum LocationTrackerServer {
     /// The application beside the database API: on this server's engine (embedded) or on the
     /// cluster, with this server's mirrors for geo queries, consolidation and purges.
     static func runWithApplication(
-        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, database: some Service, control: some Service,
+        _ configuration: ServerConfiguration, api: CouchAPI, store: DatabaseStore, cluster: FailoverCouch?, database: some Service, control: some Service,
         databasePort: @escaping @Sendable () -> Int, applicationPort: NIOLockedValueBox<Int?>, summary: StartupSummary, logger: Logger
     ) async throws {
-        let cluster = try await clusterClient(configuration, logger: logger)
+        if let cluster { try await check(cluster, configuration) }
         let local = InProcessCouch(api: api)
         let couch: any CouchClient = cluster ?? local
         let mode = configuration.mode
@@ -225,15 +227,13 @@ public enum LocationTrackerServer {
         }
     }
 
-    /// The cluster's client in cluster mode (every node given, failing over between them), once
-    /// its URL's credentials are known to be a server admin's (the application creates databases
-    /// and users); nil when embedded. The log says when a node or the whole cluster goes and comes
-    /// back; `lt_couchdb_node_up` says which nodes answer.
-    static func clusterClient(_ configuration: ServerConfiguration, logger: Logger) async throws -> FailoverCouch? {
-        guard let url = configuration.clusterURL else { return nil }
-        let cluster: FailoverCouch
+    /// The cluster's client in cluster mode (every node given, failing over between them); nil
+    /// when embedded or database-only. The log says when a node or the whole cluster goes and
+    /// comes back.
+    static func makeCluster(_ configuration: ServerConfiguration, logger: Logger) throws -> FailoverCouch? {
+        guard !configuration.databaseOnly, !configuration.clusterNodeURLs.isEmpty else { return nil }
         do {
-            cluster = try FailoverCouch(urls: configuration.clusterNodeURLs, report: { change in
+            return try FailoverCouch(urls: configuration.clusterNodeURLs, report: { change in
                 switch change {
                 case let .nodeDown(node, reason):
                     logger.warning("CouchDB node \(node) cannot be reached (\(reason)): requests go to the other nodes")
@@ -246,6 +246,13 @@ public enum LocationTrackerServer {
                 }
             })
         } catch { throw ServerStartFailure(error.reason) }
+    }
+
+    /// Checks that the cluster's URL credentials are a server admin's (the application creates
+    /// databases and users) before the application starts; `lt_couchdb_node_up` says which
+    /// nodes answer from then on.
+    static func check(_ cluster: FailoverCouch, _ configuration: ServerConfiguration) async throws {
+        let url = configuration.clusterNodeURLs[0]
         // A certificate that does not verify is told at once.
         do {
             _ = try await HTTPCouch(url: url, http: CouchHTTPClient.shared).request(.get, "/", query: [:], body: nil)
@@ -261,9 +268,8 @@ public enum LocationTrackerServer {
         }
         let metrics = configuration.database.metrics
         metrics.addCollector {
-            for (node, up) in cluster.health { metrics.gauge("lt_couchdb_node_up", [("node", node)], up ? 1 : 0) }
+            for (node, up) in cluster.health.nodes { metrics.gauge("lt_couchdb_node_up", [("node", node)], up ? 1 : 0) }
         }
-        return cluster
     }
 
     /// One listener with the configured connection limits; announces its bound port.

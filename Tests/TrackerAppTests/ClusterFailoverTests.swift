@@ -64,4 +64,22 @@ struct ClusterFailoverTests {
         let last = try String(contentsOf: log, encoding: .utf8)
         #expect(last.contains("the CouchDB cluster is reachable again through 127.0.0.1:\(node.port)"), "\(last)")
     }
+
+    @Test("Single-database mode: the owners' way into the shared database on the cluster passes a dead first node over too")
+    func sharedDatabase() async throws {
+        let node = try TestServer(databaseOnly: true)
+        defer { node.stop() }
+        let dead = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(try Self.deadPort())"
+        let s = try TestServer(extraArguments: ["--couchdb", "\(dead),\(node.adminURL)", "--mode", "single-db"])
+        defer { s.stop() }
+        #expect(try await s.app(.PUT, "/api/users/ola", json: ["password": "pw-ola"]).status == 201)
+        let login = try await s.app(.POST, "/api/login", json: ["username": "ola", "password": "pw-ola"])
+        let key = TestServer.Auth.basic(login.json["api_key"]?.stringValue ?? "", login.json["api_password"]?.stringValue ?? "")
+        let db = login.json["location_db_name"]?.stringValue ?? ""
+        let fix: JSON = ["type": "Feature", "created_at": 1_700_000_000_000, "geometry": ["type": "Point", "coordinates": [-122.3, 37.5]]]
+        let written = try await s.request(.PUT, "/\(db)/fix-1", json: fix, auth: key)
+        #expect(written.status == 201, "\(written.status) \(written.text)")
+        #expect(try await node.request(.GET, "/\(db)/ola:fix-1").status == 200, "stored under the owner's prefix on the live node")
+        #expect(try await s.request(.GET, "/\(db)/fix-1", auth: key).status == 200)
+    }
 }

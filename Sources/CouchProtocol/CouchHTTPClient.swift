@@ -57,6 +57,18 @@ public struct CouchHTTPClient: Sendable {
     /// goes to another node instead of waiting on one that is gone.
     public static let failingFast = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
 
+    /// Connections of their own for health checks (`answersUp`), so a check never waits behind
+    /// the requests it is checking on.
+    static let probing = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
+
+    /// Whether the server answers `GET /_up` with 200 within `timeout` (on connections of the
+    /// checks' own).
+    public func answersUp(within timeout: TimeAmount = .seconds(2)) async -> Bool {
+        guard let response = try? await Self.probing.execute(HTTPClientRequest(url: serverURL + "/_up"), timeout: timeout) else { return false }
+        _ = try? await response.body.collect(upTo: 1 << 16)
+        return response.status == .ok
+    }
+
     private static func makeHTTPClient(retryingConnections: Bool, tls: TLSConfiguration, connectTimeout: TimeAmount = .seconds(10)) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)

@@ -40,6 +40,62 @@ public final class ClusterHealth: Sendable {
         state.withLockedValue { $0.failed(node, reason: reason, at: now) }.forEach(report)
     }
 
+    /// Runs `body` with a node that answers, and with another when the way to that one fails —
+    /// only for a read (`readOnly`) or a request that cannot have reached it; a write cut off
+    /// mid-way is the 503 `FailoverCouch.cutOff`. With no node left to try, the 503 naming each.
+    /// A node that stops answering in the middle (a partition, a frozen machine: nothing refuses
+    /// the connection, nothing answers) is found by `watched`, not waited on.
+    public func onSomeNode<T: Sendable>(
+        readOnly: Bool, isAlive: @escaping @Sendable (Int) async -> Bool, _ body: @escaping @Sendable (Int) async throws -> T
+    ) async throws -> T {
+        var tried = Set<Int>()
+        while true {
+            let node = try choose(excluding: tried)
+            do {
+                let answer = try await watched(node, isAlive: isAlive) { try await body(node) }
+                succeeded(node)
+                return answer
+            } catch {
+                guard let failure = FailoverCouch.transportFailure(error) else { throw error }
+                failed(node, reason: failure.reason)
+                guard failure.beforeSending || readOnly else {
+                    throw FailoverCouch.cutOff(node: state.withLockedValue { $0.nodes[node] }, failure.reason)
+                }
+                tried.insert(node)
+            }
+        }
+    }
+
+    /// How long a request waits for its answer before its node is asked whether it is alive.
+    static let patience: Duration = .seconds(1)
+
+    /// The node stopped answering while a request waited on it.
+    struct StoppedAnswering: Error {}
+
+    /// `work`, given up (`StoppedAnswering`) when `node` stops answering meanwhile: after
+    /// `patience`, and every 2 s after that, the node is asked whether it is alive (`isAlive`:
+    /// `GET /_up` on connections of its own), unless it is already known to be down. A slow
+    /// answer from a live node (a view being built, a long poll) is waited for.
+    func watched<T: Sendable>(_ node: Int, isAlive: @escaping @Sendable (Int) async -> Bool,
+                              _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await work() }
+            group.addTask {
+                try await Task.sleep(for: Self.patience)
+                while true {
+                    guard self.isUp(node) else { throw StoppedAnswering() }
+                    guard await isAlive(node) else { throw StoppedAnswering() }
+                    try Task.checkCancellation()
+                    try await Task.sleep(for: .seconds(2))
+                }
+            }
+            defer { group.cancelAll() }
+            while true {
+                if let answer = try await group.next() ?? nil { return answer }
+            }
+        }
+    }
+
     public var current: Int { state.withLockedValue { $0.current } }
     public func isUp(_ node: Int) -> Bool { state.withLockedValue { $0.isUp(node) } }
     /// Each node's name and whether it answers, for the metrics.
@@ -97,27 +153,57 @@ public final class FailoverCouch: CouchClient {
     }
 
     public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
-        try await onSomeNode(readOnly: method == .get || method == .head) { try await $0.request(method, path, query: query, body: body) }
+        let attempts = NIOLockedValueBox(0)
+        let reply = try await onSomeNode(readOnly: Self.repeatable(method, path, body: body)) { member in
+            attempts.withLockedValue { $0 += 1 }
+            return try await member.request(method, path, query: query, body: body)
+        }
+        // A document written again because its first try was cut off: a conflict with exactly
+        // what was sent is that first try, applied.
+        if reply.status == 409, method == .put, attempts.withLockedValue({ $0 }) > 1, let body,
+           let applied = await alreadyWritten(path, body) {
+            return applied
+        }
+        return reply
+    }
+
+    /// Whether a request may be sent again to another node when its first try was cut off:
+    /// reads, and writes that find their first try when repeated — a `PUT` (a database: 412;
+    /// `_security`: the same; a document: a conflict, read back by `request`) and copies that
+    /// keep their revisions (`_bulk_docs` with `new_edits: false`), as well as reads by `POST`.
+    static func repeatable(_ method: HTTPRequest.Method, _ path: String, body: JSON?) -> Bool {
+        switch method {
+        case .get, .head, .put: return true
+        case .post:
+            let last = path.split(separator: "/").last ?? ""
+            if last == "_bulk_docs" { return body?["new_edits"] == .bool(false) }
+            return ["_all_docs", "_find", "_revs_diff", "_bulk_get", "_explain"].contains(last)
+        default: return false
+        }
+    }
+
+    /// The answer a `PUT` of `body` to `path` would have had, when the document there now is
+    /// exactly `body` (its `_rev` aside); nil otherwise.
+    func alreadyWritten(_ path: String, _ body: JSON) async -> CouchReply? {
+        guard let stored = try? await request(.get, path, query: [:], body: nil), stored.status == 200,
+              case var .object(found) = stored.json, case var .object(sent) = body,
+              let rev = found["_rev"]?.stringValue else { return nil }
+        for key in ["_id", "_rev"] {
+            _ = found.removeValue(forKey: key)
+            _ = sent.removeValue(forKey: key)
+        }
+        guard found == sent else { return nil }
+        let id = stored.json["_id"] ?? .null
+        return CouchReply(status: 201, body: JSON.object(["ok": true, "id": id, "rev": .string(rev)]).bytes)
     }
 
     public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
         try await onSomeNode(readOnly: true) { try await $0.verify(name: name, password: password) }
     }
 
-    func onSomeNode<T: Sendable>(readOnly: Bool, _ body: (HTTPCouch) async throws -> T) async throws -> T {
-        var tried = Set<Int>()
-        while true {
-            let node = try health.choose(excluding: tried)
-            do {
-                let answer = try await body(members[node])
-                health.succeeded(node)
-                return answer
-            } catch {
-                guard let failure = Self.transportFailure(error) else { throw error }
-                health.failed(node, reason: failure.reason)
-                guard failure.beforeSending || readOnly else { throw Self.cutOff(node: members[node].host, failure.reason) }
-                tried.insert(node)
-            }
+    func onSomeNode<T: Sendable>(readOnly: Bool, _ body: @escaping @Sendable (HTTPCouch) async throws -> T) async throws -> T {
+        try await health.onSomeNode(readOnly: readOnly, isAlive: { [members] in await members[$0].server.answersUp() }) { [members] in
+            try await body(members[$0])
         }
     }
 
@@ -134,6 +220,8 @@ public final class FailoverCouch: CouchClient {
         switch error {
         case is CouchError, is ClientTrust.UntrustedPeer, is CancellationError, is CouchHTTPClient.LoginRefused, is NIOTooManyBytesError:
             return nil  // an answer too large is the request's fault, not the node's
+        case is ClusterHealth.StoppedAnswering:
+            return ("it stopped answering, even to a health check", false)
         case let error as HTTPClientError:
             if error == .cancelled { return nil }
             if error == .connectTimeout { return ("no connection within 2 s", true) }

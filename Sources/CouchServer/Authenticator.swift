@@ -49,13 +49,15 @@ final class Authenticator: Sendable {
         status: 401, error: "unauthorized",
         reason: "User document conflicts must be resolved before the document is used for authentication purposes.")
 
-    func credentials(for name: String) async -> Credentials? {
+    /// Nil for no such user; in cluster mode, the 503 when the cluster cannot say (so a login
+    /// during an outage is not taken for wrong credentials).
+    func credentials(for name: String) async throws -> Credentials? {
         if let hash = settings.withLock({ $0.admins[name] }) {
             return Credentials(hash: hash, roles: ["_admin"])
         }
         let found: JSONObject?
         if let cluster {
-            found = await cluster.user(name)
+            found = try await cluster.user(name)
         } else {
             var options = ReadOptions()
             options.conflicts = true
@@ -73,7 +75,7 @@ final class Authenticator: Sendable {
     /// credentials (anonymous, the server itself) stay as they are; nil for one who is gone.
     func current(_ user: UserContext) async -> (key: String, user: UserContext)? {
         guard let name = user.name else { return ("", user) }
-        guard let credentials = await credentials(for: name), !credentials.conflicted else { return nil }
+        guard let credentials = try? await credentials(for: name), !credentials.conflicted else { return nil }
         return (credentials.hash.salt + ":" + credentials.hash.derivedKey, UserContext(name: name, roles: credentials.roles))
     }
 
@@ -88,8 +90,8 @@ final class Authenticator: Sendable {
     }
 
     /// Verifies a name and password; nil when they do not match.
-    func login(name: String, password: String) async -> UserContext? {
-        guard let credentials = await credentials(for: name), !credentials.conflicted else {
+    func login(name: String, password: String) async throws -> UserContext? {
+        guard let credentials = try await credentials(for: name), !credentials.conflicted else {
             // Spend comparable time on unknown names so they cannot be told apart by timing.
             _ = await Passwords.verify(password, against: Passwords.Hash(
                 derivedKey: "", salt: "00", iterations: Passwords.defaultIterations / 10, prf: "sha256"))
@@ -116,9 +118,9 @@ final class Authenticator: Sendable {
     /// `LoginThrottle`); failures and successes are counted.
     func login(name: String, password: String, client: String) async throws -> UserContext? {
         try throttle.check(account: name, client: client)
-        guard let user = await login(name: name, password: password) else {
+        guard let user = try await login(name: name, password: password) else {
             throttle.failed(account: name, client: client)
-            if await credentials(for: name)?.conflicted == true { throw Self.conflictedUser }
+            if try await credentials(for: name)?.conflicted == true { throw Self.conflictedUser }
             return nil
         }
         throttle.succeeded(account: name, client: client)
@@ -144,7 +146,7 @@ final class Authenticator: Sendable {
             }
         }
         if let cookie = Self.cookieValue(headers, name: "AuthSession") {
-            if let (user, issued) = await verifyCookie(cookie) {
+            if let (user, issued) = try await verifyCookie(cookie) {
                 return (user, Date().timeIntervalSince(issued) > cookieLifetime * 0.1)
             }
             // An expired or forged cookie counts as no credentials, as in CouchDB.
@@ -165,7 +167,7 @@ final class Authenticator: Sendable {
     /// `AuthSession` value: base64url of `name:HEXTIME:HMAC`, where the HMAC-SHA256 key is the
     /// server secret plus the user's password salt (a password change ends old sessions).
     func makeCookie(for name: String) async -> String? {
-        guard let credentials = await credentials(for: name) else { return nil }
+        guard let credentials = try? await credentials(for: name) else { return nil }
         let time = String(Int(Date().timeIntervalSince1970), radix: 16, uppercase: true)
         let payload = "\(name):\(time)"
         let mac = signature(payload, salt: credentials.hash.salt)
@@ -178,7 +180,7 @@ final class Authenticator: Sendable {
         return Hex.string(HMAC<SHA256>.authenticationCode(for: Array(payload.utf8), using: key))
     }
 
-    func verifyCookie(_ value: String) async -> (UserContext, issued: Date)? {
+    func verifyCookie(_ value: String) async throws -> (UserContext, issued: Date)? {
         guard let bytes = Self.base64urlDecode(value), let text = String(bytes: bytes, encoding: .utf8) else { return nil }
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count >= 3 else { return nil }
@@ -187,7 +189,7 @@ final class Authenticator: Sendable {
         let name = parts[0..<(parts.count - 2)].joined(separator: ":")
         guard let time = Int(timeHex, radix: 16) else { return nil }
         let issued = Date(timeIntervalSince1970: TimeInterval(time))
-        guard Date().timeIntervalSince(issued) < cookieLifetime, let credentials = await credentials(for: name), !credentials.conflicted else {
+        guard Date().timeIntervalSince(issued) < cookieLifetime, let credentials = try await credentials(for: name), !credentials.conflicted else {
             return nil
         }
         let expected = signature("\(name):\(timeHex)", salt: credentials.hash.salt)

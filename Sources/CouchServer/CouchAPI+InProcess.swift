@@ -49,7 +49,7 @@ extension CouchAPI {
     /// Checks a name and password as the database API does (server admins, `_users`); the
     /// user with their roles, or nil.
     public func verify(name: String, password: String) async -> UserContext? {
-        await auth.login(name: name, password: password)
+        (try? await auth.login(name: name, password: password)) ?? nil
     }
 }
 

@@ -62,32 +62,25 @@ public struct CouchCluster: Sendable {
         var forwarded = headers.filter { Self.forwardedRequestHeaders.contains($0.name.canonicalName) }.map { ($0.name.rawName, $0.value) }
         if let authorization { forwarded.append(("Authorization", authorization)) }
         let sendsBody = !body.isEmpty || method == .put || method == .post
-        let readOnly = method == .get || method == .head
-        var tried = Set<Int>()
-        var answered: (response: HTTPClientResponse, server: CouchHTTPClient)?
-        while answered == nil {
-            let node = try health.choose(excluding: tried)
-            do {
+        let (response, server): (HTTPClientResponse, CouchHTTPClient)
+        do {
+            let (servers, forwarded) = (servers, forwarded)
+            (response, server) = try await health.onSomeNode(readOnly: method == .get || method == .head, isAlive: { await servers[$0].answersUp() }) { node in
                 // The deadline covers the answer's head only (a long poll's head can wait for its
                 // changes); a body, a continuous feed's too, streams for as long as it lasts.
                 let response = try await servers[node].stream(
                     HTTPMethod(rawValue: method.rawValue), CouchURL.path(path) + CouchURL.query(query), headers: forwarded,
                     body: sendsBody ? body : nil, contentType: headers[.contentType] ?? "application/json", accept: nil,
                     deadline: .now() + .seconds(300))
-                health.succeeded(node)
-                answered = (response, servers[node])
-            } catch {
-                // Another node for a read or a request that never got there; a write cut off is said so.
-                guard let failure = FailoverCouch.transportFailure(error) else {
-                    if error is CouchError || error is CancellationError { throw error }
-                    throw CouchError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
-                }
-                health.failed(node, reason: failure.reason)
-                guard failure.beforeSending || readOnly else { throw FailoverCouch.cutOff(node: servers[node].host, failure.reason) }
-                tried.insert(node)
+                return (response, servers[node])
             }
+        } catch let error as CouchError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw CouchError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
         }
-        let (response, server) = answered!
         let baseURL = server.serverURL
         var fields = HTTPFields()
         for (name, value) in response.headers where Self.returnedResponseHeaders.contains(name.lowercased()) {
@@ -120,11 +113,15 @@ public struct CouchCluster: Sendable {
         return security
     }
 
-    /// A user's `_users` document on the cluster (see `ClusterUsers`).
-    func user(_ name: String) async -> JSONObject? {
-        await users.document(name) { name in
+    /// A user's `_users` document on the cluster (see `ClusterUsers`); nil for no such user, the
+    /// 503 when the cluster cannot be asked.
+    func user(_ name: String) async throws -> JSONObject? {
+        try await users.document(name) { name in
             let (status, json) = try await adminJSON(.get, ["_users", "org.couchdb.user:" + name])
-            guard status == 200 || status == 404 else { throw CouchError(status: status, error: "unavailable", reason: "\(json)") }
+            guard status == 200 || status == 404 else {
+                throw CouchError(status: 503, error: "service_unavailable",
+                                 reason: "The CouchDB cluster could not read the user (\(status) \(json["reason"]?.stringValue ?? ""))")
+            }
             return json.objectValue.flatMap { $0["derived_key"] == nil ? nil : $0 }
         }
     }
@@ -167,11 +164,11 @@ final class ClusterUsers: Sendable {
     }
     private let state = Locked(State())
 
-    func document(_ name: String, read: (String) async throws -> JSONObject?) async -> JSONObject? {
+    func document(_ name: String, read: (String) async throws -> JSONObject?) async throws -> JSONObject? {
         let now = ContinuousClock.now
         let (known, changes) = state.withLock { ($0.following ? $0.documents[name] : nil, $0.changes) }
         if let known, now - known.read < .seconds(60) { return known.doc }
-        guard let doc = try? await read(name) else { return nil }
+        guard let doc = try await read(name) else { return nil }
         state.withLock { state in
             guard state.following, state.changes == changes else { return }
             if state.documents.count > 100_000 { state.documents.removeAll() }

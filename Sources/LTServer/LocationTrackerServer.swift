@@ -153,7 +153,11 @@ public enum LocationTrackerServer {
         let couch: any CouchClient = cluster ?? local
         let mode = configuration.mode
         // Devices replicate with the cluster, except into a shared database: through this server.
-        let devicesReplicateWith = mode == .singleDatabase ? nil : cluster.map { ($0.host, $0.scheme) }
+        let devicesReplicateWith: (@Sendable () -> (host: String, scheme: String))? = switch (mode, cluster, configuration.deviceCouchURL) {
+        case (.singleDatabase, _, _), (_, nil, _): nil
+        case (_, _, let url?): { (url.host.map { host in url.port.map { "\(host):\($0)" } ?? host } ?? "", url.scheme ?? "http") }
+        case (_, let cluster?, nil): { (cluster.host, cluster.scheme) }
+        }
         let service = TrackerService(
             couch: couch, geo: cluster == nil ? nil : local, databaseLocation: devicesReplicateWith,
             ownDatabaseScheme: configuration.tls == nil ? "http" : "https", mode: mode,

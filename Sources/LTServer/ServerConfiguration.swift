@@ -24,6 +24,9 @@ public struct ServerConfiguration: Sendable {
     public var clusterURL: String? { clusterNodeURLs.first }
     /// Every node's URL (same credentials); the application fails over between them.
     public var clusterNodeURLs: [String] = []
+    /// Cluster mode: the address devices are told to replicate with (`scheme://host:port`, e.g. a
+    /// load balancer in front of the nodes). Nil: the node that answers when they sign in.
+    public var deviceCouchURL: URL?
     /// A server admin to create or keep (`--admin NAME:PASSWORD`); one is generated and printed
     /// once when there is none at all.
     public var admin: (name: String, password: String)?

@@ -155,9 +155,16 @@ public final class Consolidator: Sendable {
         retries.withLockedValue { _ = $0.removeValue(forKey: db) }
     }
 
-    public init(couch: any CouchClient, logger: Logger = Logger(label: "lt.consolidator")) {
+    /// When a changed database is looked at again though nothing says it changed (`LateLooks`).
+    let lateLookDelays: [Double]
+
+    /// `lateLooks`: after a database's last change, when to read its feed again anyway — 15 s,
+    /// 2 and 10 minutes by default (one read each, only once the database is quiet).
+    public init(couch: any CouchClient, lateLooks: [Duration] = [.seconds(15), .seconds(120), .seconds(600)],
+                logger: Logger = Logger(label: "lt.consolidator")) {
         self.couch = couch
         self.logger = logger
+        lateLookDelays = lateLooks.map(\.seconds)
     }
 
     /// User databases the start-up sweep takes at a time, and reads at once: few, so that it
@@ -200,6 +207,9 @@ public final class Consolidator: Sendable {
         // other lane had them, or `lt_locations_all` could not be written.
         var again: [String] = []
         var roundStarted = ContinuousClock.now - Consolidator.roundInterval
+        var late = LateLooks(delays: lateLookDelays)
+        let origin = ContinuousClock.now
+        func now() -> Double { origin.duration(to: .now).seconds }
         while !Task.isCancelled {
             do {
                 try? await Task.sleep(until: roundStarted + Consolidator.roundInterval)
@@ -209,7 +219,12 @@ public final class Consolidator: Sendable {
                 // when their wait is over, without holding the others up.
                 let waiting = retries.withLockedValue { !$0.isEmpty }
                 var query = ["since": since]
-                if again.isEmpty { query.merge(["feed": "longpoll", "timeout": waiting ? "1000" : "10000"]) { $1 } }
+                if again.isEmpty {
+                    // Not waiting beyond the next late look either.
+                    var timeout = waiting ? 1000 : 10000
+                    if let wait = late.wait(at: now()) { timeout = min(timeout, max(100, Int(wait * 1000))) }
+                    query.merge(["feed": "longpoll", "timeout": String(timeout)]) { $1 }
+                }
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
                 guard reply.ok else { throw ConsolidationError("_db_updates answered \(reply.status)") }
                 let json = reply.json
@@ -218,6 +233,8 @@ public final class Consolidator: Sendable {
                     guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix), row["type"] != "deleted" else { return nil }
                     return name
                 })
+                late.changed(names, at: now())
+                names.formUnion(late.due(at: now()))
                 names.formUnion(again)
                 names.formUnion(dueRetries())
                 since = json["last_seq"]?.stringValue ?? since

@@ -24,8 +24,8 @@ extension CouchBacked {
     }
 
     /// Creates a database; false when it already exists.
-    func createDatabase(_ name: String) async throws -> Bool {
-        let reply = try await couch.request(.put, "/\(name)")
+    func createDatabase(_ name: String, shards: Int? = nil) async throws -> Bool {
+        let reply = try await couch.request(.put, "/\(name)", query: shards.map { ["q": String($0)] } ?? [:], body: nil)
         if reply.status == 412 { return false }
         try expect(reply, "create \(name)")
         return true

@@ -48,7 +48,7 @@ extension TrackerHTTP {
            let file = vendorFile(path[2...].joined(separator: "/"), acceptsGzip: request.headers[.acceptEncoding]?.contains("gzip") ?? false) {
             return file
         }
-        let database = service.databaseLocation.map { "\($0.scheme)://\($0.host)" }
+        let database = service.databaseLocation.map { let location = $0(); return "\(location.scheme)://\(location.host)" }
             ?? "\(service.ownDatabaseScheme)://\(TrackerHTTP.hostname(request.head.authority)):\(databasePort())"
         guard path.first == "app", path.count <= 2, let file = phoneApp.response(path.count == 2 ? path[1] : "", database: database, tiles: assets.tileSource) else {
             throw TrackerService.Failure(404, "not_found", "missing")

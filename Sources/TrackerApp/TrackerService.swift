@@ -82,8 +82,9 @@ public final class TrackerService: CouchBacked {
     let geo: any CouchClient
     /// Whether geo queries go elsewhere than the database (cluster mode).
     let separateGeo: Bool
-    /// Where devices replicate when that is not this server (cluster mode): `host:port`, scheme.
-    let databaseLocation: (host: String, scheme: String)?
+    /// Where devices replicate when that is not this server (cluster mode): `host:port` and
+    /// scheme, asked at each sign-in (the node answering then, or a load balancer's address).
+    let databaseLocation: (@Sendable () -> (host: String, scheme: String))?
     /// The scheme of this server's database API (`https` when it serves TLS), for devices that
     /// replicate with it.
     let ownDatabaseScheme: String
@@ -105,7 +106,7 @@ public final class TrackerService: CouchBacked {
     ///   - ownDatabaseScheme: this server's database API's scheme, when devices replicate with it.
     ///   - throttle: failed logins, shared with the database API when both run in one process.
     public init(
-        couch: any CouchClient, geo: (any CouchClient)? = nil, databaseLocation: (host: String, scheme: String)? = nil,
+        couch: any CouchClient, geo: (any CouchClient)? = nil, databaseLocation: (@Sendable () -> (host: String, scheme: String))? = nil,
         ownDatabaseScheme: String = "http", mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations, throttle: LoginThrottle = LoginThrottle(),
         logger: Logger = Logger(label: "lt.app")
     ) {
@@ -290,7 +291,9 @@ public final class TrackerService: CouchBacked {
     /// A new user's private database: created, readable and writable only by the user's
     /// API keys (`_security`), with the geo index.
     func prepareUserDatabase(_ db: String, _ username: String) async throws {
-        _ = try await createDatabase(db)
+        // One shard: a user's database is small, and on a cluster each shard is n files, a
+        // changes feed to merge and internal replication to run (apache/couchdb#851).
+        _ = try await createDatabase(db, shards: 1)
         async let secured = couch.request(.put, "/\(db)/_security", body: [
             "admins": ["names": [], "roles": ["_admin"]],
             "members": ["names": [], "roles": [.string(TrackerService.ownerRole(username))]],
@@ -328,10 +331,11 @@ public final class TrackerService: CouchBacked {
         ]
         if let device { keyDoc["device"] = .string(device) }
         try await expect(couch.request(.put, "/_users/org.couchdb.user:\(key)", body: .object(keyDoc)), "create an API key")
+        let location = databaseLocation?()
         return [
             "ok": true, "api_key": .string(key), "api_password": .string(secret),
             "location_db_name": .string(locationDatabase(for: username)),
-            "location_db_host": .string(databaseLocation?.host ?? host), "location_db_host_protocol": .string(databaseLocation?.scheme ?? ownDatabaseScheme),
+            "location_db_host": .string(location?.host ?? host), "location_db_host_protocol": .string(location?.scheme ?? ownDatabaseScheme),
         ]
     }
 

@@ -50,6 +50,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Cluster mode: keep the application's data in this Apache CouchDB 3 cluster, given with admin credentials (http://ADMIN:PASSWORD@host:5984), or each of its nodes separated by commas: requests go to one node and move to another when it cannot be reached (503 at once when none can). Devices replicate with it directly (with --mode single-db: through this server, which keeps each user to their own documents); this server registers users, consolidates and answers geo queries from its own mirrors of lt_places and the locations. (LT_COUCHDB_URL)")
     var couchdb: String?
 
+    @Option(name: .customLong("device-couchdb"), help: "Cluster mode: the address devices are told to replicate with (scheme://host:port, no credentials): a load balancer in front of the nodes, so a device keeps its database when a node is lost (docs/deploying.md). (LT_DEVICE_COUCHDB_URL, default: the node that answers when the device signs in)")
+    var deviceCouchdb: String?
+
     @Flag(name: .customLong("database-only"), help: "Serve only the CouchDB-compatible database API (no application, no consolidation): a stand-in for a CouchDB node.")
     var databaseOnly = false
 
@@ -164,6 +167,14 @@ struct Serve: AsyncParsableCommand {
         let clusterURLs = (settings.string("couchdb", flag: couchdb) ?? "").split(separator: ",")
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         configuration.clusterNodeURLs = configuration.databaseOnly ? [] : clusterURLs
+        if let text = settings.string("device-couchdb", flag: deviceCouchdb) {
+            guard let url = URL(string: text), ["http", "https"].contains(url.scheme ?? ""), url.host?.isEmpty == false,
+                  url.user == nil, url.password == nil, url.path.isEmpty || url.path == "/", url.query == nil else {
+                throw ValidationError("--device-couchdb must be scheme://host[:port] without credentials or a path, not \(text)")
+            }
+            guard !clusterURLs.isEmpty else { throw ValidationError("--device-couchdb needs --couchdb (cluster mode)") }
+            configuration.deviceCouchURL = url
+        }
         if let admin = settings.string("admin", flag: admin) {
             guard let colon = admin.firstIndex(of: ":"), colon != admin.startIndex else {
                 throw ValidationError("--admin must be NAME:PASSWORD")

@@ -30,6 +30,7 @@ final class ServeSettings {
         Setting(key: "admin", variable: "LT_ADMIN", kind: .string, secret: .password),
         Setting(key: "mode", variable: "LT_MODE", kind: .string),
         Setting(key: "couchdb", variable: "LT_COUCHDB_URL", kind: .string, secret: .urlCredentials),
+        Setting(key: "device-couchdb", variable: "LT_DEVICE_COUCHDB_URL", kind: .string),
         Setting(key: "database-only", variable: "LT_DATABASE_ONLY", kind: .boolean),
         Setting(key: "durability", variable: "LT_DURABILITY", kind: .string),
         Setting(key: "max-open-databases", variable: "LT_MAX_OPEN_DATABASES", kind: .integer),

@@ -1,4 +1,5 @@
-import CouchProtocol
+@testable import CouchProtocol
+import CouchJSON
 import LTTestSupport
 import Testing
 
@@ -67,5 +68,17 @@ struct ClusterNodesTests {
             #expect(zip(events, events.dropFirst()).allSatisfy { $0 != $1 }, "down and up alternate")
             #expect(events.first == "down")
         }
+    }
+
+    @Test("After a cut-off try, only what finds its first try when repeated is sent to another node: reads (by GET or POST), PUTs, and copies that keep their revisions")
+    func repeatableRequests() {
+        #expect(FailoverCouch.repeatable(.get, "/db/doc", body: nil))
+        #expect(FailoverCouch.repeatable(.put, "/db", body: nil))
+        #expect(FailoverCouch.repeatable(.put, "/db/doc", body: ["a": 1]))
+        #expect(FailoverCouch.repeatable(.post, "/db/_all_docs", body: ["keys": []]))
+        #expect(FailoverCouch.repeatable(.post, "/db/_bulk_docs", body: ["docs": [], "new_edits": false]))
+        #expect(!FailoverCouch.repeatable(.post, "/db/_bulk_docs", body: ["docs": []]), "new revisions: a second try makes them again")
+        #expect(!FailoverCouch.repeatable(.post, "/db", body: ["a": 1]), "a document without an id: a second try makes a second one")
+        #expect(!FailoverCouch.repeatable(.delete, "/db/doc", body: nil))
     }
 }

@@ -150,6 +150,7 @@ struct ConfigurationFileTests {
         for (key, value) in printed { values[key] = value }
         values["admin"] = "ops:pw-table"
         values["couchdb"] = "http://root:pw@127.0.0.1:1"
+        values["device-couchdb"] = "https://couchdb.example.org"
         values["trusted-proxy"] = "10.0.0.0/8"
         values["cors-origins"] = "http://app.example"
         values["ca-file"] = "/nonexistent-ca.pem"  // read only when the server starts

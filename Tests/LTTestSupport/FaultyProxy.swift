@@ -21,6 +21,12 @@ public final class FaultyProxy: @unchecked Sendable {
         target = targetPort
         self.faultRate = faultRate
         rng = seed
+        (listener, port) = FaultyProxy.listen(backlog: 128)
+        Thread.detachNewThread { [self] in acceptLoop() }
+    }
+
+    /// A socket listening on an ephemeral port of 127.0.0.1: its descriptor and port.
+    public static func listen(backlog: Int32) -> (descriptor: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
@@ -29,13 +35,11 @@ public final class FaultyProxy: @unchecked Sendable {
         address.sin_port = 0
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        listen(fd, 128)
+        Glibc.listen(fd, backlog)
         var bound = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &bound) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        port = Int(UInt16(bigEndian: bound.sin_port))
-        listener = fd
-        Thread.detachNewThread { [self] in acceptLoop() }
+        return (fd, Int(UInt16(bigEndian: bound.sin_port)))
     }
 
     public func stop() {

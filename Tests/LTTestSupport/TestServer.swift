@@ -166,6 +166,11 @@ public final class TestServer: @unchecked Sendable {
         public let status: Int
         public let headers: HTTPHeaders
         public let body: [UInt8]
+        public init(status: Int, headers: HTTPHeaders, body: [UInt8]) {
+            self.status = status
+            self.headers = headers
+            self.body = body
+        }
         public var json: JSON { (try? JSON.parse(body)) ?? .null }
         public var text: String { String(decoding: body, as: UTF8.self) }
     }

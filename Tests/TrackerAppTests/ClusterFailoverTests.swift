@@ -1,5 +1,8 @@
 import CouchJSON
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import LTTestSupport
 import NIOCore
 import NIOPosix
@@ -65,6 +68,41 @@ struct ClusterFailoverTests {
         #expect(last.contains("the CouchDB cluster is reachable again through 127.0.0.1:\(node.port)"), "\(last)")
     }
 
+    @Test("A node that takes connections and never answers (frozen, or cut off after connecting) is given up within seconds by a health check, never waited on until the 120 s deadline")
+    func silentNode() async throws {
+        let node = try TestServer(databaseOnly: true)
+        var nodeStopped = false
+        defer { if !nodeStopped { node.stop() } }
+        let silent = SilentListener()
+        defer { silent.close() }
+        let silentURL = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(silent.port)"
+        let s = try TestServer(extraArguments: ["--couchdb", "\(node.adminURL),\(silentURL)"])
+        defer { s.stop() }
+        #expect(try await s.app(.PUT, "/api/users/uma", json: ["password": "pw-uma"]).status == 201)
+
+        // The answering node gone: requests go to the silent one, which accepts and says nothing.
+        node.kill()
+        nodeStopped = true
+        let started = Date()
+        let login = try await s.app(.POST, "/api/login", json: ["username": "uma", "password": "pw-uma"])
+        let took = Date().timeIntervalSince(started)
+        #expect(login.status == 503 && login.json["reason"]?.stringValue?.contains("127.0.0.1:\(silent.port)") == true, "\(login.status) \(login.text)")
+        #expect(login.json["reason"]?.stringValue?.contains("stopped answering") == true, "\(login.text)")
+        #expect(took < 8, "answered after \(took) s")
+    }
+
+    /// A port that takes connections (the kernel's backlog) and never reads or answers them.
+    final class SilentListener: @unchecked Sendable {
+        let descriptor: Int32
+        let port: Int
+
+        init() {
+            (descriptor, port) = FaultyProxy.listen(backlog: 512)
+        }
+
+        func close() { _ = Glibc.close(descriptor) }
+    }
+
     @Test("Single-database mode: the owners' way into the shared database on the cluster passes a dead first node over too")
     func sharedDatabase() async throws {
         let node = try TestServer(databaseOnly: true)
@@ -81,5 +119,37 @@ struct ClusterFailoverTests {
         #expect(written.status == 201, "\(written.status) \(written.text)")
         #expect(try await node.request(.GET, "/\(db)/ola:fix-1").status == 200, "stored under the owner's prefix on the live node")
         #expect(try await s.request(.GET, "/\(db)/fix-1", auth: key).status == 200)
+
+        // Every node gone: the device is told the cluster cannot be reached (503), not that its
+        // key is wrong (its user could not be looked up), and nothing is counted as a failed login.
+        node.kill()
+        let refused = try await s.request(.PUT, "/\(db)/fix-2", json: fix, auth: key)
+        #expect(refused.status == 503 && refused.json["error"] == "service_unavailable", "\(refused.status) \(refused.text)")
+        let read = try await s.request(.GET, "/\(db)/fix-1", auth: key)
+        #expect(read.status == 503, "\(read.status) \(read.text)")
+    }
+
+    @Test("--device-couchdb: devices are told that address (a load balancer in front of the nodes) whichever node answers; one with credentials or a path is refused at start")
+    func deviceAddress() async throws {
+        let node = try TestServer(databaseOnly: true)
+        defer { node.stop() }
+        let dead = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(try Self.deadPort())"
+        let s = try TestServer(extraArguments: ["--couchdb", "\(dead),\(node.adminURL)", "--device-couchdb", "https://couch.example.org:6984"])
+        defer { s.stop() }
+        #expect(try await s.app(.PUT, "/api/users/ida", json: ["password": "pw-ida"]).status == 201)
+        let login = try await s.app(.POST, "/api/login", json: ["username": "ida", "password": "pw-ida"])
+        #expect(login.json["location_db_host"] == "couch.example.org:6984" && login.json["location_db_host_protocol"] == "https", "\(login.text)")
+        let page = try await s.app(.GET, "/app/")
+        let policy = page.headers.first(name: "Content-Security-Policy") ?? ""
+        #expect(page.status == 200 && policy.contains("connect-src 'self' https://couch.example.org:6984"), "the web app may sync with it: \(policy)")
+
+        let data = FileManager.default.temporaryDirectory.appendingPathComponent("lt-device-url-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: data) }
+        for bad in ["https://user:pw@couch.example.org", "http://couch.example.org/db", "ftp://couch.example.org"] {
+            let refused = try TestServer.runLT(["serve", "--data", data.path, "--couchdb", node.adminURL, "--device-couchdb", bad])
+            #expect(refused.status != 0 && refused.errors.contains("--device-couchdb must be scheme://host[:port]"), "\(bad): \(refused.errors)")
+        }
+        let alone = try TestServer.runLT(["serve", "--data", data.path, "--device-couchdb", "https://couch.example.org"])
+        #expect(alone.status != 0 && alone.errors.contains("--device-couchdb needs --couchdb"), "\(alone.errors)")
     }
 }

@@ -56,4 +56,51 @@ struct ConsolidatorRetryTests {
         #expect(copied == 1)
         #expect(flaky.failed.withLock { $0.contains("/lt_locations_user_alice/_changes") })
     }
+
+    /// Once armed, answers the next `_changes` of each user database without its last change,
+    /// as a cluster copy still being refilled does.
+    final class Partial: CouchClient {
+        let inner: InProcessCouch
+        let armed = Locked(false)
+        let shortened = Locked<Set<String>>([])
+        init(_ inner: InProcessCouch) { self.inner = inner }
+        func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
+            let reply = try await inner.request(method, path, query: query, body: body)
+            guard armed.withLock({ $0 }), path.hasPrefix("/lt_locations_user_"), path.hasSuffix("/_changes"), reply.status == 200,
+                  var rows = reply.json["results"]?.arrayValue, !rows.isEmpty, shortened.withLock({ $0.insert(path).inserted }) else { return reply }
+            rows.removeLast()
+            let last = rows.last?["seq"] ?? .string(query["since"] ?? "0")
+            return CouchReply(status: 200, body: JSON.object(["results": .array(rows), "last_seq": last, "pending": 0]).bytes)
+        }
+        func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
+            try await inner.verify(name: name, password: password)
+        }
+    }
+
+    @Test("A database whose changes feed did not yet show its last change is looked at again after its last change, with no further write (a cluster copy refilled by internal replication raises no event)")
+    func lateLook() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let store = try DatabaseStore(directory: directory.url.appendingPathComponent("data"), connections: { _ in .single })
+        let api = CouchAPI(store: store, settings: try ServerSettings.load(from: directory.url), options: CouchAPI.Options(), logger: Logger(label: "test"))
+        try await api.prepareSystemDatabases()
+        let couch = InProcessCouch(api: api)
+        let service = TrackerService(couch: couch, passwordIterations: 1, logger: Logger(label: "test"))
+        try await service.prepare(places: [])
+        _ = try await service.register(username: "bea", password: "secret-password")
+        let partial = Partial(couch)
+        let consolidation = Task { await Consolidator(couch: partial, lateLooks: [.seconds(1)]).run() }
+        defer { consolidation.cancel() }
+        try await Task.sleep(for: .milliseconds(500))  // the start-up sweep has read bea's database
+        partial.armed.withLock { $0 = true }
+        let fix: JSON = ["type": "Feature", "geometry": ["type": "Point", "coordinates": [-122.3, 37.5]]]
+        #expect(await api.perform(.put, "/lt_locations_user_bea/fix-1", body: fix).status == 201)
+        var copied = false
+        for _ in 0..<50 where !copied {
+            try await Task.sleep(for: .milliseconds(100))
+            copied = await api.perform(.get, "/lt_locations_all/bea:fix-1").status == 200
+        }
+        #expect(partial.shortened.withLock { $0.contains("/lt_locations_user_bea/_changes") }, "the feed was shortened once")
+        #expect(copied, "copied by the late look, without another write")
+    }
 }

@@ -31,17 +31,23 @@ struct ConsolidatorRetryTests {
         }
     }
 
-    @Test("A user's database that could not be read is read again without waiting for another write to it")
-    func unreadableIsRetried() async throws {
-        let directory = try TemporaryDirectory()
-        defer { directory.cleanup() }
+    /// The application on a store of real SQLite files in `directory`, with `user` registered.
+    static func application(in directory: TemporaryDirectory, user: String) async throws -> (api: CouchAPI, couch: InProcessCouch) {
         let store = try DatabaseStore(directory: directory.url.appendingPathComponent("data"), connections: { _ in .single })
         let api = CouchAPI(store: store, settings: try ServerSettings.load(from: directory.url), options: CouchAPI.Options(), logger: Logger(label: "test"))
         try await api.prepareSystemDatabases()
         let couch = InProcessCouch(api: api)
         let service = TrackerService(couch: couch, passwordIterations: 1, logger: Logger(label: "test"))
         try await service.prepare(places: [])
-        _ = try await service.register(username: "alice", password: "secret-password")
+        _ = try await service.register(username: user, password: "secret-password")
+        return (api, couch)
+    }
+
+    @Test("A user's database that could not be read is read again without waiting for another write to it")
+    func unreadableIsRetried() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let (api, couch) = try await Self.application(in: directory, user: "alice")
         let flaky = Flaky(couch)
         let consolidation = Task { await Consolidator(couch: flaky).run() }
         defer { consolidation.cancel() }
@@ -81,13 +87,7 @@ struct ConsolidatorRetryTests {
     func lateLook() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.cleanup() }
-        let store = try DatabaseStore(directory: directory.url.appendingPathComponent("data"), connections: { _ in .single })
-        let api = CouchAPI(store: store, settings: try ServerSettings.load(from: directory.url), options: CouchAPI.Options(), logger: Logger(label: "test"))
-        try await api.prepareSystemDatabases()
-        let couch = InProcessCouch(api: api)
-        let service = TrackerService(couch: couch, passwordIterations: 1, logger: Logger(label: "test"))
-        try await service.prepare(places: [])
-        _ = try await service.register(username: "bea", password: "secret-password")
+        let (api, couch) = try await Self.application(in: directory, user: "bea")
         let partial = Partial(couch)
         let consolidation = Task { await Consolidator(couch: partial, lateLooks: [.seconds(1)]).run() }
         defer { consolidation.cancel() }

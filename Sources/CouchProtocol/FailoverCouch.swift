@@ -69,6 +69,20 @@ public final class ClusterHealth: Sendable {
     /// How long a request waits for its answer before its node is asked whether it is alive.
     static let patience: Duration = .seconds(1)
 
+    /// When each node last answered a health check, so that many waiting requests (long polls)
+    /// share one check a second and a half rather than each making its own.
+    let lastAlive = NIOLockedValueBox<[Int: Double]>([:])
+
+    func answeredLately(_ node: Int) -> Bool {
+        let now = clock()
+        return lastAlive.withLockedValue { $0[node].map { now - $0 < 1.5 } ?? false }
+    }
+
+    func alive(_ node: Int) {
+        let now = clock()
+        lastAlive.withLockedValue { $0[node] = now }
+    }
+
     /// The node stopped answering while a request waited on it.
     struct StoppedAnswering: Error {}
 
@@ -84,7 +98,10 @@ public final class ClusterHealth: Sendable {
                 try await Task.sleep(for: Self.patience)
                 while true {
                     guard self.isUp(node) else { throw StoppedAnswering() }
-                    guard await isAlive(node) else { throw StoppedAnswering() }
+                    if !self.answeredLately(node) {
+                        guard await isAlive(node) else { throw StoppedAnswering() }
+                        self.alive(node)
+                    }
                     try Task.checkCancellation()
                     try await Task.sleep(for: .seconds(2))
                 }

@@ -313,14 +313,6 @@ struct LiveClusterFailureTests {
         return TestServer.Reply(status: Int(response.status.code), headers: response.headers, body: Array(buffer: body))
     }
 
-    static func get(_ url: String, auth: (String, String)) async throws -> TestServer.Reply {
-        var request = HTTPClientRequest(url: LiveCluster.withoutCredentials(url))
-        request.headers.add(name: "Authorization", value: TestServer.basic(auth.0, auth.1))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(15))
-        let body = try await response.body.collect(upTo: 64 << 20)
-        return TestServer.Reply(status: Int(response.status.code), headers: response.headers, body: Array(buffer: body))
-    }
-
     /// Which of `ids` `db` holds (not deleted), asked as the admin through the load balancer
     /// or `node`.
     static func present(_ ids: [String], in db: String, through node: String = LiveCluster.proxy, query: String = "") async throws -> Set<String> {

@@ -173,7 +173,12 @@ public enum LocationTrackerServer {
         defer { mirrors.cancel() }
         logger.info("mode \(mode.rawValue): locations in \(mode == .singleDatabase ? TrackerService.sharedLocationsDB : "lt_locations_user_<name>")\(cluster.map { " on \($0.baseURL)" } ?? "")")
         // Every user's locations flow into lt_locations_all (a single shared database needs no consolidation).
-        let consolidator = mode == .databasePerUser ? Consolidator(couch: couch, logger: logger) : nil
+        // On a cluster, the consolidator's late looks are taken while a node is away or refilling.
+        let watch = cluster.map { ClusterWatch(couch: $0, logger: logger) }
+        let watching = Task { await watch?.run() }
+        defer { watching.cancel() }
+        let consolidator = mode == .databasePerUser
+            ? Consolidator(couch: couch, disturbed: { watch?.isDisturbed ?? false }, logger: logger) : nil
         let consolidation = Task { await consolidator?.run() }
         if let consolidator { addMetrics(of: consolidator, to: configuration.database.metrics) }
         var limits = configuration.application

@@ -157,13 +157,20 @@ public final class Consolidator: Sendable {
 
     /// When a changed database is looked at again though nothing says it changed (`LateLooks`).
     let lateLookDelays: [Double]
+    /// Whether late looks are taken now: only while a cluster node is away or refilling.
+    let disturbed: @Sendable () -> Bool
 
     /// `lateLooks`: after a database's last change, when to read its feed again anyway — 15 s,
-    /// 2 and 10 minutes by default (one read each, only once the database is quiet).
+    /// 2 and 10 minutes by default (one read each, only once the database is quiet) — when
+    /// `disturbed` says so at the time (`ClusterWatch.isDisturbed` on a cluster; never on this
+    /// server's own engine, where nothing is refilled behind the feed). Each late look is a read
+    /// per database that changed: on a cluster taking sparse writes from many devices, looks at
+    /// every change would be three reads more per location.
     public init(couch: any CouchClient, lateLooks: [Duration] = [.seconds(15), .seconds(120), .seconds(600)],
-                logger: Logger = Logger(label: "lt.consolidator")) {
+                disturbed: @escaping @Sendable () -> Bool = { false }, logger: Logger = Logger(label: "lt.consolidator")) {
         self.couch = couch
         self.logger = logger
+        self.disturbed = disturbed
         lateLookDelays = lateLooks.map(\.seconds)
     }
 
@@ -219,10 +226,11 @@ public final class Consolidator: Sendable {
                 // when their wait is over, without holding the others up.
                 let waiting = retries.withLockedValue { !$0.isEmpty }
                 var query = ["since": since]
+                let looking = disturbed()
                 if again.isEmpty {
                     // Not waiting beyond the next late look either.
                     var timeout = waiting ? 1000 : 10000
-                    if let wait = late.wait(at: now()) { timeout = min(timeout, max(100, Int(wait * 1000))) }
+                    if looking, let wait = late.wait(at: now()) { timeout = min(timeout, max(100, Int(wait * 1000))) }
                     query.merge(["feed": "longpoll", "timeout": String(timeout)]) { $1 }
                 }
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
@@ -230,11 +238,17 @@ public final class Consolidator: Sendable {
                 let json = reply.json
                 roundStarted = .now
                 var names = Set((json["results"]?.arrayValue ?? []).compactMap { row -> String? in
-                    guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix), row["type"] != "deleted" else { return nil }
+                    // A database just created holds nothing to copy (what is written to it next is
+                    // an update of its own); on a cluster a read is work for three nodes.
+                    guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix),
+                          row["type"] != "deleted", row["type"] != "created" else { return nil }
                     return name
                 })
+                // Changes are remembered always, so that trouble found later covers the minutes
+                // before it; the looks are taken only while the cluster is disturbed.
                 late.changed(names, at: now())
-                names.formUnion(late.due(at: now()))
+                let due = late.due(at: now())
+                if disturbed() { names.formUnion(due) }
                 names.formUnion(again)
                 names.formUnion(dueRetries())
                 since = json["last_seq"]?.stringValue ?? since

@@ -61,6 +61,18 @@ struct ScaleBench: AsyncParsableCommand {
     @Flag(help: "Also measure lt in cluster mode in front of that CouchDB (lt serve --couchdb): registration, login, places and consolidation by lt, the data and the devices' writes on CouchDB. Its users, keys and databases there are named scale-c* and removed before and after; copies stay in its lt_locations_all.")
     var cluster = false
 
+    @Option(name: .customLong("couchdb-cluster"), help: "A CouchDB cluster's nodes with admin credentials, comma-separated: also measure lt in cluster mode given every node (lt serve --couchdb URL1,URL2,…), each node's CPU and memory reported; the original design's side is not run on it (--couchdb for that).")
+    var couchdbCluster: String?
+
+    @Option(name: .customLong("couchdb-proxy"), help: "With --couchdb-cluster: the load balancer in front of the nodes (e.g. HAProxy), where devices write and the consolidated database is watched (default: the first node).")
+    var couchdbProxy: String?
+
+    @Option(help: "Keep the registered users in this directory (lt's data) and on the cluster, so that a later run with the same directory registers only the users missing (registering 100,000 users on three CouchDB nodes sharing two cores would take four hours).")
+    var keep: String?
+
+    @Flag(help: "With --couchdb-cluster: measure the cluster side only (lt alone is not run).")
+    var clusterOnly = false
+
     @Flag(help: "A short run (1,000 users and devices, 200 writes/s for 10 s) to record figures in CI, not to judge by.")
     var quick = false
 
@@ -69,6 +81,12 @@ struct ScaleBench: AsyncParsableCommand {
 
     func validate() throws {
         guard !cluster || peers.couchdb != nil else { throw ValidationError("--cluster needs --couchdb") }
+        guard couchdbProxy == nil || couchdbCluster != nil, !clusterOnly || couchdbCluster != nil else {
+            throw ValidationError("--couchdb-proxy and --cluster-only go with --couchdb-cluster")
+        }
+        if let couchdbCluster {
+            for url in ScaleBench.nodes(couchdbCluster) + [couchdbProxy].compactMap({ $0 }) { _ = try Bench.Target(url: url) }
+        }
         guard (1...10_000_000).contains(users) else { throw ValidationError("--users must be between 1 and 10,000,000") }
         guard (1...users).contains(devices) else { throw ValidationError("--devices must be between 1 and --users") }
         guard (1...100_000).contains(rate), (1...3_600).contains(seconds), (0...3_600).contains(tail) else {
@@ -88,15 +106,16 @@ struct ScaleBench: AsyncParsableCommand {
         ProcessSetup.bootstrapLogging(level: .warning)
         let plan = quick ? ScalePlan(users: 1_000, devices: 1_000, rate: 200, seconds: 10, tail: 30, placesRate: placesRate, syncRate: syncRate)
                          : ScalePlan(users: users, devices: devices, rate: rate, seconds: seconds, tail: tail, placesRate: placesRate, syncRate: syncRate)
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-scale-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: scratch) }
+        let kept = keep.map { URL(fileURLWithPath: $0) }
+        let scratch = kept ?? FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-scale-\(UUID().uuidString)")
+        defer { if kept == nil { try? FileManager.default.removeItem(at: scratch) } }
         let binary = peers.lt.executable
         let admin = (user: "bench", password: "bench-password")
         let arguments = ["--password-iterations", String(passwordIterations), "--tiles", "none"]
         // Each side's servers start when its turn comes, so none loads the machine during another's.
-        var starts: [(name: String, start: () async throws -> (ScaleSide, LTServeProcess?))] = [("lt", {
+        var starts: [(name: String, start: () async throws -> (ScaleSide, LTServeProcess?))] = clusterOnly ? [] : [("lt", {
             let server = try await LTServeProcess.start(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin, arguments: arguments)
-            return (try ScaleSide.lt(server, admin: admin, data: scratch.appendingPathComponent("lt/data")), server)
+            return (try ScaleSide.lt(server, admin: admin, data: scratch.appendingPathComponent("lt/data"), kept: kept != nil), server)
         })]
         if let couchdb = peers.couchdb {
             // CouchDB's password iterations are changed at its own turn, and put back after it.
@@ -111,6 +130,18 @@ struct ScaleBench: AsyncParsableCommand {
                 }))
             }
         }
+        if let couchdbCluster {
+            let nodes = ScaleBench.nodes(couchdbCluster)
+            let proxy = couchdbProxy
+            // Devices are told the load balancer's address, without the admin's credentials.
+            let deviceAddress = try proxy.map { try Bench.Target(url: $0).base }
+            starts.append(("lt+\(nodes.count) CouchDB nodes", {
+                let server = try await LTServeProcess.start(
+                    binary: binary, directory: scratch.appendingPathComponent("nodes"), admin: admin,
+                    arguments: arguments + ["--couchdb", nodes.joined(separator: ",")] + (deviceAddress.map { ["--device-couchdb", $0] } ?? []))
+                return (try await ScaleSide.couchDBCluster(server, nodes: nodes, proxy: proxy, data: scratch.appendingPathComponent("nodes/data"), kept: kept != nil), server)
+            }))
+        }
         print("""
             lt-bench scale: \(plan.users) users, \(plan.devices) devices writing \(plan.rate) locations/s for \(plan.seconds) s \
             over \(writeConnections) connections, /api/places \(plan.placesRate)/s, device push cycles \(plan.syncRate)/s; \
@@ -124,17 +155,17 @@ struct ScaleBench: AsyncParsableCommand {
             let (side, server) = try await start()
             defer { server?.stop() }
             sides.append(side)
-            try await side.cleanUp()
+            if !side.kept { try await side.cleanUp() }
             let run = ScaleRun(side: side, plan: plan, registrationClients: registrationClients, writeConnections: writeConnections)
             do {
                 results.append(try await run.measure())
             } catch {
                 // Leave the server as it was found, then report.
-                try? await side.cleanUp()
+                if !side.kept { try? await side.cleanUp() }
                 try? await side.restore()
                 throw error
             }
-            try await side.cleanUp()
+            if !side.kept { try await side.cleanUp() }
             try await side.restore()
         }
         var table = CompareTable(sides: sides.map(\.name))
@@ -146,6 +177,13 @@ struct ScaleBench: AsyncParsableCommand {
             table.add(row)
         }
         try table.finish(json: json, context: ["plan": plan.json])
+    }
+}
+
+extension ScaleBench {
+    /// The node URLs of `--couchdb-cluster`.
+    static func nodes(_ list: String) -> [String] {
+        list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
 }
 
@@ -183,12 +221,16 @@ struct ScaleSide: Sendable {
     let kind: Kind
     /// Where devices write and the consolidated database is read.
     let target: Bench.Target
-    /// The server's processes (two in cluster mode), for their CPU and memory.
+    /// The server's processes (lt and each CouchDB node in cluster mode), for their CPU and memory.
     let pids: [Int32]
+    /// What each of `pids` is, for the per-process figures.
+    var processNames: [String] = []
     /// The database every user's locations are consolidated into.
     let consolidated: String
     /// The servers' data directories, for their size on disk.
     let dataDirectories: [String]
+    /// Whether the run's users stay for the next run (`--keep`): only missing ones are registered.
+    var kept = false
 
     /// The application API's port, where lt has one.
     var applicationPort: Int? {
@@ -201,16 +243,50 @@ struct ScaleSide: Sendable {
     var host: String { URLComponents(string: target.base)?.host ?? "127.0.0.1" }
     var port: Int { URLComponents(string: target.base)?.port ?? 5984 }
 
-    static func lt(_ server: LTServeProcess, admin: (user: String, password: String), data: URL) throws -> ScaleSide {
+    static func lt(_ server: LTServeProcess, admin: (user: String, password: String), data: URL, kept: Bool) throws -> ScaleSide {
         ScaleSide(name: "lt", kind: .lt(applicationPort: server.applicationPort ?? 0),
                   target: Bench.Target(base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password),
-                  pids: [server.pid], consolidated: "lt_locations_all", dataDirectories: [data.path])
+                  pids: [server.pid], processNames: ["lt"], consolidated: "lt_locations_all", dataDirectories: [data.path], kept: kept)
+    }
+
+    /// lt in cluster mode given every node of a CouchDB cluster; devices write through `proxy`
+    /// (or the first node). Its processes: each node, the proxy when it runs here, and lt.
+    static func couchDBCluster(_ server: LTServeProcess, nodes: [String], proxy: String?, data: URL, kept: Bool) async throws -> ScaleSide {
+        let target = try Bench.Target(url: proxy ?? nodes[0])
+        var pids: [Int32] = []
+        var names: [String] = []
+        var directories: [String] = []
+        for (i, url) in nodes.enumerated() {
+            let node = try Bench.Target(url: url)
+            guard let port = URLComponents(string: node.base)?.port, let pid = ServerProcessInfo.pid(listeningOn: port) else {
+                throw ValidationError("cannot find the process listening on \(node.base)")
+            }
+            pids.append(pid)
+            names.append("CouchDB node \(i + 1)")
+            if let directory = try await databaseDirectory(node, pid: pid) { directories.append(directory) }
+        }
+        if let proxy, let port = URLComponents(string: proxy)?.port, let pid = ServerProcessInfo.pid(listeningOn: port) {
+            pids.append(pid)
+            names.append("load balancer")
+        }
+        return ScaleSide(name: "lt+\(nodes.count) CouchDB nodes", kind: .cluster(applicationPort: server.applicationPort ?? 0), target: target,
+                         pids: pids + [server.pid], processNames: names + ["lt"], consolidated: "lt_locations_all",
+                         dataDirectories: directories + [data.path], kept: kept)
+    }
+
+    /// A CouchDB node's data directory (its `database_dir`, relative to its working directory unless absolute).
+    static func databaseDirectory(_ target: Bench.Target, pid: Int32) async throws -> String? {
+        let client = try Bench.Client(base: target.base, authorization: target.authorization)
+        guard let configured = try? JSON.parse(try await client.send("GET", "/_node/_local/_config/couchdb/database_dir", expect: 200)).stringValue else { return nil }
+        if configured.hasPrefix("/") { return configured }
+        return (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd")).map { "\($0)/\(configured)" } ?? configured
     }
 
     /// lt in cluster mode in front of the CouchDB of `couchDB` (its own side, measured before).
     static func cluster(_ server: LTServeProcess, couchDB: ScaleSide, data: URL) -> ScaleSide {
         ScaleSide(name: "lt+CouchDB", kind: .cluster(applicationPort: server.applicationPort ?? 0), target: couchDB.target,
-                  pids: couchDB.pids + [server.pid], consolidated: "lt_locations_all", dataDirectories: couchDB.dataDirectories + [data.path])
+                  pids: couchDB.pids + [server.pid], processNames: ["CouchDB", "lt"], consolidated: "lt_locations_all",
+                  dataDirectories: couchDB.dataDirectories + [data.path])
     }
 
     /// CouchDB as the original design used it; with `iterations`, its password iterations are
@@ -224,10 +300,8 @@ struct ScaleSide: Sendable {
             previous = try? JSON.parse(try await client.send("GET", Self.iterationsSetting, expect: 200)).stringValue
             try await client.send("PUT", Self.iterationsSetting, json: .string(String(iterations)), expect: 200)
         }
-        // The data directory, relative to the server's working directory unless absolute.
-        let configured = try? JSON.parse(try await client.send("GET", "/_node/_local/_config/couchdb/database_dir", expect: 200)).stringValue
-        let directory = configured.map { $0.hasPrefix("/") ? $0 : (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd")).map { "\($0)/\(configured!)" } ?? $0 }
-        return ScaleSide(name: "CouchDB", kind: .couchDB(previousIterations: previous), target: target, pids: [pid],
+        let directory = try await databaseDirectory(target, pid: pid)
+        return ScaleSide(name: "CouchDB", kind: .couchDB(previousIterations: previous), target: target, pids: [pid], processNames: ["CouchDB"],
                          consolidated: "scale-locations-all", dataDirectories: directory.map { [$0] } ?? [])
     }
 
@@ -291,6 +365,43 @@ struct ScaleSide: Sendable {
             return ("Basic " + Data("\(key):\(secret)".utf8).base64EncodedString(), db)
         case .couchDB:
             return ("Basic " + Data("\(name):password-\(i)".utf8).base64EncodedString(), couchDBDatabase(i))
+        }
+    }
+
+    /// The users whose private database exists already (an earlier run's, with `--keep`), by index.
+    func registeredUsers() async throws -> Set<Int> {
+        let prefix: String
+        switch kind {
+        case .lt: prefix = "lt_locations_user_u"
+        case .cluster: prefix = "lt_locations_user_scale-c"
+        case .couchDB: prefix = "scale-locations-user-u"
+        }
+        let range = "startkey=\(Self.quoted(prefix))&endkey=\(Self.quoted(prefix + "\u{FFF0}"))"
+        let names = try JSON.parse(try await client.send("GET", "/_all_dbs?\(range)", expect: 200)).arrayValue ?? []
+        return Set(names.compactMap { $0.stringValue.flatMap { $0.hasPrefix(prefix) ? Int($0.dropFirst(prefix.count)) : nil } })
+    }
+
+    /// Waits until lt's start-up sweep (its consolidator's first look at every user's database)
+    /// is over — it has looked at `databases` at least, the users an earlier run kept — printing
+    /// how far it is; the seconds waited, nil if there was nothing to wait for.
+    func waitForSweep(databases: Int) async throws -> Double? {
+        guard let applicationPort else { return nil }
+        let client = try Bench.Client(base: "http://\(host):\(applicationPort)", authorization: target.authorization)
+        let started = ContinuousClock.now
+        var lastPrint = started
+        while true {
+            let status = try JSON.parse(try await client.send("GET", "/api/status", expect: 200))
+            let remaining = status["consolidation"]?["backlog"]?["sweep_remaining"]?.intValue ?? 0
+            let swept = status["consolidation"]?["databases_swept"]?.intValue ?? 0
+            if remaining == 0, swept >= databases {
+                let waited = started.duration(to: .now).seconds
+                return waited < 1 ? nil : waited
+            }
+            if lastPrint.duration(to: .now) >= .seconds(10) {
+                lastPrint = .now
+                print("  waiting for lt's start-up sweep: \(remaining) databases to look at")
+            }
+            try await Task.sleep(for: .milliseconds(500))
         }
     }
 

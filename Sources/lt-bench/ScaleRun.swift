@@ -19,16 +19,29 @@ struct ScaleRun {
         if case .couchDB = side.kind {
             try await side.client.send("PUT", "/\(side.consolidated)", expect: 201)
         }
-        let registration = try await register()
+        // Users an earlier run kept are not registered again.
+        let registered = side.kept ? try await side.registeredUsers() : []
+        let missing = (0..<plan.users).filter { !registered.contains($0) }
+        if !registered.isEmpty { print("  \(registered.count) users registered by an earlier run (--keep); registering the other \(missing.count)") }
+        let registration = try await register(missing)
         let registrationLatencies = registration.latencies.sorted()
-        values[.registration] = Double(plan.users) / registration.seconds
-        values[.registrationP99] = CompareWorkload.percentile(registrationLatencies, 0.99)
+        if !missing.isEmpty {
+            values[.registration] = Double(missing.count) / registration.seconds
+            values[.registrationP99] = CompareWorkload.percentile(registrationLatencies, 0.99)
+            print(String(format: "  registered %d users in %.1f s (%.0f/s, p50 %.1f ms, p99 %.1f ms)", missing.count, registration.seconds,
+                         values[.registration] ?? 0, CompareWorkload.percentile(registrationLatencies, 0.5), values[.registrationP99] ?? 0))
+        }
         if let before = diskBefore, let after = side.diskBytes() {
-            values[.diskPerUser] = (after - before) / Double(plan.users) / 1024
+            // With users kept from earlier runs: everything on disk over every user.
+            values[.diskPerUser] = (registered.isEmpty ? (after - before) / Double(plan.users) : after / Double(plan.users)) / 1024
         }
         values[.memoryAfterRegistration] = Double(side.pids.compactMap(ServerProcessInfo.residentBytes).reduce(0, +)) / 1_048_576
-        print(String(format: "  registered %d users in %.1f s (%.0f/s, p50 %.1f ms, p99 %.1f ms)", plan.users, registration.seconds,
-                     values[.registration] ?? 0, CompareWorkload.percentile(registrationLatencies, 0.5), values[.registrationP99] ?? 0))
+        if side.pids.count > 1 {
+            print("  each process's RSS after registration: " + zip(side.processNames, side.pids).map { name, pid in
+                "\(name) " + String(format: "%.0f MiB", Double(ServerProcessInfo.residentBytes(pid) ?? 0) / 1_048_576)
+            }.joined(separator: ", "))
+        }
+        if let sweep = try await side.waitForSweep(databases: registered.count) { values[.sweep] = sweep }
         let devices = try await logIn()
         print("  \(devices.count) devices logged in")
         let writing = try await write(devices)
@@ -54,18 +67,18 @@ struct ScaleRun {
         return values
     }
 
-    /// Registers every user; the wall time and each registration's latency (ms).
-    func register() async throws -> (seconds: Double, latencies: [Double]) {
+    /// Registers the users `indices`; the wall time and each registration's latency (ms).
+    func register(_ indices: [Int]) async throws -> (seconds: Double, latencies: [Double]) {
         let latencies = Locked<[Double]>([])
-        let (side, plan, clients) = (side, plan, registrationClients)
+        let (side, clients) = (side, registrationClients)
         let applicationPort = side.applicationPort
         let start = ContinuousClock.now
         try await Bench.onThreads(clients) { worker in
             let app = try applicationPort.map { try BenchConnection(host: side.host, port: $0) }
             let database = try BenchConnection(host: side.host, port: side.port)
-            for i in stride(from: worker, to: plan.users, by: clients) {
+            for k in stride(from: worker, to: indices.count, by: clients) {
                 let started = ContinuousClock.now
-                try side.register(i, app: app, database: database)
+                try side.register(indices[k], app: app, database: database)
                 let done = latencies.withLock { latencies in
                     latencies.append(started.duration(to: .now).seconds * 1000)
                     return latencies.count
@@ -208,9 +221,15 @@ struct ScaleRun {
         let cpus = zip(side.pids, cpuBefore).map { pid, before in (ServerProcessInfo.cpuSeconds(pid) ?? before) - before }
         let peaks = samplers.map { $0.stop() }
         if side.pids.count > 1 {
-            print("  each process (pid: CPU ms per write, largest RSS): " + zip(side.pids, zip(cpus, peaks)).map { pid, figures in
-                String(format: "%d: %.2f ms, %.0f MiB", pid, figures.0 / Double(total) * 1000, Double(figures.1) / 1_048_576)
-            }.joined(separator: "; "))
+            let wall = (writeEnd - origin).seconds
+            var lines: [String] = []
+            for (k, name) in side.processNames.enumerated() where k < cpus.count {
+                let perWrite: Double = cpus[k] / Double(total) * 1000
+                let share: Double = cpus[k] / wall * 100
+                let resident: Double = Double(peaks[k]) / 1_048_576
+                lines.append("\(name): " + String(format: "%.2f ms, %.0f%%, %.0f MiB", perWrite, share, resident))
+            }
+            print("  each process (CPU ms per write, CPU share of the run, largest RSS): " + lines.joined(separator: "; "))
         }
         let (cpu, peak) = (cpus.reduce(0, +), peaks.reduce(0, +))
         stopProbes.withLock { $0 = true }
@@ -323,7 +342,7 @@ struct ScaleRun {
 
 /// The figures of a scale run, in the order they are printed.
 enum ScaleFigure: CaseIterable {
-    case registration, registrationP99, diskPerUser, memoryAfterRegistration, writesAchieved, writeP50, writeP99, writesFailed, consolidated, lagP50, lagP99, placesP50, placesP99, pushP50, pushP99, cpuPerWrite, memoryWhileWriting
+    case registration, registrationP99, diskPerUser, memoryAfterRegistration, sweep, writesAchieved, writeP50, writeP99, writesFailed, consolidated, lagP50, lagP99, placesP50, placesP99, pushP50, pushP99, cpuPerWrite, memoryWhileWriting
 
     var figure: CompareFigure {
         switch self {
@@ -331,6 +350,7 @@ enum ScaleFigure: CaseIterable {
         case .registrationP99: CompareFigure("registration latency p99", unit: "ms", better: .lower)
         case .diskPerUser: CompareFigure("disk per registered user", unit: "KiB", better: .lower)
         case .memoryAfterRegistration: CompareFigure("server RSS after registration", unit: "MiB", better: .lower)
+        case .sweep: CompareFigure("start-up sweep over every user's database (waited for before the writes)", unit: "s", better: .lower)
         case .writesAchieved: CompareFigure("location writes achieved", unit: "per s")
         case .writeP50: CompareFigure("write latency p50 (from when it was due)", unit: "ms", better: .lower)
         case .writeP99: CompareFigure("write latency p99", unit: "ms", better: .lower)

@@ -51,7 +51,15 @@ struct LiveClusterFailureTests {
         // write or the next start's sweep. Checked apart from the other guarantees.
         let notConsolidated = outcome.notConsolidated
         outcome.notConsolidated = 0
+        // Devices write to CouchDB itself (through HAProxy), and an empty node may answer them
+        // before HAProxy's check takes it out: 403, or once 500 (`missing_target` in its log
+        // while its shard map came back). Sent again like any batch not acknowledged; CouchDB's
+        // answers, not lt's, so apart from the guarantees (lt's own answers are checked there).
+        let devicesAnswered500 = outcome.deviceAnswers.removeValue(forKey: "500") ?? 0
         outcome.check()
+        withKnownIssue("Apache CouchDB 3.4.3 can answer a device 500 from a node just restarted empty", isIntermittent: true) {
+            #expect(devicesAnswered500 == 0, "CouchDB answered \(devicesAnswered500) device batches 500")
+        }
         withKnownIssue("a wiped node's partial copy can hide locations from consolidation until the user's next write", isIntermittent: true) {
             #expect(notConsolidated == 0, "\(notConsolidated) acknowledged locations not consolidated within 3 minutes")
         }

@@ -8,8 +8,10 @@ public struct ClusterDisturbances: Sendable, Equatable {
     /// What a reading changed, for the log.
     public enum Change: Sendable, Equatable {
         case unreachable(node: String)
-        /// The node's uptime went back (or it was first seen just started): it restarted.
+        /// The node's uptime went back: it restarted since the last reading.
         case restarted(node: String, uptime: Double)
+        /// The node, first seen, started less than the window ago (it may still be refilling).
+        case young(node: String, uptime: Double)
         case reachable(node: String)
     }
 
@@ -48,7 +50,7 @@ public struct ClusterDisturbances: Sendable, Equatable {
         let restarted = previous.map { uptime + Self.rounding < $0.uptime + (now - $0.at) } ?? (uptime < window)
         if restarted {
             lastTrouble = max(lastTrouble ?? -.infinity, now - (previous == nil ? uptime : 0))
-            return .restarted(node: node, uptime: uptime)
+            return previous == nil ? .young(node: node, uptime: uptime) : .restarted(node: node, uptime: uptime)
         }
         if wasUnreachable {
             lastTrouble = now

@@ -67,6 +67,8 @@ public final class ClusterWatch: Sendable {
             logger.warning("CouchDB node \(node) cannot be reached: changed databases are looked at again later until it has been back for \(Int(state.withLockedValue(\.window) / 60)) minutes")
         case let .restarted(node, uptime)?:
             logger.warning("CouchDB node \(node) started \(Int(uptime)) s ago: internal replication refills it without telling the consolidator, so changed databases are looked at again later for \(Int(state.withLockedValue(\.window) / 60)) minutes")
+        case let .young(node, uptime)?:
+            logger.notice("CouchDB node \(node) has been up \(Int(uptime)) s: changed databases are looked at again later until it has been up \(Int(state.withLockedValue(\.window) / 60)) minutes, in case it is still being refilled")
         case let .reachable(node)?:
             logger.notice("CouchDB node \(node) answers again")
         case nil:

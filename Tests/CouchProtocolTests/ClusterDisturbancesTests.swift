@@ -38,10 +38,10 @@ struct ClusterDisturbancesTests {
         #expect(steady.isDisturbed(at: 359) && !steady.isDisturbed(at: 360))
     }
 
-    @Test("A node first seen less than the window after its start counts as restarted then (it may still be refilling); one up longer does not")
+    @Test("A node first seen less than the window after its start is young: trouble from its start (it may still be refilling); one up longer is not")
     func firstSight() {
         var young = ClusterDisturbances(window: 600)
-        #expect(young.observed("a", uptime: 100, at: 1_000) == .restarted(node: "a", uptime: 100))
+        #expect(young.observed("a", uptime: 100, at: 1_000) == .young(node: "a", uptime: 100))
         #expect(young.isDisturbed(at: 1_000) && young.isDisturbed(at: 1_499) && !young.isDisturbed(at: 1_500),
                 "disturbed until the window after its start at 900 s")
         var old = ClusterDisturbances(window: 600)

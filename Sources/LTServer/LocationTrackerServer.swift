@@ -177,8 +177,9 @@ public enum LocationTrackerServer {
         let watch = cluster.map { ClusterWatch(couch: $0, logger: logger) }
         let watching = Task { await watch?.run() }
         defer { watching.cancel() }
-        let consolidator = mode == .databasePerUser
-            ? Consolidator(couch: couch, disturbed: { watch?.isDisturbed ?? false }, logger: logger) : nil
+        var disturbed: (@Sendable () -> Bool)?
+        if let watch { disturbed = { watch.isDisturbed } }
+        let consolidator = mode == .databasePerUser ? Consolidator(couch: couch, disturbed: disturbed, logger: logger) : nil
         let consolidation = Task { await consolidator?.run() }
         if let consolidator { addMetrics(of: consolidator, to: configuration.database.metrics) }
         var limits = configuration.application

@@ -12,6 +12,8 @@ public final class ClusterWatch: Sendable {
     let couch: any CouchClient
     let logger: Logger
     let interval: Duration
+    /// Minutes of `window`, for the log.
+    let windowMinutes: Int
     let state: NIOLockedValueBox<ClusterDisturbances>
     let origin = ContinuousClock.now
 
@@ -22,6 +24,7 @@ public final class ClusterWatch: Sendable {
         self.couch = couch
         self.logger = logger
         self.interval = interval
+        windowMinutes = Int(window.seconds / 60)
         state = NIOLockedValueBox(ClusterDisturbances(window: window.seconds))
     }
 
@@ -64,11 +67,11 @@ public final class ClusterWatch: Sendable {
         let change = state.withLockedValue { $0.observed(node, uptime: uptime, at: now) }
         switch change {
         case let .unreachable(node)?:
-            logger.warning("CouchDB node \(node) cannot be reached: changed databases are looked at again later until it has been back for \(Int(state.withLockedValue(\.window) / 60)) minutes")
+            logger.warning("CouchDB node \(node) cannot be reached: changed databases are looked at again later until it has been back for \(windowMinutes) minutes")
         case let .restarted(node, uptime)?:
-            logger.warning("CouchDB node \(node) started \(Int(uptime)) s ago: internal replication refills it without telling the consolidator, so changed databases are looked at again later for \(Int(state.withLockedValue(\.window) / 60)) minutes")
+            logger.warning("CouchDB node \(node) started \(Int(uptime)) s ago: internal replication refills it without telling the consolidator, so changed databases are looked at again later for \(windowMinutes) minutes")
         case let .young(node, uptime)?:
-            logger.notice("CouchDB node \(node) has been up \(Int(uptime)) s: changed databases are looked at again later until it has been up \(Int(state.withLockedValue(\.window) / 60)) minutes, in case it is still being refilled")
+            logger.notice("CouchDB node \(node) has been up \(Int(uptime)) s: changed databases are looked at again later until it has been up \(windowMinutes) minutes, in case it is still being refilled")
         case let .reachable(node)?:
             logger.notice("CouchDB node \(node) answers again")
         case nil:

@@ -157,17 +157,18 @@ public final class Consolidator: Sendable {
 
     /// When a changed database is looked at again though nothing says it changed (`LateLooks`).
     let lateLookDelays: [Double]
-    /// Whether late looks are taken now: only while a cluster node is away or refilling.
-    let disturbed: @Sendable () -> Bool
+    /// Whether late looks are taken now: only while a cluster node is away or refilling; nil
+    /// (this server's own engine) keeps no late looks at all.
+    let disturbed: (@Sendable () -> Bool)?
 
     /// `lateLooks`: after a database's last change, when to read its feed again anyway — 15 s,
     /// 2 and 10 minutes by default (one read each, only once the database is quiet) — when
-    /// `disturbed` says so at the time (`ClusterWatch.isDisturbed` on a cluster; never on this
-    /// server's own engine, where nothing is refilled behind the feed). Each late look is a read
+    /// `disturbed` says so at the time (`ClusterWatch.isDisturbed` on a cluster; nil on this
+    /// server's own engine, where nothing is refilled behind the feed and no change is remembered). Each late look is a read
     /// per database that changed: on a cluster taking sparse writes from many devices, looks at
     /// every change would be three reads more per location.
     public init(couch: any CouchClient, lateLooks: [Duration] = [.seconds(15), .seconds(120), .seconds(600)],
-                disturbed: @escaping @Sendable () -> Bool = { false }, logger: Logger = Logger(label: "lt.consolidator")) {
+                disturbed: (@Sendable () -> Bool)? = nil, logger: Logger = Logger(label: "lt.consolidator")) {
         self.couch = couch
         self.logger = logger
         self.disturbed = disturbed
@@ -226,7 +227,7 @@ public final class Consolidator: Sendable {
                 // when their wait is over, without holding the others up.
                 let waiting = retries.withLockedValue { !$0.isEmpty }
                 var query = ["since": since]
-                let looking = disturbed()
+                let looking = disturbed?() ?? false
                 if again.isEmpty {
                     // Not waiting beyond the next late look either.
                     var timeout = waiting ? 1000 : 10000
@@ -246,9 +247,11 @@ public final class Consolidator: Sendable {
                 })
                 // Changes are remembered always, so that trouble found later covers the minutes
                 // before it; the looks are taken only while the cluster is disturbed.
-                late.changed(names, at: now())
-                let due = late.due(at: now())
-                if disturbed() { names.formUnion(due) }
+                if let disturbed {
+                    late.changed(names, at: now())
+                    let due = late.due(at: now())
+                    if disturbed() { names.formUnion(due) }
+                }
                 names.formUnion(again)
                 names.formUnion(dueRetries())
                 since = json["last_seq"]?.stringValue ?? since

@@ -374,7 +374,7 @@ struct ScaleSide: Sendable {
         switch kind {
         case .lt: prefix = "lt_locations_user_u"
         case .cluster: prefix = "lt_locations_user_scale-c"
-        case .couchDB: prefix = "scale-locations-user-u"
+        case .couchDB: return []  // the original design's side starts afresh every run
         }
         let range = "startkey=\(Self.quoted(prefix))&endkey=\(Self.quoted(prefix + "\u{FFF0}"))"
         let names = try JSON.parse(try await client.send("GET", "/_all_dbs?\(range)", expect: 200)).arrayValue ?? []

@@ -11,7 +11,13 @@
 #   scripts/couchdb-cluster.sh kill DIR N          kill -9 of node N's Erlang VM (a failure test)
 #   scripts/couchdb-cluster.sh restart DIR N       starts node N again on its data
 #   scripts/couchdb-cluster.sh wipe DIR N          kill -9 of node N, its data deleted, started
-#                                                  empty (internal replication must refill it)
+#                                                  empty in maintenance mode (CouchDB's procedure
+#                                                  for a node whose shards are not up to date: it
+#                                                  takes no part in requests while internal
+#                                                  replication refills it)
+#   scripts/couchdb-cluster.sh rejoin DIR N        waits until internal replication has refilled
+#                                                  node N (no job pending on any node for 5 s),
+#                                                  then ends its maintenance mode
 #   scripts/couchdb-cluster.sh block DIR N         node N partitioned away: its HTTP and Erlang
 #                                                  distribution ports drop every packet (iptables)
 #   scripts/couchdb-cluster.sh unblock DIR N       ends that partition
@@ -25,7 +31,7 @@ set -euo pipefail
 command="${1:-}"
 admin="${LT_CLUSTER_ADMIN:-admin:relax}"
 read -r -a ports <<< "${LT_CLUSTER_PORTS:-15984 25984 35984}"
-usage() { sed -n '2,26p' "$0" >&2; exit 2; }
+usage() { sed -n '2,32p' "$0" >&2; exit 2; }
 
 proxy_port="${LT_CLUSTER_PROXY_PORT:-45984}"
 node_dir() { echo "$1/node$2"; }
@@ -60,6 +66,24 @@ wait_up() {
     echo "couchdb-cluster: node $1 did not start; see its couchdb.log" >&2
     exit 1
 }
+
+# Until node N answers /_up at all (a node in maintenance mode answers 404).
+wait_answering() {
+    for _ in $(seq 1 120); do
+        if [[ "$(curl -sS -o /dev/null -w '%{http_code}' "$(url "$1")/_up" 2> /dev/null)" != 000 ]]; then return 0; fi
+        sleep 0.5
+    done
+    echo "couchdb-cluster: node $1 did not start; see its couchdb.log" >&2
+    exit 1
+}
+
+# Internal replication jobs waiting or running on node N (its /_node/_local/_system).
+replication_jobs() {
+    curl -fsS "$(url "$1")/_node/_local/_system" 2> /dev/null \
+        | python3 -c 'import json,sys; print(json.load(sys.stdin).get("internal_replication_jobs", 0))' 2> /dev/null || echo unknown
+}
+
+maintenance_file() { echo "$(node_dir "$1" "$2")/etc/local.d/zz-maintenance.ini"; }
 
 # HAProxy in front of the three nodes, each checked every second through /_up (down after 2
 # failures, up after 2 answers); a request whose node cannot be connected to goes to another.
@@ -138,7 +162,8 @@ EOF
         for i in 1 2 3; do wait_up "$i"; done
         # Join nodes 2 and 3 to node 1's view of the cluster, then the system databases.
         for i in 2 3; do
-            curl -fsS -X PUT "$(url 1)/_node/_local/_nodes/couchdb${i}@127.0.0.1" -d '{}' > /dev/null || true
+            # (409 when the seedlist has joined it already)
+            curl -fsS -X PUT "$(url 1)/_node/_local/_nodes/couchdb${i}@127.0.0.1" -d '{}' > /dev/null 2>&1 || true
         done
         for _ in $(seq 1 60); do
             members="$(curl -fsS "$(url 1)/_membership" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["cluster_nodes"]))')"
@@ -183,8 +208,34 @@ EOF
         pkill -KILL -f "beam.smp.*couchdb${n}@127.0.0.1" || true
         sleep 0.5
         rm -rf "$(node_dir "$dir" "$n")/data" && mkdir -p "$(node_dir "$dir" "$n")/data"
+        # Maintenance mode from its first moment (docs/src/cluster/sharding.rst, "Set the target
+        # node to maintenance mode"): /_up answers 404, so HAProxy and lt keep requests away, and
+        # the other nodes leave its shards out of reads, writes and changes feeds until `rejoin`.
+        printf '[couchdb]\nmaintenance_mode = true\n' > "$(maintenance_file "$dir" "$n")"
         start_node "$dir" "$n"
+        wait_answering "$n"
+        ;;
+    rejoin)
+        dir="${2:-}"; n="${3:-}"; [[ -n "$dir" && -n "$n" ]] || usage
+        # Internal replication refills the node from the other copies (every node pushes its
+        # shards to a node that comes up); it is done when no node has a job for 5 s in a row.
+        quiet=0
+        for second in $(seq 1 600); do
+            jobs=""
+            for i in 1 2 3; do jobs="$jobs $(replication_jobs "$i")"; done
+            if [[ "$jobs" =~ ^( 0){3}$ ]]; then quiet=$((quiet + 1)); else quiet=0; fi
+            (( second % 10 == 0 )) && echo "couchdb-cluster: node $n refilling; internal replication jobs per node:$jobs" >&2
+            [[ $quiet -ge 5 ]] && break
+            sleep 1
+        done
+        if [[ $quiet -lt 5 ]]; then
+            echo "couchdb-cluster: internal replication did not settle within 10 minutes; node $n stays in maintenance mode" >&2
+            exit 1
+        fi
+        curl -fsS -X PUT "$(url "$n")/_node/_local/_config/couchdb/maintenance_mode" -d '"false"' > /dev/null
+        rm -f "$(maintenance_file "$dir" "$n")"
         wait_up "$n"
+        echo "couchdb-cluster: node $n refilled and out of maintenance mode" >&2
         ;;
     block)
         dir="${2:-}"; n="${3:-}"; [[ -n "$dir" && -n "$n" ]] || usage

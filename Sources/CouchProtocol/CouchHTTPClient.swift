@@ -57,16 +57,19 @@ public struct CouchHTTPClient: Sendable {
     /// goes to another node instead of waiting on one that is gone.
     public static let failingFast = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
 
-    /// Connections of their own for health checks (`answersUp`), so a check never waits behind
+    /// Connections of their own for health checks (`upCheck`), so a check never waits behind
     /// the requests it is checking on.
     static let probing = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
 
-    /// Whether the server answers `GET /_up` with 200 within `timeout` (on connections of the
-    /// checks' own).
-    public func answersUp(within timeout: TimeAmount = .seconds(2)) async -> Bool {
-        guard let response = try? await Self.probing.execute(HTTPClientRequest(url: serverURL + "/_up"), timeout: timeout) else { return false }
-        _ = try? await response.body.collect(upTo: 1 << 16)
-        return response.status == .ok
+    /// What `GET /_up` says within `timeout`: refusing with the status it gives when 404 (CouchDB's
+    /// `maintenance_mode`, `nolb` or `seeding`), no answer, or else ready — any other answer
+    /// (200; 401 where `require_valid_user` covers `/_up`) is a node that takes requests.
+    public func upCheck(within timeout: TimeAmount = .seconds(2)) async -> ClusterNodes.Check {
+        guard let response = try? await Self.probing.execute(HTTPClientRequest(url: serverURL + "/_up"), timeout: timeout),
+              let body = try? await response.body.collect(upTo: 1 << 16) else { return .unanswered }
+        guard response.status == .notFound else { return .ready }
+        let status = (try? JSON.parse(Array(buffer: body)))?["status"]?.stringValue
+        return .refusing(status: status ?? "HTTP 404")
     }
 
     private static func makeHTTPClient(retryingConnections: Bool, tls: TLSConfiguration, connectTimeout: TimeAmount = .seconds(10)) -> HTTPClient {

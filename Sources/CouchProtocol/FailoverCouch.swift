@@ -40,6 +40,12 @@ public final class ClusterHealth: Sendable {
         state.withLockedValue { $0.failed(node, reason: reason, at: now) }.forEach(report)
     }
 
+    /// What `node`'s health check found (`ClusterNodes.checked`).
+    public func checked(_ node: Int, _ check: ClusterNodes.Check) {
+        let now = clock()
+        state.withLockedValue { $0.checked(node, check, at: now) }.forEach(report)
+    }
+
     /// Runs `body` with a node that answers, and with another when the way to that one fails —
     /// only for a read (`readOnly`) or a request that cannot have reached it; a write cut off
     /// mid-way is the 503 `FailoverCouch.cutOff`. With no node left to try, the 503 naming each.
@@ -115,6 +121,15 @@ public final class ClusterHealth: Sendable {
 
     public var current: Int { state.withLockedValue { $0.current } }
     public func isUp(_ node: Int) -> Bool { state.withLockedValue { $0.isUp(node) } }
+    /// The nodes whose health check asks for no requests, with what it says.
+    public var withdrawn: [(node: String, status: String)] {
+        state.withLockedValue { state in
+            state.nodes.indices.compactMap { node in
+                if case let .withdrawn(_, status) = state.health[node] { return (state.nodes[node], status) }
+                return nil
+            }
+        }
+    }
     /// Each node's name and whether it answers, for the metrics.
     public var nodes: [(node: String, up: Bool)] {
         state.withLockedValue { state in state.nodes.indices.map { (state.nodes[$0], state.isUp($0)) } }
@@ -218,8 +233,28 @@ public final class FailoverCouch: CouchClient {
         try await onSomeNode(readOnly: true) { try await $0.verify(name: name, password: password) }
     }
 
+    /// Asks every node's `GET /_up` at once (on connections of the checks' own) and tells
+    /// `health`: a node in maintenance mode or still being seeded is withdrawn, one answering
+    /// 200 again is back. No answer changes nothing (requests find a node that is gone).
+    public func checkNodes() async {
+        await withTaskGroup(of: (Int, ClusterNodes.Check).self) { group in
+            for (node, member) in members.enumerated() { group.addTask { (node, await member.server.upCheck()) } }
+            for await (node, check) in group { health.checked(node, check) }
+        }
+    }
+
+    /// `checkNodes` every `interval` until cancelled (HAProxy's checks in docs/deploying.md
+    /// are every second; a node put into maintenance mode is left within `interval`).
+    public func watchNodes(every interval: Duration = .seconds(2)) async {
+        while !Task.isCancelled {
+            await checkNodes()
+            try? await Task.sleep(for: interval)
+        }
+    }
+
     func onSomeNode<T: Sendable>(readOnly: Bool, _ body: @escaping @Sendable (HTTPCouch) async throws -> T) async throws -> T {
-        try await health.onSomeNode(readOnly: readOnly, isAlive: { [members] in await members[$0].server.answersUp() }) { [members] in
+        // Alive: answers `/_up` at all (a node in maintenance mode still answers what it was sent).
+        try await health.onSomeNode(readOnly: readOnly, isAlive: { [members] in await members[$0].server.upCheck() != .unanswered }) { [members] in
             try await body(members[$0])
         }
     }

@@ -65,7 +65,7 @@ public struct CouchCluster: Sendable {
         let (response, server): (HTTPClientResponse, CouchHTTPClient)
         do {
             let (servers, forwarded) = (servers, forwarded)
-            (response, server) = try await health.onSomeNode(readOnly: method == .get || method == .head, isAlive: { await servers[$0].answersUp() }) { node in
+            (response, server) = try await health.onSomeNode(readOnly: method == .get || method == .head, isAlive: { await servers[$0].upCheck() != .unanswered }) { node in
                 // The deadline covers the answer's head only (a long poll's head can wait for its
                 // changes); a body, a continuous feed's too, streams for as long as it lasts.
                 let response = try await servers[node].stream(

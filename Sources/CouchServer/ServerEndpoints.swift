@@ -10,9 +10,16 @@ struct ServerEndpoints: Sendable {
     let api: CouchAPI
 
     /// `/_up`: the health check.
+    /// `[couchdb] maintenance_mode` `true` or `nolb` makes it answer 404 with that status, as
+    /// CouchDB's does, so a load balancer (or `lt serve --couchdb` in front) sends this server
+    /// nothing new while an operator works on it; the requests it is sent are still answered.
     func up(_ request: APIRequest) throws -> APIResponse {
         try request.requireMethod(.get, .head)
-        return .json(["status": "ok", "seeds": [:]])
+        switch api.config.value("couchdb", "maintenance_mode") {
+        case "true": return .json(["status": "maintenance_mode"], status: .notFound)
+        case "nolb": return .json(["status": "nolb"], status: .notFound)
+        default: return .json(["status": "ok", "seeds": [:]])
+        }
     }
 
     /// `/_uuids?count=n`: fresh document ids.

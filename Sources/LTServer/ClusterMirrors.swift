@@ -57,23 +57,30 @@ struct ClusterMirrors {
     }
 
     /// Keeps the mirrors following, each from a node that answers: a replication that stops is
-    /// started again after 5 s, and one whose node stops answering (as the application's own
-    /// requests find) is started again from another node at once.
+    /// started again after 5 s, and one whose node stops answering or is withdrawn (as the
+    /// application's requests and health checks find) is started again from another node at
+    /// once; while no node answers, none is started.
     static func follow(_ names: [String], from cluster: FailoverCouch, into store: DatabaseStore, logger: Logger) async {
         await withTaskGroup(of: Void.self) { group in
             for name in names {
                 group.addTask {
                     while !Task.isCancelled {
                         let url = await cluster.answeringNodeURL()
+                        // No node answers (the log says so once): look again in a second, rather
+                        // than start and give up a replication in a loop.
+                        guard cluster.isAnswering(url) else {
+                            try? await Task.sleep(for: .seconds(1))
+                            continue
+                        }
                         let moved = await withTaskGroup(of: Bool.self) { race -> Bool in
                             race.addTask {
                                 var options = ReplicationOptions()
                                 options.continuous = true
                                 do {
                                     _ = try await replication(name, from: url, into: store, options: options, logger: logger).run()
-                                } catch {
+                                } catch where !Task.isCancelled {
                                     logger.warning("mirror of \(name): \(error); starting again in 5 s")
-                                }
+                                } catch {}  // moved to another node
                                 return false
                             }
                             race.addTask {

@@ -149,6 +149,10 @@ public enum LocationTrackerServer {
         databasePort: @escaping @Sendable () -> Int, applicationPort: NIOLockedValueBox<Int?>, summary: StartupSummary, logger: Logger
     ) async throws {
         if let cluster { try await check(cluster, configuration) }
+        // Nodes in maintenance mode (or still being seeded) are left alone from the start.
+        await cluster?.checkNodes()
+        let checkingNodes = Task { await cluster?.watchNodes() }
+        defer { checkingNodes.cancel() }
         let local = InProcessCouch(api: api)
         let couch: any CouchClient = cluster ?? local
         let mode = configuration.mode
@@ -247,6 +251,8 @@ public enum LocationTrackerServer {
                 switch change {
                 case let .nodeDown(node, reason):
                     logger.warning("CouchDB node \(node) cannot be reached (\(reason)): requests go to the other nodes")
+                case let .nodeWithdrawn(node, status):
+                    logger.warning("CouchDB node \(node) asks for no requests (its /_up answers \(status)): requests go to the other nodes until it is ready")
                 case let .nodeUp(node, downFor):
                     logger.notice("CouchDB node \(node) answers again (after \(Int(downFor.rounded())) s)")
                 case let .clusterUnreachable(reasons):
@@ -279,6 +285,7 @@ public enum LocationTrackerServer {
         let metrics = configuration.database.metrics
         metrics.addCollector {
             for (node, up) in cluster.health.nodes { metrics.gauge("lt_couchdb_node_up", [("node", node)], up ? 1 : 0) }
+            for (node, status) in cluster.health.withdrawn { metrics.gauge("lt_couchdb_node_withdrawn", [("node", node), ("status", status)], 1) }
         }
     }
 

@@ -385,7 +385,10 @@ enum DoctorChecks {
                                           refused: count(samples.sum("lt_consolidation_refused_locations"))))
         }
         let nodes = samples.filter { $0.name == "lt_couchdb_node_up" }.compactMap { sample in sample.labels["node"].map { ($0, sample.value > 0) } }
-        if !nodes.isEmpty { findings.append(clusterNodes(nodes)) }
+        let withdrawn = Dictionary(samples.filter { $0.name == "lt_couchdb_node_withdrawn" && $0.value > 0 }.compactMap { sample in
+            sample.labels["node"].map { ($0, sample.labels["status"] ?? "not 200") }
+        }, uniquingKeysWith: { first, _ in first })
+        if !nodes.isEmpty { findings.append(clusterNodes(nodes, withdrawn: withdrawn)) }
         if databases == nil, samples.contains(where: { $0.name == "lt_data_free_bytes" }) {
             findings.append(disk(DiskSpace(free: Int64(count(samples.sum("lt_data_free_bytes"))), total: Int64(count(samples.sum("lt_data_filesystem_bytes")))),
                                  largestDatabase: largestDatabase))
@@ -393,17 +396,28 @@ enum DoctorChecks {
         return findings + replications(facts.jobs, facts.documents)
     }
 
-    /// Cluster mode: the CouchDB nodes the server was given, and which of them answer.
-    static func clusterNodes(_ nodes: [(node: String, up: Bool)]) -> Finding {
+    /// Cluster mode: the CouchDB nodes the server was given, which of them answer, and which
+    /// ask for no requests (`withdrawn`: node → what its `/_up` says, e.g. `maintenance_mode`).
+    static func clusterNodes(_ nodes: [(node: String, up: Bool)], withdrawn: [String: String] = [:]) -> Finding {
         let down = nodes.filter { !$0.up }.map(\.node).sorted()
+        let resting = down.filter { withdrawn[$0] != nil }
+        let gone = down.filter { withdrawn[$0] == nil }
+        let named = down.map { node in withdrawn[node].map { "\(node) (its /_up answers \($0))" } ?? node }
+        let others = nodes.count - down.count == 1 ? "node" : "\(nodes.count - down.count) nodes"
         if down.count == nodes.count {
-            return Finding(check: "cluster", level: .problem, message: "no CouchDB node answers (\(down.joined(separator: ", "))): the application answers 503",
+            return Finding(check: "cluster", level: .problem, message: "no CouchDB node answers (\(named.joined(separator: ", "))): the application answers 503",
                            advice: "start the nodes again (or fix the network to them); the server goes on by itself when one answers")
         }
-        if !down.isEmpty {
+        if !gone.isEmpty {
+            let alsoResting = resting.isEmpty ? "" : " (and \(resting.joined(separator: ", ")) asks for no requests)"
             return Finding(check: "cluster", level: .problem,
-                           message: "CouchDB \(down.count == 1 ? "node" : "nodes") \(down.joined(separator: ", ")) \(down.count == 1 ? "does" : "do") not answer; the application goes on through the other \(nodes.count - down.count == 1 ? "node" : "\(nodes.count - down.count) nodes")",
+                           message: "CouchDB \(gone.count == 1 ? "node" : "nodes") \(gone.joined(separator: ", ")) \(gone.count == 1 ? "does" : "do") not answer\(alsoResting); the application goes on through the other \(others)",
                            advice: "start it again: requests go to the other nodes meanwhile, and its shards catch up by CouchDB's internal replication")
+        }
+        if !resting.isEmpty {
+            return Finding(check: "cluster", level: .warning,
+                           message: "CouchDB \(resting.count == 1 ? "node" : "nodes") \(named.joined(separator: ", ")) \(resting.count == 1 ? "asks" : "ask") for no requests; the application goes on through the other \(others)",
+                           advice: "a node in maintenance mode takes requests again when its [couchdb] maintenance_mode is false (once internal replication has refilled it: no internal_replication_jobs in /_node/_local/_system); one still seeding, by itself")
         }
         return Finding(check: "cluster", level: .ok, message: "\(plural(nodes.count, "CouchDB node")), all answering")
     }

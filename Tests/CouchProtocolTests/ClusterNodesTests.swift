@@ -34,6 +34,33 @@ struct ClusterNodesTests {
         if case let .down(_, retryAt, _, _) = nodes.health[0] { #expect(retryAt == 239 + 30) } else { Issue.record("a is down") }
     }
 
+    @Test("A node whose health check refuses (maintenance mode, seeding) is withdrawn: never chosen, not brought back by an answer to a request already sent, only by its check answering 200")
+    func withdrawn() {
+        var nodes = ClusterNodes(nodes: ["a:5984", "b:5984", "c:5984"])
+        #expect(nodes.checked(0, .ready, at: 1).isEmpty && nodes.checked(0, .unanswered, at: 1).isEmpty, "an up node's 200, or a slow check, changes nothing")
+        #expect(nodes.checked(0, .refusing(status: "maintenance_mode"), at: 2) == [.nodeWithdrawn(node: "a:5984", status: "maintenance_mode")])
+        #expect(nodes.choose(at: 2) == 1 && nodes.choose(at: 1000) == 1, "requests go to b, and a is never due")
+        #expect(nodes.succeeded(0, at: 3).isEmpty && !nodes.isUp(0), "an answer to a request sent before does not end it")
+        #expect(nodes.failed(0, reason: "connection refused", at: 4).isEmpty && !nodes.isUp(0))
+        #expect(nodes.checked(0, .refusing(status: "seeding"), at: 5).isEmpty, "said once")
+        #expect(nodes.checked(0, .unanswered, at: 6).isEmpty && !nodes.isUp(0))
+        // b and c fail: nothing answers, and the 503 says why a is out.
+        _ = nodes.failed(1, reason: "connection refused", at: 7)
+        let all = nodes.failed(2, reason: "connection refused", at: 8)
+        #expect(all.last == .clusterUnreachable(reasons: ["a:5984: its /_up answers seeding", "b:5984: connection refused", "c:5984: connection refused"]))
+        #expect(nodes.unreachableReason.contains("a:5984 (its /_up answers seeding)"))
+        #expect(nodes.choose(at: 7.9) == nil, "neither the withdrawn node nor one within its wait")
+        #expect(nodes.choose(at: 8.5) == 1, "b once its wait is over, never a")
+        // a's check answers 200: back, and the cluster with it; requests go to a.
+        #expect(nodes.checked(0, .ready, at: 10) == [.nodeUp(node: "a:5984", downFor: 8), .clusterRecovered(node: "a:5984", unreachableFor: 2)])
+        #expect(nodes.choose(at: 10) == 0)
+        // A down node whose check answers 200 is back before any request tries it; one whose
+        // check refuses becomes withdrawn, quietly (its going was said already).
+        #expect(nodes.checked(1, .ready, at: 11) == [.nodeUp(node: "b:5984", downFor: 4)])
+        #expect(nodes.checked(2, .refusing(status: "maintenance_mode"), at: 12).isEmpty)
+        #expect(nodes.health[2] == .withdrawn(since: 8, status: "maintenance_mode"))
+    }
+
     @Test("Whatever happens, no node is chosen before its wait, the cluster is unreachable exactly while every node is down, and each outage of a node is said down once and up once",
           arguments: [1 as UInt64, 2, 3, 4, 5])
     func invariants(seed: UInt64) {
@@ -52,10 +79,16 @@ struct ClusterNodesTests {
             }
             #expect(!tried.contains(node))
             if case let .down(_, retryAt, _, _) = nodes.health[node] { #expect(retryAt <= now, "a down node only once its wait is over") }
-            let changes = Bool.random(using: &random) ? nodes.succeeded(node, at: now) : nodes.failed(node, reason: "x", at: now)
+            if case .withdrawn = nodes.health[node] { Issue.record("a withdrawn node is never chosen") }
+            var changes = Bool.random(using: &random) ? nodes.succeeded(node, at: now) : nodes.failed(node, reason: "x", at: now)
+            // Now and then a node's health check: ready, refusing (maintenance) or unanswered.
+            if Int.random(in: 0..<4, using: &random) == 0 {
+                let check: ClusterNodes.Check = [.ready, .refusing(status: "maintenance_mode"), .unanswered].randomElement(using: &random)!
+                changes += nodes.checked(Int.random(in: 0..<count, using: &random), check, at: now)
+            }
             for change in changes {
                 switch change {
-                case let .nodeDown(name, _): said[name, default: []].append("down")
+                case let .nodeDown(name, _), let .nodeWithdrawn(name, _): said[name, default: []].append("down")
                 case let .nodeUp(name, _): said[name, default: []].append("up")
                 case .clusterUnreachable: #expect(!unreachable); unreachable = true
                 case .clusterRecovered: #expect(unreachable); unreachable = false

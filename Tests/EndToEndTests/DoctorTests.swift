@@ -154,6 +154,11 @@ struct DoctorTests {
         let oneDown = DoctorChecks.clusterNodes([("a:5984", true), ("c:5984", false), ("b:5984", true)])
         #expect(oneDown.level == .problem && oneDown.message == "CouchDB node c:5984 does not answer; the application goes on through the other 2 nodes", "\(oneDown.message)")
         #expect(DoctorChecks.clusterNodes([("a:5984", false)]).message == "no CouchDB node answers (a:5984): the application answers 503")
+        // A node in maintenance mode is named with what its /_up says, as a warning, not a node gone.
+        let resting = DoctorChecks.clusterNodes([("a:5984", true), ("b:5984", false), ("c:5984", true)], withdrawn: ["b:5984": "maintenance_mode"])
+        #expect(resting.level == .warning && resting.message == "CouchDB node b:5984 (its /_up answers maintenance_mode) asks for no requests; the application goes on through the other 2 nodes", "\(resting.message)")
+        let both = DoctorChecks.clusterNodes([("a:5984", true), ("b:5984", false), ("c:5984", false)], withdrawn: ["b:5984": "seeding"])
+        #expect(both.level == .problem && both.message == "CouchDB node c:5984 does not answer (and b:5984 asks for no requests); the application goes on through the other node", "\(both.message)")
 
         // A document's job appears in both lists once; its masked target comes from the job.
         let job: JSON = ["id": "doc:a", "source": "http://peer/db/", "target": "local:mine", "state": "crashing",

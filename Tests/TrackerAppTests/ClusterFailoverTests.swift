@@ -68,6 +68,61 @@ struct ClusterFailoverTests {
         #expect(last.contains("the CouchDB cluster is reachable again through 127.0.0.1:\(node.port)"), "\(last)")
     }
 
+    @Test("A node put into maintenance mode (its /_up answers 404, as CouchDB's does) is left alone within seconds — the log and lt doctor say so, requests go to the other node — and taken back when it is ready; with every node withdrawn, a 503 says why")
+    func maintenanceMode() async throws {
+        // Two stand-in nodes that do not share data (unlike a cluster's), each prepared with the
+        // application's databases by an instance of its own first.
+        let first = try TestServer(databaseOnly: true), second = try TestServer(databaseOnly: true)
+        defer { first.stop(); second.stop() }
+        try TestServer(extraArguments: ["--couchdb", second.adminURL]).stop()
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("lt-maintenance-\(UUID().uuidString).log")
+        defer { try? FileManager.default.removeItem(at: log) }
+        let s = try TestServer(extraArguments: ["--couchdb", "\(first.adminURL),\(second.adminURL)", "--log-level", "notice"], logFile: log)
+        defer { s.stop() }
+        func logSays(_ text: String) async throws -> Bool {
+            for _ in 0..<40 {
+                if try String(contentsOf: log, encoding: .utf8).contains(text) { return true }
+                try await Task.sleep(for: .milliseconds(250))
+            }
+            return false
+        }
+        #expect(try await s.app(.PUT, "/api/users/ana", json: ["password": "pw-ana"]).status == 201)
+        #expect(try await first.request(.GET, "/lt_locations_user_ana").status == 200, "on the first node while it is ready")
+
+        // The operator drains the first node, as on CouchDB.
+        #expect(try await first.request(.PUT, "/_node/_local/_config/couchdb/maintenance_mode", json: "true").status == 200)
+        let up = try await first.request(.GET, "/_up", auth: .none)
+        #expect(up.status == 404 && up.json["status"] == "maintenance_mode", "\(up.status) \(up.text)")
+        #expect(try await logSays("CouchDB node 127.0.0.1:\(first.port) asks for no requests (its /_up answers maintenance_mode)"))
+        let bo = try await s.app(.PUT, "/api/users/bo", json: ["password": "pw-bo"])
+        #expect(bo.status == 201, "\(bo.status) \(bo.text)")
+        #expect(try await second.request(.GET, "/lt_locations_user_bo").status == 200, "created through the second node")
+        #expect(try await first.request(.GET, "/lt_locations_user_bo").status == 404, "nothing sent to the node in maintenance")
+        let url = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.port)"
+        let doctor = try TestServer.runLT(["doctor", "--url", url])
+        #expect(doctor.status == 0 && doctor.output.contains("node 127.0.0.1:\(first.port) (its /_up answers maintenance_mode) asks for no requests"), "\(doctor.output)")
+
+        // Both withdrawn (the second as `nolb`): nothing may be sent, and the 503 says why.
+        #expect(try await second.request(.PUT, "/_node/_local/_config/couchdb/maintenance_mode", json: "nolb").status == 200)
+        #expect(try await logSays("127.0.0.1:\(second.port) asks for no requests (its /_up answers nolb)"))
+        let refused = try await s.app(.PUT, "/api/users/cy", json: ["password": "pw-cy"])
+        #expect(refused.status == 503 && refused.text.contains("its /_up answers maintenance_mode") && refused.text.contains("its /_up answers nolb"),
+                "\(refused.status) \(refused.text)")
+
+        // Meanwhile the mirrors wait for a node rather than start and give up in a loop (which
+        // once wrote millions of log lines a minute).
+        try await Task.sleep(for: .seconds(2))
+        let mirrorLines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n").filter { $0.contains("mirror of") }
+        #expect(mirrorLines.count < 10, "\(mirrorLines.count) lines about the mirrors: \(mirrorLines.suffix(4))")
+
+        // The second ready again: taken back by its check, and everything answers.
+        #expect(try await second.request(.PUT, "/_node/_local/_config/couchdb/maintenance_mode", json: "false").status == 200)
+        #expect(try await logSays("the CouchDB cluster is reachable again through 127.0.0.1:\(second.port)"))
+        let cy = try await s.app(.PUT, "/api/users/cy", json: ["password": "pw-cy"])
+        #expect(cy.status == 201, "\(cy.status) \(cy.text)")
+        #expect(try await first.request(.GET, "/lt_locations_user_cy").status == 404)
+    }
+
     @Test("A node that takes connections and never answers (frozen, or cut off after connecting) is given up within seconds by a health check, never waited on until the 120 s deadline")
     func silentNode() async throws {
         let node = try TestServer(databaseOnly: true)

@@ -116,8 +116,7 @@ public struct ClusterNodes: Sendable, Equatable {
     }
 
     /// A request could not reach `node` (`reason` says why): the node is down for a while, longer
-    /// with each failure in a row.
-    /// A withdrawn node stays withdrawn (its health check decides).
+    /// with each failure in a row. A withdrawn node stays withdrawn (its health check decides).
     public mutating func failed(_ node: Int, reason: String, at now: Double) -> [Change] {
         switch health[node] {
         case .up:

@@ -121,18 +121,15 @@ public final class ClusterHealth: Sendable {
 
     public var current: Int { state.withLockedValue { $0.current } }
     public func isUp(_ node: Int) -> Bool { state.withLockedValue { $0.isUp(node) } }
-    /// The nodes whose health check asks for no requests, with what it says.
-    public var withdrawn: [(node: String, status: String)] {
+    /// Each node's name, whether it answers, and what its health check says when it asks for
+    /// no requests, for the metrics.
+    public var nodes: [(node: String, up: Bool, withdrawn: String?)] {
         state.withLockedValue { state in
-            state.nodes.indices.compactMap { node in
-                if case let .withdrawn(_, status) = state.health[node] { return (state.nodes[node], status) }
-                return nil
+            zip(state.nodes, state.health).map { node, health in
+                if case let .withdrawn(_, status) = health { return (node, false, status) }
+                return (node, health == .up, nil)
             }
         }
-    }
-    /// Each node's name and whether it answers, for the metrics.
-    public var nodes: [(node: String, up: Bool)] {
-        state.withLockedValue { state in state.nodes.indices.map { (state.nodes[$0], state.isUp($0)) } }
     }
 }
 

@@ -284,8 +284,10 @@ public enum LocationTrackerServer {
         }
         let metrics = configuration.database.metrics
         metrics.addCollector {
-            for (node, up) in cluster.health.nodes { metrics.gauge("lt_couchdb_node_up", [("node", node)], up ? 1 : 0) }
-            for (node, status) in cluster.health.withdrawn { metrics.gauge("lt_couchdb_node_withdrawn", [("node", node), ("status", status)], 1) }
+            for (node, up, withdrawn) in cluster.health.nodes {
+                metrics.gauge("lt_couchdb_node_up", [("node", node)], up ? 1 : 0)
+                if let withdrawn { metrics.gauge("lt_couchdb_node_withdrawn", [("node", node), ("status", withdrawn)], 1) }
+            }
         }
     }
 

@@ -11,8 +11,9 @@ import Logging
 /// which user databases changed and copies their new changes in rounds: for each changed
 /// database (several at a time) `_changes` since its checkpoint with the documents, and
 /// `_bulk_get` of those revisions that need their history or attachments; then, for the whole round, one `_bulk_docs` with
-/// `new_edits=false` into `lt_locations_all` and one `_bulk_docs` of the checkpoints (`_local`
-/// documents there), so a round of a thousand databases costs two commits, not two thousand.
+/// `new_edits=false` into `lt_locations_all`, so a round of a thousand databases costs one
+/// commit, not a thousand; the checkpoints (`_local` documents there) are saved beside the
+/// rounds, together, at most once a second (`saveCheckpoints`).
 /// On start it reads every checkpoint and, in a lane of its own beside the rounds, looks at
 /// every user database once, which covers whatever changed while it was not running. Only
 /// CouchDB API calls: it works the same against Apache CouchDB (this server answers an admin's
@@ -173,6 +174,7 @@ public final class Consolidator: Sendable {
         self.logger = logger
         self.disturbed = disturbed
         lateLookDelays = lateLooks.map(\.seconds)
+        (saveSignals, saveWanted) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
     }
 
     /// User databases the start-up sweep takes at a time, and reads at once: few, so that it
@@ -187,14 +189,20 @@ public final class Consolidator: Sendable {
     static let roundInterval = Duration.milliseconds(100)
 
     /// Each user database's checkpoint, shared by the two lanes (below).
-    private let checkpoints = NIOLockedValueBox<[String: Checkpoint]>([:])
+    let checkpoints = NIOLockedValueBox<[String: Checkpoint]>([:])
+    /// Databases copied past their saved checkpoint: the saving lane writes them
+    /// (`ConsolidatorCheckpoints.swift`).
+    let unsaved = NIOLockedValueBox<Set<String>>([])
+    /// Wakes the saving lane; one signal is kept, so many rounds make one save.
+    let saveWanted: AsyncStream<Void>.Continuation
+    let saveSignals: AsyncStream<Void>
     /// The databases a lane is copying now: the other leaves them alone meanwhile.
     private let copying = NIOLockedValueBox<Set<String>>([])
 
-    /// Runs until cancelled, in two lanes: one follows `_db_updates` and copies what changes
-    /// now, in rounds; the other looks at every user database once (what changed while the
-    /// consolidator was not running), a few at a time. With 100,000 users the sweep takes
-    /// minutes, and fresh locations do not wait for it.
+    /// Runs until cancelled, in three lanes: one follows `_db_updates` and copies what changes
+    /// now, in rounds; another looks at every user database once (what changed while the
+    /// consolidator was not running), a few at a time — with 100,000 users the sweep takes
+    /// minutes, and fresh locations do not wait for it; the third saves the checkpoints.
     public func run() async {
         // Take the feed's position first, so nothing written during the sweep is missed.
         let position = try? await couch.request(.get, "/_db_updates", query: ["since": "now"], body: nil)
@@ -205,6 +213,7 @@ public final class Consolidator: Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.follow(since: since) }
             group.addTask { await self.sweep(everyDatabase) }
+            group.addTask { await self.saveCheckpoints() }
         }
     }
 
@@ -489,26 +498,14 @@ public final class Consolidator: Sendable {
                 checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: checkpoints[batch.db]?.rev)
             }
         }
+        // The others move on at once; their checkpoints are saved beside the rounds.
         let copied = batches.filter { !$0.docs.isEmpty && refused[$0.db] == nil }
         guard !copied.isEmpty else { return refused }
-        let saves: [JSON] = copied.map { batch in
-            var doc: JSONObject = ["_id": .string(Consolidator.checkpointPrefix + batch.db), "seq": .string(batch.lastSeq)]
-            if let rev = checkpoints.withLockedValue({ $0[batch.db]?.rev }) { doc["_rev"] = .string(rev) }
-            return .object(doc)
+        checkpoints.withLockedValue { checkpoints in
+            for batch in copied { checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: checkpoints[batch.db]?.rev) }
         }
-        let saved = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(saves)])
-        guard saved.ok else { throw ConsolidationError("saving checkpoints answered \(saved.status)") }
-        let results = saved.json.arrayValue ?? []
-        for (batch, result) in zip(copied, results) {
-            if let rev = result["rev"]?.stringValue, result["error"] == nil {
-                checkpoints.withLockedValue { $0[batch.db] = Checkpoint(seq: batch.lastSeq, rev: rev) }
-            } else {
-                // Changed behind our back (a user deleted and registered again): read it afresh.
-                let current = try await couch.request(.get, "/\(all)/\(Consolidator.checkpointPrefix)\(batch.db)")
-                let fresh = current.ok ? Checkpoint(seq: current.json["seq"]?.stringValue ?? "0", rev: current.json["_rev"]?.stringValue) : nil
-                checkpoints.withLockedValue { $0[batch.db] = fresh }
-            }
-        }
+        unsaved.withLockedValue { $0.formUnion(copied.map(\.db)) }
+        saveWanted.yield()
         return refused
     }
 }

@@ -102,6 +102,47 @@ struct ConsolidationSafetyTests {
         for i in 0...5 { #expect(try await Self.arrives(api, "hal:fix-\(i)", within: 30), "fix-\(i) was lost") }
         for _ in 0..<50 where !consolidator.status.refused.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         #expect(consolidator.status.refused.isEmpty && consolidator.status.retrying == 0, "\(consolidator.status.json.text)")
-        #expect(await api.perform(.get, "/lt_locations_all/_local/consolidated-lt_locations_user_hal").status == 200)
+        // The checkpoint is saved beside the rounds, within a second or so of the copy.
+        var saved = await api.perform(.get, "/lt_locations_all/_local/consolidated-lt_locations_user_hal")
+        for _ in 0..<50 where saved.status != 200 {
+            try await Task.sleep(for: .milliseconds(100))
+            saved = await api.perform(.get, "/lt_locations_all/_local/consolidated-lt_locations_user_hal")
+        }
+        #expect(saved.status == 200)
+    }
+
+    @Test("Checkpoints are saved beside the rounds, at most about once a second, and a restart after a save copies nothing again")
+    func checkpointsSavedBesideRounds() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.cleanup() }
+        let (api, service) = try await Self.serverWithoutJavaScript(directory.url)
+        _ = try await service.register(username: "ivy", password: "secret-password")
+        let consolidator = Consolidator(couch: InProcessCouch(api: api))
+        let consolidation = Task { await consolidator.run() }
+        // A write every 50 ms for 2.5 s: a round each (rounds start at most every 100 ms).
+        let started = ContinuousClock.now
+        for i in 0..<50 {
+            #expect(await api.perform(.put, "/lt_locations_user_ivy/fix-\(i)", body: Self.location(i)).status == 201)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(try await Self.arrives(api, "ivy:fix-49"))
+        try await Task.sleep(for: .milliseconds(2500))
+        let elapsed = started.duration(to: .now).seconds
+        let rounds = consolidator.statistics.rounds
+        consolidation.cancel()
+        _ = await consolidation.value
+        // `_local` revisions count the saves: "0-N" after N saves.
+        let checkpoint = await api.perform(.get, "/lt_locations_all/_local/consolidated-lt_locations_user_ivy")
+        #expect(checkpoint.status == 200)
+        let json = try JSON.parse(checkpoint.body)
+        let saves = Int(json["_rev"]?.stringValue?.split(separator: "-").last ?? "") ?? 0
+        #expect(rounds >= 10, "only \(rounds) rounds: the test did not make many rounds")
+        #expect(saves >= 1 && Double(saves) <= elapsed + 2, "\(saves) checkpoint saves in \(elapsed) s and \(rounds) rounds")
+        // The saved checkpoint covers every copy: a new consolidator finds nothing to copy.
+        let again = Consolidator(couch: InProcessCouch(api: api))
+        let second = Task { await again.run() }
+        defer { second.cancel() }
+        for _ in 0..<100 where again.status.sweepRemaining > 0 || again.statistics.swept == 0 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(again.statistics.swept >= 1 && again.statistics.documentsCopied == 0, "\(again.status.json.text)")
     }
 }

@@ -501,4 +501,25 @@ struct CouchDBAnswersTests {
             #expect(try await s.request(.PUT, path, json: [:]).json["error"] == "bad_request", "\(path)")
         }
     }
+
+    @Test("/_up as CouchDB 3.4.3 answers it in and out of maintenance mode (what load balancers and lt's own failover read)")
+    func upInMaintenanceMode() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        // CouchDB 3.4.3, a node of a three-node cluster, with curl (2026-11-28): 200 {"status":"ok",
+        // "seeds":{...}} (the seedlist's nodes; `{}` without one, chttpd_misc:handle_up_req);
+        // `maintenance_mode` true: 404 {"status":"maintenance_mode"}; nolb: 404 {"status":"nolb"};
+        // back to false: 200 again, at once; `GET /` answered 200 all along.
+        let ok = try await s.request(.GET, "/_up")
+        #expect(ok.status == 200 && ok.json == ["status": "ok", "seeds": [:]], "\(ok.text)")
+        for (value, status) in [("true", "maintenance_mode"), ("nolb", "nolb")] {
+            #expect(try await s.request(.PUT, "/_node/_local/_config/couchdb/maintenance_mode", json: .string(value)).status == 200)
+            let up = try await s.request(.GET, "/_up")
+            #expect(up.status == 404 && up.json == ["status": .string(status)], "\(value): \(up.status) \(up.text)")
+            // Only the health check says so: requests are still answered.
+            #expect(try await s.request(.GET, "/").status == 200)
+        }
+        #expect(try await s.request(.PUT, "/_node/_local/_config/couchdb/maintenance_mode", json: "false").status == 200)
+        #expect(try await s.request(.GET, "/_up").status == 200)
+    }
 }

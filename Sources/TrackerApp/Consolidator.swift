@@ -188,7 +188,7 @@ public final class Consolidator: Sendable {
     /// more update of its indexes). A write after a quiet spell is copied at once.
     static let roundInterval = Duration.milliseconds(100)
 
-    /// Each user database's checkpoint, shared by the two lanes (below).
+    /// Each user database's checkpoint, shared by the lanes (below).
     let checkpoints = NIOLockedValueBox<[String: Checkpoint]>([:])
     /// Databases copied past their saved checkpoint: the saving lane writes them
     /// (`ConsolidatorCheckpoints.swift`).
@@ -203,6 +203,7 @@ public final class Consolidator: Sendable {
     /// now, in rounds; another looks at every user database once (what changed while the
     /// consolidator was not running), a few at a time — with 100,000 users the sweep takes
     /// minutes, and fresh locations do not wait for it; the third saves the checkpoints.
+    /// Call it once per consolidator (the saving lane's signals have one reader).
     public func run() async {
         // Take the feed's position first, so nothing written during the sweep is missed.
         let position = try? await couch.request(.get, "/_db_updates", query: ["since": "now"], body: nil)

@@ -103,12 +103,7 @@ struct ConsolidationSafetyTests {
         for _ in 0..<50 where !consolidator.status.refused.isEmpty { try await Task.sleep(for: .milliseconds(100)) }
         #expect(consolidator.status.refused.isEmpty && consolidator.status.retrying == 0, "\(consolidator.status.json.text)")
         // The checkpoint is saved beside the rounds, within a second or so of the copy.
-        var saved = await api.perform(.get, "/lt_locations_all/_local/consolidated-lt_locations_user_hal")
-        for _ in 0..<50 where saved.status != 200 {
-            try await Task.sleep(for: .milliseconds(100))
-            saved = await api.perform(.get, "/lt_locations_all/_local/consolidated-lt_locations_user_hal")
-        }
-        #expect(saved.status == 200)
+        #expect(try await Self.arrives(api, "_local/consolidated-lt_locations_user_hal", within: 5))
     }
 
     @Test("Checkpoints are saved beside the rounds, at most about once a second, and a restart after a save copies nothing again")

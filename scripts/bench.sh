@@ -7,7 +7,8 @@
 # postgresql-15-postgis-3; its psql and pgbench on the PATH); then PouchDB 9's initial sync in
 # headless Chromium from each (scripts/bench-pouchdb.py), when LT_BENCH_POUCHDB_DIST names the
 # dist/ directory of a PouchDB 9 release (it says "skipped" otherwise). Figures are printed and written
-# as JSON to .build/bench/compare.json and .build/bench/scale.json; speed never fails this
+# as JSON to .build/bench/compare.json and .build/bench/scale.json (scale-single-db.json: the
+# same with lt in single-database mode); speed never fails this
 # script, a broken run does. A small `lt-bench population` run (1,000 users) checks the
 # million-user tool; `lt-bench tls` what HTTPS costs (a shorter run with --quick).
 #
@@ -24,11 +25,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(compare --json .build/bench/compare.json)
 scale=(scale --json .build/bench/scale.json)
+# The same workload with lt in single-database mode (lt alone: the original design beside it has
+# a database per user in either case).
+single=(scale --mode single-db --json .build/bench/scale-single-db.json)
 tls=(tls)
 configuration=release
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --quick) args+=(--quick); scale+=(--quick); tls+=(--requests 2000 --handshakes 200 --rounds 1); shift ;;
+        --quick) args+=(--quick); scale+=(--quick); single+=(--quick); tls+=(--requests 2000 --handshakes 200 --rounds 1); shift ;;
         --debug) configuration=debug; shift ;;
         --) shift; args+=("$@"); break ;;
         *) echo "usage: scripts/bench.sh [--quick] [--debug] [-- lt-bench compare arguments]" >&2; exit 2 ;;
@@ -54,6 +58,7 @@ mkdir -p .build/bench
 bin="$(swift build -c "$configuration" --show-bin-path)"
 "$bin/lt-bench" "${args[@]}"
 "$bin/lt-bench" "${scale[@]}"
+"$bin/lt-bench" "${single[@]}"
 # The million-user tool at a small size (docs/scaling.md runs it with a million): it must keep working.
 population=$(mktemp -d)
 trap 'rm -rf "$population"' EXIT

@@ -57,6 +57,16 @@ public struct CouchHTTPClient: Sendable {
     /// goes to another node instead of waiting on one that is gone.
     public static let failingFast = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
 
+    /// Connections like `failingFast`, in a pool of their own as large as a listener's default
+    /// connection limit (`lt serve --max-connections`, 2,048): for requests this server forwards
+    /// for its clients (`CouchCluster`: devices' writes, reads and feeds in single-database
+    /// mode). Each forwarded request has a client connection behind it, so none waits for a
+    /// pooled connection — a client's held-open `_changes` feeds cannot queue other clients'
+    /// requests, nor the application's own on `failingFast`. Idle ones close after 10 s.
+    public static let forwarding = makeHTTPClient(
+        retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2),
+        connectionsPerHost: 2_048, idleTimeout: .seconds(10))
+
     /// Connections of their own for health checks (`upCheck`), so a check never waits behind
     /// the requests it is checking on.
     static let probing = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
@@ -72,9 +82,13 @@ public struct CouchHTTPClient: Sendable {
         return .refusing(status: status ?? "HTTP 404")
     }
 
-    private static func makeHTTPClient(retryingConnections: Bool, tls: TLSConfiguration, connectTimeout: TimeAmount = .seconds(10)) -> HTTPClient {
+    private static func makeHTTPClient(
+        retryingConnections: Bool, tls: TLSConfiguration, connectTimeout: TimeAmount = .seconds(10),
+        connectionsPerHost: Int = 16, idleTimeout: TimeAmount = .seconds(60)
+    ) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
-        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
+        // Requests beyond `connectionsPerHost` wait for a connection of the pool to be free.
+        configuration.connectionPool = .init(idleTimeout: idleTimeout, concurrentHTTP1ConnectionsPerHostSoftLimit: connectionsPerHost)
         configuration.connectionPool.retryConnectionEstablishment = retryingConnections
         configuration.timeout.connect = connectTimeout
         configuration.tlsConfiguration = tls

@@ -34,8 +34,10 @@ public struct CouchCluster: Sendable {
     }
 
     /// Every node's URL with the same admin credentials; requests go to a node that answers
-    /// (`health`: the application's view of the nodes, so both steer the same way).
-    public init(urls: [String], health: ClusterHealth?, client: HTTPClient = CouchHTTPClient.failingFast) throws(CouchError) {
+    /// (`health`: the application's view of the nodes, so both steer the same way), on
+    /// connections of their own (`CouchHTTPClient.forwarding`), never queued behind the
+    /// application's requests or behind each other.
+    public init(urls: [String], health: ClusterHealth?, client: HTTPClient = CouchHTTPClient.forwarding) throws(CouchError) {
         guard let first = urls.first else { throw .badRequest("The CouchDB cluster needs at least one node's URL") }
         let admin = try CouchHTTPClient.admin(url: first, http: client)
         adminAuthorization = admin.basicAuthorization ?? ""

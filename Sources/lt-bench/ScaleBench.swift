@@ -12,7 +12,8 @@ import Foundation
 /// server does not slow the arrivals down), while a prober asks `/api/places` and another runs
 /// a device's push cycle; the figures are registration, write latency, how long each location
 /// took to reach the consolidated database, those probes' latencies, the server's CPU per
-/// write, its memory and its disk per user.
+/// write, its memory and its disk per user. With `--mode single-db` lt keeps everyone's
+/// locations in one shared database, which devices write through lt's database port.
 struct ScaleBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scale",
@@ -67,6 +68,9 @@ struct ScaleBench: AsyncParsableCommand {
     @Option(name: .customLong("couchdb-proxy"), help: "With --couchdb-cluster: the load balancer in front of the nodes (e.g. HAProxy), where devices write and the consolidated database is watched (default: the first node).")
     var couchdbProxy: String?
 
+    @Option(help: "Where lt keeps the users' locations, on every lt side: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, which devices write through lt's database port; the watcher reads that database, on the cluster in cluster mode). The original design's side (--couchdb) always has a database per user.")
+    var mode: ScaleMode = .dbPerUser
+
     @Option(help: "Keep the registered users in this directory (lt's data) and on the cluster, so that a later run with the same directory registers only the users missing (registering 100,000 users on three CouchDB nodes sharing two cores would take four hours).")
     var keep: String?
 
@@ -111,11 +115,12 @@ struct ScaleBench: AsyncParsableCommand {
         defer { if kept == nil { try? FileManager.default.removeItem(at: scratch) } }
         let binary = peers.lt.executable
         let admin = (user: "bench", password: "bench-password")
-        let arguments = ["--password-iterations", String(passwordIterations), "--tiles", "none"]
+        let mode = mode
+        let arguments = ["--password-iterations", String(passwordIterations), "--tiles", "none", "--mode", mode.rawValue]
         // Each side's servers start when its turn comes, so none loads the machine during another's.
         var starts: [(name: String, start: () async throws -> (ScaleSide, LTServeProcess?))] = clusterOnly ? [] : [("lt", {
             let server = try await LTServeProcess.start(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin, arguments: arguments)
-            return (try ScaleSide.lt(server, admin: admin, data: scratch.appendingPathComponent("lt/data"), kept: kept != nil), server)
+            return (try ScaleSide.lt(server, admin: admin, data: scratch.appendingPathComponent("lt/data"), kept: kept != nil, mode: mode), server)
         })]
         if let couchdb = peers.couchdb {
             // CouchDB's password iterations are changed at its own turn, and put back after it.
@@ -126,26 +131,28 @@ struct ScaleBench: AsyncParsableCommand {
                     let couchDB = try await ScaleSide.couchDB(couchdb, peers: peers, iterations: nil)
                     let server = try await LTServeProcess.start(
                         binary: binary, directory: scratch.appendingPathComponent("cluster"), admin: admin, arguments: arguments + ["--couchdb", couchdb])
-                    return (ScaleSide.cluster(server, couchDB: couchDB, data: scratch.appendingPathComponent("cluster/data")), server)
+                    return (ScaleSide.cluster(server, couchDB: couchDB, data: scratch.appendingPathComponent("cluster/data"), mode: mode), server)
                 }))
             }
         }
         if let couchdbCluster {
             let nodes = ScaleBench.nodes(couchdbCluster)
             let proxy = couchdbProxy
-            // Devices are told the load balancer's address, without the admin's credentials.
-            let deviceAddress = try proxy.map { try Bench.Target(url: $0).base }
+            // Devices are told the load balancer's address, without the admin's credentials; in
+            // single-database mode they write through lt, which keeps each to their own documents.
+            let deviceAddress = mode == .singleDB ? nil : try proxy.map { try Bench.Target(url: $0).base }
             starts.append(("lt+\(nodes.count) CouchDB nodes", {
                 let server = try await LTServeProcess.start(
                     binary: binary, directory: scratch.appendingPathComponent("nodes"), admin: admin,
                     arguments: arguments + ["--couchdb", nodes.joined(separator: ",")] + (deviceAddress.map { ["--device-couchdb", $0] } ?? []))
-                return (try await ScaleSide.couchDBCluster(server, nodes: nodes, proxy: proxy, data: scratch.appendingPathComponent("nodes/data"), kept: kept != nil), server)
+                return (try await ScaleSide.couchDBCluster(server, nodes: nodes, proxy: proxy, data: scratch.appendingPathComponent("nodes/data"),
+                                                           kept: kept != nil, mode: mode), server)
             }))
         }
         print("""
             lt-bench scale: \(plan.users) users, \(plan.devices) devices writing \(plan.rate) locations/s for \(plan.seconds) s \
             over \(writeConnections) connections, /api/places \(plan.placesRate)/s, device push cycles \(plan.syncRate)/s; \
-            PBKDF2 iterations \(passwordIterations) on both
+            lt in \(mode.rawValue) mode; PBKDF2 iterations \(passwordIterations) on both
             machine: \(ProcessInfo.processInfo.activeProcessorCount) cores; load average at the start: \(CompareHeader.loadAverage()); lt built with \(Allocator.description)
             """)
         var results: [[ScaleFigure: Double]] = []
@@ -176,7 +183,7 @@ struct ScaleBench: AsyncParsableCommand {
             for (side, values) in zip(sides, results) { row.values[side.name] = values[figure] }
             table.add(row)
         }
-        try table.finish(json: json, context: ["plan": plan.json])
+        try table.finish(json: json, context: ["plan": plan.json, "mode": .string(mode.rawValue)])
     }
 }
 
@@ -185,6 +192,17 @@ extension ScaleBench {
     static func nodes(_ list: String) -> [String] {
         list.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
     }
+}
+
+/// Where lt keeps users' locations in a scale run (`lt serve --mode`).
+enum ScaleMode: String, Sendable, ExpressibleByArgument, CaseIterable {
+    /// A private database per user, consolidated into `lt_locations_all`.
+    case dbPerUser = "db-per-user"
+    /// One shared database, `lt_locations_all_envoy`, each user in their own namespace.
+    case singleDB = "single-db"
+
+    /// The database where every user's locations end up, which the run's watcher follows.
+    var consolidated: String { self == .singleDB ? "lt_locations_all_envoy" : "lt_locations_all" }
 }
 
 /// The sizes of one scale run.
@@ -231,6 +249,11 @@ struct ScaleSide: Sendable {
     let dataDirectories: [String]
     /// Whether the run's users stay for the next run (`--keep`): only missing ones are registered.
     var kept = false
+    /// Where lt keeps the locations (the original design's CouchDB: a database per user).
+    var mode = ScaleMode.dbPerUser
+    /// Where devices write and push, when not at `target`: lt's database port in single-database
+    /// mode in front of CouchDB (it keeps each device to its own documents of the shared database).
+    var devicePort: Int?
 
     /// The application API's port, where lt has one.
     var applicationPort: Int? {
@@ -242,16 +265,19 @@ struct ScaleSide: Sendable {
 
     var host: String { URLComponents(string: target.base)?.host ?? "127.0.0.1" }
     var port: Int { URLComponents(string: target.base)?.port ?? 5984 }
+    /// The port devices write to (on `host`).
+    var writePort: Int { devicePort ?? port }
 
-    static func lt(_ server: LTServeProcess, admin: (user: String, password: String), data: URL, kept: Bool) throws -> ScaleSide {
+    static func lt(_ server: LTServeProcess, admin: (user: String, password: String), data: URL, kept: Bool, mode: ScaleMode) throws -> ScaleSide {
         ScaleSide(name: "lt", kind: .lt(applicationPort: server.applicationPort ?? 0),
                   target: Bench.Target(base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password),
-                  pids: [server.pid], processNames: ["lt"], consolidated: "lt_locations_all", dataDirectories: [data.path], kept: kept)
+                  pids: [server.pid], processNames: ["lt"], consolidated: mode.consolidated, dataDirectories: [data.path], kept: kept, mode: mode)
     }
 
     /// lt in cluster mode given every node of a CouchDB cluster; devices write through `proxy`
-    /// (or the first node). Its processes: each node, the proxy when it runs here, and lt.
-    static func couchDBCluster(_ server: LTServeProcess, nodes: [String], proxy: String?, data: URL, kept: Bool) async throws -> ScaleSide {
+    /// (or the first node) — through lt in single-database mode. Its processes: each node, the
+    /// proxy when it runs here, and lt.
+    static func couchDBCluster(_ server: LTServeProcess, nodes: [String], proxy: String?, data: URL, kept: Bool, mode: ScaleMode) async throws -> ScaleSide {
         let target = try Bench.Target(url: proxy ?? nodes[0])
         var pids: [Int32] = []
         var names: [String] = []
@@ -270,8 +296,8 @@ struct ScaleSide: Sendable {
             names.append("load balancer")
         }
         return ScaleSide(name: "lt+\(nodes.count) CouchDB nodes", kind: .cluster(applicationPort: server.applicationPort ?? 0), target: target,
-                         pids: pids + [server.pid], processNames: names + ["lt"], consolidated: "lt_locations_all",
-                         dataDirectories: directories + [data.path], kept: kept)
+                         pids: pids + [server.pid], processNames: names + ["lt"], consolidated: mode.consolidated,
+                         dataDirectories: directories + [data.path], kept: kept, mode: mode, devicePort: mode == .singleDB ? server.port : nil)
     }
 
     /// A CouchDB node's data directory (its `database_dir`, relative to its working directory unless absolute).
@@ -283,10 +309,10 @@ struct ScaleSide: Sendable {
     }
 
     /// lt in cluster mode in front of the CouchDB of `couchDB` (its own side, measured before).
-    static func cluster(_ server: LTServeProcess, couchDB: ScaleSide, data: URL) -> ScaleSide {
+    static func cluster(_ server: LTServeProcess, couchDB: ScaleSide, data: URL, mode: ScaleMode) -> ScaleSide {
         ScaleSide(name: "lt+CouchDB", kind: .cluster(applicationPort: server.applicationPort ?? 0), target: couchDB.target,
-                  pids: couchDB.pids + [server.pid], processNames: ["CouchDB", "lt"], consolidated: "lt_locations_all",
-                  dataDirectories: couchDB.dataDirectories + [data.path])
+                  pids: couchDB.pids + [server.pid], processNames: ["CouchDB", "lt"], consolidated: mode.consolidated,
+                  dataDirectories: couchDB.dataDirectories + [data.path], mode: mode, devicePort: mode == .singleDB ? server.port : nil)
     }
 
     /// CouchDB as the original design used it; with `iterations`, its password iterations are
@@ -307,14 +333,17 @@ struct ScaleSide: Sendable {
 
     var client: Bench.Client { get throws { try Bench.Client(base: target.base, authorization: target.authorization) } }
 
-    /// The user names: lt's rule (a letter first), and CouchDB's under the run's prefix.
-    func userName(_ i: Int) -> String {
+    /// The user names: this prefix and the user's number in seven digits.
+    var userPrefix: String {
         switch kind {
-        case .lt: String(format: "u%07d", i)
-        case .couchDB: String(format: "scale-u%07d", i)
-        case .cluster: String(format: "scale-c%07d", i)
+        case .lt: "u"  // lt's rule: a letter first
+        case .couchDB: "scale-u"
+        // Each mode's users of their own: a user of one mode does not work in the other.
+        case .cluster: mode == .singleDB ? "scale-s" : "scale-c"
         }
     }
+
+    func userName(_ i: Int) -> String { userPrefix + String(format: "%07d", i) }
 
     /// User `i`'s database on CouchDB as the original design names it (under the run's prefix).
     func couchDBDatabase(_ i: Int) -> String { String(format: "scale-locations-user-u%07d", i) }
@@ -362,22 +391,29 @@ struct ScaleSide: Sendable {
             guard let key = json["api_key"]?.stringValue, let secret = json["api_password"]?.stringValue, let db = json["location_db_name"]?.stringValue else {
                 throw BenchConnection.Failure(description: "login answered without a key")
             }
+            // The run writes where the login sends devices: the deployment's path, not a shortcut.
+            if let address = json["location_db_host"]?.stringValue, let port = address.split(separator: ":").last.flatMap({ Int($0) }), port != writePort {
+                throw BenchConnection.Failure(description: "login hands devices \(address), but the run writes to port \(writePort)")
+            }
             return ("Basic " + Data("\(key):\(secret)".utf8).base64EncodedString(), db)
         case .couchDB:
             return ("Basic " + Data("\(name):password-\(i)".utf8).base64EncodedString(), couchDBDatabase(i))
         }
     }
 
-    /// The users whose private database exists already (an earlier run's, with `--keep`), by index.
+    /// The users an earlier run registered (with `--keep`), by index: those whose private
+    /// database exists, or in single-database mode whose `lt_users` document does.
     func registeredUsers() async throws -> Set<Int> {
-        let prefix: String
-        switch kind {
-        case .lt: prefix = "lt_locations_user_u"
-        case .cluster: prefix = "lt_locations_user_scale-c"
-        case .couchDB: return []  // the original design's side starts afresh every run
-        }
+        if case .couchDB = kind { return [] }  // the original design's side starts afresh every run
+        let prefix = mode == .singleDB ? userPrefix : "lt_locations_user_" + userPrefix
         let range = "startkey=\(Self.quoted(prefix))&endkey=\(Self.quoted(prefix + "\u{FFF0}"))"
-        let names = try JSON.parse(try await client.send("GET", "/_all_dbs?\(range)", expect: 200)).arrayValue ?? []
+        let names: [JSON]
+        if mode == .singleDB {
+            // lt makes lt_users when it starts.
+            names = (try JSON.parse(try await client.send("GET", "/lt_users/_all_docs?\(range)", expect: 200))["rows"]?.arrayValue ?? []).compactMap { $0["id"] }
+        } else {
+            names = try JSON.parse(try await client.send("GET", "/_all_dbs?\(range)", expect: 200)).arrayValue ?? []
+        }
         return Set(names.compactMap { $0.stringValue.flatMap { $0.hasPrefix(prefix) ? Int($0.dropFirst(prefix.count)) : nil } })
     }
 
@@ -429,12 +465,12 @@ struct ScaleSide: Sendable {
         let client = try client
         let keys = "startkey=\(Self.quoted("org.couchdb.user:key-"))&endkey=\(Self.quoted("org.couchdb.user:key-\u{FFF0}"))&include_docs=true"
         let keyRows = try JSON.parse(try await client.send("GET", "/_users/_all_docs?\(keys)", expect: 200))["rows"]?.arrayValue ?? []
-        let users = "startkey=\(Self.quoted("scale-c"))&endkey=\(Self.quoted("scale-c\u{FFF0}"))&include_docs=true"
+        let users = "startkey=\(Self.quoted(userPrefix))&endkey=\(Self.quoted(userPrefix + "\u{FFF0}"))&include_docs=true"
         let userRows = (try? JSON.parse(try await client.send("GET", "/lt_users/_all_docs?\(users)", expect: 200))["rows"]?.arrayValue) ?? []
         // Only the run's users' keys: the cluster may hold others.
-        try await deleteDocuments(keyRows.filter { $0["doc"]?["lt_user"]?.stringValue?.hasPrefix("scale-c") == true }, from: "_users")
+        try await deleteDocuments(keyRows.filter { $0["doc"]?["lt_user"]?.stringValue?.hasPrefix(userPrefix) == true }, from: "_users")
         try await deleteDocuments(userRows, from: "lt_users")
-        try await deleteDatabases(prefix: "lt_locations_user_scale-c")
+        try await deleteDatabases(prefix: "lt_locations_user_" + userPrefix)
     }
 
     /// Deletes the documents of `_all_docs` rows, a thousand per `_bulk_docs`.

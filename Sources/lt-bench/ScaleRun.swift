@@ -41,7 +41,8 @@ struct ScaleRun {
                 "\(name) " + String(format: "%.0f MiB", Double(ServerProcessInfo.residentBytes(pid) ?? 0) / 1_048_576)
             }.joined(separator: ", "))
         }
-        if let sweep = try await side.waitForSweep(databases: registered.count) { values[.sweep] = sweep }
+        // In single-database mode there are no users' databases to look at.
+        if let sweep = try await side.waitForSweep(databases: side.mode == .singleDB ? 0 : registered.count) { values[.sweep] = sweep }
         let devices = try await logIn()
         print("  \(devices.count) devices logged in")
         let writing = try await write(devices)
@@ -187,7 +188,7 @@ struct ScaleRun {
         let cpuBefore = side.pids.map { ServerProcessInfo.cpuSeconds($0) ?? 0 }
         let failures = Locked(0)
         try await Bench.onThreads(writeConnections) { _ in
-            var connection = try BenchConnection(host: side.host, port: side.port)
+            var connection = try BenchConnection(host: side.host, port: side.writePort)
             while true {
                 let n = next.withLock { value -> Int in
                     defer { value += 1 }
@@ -209,7 +210,7 @@ struct ScaleRun {
                     }
                 } catch {
                     ScaleRun.recordFailure(failures, "PUT \(path): \(error)")
-                    connection = try BenchConnection(host: side.host, port: side.port)
+                    connection = try BenchConnection(host: side.host, port: side.writePort)
                     continue
                 }
                 let now = ContinuousClock.now
@@ -259,8 +260,9 @@ struct ScaleRun {
     }
 
     /// Runs `body` at `rate` per second (cycle k due at k / rate s) on a thread with its own
-    /// connection, until told to stop; each run's latency from when it was due (ms), or none if
-    /// `body` says the probe does not apply to this server.
+    /// connection (to the application API, or where devices write), until told to stop; each
+    /// run's latency from when it was due (ms), or none if `body` says the probe does not apply
+    /// to this server.
     func probe(rate: Int, stop: Locked<Bool>, origin: ContinuousClock.Instant, application: Bool = true,
                _ body: @escaping @Sendable (BenchConnection, Int) throws -> Bool) async throws -> [Double] {
         guard rate > 0 else { return [] }
@@ -270,7 +272,7 @@ struct ScaleRun {
             guard let applicationPort = side.applicationPort else { return [] }
             port = applicationPort
         } else {
-            port = side.port
+            port = side.writePort
         }
         let latencies = Locked<[Double]>([])
         let failures = Locked(0)

@@ -9,7 +9,8 @@ import Testing
 /// The application on a real three-node Apache CouchDB 3 cluster (n=3, CouchDB's default quorum
 /// w=2/r=2) while a node fails: `lt serve` is given every node and fails over between them;
 /// devices write their private databases through HAProxy, the address lt tells them
-/// (`--device-couchdb`). During a burst of device syncs, logins, registrations, places
+/// (`--device-couchdb`) — or, in single-database mode, the shared database through lt's
+/// database port, which fails over the same way. During a burst of device syncs, logins, registrations, places
 /// queries and exports, one node is killed (`kill -9`), partitioned away or wiped at a seeded
 /// random moment; afterwards every acknowledged location must be in its database and
 /// consolidated, and no request may have been answered 500. Each run prints its figures.
@@ -33,6 +34,13 @@ struct LiveClusterFailureTests {
         // Each node in turn (the one lt talks to first), then nodes drawn at random.
         let node = run <= 3 ? run : Int(random.next() % 3) + 1
         let outcome = try await Self.burst(fault: .kill, node: node, random: &random)
+        outcome.check()
+    }
+
+    @Test("Single-database mode: kill -9 of each node in turn, the first included, while devices write the shared database through lt: 0 acknowledged locations lost, no 500", arguments: 1...3)
+    func killedSingleDatabase(node: Int) async throws {
+        var random = SeededRandom(seed: UInt64(node) * 104_729)
+        let outcome = try await Self.burst(fault: .kill, node: node, mode: .singleDatabase, random: &random)
         outcome.check()
     }
 
@@ -85,9 +93,19 @@ struct LiveClusterFailureTests {
 
     // MARK: - The burst
 
+    /// Where the devices' locations live (`lt serve --mode`).
+    enum Mode: Sendable {
+        /// A private database each, written through the load balancer, consolidated by lt.
+        case databasePerUser
+        /// The shared `lt_locations_all_envoy`, written through lt (each user in their own
+        /// namespace, `<user>:<id>` on the cluster): nothing to consolidate.
+        case singleDatabase
+    }
+
     struct Outcome {
         var fault: Fault
         var node: Int
+        var mode: Mode
         var moment: Double
         var databases: [String]
         var acknowledged = 0
@@ -105,9 +123,9 @@ struct LiveClusterFailureTests {
 
         func check() {
             print("""
-                cluster \(fault.rawValue) node \(node) at \(String(format: "%.1f", moment)) s: \(acknowledged) locations acknowledged \
-                (\(acceptedWithoutQuorum) with 202, fewer copies than w), \(lost.count) lost, \(notConsolidated) not consolidated; \
-                all consolidated \(String(format: "%.1f", consolidatedAfter)) s after the writes stopped; \
+                cluster \(fault.rawValue) node \(node)\(mode == .singleDatabase ? " (single-database mode)" : "") at \(String(format: "%.1f", moment)) s: \(acknowledged) locations acknowledged \
+                (\(acceptedWithoutQuorum) with 202, fewer copies than w), \(lost.count) lost, \
+                \(mode == .singleDatabase ? "nothing to consolidate (analysts read the shared database)" : "\(notConsolidated) not consolidated; all consolidated \(String(format: "%.1f", consolidatedAfter)) s after the writes stopped"); \
                 devices' answers \(deviceAnswers.sorted { $0.key < $1.key }); application's \(appAnswers.sorted { $0.key < $1.key }); \
                 its slowest \(appSlowest.map { "\($0.kind) \(String(format: "%.2f", $0.seconds)) s at \(String(format: "%.1f", $0.at)) s" })
                 """)
@@ -153,40 +171,43 @@ struct LiveClusterFailureTests {
         var key: (String, String)
     }
 
-    /// Devices writing through the load balancer and the application in use, `fault` done to
-    /// `node` at a random moment 2–8 s in, undone 10 s later, writes going on 4 s more; then
-    /// every acknowledged location is looked for in its database and in `lt_locations_all`.
-    static func burst(fault: Fault, node: Int, random: inout SeededRandom) async throws -> Outcome {
+    /// Devices writing where lt tells them and the application in use, `fault` done to `node`
+    /// at a random moment 2–8 s in, undone 10 s later, writes going on 4 s more; then every
+    /// acknowledged location is looked for in its database (and in `lt_locations_all`, with a
+    /// database per user).
+    static func burst(fault: Fault, node: Int, mode: Mode = .databasePerUser, random: inout SeededRandom) async throws -> Outcome {
         // Names new to the cluster each time (the seed decides the node and the moment).
         let run = String(UUID().uuidString.prefix(8)).lowercased()
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("lt-cluster-\(run).log")
         defer { try? FileManager.default.removeItem(at: log) }
+        let devicesWriteTo = mode == .singleDatabase ? ["--mode", "single-db"] : ["--device-couchdb", LiveCluster.withoutCredentials(LiveCluster.proxy)]
         let server = try TestServer(extraArguments: [
-            "--couchdb", LiveCluster.nodes.joined(separator: ","), "--device-couchdb", LiveCluster.withoutCredentials(LiveCluster.proxy),
+            "--couchdb", LiveCluster.nodes.joined(separator: ","),
             "--max-registrations-per-hour", "100000", "--password-iterations", "1000", "--log-level", "notice",
-        ], logFile: log)
+        ] + devicesWriteTo, logFile: log)
         defer { server.stop() }
         let admin = TestServer.Auth.basic(LiveCluster.admin.0, LiveCluster.admin.1)
 
-        // Eight users, each with a device signed in: they are told the load balancer's address.
+        // Eight users, each with a device signed in: they are told the load balancer's address,
+        // or lt's database port in single-database mode.
+        let deviceBase = mode == .singleDatabase ? server.baseURL : LiveCluster.withoutCredentials(LiveCluster.proxy)
         var signedIn: [Device] = []
         for index in 0..<8 {
             let user = "c\(run)u\(index)", password = "pw-\(user)"
             let registered = try await server.app(.PUT, "/api/users/\(user)", json: ["password": .string(password)])
             #expect(registered.status == 201, "\(registered.text)")
             let login = try await server.app(.POST, "/api/login", json: ["username": .string(user), "password": .string(password)])
-            #expect(login.json["location_db_host"]?.stringValue == URLComponents(string: LiveCluster.proxy).map { "\($0.host ?? ""):\($0.port ?? 0)" })
+            #expect(login.json["location_db_host"]?.stringValue == URLComponents(string: deviceBase).map { "\($0.host ?? ""):\($0.port ?? 0)" })
             signedIn.append(Device(user: user, password: password, db: login.json["location_db_name"]?.stringValue ?? "",
                                   key: (login.json["api_key"]?.stringValue ?? "", login.json["api_password"]?.stringValue ?? "")))
         }
 
         let tally = Tally()
         let devices = signedIn
-        let proxy = LiveCluster.withoutCredentials(LiveCluster.proxy)
         let moment = 2 + Double(random.next() % 6000) / 1000
         let writes = Task {
             await withTaskGroup(of: Void.self) { group in
-                for device in devices { group.addTask { await Self.write(device, to: proxy, tally: tally) } }
+                for device in devices { group.addTask { await Self.write(device, to: deviceBase, mode: mode, tally: tally) } }
                 group.addTask { await Self.use(server, devices: devices, run: run, admin: admin, tally: tally) }
             }
         }
@@ -207,7 +228,7 @@ struct LiveClusterFailureTests {
         _ = await writes.result
         let stopped = Date()
 
-        var outcome = Outcome(fault: fault, node: node, moment: moment, databases: devices.map(\.db))
+        var outcome = Outcome(fault: fault, node: node, mode: mode, moment: moment, databases: Array(Set(devices.map(\.db))).sorted())
         let acknowledged = await tally.acknowledged
         outcome.acknowledged = acknowledged.values.map(\.count).reduce(0, +)
         outcome.acknowledgedIDs = acknowledged
@@ -224,7 +245,7 @@ struct LiveClusterFailureTests {
         }
         // And consolidated: `owner:id` in lt_locations_all, within a minute of the writes stopping.
         let patience: Double = 60
-        let consolidatedIDs = acknowledged.flatMap { db, ids in
+        let consolidatedIDs = mode == .singleDatabase ? [] : acknowledged.flatMap { db, ids in
             let owner = devices.first { $0.db == db }?.user ?? ""
             return ids.map { "\(owner):\($0)" }
         }
@@ -240,9 +261,10 @@ struct LiveClusterFailureTests {
         return outcome
     }
 
-    /// A device: batches of ten locations posted to its database until cancelled; a batch that
-    /// fails is sent again (as TrackerKit does) after 250 ms.
-    static func write(_ device: Device, to proxy: String, tally: Tally) async {
+    /// A device: batches of ten locations posted to its database at `base` until cancelled; a
+    /// batch that fails is sent again (as TrackerKit does) after 250 ms. Acknowledged ids are
+    /// tallied as the cluster stores them (`<user>:<id>` in the shared database).
+    static func write(_ device: Device, to base: String, mode: Mode, tally: Tally) async {
         var batch = 0
         while !Task.isCancelled {
             let ids = (0..<10).map { "\(device.user)-\(batch)-\($0)" }
@@ -255,12 +277,13 @@ struct LiveClusterFailureTests {
             var sent = false
             while !sent, !Task.isCancelled {
                 do {
-                    let reply = try await post(proxy + "/\(device.db)/_bulk_docs", json: ["docs": .array(docs)], auth: device.key)
+                    let reply = try await post(base + "/\(device.db)/_bulk_docs", json: ["docs": .array(docs)], auth: device.key)
                     await tally.device("\(reply.status)")
                     if reply.status == 201 || reply.status == 202 {
                         let rows = reply.json.arrayValue ?? []
                         let ok = rows.compactMap { $0["ok"] == .bool(true) ? $0["id"]?.stringValue : nil }
-                        await tally.acknowledge(device.db, ok, status: reply.status)
+                        let stored = mode == .singleDatabase ? ok.map { "\(device.user):\($0)" } : ok
+                        await tally.acknowledge(device.db, stored, status: reply.status)
                         sent = true
                     }
                 } catch {

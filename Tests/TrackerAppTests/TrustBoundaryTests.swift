@@ -261,6 +261,49 @@ struct TrustBoundaryTests {
         #expect(changes["results"]?.arrayValue?.isEmpty == true)
     }
 
+    @Test("Single-db in front of a cluster: bob holding every continuous feed he may (100) holds up neither alice's writes and reads nor logins")
+    func heldFeedsHoldUpNoOne() async throws {
+        let s = try TestServer(cluster: true, extraArguments: ["--mode", "single-db"])
+        defer { s.cluster?.stop(); s.stop() }
+        let alice = try await Self.register(s, "alice")
+        let bob = try await Self.register(s, "bob")
+        // A client of the test's own, so that bob's feeds are not queued on this side.
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 128)
+        let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        let opened = NIOLockedValueBox(0)
+        let feeds = (0..<100).map { _ in
+            Task {
+                var request = HTTPClientRequest(url: s.baseURL + "/\(bob.db)/_changes?feed=continuous&since=now&heartbeat=5000")
+                request.headers.add(name: "Authorization", value: TestServer.basic(bob.key, bob.secret))
+                let response = try await client.execute(request, timeout: .seconds(120))
+                if response.status == .ok { opened.withLockedValue { $0 += 1 } }
+                for try await _ in response.body {}  // held open until the client shuts down
+            }
+        }
+        // Each feed answered: the server forwarded all 100 to the cluster at once.
+        let allOpen = try await eventually(30) { opened.withLockedValue { $0 } == 100 }
+        #expect(allOpen, "only \(opened.withLockedValue { $0 }) of bob's 100 feeds were answered: the others wait for a connection to the cluster")
+        // Meanwhile alice writes, reads and signs in as usual.
+        let answers = NIOLockedValueBox<[Int]>([])
+        let alicesTurn = Task {
+            let steps: [() async throws -> TestServer.Reply] = [
+                { try await s.request(.PUT, "/\(alice.db)/fix-held", json: ["type": "Feature", "v": 1], auth: alice.auth) },
+                { try await s.request(.GET, "/\(alice.db)/fix-held", auth: alice.auth) },
+                { try await s.request(.POST, "/\(alice.db)/_bulk_docs", json: ["docs": [["_id": "fix-held-2", "v": 2]]], auth: alice.auth) },
+                { try await s.request(.GET, "/\(alice.db)/_all_docs", auth: alice.auth) },
+                { try await s.app(.POST, "/api/login", json: ["username": "alice", "password": "pw-alice"]) },
+            ]
+            for step in steps { let status = try await step().status; answers.withLockedValue { $0.append(status) } }
+        }
+        let served = try await eventually(10) { answers.withLockedValue { $0.count } == 5 }
+        #expect(served, "alice's requests waited behind bob's feeds: \(answers.withLockedValue { $0 }) answered within 10 s")
+        #expect(answers.withLockedValue { $0 }.allSatisfy { (200...202).contains($0) }, "\(answers.withLockedValue { $0 })")
+        alicesTurn.cancel()
+        try await client.shutdown()
+        for feed in feeds { _ = await feed.result }
+    }
+
     @Test("Row 4: a $regex that backtracking engines take exponential time over answers at once; the refused kinds say why")
     func regexIsBounded() async throws {
         let s = try TestServer()

@@ -24,6 +24,9 @@ import time
 import http.client
 import subprocess
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from couch_peer import rss_mib  # noqa: E402
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "Browser"))
 from ltserve import LTServer  # noqa: E402
 
@@ -46,14 +49,6 @@ def cpu_seconds(pid):
         if int(entry) == pid or int(fields[1]) == pid:
             total += (int(fields[11]) + int(fields[12])) / TICKS
     return total
-
-
-def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def request(port, method, path, body=None):

@@ -5,11 +5,17 @@
 #   scripts/bench-wrk.sh view-rows  BIN [PORT]   one-key map query, limit=10 (20,000 documents)
 #   scripts/bench-wrk.sh view-count BIN [PORT]   one-key _count query (same data)
 #   scripts/bench-wrk.sh bulk-noid  BIN [PORT]   _bulk_docs without ids: 4 clients x 25 x 1,000
+#   scripts/bench-wrk.sh compare    BIN [ARGS]   lt beside the CouchDB at LT_BENCH_COUCHDB_URL, every
+#                                                shape users send (scripts/bench_wrk_compare.py --help)
 #
 # Basic auth on every request, as devices send it; wrk -t2 -c16 -d15s. Prints the figure.
 set -euo pipefail
-shape=${1:?"usage: $0 view-rows|view-count|bulk-noid BIN [PORT]"}
+shape=${1:?"usage: $0 view-rows|view-count|bulk-noid|compare BIN [PORT]"}
 bin=${2:?"the lt binary to measure"}
+if [ "$shape" = compare ]; then
+    : "${LT_BENCH_COUCHDB_URL:?set LT_BENCH_COUCHDB_URL to a CouchDB URL with admin credentials}"
+    exec python3 "$(dirname "$0")/bench_wrk_compare.py" --lt "$bin" --couchdb "$LT_BENCH_COUCHDB_URL" "${@:3}"
+fi
 port=${3:-17300}
 command -v wrk > /dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
 dir=$(mktemp -d)

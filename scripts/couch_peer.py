@@ -1,5 +1,6 @@
-"""What the scripts that record exchanges with a real CouchDB share: where it runs
-(LT_TEST_COUCHDB_URL, with an admin's credentials in it) and how to sign requests to it."""
+"""What the scripts that record exchanges with a real CouchDB or measure beside it share: where
+it runs (LT_TEST_COUCHDB_URL, with an admin's credentials in it), how to sign requests to it and
+how much memory a server process holds."""
 import base64
 import os
 import sys
@@ -22,3 +23,12 @@ def base_and_auth(url):
     user = urllib.parse.unquote(parsed.username or "")
     password = urllib.parse.unquote(parsed.password or "")
     return base, "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def rss_mib(pid):
+    """A process's resident memory (VmRSS) in MiB, 0 when /proc does not say."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0

@@ -9,9 +9,10 @@ import Hummingbird
 /// Checks credentials (basic auth and `AuthSession` cookies) against server admins and the
 /// `_users` database, as CouchDB's `chttpd_auth` does.
 ///
-/// Verifying a password costs a full PBKDF2 run, so a successful check is remembered for a
-/// few minutes (keyed by a SHA-256 of name, password and stored key, never the password
-/// itself); replication and repeated requests then pay it once.
+/// Verifying a password costs a full PBKDF2 run, so a successful check is remembered while it
+/// is used (`VerifiedPasswords`), and requests that arrive together with the same credentials
+/// wait for one run instead of each starting their own; replication and repeated requests then
+/// pay it once.
 final class Authenticator: Sendable {
     let settings: Locked<ServerSettings>
     let store: DatabaseStore
@@ -25,8 +26,12 @@ final class Authenticator: Sendable {
     private let lifetime: Locked<TimeInterval>
     /// Failed password checks, shared with the application's listener.
     let throttle: LoginThrottle
-    private let verified = Locked<[SHA256Digest: (context: UserContext, expires: Date)]>([:])
-    static let cacheLifetime: TimeInterval = 300
+    private let verified = Locked(VerifiedPasswords())
+    /// Full PBKDF2 runs under way, by cache key: the requests that arrive meanwhile wait for it.
+    private let verifying = Locked<[[UInt8]: Task<Bool, Never>]>([:])
+    private let fullVerifications = Locked(0)
+    /// Passwords checked with a full PBKDF2 run since the start (`lt_password_verifications_total`).
+    var passwordVerifications: Int { fullVerifications.withLock { $0 } }
 
     init(settings: Locked<ServerSettings>, store: DatabaseStore, cluster: CouchCluster? = nil, cookieLifetime: TimeInterval = 600,
          throttle: LoginThrottle = LoginThrottle()) {
@@ -99,19 +104,33 @@ final class Authenticator: Sendable {
         }
         var hasher = SHA256()
         hasher.update(data: Array(name.utf8) + [0] + Array(password.utf8) + [0] + Array(credentials.hash.derivedKey.utf8))
-        let cacheKey = hasher.finalize()
-        let now = Date()
-        if let hit = verified.withLock({ $0[cacheKey] }), hit.expires > now {
+        let cacheKey = Array(hasher.finalize())
+        if let hit = verified.withLock({ $0.lookup(cacheKey, now: Date()) }) {
             // The password was checked before; the roles are the ones stored now.
-            return UserContext(name: hit.context.name, roles: credentials.roles)
+            return UserContext(name: hit.name, roles: credentials.roles)
         }
-        guard await Passwords.verify(password, against: credentials.hash) else { return nil }
+        guard await verifyOnce(password, against: credentials.hash, key: cacheKey) else { return nil }
         let context = UserContext(name: name, roles: credentials.roles)
-        verified.withLock { cache in
-            if cache.count > 10_000 { cache = cache.filter { $0.value.expires > now } }
-            cache[cacheKey] = (context, now.addingTimeInterval(Authenticator.cacheLifetime))
-        }
+        verified.withLock { $0.insert(cacheKey, context, now: Date()) }
         return context
+    }
+
+    /// One PBKDF2 run for `key` however many requests ask at once: a device fleet whose entries
+    /// are new (a restart) sends each device's requests together, and each would otherwise cost
+    /// a full run.
+    private func verifyOnce(_ password: String, against hash: Passwords.Hash, key: [UInt8]) async -> Bool {
+        let (task, started) = verifying.withLock { running -> (Task<Bool, Never>, Bool) in
+            if let task = running[key] { return (task, false) }
+            let task = Task { await Passwords.verify(password, against: hash) }
+            running[key] = task
+            return (task, true)
+        }
+        let matched = await task.value
+        if started {
+            verifying.withLock { $0[key] = nil }
+            fullVerifications.withLock { $0 += 1 }
+        }
+        return matched
     }
 
     /// `login` from a client, throttled: 429 while `client` must wait after failing (see

@@ -13,8 +13,9 @@ extension CouchAPI {
     /// replication jobs, compactions and JavaScript processes.
     func addMetricsCollectors() {
         let metrics = options.metrics
-        metrics.addCollector { [store, feeds, jobs, compactions, javascript = options.javascript] in
+        metrics.addCollector { [store, feeds, jobs, compactions, auth, javascript = options.javascript] in
             metrics.gauge("lt_open_databases", [], Double(store.openCount))
+            metrics.total("lt_password_verifications_total", [], auth.passwordVerifications)
             metrics.gauge("lt_max_open_databases", [], Double(store.maxOpenDatabases))
             metrics.total("lt_database_files_opened_total", [], store.filesOpened)
             metrics.total("lt_database_evictions_total", [], store.evictions)

@@ -378,6 +378,8 @@ struct DatabaseEndpoints: Sendable {
             case _?: throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must be a string")
             }
         }
+        // The ids the server assigns, made in one go (one lock on the generator per request).
+        var assigned = newEdits ? api.config.newIDs(docs.count { $0["_id"] == nil })[...] : []
         for (i, json) in docs.enumerated() {
             do {
                 if case let .string(id)? = json["_id"], id.hasPrefix("_local/") {
@@ -388,7 +390,7 @@ struct DatabaseEndpoints: Sendable {
                 var input = try DocumentInput(json: json)
                 if input.id == nil {
                     if !newEdits { throw CouchError.badRequest("Document id is missing") }
-                    input.id = api.config.newID()
+                    input.id = assigned.popFirst() ?? api.config.newID()
                 }
                 ids[i] = input.id!
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {

@@ -58,7 +58,8 @@ struct GeoEndpoints: Sendable {
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])
         let geoRequest: GeoRequest
-        do { geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept")) } catch let error as GeometryError {
+        let maxLimit = api.config.integer("geo", "max_limit", default: GeoRequest.maxLimit)
+        do { geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept"), maxLimit: maxLimit) } catch let error as GeometryError {
             throw CouchError.badRequest(error.reason)
         }
         let result = try await db.geo.query(index, geoRequest)

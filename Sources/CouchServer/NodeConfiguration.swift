@@ -36,6 +36,9 @@ final class NodeConfiguration: Sendable {
                     "secure_rewrites": .oneOf(["true", "false"])],
         "chttpd_auth": ["timeout": .positive(upTo: 10 * 365 * 86_400), "authentication_db": .databaseName],
         "query_server_config": ["reduce_limit": .oneOf(["true", "false", "log"])],
+        // The largest page of a `_geo` query (Cloudant's 200 unless raised): every hit is held
+        // for the answer, so bounded.
+        "geo": ["max_limit": .positive(upTo: 100_000)],
     ]
 
     enum Check: Sendable {

@@ -68,9 +68,15 @@ struct UUIDGenerator: Sendable, Equatable {
         return String(repeating: "0", count: max(0, digits - text.count)) + text
     }
 
-    /// Random bytes from the system's generator.
+    /// Random bytes from the system's generator, eight from each draw (a draw is a system call).
     static func systemRandom(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(count)
+        while bytes.count < count {
+            let word = generator.next()
+            withUnsafeBytes(of: word) { bytes.append(contentsOf: $0.prefix(count - bytes.count)) }
+        }
+        return bytes
     }
 }

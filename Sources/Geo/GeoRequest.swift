@@ -15,7 +15,8 @@ public struct GeoRequest: Sendable {
     /// `stale=ok`: answer from the index as it is, without bringing it up to date.
     public var stale = false
 
-    /// Cloudant's limits: 25 results unless asked, at most 200.
+    /// Cloudant's limits: 25 results unless asked, at most 200 (the server's `[geo] max_limit`
+    /// can raise the most, so that every hit of a large radius is a few requests, not dozens).
     public static let defaultLimit = 25
     public static let maxLimit = 200
 
@@ -26,12 +27,13 @@ public struct GeoRequest: Sendable {
     /// Parses query parameters, with Cloudant's names and aliases: `lat`/`y`, `lon`/`x`,
     /// `radius`/`r`, `rangex`/`x_range`, `rangey`/`y_range`, `bbox` (minLon,minLat,maxLon,maxLat,
     /// RFC 7946 order), `g`/`geometry` (WKT), `relation`/`filter`, `nearest`, `limit`, `skip`,
-    /// `bookmark`, `include_docs`, `format`, `stale`. Exactly one query geometry is allowed.
-    public init(parameters: [String: String], accept: String? = nil) throws {
+    /// `bookmark`, `include_docs`, `format`, `stale`. Exactly one query geometry is allowed;
+    /// `limit` may be at most `maxLimit`.
+    public init(parameters: [String: String], accept: String? = nil, maxLimit: Int = GeoRequest.maxLimit) throws {
         let query = Parameters(values: parameters)
         let shape = try GeoRequest.shape(query)
         let relation = try GeoRequest.relation(query, shape: shape)
-        let page = try GeoRequest.page(query)
+        let page = try GeoRequest.page(query, maxLimit: maxLimit)
         search = GeoSearch(shape: shape, relation: relation, limit: page.limit, skip: page.skip, after: page.after)
         includeDocs = try query.flag("include_docs")
         let formatName = parameters["format"] ?? (accept?.contains("application/vnd.geo+json") == true ? "application/vnd.geo+json" : "view")
@@ -120,11 +122,11 @@ public struct GeoRequest: Sendable {
     }
 
     /// `limit` (Cloudant's default and most), `skip`/`startIndex`, and where a `bookmark` resumes.
-    static func page(_ query: Parameters) throws -> (limit: Int, skip: Int, after: GeoPosition?) {
+    static func page(_ query: Parameters, maxLimit: Int) throws -> (limit: Int, skip: Int, after: GeoPosition?) {
         var limit = GeoRequest.defaultLimit
         if let text = query.values["limit"] {
             guard let parsed = ClientCount.parse(text) else { throw GeometryError("`limit` must be \(ClientCount.range)") }
-            guard parsed <= GeoRequest.maxLimit else { throw GeometryError("Limit must be less than or equal to \(GeoRequest.maxLimit)") }
+            guard parsed <= maxLimit else { throw GeometryError("Limit must be less than or equal to \(maxLimit)") }
             limit = parsed
         }
         var skip = 0

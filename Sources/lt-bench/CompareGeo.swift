@@ -20,8 +20,13 @@ struct CompareGeo: Sendable {
             CompareFigure("geo \(size) points: loaded and indexed", unit: "points/s"),
             CompareFigure("geo \(size) points: in 4 km, limit 100", unit: "queries/s"),
             CompareFigure("geo \(size) points: nearest in 4 km, limit 100", unit: "queries/s"),
+            CompareFigure("geo \(size) points: every hit in 4 km, one request", unit: "queries/s"),
+            CompareFigure("geo \(size) points: on disk, data and index", unit: "MiB", better: .lower),
         ]
     }
+
+    /// Queries asked for every hit of a radius (each answers thousands of rows at a million points).
+    var wholeQueries: Int { max(20, queries / 20) }
 
     /// The points and the query centres (a point of the data each, so every query finds some).
     func data() -> (points: [(id: String, coordinate: Coordinate)], centres: [Coordinate]) {
@@ -50,23 +55,36 @@ struct CompareGeo: Sendable {
         let written = loadStart.duration(to: .now).seconds
         try await w.client.send("PUT", "/\(db)/_design/geo", json: ["st_indexes": ["points": [
             "index": "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); } }"]]], expect: 201)
-        let base = "/\(db)/_design/geo/_geo/points?radius=\(GeoBench.radius)&relation=contains&limit=\(GeoBench.limit)"
-        try await w.client.send("GET", base + "&lat=\(centres[0].lat)&lon=\(centres[0].lon)", expect: 200)
+        let base = "/\(db)/_design/geo/_geo/points?radius=\(GeoBench.radius)&relation=contains"
+        try await w.client.send("GET", base + "&limit=\(GeoBench.limit)&lat=\(centres[0].lat)&lon=\(centres[0].lon)", expect: 200)
         let seconds = loadStart.duration(to: .now).seconds
         let loaded = Double(data.count) / seconds
         // Where the load's time goes, as progress: the documents' writes, then the index build.
         FileHandle.standardError.write(Data(String(
             format: "  lt, geo %d points: written in %.1f s (%.0f docs/s), indexed in %.1f s\n",
             data.count, written, Double(data.count) / written, seconds - written).utf8))
-        func rate(_ extra: String) async throws -> Double {
-            let paths = centres.prefix(queries).map { base + "&lat=\($0.lat)&lon=\($0.lon)" + extra }
+        func rate(_ extra: String, count: Int) async throws -> Double {
+            let paths = centres.prefix(count).map { base + "&lat=\($0.lat)&lon=\($0.lon)" + extra }
             let start = ContinuousClock.now
             try await w.client.concurrently(2, paths.count) { connection, i in
                 try Bench.Client.check(connection.send("GET", paths[i], authorization: w.authorization), 200, "GET", "_geo")
             }
             return Double(paths.count) / start.duration(to: .now).seconds
         }
-        return [loaded, try await rate(""), try await rate("&nearest=true")]
+        let limited = try await rate("&limit=\(GeoBench.limit)", count: queries)
+        let nearest = try await rate("&limit=\(GeoBench.limit)&nearest=true", count: queries)
+        // Every hit in one page: the largest page an admin may allow (`[geo] max_limit`), set for
+        // the run and put back after it.
+        let previous = try? JSON.parse(try await w.client.send("GET", "/_node/_local/_config/geo/max_limit", expect: 200)).stringValue
+        try await w.client.send("PUT", "/_node/_local/_config/geo/max_limit", json: "100000", expect: 200)
+        let whole = try await rate("&limit=100000", count: wholeQueries)
+        if let previous {
+            try await w.client.send("PUT", "/_node/_local/_config/geo/max_limit", json: .string(previous), expect: 200)
+        } else {
+            try await w.client.send("DELETE", "/_node/_local/_config/geo/max_limit", expect: 200)
+        }
+        let file = try JSON.parse(try await w.client.send("GET", "/\(db)", expect: 200))["sizes"]?["file"]?.doubleValue ?? 0
+        return [loaded, limited, nearest, whole, file / 1_048_576]
     }
 
     // MARK: PostGIS
@@ -100,20 +118,22 @@ struct CompareGeo: Sendable {
         let centre = "(SELECT g FROM \(table)_centres WHERE n = :n)"
         let radius = "SELECT id FROM \(table) WHERE ST_DWithin(g, \(centre), \(GeoBench.radius)) LIMIT \(GeoBench.limit);"
         let nearest = "SELECT id FROM \(table) WHERE ST_DWithin(g, \(centre), \(GeoBench.radius)) ORDER BY g <-> \(centre) LIMIT \(GeoBench.limit);"
-        let rates = try [radius, nearest].map { query in
-            try pgbench(url, script: "\\set n random(1, \(centres.count))\n\(query)\n", in: directory)
+        let every = "SELECT id FROM \(table) WHERE ST_DWithin(g, \(centre), \(GeoBench.radius));"
+        let rates = try [(radius, queries), (nearest, queries), (every, wholeQueries)].map { query, count in
+            try pgbench(url, script: "\\set n random(1, \(centres.count))\n\(query)\n", count: count, in: directory)
         }
+        let bytes = try Self.run("psql", [url, "-X", "-q", "-t", "-A", "-c", "SELECT pg_total_relation_size('\(table)')"])
         try Self.psql(url, "DROP TABLE \(table), \(table)_raw, \(table)_centres;")
-        return [loaded] + rates
+        return [loaded] + rates + [(Double(bytes.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) / 1_048_576]
     }
 
     /// Transactions per second of `script` run by pgbench with 2 clients, as many queries as lt
     /// is asked. (A count, not `-T`: pgbench ends a timed run with SIGALRM, which a process
     /// started from here may have blocked, and it then never ends.)
-    func pgbench(_ url: String, script: String, in directory: URL) throws -> Double {
+    func pgbench(_ url: String, script: String, count: Int, in directory: URL) throws -> Double {
         let file = directory.appendingPathComponent("query.sql")
         try Data(script.utf8).write(to: file)
-        let output = try Self.run("pgbench", ["-n", "-c", "2", "-j", "2", "-t", String(max(1, queries / 2)), "-f", file.path, url])
+        let output = try Self.run("pgbench", ["-n", "-c", "2", "-j", "2", "-t", String(max(1, count / 2)), "-f", file.path, url])
         guard let line = output.split(separator: "\n").first(where: { $0.hasPrefix("tps = ") }),
               let tps = line.split(separator: " ").dropFirst(2).first.flatMap({ Double($0) }) else {
             throw ValidationError("pgbench gave no rate: \(output.suffix(500))")

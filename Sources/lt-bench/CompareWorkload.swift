@@ -37,6 +37,9 @@ struct CompareWorkload: Sendable {
     /// Every measurement, in the order they run (later ones read what `bulk` loaded).
     static let measures: [Measure] = [
         Measure(figures: [CompareFigure("_bulk_docs, 1,000 per batch, 4 clients", unit: "docs/s", target: 5)]) { try await [$0.bulkDocs()] },
+        Measure(figures: [CompareFigure("_bulk_docs without ids (server-assigned), same shape", unit: "docs/s", target: 3)]) {
+            try await [$0.bulkDocsWithoutIDs()]
+        },
         Measure(figures: [CompareFigure("single-document PUT, 8 clients, durable", unit: "docs/s", target: 15)]) { try await [$0.singlePuts()] },
         Measure(figures: [CompareFigure("_changes, whole feed", unit: "rows/s", target: 10)]) {
             try await [$0.fullRead("/cmp-bulk/_changes", rows: "results")]
@@ -79,10 +82,29 @@ struct CompareWorkload: Sendable {
     // MARK: Writes
 
     func bulkDocs() async throws -> Double {
-        try await client.send("PUT", "/cmp-bulk", expect: 201)
+        try await timedBulkLoad(into: "cmp-bulk", batches)
+    }
+
+    /// The same batches without `_id`, as a device or a script that lets the server name its
+    /// documents sends them (CouchDB's `[uuids] algorithm`), into a database of their own.
+    func bulkDocsWithoutIDs() async throws -> Double {
+        let anonymous = stride(from: 0, to: documents.count, by: 1000).map { first -> [UInt8] in
+            let docs = documents[first..<min(first + 1000, documents.count)].map { document -> JSON in
+                var body = document.objectValue ?? [:]
+                body.removeValue(forKey: "_id")
+                return .object(body)
+            }
+            return JSON.object(["docs": .array(docs)]).bytes
+        }
+        return try await timedBulkLoad(into: "cmp-noid", anonymous)
+    }
+
+    /// Creates `db` and posts `bodies` to its `_bulk_docs` from 4 clients: documents a second.
+    private func timedBulkLoad(into db: String, _ bodies: [[UInt8]]) async throws -> Double {
+        try await client.send("PUT", "/\(db)", expect: 201)
         let start = ContinuousClock.now
-        try await client.concurrently(4, batches.count) { connection, i in
-            let reply = try connection.send("POST", "/cmp-bulk/_bulk_docs", authorization: authorization, body: batches[i])
+        try await client.concurrently(4, bodies.count) { connection, i in
+            let reply = try connection.send("POST", "/\(db)/_bulk_docs", authorization: authorization, body: bodies[i])
             try Bench.Client.check(reply, 201, "POST", "_bulk_docs")
         }
         return Double(documents.count) / start.duration(to: .now).seconds

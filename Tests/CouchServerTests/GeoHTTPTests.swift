@@ -256,4 +256,45 @@ struct GeoHTTPTests {
         #expect(map.status == 200 && map.json["total"] != nil && map.json["rows"] == 2)
         #expect(try await s.app(.GET, "/api/analysis/map?user=nobody", auth: .basic(TestServer.admin.0, TestServer.admin.1)).status == 404)
     }
+
+    @Test("[geo] max_limit: Cloudant's 200 by default; raised by an admin, every hit of a radius comes in one page, the same hits in the same order as pages of 200 with bookmarks; values outside 1…100,000 refused")
+    func largerPages() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/many")
+        // 1,200 points within ~1 km of (37.4, -122.1), 300 more far away.
+        var random = SystemRandomNumberGenerator()
+        let docs: [JSON] = (0..<1500).map { i in
+            let far = i >= 1200
+            let lat = (far ? 40.0 : 37.4) + Double.random(in: -0.006...0.006, using: &random)
+            let lon = -122.1 + Double.random(in: -0.006...0.006, using: &random)
+            return ["_id": .string(String(format: "p%04d", i)), "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]]]
+        }
+        _ = try await s.request(.POST, "/many/_bulk_docs", json: ["docs": .array(docs)])
+        _ = try await s.request(.PUT, "/many/_design/g", json: ["st_indexes": ["pts": ["index": .string(Self.pointIndex)]]])
+        let base = "/many/_design/g/_geo/pts?lat=37.4&lon=-122.1&radius=2000&relation=contains"
+        let refused = try await s.request(.GET, base + "&limit=5000")
+        #expect(refused.status == 400 && refused.json["reason"]?.stringValue?.contains("less than or equal to 200") == true, "\(refused.text)")
+
+        var paged: [String] = []
+        var bookmark = ""
+        for _ in 0..<20 {
+            let page = try await s.request(.GET, base + "&limit=200&bookmark=\(bookmark)").json
+            let ids = page["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+            if ids.isEmpty { break }
+            paged += ids
+            bookmark = page["bookmark"]?.stringValue ?? ""
+        }
+        #expect(paged.count == 1200 && Set(paged).count == 1200)
+
+        for bad in ["0", "100001", "many"] {
+            let reply = try await s.request(.PUT, "/_node/_local/_config/geo/max_limit", json: .string(bad))
+            #expect(reply.status == 400, "max_limit \(bad): \(reply.text)")
+        }
+        #expect(try await s.request(.PUT, "/_node/_local/_config/geo/max_limit", json: "5000").status == 200)
+        let whole = try await s.request(.GET, base + "&limit=5000")
+        #expect(whole.status == 200, "\(whole.text.prefix(300))")
+        #expect(whole.json["rows"]?.arrayValue?.compactMap { $0["id"]?.stringValue } == paged)
+        #expect(try await s.request(.GET, base + "&limit=5001").status == 400)
+    }
 }

@@ -74,8 +74,11 @@ struct NodeConfigurationTests {
         _ = try await s.request(.PUT, "/db")
         var posted: [String] = []
         for n in 0..<5 { posted.append(try await s.request(.POST, "/db", json: ["n": .int(n)]).json["id"]?.stringValue ?? "") }
-        let bulk = try await s.request(.POST, "/db/_bulk_docs", json: ["docs": [[:], [:], [:]]]).json.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
-        posted += bulk
+        // Ids assigned in one go for a batch, between documents that name their own.
+        let bulk = try await s.request(.POST, "/db/_bulk_docs", json: ["docs": [[:], ["_id": "given"], [:], ["_id": "_local/l"], [:]]])
+            .json.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+        #expect(bulk.count == 5 && bulk[1] == "given" && bulk[3] == "_local/l", "\(bulk)")
+        posted += [bulk[0], bulk[2], bulk[4]]
         #expect(posted.count == 8 && zip(posted, posted.dropFirst()).allSatisfy { $0 < $1 }, "\(posted)")
         // utc_id: 14 hex digits of time, then the suffix, always growing.
         _ = try await s.request(.PUT, Self.config + "/uuids/algorithm", json: "utc_id")

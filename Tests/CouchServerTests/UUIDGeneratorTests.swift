@@ -54,6 +54,23 @@ struct UUIDGeneratorTests {
         let second = utcRandom.next(microseconds: 5, random: Self.bytes(&random))
         #expect(first.count == 32 && first.hasPrefix("00000000000005") && second.hasPrefix("00000000000006"))
     }
+
+    @Test("The system's random bytes: as many as asked, eight from each draw, every byte value reachable")
+    func systemRandomBytes() {
+        for count in [0, 1, 2, 7, 8, 9, 13, 16, 100] {
+            #expect(UUIDGenerator.systemRandom(count).count == count)
+        }
+        // 4,096 draws of 16 bytes: a byte position stuck at one value, or a value never seen,
+        // would show (each value is missed by chance with probability ~e^-256).
+        var seen = Set<UInt8>()
+        var first = Set<UInt8>()
+        for _ in 0..<4096 {
+            let bytes = UUIDGenerator.systemRandom(16)
+            seen.formUnion(bytes)
+            first.insert(bytes[15])
+        }
+        #expect(seen.count == 256 && first.count == 256)
+    }
 }
 
 extension String {

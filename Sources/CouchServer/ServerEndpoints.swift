@@ -32,8 +32,9 @@ struct ServerEndpoints: Sendable {
         guard count <= most else { throw CouchError.badRequest("count parameter too large") }
         var headers = HTTPFields()
         // Never cached: every answer is new ids (CouchDB's headers).
-        headers[.cacheControl] = "must-revalidate, no-cache"
+        headers[.cacheControl] = "no-cache"
         headers[.init("Pragma")!] = "no-cache"
+        headers[.expires] = "Mon, 01 Jan 1990 00:00:00 GMT"
         headers[.eTag] = "\"\(Hex.random(bytes: 8))\""
         return .json(["uuids": .array(api.config.newIDs(count).map(JSON.string))], headers: headers)
     }

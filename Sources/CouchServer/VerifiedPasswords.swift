@@ -6,14 +6,28 @@ import Foundation
 /// `couch_passwords_cache`. An entry is keyed by a SHA-256 of name, password and stored key
 /// (never the password itself), so a changed password or salt misses; it lasts while it is
 /// used and goes after `maxIdle` without use, as CouchDB's `[couch_passwords_cache] max_idle`
-/// (600 s). A value type with the time passed in, tested without a clock.
+/// (600 s). At most `maxEntries` are kept, the least recently used going first, as its
+/// `max_objects` (10,000). Every operation is O(1) amortised. A value type with the time
+/// passed in, tested without a clock.
 struct VerifiedPasswords: Sendable {
     /// How long an entry lasts without being used.
     static let maxIdle: TimeInterval = 600
-    /// Past this many entries, each insertion first drops the idle ones.
-    static let pruneAbove = 10_000
+    /// The most entries kept; past it the least recently used goes.
+    static let maxEntries = 10_000
 
-    private var entries: [[UInt8]: (context: UserContext, lastUsed: Date)] = [:]
+    private struct Entry: Sendable {
+        var context: UserContext
+        var lastUsed: Date
+        /// Which record of `uses` is this entry's latest; older records are stale.
+        var use: UInt64
+    }
+
+    private var entries: [[UInt8]: Entry] = [:]
+    /// Every use in order, oldest first from `head`; a record whose `use` is no longer its
+    /// entry's is skipped, and the array is compacted once stale records outnumber live ones.
+    private var uses: [(key: [UInt8], use: UInt64)] = []
+    private var head = 0
+    private var nextUse: UInt64 = 0
 
     var count: Int { entries.count }
 
@@ -25,15 +39,35 @@ struct VerifiedPasswords: Sendable {
             entries[key] = nil
             return nil
         }
-        entries[key]?.lastUsed = now
+        record(key, Entry(context: entry.context, lastUsed: now, use: 0))
         return entry.context
     }
 
-    /// Remembers a key whose password was just verified.
+    /// Remembers a key whose password was just verified, first dropping the entries idle too
+    /// long and, at the bound, the least recently used.
     mutating func insert(_ key: [UInt8], _ context: UserContext, now: Date) {
-        if entries.count > Self.pruneAbove {
-            entries = entries.filter { now.timeIntervalSince($0.value.lastUsed) < Self.maxIdle }
+        record(key, Entry(context: context, lastUsed: now, use: 0))
+        while head < uses.count {
+            let (oldest, use) = uses[head]
+            guard let entry = entries[oldest], entry.use == use else {
+                head += 1
+                continue
+            }
+            guard entries.count > Self.maxEntries || now.timeIntervalSince(entry.lastUsed) >= Self.maxIdle else { break }
+            entries[oldest] = nil
+            head += 1
         }
-        entries[key] = (context, now)
+    }
+
+    private mutating func record(_ key: [UInt8], _ entry: Entry) {
+        var entry = entry
+        nextUse += 1
+        entry.use = nextUse
+        entries[key] = entry
+        uses.append((key, nextUse))
+        if uses.count - head > 2 * entries.count + 64 {
+            uses = uses[head...].filter { entries[$0.key]?.use == $0.use }
+            head = 0
+        }
     }
 }

@@ -31,17 +31,38 @@ struct PasswordCacheTests {
         #expect(cache.lookup(Array(repeating: 8, count: 32), now: start) == nil)
     }
 
-    @Test("Past the bound, idle entries are dropped before one is added; used ones stay")
+    @Test("At most max_objects entries: past it the least recently used goes, and idle ones go first")
     func bounded() {
+        func key(_ i: Int) -> [UInt8] { withUnsafeBytes(of: i) { Array($0) } }
         var cache = VerifiedPasswords()
         let start = Date(timeIntervalSince1970: 1_000_000)
-        for i in 0...VerifiedPasswords.pruneAbove {
-            cache.insert(withUnsafeBytes(of: i) { Array($0) }, Self.alice, now: start)
+        for i in 0..<VerifiedPasswords.maxEntries {
+            cache.insert(key(i), Self.alice, now: start.addingTimeInterval(Double(i) / 100))
         }
-        let later = start.addingTimeInterval(VerifiedPasswords.maxIdle / 2)
-        #expect(cache.lookup(withUnsafeBytes(of: 0) { Array($0) }, now: later) == Self.alice)
-        cache.insert(Self.key, Self.alice, now: start.addingTimeInterval(VerifiedPasswords.maxIdle + 1))
-        #expect(cache.count == 2)
+        // Key 0 is used again, so key 1 is now the least recently used.
+        let later = start.addingTimeInterval(200)
+        #expect(cache.lookup(key(0), now: later) == Self.alice)
+        cache.insert(Self.key, Self.alice, now: later)
+        #expect(cache.count == VerifiedPasswords.maxEntries)
+        #expect(cache.lookup(key(1), now: later) == nil)
+        #expect(cache.lookup(key(0), now: later) == Self.alice)
+        #expect(cache.lookup(key(2), now: later) == Self.alice)
+        #expect(cache.lookup(Self.key, now: later) == Self.alice)
+        // Ten times the bound of new users, each looked up often: still the bound.
+        for i in 0..<(10 * VerifiedPasswords.maxEntries) {
+            let now = later.addingTimeInterval(Double(i) / 1000)
+            cache.insert(key(1_000_000 + i), Self.alice, now: now)
+            _ = cache.lookup(key(1_000_000 + i), now: now)
+            _ = cache.lookup(Self.key, now: now)
+            #expect(cache.count <= VerifiedPasswords.maxEntries)
+        }
+        #expect(cache.lookup(Self.key, now: later.addingTimeInterval(100)) == Self.alice)
+        #expect(cache.lookup(key(1_000_000 + 10 * VerifiedPasswords.maxEntries - 1), now: later.addingTimeInterval(100)) == Self.alice)
+        #expect(cache.lookup(key(1_000_000), now: later.addingTimeInterval(100)) == nil)
+        // Long after, one insertion drops every idle entry but the ones used since.
+        let muchLater = later.addingTimeInterval(100 + VerifiedPasswords.maxIdle + 1)
+        cache.insert(key(-1), Self.alice, now: muchLater)
+        #expect(cache.count == 1)
     }
 
     @Test("16 requests at once with a new user's password (600,000 iterations) cost one PBKDF2 run, and the next 16 none; a wrong password is refused for each")

@@ -25,6 +25,7 @@ extension DocumentDatabase {
         let written = try await writer.write { db, context in
             var results = [Result<Revision, CouchError>?](repeating: nil, count: accepted.count)
             let full = maxPartitionSize > 0 ? try Partition.full(accepted.compactMap(\.id), limit: maxPartitionSize, db: db) : []
+            let batch = accepted.count > 1 ? try BatchRows(db, ids: accepted.compactMap(\.id)) : nil
             // `apply` validates a document completely before it writes anything, so a rejected
             // document leaves no trace without a savepoint of its own; a storage error aborts
             // the whole write.
@@ -36,11 +37,11 @@ extension DocumentDatabase {
                         if !partitioned, id.hasPrefix("_design/"), document.body["options"]?["partitioned"] == .bool(true) {
                             throw CouchError(status: 400, error: "invalid_design_doc", reason: "partitioned option cannot be true in a non-partitioned database.")
                         }
-                        if let partition = Partition.of(id), full.contains(partition), try Partition.grows(document, db: db) {
+                        if !full.isEmpty, let partition = Partition.of(id), full.contains(partition), try Partition.grows(document, db: db) {
                             throw CouchError(status: 403, error: "partition_overflow", reason: "Partition limit exceeded due to update on '\(id)'")
                         }
                     }
-                    results[index] = .success(try RevisionStore.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context))
+                    results[index] = .success(try RevisionStore.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context, batch: batch))
                 } catch let error as CouchError where error.status < 500 {
                     results[index] = .failure(error)
                 }

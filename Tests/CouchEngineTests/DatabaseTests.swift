@@ -144,6 +144,43 @@ struct DatabaseTests {
         }
     }
 
+    /// A batch's stored rows are read in one go before it is written (`BatchRows`): what each
+    /// write sees must still be what one write after another would see.
+    @Test("A batch sees its own writes: an id twice, ids equal only as Swift strings, updates and conflicts of stored documents, an empty value")
+    func batchReadsItsOwnWrites() async throws {
+        try await withStore { store in
+            let db = try await store.create("batch")
+            let x = try await db.update(try doc(#"{"_id":"x","n":1}"#))
+            _ = try await db.update(try doc(#"{"_id":"y","n":1}"#))
+            let composed = "\u{e9}", decomposed = "e\u{301}"
+            let twice = DocumentInput(id: "twice", body: ["n": 2])
+            let results = try await db.update([
+                try doc(#"{"_id":"twice","n":1}"#),
+                DocumentInput(id: composed),
+                try doc(#"{"_id":"x","_rev":"\#(x.description)","n":2}"#),
+                twice,
+                DocumentInput(id: decomposed),
+                try doc(#"{"_id":"y","n":2}"#),
+                try doc(#"{"_id":"empty","s":""}"#),
+            ], newEdits: true)
+            #expect((try? results[0].get()) != nil)
+            #expect((try? results[1].get()) != nil)
+            #expect(try results[2].get().pos == 2)
+            #expect(throws: CouchError.conflict) { try results[3].get() }
+            #expect((try? results[4].get()) != nil, "e + combining acute is another id than é")
+            #expect(throws: CouchError.conflict) { try results[5].get() }
+            #expect(try await db.document(id: "twice")["n"] == 1)
+            #expect(try await db.document(id: "x")["n"] == 2)
+            #expect(try await db.document(id: "y")["n"] == 1)
+            #expect(try await db.document(id: "empty")["s"] == "")
+            #expect(try await db.document(id: decomposed)["_id"]?.stringValue?.utf8.count == 3)
+            #expect(try await db.info()["doc_count"] == 6)
+            // The same batch again, as a client retrying it: every new document now conflicts.
+            let again = try await db.update([DocumentInput(id: composed), DocumentInput(id: decomposed), DocumentInput(id: "empty")], newEdits: true)
+            for result in again { #expect(throws: CouchError.conflict) { try result.get() } }
+        }
+    }
+
     /// `pending` is remembered between pages (`PendingCounts`); whatever happens between two
     /// pages (writes, deletions, purges, other readers elsewhere in the feed), each page's count
     /// must be the number of rows a read of the rest of the feed then gives.

@@ -6,7 +6,7 @@
 
 Starts `lt serve` (BIN) on a scratch directory, loads the same data into both servers, then runs
 Debian's `wrk` with one Lua script per shape against each server in turn (CouchDB first, then lt,
-`--rounds` times), every request signed with Basic auth:
+`--rounds` times; the two bulk shapes take turns round by round), every request signed with Basic auth:
 
     put          PUT of a new location document, a fresh id each request
     get          GET of one of 10,000 location documents, at random
@@ -274,14 +274,21 @@ def main():
             print(f"loading {side.name} ({side.base})…", file=sys.stderr, flush=True)
             side.prepare()
         results = {shape: {side.name: [] for side in sides} for shape in shapes}
-        for shape in shapes:
+        # The two bulk shapes take turns, the first of a round alternating, so that neither
+        # always writes into the larger files (both servers slow as their files grow).
+        bulk = [shape for shape in shapes if shape in ("bulk-ids", "bulk-noid")]
+        groups = [[shape] for shape in shapes if shape not in bulk]
+        if bulk:
+            groups.insert(min(shapes.index(shape) for shape in bulk), bulk)
+        for group in groups:
             for round_number in range(options.rounds):
-                for side in sides:
-                    result = run_wrk(shape, side, scratch, options.seconds, round_number)
-                    results[shape][side.name].append(result)
-                    print(f"{shape:10} {side.name:8} round {round_number + 1}: {result['rate']:,.0f}/s, "
-                          f"p50 {result['p50_us'] / 1000:.1f} ms, p99 {result['p99_us'] / 1000:.1f} ms, "
-                          f"errors {result['errors']}", file=sys.stderr, flush=True)
+                for shape in (group if round_number % 2 == 0 else list(reversed(group))):
+                    for side in sides:
+                        result = run_wrk(shape, side, scratch, options.seconds, round_number)
+                        results[shape][side.name].append(result)
+                        print(f"{shape:10} {side.name:8} round {round_number + 1}: {result['rate']:,.0f}/s, "
+                              f"p50 {result['p50_us'] / 1000:.1f} ms, p99 {result['p99_us'] / 1000:.1f} ms, "
+                              f"errors {result['errors']}", file=sys.stderr, flush=True)
         memory = {"lt": rss_mib(lt_process.pid)}
         if options.couchdb_pid:
             memory["CouchDB"] = rss_mib(options.couchdb_pid)
@@ -295,6 +302,10 @@ def main():
             p99 = [statistics.median(r["p99_us"] for r in results[shape][s.name]) / 1000 for s in sides]
             errors = sum(r["errors"] for s in sides for r in results[shape][s.name])
             print(f"| {shape} | {couch:,.0f} | {ours:,.0f} | {ours / couch:.2f}× | {p99[0]:.1f} / {p99[1]:.1f} | {errors} |")
+        if len(bulk) == 2:
+            ratios = [statistics.median(r["rate"] for r in results["bulk-noid"][side.name])
+                      / statistics.median(r["rate"] for r in results["bulk-ids"][side.name]) for side in sides]
+            print("\nwithout ids ÷ with ids: " + ", ".join(f"{side.name} {ratio:.2f}" for side, ratio in zip(sides, ratios)))
         if memory:
             print("\nRSS after the run: " + ", ".join(f"{name} {mib:,.0f} MiB" for name, mib in memory.items()))
         for side in sides:

@@ -42,6 +42,31 @@ struct DocumentIDTests {
         #expect(try await s.request(.GET, "/nul").json["doc_count"] == 2)  // a and fine
     }
 
+    /// Found in review (session 33): `_revs_diff` and `_bulk_get` looked ids up in a Swift
+    /// dictionary, whose `String` keys take `é` and `e` + U+0301 for one; a replicator asking
+    /// about one was told the other's revisions, and skipped the document.
+    @Test("_revs_diff, _bulk_get and _bulk_docs tell ids apart that differ only in Unicode normalisation, as CouchDB (bytes) does")
+    func normalisationVariants() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        #expect(try await s.request(.PUT, "/norm").status == 201)
+        let composed = "\u{e9}", decomposed = "e\u{301}"
+        let stored = try await s.request(.PUT, "/norm/%C3%A9", json: ["x": 1])
+        let rev = try #require(stored.json["rev"]?.stringValue)
+        let diff = try await s.request(.POST, "/norm/_revs_diff", body: Array(#"{"\#(decomposed)":["\#(rev)"],"\#(composed)":["\#(rev)"]}"#.utf8))
+        let keys = diff.json.objectValue?.members.map { Array($0.0.utf8) } ?? []
+        #expect(keys == [Array(decomposed.utf8)] && diff.json.objectValue?.members.first?.1["missing"] == [.string(rev)], "\(diff.text)")
+        let bulkGet = try await s.request(.POST, "/norm/_bulk_get", body: Array(#"{"docs":[{"id":"\#(decomposed)"},{"id":"\#(composed)"}]}"#.utf8))
+        let results = bulkGet.json["results"]?.arrayValue ?? []
+        #expect(results.count == 2 && results[0]["docs"]?[0]?["error"]?["error"] == "not_found", "\(bulkGet.text)")
+        #expect(results.count == 2 && results[1]["docs"]?[0]?["ok"]?["x"] == 1, "\(bulkGet.text)")
+        // Both written in one batch, and each read back as itself.
+        let bulk = try await s.request(.POST, "/norm/_bulk_docs", body: Array(#"{"docs":[{"_id":"\#(decomposed)","y":2},{"_id":"\#(composed)","_rev":"\#(rev)","x":3}]}"#.utf8))
+        #expect(bulk.json[0]?["ok"] == true && bulk.json[1]?["ok"] == true, "\(bulk.text)")
+        #expect(try await s.request(.GET, "/norm/e%CC%81").json["y"] == 2)
+        #expect(try await s.request(.GET, "/norm/%C3%A9").json["x"] == 3)
+    }
+
     @Test("An id of bytes that are not UTF-8 is refused as CouchDB refuses it (illegal_docid), and read as missing, never as another id")
     func invalidUTF8() async throws {
         let s = try TestServer()

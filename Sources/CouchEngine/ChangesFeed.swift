@@ -22,7 +22,7 @@ public typealias DocumentFilter = @Sendable ([JSONObject]) async throws -> [Bool
 
 /// A `_changes` filter: built in, or a function over documents (`filter=ddoc/name`, `_view`).
 public enum ChangesFilter: Sendable {
-    case docIDs(Set<String>)
+    case docIDs(Set<ExactID>)
     case selector(Selector)
     case design
     case documents(DocumentFilter)
@@ -208,7 +208,7 @@ public struct ChangesFeed: Sendable {
     /// (`idPrefix`) needs no body.
     static func passes(_ filter: ChangesFilter?, id: String, winner: String, body: JSONObject?, deleted: Bool, idPrefix: String?) -> Bool {
         switch filter {
-        case let .docIDs(ids)?: return ids.contains(id)
+        case let .docIDs(ids)?: return ids.contains(ExactID(id))
         case .design?: return id.hasPrefix("_design/")
         case .documents?, nil: return true
         case let .selector(selector)?:

@@ -92,7 +92,7 @@ extension DocumentDatabase {
             return try requests.map { request in
                 var options = options
                 if let since = request.attsSince { options.attsSince = since }
-                guard let row = stored[Array(request.id.utf8)] else {
+                guard let row = stored[ExactID(request.id)] else {
                     if let revs = request.revs { return .success(revs.map(missing)) }
                     return .failure(CouchError.missing)
                 }
@@ -136,7 +136,7 @@ extension DocumentDatabase {
             var out = JSONObject()
             let stored = try DocRow.fetchAll(db, ids: request.lazy.map(\.id))
             for (id, revs) in request {
-                let row = stored[Array(id.utf8)]
+                let row = stored[ExactID(id)]
                 let missing = row.map { $0.tree.missing(revs) } ?? revs
                 guard !missing.isEmpty else { continue }
                 var entry: JSONObject = ["missing": .array(missing.map { .string($0.description) })]

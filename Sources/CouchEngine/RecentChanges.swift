@@ -51,7 +51,7 @@ public final class RecentChanges: Sendable {
         /// By increasing sequence; a document's earlier changes stay until compacted.
         var changes: [Change] = []
         /// Each document's latest sequence.
-        var latest: [String: Int] = [:]
+        var latest: [ExactID: Int] = [:]
     }
 
     private struct State {
@@ -105,14 +105,14 @@ public final class RecentChanges: Sendable {
             }
             for change in changes {
                 tail.changes.append(change)
-                tail.latest[change.id] = change.seq
+                tail.latest[ExactID(change.id)] = change.seq
                 state.order.append((name, change.seq, change.bytes))
                 state.bytes += change.bytes
             }
             tail.seq = after
             if tail.changes.count >= 64, tail.changes.count > 2 * tail.latest.count {
                 let latest = tail.latest
-                tail.changes.removeAll { latest[$0.id] != $0.seq }
+                tail.changes.removeAll { latest[ExactID($0.id)] != $0.seq }
             }
             trim(&state, keeping: name, &tail)
         }
@@ -136,8 +136,8 @@ public final class RecentChanges: Sendable {
         guard seq > tail.floor else { return }
         tail.floor = min(seq, tail.seq)
         let kept = tail.changes.partitionPoint { $0.seq <= seq }
-        for change in tail.changes[..<kept] where tail.latest[change.id] == change.seq {
-            tail.latest[change.id] = nil
+        for change in tail.changes[..<kept] where tail.latest[ExactID(change.id)] == change.seq {
+            tail.latest[ExactID(change.id)] = nil
         }
         tail.changes.removeFirst(kept)
     }
@@ -163,7 +163,7 @@ public final class RecentChanges: Sendable {
         let found = state.withLock { state -> (suffix: String, seq: Int, changes: [Change])? in
             guard let tail = state.tails[name], since >= tail.floor else { return nil }
             let start = tail.changes.partitionPoint { $0.seq <= since }
-            return (tail.suffix, tail.seq, tail.changes[start...].filter { tail.latest[$0.id] == $0.seq })
+            return (tail.suffix, tail.seq, tail.changes[start...].filter { tail.latest[ExactID($0.id)] == $0.seq })
         }
         guard let found else { return nil }
         let current = found.changes

@@ -22,12 +22,11 @@ struct DocRow {
 
     /// The stored state of many ids (those absent left out), in one query per 500 ids rather
     /// than one per id: for `_revs_diff`, `_bulk_get` and a batch's writes, where the per-id
-    /// queries' set-up in the SQLite wrapper was a fifth of the request. Keyed by the ids'
-    /// bytes, as CouchDB compares ids: Swift's `String` equality takes `é` and `e\u{301}` for
-    /// one, and one's row was answered for the other.
-    static func fetchAll(_ db: GRDB.Database, ids: some Sequence<String>) throws -> [[UInt8]: DocRow] {
-        let unique = Array(Set(ids.lazy.filter { !DocumentInput.holdsNUL($0) }.map { Array($0.utf8) }))
-        var rows: [[UInt8]: DocRow] = [:]
+    /// queries' set-up in the SQLite wrapper was a fifth of the request. Keyed by `ExactID`:
+    /// by `String`, `é` and `e\u{301}` were one key, and one's row was answered for the other.
+    static func fetchAll(_ db: GRDB.Database, ids: some Sequence<String>) throws -> [ExactID: DocRow] {
+        let unique = Array(Set(ids.filter { !DocumentInput.holdsNUL($0) }.map { ExactID($0) }))
+        var rows: [ExactID: DocRow] = [:]
         rows.reserveCapacity(unique.count)
         let chunkSize = 500
         for start in stride(from: 0, to: unique.count, by: chunkSize) {
@@ -35,10 +34,9 @@ struct DocRow {
             let sql = "SELECT id, seq, deleted, tree FROM docs WHERE id IN (\(repeatElement("?", count: chunk.count).joined(separator: ",")))"
             // Full chunks share one cached statement; the last, of any size, is made once.
             let statement = chunk.count == chunkSize ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
-            let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(chunk.map { String(decoding: $0, as: UTF8.self) }))
+            let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(chunk.map { $0.id }))
             while let row = try cursor.next() {
-                let id: String = row[0]
-                rows[Array(id.utf8)] = DocRow(seq: row[1], tree: try RevisionTree(encoded: row[3]), winnerDeleted: (row[2] as Int) != 0)
+                rows[ExactID(row[0])] = DocRow(seq: row[1], tree: try RevisionTree(encoded: row[3]), winnerDeleted: (row[2] as Int) != 0)
             }
         }
         return rows
@@ -46,23 +44,23 @@ struct DocRow {
 }
 
 /// The stored rows of a batch's ids, read before the batch is written (`DocRow.fetchAll`) rather
-/// than one by one. An id that occurs more than once in the batch (by its bytes) is not read
-/// then: each of its writes reads the row its previous one left.
+/// than one by one. An id that occurs more than once in the batch (as an `ExactID`) is not
+/// read then: each of its writes reads the row its previous one left.
 struct BatchRows {
-    private let rows: [[UInt8]: DocRow]
-    private let read: Set<[UInt8]>
+    private let rows: [ExactID: DocRow]
+    private let read: Set<ExactID>
 
     init(_ db: GRDB.Database, ids: [String]) throws {
-        var occurrences: [[UInt8]: Int] = [:]
-        for id in ids { occurrences[Array(id.utf8), default: 0] += 1 }
+        var occurrences: [ExactID: Int] = [:]
+        for id in ids { occurrences[ExactID(id), default: 0] += 1 }
         let once = occurrences.compactMap { $0.value == 1 ? $0.key : nil }
-        rows = try DocRow.fetchAll(db, ids: once.map { String(decoding: $0, as: UTF8.self) })
+        rows = try DocRow.fetchAll(db, ids: once.map(\.id))
         read = Set(once)
     }
 
     /// The stored row of `id`: from the batch's read when it was read, otherwise from the file.
     func row(_ db: GRDB.Database, id: String) throws -> DocRow? {
-        let key = Array(id.utf8)
+        let key = ExactID(id)
         return read.contains(key) ? rows[key] : try DocRow.fetch(db, id: id)
     }
 }

@@ -76,7 +76,7 @@ struct ChangesEndpoints: Sendable {
             guard case let .array(list)? = ids, list.allSatisfy({ $0.stringValue != nil }) else {
                 throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
             }
-            options.filter = .docIDs(Set(list.compactMap(\.stringValue)))
+            options.filter = .docIDs(Set(list.compactMap { $0.stringValue.map { ExactID($0) } }))
         case "_selector":
             guard let selector = body?["selector"] else { throw CouchError.badRequest("Selector must be specified in POST payload") }
             options.filter = .selector(try Selector(json: selector))

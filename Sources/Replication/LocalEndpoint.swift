@@ -63,7 +63,7 @@ public struct LocalEndpoint: ReplicationEndpoint {
         options.limit = limit
         options.allLeaves = true
         switch filter {
-        case let .docIDs(ids)?: options.filter = .docIDs(Set(ids))
+        case let .docIDs(ids)?: options.filter = .docIDs(Set(ids.map { ExactID($0) }))
         case let .selector(json)?: options.filter = .selector(try Selector(json: json))
         case let .function(name, queryParams)?:
             guard let filters else { throw ReplicationError(.fatal, "Filter functions need JavaScript, which this server does not have") }

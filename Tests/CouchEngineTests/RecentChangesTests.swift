@@ -23,7 +23,8 @@ struct RecentChangesTests {
         for step in 0..<600 {
             let name = names[Int.random(in: 0..<names.count, using: &random)]
             let db = try await store.open(name)
-            let id = "doc\(Int.random(in: 0..<8, using: &random))"
+            // Two ids CouchDB tells apart that Swift's String equality takes for one.
+            let id = ["doc0", "doc1", "doc2", "doc3", "doc4", "doc5", "\u{e9}", "e\u{301}"][Int.random(in: 0..<8, using: &random)]
             let current = try? await db.document(id: id)
             let rev = current?["_rev"]?.stringValue.flatMap(Revision.init)
             switch Int.random(in: 0..<20, using: &random) {

@@ -45,7 +45,7 @@ struct DocumentIDTests {
     /// Found in review (session 33): `_revs_diff` and `_bulk_get` looked ids up in a Swift
     /// dictionary, whose `String` keys take `é` and `e` + U+0301 for one; a replicator asking
     /// about one was told the other's revisions, and skipped the document.
-    @Test("_revs_diff, _bulk_get and _bulk_docs tell ids apart that differ only in Unicode normalisation, as CouchDB (bytes) does")
+    @Test("_revs_diff, _bulk_get, _bulk_docs and a _doc_ids filter tell ids apart that differ only in Unicode normalisation, as CouchDB (bytes) does")
     func normalisationVariants() async throws {
         let s = try TestServer()
         defer { s.stop() }
@@ -65,6 +65,10 @@ struct DocumentIDTests {
         #expect(bulk.json[0]?["ok"] == true && bulk.json[1]?["ok"] == true, "\(bulk.text)")
         #expect(try await s.request(.GET, "/norm/e%CC%81").json["y"] == 2)
         #expect(try await s.request(.GET, "/norm/%C3%A9").json["x"] == 3)
+        // A _doc_ids filter names one of them.
+        let filtered = try await s.request(.GET, "/norm/_changes?filter=_doc_ids&doc_ids=%5B%22%C3%A9%22%5D")
+        let ids = filtered.json["results"]?.arrayValue?.compactMap { $0["id"]?.stringValue.map { Array($0.utf8) } }
+        #expect(ids == [Array(composed.utf8)], "\(filtered.text)")
     }
 
     @Test("An id of bytes that are not UTF-8 is refused as CouchDB refuses it (illegal_docid), and read as missing, never as another id")

@@ -1,0 +1,18 @@
+/// A document id compared and hashed by its UTF-8 bytes, as CouchDB compares ids. Swift's
+/// `String` equality is canonical equivalence (`"é" == "e\u{301}"`), so a `Set<String>` or a
+/// dictionary keyed by `String` takes two of CouchDB's ids for one: use this as the key.
+public struct ExactID: Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public let id: String
+
+    public init(_ id: String) { self.id = id }
+    public init(stringLiteral id: String) { self.id = id }
+
+    public var description: String { id }
+
+    public static func == (a: ExactID, b: ExactID) -> Bool { a.id.utf8.elementsEqual(b.id.utf8) }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id.utf8.count)
+        for byte in id.utf8 { hasher.combine(byte) }
+    }
+}

@@ -168,11 +168,13 @@ public struct RemoteEndpoint: ReplicationEndpoint {
             if reply.status == 200 {
                 bulkGetSupported.withLock { $0 = true }
                 var docs: [JSON] = []
-                var seen = Set<String>()
+                // By bytes: documents `é` and `e\u{301}` with the same body share a revision id,
+                // and a Swift String would take one for the other's duplicate.
+                var seen = Set<ExactID>()
                 for result in reply.json["results"]?.arrayValue ?? [] {
                     for item in result["docs"]?.arrayValue ?? [] {
                         guard let doc = item["ok"], let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue else { continue }
-                        if seen.insert(id + "\u{0}" + rev).inserted { docs.append(doc) }
+                        if seen.insert(ExactID(id + "\u{0}" + rev)).inserted { docs.append(doc) }
                     }
                 }
                 return docs

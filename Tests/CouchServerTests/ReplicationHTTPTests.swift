@@ -97,6 +97,25 @@ struct ReplicationHTTPTests {
         #expect(try await server.request(.GET, "/guarded").json["doc_count"] == 5)
     }
 
+    /// Found in review (session 33): the pull de-duplicated `_bulk_get`'s documents by
+    /// id and revision as a Swift String, and two documents whose ids differ only in Unicode
+    /// normalisation, written with the same body, have the same revision id.
+    @Test("A pull over HTTP copies documents whose ids differ only in Unicode normalisation, with the same body and so the same revision")
+    func pullNormalisationVariants() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/src")
+        let composed = try await s.request(.PUT, "/src/%C3%A9", json: ["x": 1])
+        let decomposed = try await s.request(.PUT, "/src/e%CC%81", json: ["x": 1])
+        #expect(composed.json["rev"] == decomposed.json["rev"])
+        let url = "http://\(TestServer.admin.0):\(TestServer.admin.1)@127.0.0.1:\(s.port)"
+        let pulled = try await s.request(.POST, "/_replicate", json: ["source": .string("\(url)/src"), "target": "dst", "create_target": true])
+        #expect(pulled.status == 200 && pulled.json["history"]?[0]?["docs_written"] == 2, "\(pulled.text)")
+        #expect(try await s.request(.GET, "/dst").json["doc_count"] == 2)
+        #expect(try await s.request(.GET, "/dst/e%CC%81").status == 200)
+        #expect(try await s.request(.GET, "/dst/%C3%A9").status == 200)
+    }
+
     @Test("POST /_replicate: one-shot, continuous with _active_tasks and _scheduler/jobs, cancel")
     func serverReplicate() async throws {
         let s = try TestServer()

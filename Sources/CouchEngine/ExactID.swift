@@ -12,7 +12,7 @@ public struct ExactID: Hashable, Sendable, ExpressibleByStringLiteral, CustomStr
     public static func == (a: ExactID, b: ExactID) -> Bool { a.id.utf8.elementsEqual(b.id.utf8) }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(id.utf8.count)
-        for byte in id.utf8 { hasher.combine(byte) }
+        var id = id
+        id.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }

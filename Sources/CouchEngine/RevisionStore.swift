@@ -25,7 +25,12 @@ struct DocRow {
     /// queries' set-up in the SQLite wrapper was a fifth of the request. Keyed by `ExactID`:
     /// by `String`, `é` and `e\u{301}` were one key, and one's row was answered for the other.
     static func fetchAll(_ db: GRDB.Database, ids: some Sequence<String>) throws -> [ExactID: DocRow] {
-        let unique = Array(Set(ids.filter { !DocumentInput.holdsNUL($0) }.map { ExactID($0) }))
+        try fetchAll(db, keys: ids.map { ExactID($0) })
+    }
+
+    /// The same, for ids already keyed.
+    static func fetchAll(_ db: GRDB.Database, keys: some Sequence<ExactID>) throws -> [ExactID: DocRow] {
+        let unique = Array(Set(keys.filter { !DocumentInput.holdsNUL($0.id) }))
         var rows: [ExactID: DocRow] = [:]
         rows.reserveCapacity(unique.count)
         let chunkSize = 500
@@ -54,7 +59,7 @@ struct BatchRows {
         var occurrences: [ExactID: Int] = [:]
         for id in ids { occurrences[ExactID(id), default: 0] += 1 }
         let once = occurrences.compactMap { $0.value == 1 ? $0.key : nil }
-        rows = try DocRow.fetchAll(db, ids: once.map(\.id))
+        rows = try DocRow.fetchAll(db, keys: once)
         read = Set(once)
     }
 

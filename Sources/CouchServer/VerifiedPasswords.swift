@@ -39,14 +39,14 @@ struct VerifiedPasswords: Sendable {
             entries[key] = nil
             return nil
         }
-        record(key, Entry(context: entry.context, lastUsed: now, use: 0))
+        record(key, entry.context, now: now)
         return entry.context
     }
 
     /// Remembers a key whose password was just verified, first dropping the entries idle too
     /// long and, at the bound, the least recently used.
     mutating func insert(_ key: [UInt8], _ context: UserContext, now: Date) {
-        record(key, Entry(context: context, lastUsed: now, use: 0))
+        record(key, context, now: now)
         while head < uses.count {
             let (oldest, use) = uses[head]
             guard let entry = entries[oldest], entry.use == use else {
@@ -59,11 +59,10 @@ struct VerifiedPasswords: Sendable {
         }
     }
 
-    private mutating func record(_ key: [UInt8], _ entry: Entry) {
-        var entry = entry
+    /// Notes a use of `key` at `now`: its entry and a record at the end of `uses`.
+    private mutating func record(_ key: [UInt8], _ context: UserContext, now: Date) {
         nextUse += 1
-        entry.use = nextUse
-        entries[key] = entry
+        entries[key] = Entry(context: context, lastUsed: now, use: nextUse)
         uses.append((key, nextUse))
         if uses.count - head > 2 * entries.count + 64 {
             uses = uses[head...].filter { entries[$0.key]?.use == $0.use }

@@ -302,7 +302,7 @@ let package = Package(
         .testTarget(name: "LinearRegexTests", dependencies: ["LinearRegex", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
-        .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "LTTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         .testTarget(name: "CouchIndexesTests", dependencies: ["CouchIndexes", "CouchEngine", "CouchCollation", "CouchJSON", "Geo", "LTTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         .testTarget(name: "ReplicationTests", dependencies: ["Replication", "CouchEngine", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         // The application: unit tests over a CouchClient, and its API over a real `lt serve`

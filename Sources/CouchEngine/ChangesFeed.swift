@@ -240,7 +240,7 @@ public struct ChangesFeed: Sendable {
     /// A row's `changes`: the winning revision, or every leaf (`style=all_docs`).
     func changes(_ row: Row, _ options: ChangesOptions) throws -> [JSON] {
         guard options.allLeaves else { return [["rev": .string(row[1] as String)]] }
-        return try RevisionTree(encoded: row[3]).leaves.map { ["rev": .string($0.rev.description)] }
+        return try RevisionTree(stored: row[3], winner: row[1], deleted: (row[5] as Int) != 0).leaves.map { ["rev": .string($0.rev.description)] }
     }
 }
 

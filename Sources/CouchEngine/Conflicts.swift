@@ -10,9 +10,9 @@ public struct Conflicts: Sendable {
     public func ids() async throws -> [String] {
         try await database.reading { db in
             var ids: [String] = []
-            let cursor = try Row.fetchCursor(db, sql: "SELECT id, tree FROM docs WHERE deleted = 0 ORDER BY id")
+            let cursor = try Row.fetchCursor(db, sql: "SELECT id, tree, winner FROM docs WHERE deleted = 0 ORDER BY id")
             while let row = try cursor.next() {
-                let tree = try RevisionTree(encoded: row[1])
+                let tree = try RevisionTree(stored: row[1], winner: row[2], deleted: false)
                 if tree.leaves.filter({ !$0.deleted }).count > 1 { ids.append(row[0]) }
             }
             return ids

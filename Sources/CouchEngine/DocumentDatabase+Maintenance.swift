@@ -35,7 +35,7 @@ extension DocumentDatabase {
                     context.seq += 1
                     try db.execute(
                         sql: "UPDATE docs SET seq = ?, winner = ?, deleted = ?, tree = ? WHERE id = ?",
-                        arguments: [context.seq, winner.rev.description, winner.deleted ? 1 : 0, row.tree.encoded, id])
+                        arguments: [context.seq, winner.rev.description, winner.deleted ? 1 : 0, row.tree.stored, id])
                     RevisionStore.adjustCounts(context, before: row.winnerDeleted, after: winner.deleted)
                     row.winnerDeleted = winner.deleted
                     let sizeAfter = winner.deleted ? 0 : (winner.rev == oldWinner ? sizeBefore : try RevisionStore.storedSize(db, id: id, rev: winner.rev))
@@ -78,11 +78,11 @@ extension DocumentDatabase {
             let from = after
             let (last, count) = try await writer.write { db, _ -> (String?, Int) in
                 let docs = try Row.fetchAll(
-                    db, sql: "SELECT id, tree FROM docs WHERE id > ? ORDER BY id LIMIT ?", arguments: [from, Self.compactionBatch])
+                    db, sql: "SELECT id, tree, winner, deleted FROM docs WHERE id > ? ORDER BY id LIMIT ?", arguments: [from, Self.compactionBatch])
                 let stored = try db.makeStatement(sql: "SELECT rev FROM revs WHERE doc_id = ?")
                 for doc in docs {
                     let id: String = doc[0]
-                    let tree = try RevisionTree(encoded: doc[1])
+                    let tree = try RevisionTree(stored: doc[1], winner: doc[2], deleted: (doc[3] as Int) != 0)
                     let leaves = Set(tree.leaves.map { $0.rev.description })
                     for rev in try String.fetchAll(stored, arguments: [id]) where !leaves.contains(rev) {
                         if let revision = Revision(rev) { try RevisionStore.deleteBody(db, id: id, rev: revision) }

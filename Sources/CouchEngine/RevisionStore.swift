@@ -14,9 +14,11 @@ struct DocRow {
         // No stored id holds a NUL (`DocumentInput.validate`); SQLite's text would end at it
         // and find another document's row.
         guard !DocumentInput.holdsNUL(id) else { return nil }
-        return try db.cachedStatement(sql: "SELECT seq, deleted, tree FROM docs WHERE id = ?").first(.text(id)) { row in
-            DocRow(seq: Int(sqlite3_column_int64(row, 0)), tree: try RevisionTree(encoded: GRDB.Statement.text(row, 2)),
-                   winnerDeleted: sqlite3_column_int64(row, 1) != 0)
+        return try db.cachedStatement(sql: "SELECT seq, deleted, tree, winner FROM docs WHERE id = ?").first(.text(id)) { row in
+            let deleted = sqlite3_column_int64(row, 1) != 0
+            return DocRow(seq: Int(sqlite3_column_int64(row, 0)),
+                          tree: try RevisionTree(stored: GRDB.Statement.text(row, 2), winner: GRDB.Statement.text(row, 3), deleted: deleted),
+                          winnerDeleted: deleted)
         }
     }
 
@@ -36,12 +38,13 @@ struct DocRow {
         let chunkSize = 500
         for start in stride(from: 0, to: unique.count, by: chunkSize) {
             let chunk = unique[start..<min(start + chunkSize, unique.count)]
-            let sql = "SELECT id, seq, deleted, tree FROM docs WHERE id IN (\(repeatElement("?", count: chunk.count).joined(separator: ",")))"
+            let sql = "SELECT id, seq, deleted, tree, winner FROM docs WHERE id IN (\(repeatElement("?", count: chunk.count).joined(separator: ",")))"
             // Full chunks share one cached statement; the last, of any size, is made once.
             let statement = chunk.count == chunkSize ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
             let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(chunk.map { $0.id }))
             while let row = try cursor.next() {
-                rows[ExactID(row[0])] = DocRow(seq: row[1], tree: try RevisionTree(encoded: row[3]), winnerDeleted: (row[2] as Int) != 0)
+                let deleted = (row[2] as Int) != 0
+                rows[ExactID(row[0])] = DocRow(seq: row[1], tree: try RevisionTree(stored: row[3], winner: row[4], deleted: deleted), winnerDeleted: deleted)
             }
         }
         return rows
@@ -106,7 +109,7 @@ enum RevisionStore {
         guard let winner = tree.winner else { throw CouchError.corrupt("revision tree") }
         context.seq += 1
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)")
-            .run(.text(id), .integer(context.seq), .text(winner.rev.description), .integer(winner.deleted ? 1 : 0), .text(tree.encoded))
+            .run(.text(id), .integer(context.seq), .text(winner.rev.description), .integer(winner.deleted ? 1 : 0), .text(tree.stored))
         adjustCounts(context, before: existing.map { $0.winnerDeleted }, after: winner.deleted)
         let sizeAfter: Int
         if winner.deleted {

@@ -86,7 +86,7 @@ package enum StoredDocument {
             doc.members.append(contentsOf: body.members)
             return doc
         }
-        let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(encoded: row["tree"]), winnerDeleted: false)
+        let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(stored: row["tree"], winner: winner, deleted: false), winnerDeleted: false)
         return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body)
     }
 
@@ -212,7 +212,7 @@ package enum StoredDocument {
         _ db: GRDB.Database, id: String, row: Row, body: JSONObject, deleted: Bool, options: ReadOptions
     ) throws -> JSON {
         guard let rev = Revision(row[1] as String) else { return .null }
-        let docRow = DocRow(seq: row[2], tree: try RevisionTree(encoded: row[3]), winnerDeleted: deleted)
+        let docRow = DocRow(seq: row[2], tree: try RevisionTree(stored: row[3], winner: row[1], deleted: deleted), winnerDeleted: deleted)
         return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body).map(JSON.object) ?? .null
     }
 

@@ -83,8 +83,13 @@ struct RevisionTreeTests {
             // so a revision survives only if it is among the `limit` newest of some leaf's path.
             let kept = Set(before.leaves.flatMap { before.path(to: $0.rev).prefix(limit) })
             #expect(Set(tree.nodes.map(\.rev)) == kept)
-            // The storage form round-trips.
+            // The storage forms round-trip: `encoded`, and a `docs` row's `stored` beside the
+            // row's winner (empty exactly when the tree is its winner alone).
             #expect(try RevisionTree(encoded: tree.encoded) == tree)
+            if let winner = tree.winner {
+                #expect(tree.stored.isEmpty == (tree.nodes.count == 1))
+                #expect(try RevisionTree(stored: tree.stored, winner: winner.rev.description, deleted: winner.deleted) == tree)
+            }
         }
     }
 

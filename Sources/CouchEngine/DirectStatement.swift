@@ -2,20 +2,23 @@ import GRDB
 import GRDBSQLite
 
 /// A value bound to a statement through SQLite's C API.
-enum DirectValue {
+package enum DirectValue {
     case text(String)
     case integer(Int)
+    case real(Double)
     case blob([UInt8])
+    case null
 }
 
 /// The statements a document write runs for every document (its row's read, its row and its
 /// body's insertion), run straight through SQLite's C API: the wrapper's arguments (an array of
 /// boxed values per call) and its per-statement bookkeeping were a tenth of a `_bulk_docs`
-/// write's time. Only for cached statements of the write path, inside the write queue's
-/// transaction, on tables no GRDB observer watches (lt registers none).
+/// write's time; the same for an index's rows as it is built. Only for cached statements of
+/// the write path, inside the write queue's transaction, on tables no GRDB observer watches
+/// (lt registers none).
 extension GRDB.Statement {
     /// Runs this statement (an insertion, update or deletion) once with `values`.
-    func run(_ values: DirectValue...) throws {
+    package func run(_ values: DirectValue...) throws {
         try stepOnce(values) { code in
             guard code == SQLITE_DONE else { throw failure(code) }
         }
@@ -60,6 +63,10 @@ extension GRDB.Statement {
             switch value {
             case .integer(let integer):
                 code = sqlite3_bind_int64(statement, index, Int64(integer))
+            case .real(let real):
+                code = sqlite3_bind_double(statement, index, real)
+            case .null:
+                code = sqlite3_bind_null(statement, index)
             case .text(var text):
                 code = text.withUTF8 { bytes in
                     // An empty buffer may have no address, which SQLite would bind as NULL.

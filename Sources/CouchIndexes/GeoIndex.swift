@@ -155,14 +155,17 @@ struct GeoRows: SecondaryIndex {
     }
 
     func store(_ batch: Batch, changed: [ChangedDocument], in db: GRDB.Database) throws {
-        let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-        let insert = try db.makeStatement(sql: "INSERT INTO \(table)(doc_id, lon, lat, geometry, t) VALUES (?, ?, ?, ?, ?)")
+        // A row replaced in one statement (the table's key is the id), removed when the
+        // document has no geometry; bound through SQLite's C API (`DirectStatement`): a
+        // million points' build spent a fifth of its time in the wrapper's per-call arguments.
+        let delete = try db.cachedStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
+        let replace = try db.cachedStatement(sql: "INSERT OR REPLACE INTO \(table)(doc_id, lon, lat, geometry, t) VALUES (?, ?, ?, ?, ?)")
         for (id, geometry, time) in batch.changes {
-            try delete.execute(arguments: [id])
+            let t = time.map(DirectValue.real) ?? .null
             switch geometry {
-            case let .point(c)?: try insert.execute(arguments: [id, c.lon, c.lat, nil, time])
-            case let other?: try insert.execute(arguments: [id, nil, nil, other.geoJSON.text, time])
-            case nil: break
+            case let .point(c)?: try replace.run(.text(id), .real(c.lon), .real(c.lat), .null, t)
+            case let other?: try replace.run(.text(id), .null, .null, .text(other.geoJSON.text), t)
+            case nil: try delete.run(.text(id))
             }
         }
     }

@@ -60,7 +60,7 @@ let package = Package(
         // Rows put in order however many there are (a temporary SQLite file's external sort).
         .target(
             name: "ExternalSort",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")],
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
         ),
         // Regular expressions in PCRE's syntax over bytes, matched in linear time (Mango's $regex).
@@ -84,7 +84,6 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -100,7 +99,6 @@ let package = Package(
                 "CouchJSON", "CouchCollation", "CouchEngine", "Geo",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -167,15 +165,14 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "HummingbirdCore", package: "hummingbird"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             swiftSettings: strict
         ),
-        // TrackerKit, the device SDK: location filtering, the app's documents (more to come: local
-        // store, sync, offline places). No UIKit; CoreLocation only behind canImport.
+        // TrackerKit, the device SDK: location filtering, the app's documents, the local store
+        // replicating with the server (SyncManager), offline places. No UIKit; CoreLocation only
+        // behind canImport.
         .target(
             name: "TrackerKit",
             dependencies: [
@@ -245,6 +242,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -252,11 +251,10 @@ let package = Package(
         .executableTarget(
             name: "lt",
             dependencies: [
-                "CommandSupport", "ConfigFile", "CouchJSON", "CouchEngine", "CouchProtocol", "Geo", "HTTPServing", "LTServer", "Replication", "JavaScript", "TrackerApp", "TrackerKit",
+                "CommandSupport", "ConfigFile", "CouchJSON", "CouchEngine", "CouchProtocol", "Geo", "HTTPServing", "LTServer", "Replication", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -41,7 +41,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "full: fsync every commit; normal: survive a killed process, not power loss. (LT_DURABILITY, default full)")
     var durability: String?
 
-    @Option(name: .customLong("max-open-databases"), help: "Databases kept open at once; the least recently used beyond it are closed. (LT_MAX_OPEN_DATABASES, default: what the open-file limit allows, at most 2048)")
+    @Option(name: .customLong("max-open-databases"), help: "Databases kept open at once; beyond it, one not used in the last moment, chosen at random, is closed. (LT_MAX_OPEN_DATABASES, default: what the open-file limit allows, at most 2048)")
     var maxOpenDatabases: Int?
 
     @Option(help: "Where users' locations live: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, where each user sees only their own documents). (LT_MODE, default db-per-user)")

@@ -36,6 +36,44 @@ struct DependencyGraphTests {
         #expect(documented.cycle() == nil, "a cycle: \(documented.cycle() ?? [])")
     }
 
+    /// What the sources import is what Package.swift declares: every module a source target's
+    /// files import (besides the platform's) is one of its declared dependencies, and every
+    /// declared dependency is imported by one of its files (a target of C sources, linked for its
+    /// symbols, is not read). A module imported but not declared builds only while some other
+    /// dependency happens to bring it; one declared and not imported is an edge that is not there.
+    @Test func importsMatchDeclaredDependencies() throws {
+        let package = try PackageManifest.read(Self.root.appendingPathComponent("Package.swift"))
+        for target in package.targets.keys.sorted() where !package.isTest(target) {
+            let imports = try SourceImports.read(Self.root.appendingPathComponent("Sources/\(target)"))
+            guard !imports.files.isEmpty else { continue }
+            let declared = package.targets[target, default: []].union(package.products[target, default: []])
+            for module in imports.modules.keys.sorted() where !SourceImports.platform.contains(module) && !declared.contains(module) {
+                let files = imports.modules[module, default: []].sorted()
+                Issue.record("\(target): \(files.joined(separator: ", ")) \(files.count == 1 ? "imports" : "import") \(module), which Package.swift does not declare for it")
+            }
+            for dependency in declared.sorted() where imports.modules[dependency] == nil {
+                Issue.record("Package.swift: \(target) depends on \(dependency), which none of its files imports")
+            }
+        }
+    }
+
+    /// The import reader itself, on lines written for it.
+    @Test func importReaderFindsEveryForm() {
+        let modules = SourceImports.modules(in: """
+            import Foundation
+            @preconcurrency import NIOCore
+            public import GRDB
+            package import struct Geo.Coordinate
+            #if canImport(Glibc)
+            import Glibc
+            #endif
+            // import Commented
+            let text = "import Quoted"
+              @_implementationOnly import CSQLite
+            """)
+        #expect(modules == ["Foundation", "NIOCore", "GRDB", "Geo", "Glibc", "CSQLite"])
+    }
+
     /// Test targets depend on the source targets they test (and the test support), never on
     /// another test target.
     @Test func testTargetsDependOnlyOnSourceTargets() throws {
@@ -59,8 +97,10 @@ struct DependencyGraphTests {
                 .testTarget(name: "ATests", dependencies: ["A", "B"]),
             ])
             package.targets.first { $0.name == "B" }?.dependencies.append("CSystem")
+            package.targets.first { $0.name == "c-tool" }?.dependencies += ["CAlloc", "CAllocSettings"]
             """)
-        #expect(manifest.targets == ["A": ["B"], "B": ["CSystem"], "c-tool": ["A"], "ATests": ["A", "B"]])
+        #expect(manifest.targets == ["A": ["B"], "B": ["CSystem"], "c-tool": ["A", "CAlloc", "CAllocSettings"], "ATests": ["A", "B"]])
+        #expect(manifest.products["A"] == ["X"] && manifest.products["B"] == [])
         #expect(manifest.isTest("ATests") && !manifest.isTest("A"))
     }
 
@@ -76,6 +116,8 @@ struct DependencyGraphTests {
 /// dependencies appended after it with `package.targets.first { $0.name == "X" }?.dependencies.append("Y")`).
 struct PackageManifest {
     var targets: [String: Set<String>] = [:]
+    /// Each target's product dependencies (`.product(name: "X", package: …)`), by module name.
+    var products: [String: Set<String>] = [:]
     var testTargets: Set<String> = []
 
     func isTest(_ name: String) -> Bool { testTargets.contains(name) }
@@ -91,15 +133,21 @@ struct PackageManifest {
             if match.output.1 == "testTarget" { testTargets.insert(name) }
             let body = Self.balanced(text[match.range.upperBound...])
             var dependencies = Set<String>()
+            var products = Set<String>()
             if let list = body.firstRange(of: "dependencies:") {
                 let items = Self.balanced(body[list.upperBound...].drop { $0 != "[" }.dropFirst(), open: "[", close: "]")
+                for product in items.matches(of: /\.product\(\s*name:\s*"([^"]+)"/) { products.insert(String(product.output.1)) }
                 let withoutProducts = items.replacing(/\.product\([^)]*\)/, with: "")
                 for literal in withoutProducts.matches(of: /"([^"]+)"/) { dependencies.insert(String(literal.output.1)) }
             }
             targets[name] = dependencies
+            self.products[name] = products
         }
-        for match in text.matches(of: /package\.targets\.first \{ \$0\.name == "([^"]+)" \}\?\.dependencies\.append\("([^"]+)"\)/) {
-            targets[String(match.output.1), default: []].insert(String(match.output.2))
+        // Dependencies added after the declaration: `.dependencies.append("Y")` or `+= ["Y", "Z"]`.
+        let appended = /package\.targets\.first \{ \$0\.name == "([^"]+)" \}\?\.dependencies(?:\.append\(("[^"]+")\)| \+= \[([^\]]*)\])/
+        for match in text.matches(of: appended) {
+            let list = match.output.2 ?? match.output.3 ?? ""
+            for literal in list.matches(of: /"([^"]+)"/) { targets[String(match.output.1), default: []].insert(String(literal.output.1)) }
         }
     }
 
@@ -157,5 +205,37 @@ struct DocumentedGraph {
             if let found = visit(node, []) { return found }
         }
         return nil
+    }
+}
+
+/// The modules a target's Swift files import, and which files import each.
+struct SourceImports {
+    var files: [URL] = []
+    var modules: [String: Set<String>] = [:]
+
+    /// Modules of the platform and the toolchain, not declared in Package.swift.
+    static let platform: Set<String> = [
+        "Foundation", "FoundationEssentials", "FoundationNetworking", "FoundationXML", "Dispatch", "Glibc", "Musl",
+        "Darwin", "WinSDK", "Android", "CoreLocation", "Security", "os", "Synchronization", "Observation", "RegexBuilder",
+        "_Concurrency", "XCTest", "Testing",
+    ]
+
+    static func read(_ directory: URL) throws -> SourceImports {
+        var result = SourceImports()
+        guard let walker = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil) else { return result }
+        for case let file as URL in walker where file.pathExtension == "swift" {
+            result.files.append(file)
+            for module in modules(in: try String(contentsOf: file, encoding: .utf8)) {
+                result.modules[module, default: []].insert(file.lastPathComponent)
+            }
+        }
+        return result
+    }
+
+    /// The modules imported by `text`, in order: `import M`, with attributes (`@preconcurrency`),
+    /// an access level (`public import`) or a declaration kind (`import struct M.T`).
+    static func modules(in text: String) -> [String] {
+        let line = /^\s*(?:@\w+\s+)*(?:(?:public|package|internal|fileprivate|private)\s+)?import\s+(?:(?:struct|class|enum|protocol|func|var|let|typealias)\s+)?([A-Za-z_][A-Za-z0-9_]*)/
+        return text.split(separator: "\n").compactMap { $0.firstMatch(of: line).map { String($0.output.1) } }
     }
 }

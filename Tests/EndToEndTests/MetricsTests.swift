@@ -19,6 +19,45 @@ struct MetricsTests {
         return samples
     }
 
+    /// The metrics docs/deploying.md's table lists, by name (labels dropped).
+    static func documentedMetrics() throws -> Set<String> {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(contentsOf: root.appendingPathComponent("docs/deploying.md"), encoding: .utf8)
+        var names = Set<String>()
+        for line in text.split(separator: "\n") where line.hasPrefix("| `lt_") {
+            let first = line.dropFirst(2).prefix { $0 != "|" }
+            for match in first.matches(of: /`(lt_[a-z_]+)/) { names.insert(String(match.output.1)) }
+        }
+        return names
+    }
+
+    @Test("Every metric the server exports is in docs/deploying.md's table, and every one there is exported (cluster mode's and jemalloc's only where they apply)")
+    func documentedAndExported() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        // Traffic, so that the metrics made at their first use exist.
+        #expect(try await s.app(.PUT, "/api/users/erin", json: ["password": "erin-pw-7731"]).status == 201)
+        #expect(try await s.request(.PUT, "/metrics-db").status == 201)
+        #expect(try await s.request(.PUT, "/metrics-db/a", json: ["n": 1]).status == 201)
+        let reply = try await s.request(.GET, "/_node/_local/_prometheus")
+        // Each family's `# TYPE` line names it (a histogram's samples add _bucket, _sum, _count).
+        let exported = Set(reply.text.split(separator: "\n").compactMap { line -> String? in
+            guard line.hasPrefix("# TYPE ") else { return nil }
+            return line.split(separator: " ").dropFirst(2).first.map(String.init)
+        })
+        let documented = try Self.documentedMetrics()
+        #expect(documented.count >= 30, "\(documented.sorted())")
+        for name in exported.sorted() {
+            #expect(documented.contains(name), "\(name) is exported but not in docs/deploying.md's table")
+        }
+        let allocator = PrometheusSample.parse(reply.text).first { $0.name == "lt_build_info" }?.labels["allocator"] ?? ""
+        var elsewhere: Set<String> = ["lt_couchdb_node_up", "lt_couchdb_node_withdrawn"]  // cluster mode's
+        if !allocator.hasPrefix("jemalloc") { elsewhere.insert("lt_allocator_bytes") }
+        for name in documented.subtracting(elsewhere).sorted() {
+            #expect(exported.contains(name), "\(name) is in docs/deploying.md's table but not exported")
+        }
+    }
+
     @Test("Admins only: 401 without credentials and for a user; an unknown node is 404")
     func adminsOnly() async throws {
         let s = try TestServer()

@@ -4,7 +4,8 @@
 # fuzzing corpus and the exchanges recorded from CouchDB 3.4.3's replicator), real CouchDB
 # clients from PyPI against lt (Tests/Compatibility/clients.py), the application API against
 # its OpenAPI document (schemathesis), the README's tour run as written (twice), the browser
-# tests, and, with --fuzz SECONDS (CI gives 30), every libFuzzer harness for that long.
+# tests, TrackerKit's documentation built with DocC, and, with --fuzz SECONDS (CI gives 30),
+# every libFuzzer harness for that long.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # step NAME: prints how long the run has taken before NAME starts.
@@ -16,6 +17,10 @@ step "CouchDB-Python's suite"
 LT_BINARY="$(swift build --show-bin-path)/lt" scripts/couchdb-python-compat.sh
 step "swift test"
 swift test --no-parallel
+step "TrackerKit's documentation"
+# The SDK's DocC catalog and doc comments built with the toolchain's DocC; a warning (a broken
+# symbol link) fails the run. (Its guide's example is run by TrackerKitGuideTests.)
+scripts/docs.sh
 step "clients, OpenAPI, README tour, browsers"
 # Real CouchDB clients from PyPI (ibmcloudant, aiocouch, pycouchdb, CouchDB-Python) against lt.
 python3 Tests/Compatibility/clients.py --lt "$(swift build --show-bin-path)/lt"

@@ -299,6 +299,18 @@ let package = Package(
         .testTarget(name: "ExternalSortTests", dependencies: ["ExternalSort", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "LinearRegexTests", dependencies: ["LinearRegex", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "MIMEMultipartTests", dependencies: ["MIMEMultipart", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"], swiftSettings: strict),
+        .testTarget(
+            name: "HTTPServingTests",
+            dependencies: [
+                "HTTPServing", "CouchJSON",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "TrackerKitTests", dependencies: ["TrackerKit", "CouchJSON", "CouchEngine", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "CouchEngineTests", dependencies: ["CouchEngine", "CouchJSON", "LTTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),
         .testTarget(name: "CouchIndexesTests", dependencies: ["CouchIndexes", "CouchEngine", "CouchCollation", "CouchJSON", "Geo", "LTTestSupport", .product(name: "GRDB", package: "GRDB.swift")], swiftSettings: strict),

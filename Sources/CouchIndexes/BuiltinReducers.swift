@@ -1,3 +1,4 @@
+import CouchCollation
 import CouchJSON
 
 /// `_sum` as CouchDB computes it (`couch_query_servers:builtin_sum_rows`): numbers add; arrays

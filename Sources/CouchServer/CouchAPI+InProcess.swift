@@ -1,7 +1,8 @@
 import CouchEngine
-import CouchProtocol
 import CouchJSON
+import CouchProtocol
 import Foundation
+import HTTPServing
 import HTTPTypes
 import Hummingbird
 

@@ -3,6 +3,7 @@ import CouchJSON
 import CouchProtocol
 import Foundation
 import HTTPServing
+import JavaScript
 import Replication
 
 extension CouchAPI {

@@ -3,6 +3,7 @@ import CouchJSON
 import CouchProtocol
 import Foundation
 import Hummingbird
+import Logging
 
 /// A database and its database-wide resources: create, info, delete, `_all_docs`, `_bulk_docs`,
 /// `_bulk_get`, `_revs_diff`, `_local_docs`, `_security`, `_revs_limit`, purge, compaction, partitions.

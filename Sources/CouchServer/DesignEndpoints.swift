@@ -7,6 +7,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import JavaScript
+import Logging
 import Replication
 
 /// Design documents' HTTP resources: views, `_info`, `_view_cleanup`, and the filter functions

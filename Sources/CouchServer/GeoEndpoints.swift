@@ -6,6 +6,7 @@ import Geo
 import HTTPTypes
 import Hummingbird
 import JavaScript
+import Logging
 
 /// Cloudant Geo's HTTP API: `_geo`, `_geo_info`, `_geo_cleanup`, over `st_indexes` in design
 /// documents.

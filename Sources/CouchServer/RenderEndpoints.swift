@@ -1,4 +1,5 @@
 import CouchEngine
+import CouchIndexes
 import CouchJSON
 import CouchProtocol
 import Crypto

@@ -1,6 +1,8 @@
 import CouchEngine
 import CouchJSON
 import Foundation
+import HTTPTypes
+import Logging
 import Replication
 
 /// `/_replicate` (one-shot and continuous replications) and the `/_scheduler` views of them.

@@ -1,5 +1,6 @@
 import CouchJSON
 import CouchProtocol
+import Foundation
 
 /// A design document's declarative `rewrites` array, resolved as CouchDB 3's `chttpd_rewrite`
 /// resolves it: the first rule whose `method` and `from` match the path after `_rewrite` gives

@@ -1,4 +1,5 @@
 import CouchJSON
+import Foundation
 
 /// A WGS84 position: longitude and latitude in degrees (GeoJSON order).
 public struct Coordinate: Sendable, Hashable {

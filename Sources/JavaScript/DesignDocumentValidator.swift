@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import Foundation
 
 /// Runs design documents' `validate_doc_update(newDoc, oldDoc, userCtx, secObj)` functions
 /// before writes, as CouchDB does: `throw({forbidden: reason})` rejects a write with 403,

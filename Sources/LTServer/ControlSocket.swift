@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import CouchServer
 import Foundation
 import HTTPServing

@@ -10,6 +10,7 @@ import Logging
 import NIOConcurrencyHelpers
 import ServiceLifecycle
 import TrackerApp
+import UnixSignals
 
 /// The running server: the database API (CouchServer over the engine) and the application
 /// (TrackerApp over a CouchClient) composed into two listeners, embedded or in cluster mode.

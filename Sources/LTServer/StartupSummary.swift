@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import TrackerApp
 
 /// What `lt serve` prints once every listener is up: one block saying where everything is —
 /// the database API, the application, the dashboard and the tracker app, the data directory,

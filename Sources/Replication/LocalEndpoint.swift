@@ -1,5 +1,6 @@
 import CouchEngine
 import CouchJSON
+import Foundation
 
 /// Resolves a filter function (`ddoc/name` or `_view`) with its query parameters on a local
 /// database.

@@ -1,6 +1,7 @@
 import CouchJSON
 import CouchProtocol
 import Foundation
+import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
 

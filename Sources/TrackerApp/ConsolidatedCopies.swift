@@ -1,5 +1,7 @@
 import CouchJSON
 import CouchProtocol
+import HTTPTypes
+import Logging
 
 /// `lt_locations_all` keeps every user's copies under `<user>:<id>` (`Consolidator.copy`), so
 /// that no user's ids, revisions or claims reach another's copies. Before that (up to issue 40)

@@ -1,5 +1,9 @@
 import CouchJSON
+import CouchProtocol
 import Foundation
+import HTTPTypes
+import Logging
+import NIOConcurrencyHelpers
 
 /// Saving the consolidator's checkpoints, beside the rounds.
 ///

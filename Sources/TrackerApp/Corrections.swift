@@ -2,6 +2,8 @@ import CouchJSON
 import CouchProtocol
 import Foundation
 import Geo
+import HTTPTypes
+import Logging
 
 /// Crowd-sourced corrections of place positions (the Public Art PDX workflow): users submit a
 /// corrected position, admins approve or reject it; approving moves the place (keeping its old

@@ -1,5 +1,6 @@
 import CouchJSON
 import CouchProtocol
+import HTTPTypes
 import Logging
 
 /// A part of the application that works on its database through a `CouchClient`

@@ -1,5 +1,7 @@
 import CouchJSON
 import CouchProtocol
+import Geo
+import HTTPTypes
 
 /// The dashboard's overview of the people tracked (admins and analysts): who is registered,
 /// when and where each was last seen, and with which devices.

@@ -1,5 +1,6 @@
 import CouchJSON
 import CouchProtocol
+import HTTPTypes
 import Logging
 
 /// The places of `lt_places`: the geo query devices ask (`/api/places`), editing by admins,

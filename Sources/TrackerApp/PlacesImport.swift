@@ -2,6 +2,8 @@ import CouchJSON
 import CouchProtocol
 import Crypto
 import Foundation
+import HTTPTypes
+import Logging
 
 /// Importing places into `lt_places` so that repeating an import changes nothing: every place
 /// has a stable id (its own `_id` or `id`, else one made from its name and geometry), an

@@ -1,5 +1,7 @@
 import CouchJSON
+import CouchProtocol
 import Foundation
+import HTTPTypes
 import Logging
 
 /// Cluster mode: purges reach every instance's mirrors.

@@ -1,7 +1,8 @@
 import CouchJSON
 import CouchProtocol
-import HTTPServing
+import ExternalSort
 import Foundation
+import HTTPServing
 import HTTPTypes
 import Hummingbird
 import NIOCore

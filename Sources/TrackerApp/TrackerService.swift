@@ -1,8 +1,9 @@
 import CouchJSON
 import CouchProtocol
 import Crypto
-import HTTPServing
 import Foundation
+import HTTPServing
+import HTTPTypes
 import Logging
 
 /// The Location Tracker application (the reference design's Node.js server): registration,

@@ -3,9 +3,10 @@ import CommandSupport
 import CouchEngine
 import CouchJSON
 import CouchProtocol
-import LTServer
 import CouchServer
 import Foundation
+import HTTPTypes
+import LTServer
 import Logging
 import TrackerApp
 

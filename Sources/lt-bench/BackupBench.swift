@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import CouchJSON
 import Foundation
+import Logging
 
 /// `lt-bench backup`: what `lt backup` costs on a serving `lt serve`. One large database and
 /// many small ones; the backup's speed beside a plain copy of the same files (the disk's own

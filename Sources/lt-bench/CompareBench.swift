@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import CouchJSON
 import Foundation
+import Logging
 
 /// `lt-bench compare`: the same HTTP workload, over real sockets, against `lt serve` and a
 /// CouchDB-API server (Apache CouchDB built beside the project), in one invocation, each figure

@@ -2,8 +2,9 @@ import ArgumentParser
 import CommandSupport
 import CouchJSON
 import Foundation
-import Geo
 import GRDB
+import Geo
+import Logging
 import TrackerKit
 
 /// `lt-bench device`: what a device does per location. Saving accepted fixes in the device's

@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import CouchJSON
 import Foundation
+import Logging
 
 /// `lt-bench export`: what ordering an analyst's export by user and time costs. Everyone's
 /// locations in `lt_locations_all` under ids that are not in time order; the export

@@ -4,9 +4,10 @@ import CouchEngine
 import CouchIndexes
 import CouchJSON
 import Foundation
-import Geo
-import TrackerKit
 import GRDB
+import Geo
+import Logging
+import TrackerKit
 
 /// `lt-bench geo`: the geo index against a SQLite R*Tree baseline measured in the same run, on
 /// points clustered like real tracks: index build, memory per point, the app's query ("within

@@ -3,6 +3,7 @@ import CommandSupport
 import CouchEngine
 import CouchJSON
 import Foundation
+import Logging
 
 /// `lt-bench population`: one node with very many registered users (a million, each with a
 /// database of their own). Registers them through the application API into a data directory

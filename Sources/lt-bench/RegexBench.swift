@@ -3,6 +3,7 @@ import CommandSupport
 import CouchJSON
 import Foundation
 import LinearRegex
+import Logging
 
 /// `lt-bench regex`: what matching `$regex` in linear time costs. The same patterns over the
 /// same strings with `LinearRegex` (what `$regex` uses since issue 40) and Foundation's

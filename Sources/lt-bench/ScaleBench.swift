@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import CouchJSON
 import Foundation
+import Logging
 
 /// `lt-bench scale`: the Location Tracker application's own workload over HTTP, against `lt serve`
 /// (started as its own process, the whole application, durable) and, with `--couchdb`, against

@@ -5,6 +5,7 @@ import CouchEngine
 import CouchJSON
 import CouchProtocol
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
 

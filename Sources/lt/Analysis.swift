@@ -4,6 +4,7 @@ import CouchEngine
 import CouchJSON
 import CouchProtocol
 import Foundation
+import NIOHTTP1
 
 /// `lt analysis`: everyone's locations on a running server, for admins and analysts (the
 /// application API's `/api/analysis/...`).

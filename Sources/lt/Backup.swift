@@ -7,6 +7,7 @@ import Crypto
 import Foundation
 import LTServer
 import NIOCore
+import NIOFoundationCompat
 import NIOHTTP1
 
 /// `lt backup`: a consistent snapshot of every database of a data directory in a new backup

@@ -3,6 +3,7 @@ import CommandSupport
 import CouchJSON
 import CouchProtocol
 import Foundation
+import Logging
 import TrackerApp
 import TrackerKit
 

@@ -3,6 +3,7 @@ import CommandSupport
 import CouchJSON
 import Foundation
 import Geo
+import Logging
 import TrackerKit
 
 extension Device {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import AsyncHTTPClient
 import CommandSupport
 import CouchEngine
 import CouchJSON
@@ -7,6 +8,7 @@ import Foundation
 import HTTPServing
 import LTServer
 import NIOCore
+import NIOHTTP1
 
 /// `lt doctor`: checks this build, a data directory and the server running on it (or at a
 /// URL), and says what to do about each finding.

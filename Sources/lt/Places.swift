@@ -4,6 +4,7 @@ import CouchJSON
 import CouchProtocol
 import Foundation
 import Logging
+import NIOHTTP1
 import TrackerApp
 
 /// `lt places`: the places dataset on a running server.

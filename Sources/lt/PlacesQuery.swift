@@ -4,6 +4,8 @@ import CouchJSON
 import CouchProtocol
 import Foundation
 import Geo
+import NIOCore
+import NIOHTTP1
 import TrackerKit
 
 extension Places {

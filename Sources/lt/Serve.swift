@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import CouchEngine
 import CouchJSON
+import CouchServer
 import Foundation
 import HTTPServing
 import LTServer

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CouchJSON
 import Foundation
+import NIOHTTP1
 
 /// `lt status`: where a running server's consolidation stands, through its application API.
 struct Status: AsyncParsableCommand {

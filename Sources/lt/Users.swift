@@ -2,6 +2,7 @@ import ArgumentParser
 import CommandSupport
 import CouchJSON
 import Foundation
+import NIOHTTP1
 
 /// `lt users`: manage application users on a running server, through its application API.
 struct Users: AsyncParsableCommand {

@@ -2,6 +2,7 @@ import CouchJSON
 @testable import CouchEngine
 import Foundation
 import Testing
+import GRDB
 
 /// The database's `sizes` come from a total the writer keeps (no scan per `GET /{db}`): after
 /// any mix of writes, it must equal a fresh count of what the live documents keep.

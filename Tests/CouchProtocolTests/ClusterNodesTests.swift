@@ -1,5 +1,6 @@
 @testable import CouchProtocol
 import CouchJSON
+import HTTPTypes
 import LTTestSupport
 import Testing
 

@@ -6,6 +6,7 @@ import Glibc
 #endif
 import LTTestSupport
 import Testing
+import NIOHTTP1
 
 /// Clients that try to wear the server down: guessing passwords, holding connections open,
 /// and whether the owner still gets in. Issue 22's F5 and F6, against a real `lt serve`.

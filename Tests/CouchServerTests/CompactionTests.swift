@@ -1,6 +1,7 @@
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// `POST /{db}/_compact` on a real `lt serve`: old revisions' bodies go, the file shrinks, the

@@ -1,6 +1,7 @@
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// What CouchDB 3.4.3's own Elixir suite found last (issue 41), each as CouchDB answers it.

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 @Suite("_db_updates", .timeLimit(.minutes(3)))

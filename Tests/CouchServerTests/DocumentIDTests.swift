@@ -5,6 +5,7 @@ import Glibc
 #endif
 import LTTestSupport
 import Testing
+import NIOHTTP1
 
 /// Document ids are kept byte for byte or refused (issue 40, row 9): a NUL in an id used to
 /// end it in storage (`a%00b` replaced `a`), and bytes that are not UTF-8 became U+FFFD, so

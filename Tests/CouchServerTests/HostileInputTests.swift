@@ -1,6 +1,7 @@
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// Requests an attacker would send, against a real `lt serve`: numbers chosen to overflow,

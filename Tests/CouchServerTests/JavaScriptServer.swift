@@ -1,5 +1,7 @@
+import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 extension TestServer {

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOCore
 import NIOHTTP1
 import Testing
 

@@ -1,6 +1,7 @@
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// What CouchDB's own Mango suite (3.4.3, `src/mango/test`) found lt answering differently

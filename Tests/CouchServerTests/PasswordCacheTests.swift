@@ -5,6 +5,7 @@ import Foundation
 import HTTPServing
 import LTTestSupport
 import Testing
+import NIOHTTP1
 
 /// Basic auth on every request pays one PBKDF2 run per user, as CouchDB's
 /// `couch_passwords_cache`: the remembered check lasts while it is used, and requests that

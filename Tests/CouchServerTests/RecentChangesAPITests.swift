@@ -2,6 +2,7 @@ import CouchEngine
 import CouchJSON
 import CouchServer
 import Foundation
+import HTTPTypes
 import LTTestSupport
 import Logging
 import Testing

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import CouchEngine
 import CouchJSON
+import CouchProtocol
 import Foundation
 import LTTestSupport
 import NIOCore

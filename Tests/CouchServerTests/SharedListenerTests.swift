@@ -3,6 +3,7 @@ import CouchJSON
 import Foundation
 import LTTestSupport
 import NIOCore
+import NIOHTTP1
 import Testing
 
 /// Many listeners with the same filter share one read and one filter run per commit

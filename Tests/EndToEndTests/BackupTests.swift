@@ -2,6 +2,7 @@ import CouchEngine
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// `lt backup` and `lt restore` on real data directories: a backup taken while a real

@@ -1,6 +1,7 @@
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// `lt serve --config FILE`: every option as a YAML key, flag > `LT_*` variable > file >

@@ -5,6 +5,7 @@ import LTServer
 import LTTestSupport
 import Testing
 @testable import lt
+import NIOHTTP1
 
 @Suite("lt doctor: this build, a data directory and its server, with advice for each finding")
 struct DoctorTests {

@@ -1,6 +1,7 @@
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// `--log-format json`, the access log on both listeners, and secrets kept out of every line.

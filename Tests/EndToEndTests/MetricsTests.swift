@@ -2,6 +2,7 @@ import CouchJSON
 import Foundation
 import HTTPServing
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// `/_node/_local/_prometheus`, `_stats` and `_system` on a real `lt serve`: admins only, and

@@ -1,6 +1,7 @@
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 @Suite("lt places query: places near a position or in a box from a running server, negative coordinates as values")

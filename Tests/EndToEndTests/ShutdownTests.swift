@@ -2,6 +2,8 @@ import CouchEngine
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOCore
+import NIOHTTP1
 import Testing
 
 /// SIGTERM (what `systemctl stop` sends): writes acknowledged before it are kept, and a

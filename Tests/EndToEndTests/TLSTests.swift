@@ -5,6 +5,7 @@ import Foundation
 import Geo
 import LTTestSupport
 import NIOCore
+import NIOHTTP1
 import NIOSSL
 import Testing
 import TrackerKit

@@ -1,6 +1,8 @@
+import CouchJSON
 import Foundation
 import Geo
 import LTTestSupport
+import NIOHTTP1
 import Testing
 import TrackerKit
 

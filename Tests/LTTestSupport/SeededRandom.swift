@@ -1,4 +1,4 @@
-import TrackerKit
+@_exported import struct TrackerKit.SeededGenerator
 
 /// The deterministic generator property tests use (SplitMix64, TrackerKit's): a failing seed
 /// can be replayed.

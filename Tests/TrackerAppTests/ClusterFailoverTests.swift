@@ -7,6 +7,7 @@ import LTTestSupport
 import NIOCore
 import NIOPosix
 import Testing
+import NIOHTTP1
 
 /// Cluster mode given several nodes: a real `lt serve` in front of a stand-in node (`lt serve
 /// --database-only`) and a node that is not there, over real HTTP.

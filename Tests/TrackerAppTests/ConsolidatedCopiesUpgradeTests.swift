@@ -1,6 +1,7 @@
 import CouchJSON
 import Foundation
 import LTTestSupport
+import NIOHTTP1
 import Testing
 
 /// A `lt_locations_all` written before copies were kept by owner (issue 40), on a real server

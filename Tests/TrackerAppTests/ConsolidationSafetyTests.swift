@@ -3,6 +3,7 @@ import CouchJSON
 import CouchProtocol
 import CouchServer
 import Foundation
+import HTTPTypes
 import JavaScript
 import LTServer
 import LTTestSupport

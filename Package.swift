@@ -306,6 +306,17 @@ let package = Package(
         .testTarget(name: "MIMEMultipartTests", dependencies: ["MIMEMultipart", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"], swiftSettings: strict),
         .testTarget(
+            name: "LTServerTests",
+            dependencies: [
+                "LTServer", "CouchServer", "CouchEngine", "CouchJSON", "HTTPServing", "LTTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
             name: "HTTPServingTests",
             dependencies: [
                 "HTTPServing", "CouchJSON",

@@ -9,36 +9,42 @@ import TrackerKit
 // guide: begin
 func recordAWalk(server: String, storage: URL)
     async throws -> (pushed: Int, pending: Int) {
-    // 1. An account on the server, and the credentials of this user's database.
+    // 1. An account on the server, and the credentials of
+    //    this user's database there.
     let client = TrackerClient(baseURL: server)
-    let password = "correct horse battery"
-    try await client.register(username: "ada", password: password)
-    let credentials = try await client.login(username: "ada", password: password)
+    let (user, password) = ("ada", "correct horse battery")
+    try await client.register(username: user, password: password)
+    let credentials = try await client.login(
+        username: user, password: password)
     let file = storage.appendingPathComponent("credentials.json")
     try FileCredentialStore(url: file).save(credentials)
 
-    // 2. The device's own database, and the tracker that filters, saves, syncs
-    //    and finds places.
-    let store = try LocalStore(directory: storage.appendingPathComponent("data"))
+    // 2. The device's own database, and the tracker that
+    //    filters, saves, syncs and finds places.
+    let data = storage.appendingPathComponent("data")
+    let store = try LocalStore(directory: data)
     let tracker = try await DeviceTracker(
         client: client, credentials: credentials, store: store)
-    await tracker.start(near: Coordinate(lon: -122.4194, lat: 37.7749))
+    let home = Coordinate(lon: -122.4194, lat: 37.7749)
+    await tracker.start(near: home)
 
-    // 3. Fixes as the location service reports them, one every 30 s, 55 m apart:
-    //    each is kept (accurate enough, far and late enough after the last kept).
+    // 3. Fixes as the location service reports them, one
+    //    every 30 s, 55 m apart: each is kept (accurate,
+    //    far and late enough after the last one kept).
     let start = Date()
     for step in 0..<10 {
-        let position = Coordinate(lon: -122.4194, lat: 37.7749 + Double(step) * 5e-4)
         let fix = LocationFix(
-            coordinate: position, horizontalAccuracy: 10,
-            timestamp: start.addingTimeInterval(Double(step) * 30))
+            coordinate: Coordinate(
+                lon: home.lon, lat: home.lat + Double(step) * 5e-4),
+            horizontalAccuracy: 10,
+            timestamp: start + Double(step) * 30)
         let outcome = try await tracker.record(fix)
         guard outcome.decision == .accepted else { continue }
-        // outcome.places: the places near the fix, nearest first.
+        // outcome.places: the places near it, nearest first.
     }
 
-    // 4. Before the app goes away: push what waits, and say what is still only
-    //    on the device.
+    // 4. Before the app goes away: push what waits, and say
+    //    what is still only on the device.
     return try await tracker.finish()
 }
 // guide: end

@@ -22,8 +22,7 @@ struct MetricsTests {
 
     /// The metrics docs/deploying.md's table lists, by name (labels dropped).
     static func documentedMetrics() throws -> Set<String> {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let text = try String(contentsOf: root.appendingPathComponent("docs/deploying.md"), encoding: .utf8)
+        let text = try String(contentsOf: Repository.root.appendingPathComponent("docs/deploying.md"), encoding: .utf8)
         var names = Set<String>()
         for line in text.split(separator: "\n") where line.hasPrefix("| `lt_") {
             let first = line.dropFirst(2).prefix { $0 != "|" }

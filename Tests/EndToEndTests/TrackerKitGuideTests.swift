@@ -53,8 +53,6 @@ func recordAWalk(server: String, storage: URL)
 /// word for word, and runs as the guide says against a real `lt serve`.
 @Suite("TrackerKit's guide")
 struct TrackerKitGuideTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
     /// The lines between two marker lines of `text` (exclusive), or of its first ```swift block.
     static func lines(of text: String, from begin: String, to end: String) -> [Substring] {
         let all = text.split(separator: "\n", omittingEmptySubsequences: false)
@@ -65,7 +63,7 @@ struct TrackerKitGuideTests {
 
     @Test("The guide's example is this test's code, word for word")
     func guideShowsTestedCode() throws {
-        let guide = try String(contentsOf: Self.root.appendingPathComponent("Sources/TrackerKit/TrackerKit.docc/GettingStarted.md"), encoding: .utf8)
+        let guide = try String(contentsOf: Repository.root.appendingPathComponent("Sources/TrackerKit/TrackerKit.docc/GettingStarted.md"), encoding: .utf8)
         let tested = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
         let shown = Self.lines(of: guide, from: "```swift", to: "```")
         #expect(shown.count > 20)

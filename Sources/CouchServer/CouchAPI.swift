@@ -11,7 +11,7 @@ import Replication
 
 /// The CouchDB 3 HTTP API over a `DatabaseStore`: the server's state (settings, sessions,
 /// replication jobs, feeds) shared by the areas' handlers (`*Endpoints`), the URL table that
-/// routes to them (`CouchRoutes.swift`) and the steps before it (`CouchMiddleware.swift`).
+/// routes to them (`CouchRoutes.swift`) and the middleware before it (`CouchMiddleware.swift`).
 public final class CouchAPI: Sendable {
     public struct Options: Sendable {
         /// Largest request body accepted (413 beyond it).
@@ -83,7 +83,7 @@ public final class CouchAPI: Sendable {
     let requestBodyLimit: Locked<Int>
     /// The routes behind their middleware. They hold this API unowned (it holds them), so they
     /// are made once its other properties exist: set once in `init`, before it is shared.
-    nonisolated(unsafe) private(set) var pipeline: CouchResponder!
+    nonisolated(unsafe) private(set) var pipeline: (any HTTPResponder<CouchRequestContext>)!
     public static let version = "3.4.3"
     /// LocationTracker's own version (`vendor.version` in `GET /`, `lt --version`).
     public static let vendorVersion = "0.1.0"

@@ -29,20 +29,29 @@ extension CouchAPI {
     /// `_replicate` and the `_scheduler`.
     var replication: ReplicationEndpoints { ReplicationEndpoints(api: self) }
 
-    /// The listener's responder: the routes behind the steps of `CouchMiddleware.swift`.
-    func makeResponder() -> CouchResponder {
-        CouchResponder(
-            routes: makeRouter().buildResponder(), store: store, accessLog: AccessLog(logger: logger, listener: "database", enabled: options.accessLog), metrics: options.metrics, headers: CouchResponseHeaders(api: self),
-            errors: CouchErrors(api: self), body: CouchRequestBody(limit: requestBodyLimit),
-            authentication: CouchAuthentication(api: self), cluster: options.cluster.map { ClusterPassThrough(api: self, cluster: $0) },
-            jsonp: JSONP(config: config))
+    /// The listener's responder: the routes behind the steps every request passes
+    /// (`CouchMiddleware.swift`), outermost first.
+    func makeResponder() -> any HTTPResponder<CouchRequestContext> {
+        let errors = CouchErrors(api: self)
+        return CouchResponder(routes: CouchRouteResponder(routes: makeRouter().buildResponder(), store: store)) {
+            CouchMethodOverride()
+            CouchRequestLog(accessLog: AccessLog(logger: logger, listener: "database", enabled: options.accessLog), metrics: options.metrics,
+                            clientAddress: options.clientAddress)
+            CouchResponseHeaders(api: self)
+            errors
+            CouchJSONPCallback(jsonp: JSONP(config: config), errors: errors)
+            CouchRequestBody(limit: requestBodyLimit)
+            CouchAuthentication(api: self)
+            if let cluster = options.cluster { ClusterPassThrough(api: self, cluster: cluster) }
+        }
     }
 
+    /// The URL table. Under `/{db}` the name is checked and shared databases' owners are
+    /// answered first (`DatabaseAccess`); every route refuses path segments that are not UTF-8.
     func makeRouter() -> Router<CouchRequestContext> {
         let router = Router(context: CouchRequestContext.self)
-        addServerRoutes(CouchRouteTable(api: self, routes: router.group(), database: false))
-        // `/{db}/...`: the name checked and shared databases' owners answered first (`DatabaseAccess`).
-        let database = CouchRouteTable(api: self, routes: router.group(":db"), database: true)
+        addServerRoutes(CouchRouteTable(api: self, routes: router.group().add(middleware: ValidPathBytes())))
+        let database = CouchRouteTable(api: self, routes: router.group(":db").add(middleware: ValidPathBytes()).add(middleware: DatabaseAccess(api: self)))
         addDatabaseRoutes(database)
         addDocumentRoutes(database)
         addQueryRoutes(database)
@@ -175,24 +184,13 @@ extension CouchAPI {
 struct CouchRouteTable {
     unowned let api: CouchAPI
     let routes: RouterGroup<CouchRequestContext>
-    /// Routes under `/{db}`: `DatabaseAccess` first.
-    let database: Bool
 
     /// The methods routed to handlers (each answers CouchDB's 404 or 405 for those it does not
-    /// serve); any other is 405 (`CouchErrors`).
+    /// serve); any other is 405 (`CouchRouteResponder`).
     static let methods: [HTTPRequest.Method] = [.get, .head, .put, .post, .delete, .patch, .options, .connect, .trace, HTTPRequest.Method("COPY")!]
 
     func on(_ path: RouterPath, _ handle: @escaping @Sendable (CouchAPI, inout APIRequest) async throws -> APIResponse) {
-        let access = database ? DatabaseAccess(api: api) : nil
         let handler: @Sendable (Request, CouchRequestContext) async throws -> Response = { [unowned api] request, context in
-            // As CouchDB: an id (or attachment name) of bytes that are not UTF-8 is refused, not
-            // read as U+FFFD, which would make different ids one (a database name fails its own check).
-            if let segment = CouchURL.firstInvalidSegment(request.uri.path), segment > 0 {
-                // Nothing is stored under such an id: a read finds nothing; a write is refused.
-                if request.method == .get || request.method == .head { throw CouchError.missing }
-                throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must be valid UTF-8")
-            }
-            if let answer = try await access?.ownerAnswer(request, context) { return answer }
             var request = APIRequest(request, context)
             return try await handle(api, &request).response
         }

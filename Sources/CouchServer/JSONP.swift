@@ -1,3 +1,4 @@
+import CouchEngine
 import CouchJSON
 import CouchProtocol
 import HTTPTypes
@@ -24,17 +25,31 @@ struct JSONP {
 
     static let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._[]".unicodeScalars)
 
-    /// The answer wrapped in the call, when it is JSON.
-    static func wrap(_ response: inout Response, callback: String) {
+    /// The answer wrapped in the call, when it is JSON, as CouchDB writes it: `/* CouchDB */`,
+    /// the name, `(`, the JSON, `);` and a newline. An answer made whole (an error, a document)
+    /// loses its own final newline inside the call, as CouchDB's `send_json` puts it after; a
+    /// streamed one (a feed, view rows) keeps what it writes.
+    static func wrap(_ response: inout Response, callback: String) async throws {
         guard response.headers[.contentType]?.hasPrefix("application/json") == true else { return }
         let prefix = ByteBuffer(string: "/* CouchDB */\(callback)(")
-        let suffix = ByteBuffer(string: ");")
+        let suffix = ByteBuffer(string: ");\n")
         let body = response.body
         response.headers[.contentType] = "application/javascript"
         response.headers[.contentLength] = nil
-        response.body = ResponseBody(contentLength: body.contentLength.map { $0 + prefix.readableBytes + suffix.readableBytes }) { writer in
-            try await body.write(Wrapper(parent: writer, prefix: prefix, suffix: suffix))
+        guard body.contentLength != nil else {
+            response.body = ResponseBody { writer in
+                try await body.write(Wrapper(parent: writer, prefix: prefix, suffix: suffix))
+            }
+            return
         }
+        let whole = BodyCollector()
+        try await body.write(whole)
+        var bytes = whole.bytes.withLock { $0 }
+        if bytes.last == UInt8(ascii: "\n") { bytes.removeLast() }
+        var buffer = prefix
+        buffer.writeBytes(bytes)
+        buffer.writeImmutableBuffer(suffix)
+        response.body = ResponseBody(byteBuffer: buffer)
     }
 
     /// Writes the prefix before the body's first bytes and the suffix before it finishes.

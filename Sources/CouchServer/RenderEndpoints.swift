@@ -149,7 +149,7 @@ struct RenderEndpoints: Sendable {
     // MARK: Rewrites
 
     /// `/{db}/_design/{ddoc}/_rewrite/...`: the request again at the path the design
-    /// document's `rewrites` give (thrown as `RewrittenRequest`, which `CouchResponder` serves
+    /// document's `rewrites` give (thrown as `RewrittenRequest`, which `CouchRouteResponder` serves
     /// with the caller's identity and rights), or the rewrite function's own answer.
     func rewrite(_ db: DocumentDatabase, _ ddocID: String, _ request: APIRequest) async throws -> APIResponse {
         let limit = api.config.integer("chttpd", "rewrite_limit", default: 100)
@@ -330,7 +330,7 @@ struct RenderEndpoints: Sendable {
     }
 }
 
-/// A `_rewrite` request's new form: `CouchResponder` serves it as if the client had asked for
+/// A `_rewrite` request's new form: `CouchRouteResponder` serves it as if the client had asked for
 /// it (with the same identity), counting the rewrite.
 struct RewrittenRequest: Error {
     var method: HTTPRequest.Method

@@ -280,12 +280,13 @@ struct CouchDBAnswersTests {
         _ = try await s.request(.PUT, "/_node/_local/_config/chttpd/allow_jsonp", json: "true")
         let called = try await s.request(.GET, "/db/bin_doc?callback=jsonp_no_chunk")
         #expect(called.status == 200 && called.headers.first(name: "Content-Type") == "application/javascript")
-        #expect(called.text.hasPrefix("/* CouchDB */jsonp_no_chunk(") && called.text.hasSuffix(");"), "\(called.text)")
-        let inner = called.text.dropFirst("/* CouchDB */jsonp_no_chunk(".count).dropLast(2)
+        #expect(called.text.hasPrefix("/* CouchDB */jsonp_no_chunk(") && called.text.hasSuffix(");\n"), "\(called.text)")
+        let inner = called.text.dropFirst("/* CouchDB */jsonp_no_chunk(".count).dropLast(3)
         #expect(try JSON.parse(Array(inner.utf8))["_id"] == "bin_doc")
         #expect(try await s.request(.GET, "/db/bin_doc?callback=jsonp_no_chunk%22").status == 400)
         let changes = try await s.request(.GET, "/db/_changes?callback=jsonp_chunk")
-        let feed = changes.text.dropFirst("/* CouchDB */jsonp_chunk(".count).dropLast(2)
+        #expect(changes.text.hasSuffix(");\n"), "\(changes.text)")
+        let feed = changes.text.dropFirst("/* CouchDB */jsonp_chunk(".count).dropLast(3)
         #expect(changes.headers.first(name: "Content-Type") == "application/javascript" && (try? JSON.parse(Array(feed.utf8)))?["results"] != nil, "\(changes.text)")
 
         // changes_test.exs: the heartbeat's two refusals, in CouchDB's words.

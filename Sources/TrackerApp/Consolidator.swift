@@ -78,15 +78,8 @@ public final class Consolidator: Sendable {
         public var reason: String
     }
 
-    /// A database waiting to be read again (it could not be read, or a document of it was refused).
-    struct Retry: Sendable {
-        var attempts: Int
-        var due: ContinuousClock.Instant
-        /// The documents refused at the last attempt (none when the database could not be read).
-        var refusals: [Refusal]
-        var unreadable: Bool
-    }
-    private let retries = NIOLockedValueBox<[String: Retry]>([:])
+    /// Databases waiting to be read again, shared by the lanes.
+    private let retries = NIOLockedValueBox(RetryQueue())
     /// Databases the start-up sweep has not looked at yet.
     private let sweepRemaining = NIOLockedValueBox(0)
 
@@ -124,7 +117,7 @@ public final class Consolidator: Sendable {
 
     /// A snapshot of where consolidation stands.
     public var status: Status {
-        let retries = self.retries.withLockedValue { $0 }
+        let retries = self.retries.withLockedValue { $0.waiting }
         let refused = retries.values.flatMap(\.refusals).sorted { ($0.database, $0.id) < ($1.database, $1.id) }
         return Status(sweepRemaining: sweepRemaining.withLockedValue { $0 }, retrying: retries.count,
                       unreadable: retries.filter(\.value.unreadable).map(\.key).sorted(), refused: Array(refused.prefix(100)),
@@ -133,27 +126,16 @@ public final class Consolidator: Sendable {
 
     /// Puts `db` in the retry queue: read again after a wait that doubles with each failure.
     func retryLater(_ db: String, refusals: [Refusal], unreadable: Bool) {
-        let attempts = retries.withLockedValue { retries -> Int in
-            let attempts = (retries[db]?.attempts ?? 0) + 1
-            let wait = min(Consolidator.longestRetry, Consolidator.firstRetry * (1 << min(attempts - 1, 10)))
-            retries[db] = Retry(attempts: attempts, due: .now + wait, refusals: refusals, unreadable: unreadable)
-            return attempts
-        }
+        let attempts = retries.withLockedValue { $0.failed(db, refusals: refusals, unreadable: unreadable, at: .now) }
         if attempts == 1 || attempts.isMultiple(of: 10) {
             let what = unreadable ? "could not be read" : "\(refusals.count) of its locations were refused by \(TrackerService.allLocationsDB) (first: \(refusals.first.map { "\($0.id): \($0.error) \($0.reason)" } ?? ""))"
             logger.warning("consolidation of \(db): \(what); its checkpoint stays, trying again (attempt \(attempts))")
         }
     }
 
-    /// The databases whose wait is over, taken out of the retry queue (put back if they fail again).
-    func dueRetries() -> [String] {
-        let now = ContinuousClock.now
-        return retries.withLockedValue { retries in retries.filter { $0.value.due <= now }.map(\.key) }
-    }
-
     /// `db` was copied to its latest change: nothing of it waits any more.
     func copied(_ db: String) {
-        retries.withLockedValue { _ = $0.removeValue(forKey: db) }
+        retries.withLockedValue { $0.copied(db) }
     }
 
     /// When a changed database is looked at again though nothing says it changed (`LateLooks`).
@@ -218,63 +200,33 @@ public final class Consolidator: Sendable {
         }
     }
 
-    /// The lane that copies what changes now.
+    /// The lane that copies what changes now: the requests and the waits that
+    /// `FollowStateMachine` decides.
     func follow(since start: String) async {
-        var since = start
-        // Databases to look at again at the next round even if they do not change again: the
-        // other lane had them, or `lt_locations_all` could not be written.
-        var again: [String] = []
-        var roundStarted = ContinuousClock.now - Consolidator.roundInterval
-        var late = LateLooks(delays: lateLookDelays)
         let origin = ContinuousClock.now
         func now() -> Double { origin.duration(to: .now).seconds }
+        var machine = FollowStateMachine(since: start, lateLooks: lateLookDelays, remembersChanges: disturbed != nil)
         while !Task.isCancelled {
+            try? await Task.sleep(until: origin + .seconds(machine.nextRound))
+            if Task.isCancelled { break }
+            let waiting = retries.withLockedValue { !$0.waiting.isEmpty }
+            let query = machine.updatesQuery(at: now(), retriesWaiting: waiting, disturbed: disturbed?() ?? false)
+            let next: FollowStateMachine.Next
             do {
-                try? await Task.sleep(until: roundStarted + Consolidator.roundInterval)
-                if Task.isCancelled { break }
-                // Waiting for news only when there is nothing to look at again; databases
-                // waiting to be retried (unreadable, or a location refused) are looked at
-                // when their wait is over, without holding the others up.
-                let waiting = retries.withLockedValue { !$0.isEmpty }
-                var query = ["since": since]
-                let looking = disturbed?() ?? false
-                if again.isEmpty {
-                    // Not waiting beyond the next late look either.
-                    var timeout = waiting ? 1000 : 10000
-                    if looking, let wait = late.wait(at: now()) { timeout = min(timeout, max(100, Int(wait * 1000))) }
-                    query.merge(["feed": "longpoll", "timeout": String(timeout)]) { $1 }
-                }
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
                 guard reply.ok else { throw ConsolidationError("_db_updates answered \(reply.status)") }
-                let json = reply.json
-                roundStarted = .now
-                var names = Set((json["results"]?.arrayValue ?? []).compactMap { row -> String? in
-                    // A database just created holds nothing to copy (what is written to it next is
-                    // an update of its own); on a cluster a read is work for three nodes.
-                    guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix),
-                          row["type"] != "deleted", row["type"] != "created" else { return nil }
-                    return name
-                })
-                // Changes are remembered always, so that trouble found later covers the minutes
-                // before it; the looks are taken only while the cluster is disturbed.
-                if let disturbed {
-                    late.changed(names, at: now())
-                    let due = late.due(at: now())
-                    if disturbed() { names.formUnion(due) }
-                }
-                names.formUnion(again)
-                names.formUnion(dueRetries())
-                since = json["last_seq"]?.stringValue ?? since
-                let (unwritten, taken) = await consolidate(names.sorted(), parallelism: Consolidator.parallelism)
+                let due = retries.withLockedValue { $0.due(at: .now) }
+                let names = machine.updatesArrived(reply.json, at: now(), disturbed: disturbed?() ?? false, due: due)
+                let roundStarted = ContinuousClock.now
+                let (unwritten, taken) = await consolidate(names, parallelism: Consolidator.parallelism)
                 let took = roundStarted.duration(to: .now).seconds
                 counters.withLockedValue { $0.lastRoundSeconds = took }
-                again = unwritten + taken
-                // lt_locations_all could not be written at all: try again shortly.
-                if !unwritten.isEmpty { try? await Task.sleep(for: .seconds(2)) }
+                next = machine.roundEnded(unwritten: unwritten, taken: taken)
             } catch {
                 logger.warning("consolidation: \(error); retrying")
-                try? await Task.sleep(for: .seconds(2))
+                next = machine.updatesFailed()
             }
+            if case let .pause(seconds) = next { try? await Task.sleep(for: .seconds(seconds)) }
         }
     }
 

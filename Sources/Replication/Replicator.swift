@@ -328,26 +328,23 @@ public final class Replication: Sendable {
         update { $0.docsWritten += docs.count - failures.count; $0.docWriteFailures += failures.count }
     }
 
-    /// Retries transient failures with exponential backoff and jitter; other errors at once.
+    /// Retries transient failures with exponential backoff and jitter (`RetryBackoff`); other
+    /// errors at once.
     @discardableResult
     func retrying<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        var attempt = 0
+        var backoff = RetryBackoff(options)
         while true {
             do {
                 let value = try await body()
-                if attempt > 0 { update { $0.state = .busy; $0.error = nil } }
+                if backoff.failures > 0 { update { $0.state = .busy; $0.error = nil } }
                 return value
-            } catch let error as ReplicationError where options.continuous ? error.isRetryableWhenContinuous : error.isRetryable {
+            } catch let error as ReplicationError where backoff.retries(error) {
                 // A request cut short by cancellation is not a peer to wait for.
                 if Task.isCancelled { throw CancellationError() }
-                attempt += 1
-                if !options.continuous, attempt > options.maxRetries { throw error }
+                guard let wait = backoff.failed(jitter: Double.random(in: 0.5...1.5)) else { throw error }
                 update { $0.state = .offline; $0.error = error.message }
-                let base = options.initialBackoff * (1 << min(attempt - 1, 16))
-                let capped = min(base, options.maxBackoff)
-                let jittered = capped * Double.random(in: 0.5...1.5)
-                logger.notice("retrying in \(jittered): \(error.message)")
-                try await Task.sleep(for: jittered)
+                logger.notice("retrying in \(wait): \(error.message)")
+                try await Task.sleep(for: wait)
             }
         }
     }

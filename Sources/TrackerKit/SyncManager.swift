@@ -50,13 +50,14 @@ public actor SyncManager {
 
     let local: LocalStore
     let server: ServerDatabase
-    public private(set) var status: Status = .idle
+    /// What runs and what is shown (`SyncManager+StateMachine.swift`).
+    private var machine = StateMachine()
+    public var status: Status { machine.status }
     /// Replications run so far, by direction (coalesced requests are not counted twice).
-    public private(set) var runs: [Direction: Int] = [:]
+    public var runs: [Direction: Int] { machine.runs }
     /// Documents written by every run of each direction since this manager started.
     public private(set) var written: [Direction: Int] = [:]
     private var running: [Direction: Task<Void, Never>] = [:]
-    private var again: Set<Direction> = []
     private var continuous: [Direction: Task<Void, Never>] = [:]
     private let onStatus: (@Sendable (Status) -> Void)?
     /// The HTTP client replications go through (one trusting a private CA: `CouchHTTPClient.httpClient(trustingCAFile:)`).
@@ -70,16 +71,12 @@ public actor SyncManager {
     }
 
     /// Whether continuous sync runs.
-    public var isContinuous: Bool { !continuous.isEmpty }
+    public var isContinuous: Bool { machine.isContinuous }
 
     /// Asks for a replication; returns at once. (In continuous mode the running replications
     /// pick changes up by themselves.)
     public func request(_ direction: Direction) {
-        guard continuous.isEmpty else { return }
-        if running[direction] != nil {
-            again.insert(direction)
-            return
-        }
+        guard machine.requested(direction) else { return }
         running[direction] = Task { await self.run(direction) }
     }
 
@@ -100,7 +97,7 @@ public actor SyncManager {
 
     /// Starts continuous push and pull: changes go both ways as they happen, until `stopContinuous()`.
     public func startContinuous() {
-        guard continuous.isEmpty else { return }
+        guard machine.continuousStarting() else { return }
         for direction in [Direction.push, .pull] {
             continuous[direction] = Task { await self.follow(direction) }
         }
@@ -110,6 +107,7 @@ public actor SyncManager {
     public func stopContinuous() async {
         let tasks = continuous.values
         continuous = [:]
+        machine.continuousStopped()
         for task in tasks { task.cancel() }
         for task in tasks { await task.value }
     }
@@ -132,31 +130,28 @@ public actor SyncManager {
 
     private func run(_ direction: Direction) async {
         repeat {
-            again.remove(direction)
-            runs[direction, default: 0] += 1
-            setStatus(.syncing(direction, done: 0, total: nil))
+            publish(machine.runStarting(direction))
             do {
                 let replication = try replication(direction, continuous: false)
                 let result = try await runWatched(replication, direction)
                 written[direction, default: 0] += result.status.docsWritten
                 if direction == .push { try await recordPushed(through: result.sourceLastSeq) }
-                setStatus(.idle)
+                publish(machine.succeeded())
             } catch {
-                failed(error)
+                publish(machine.failed("\(error)"))
             }
-        } while again.contains(direction)
+        } while machine.runEnded(direction)
         running[direction] = nil
     }
 
     /// One direction of continuous sync; starts again after errors retrying did not fix.
     private func follow(_ direction: Direction) async {
-        runs[direction, default: 0] += 1
         while !Task.isCancelled {
             do {
                 let result = try await runWatched(try replication(direction, continuous: true), direction)
                 if direction == .push { try await recordPushed(through: result.sourceLastSeq) }
             } catch {
-                failed(error)
+                publish(machine.failed("\(error)"))
                 try? await Task.sleep(for: .seconds(5))
             }
         }
@@ -195,26 +190,10 @@ public actor SyncManager {
                 written[direction, default: 0] += update.docsWritten - counted
                 counted = update.docsWritten
             }
-            switch update.state {
-            case .busy, .connecting:
-                let done = update.missingChecked
-                setStatus(.syncing(direction, done: done, total: update.changesPending.map { done + $0 }))
-            case .idle:
-                if direction == .push, let seq = update.lastSeq { try? await recordPushed(through: seq) }
-                setStatus(.idle)
-            case .offline:
-                setStatus(.offline(update.error ?? "the server cannot be reached"))
-            case .error, .stopped:
-                break
-            }
+            if update.state == .idle, direction == .push, let seq = update.lastSeq { try? await recordPushed(through: seq) }
+            if let shown = machine.progress(update, direction) { publish(shown) }
         }
         return counted
-    }
-
-    private func failed(_ error: any Error) {
-        let text = "\(error)"
-        let unreachable = ["connect", "refused", "timeout", "timed out", "unreachable", "network", "host"].contains { text.lowercased().contains($0) }
-        setStatus(unreachable ? .offline(text) : .error(text))
     }
 
     /// Local changes not yet known to be on the server (see `LocalStore.pendingPush`).
@@ -230,8 +209,7 @@ public actor SyncManager {
         try await local.setState(LocalStore.syncState, in: db, ["pushed_seq": .int(pushed)])
     }
 
-    private func setStatus(_ new: Status) {
-        status = new
-        onStatus?(new)
+    private func publish(_ status: Status) {
+        onStatus?(status)
     }
 }

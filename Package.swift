@@ -15,6 +15,7 @@ let jemalloc = FileManager.default.fileExists(atPath: "/usr/include/jemalloc/jem
 let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
 let package = Package(

@@ -1,6 +1,6 @@
 import CouchJSON
 import Foundation
-import Logging
+public import Logging
 
 /// Logs as JSON lines on standard error, one object per record (`--log-format json`), for log
 /// shippers (journald's JSON, Loki, Elasticsearch): `time` (ISO 8601, UTC, milliseconds),

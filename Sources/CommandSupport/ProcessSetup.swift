@@ -1,8 +1,8 @@
 import CouchJSON
 import ArgumentParser
-import CouchEngine
-import Foundation
-import Logging
+public import CouchEngine
+public import Foundation
+public import Logging
 import NIOCore
 import NIOPosix
 

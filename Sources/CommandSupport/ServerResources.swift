@@ -1,9 +1,9 @@
 import ArgumentParser
 import CouchEngine
-import CouchJSON
-import Foundation
-import JavaScript
-import TrackerKit
+public import CouchJSON
+public import Foundation
+public import JavaScript
+public import TrackerKit
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 
 extension JSON {
     /// Bytes whose plain byte order (memcmp, as SQLite compares BLOBs) is `collation`'s order

@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 
 /// How keys are ordered, as a CouchDB view's `options.collation` chooses.
 public enum KeyCollation: String, Sendable, Hashable {

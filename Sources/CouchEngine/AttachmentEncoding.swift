@@ -1,5 +1,5 @@
 import CompressNIO
-import CouchJSON
+public import CouchJSON
 import Foundation
 import NIOCore
 

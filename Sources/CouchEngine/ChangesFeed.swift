@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 import Foundation
 import GRDB
 

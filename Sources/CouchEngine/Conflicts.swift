@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 import GRDB
 
 /// The conflicts of one database (`db.conflicts`): documents with more than one live leaf,

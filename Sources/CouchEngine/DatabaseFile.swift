@@ -5,7 +5,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import GRDB
+package import GRDB
 import GRDBSQLite
 import CSQLiteTuning
 

@@ -1,7 +1,7 @@
 import CouchJSON
 import CSQLiteTuning
-import Foundation
-import Logging
+public import Foundation
+public import Logging
 
 /// All databases of one server: one SQLite file each under `<directory>/dbs/`.
 ///

@@ -4,7 +4,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
+public import Foundation
 
 /// Claims a data directory for this process (`flock` on `<directory>/.lock`), so a second
 /// process cannot use it at the same time. Users' single-connection databases are opened

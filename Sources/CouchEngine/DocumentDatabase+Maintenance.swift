@@ -1,5 +1,5 @@
-import CouchJSON
-import Foundation
+public import CouchJSON
+public import Foundation
 import GRDB
 
 extension DocumentDatabase {

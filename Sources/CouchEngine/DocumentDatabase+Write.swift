@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 import Crypto
 import Foundation
 import GRDB

@@ -1,11 +1,11 @@
-import CouchJSON
+public import CouchJSON
 import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import GRDB
+package import GRDB
 import GRDBSQLite
 import CSQLiteTuning
 

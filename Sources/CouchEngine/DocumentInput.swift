@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 
 /// A document as a client sent it, split into CouchDB's special members and the body.
 public struct DocumentInput: Sendable {

@@ -1,4 +1,4 @@
-import CoreMetrics
+public import CoreMetrics
 import Metrics
 
 /// What the store records about its writes, made once per store with the server's metrics

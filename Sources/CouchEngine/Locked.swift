@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// A value guarded by a lock, for state shared between tasks and GRDB's queues. Inlinable, so
 /// that callers in other modules get code specialized to their value (unspecialized, every call

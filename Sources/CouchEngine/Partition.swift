@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 import GRDB
 
 /// CouchDB's partitioned databases: document ids `partition:rest`, so that one partition's

@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 import Foundation
 
 /// The latest changes of databases that may be closed (users' databases), kept in memory, so

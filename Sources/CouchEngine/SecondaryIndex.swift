@@ -1,6 +1,6 @@
-import CouchJSON
+public import CouchJSON
 import Foundation
-import GRDB
+public import GRDB
 
 /// A document changed since an index's checkpoint, holding its winning revision's stored bytes:
 /// an index parses each document when it comes to it (`document()`), so a batch of thousands

@@ -1,5 +1,5 @@
 import CouchCollation
-import CouchJSON
+public import CouchJSON
 import Foundation
 import LinearRegex
 

@@ -1,6 +1,6 @@
-import CouchJSON
+package import CouchJSON
 import Foundation
-import GRDB
+package import GRDB
 
 /// Documents as readers get them, from inside a read transaction: a stored revision assembled with
 /// the extras asked (`_revisions`, `_revs_info`, conflicts, attachments), the winner, or the

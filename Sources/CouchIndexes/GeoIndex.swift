@@ -1,7 +1,7 @@
-import CouchEngine
-import CouchJSON
+public import CouchEngine
+public import CouchJSON
 import Foundation
-import Geo
+public import Geo
 import GRDB
 
 /// Extracts the geometries a batch of documents indexes: for each document the GeoJSON values

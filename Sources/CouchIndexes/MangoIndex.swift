@@ -1,6 +1,6 @@
-import CouchEngine
+public import CouchEngine
 import CouchCollation
-import CouchJSON
+public import CouchJSON
 import Crypto
 import Foundation
 import GRDB

@@ -1,6 +1,6 @@
-import CouchEngine
+public import CouchEngine
 import CouchCollation
-import CouchJSON
+public import CouchJSON
 
 /// The keys a selector confines an index scan to, computed as CouchDB's Mango does
 /// (`mango_idx_view:range/field_ranges`, `start_key`/`end_key`), for `_explain`'s `mrargs`:

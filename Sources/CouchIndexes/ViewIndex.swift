@@ -1,6 +1,6 @@
-import CouchEngine
-import CouchCollation
-import CouchJSON
+public import CouchEngine
+public import CouchCollation
+public import CouchJSON
 import Crypto
 import Foundation
 import GRDB

@@ -1,7 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import NIOConcurrencyHelpers
-import NIOSSL
+public import NIOSSL
 
 /// Which certificate authorities the package's HTTPS clients trust: the system's, and those of a
 /// CA file given by the operator (`--ca-file`, `LT_CA_FILE`: a private CA or a self-signed

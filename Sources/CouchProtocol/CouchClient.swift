@@ -1,8 +1,8 @@
-import AsyncHTTPClient
-import CouchJSON
+public import AsyncHTTPClient
+public import CouchJSON
 import Foundation
-import HTTPTypes
-import NIOHTTP1
+public import HTTPTypes
+public import NIOHTTP1
 
 /// A CouchDB server spoken to only through CouchDB's HTTP API: the server in this process
 /// (`InProcessCouch`, in CouchServer), or Apache CouchDB over HTTP (`HTTPCouch`, cluster mode).

@@ -1,9 +1,9 @@
-import AsyncHTTPClient
-import CouchJSON
+public import AsyncHTTPClient
+public import CouchJSON
 import Foundation
 import NIOConcurrencyHelpers
-import NIOCore
-import NIOHTTP1
+public import NIOCore
+public import NIOHTTP1
 import NIOSSL
 
 /// A CouchDB-compatible server over HTTP: the package's one HTTP client, which the replicator,

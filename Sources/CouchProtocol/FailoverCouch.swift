@@ -1,7 +1,7 @@
-import AsyncHTTPClient
-import CouchJSON
-import Foundation
-import HTTPTypes
+public import AsyncHTTPClient
+public import CouchJSON
+public import Foundation
+public import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

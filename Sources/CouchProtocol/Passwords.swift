@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 import Crypto
 import _CryptoExtras
 import Foundation

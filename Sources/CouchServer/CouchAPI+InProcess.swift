@@ -1,9 +1,9 @@
-import CouchEngine
-import CouchJSON
-import CouchProtocol
+public import CouchEngine
+public import CouchJSON
+public import CouchProtocol
 import Foundation
 import HTTPServing
-import HTTPTypes
+public import HTTPTypes
 import Hummingbird
 
 extension CouchAPI {

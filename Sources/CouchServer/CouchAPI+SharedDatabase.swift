@@ -1,6 +1,6 @@
 import CouchEngine
 import CouchJSON
-import CouchProtocol
+package import CouchProtocol
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,12 +1,12 @@
-import CouchEngine
+public import CouchEngine
 import CouchIndexes
 import CouchJSON
-import HTTPServing
-import CouchProtocol
-import Foundation
-import Hummingbird
-import JavaScript
-import Logging
+public import HTTPServing
+public import CouchProtocol
+public import Foundation
+public import Hummingbird
+public import JavaScript
+public import Logging
 import Replication
 
 /// The CouchDB 3 HTTP API over a `DatabaseStore`: the server's state (settings, sessions,

@@ -1,11 +1,11 @@
-import AsyncHTTPClient
+public import AsyncHTTPClient
 import CouchEngine
-import CouchJSON
-import CouchProtocol
+public import CouchJSON
+public import CouchProtocol
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Logging
+public import Logging
 import NIOCore
 import NIOHTTP1
 import Replication

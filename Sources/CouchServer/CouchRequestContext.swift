@@ -1,8 +1,8 @@
 import CouchEngine
 import CouchProtocol
 import HTTPServing
-import Hummingbird
-import Logging
+public import Hummingbird
+public import Logging
 import NIOConcurrencyHelpers
 
 /// What the database listener knows of a request as it passes the middleware

@@ -1,4 +1,4 @@
-import CouchJSON
+package import CouchJSON
 import CouchProtocol
 import Foundation
 

@@ -1,7 +1,7 @@
 import CouchEngine
 import CouchJSON
-import CouchProtocol
-import Foundation
+public import CouchProtocol
+public import Foundation
 
 /// Node settings kept in `<data>/server.json`: the server's stable uuid (PouchDB derives
 /// replication ids from it), server admins (hashed only) and the secret that signs session

@@ -1,5 +1,5 @@
-import CouchEngine
-import CouchJSON
+public import CouchEngine
+public import CouchJSON
 import Logging
 
 /// The authentication database's design document, `_users/_design/_auth`, as CouchDB keeps

@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 import Foundation
 
 /// A WGS84 position: longitude and latitude in degrees (GeoJSON order).

@@ -1,7 +1,7 @@
 import CouchJSON
 import Foundation
-import HTTPTypes
-import Logging
+public import HTTPTypes
+public import Logging
 
 /// One line per request on a listener: method, path, status, time taken, who asked, from where,
 /// and the request's id (also sent back in a header). At info level when on (`--access-log`,

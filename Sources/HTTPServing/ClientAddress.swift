@@ -1,9 +1,9 @@
 import CouchJSON
 import Foundation
-import HTTPTypes
-import Hummingbird
+public import HTTPTypes
+public import Hummingbird
 import NIOConcurrencyHelpers
-import Logging
+public import Logging
 import NIOCore
 
 /// Address ranges (`--trusted-proxy 10.0.0.0/8`): IPv4 or IPv6, with or without a prefix length.

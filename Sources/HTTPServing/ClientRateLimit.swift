@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import NIOConcurrencyHelpers
 
 /// At most `limit` events per client in any `window` (a sliding window): what an anonymous

@@ -1,9 +1,9 @@
 import CouchJSON
 import Foundation
-import Hummingbird
-import HummingbirdCore
-import NIOCore
-import NIOHTTPTypes
+public import Hummingbird
+public import HummingbirdCore
+public import NIOCore
+public import NIOHTTPTypes
 
 /// Limits on the connections of one listener, so that slow or silent clients cannot hold the
 /// server's connections (slowloris) and one address cannot take them all.

@@ -1,6 +1,6 @@
 import CouchJSON
-import HTTPTypes
-import Hummingbird
+public import HTTPTypes
+public import Hummingbird
 import NIOCore
 
 /// A router's failures as CouchDB's `{"error","reason"}` JSON: a `CouchError` with its own

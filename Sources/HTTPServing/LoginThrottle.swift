@@ -1,6 +1,6 @@
 import CouchJSON
 import NIOConcurrencyHelpers
-import Foundation
+public import Foundation
 
 /// Slows down password guessing without letting anyone lock the owner out.
 ///

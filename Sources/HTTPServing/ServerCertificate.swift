@@ -1,10 +1,10 @@
 import Foundation
-import HummingbirdCore
+public import HummingbirdCore
 import HummingbirdTLS
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOSSL
+public import NIOSSL
 
 /// The certificate and private key both listeners serve TLS with, read from PEM files and read
 /// again on demand (`reload`, on SIGHUP: a renewed certificate is served to new connections while

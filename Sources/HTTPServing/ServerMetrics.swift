@@ -1,9 +1,9 @@
 import CoreMetrics
 import Metrics
 import Foundation
-import HTTPTypes
+public import HTTPTypes
 import NIOConcurrencyHelpers
-import Prometheus
+public import Prometheus
 
 /// One server's metrics: a Prometheus registry that swift-metrics' counters, timers and gauges
 /// record into (`factory`), the requests of both listeners (`recordRequest`), and figures read

@@ -1,5 +1,5 @@
-import CouchEngine
-import CouchJSON
+public import CouchEngine
+public import CouchJSON
 import Foundation
 
 /// Runs design documents' `validate_doc_update(newDoc, oldDoc, userCtx, secObj)` functions

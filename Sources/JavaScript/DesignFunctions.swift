@@ -1,8 +1,8 @@
 import CouchCollation
-import CouchEngine
-import CouchIndexes
+public import CouchEngine
+public import CouchIndexes
 import Foundation
-import CouchJSON
+public import CouchJSON
 
 /// Design-document functions run by the query server, as the engine's types: views
 /// (`ViewDefinition`), `_changes` filters (`DocumentFilter`) and reduce functions.

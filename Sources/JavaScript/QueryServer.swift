@@ -1,7 +1,7 @@
 import CouchEngine
-import CouchJSON
-import Foundation
-import Logging
+public import CouchJSON
+public import Foundation
+public import Logging
 
 #if canImport(Glibc)
 import Glibc

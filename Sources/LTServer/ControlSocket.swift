@@ -1,11 +1,11 @@
-import CouchEngine
+public import CouchEngine
 import CouchJSON
 import CouchProtocol
-import CouchServer
-import Foundation
-import HTTPServing
-import Hummingbird
-import Logging
+public import CouchServer
+public import Foundation
+public import HTTPServing
+public import Hummingbird
+public import Logging
 import NIOCore
 import NIOPosix
 import ServiceLifecycle

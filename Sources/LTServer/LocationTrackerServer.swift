@@ -1,12 +1,12 @@
-import CouchEngine
+public import CouchEngine
 import CouchJSON
 import CouchProtocol
 import CouchServer
 import Foundation
 import HTTPServing
 import Hummingbird
-import JavaScript
-import Logging
+public import JavaScript
+public import Logging
 import NIOConcurrencyHelpers
 import ServiceLifecycle
 import TrackerApp

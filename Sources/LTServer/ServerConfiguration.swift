@@ -1,9 +1,9 @@
-import CouchEngine
-import CouchJSON
-import CouchServer
-import Foundation
-import HTTPServing
-import TrackerApp
+public import CouchEngine
+public import CouchJSON
+public import CouchServer
+public import Foundation
+public import HTTPServing
+public import TrackerApp
 
 /// Everything `lt serve` needs to start, already checked: the command line and `LT_*`
 /// variables are read into one of these by the CLI, and `LocationTrackerServer` runs it.

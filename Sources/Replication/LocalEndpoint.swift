@@ -1,5 +1,5 @@
-import CouchEngine
-import CouchJSON
+public import CouchEngine
+public import CouchJSON
 import Foundation
 
 /// Resolves a filter function (`ddoc/name` or `_view`) with its query parameters on a local

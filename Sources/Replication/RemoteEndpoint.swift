@@ -1,7 +1,7 @@
-import AsyncHTTPClient
-import CouchEngine
-import CouchJSON
-import CouchProtocol
+public import AsyncHTTPClient
+public import CouchEngine
+public import CouchJSON
+public import CouchProtocol
 import Foundation
 import MIMEMultipart
 import NIOCore

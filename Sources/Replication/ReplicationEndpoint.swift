@@ -1,5 +1,5 @@
-import CouchEngine
-import CouchJSON
+public import CouchEngine
+public import CouchJSON
 
 /// One side of a replication: a database the replicator reads from or writes to, in this
 /// process (`LocalEndpoint`) or over HTTP (`RemoteEndpoint`). The replicator sees only this

@@ -1,5 +1,5 @@
-import CouchEngine
-import CouchJSON
+public import CouchEngine
+public import CouchJSON
 import CouchProtocol
 
 /// A replication described as JSON, in the shape of `POST /_replicate` bodies and

@@ -1,8 +1,8 @@
 import CouchEngine
-import CouchJSON
+public import CouchJSON
 import Crypto
-import Foundation
-import Logging
+public import Foundation
+public import Logging
 
 /// How a replication runs.
 public struct ReplicationOptions: Sendable {

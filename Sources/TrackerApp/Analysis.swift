@@ -1,8 +1,8 @@
-import CouchJSON
+public import CouchJSON
 import CouchProtocol
 import Foundation
-import ExternalSort
-import Geo
+public import ExternalSort
+public import Geo
 
 /// Which locations an analysis asks for: one user (their own database) or everyone
 /// (`lt_locations_all`), a time window on `created_at` (ms), and an area.

@@ -1,8 +1,8 @@
 import CouchJSON
-import CouchProtocol
+public import CouchProtocol
 import Foundation
 import HTTPTypes
-import Logging
+public import Logging
 import NIOConcurrencyHelpers
 
 /// Reads every node's uptime on a CouchDB cluster every few seconds (`/_membership`, then

@@ -1,9 +1,9 @@
-import CouchJSON
-import CouchProtocol
+public import CouchJSON
+public import CouchProtocol
 import Foundation
 import NIOConcurrencyHelpers
 import HTTPTypes
-import Logging
+public import Logging
 
 /// Copies every location written to any user's database into `lt_locations_all` (under
 /// `<user>:<id>`, same revision: `copy(of:in:)`), with one consumer for all users instead of one continuous replication each (the

@@ -1,8 +1,8 @@
-import CouchJSON
-import CouchProtocol
+public import CouchJSON
+public import CouchProtocol
 import Foundation
 import HTTPTypes
-import Geo
+public import Geo
 
 /// What the dashboard asks of the application beyond the device API.
 extension LocationReports {

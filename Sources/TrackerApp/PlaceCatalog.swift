@@ -1,5 +1,5 @@
 import CouchJSON
-import CouchProtocol
+public import CouchProtocol
 import HTTPTypes
 import Logging
 

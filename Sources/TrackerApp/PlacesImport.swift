@@ -1,4 +1,4 @@
-import CouchJSON
+public import CouchJSON
 import CouchProtocol
 import Crypto
 import Foundation

@@ -1,6 +1,6 @@
 import CouchJSON
 import CouchProtocol
-import Foundation
+public import Foundation
 import HTTPTypes
 import Logging
 

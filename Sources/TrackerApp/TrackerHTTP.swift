@@ -2,9 +2,9 @@ import CouchJSON
 import CouchProtocol
 import ExternalSort
 import Foundation
-import HTTPServing
+public import HTTPServing
 import HTTPTypes
-import Hummingbird
+public import Hummingbird
 import NIOCore
 
 /// What the application's listener accepts.

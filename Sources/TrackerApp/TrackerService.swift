@@ -1,10 +1,10 @@
-import CouchJSON
-import CouchProtocol
+public import CouchJSON
+public import CouchProtocol
 import Crypto
 import Foundation
-import HTTPServing
+public import HTTPServing
 import HTTPTypes
-import Logging
+public import Logging
 
 /// The Location Tracker application (the reference design's Node.js server): registration,
 /// login with per-device API keys, a private database per user, places near a position.

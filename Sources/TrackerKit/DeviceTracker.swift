@@ -1,6 +1,6 @@
 import CouchJSON
 import Foundation
-import Geo
+public import Geo
 
 /// What the original app did with every location, without its screens: filter the fix, save
 /// it locally, push it when there is a network, and find the places near it — from the server

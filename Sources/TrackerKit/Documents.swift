@@ -1,6 +1,6 @@
-import CouchJSON
+public import CouchJSON
 import Foundation
-import Geo
+public import Geo
 
 /// A recorded location as the original app stores and replicates it: a GeoJSON Feature with
 /// `created_at` (ms since 1970) and `properties.username`, `timestamp`, `background` and, set

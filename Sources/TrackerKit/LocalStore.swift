@@ -1,8 +1,8 @@
-import CouchEngine
+public import CouchEngine
 import CouchIndexes
 import CouchJSON
-import Foundation
-import Geo
+public import Foundation
+public import Geo
 
 /// The device's own databases, on the same engine as the server (so they replicate with it
 /// natively): `locations` (what this device recorded, pushed to the user's database) and

@@ -1,5 +1,5 @@
-import Foundation
-import Geo
+public import Foundation
+public import Geo
 
 /// One GPS fix as a device reports it: a plain value, so the policy runs (and is tested)
 /// anywhere; on Apple platforms an adapter builds it from a `CLLocation`.

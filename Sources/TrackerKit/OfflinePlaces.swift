@@ -1,5 +1,5 @@
 import Foundation
-import Geo
+public import Geo
 
 /// Places near a position without a network: the places dataset the device pulled, in the
 /// same in-memory index the server answers `_geo` with, so offline answers are the server's

@@ -1,6 +1,6 @@
 import CouchJSON
-import Foundation
-import Geo
+public import Foundation
+public import Geo
 
 /// The places a device can show without a network. Beyond the original app (which only kept
 /// the places it had been shown), the device pulls every place of its region from the server

@@ -1,5 +1,5 @@
-import Foundation
-import Geo
+public import Foundation
+public import Geo
 
 /// A small deterministic random generator (SplitMix64): the same seed gives the same drive.
 public struct SeededGenerator: RandomNumberGenerator, Sendable {

@@ -1,7 +1,7 @@
-import AsyncHTTPClient
+public import AsyncHTTPClient
 import CouchEngine
 import CouchJSON
-import CouchProtocol
+public import CouchProtocol
 import Foundation
 import Replication
 

@@ -1,6 +1,6 @@
 import CouchJSON
-import Foundation
-import Geo
+public import Foundation
+public import Geo
 #if canImport(FoundationXML)
 import FoundationXML
 #endif

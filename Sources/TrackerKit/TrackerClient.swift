@@ -1,8 +1,8 @@
 import CouchJSON
-import CouchProtocol
-import Foundation
-import Geo
-import AsyncHTTPClient
+public import CouchProtocol
+public import Foundation
+public import Geo
+public import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
 import Replication

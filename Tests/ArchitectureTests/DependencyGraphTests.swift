@@ -57,6 +57,32 @@ struct DependencyGraphTests {
         }
     }
 
+    /// The compiler settings of the model codebases (Hummingbird's) on every target of Swift
+    /// sources: `strict` turns on `ExistentialAny`, `MemberImportVisibility` (a member is used
+    /// only where its module is imported) and `InternalImportsByDefault` (an import is internal
+    /// unless written `public import`, so a module's public API says which modules it exposes).
+    @Test func everySwiftTargetHasTheStrictSettings() throws {
+        let text = try String(contentsOf: Self.root.appendingPathComponent("Package.swift"), encoding: .utf8)
+        let strict = try #require(text.firstRange(of: "let strict: [SwiftSetting] = [").map { PackageManifest.balanced(text[$0.upperBound...], open: "[", close: "]") })
+        for feature in ["ExistentialAny", "MemberImportVisibility", "InternalImportsByDefault"] {
+            #expect(strict.contains(".enableUpcomingFeature(\"\(feature)\")"), "strict lacks \(feature)")
+        }
+        let declaration = /\.(target|executableTarget|testTarget)\(\s*name:\s*"([^"]+)"/
+        var checked = 0
+        for match in text.matches(of: declaration) {
+            let name = String(match.output.2)
+            let body = PackageManifest.balanced(text[match.range.upperBound...])
+            let path = body.firstMatch(of: /path:\s*"([^"]+)"/).map { String($0.output.1) }
+                ?? (match.output.1 == "testTarget" ? "Tests/\(name)" : "Sources/\(name)")
+            let sources = FileManager.default.enumerator(atPath: Self.root.appendingPathComponent(path).path)?
+                .contains { ($0 as? String)?.hasSuffix(".swift") == true } ?? false
+            guard sources else { continue }
+            checked += 1
+            #expect(body.contains("swiftSettings: strict"), "\(name) is built without the strict settings")
+        }
+        #expect(checked >= 40)
+    }
+
     /// The import reader itself, on lines written for it.
     @Test func importReaderFindsEveryForm() {
         let modules = SourceImports.modules(in: """

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Where the tests find the `lt` executable: `LT_BINARY`, else the one built next to the test
 /// bundle, else `.build/debug/lt` of this package.

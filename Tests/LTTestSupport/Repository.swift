@@ -1,5 +1,5 @@
-import CouchJSON
-import Foundation
+public import CouchJSON
+public import Foundation
 
 /// The repository's own files (README, docs, shipped data, fixtures), for tests that read them.
 public enum Repository {

@@ -1,8 +1,8 @@
-import AsyncHTTPClient
-import CouchJSON
-import Foundation
-import NIOCore
-import NIOHTTP1
+public import AsyncHTTPClient
+public import CouchJSON
+public import Foundation
+public import NIOCore
+public import NIOHTTP1
 
 /// A real `lt serve` process on ephemeral ports with its own data directory.
 public final class TestServer: @unchecked Sendable {

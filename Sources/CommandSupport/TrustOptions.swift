@@ -20,6 +20,6 @@ public struct TrustOptions: ParsableArguments {
     /// Trusts `caFile` (already chosen among the flag, variable and configuration file), if any.
     public static func apply(caFile path: String?) throws {
         guard let path else { return }
-        do { try ClientTrust.trust(caFile: path) } catch let failure as ClientTrust.Failure { throw CommandFailure(failure.description) }
+        do { try ClientTrust.trust(caFile: path) } catch let failure as CouchProtocolError { throw CommandFailure(failure.description) }
     }
 }

@@ -7,11 +7,6 @@ public import NIOSSL
 /// CA file given by the operator (`--ca-file`, `LT_CA_FILE`: a private CA or a self-signed
 /// test server). Certificates are always verified; there is no way to turn that off.
 public enum ClientTrust {
-    /// Why a CA file cannot be used, in words for an operator.
-    public struct Failure: Error, CustomStringConvertible {
-        public let description: String
-    }
-
     private struct State {
         var extra: [NIOSSLCertificate] = []
         var file: String?
@@ -27,7 +22,7 @@ public enum ClientTrust {
         let certificates = try certificates(in: path)
         try state.withLockedValue { state in
             guard !state.fixed || state.file == path else {
-                throw Failure(description: "the CA file must be given before the first request (\(path))")
+                throw CouchProtocolError.unusableCAFile("the CA file must be given before the first request (\(path))")
             }
             state.extra = certificates
             state.file = path
@@ -53,32 +48,21 @@ public enum ClientTrust {
         })
     }
 
-    /// A request refused because the peer's TLS certificate does not verify (which trying again
-    /// does not mend): `CouchHTTPClient` throws it in place of BoringSSL's error, saying how to
-    /// trust the peer.
-    public struct UntrustedPeer: Error, CustomStringConvertible {
-        public let server: String
-        let underlying: any Error
-
-        public var description: String {
-            "the TLS certificate of \(server) does not verify against the trusted CAs (the system's\(caFile.map { " and \($0)" } ?? "")): "
-                + "if it is signed by a private CA, give that CA's certificate with --ca-file or LT_CA_FILE (\(underlying))"
-        }
-    }
-
-    /// `error` as `UntrustedPeer` when it is a handshake that failed to verify the peer at `server`.
+    /// `error` as `CouchProtocolError.untrustedPeer` when it is a handshake that failed to
+    /// verify the peer at `server` (`CouchHTTPClient` throws it in place of BoringSSL's error,
+    /// saying how to trust the peer).
     static func classify(_ error: any Error, server: String) -> any Error {
         guard let ssl = error as? NIOSSLError, case .handshakeFailed = ssl, "\(error)".contains("CERTIFICATE_VERIFY_FAILED") else { return error }
-        return UntrustedPeer(server: server, underlying: error)
+        return CouchProtocolError.untrustedPeer(server: server, underlying: error)
     }
 
     /// The PEM certificates of a CA file, with an error naming the file when there are none.
     public static func certificates(in path: String) throws -> [NIOSSLCertificate] {
-        guard FileManager.default.fileExists(atPath: path) else { throw Failure(description: "the CA file \(path) does not exist") }
-        guard let data = FileManager.default.contents(atPath: path) else { throw Failure(description: "the CA file \(path) cannot be read (permissions?)") }
+        guard FileManager.default.fileExists(atPath: path) else { throw CouchProtocolError.unusableCAFile("the CA file \(path) does not exist") }
+        guard let data = FileManager.default.contents(atPath: path) else { throw CouchProtocolError.unusableCAFile("the CA file \(path) cannot be read (permissions?)") }
         let certificates = (try? NIOSSLCertificate.fromPEMBytes(Array(data))) ?? []
         guard !certificates.isEmpty else {
-            throw Failure(description: "the CA file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            throw CouchProtocolError.unusableCAFile("the CA file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
         }
         return certificates
     }

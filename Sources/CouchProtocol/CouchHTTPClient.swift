@@ -199,19 +199,12 @@ public struct CouchHTTPClient: Sendable {
         let response: HTTPClientResponse
         do { response = try await http.execute(request, timeout: .seconds(60)) } catch { throw ClientTrust.classify(error, server: serverURL) }
         _ = try await response.body.collect(upTo: 1 << 20)
-        guard response.status == .ok else { throw LoginRefused(status: Int(response.status.code), server: serverURL) }
+        guard response.status == .ok else { throw CouchProtocolError.loginRefused(status: Int(response.status.code), server: serverURL) }
         let cookie = response.headers["Set-Cookie"].lazy.compactMap { header -> String? in
             let pair = header.split(separator: ";").first.map(String.init) ?? ""
             return pair.hasPrefix("AuthSession=") ? pair : nil
         }.first
         sessionCookie.withLockedValue { $0 = cookie }
         return cookie
-    }
-
-    /// `POST /_session` was refused.
-    public struct LoginRefused: Error, CustomStringConvertible {
-        public let status: Int
-        public let server: String
-        public var description: String { "log in to \(server): \(status)" }
     }
 }

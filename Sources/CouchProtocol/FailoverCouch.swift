@@ -89,9 +89,6 @@ public final class ClusterHealth: Sendable {
         lastAlive.withLockedValue { $0[node] = now }
     }
 
-    /// The node stopped answering while a request waited on it.
-    struct StoppedAnswering: Error {}
-
     /// `work`, given up (`StoppedAnswering`) when `node` stops answering meanwhile: after
     /// `patience`, and every 2 s after that, the node is asked whether it is alive (`isAlive`:
     /// `GET /_up` on connections of its own), unless it is already known to be down. A slow
@@ -103,9 +100,9 @@ public final class ClusterHealth: Sendable {
             group.addTask {
                 try await Task.sleep(for: Self.patience)
                 while true {
-                    guard self.isUp(node) else { throw StoppedAnswering() }
+                    guard self.isUp(node) else { throw CouchProtocolError.stoppedAnswering }
                     if !self.answeredLately(node) {
-                        guard await isAlive(node) else { throw StoppedAnswering() }
+                        guard await isAlive(node) else { throw CouchProtocolError.stoppedAnswering }
                         self.alive(node)
                     }
                     try Task.checkCancellation()
@@ -267,10 +264,12 @@ public final class FailoverCouch: CouchClient {
     /// untrusted certificate, refused credentials, cancellation), which no other node would change.
     public static func transportFailure(_ error: any Error) -> (reason: String, beforeSending: Bool)? {
         switch error {
-        case is CouchError, is ClientTrust.UntrustedPeer, is CancellationError, is CouchHTTPClient.LoginRefused, is NIOTooManyBytesError:
+        case let error as CouchProtocolError:
+            // A node that stopped answering; an untrusted certificate or refused credentials no
+            // other node would change.
+            return error.isStoppedAnswering ? (error.description, false) : nil
+        case is CouchError, is CancellationError, is NIOTooManyBytesError:
             return nil  // an answer too large is the request's fault, not the node's
-        case is ClusterHealth.StoppedAnswering:
-            return ("it stopped answering, even to a health check", false)
         case let error as HTTPClientError:
             if error == .cancelled { return nil }
             if error == .connectTimeout { return ("no connection within 2 s", true) }

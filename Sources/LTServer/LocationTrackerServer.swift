@@ -273,7 +273,7 @@ public enum LocationTrackerServer {
         // A certificate that does not verify is told at once.
         do {
             _ = try await HTTPCouch(url: url, http: CouchHTTPClient.shared).request(.get, "/", query: [:], body: nil)
-        } catch let untrusted as ClientTrust.UntrustedPeer {
+        } catch let untrusted as CouchProtocolError where untrusted.isUntrustedPeer {
             throw ServerStartFailure("cannot reach CouchDB at \(cluster.baseURL): \(untrusted)")
         } catch {}  // anything else: through the failover below
         let session: CouchReply

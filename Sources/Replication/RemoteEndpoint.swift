@@ -51,10 +51,10 @@ public struct RemoteEndpoint: ReplicationEndpoint {
               timeout: TimeAmount = .seconds(120)) async throws -> Reply {
         do {
             return try await server.send(method, target, fromServerRoot: fromServerRoot, json: json, accept: accept, timeout: timeout)
-        } catch let refused as CouchHTTPClient.LoginRefused {
-            throw failure(Reply(status: refused.status, body: []), "log in to \(server.serverURL)")
+        } catch let refused as CouchProtocolError where refused.isLoginRefused {
+            throw failure(Reply(status: refused.status ?? 401, body: []), "log in to \(server.serverURL)")
         } catch {
-            throw ReplicationError(error is ClientTrust.UntrustedPeer ? .untrustedPeer : .transient, "\(method) \(displayName)\(target): \(error)")
+            throw ReplicationError((error as? CouchProtocolError)?.isUntrustedPeer == true ? .untrustedPeer : .transient, "\(method) \(displayName)\(target): \(error)")
         }
     }
 

@@ -85,7 +85,7 @@ struct Device: AsyncParsableCommand {
                          text: "\(register ? "registered and logged in" : "logged in") as \(credentials.username); locations go to \(credentials.databaseName) on \(credentials.databaseHost)")
         } catch let failure as TrackerClient.Failure {
             throw CommandFailure("The server answered \(failure)")
-        } catch let untrusted as ClientTrust.UntrustedPeer {
+        } catch let untrusted as CouchProtocolError where untrusted.isUntrustedPeer {
             throw CommandFailure("\(untrusted)")
         }
     }

@@ -23,12 +23,15 @@ struct JSONP {
         return name
     }
 
+    /// Answers up to this size are wrapped whole (their final newline moved after the call).
+    static let wholeLimit = 1 << 20
+
     static let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._[]".unicodeScalars)
 
     /// The answer wrapped in the call, when it is JSON, as CouchDB writes it: `/* CouchDB */`,
     /// the name, `(`, the JSON, `);` and a newline. An answer made whole (an error, a document)
     /// loses its own final newline inside the call, as CouchDB's `send_json` puts it after; a
-    /// streamed one (a feed, view rows) keeps what it writes.
+    /// streamed one (a feed, view rows) or one over `wholeLimit` keeps what it writes.
     static func wrap(_ response: inout Response, callback: String) async throws {
         guard response.headers[.contentType]?.hasPrefix("application/json") == true else { return }
         let prefix = ByteBuffer(string: "/* CouchDB */\(callback)(")
@@ -36,8 +39,9 @@ struct JSONP {
         let body = response.body
         response.headers[.contentType] = "application/javascript"
         response.headers[.contentLength] = nil
-        guard body.contentLength != nil else {
-            response.body = ResponseBody { writer in
+        // Read whole only when small: a large JSON attachment is wrapped as it streams.
+        guard let length = body.contentLength, length <= Self.wholeLimit else {
+            response.body = ResponseBody(contentLength: body.contentLength.map { $0 + prefix.readableBytes + suffix.readableBytes }) { writer in
                 try await body.write(Wrapper(parent: writer, prefix: prefix, suffix: suffix))
             }
             return

@@ -116,6 +116,17 @@ struct CouchMiddlewareTests {
                 // CouchDB 3.4.3's answer, byte for byte (`curl 'http://…/nowhere?callback=show'`).
                 #expect(String(buffer: response.body) == "/* CouchDB */show({\"error\":\"not_found\",\"reason\":\"Database does not exist.\"});\n")
             }
+            // An answer over a megabyte is wrapped as it streams, its length still told right.
+            try await client.execute(uri: "/big", method: .put, headers: headers) { #expect($0.status == .created) }
+            let text = String(repeating: "x", count: 1_200_000)
+            try await client.execute(uri: "/big/doc", method: .put, headers: headers, body: ByteBuffer(string: "{\"text\":\"\(text)\"}")) {
+                #expect($0.status == .created)
+            }
+            try await client.execute(uri: "/big/doc?callback=show", method: .get, headers: headers) { response in
+                let body = String(buffer: response.body)
+                #expect(body.hasPrefix("/* CouchDB */show({\"_id\":\"doc\"") && body.hasSuffix(");\n") && body.contains(text))
+                #expect(response.headers[.contentLength] == String(response.body.readableBytes))
+            }
             try await client.execute(uri: "/?callback=al%28ert%29", method: .get, headers: headers) { response in
                 #expect(response.status == .badRequest)
                 #expect(response.headers[.contentType]?.hasPrefix("application/json") == true)

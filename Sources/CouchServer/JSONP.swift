@@ -33,7 +33,9 @@ struct JSONP {
     /// loses its own final newline inside the call, as CouchDB's `send_json` puts it after; a
     /// streamed one (a feed, view rows) or one over `wholeLimit` keeps what it writes.
     static func wrap(_ response: inout Response, callback: String) async throws {
-        guard response.headers[.contentType]?.hasPrefix("application/json") == true else { return }
+        // An attachment (the one answer with `Accept-Ranges`) goes out as stored, JSON or not,
+        // as CouchDB's: only its API's own JSON is wrapped.
+        guard response.headers[.contentType]?.hasPrefix("application/json") == true, response.headers[.acceptRanges] == nil else { return }
         let prefix = ByteBuffer(string: "/* CouchDB */\(callback)(")
         let suffix = ByteBuffer(string: ");\n")
         let body = response.body

@@ -18,9 +18,11 @@ enum AttachmentStore {
     }
 
     /// Turns the `_attachments` a client sent into stored metadata and new bodies, checking
-    /// every stub and encoding; writes nothing.
+    /// every stub and encoding; writes nothing. An attachment sent with its data is the new
+    /// revision's (`revpos` is `newPos`), except in a replicated write, which keeps the
+    /// `revpos` it carries (0 when it has none), as CouchDB does.
     static func resolveAttachments(
-        _ input: DocumentInput, id: String, newPos: Int, previous: JSONObject?, db: GRDB.Database
+        _ input: DocumentInput, id: String, newPos: Int, replicated: Bool = false, previous: JSONObject?, db: GRDB.Database
     ) throws -> ResolvedAttachments? {
         guard let sent = input.attachments else { return nil }
         var result = ResolvedAttachments()
@@ -41,7 +43,7 @@ enum AttachmentStore {
                 : bytes.count
             let digest = attachmentDigest(stored)
             result.newBodies.append((digest, Data(stored)))
-            let revpos = input.revisions != nil ? (att["revpos"]?.intValue ?? newPos) : newPos
+            let revpos = replicated ? (att["revpos"]?.intValue ?? 0) : newPos
             var meta: JSONObject = [
                 "content_type": .string(contentType),
                 "revpos": .int(revpos),

@@ -131,8 +131,8 @@ enum RevisionStore {
                 shown.members.reserveCapacity(input.body.count + 3)
                 shown.members.append(("_id", .string(id)))
                 shown.members.append(("_rev", .string(edit.rev.description)))
-                if winner.deleted { shown.members.append(("_deleted", true)) }
                 shown.members.append(contentsOf: input.body.members)
+                if winner.deleted { shown.members.append(("_deleted", true)) }
                 doc = JSON.object(shown).bytes
             }
             context.changes.append(RecentChanges.Change(
@@ -228,7 +228,7 @@ enum RevisionStore {
                 break
             }
         }
-        let attachments = try AttachmentStore.resolveAttachments(input, id: id, newPos: rev.pos, previous: previous, db: db)
+        let attachments = try AttachmentStore.resolveAttachments(input, id: id, newPos: rev.pos, replicated: true, previous: previous, db: db)
         let body = bodyForStorage(input.body, attachments: attachments?.meta)
         try checkSize(body, id: id, maxSize: maxSize)
         tree.merge(path: path, deleted: input.deleted)

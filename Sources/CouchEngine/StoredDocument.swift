@@ -102,7 +102,6 @@ package enum StoredDocument {
         doc.members.reserveCapacity(body.count + 4)
         doc.members.append(("_id", .string(id)))
         doc.members.append(("_rev", .string(rev.description)))
-        if node.deleted { doc.members.append(("_deleted", true)) }
         var attachmentsMeta: JSONObject?
         for member in body.members {
             if member.key == "_attachments" {
@@ -111,19 +110,10 @@ package enum StoredDocument {
                 doc.members.append(member)
             }
         }
-        if let attachmentsMeta, !attachmentsMeta.isEmpty {
-            doc.members.append(("_attachments", .object(try AttachmentStore.renderAttachments(
-                db, meta: attachmentsMeta, options: options, path: row.tree.path(to: rev)))))
-        }
-        if options.conflicts, rev == row.tree.winner?.rev {
-            let conflicts = row.tree.leaves.dropFirst().filter { !$0.deleted }.map { JSON.string($0.rev.description) }
-            if !conflicts.isEmpty { doc.members.append(("_conflicts", .array(conflicts))) }
-        }
-        if options.deletedConflicts, rev == row.tree.winner?.rev {
-            let deleted = row.tree.leaves.dropFirst().filter(\.deleted).map { JSON.string($0.rev.description) }
-            if !deleted.isEmpty { doc.members.append(("_deleted_conflicts", .array(deleted))) }
-        }
-        if options.localSeq { doc.members.append(("_local_seq", .int(row.seq))) }
+        // CouchDB's order (`couch_doc:to_json_obj`): the body, `_deleted`, `_revisions`, the
+        // meta members (`_revs_info`, `_conflicts`, `_deleted_conflicts`, `_local_seq`), then
+        // `_attachments`.
+        if node.deleted { doc.members.append(("_deleted", true)) }
         if options.revs { doc.members.append(("_revisions", revisions(row.tree, rev, limit: options.revisionsLimit))) }
         if options.revsInfo {
             var info: [JSON] = []
@@ -140,6 +130,19 @@ package enum StoredDocument {
                 info.append(["rev": .string(ancestor.description), "status": .string(status)])
             }
             doc.members.append(("_revs_info", .array(info)))
+        }
+        if options.conflicts, rev == row.tree.winner?.rev {
+            let conflicts = row.tree.leaves.dropFirst().filter { !$0.deleted }.map { JSON.string($0.rev.description) }
+            if !conflicts.isEmpty { doc.members.append(("_conflicts", .array(conflicts))) }
+        }
+        if options.deletedConflicts, rev == row.tree.winner?.rev {
+            let deleted = row.tree.leaves.dropFirst().filter(\.deleted).map { JSON.string($0.rev.description) }
+            if !deleted.isEmpty { doc.members.append(("_deleted_conflicts", .array(deleted))) }
+        }
+        if options.localSeq { doc.members.append(("_local_seq", .int(row.seq))) }
+        if let attachmentsMeta, !attachmentsMeta.isEmpty {
+            doc.members.append(("_attachments", .object(try AttachmentStore.renderAttachments(
+                db, meta: attachmentsMeta, options: options, path: row.tree.path(to: rev)))))
         }
         return doc
     }

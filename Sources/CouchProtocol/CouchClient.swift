@@ -13,6 +13,19 @@ public protocol CouchClient: Sendable {
 
     /// Who a name and password are to the database (`_session`): name and roles, or nil.
     func verify(name: String, password: String) async throws -> (name: String, roles: [String])?
+
+    /// A page of `db`'s changes after `since`, at most `limit` rows, each with every leaf
+    /// revision and the winning document (`_changes?style=all_docs&include_docs=true`); nil
+    /// when `db` does not exist. Answered over HTTP unless the client has a shorter way.
+    func changes(of db: String, since: String, limit: Int) async throws -> DocumentChanges?
+
+    /// The named revisions of documents of `db` with their revision histories and attachments
+    /// inline (`_bulk_get?revs=true&attachments=true`): those found, in the order asked.
+    func documents(_ wanted: [DocumentRevision], from db: String) async throws -> [JSON]
+
+    /// Stores documents with the revisions they carry, as a replicator does (`_bulk_docs`
+    /// with `new_edits: false`): the ones refused, with CouchDB's error and reason.
+    func storeReplicated(_ docs: [JSON], in db: String) async throws -> [WriteRefusal]
 }
 
 /// A CouchDB answer read whole: status, headers and body.
@@ -23,6 +36,16 @@ public struct CouchReply: Sendable {
     public var json: JSON { (try? JSON.parse(body)) ?? .null }
     public var ok: Bool { (200..<300).contains(status) }
     public var contentType: String { headers["Content-Type"].first ?? "" }
+
+    /// The answer's error as CouchDB states it (`{"error", "reason"}`, with the status).
+    public var error: CouchError {
+        CouchError(status: status, error: json["error"]?.stringValue ?? "http_\(status)", reason: json["reason"]?.stringValue ?? "")
+    }
+
+    /// Throws the answer's error unless it is a success.
+    public func requireOK() throws(CouchError) {
+        guard ok else { throw error }
+    }
 
     public init(status: Int, headers: HTTPHeaders = [:], body: [UInt8]) {
         self.status = status

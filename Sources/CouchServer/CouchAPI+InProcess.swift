@@ -66,6 +66,9 @@ final class BodyCollector: ResponseBodyWriter, Sendable {
 }
 
 /// The CouchDB API of this process, called directly (no network, no credentials check).
+/// Requests go through the routes as the listener's do; the copying calls consolidation makes
+/// in every round (`changes`, `documents`, `storeReplicated`) go straight to the engine,
+/// answering as the HTTP API does without writing JSON and parsing it back.
 public struct InProcessCouch: CouchClient {
     let api: CouchAPI
 
@@ -81,5 +84,47 @@ public struct InProcessCouch: CouchClient {
     public func verify(name: String, password: String) async throws -> (name: String, roles: [String])? {
         guard let user = await api.verify(name: name, password: password) else { return nil }
         return (user.name ?? name, user.roles)
+    }
+
+    public func changes(of name: String, since: String, limit: Int) async throws -> DocumentChanges? {
+        var from = try DocumentDatabase.parseSequence(.string(since))
+        // Answered from the record of recent changes when it covers them, as `_changes` is.
+        if from >= 0, limit > 0,
+           let page = api.store.recentChanges.page(name, since: from, limit: limit, includeDocs: true, allLeaves: true) {
+            return DocumentChanges(rows: page.rows, lastSeq: page.lastSeq)
+        }
+        let db: DocumentDatabase
+        do { db = try await api.store.open(name) } catch let error as CouchError where error.status == 404 { return nil }
+        if from < 0 { from = try await db.updateSeq() }
+        var options = ChangesOptions()
+        options.since = from
+        options.limit = limit
+        options.allLeaves = true
+        options.includeDocs = true
+        let page = try await db.changes(options)
+        return DocumentChanges(rows: page.rows, lastSeq: db.sequenceString(page.lastSeq))
+    }
+
+    public func documents(_ wanted: [DocumentRevision], from name: String) async throws -> [JSON] {
+        guard !wanted.isEmpty else { return [] }
+        let db = try await api.store.open(name)
+        var options = ReadOptions()
+        options.revs = true
+        options.attachments = true
+        // A revision that is not one refuses the request, as `_bulk_get` does.
+        let requests = try wanted.map { wanted in
+            RevisionsRequest(id: wanted.id, revs: [try api.databases.parseRev(.string(wanted.rev))])
+        }
+        var docs: [JSON] = []
+        for case let .success(revisions) in try await db.openRevisions(requests, latest: false, options: options) {
+            for case let .ok(doc) in revisions { docs.append(.object(doc)) }
+        }
+        return docs
+    }
+
+    public func storeReplicated(_ docs: [JSON], in name: String) async throws -> [WriteRefusal] {
+        guard !docs.isEmpty else { return [] }
+        let db = try await api.store.open(name)
+        return try await api.databases.write(docs, to: db, newEdits: false, user: .system).compactMap(WriteRefusal.init(row:))
     }
 }

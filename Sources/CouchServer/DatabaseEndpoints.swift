@@ -349,8 +349,7 @@ struct DatabaseEndpoints: Sendable {
             newEdits = flag
         }
         if request.query["new_edits"] == "false" { newEdits = false }
-        let isDbAdmin = (try? request.user.authorize(.admin, to: db)) != nil
-        if !isDbAdmin { try request.user.authorize(.write, to: db) }
+        if (try? request.user.authorize(.admin, to: db)) == nil { try request.user.authorize(.write, to: db) }
         // CouchDB 3 does not offer all-or-nothing writes: 417, each document refused, nothing written.
         if body["all_or_nothing"] == .bool(true) {
             let rows: [JSON] = docs.map { doc in
@@ -358,7 +357,14 @@ struct DatabaseEndpoints: Sendable {
             }
             return .json(.array(rows), status: .expectationFailed)
         }
+        return .json(.array(try await write(docs, to: db, newEdits: newEdits, user: request.user)), status: .created)
+    }
 
+    /// Writes a `_bulk_docs` request's documents as `user` (whose right to write to `db` is
+    /// checked already): its answer's rows. Throws for what CouchDB refuses the whole request
+    /// for (an id or attachment name it cannot take).
+    func write(_ docs: [JSON], to db: DocumentDatabase, newEdits: Bool, user: UserContext) async throws -> [JSON] {
+        let isDbAdmin = (try? user.authorize(.admin, to: db)) != nil
         // Parse and check every document; failures become per-document errors.
         var results = [Result<Revision, CouchError>?](repeating: nil, count: docs.count)
         var ids = [String](repeating: "", count: docs.count)
@@ -397,7 +403,7 @@ struct DatabaseEndpoints: Sendable {
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {
                     throw CouchError(status: 403, error: "forbidden", reason: "Only admins can write design documents.")
                 }
-                if UsersDatabase.isUsersDatabase(db.name) { input = try await api.documents.prepareUserDocument(db, input, user: request.user) }
+                if UsersDatabase.isUsersDatabase(db.name) { input = try await api.documents.prepareUserDocument(db, input, user: user) }
                 batch.append(input)
                 batchIndex.append(i)
             } catch let error as CouchError {
@@ -406,10 +412,9 @@ struct DatabaseEndpoints: Sendable {
             }
         }
         for (index, result) in await Self.writeLocalDocuments(db, locals) { results[index] = result }
-        let written = try await db.update(batch, newEdits: newEdits, user: request.user)
+        let written = try await db.update(batch, newEdits: newEdits, user: user)
         for (offset, result) in written.enumerated() { results[batchIndex[offset]] = result }
-
-        return .json(.array(Self.bulkDocsRows(results.map { $0! }, ids: ids, docs: docs, newEdits: newEdits)), status: .created)
+        return Self.bulkDocsRows(results.map { $0! }, ids: ids, docs: docs, newEdits: newEdits)
     }
 
     /// `_local` documents of a `_bulk_docs` (replication checkpoints), all at once: they share one commit.

@@ -214,7 +214,7 @@ public final class Consolidator: Sendable {
             let next: FollowStateMachine.Next
             do {
                 let reply = try await couch.request(.get, "/_db_updates", query: query, body: nil)
-                guard reply.ok else { throw ConsolidationError("_db_updates answered \(reply.status)") }
+                try reply.requireOK()
                 let due = retries.withLockedValue { $0.due(at: .now) }
                 let names = machine.updatesArrived(reply.json, at: now(), disturbed: disturbed?() ?? false, due: due)
                 let roundStarted = ContinuousClock.now
@@ -366,13 +366,9 @@ public final class Consolidator: Sendable {
         do {
             var since = since
             while true {
-                let changes = try await couch.request(.get, "/\(db)/_changes", query: [
-                    "since": since, "style": "all_docs", "include_docs": "true", "limit": String(Consolidator.pageSize),
-                ], body: nil)
-                if changes.status == 404 { return .nothing }  // deleted meanwhile
-                guard changes.ok else { throw ConsolidationError("\(db)/_changes answered \(changes.status)") }
-                let rows = changes.json["results"]?.arrayValue ?? []
-                guard let last = changes.json["last_seq"]?.stringValue else { throw ConsolidationError("\(db)/_changes answered without last_seq") }
+                // Gone meanwhile: nothing to copy.
+                guard let changes = try await couch.changes(of: db, since: since, limit: Consolidator.pageSize) else { return .nothing }
+                let rows = changes.rows, last = changes.lastSeq
                 // A checkpoint of an earlier database of the same name (deleted and created again)
                 // does not apply: this server's sequences end in a 12-hex-digit tag of the database,
                 // and a different tag means another database. Start over. (Apache CouchDB's
@@ -381,7 +377,7 @@ public final class Consolidator: Sendable {
                     since = "0"
                     continue
                 }
-                var wanted: [JSON] = []
+                var wanted: [DocumentRevision] = []
                 var docs: [JSON] = []
                 for row in rows {
                     guard let id = row["id"]?.stringValue, !id.hasPrefix("_design/") else { continue }
@@ -390,15 +386,9 @@ public final class Consolidator: Sendable {
                         docs.append(doc)
                         continue
                     }
-                    wanted += revs.map { ["id": .string(id), "rev": $0] }
+                    wanted += revs.compactMap { $0.stringValue.map { DocumentRevision(id: id, rev: $0) } }
                 }
-                if !wanted.isEmpty {
-                    let fetched = try await couch.request(.post, "/\(db)/_bulk_get", query: ["revs": "true", "attachments": "true"], body: ["docs": .array(wanted)])
-                    guard fetched.ok else { throw ConsolidationError("\(db)/_bulk_get answered \(fetched.status)") }
-                    for result in fetched.json["results"]?.arrayValue ?? [] {
-                        for item in result["docs"]?.arrayValue ?? [] { if let doc = item["ok"] { docs.append(doc) } }
-                    }
-                }
+                docs += try await couch.documents(wanted, from: db)
                 if rows.isEmpty && last == since { return .nothing }
                 return .batch(Batch(db: db, docs: docs.compactMap { Consolidator.copy(of: $0, in: namespace) }, lastSeq: last,
                                     more: rows.count == Consolidator.pageSize))
@@ -432,14 +422,9 @@ public final class Consolidator: Sendable {
         let docs = batches.flatMap(\.docs)
         for start in stride(from: 0, to: docs.count, by: 5000) {
             let chunk = Array(docs[start..<min(docs.count, start + 5000)])
-            let written = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(chunk), "new_edits": false])
-            guard written.ok else { throw ConsolidationError("\(all)/_bulk_docs answered \(written.status)") }
-            // With new_edits=false, CouchDB lists only the documents it did not store.
-            for row in written.json.arrayValue ?? [] where row["error"] != nil {
-                let id = row["id"]?.stringValue ?? ""
-                for db in owners[id] ?? batches.map(\.db) {
-                    refused[db, default: []].append(Refusal(database: db, id: id, rev: row["rev"]?.stringValue,
-                                                            error: row["error"]?.stringValue ?? "error", reason: row["reason"]?.stringValue ?? ""))
+            for refusal in try await couch.storeReplicated(chunk, in: all) {
+                for db in owners[refusal.id] ?? batches.map(\.db) {
+                    refused[db, default: []].append(Refusal(database: db, id: refusal.id, rev: refusal.rev, error: refusal.error, reason: refusal.reason))
                 }
             }
         }
@@ -496,7 +481,3 @@ extension Consolidator {
     }
 }
 
-struct ConsolidationError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}

@@ -60,7 +60,7 @@ extension Consolidator {
         let results: [JSON]
         do {
             let saved = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(docs)])
-            guard saved.ok else { throw ConsolidationError("saving checkpoints answered \(saved.status)") }
+            try saved.requireOK()
             results = saved.json.arrayValue ?? []
         } catch {
             unsaved.withLockedValue { $0.formUnion(names) }

@@ -217,74 +217,64 @@ public final class Replication: Sendable {
             // As CouchDB: a run resumed from a checkpoint carries the counters on in its history
             // entry, so a checkpoint says what the replication did in all (`status` is this run's).
             let carried = options.sinceSeq == nil ? Replication.resumedEntry(source: sourceLog, target: targetLog) : nil
-            var since = startSeq
-            var checkpointed = since
-            logger.debug("replicating \(source.displayName) → \(target.displayName) from \(since.text)")
+            var machine = PipelineStateMachine(
+                since: startSeq, depth: options.pipelineDepth, continuous: options.continuous, checkpointInterval: options.checkpointInterval)
+            logger.debug("replicating \(source.displayName) → \(target.displayName) from \(startSeq.text)")
 
             var history: [JSON] = []
             func result() -> ReplicationResult {
-                var result = ReplicationResult(replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: since,
+                var result = ReplicationResult(replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: machine.since,
                                                status: status, startTime: startTime, endTime: Date())
                 if case .docIDs? = options.filter { result.byDocumentIDs = true }
                 result.history = history
                 result.carried = carried ?? [:]
                 return result
             }
-            let clock = ContinuousClock()
-            var lastCheckpoint = clock.now
-            func checkpoint(force: Bool = true) async throws {
-                guard since != checkpointed, force || clock.now - lastCheckpoint >= options.checkpointInterval else { return }
+            let started = ContinuousClock.now
+            func checkpoint(_ seq: JSON) async throws {
                 history = try await writeCheckpoint(checkpointID, result: result(), previous: (sourceLog, targetLog))
-                checkpointed = since
-                lastCheckpoint = clock.now
+                machine.checkpointSaved(seq, at: started.duration(to: .now))
             }
 
             do {
                 // Batches flow through a pipeline: changes are read in order, each batch's
                 // revs_diff and fetch run as their own task (up to `pipelineDepth` ahead), and
-                // the writer takes them in order, so reading and writing overlap.
-                var queue: [(batch: ChangesBatch, docs: Task<[JSON], any Error>)] = []
-                defer { for item in queue { item.docs.cancel() } }
-                var readFrom = since
-                var caughtUp: ChangesBatch?
-                while true {
+                // the writer takes them in order, so reading and writing overlap. The machine
+                // says which step comes next; this loop does it.
+                var fetching: [(batch: ChangesBatch, docs: Task<[JSON], any Error>)] = []
+                defer { for item in fetching { item.docs.cancel() } }
+                steps: while true {
                     try Task.checkCancellation()
-                    while queue.count < options.pipelineDepth, caughtUp == nil {
-                        let from = readFrom
+                    switch machine.next() {
+                    case let .read(from):
                         let batch = try await retrying { try await self.source.changes(since: from, limit: self.options.batchSize, filter: self.options.filter) }
-                        if batch.entries.isEmpty {
-                            caughtUp = batch
-                        } else {
-                            readFrom = batch.lastSeq
-                            queue.append((batch, Task { try await self.diffAndFetch(batch) }))
-                        }
-                    }
-                    guard !queue.isEmpty else {
-                        if let last = caughtUp?.lastSeq, !last.isNull { since = last }
-                        readFrom = since
-                        caughtUp = nil
-                        try await checkpoint()
-                        guard options.continuous else { break }
+                        if !batch.entries.isEmpty { fetching.append((batch, Task { try await self.diffAndFetch(batch) })) }
+                        machine.changesRead(count: batch.entries.count, lastSeq: batch.lastSeq)
+                    case .writeOldest:
+                        let (batch, pending) = fetching.removeFirst()
+                        update { $0.state = .busy; $0.changesPending = batch.pending }
+                        let docs = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
+                        try await write(docs)
+                        machine.batchWritten(lastSeq: batch.lastSeq, at: started.duration(to: .now))
+                        update { $0.lastSeq = batch.lastSeq; $0.changesPending = batch.pending }
+                    case let .checkpoint(seq):
+                        try await checkpoint(seq)
+                    case let .waitForChanges(since):
                         update { $0.state = .idle; $0.changesPending = 0; $0.lastSeq = since }
-                        let waitFrom = since
-                        _ = try await retrying { try await self.source.waitForChanges(since: waitFrom, timeout: self.options.heartbeat) }
-                        continue
+                        _ = try await retrying { try await self.source.waitForChanges(since: since, timeout: self.options.heartbeat) }
+                        machine.sourceChanged()
+                    case .finish:
+                        break steps
                     }
-                    let (batch, pending) = queue.removeFirst()
-                    update { $0.state = .busy; $0.changesPending = batch.pending }
-                    let docs = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
-                    try await write(docs)
-                    since = batch.lastSeq
-                    try await checkpoint(force: false)
-                    update { $0.lastSeq = since; $0.changesPending = batch.pending }
                 }
             } catch is CancellationError {
-                try? await checkpoint()
+                if let seq = machine.unsavedProgress { try? await checkpoint(seq) }
             } catch {
                 // Keep the progress made so far: the next run resumes from it.
-                try? await checkpoint()
+                if let seq = machine.unsavedProgress { try? await checkpoint(seq) }
                 throw error
             }
+            let since = machine.since
             update { $0.state = .stopped; $0.lastSeq = since }
             if history.isEmpty {
                 // Nothing new to checkpoint: the answer shows the history as it stands.

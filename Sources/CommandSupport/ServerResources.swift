@@ -93,8 +93,8 @@ public enum ShippedData {
             guard let url = url("freeway-drive.json") else { throw CommandFailure("data/freeway-drive.json not found beside lt") }
             return try TrackFile.read(Data(contentsOf: url), format: .geojson)
         }
-        do { return try TrackFile.read(contentsOf: URL(fileURLWithPath: route)) } catch let failure as TrackFile.Failure {
-            throw CommandFailure("\(route): \(failure.reason)")
+        do { return try TrackFile.read(contentsOf: URL(fileURLWithPath: route)) } catch let failure as TrackerKitError {
+            throw CommandFailure("\(route): \(failure)")
         }
     }
 }

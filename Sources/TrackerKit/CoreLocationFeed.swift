@@ -98,13 +98,9 @@ public final class CoreLocationFeed: NSObject, CLLocationManagerDelegate {
 
     nonisolated public func locationManager(_ manager: CLLocationManager, didFailWithError error: Error) {
         let message = error.localizedDescription
-        Task { @MainActor in self.onError?(CoreLocationFeedError(message: message)) }
+        Task { @MainActor in self.onError?(TrackerKitError.locationService(message)) }
     }
 }
 
-/// The location service failed.
-public struct CoreLocationFeedError: Error, Sendable {
-    public var message: String
-}
 #endif
 #endif

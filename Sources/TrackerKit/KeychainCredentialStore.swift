@@ -13,11 +13,6 @@ public struct KeychainCredentialStore: CredentialStore {
         self.account = account
     }
 
-    /// A Keychain call that failed, with its `OSStatus`.
-    public struct Failure: Error, Sendable, Equatable {
-        public var status: OSStatus
-    }
-
     private var query: [String: Any] {
         [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service, kSecAttrAccount as String: account]
     }
@@ -29,7 +24,7 @@ public struct KeychainCredentialStore: CredentialStore {
         var item: CFTypeRef?
         let status = SecItemCopyMatching(request as CFDictionary, &item)
         if status == errSecItemNotFound { return nil }
-        guard status == errSecSuccess, let data = item as? Data else { throw Failure(status: status) }
+        guard status == errSecSuccess, let data = item as? Data else { throw TrackerKitError.keychain(status: status) }
         return try JSONDecoder().decode(Credentials.self, from: data)
     }
 
@@ -43,12 +38,12 @@ public struct KeychainCredentialStore: CredentialStore {
             add[kSecAttrAccessible as String] = kSecAttrAccessibleAfterFirstUnlockThisDeviceOnly
             status = SecItemAdd(add as CFDictionary, nil)
         }
-        guard status == errSecSuccess else { throw Failure(status: status) }
+        guard status == errSecSuccess else { throw TrackerKitError.keychain(status: status) }
     }
 
     public func delete() throws {
         let status = SecItemDelete(query as CFDictionary)
-        guard status == errSecSuccess || status == errSecItemNotFound else { throw Failure(status: status) }
+        guard status == errSecSuccess || status == errSecItemNotFound else { throw TrackerKitError.keychain(status: status) }
     }
 }
 #endif

@@ -133,7 +133,7 @@ public struct SimulatedDrive: Sendable {
         try text.split(separator: ",").map { part in
             let ends = part.split(separator: "-", maxSplits: 1).map { String($0).trimmingCharacters(in: .whitespaces) }
             guard ends.count == 2, let start = duration(ends[0]), let end = duration(ends[1]), end > start else {
-                throw TrackFile.Failure("A window is START-END with END after START, as 10m-15m or 90s-2m30s (got \(part))")
+                throw TrackerKitError.unreadableTrack("A window is START-END with END after START, as 10m-15m or 90s-2m30s (got \(part))")
             }
             return Window(start: start, end: end)
         }

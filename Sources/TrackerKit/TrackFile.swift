@@ -37,13 +37,6 @@ public enum TrackFile {
         case gpx, geojson, owntracks
     }
 
-    /// A file that cannot be read as a track.
-    public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
-        public var reason: String
-        public init(_ reason: String) { self.reason = reason }
-        public var description: String { reason }
-    }
-
     /// Guesses the format from the content: XML is GPX; JSON with OwnTracks `_type` messages is
     /// OwnTracks; other JSON is GeoJSON.
     public static func detect(_ data: Data) -> Format? {
@@ -58,14 +51,14 @@ public enum TrackFile {
 
     /// Reads a file's points in file order; `format` nil means detect it.
     public static func read(_ data: Data, format: Format? = nil) throws -> [TrackPoint] {
-        guard let format = format ?? detect(data) else { throw Failure("Not a GPX, GeoJSON or OwnTracks file") }
+        guard let format = format ?? detect(data) else { throw TrackerKitError.unreadableTrack("Not a GPX, GeoJSON or OwnTracks file") }
         let points: [TrackPoint]
         switch format {
         case .gpx: points = try gpx(data)
         case .geojson: points = try geoJSON(data)
         case .owntracks: points = try ownTracks(data)
         }
-        if points.isEmpty { throw Failure("The \(format.rawValue) file holds no positions") }
+        if points.isEmpty { throw TrackerKitError.unreadableTrack("The \(format.rawValue) file holds no positions") }
         return points
     }
 
@@ -87,9 +80,9 @@ public enum TrackFile {
         let parser = XMLParser(data: data)
         parser.delegate = reader
         guard parser.parse() else {
-            throw Failure("Invalid GPX: \(parser.parserError.map { "\($0.localizedDescription)" } ?? "not XML") at line \(parser.lineNumber)")
+            throw TrackerKitError.unreadableTrack("Invalid GPX: \(parser.parserError.map { "\($0.localizedDescription)" } ?? "not XML") at line \(parser.lineNumber)")
         }
-        if let problem = reader.problem { throw Failure(problem) }
+        if let problem = reader.problem { throw TrackerKitError.unreadableTrack(problem) }
         // Track points are the recording; route and way points are used only when there is none.
         return !reader.track.isEmpty ? reader.track : !reader.route.isEmpty ? reader.route : reader.waypoints
     }
@@ -142,7 +135,7 @@ public enum TrackFile {
 
     static func geoJSON(_ data: Data) throws -> [TrackPoint] {
         let json: JSON
-        do { json = try JSON.parse(Array(data)) } catch { throw Failure("Invalid JSON: \(error)") }
+        do { json = try JSON.parse(Array(data)) } catch { throw TrackerKitError.unreadableTrack("Invalid JSON: \(error)") }
         var points: [TrackPoint] = []
         try collect(json, properties: nil, into: &points)
         return points
@@ -170,7 +163,7 @@ public enum TrackFile {
             for geometry in json["geometries"]?.arrayValue ?? [] { try collect(geometry, properties: properties, into: &points) }
         case "Point", "MultiPoint", "LineString", "MultiLineString":
             let geometry: Geometry
-            do { geometry = try Geometry(geoJSON: json) } catch let error as GeometryError { throw Failure("Invalid GeoJSON geometry: \(error.reason)") }
+            do { geometry = try Geometry(geoJSON: json) } catch let error as GeometryError { throw TrackerKitError.unreadableTrack("Invalid GeoJSON geometry: \(error.reason)") }
             let coordinates = geometry.coordinates
             // Times: one for a Point; per position from `coordTimes`/`times` (as togeojson writes them).
             let times = (properties?["coordTimes"] ?? properties?["times"])?.arrayValue
@@ -189,7 +182,7 @@ public enum TrackFile {
         case let other:
             // The original tracker's own documents are Features; a `{"places": [...]}` list too.
             if let places = json["places"] { try collect(places, properties: nil, into: &points); return }
-            throw Failure("Unsupported GeoJSON object\(other.map { " of type \($0)" } ?? ""): expected a FeatureCollection, Feature or Point/LineString geometry")
+            throw TrackerKitError.unreadableTrack("Unsupported GeoJSON object\(other.map { " of type \($0)" } ?? ""): expected a FeatureCollection, Feature or Point/LineString geometry")
         }
     }
 
@@ -204,7 +197,7 @@ public enum TrackFile {
             for line in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline) {
                 guard let start = line.firstIndex(of: "{") else { continue }
                 guard let message = try? JSON.parse(Array(line[start...].utf8)) else {
-                    throw Failure("Invalid OwnTracks line: \(line.prefix(80))")
+                    throw TrackerKitError.unreadableTrack("Invalid OwnTracks line: \(line.prefix(80))")
                 }
                 messages.append(message)
             }
@@ -212,7 +205,7 @@ public enum TrackFile {
         return try messages.compactMap { message in
             guard message["_type"]?.stringValue == "location" else { return nil }
             guard let lat = message["lat"]?.doubleValue, let lon = message["lon"]?.doubleValue, (-90...90).contains(lat), (-180...180).contains(lon) else {
-                throw Failure("An OwnTracks location message needs lat (−90…90) and lon (−180…180)")
+                throw TrackerKitError.unreadableTrack("An OwnTracks location message needs lat (−90…90) and lon (−180…180)")
             }
             return TrackPoint(coordinate: Coordinate(lon: lon, lat: lat), time: message["tst"]?.doubleValue.map { Date(timeIntervalSince1970: $0) },
                               accuracy: message["acc"]?.doubleValue, altitude: message["alt"]?.doubleValue,

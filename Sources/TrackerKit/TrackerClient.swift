@@ -34,14 +34,6 @@ public struct Credentials: Sendable, Equatable, Codable {
 /// The application API a device uses (the original client's calls and this server's
 /// additions): register, login, places near a position, the places release, corrections.
 public struct TrackerClient: Sendable {
-    /// An answer other than success: status and the server's `{"error","reason"}`.
-    public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
-        public var status: Int
-        public var error: String
-        public var reason: String?
-        public var description: String { "\(status) \(error)" + (reason.map { ": \($0)" } ?? "") }
-    }
-
     /// The application's base URL, e.g. `http://127.0.0.1:8080`.
     public let baseURL: String
     /// The application server (nil when `baseURL` is not an http(s) URL: every call fails).
@@ -75,7 +67,7 @@ public struct TrackerClient: Sendable {
         let json = try await call(.POST, "/api/login", body: .object(body))
         guard let key = json["api_key"]?.stringValue, let secret = json["api_password"]?.stringValue,
               let name = json["location_db_name"]?.stringValue, let host = json["location_db_host"]?.stringValue else {
-            throw Failure(status: 502, error: "bad_gateway", reason: "The login answer lacks credentials")
+            throw TrackerKitError.serverAnswer(status: 502, error: "bad_gateway", reason: "The login answer lacks credentials")
         }
         return Credentials(username: username, apiKey: key, apiPassword: secret, databaseName: name, databaseHost: host,
                            databaseProtocol: json["location_db_host_protocol"]?.stringValue ?? "http")
@@ -112,12 +104,12 @@ public struct TrackerClient: Sendable {
     }
 
     func call(_ method: HTTPMethod, _ path: String, body: JSON? = nil, credentials: Credentials? = nil) async throws -> JSON {
-        guard let server else { throw Failure(status: 400, error: "bad_request", reason: "Not an http(s) URL: \(baseURL)") }
+        guard let server else { throw TrackerKitError.serverAnswer(status: 400, error: "bad_request", reason: "Not an http(s) URL: \(baseURL)") }
         let reply = try await server.authenticated(as: credentials.map { ($0.apiKey, $0.apiPassword) })
             .send(method, path, json: body, timeout: .seconds(30), maxBody: 16 << 20)
         let json = reply.json
         guard reply.ok else {
-            throw Failure(status: reply.status, error: json["error"]?.stringValue ?? "http_error", reason: json["reason"]?.stringValue)
+            throw TrackerKitError.serverAnswer(status: reply.status, error: json["error"]?.stringValue ?? "http_error", reason: json["reason"]?.stringValue)
         }
         return json
     }

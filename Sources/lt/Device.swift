@@ -83,7 +83,7 @@ struct Device: AsyncParsableCommand {
             state.report(["ok": true, "username": .string(credentials.username), "database": .string(credentials.databaseName),
                           "host": .string(credentials.databaseHost), "api_key": .string(credentials.apiKey)],
                          text: "\(register ? "registered and logged in" : "logged in") as \(credentials.username); locations go to \(credentials.databaseName) on \(credentials.databaseHost)")
-        } catch let failure as TrackerClient.Failure {
+        } catch let failure as TrackerKitError where failure.isServerAnswer {
             throw CommandFailure("The server answered \(failure)")
         } catch let untrusted as CouchProtocolError where untrusted.isUntrustedPeer {
             throw CommandFailure("\(untrusted)")
@@ -193,8 +193,8 @@ struct Device: AsyncParsableCommand {
             do {
                 let url = URL(fileURLWithPath: file)
                 points = try chosen.map { try TrackFile.read(Data(contentsOf: url), format: $0) } ?? TrackFile.read(contentsOf: url)
-            } catch let failure as TrackFile.Failure {
-                throw CommandFailure("\(file): \(failure.reason)")
+            } catch let failure as TrackerKitError {
+                throw CommandFailure("\(file): \(failure)")
             }
             let store = try state.store()
             let session = "import-" + UUID().uuidString.lowercased()

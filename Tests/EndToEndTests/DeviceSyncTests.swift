@@ -70,10 +70,10 @@ struct DeviceSyncTests {
         do {
             try await client.register(username: "dora", password: "again")
             Issue.record("registering twice succeeded")
-        } catch let failure as TrackerClient.Failure {
-            #expect(failure.status == 409 && failure.error == "User already exists")
+        } catch let failure as TrackerKitError {
+            #expect(failure.isServerAnswer && failure.status == 409 && failure.error == "User already exists")
         }
-        await #expect(throws: TrackerClient.Failure.self) { try await client.login(username: "dora", password: "wrong") }
+        await #expect(throws: TrackerKitError.self) { try await client.login(username: "dora", password: "wrong") }
         let credentials = try await client.login(username: "dora", password: "explorer", device: "phone")
         #expect(credentials.databaseName == "lt_locations_user_dora" && credentials.databaseHost == "127.0.0.1:\(s.port)")
 

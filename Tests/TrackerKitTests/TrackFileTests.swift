@@ -31,9 +31,9 @@ struct TrackFileTests {
         #expect(try TrackFile.read(Data(route.utf8)).map(\.coordinate) == [Coordinate(lon: 20, lat: 10), Coordinate(lon: 21, lat: 11)])
         #expect(try TrackFile.read(Data(#"<gpx><wpt lat="1" lon="2"/></gpx>"#.utf8)).count == 1)
 
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data(#"<gpx><trk><trkseg><trkpt lat="95" lon="0"/></trkseg></trk></gpx>"#.utf8)) }
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data("<gpx><trk>".utf8), format: .gpx) }
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data("<gpx></gpx>".utf8)) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data(#"<gpx><trk><trkseg><trkpt lat="95" lon="0"/></trkseg></trk></gpx>"#.utf8)) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data("<gpx><trk>".utf8), format: .gpx) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data("<gpx></gpx>".utf8)) }
     }
 
     @Test("GeoJSON: Point features with times, LineStrings with coordTimes, the shipped lat/lng route list; other shapes are errors")
@@ -54,10 +54,10 @@ struct TrackFileTests {
         let route = try TrackFile.read(shipped)
         #expect(route.count == 224 && route[0].coordinate == Coordinate(lon: -122.03254703, lat: 37.33527476))
 
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data(#"{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1]]]}"#.utf8)) }
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data(#"{"type":"Point","coordinates":[0,95]}"#.utf8)) }
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data(#"{"type":"FeatureCollection","features":[]}"#.utf8)) }
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data("{not json".utf8), format: .geojson) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data(#"{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1]]]}"#.utf8)) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data(#"{"type":"Point","coordinates":[0,95]}"#.utf8)) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data(#"{"type":"FeatureCollection","features":[]}"#.utf8)) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data("{not json".utf8), format: .geojson) }
     }
 
     @Test("OwnTracks: one message, a list, the recorder API's data, recorder .rec lines; other message types are skipped")
@@ -77,8 +77,8 @@ struct TrackFileTests {
             """
         #expect(TrackFile.detect(Data(rec.utf8)) == .owntracks)
         #expect(try TrackFile.read(Data(rec.utf8)).map(\.coordinate.lat) == [52.5, 52.7])
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data(#"{"_type":"location","lon":13.4}"#.utf8)) }
-        #expect(throws: TrackFile.Failure.self) { try TrackFile.read(Data(#"[{"_type":"waypoint"}]"#.utf8)) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data(#"{"_type":"location","lon":13.4}"#.utf8)) }
+        #expect(throws: TrackerKitError.self) { try TrackFile.read(Data(#"[{"_type":"waypoint"}]"#.utf8)) }
     }
 
     @Test("Content detection: XML is GPX, _type messages are OwnTracks, other JSON is GeoJSON, anything else is unknown")
@@ -146,9 +146,32 @@ struct SimulatedDriveTests {
         #expect(try SimulatedDrive.windows("90-1h") == [.init(start: 90, end: 3600)])
         #expect(SimulatedDrive.duration("1h2m3s") == 3723 && SimulatedDrive.duration("15") == 15)
         #expect(SimulatedDrive.duration("5x") == nil && SimulatedDrive.duration("m") == nil && SimulatedDrive.duration("") == nil)
-        #expect(throws: TrackFile.Failure.self) { try SimulatedDrive.windows("15m-10m") }
-        #expect(throws: TrackFile.Failure.self) { try SimulatedDrive.windows("10m") }
+        #expect(throws: TrackerKitError.self) { try SimulatedDrive.windows("15m-10m") }
+        #expect(throws: TrackerKitError.self) { try SimulatedDrive.windows("10m") }
         let window = SimulatedDrive.Window(start: 600, end: 900)
         #expect(window.contains(600) && !window.contains(900))
+    }
+}
+
+/// TrackerKit's one error type: its kinds, what they say, and that they are told apart.
+@Suite("TrackerKit's errors")
+struct TrackerKitErrorTests {
+    @Test("Each kind is told apart and says what went wrong; a file that is not a track is an unreadable track")
+    func kinds() throws {
+        let answer = TrackerKitError.serverAnswer(status: 409, error: "conflict", reason: "Document update conflict.")
+        #expect(answer.isServerAnswer && !answer.isUnreadableTrack && !answer.isKeychain && !answer.isLocationService)
+        #expect("\(answer)" == "409 conflict: Document update conflict.")
+        #expect("\(TrackerKitError.serverAnswer(status: 401, error: "unauthorized", reason: nil))" == "401 unauthorized")
+        let keychain = TrackerKitError.keychain(status: -25300)
+        #expect(keychain.isKeychain && keychain.status == -25300 && "\(keychain)" == "Keychain error -25300")
+        let location = TrackerKitError.locationService("denied")
+        #expect(location.isLocationService && "\(location)" == "denied")
+        #expect(answer != TrackerKitError.serverAnswer(status: 409, error: "conflict", reason: nil))
+        do {
+            _ = try TrackFile.read(Data("<gpx></gpx>".utf8))
+            Issue.record("an empty GPX file was read")
+        } catch let error as TrackerKitError {
+            #expect(error.isUnreadableTrack && error.reason == "The gpx file holds no positions")
+        }
     }
 }

@@ -354,7 +354,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "CommandSupport", "CouchJSON", "CouchEngine", "CouchProtocol", "Geo", "HTTPServing", "LTServer", "TrackerKit", "LTTestSupport", "lt",
+                "CommandSupport", "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "Geo", "HTTPServing", "LTServer", "TrackerKit", "LTTestSupport", "lt",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -13,9 +13,16 @@ public struct EngineMetrics: Sendable {
     let transaction: Timer
 
     public init(factory: any MetricsFactory = NOOPMetricsHandler.instance) {
-        queued = Meter(label: "lt_write_queue_depth", factory: factory)
-        batchSize = Recorder(label: "lt_write_batch_size", factory: factory)
-        transaction = Timer(label: "lt_write_transaction_duration_seconds", factory: factory)
+        queued = Meter(label: EngineMetric.writeQueueDepth.rawValue, factory: factory)
+        batchSize = Recorder(label: EngineMetric.writeBatchSize.rawValue, factory: factory)
+        transaction = Timer(label: EngineMetric.writeTransactionDuration.rawValue, factory: factory)
     }
 }
 
+
+/// The engine's metrics, by name.
+public enum EngineMetric: String, CaseIterable, Sendable {
+    case writeQueueDepth = "lt_write_queue_depth"
+    case writeBatchSize = "lt_write_batch_size"
+    case writeTransactionDuration = "lt_write_transaction_duration_seconds"
+}

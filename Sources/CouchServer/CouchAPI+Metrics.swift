@@ -2,7 +2,7 @@ import CouchEngine
 import CouchJSON
 import CouchProtocol
 import Foundation
-import HTTPServing
+public import HTTPServing
 import JavaScript
 import Replication
 
@@ -15,13 +15,13 @@ extension CouchAPI {
     func addMetricsCollectors() {
         let metrics = options.metrics
         metrics.addCollector { [store, feeds, jobs, compactions, auth, javascript = options.javascript] in
-            metrics.gauge("lt_open_databases", [], Double(store.openCount))
-            metrics.total("lt_password_verifications_total", [], auth.passwordVerifications)
-            metrics.gauge("lt_max_open_databases", [], Double(store.maxOpenDatabases))
-            metrics.total("lt_database_files_opened_total", [], store.filesOpened)
-            metrics.total("lt_database_evictions_total", [], store.evictions)
-            metrics.gauge("lt_changes_feeds_open", [], Double(feeds.count))
-            metrics.gauge("lt_compactions_running", [], Double(compactions.count))
+            metrics.gauge(CouchMetric.openDatabases, [], Double(store.openCount))
+            metrics.total(CouchMetric.passwordVerifications, [], auth.passwordVerifications)
+            metrics.gauge(CouchMetric.maxOpenDatabases, [], Double(store.maxOpenDatabases))
+            metrics.total(CouchMetric.databaseFilesOpened, [], store.filesOpened)
+            metrics.total(CouchMetric.databaseEvictions, [], store.evictions)
+            metrics.gauge(CouchMetric.changesFeedsOpen, [], Double(feeds.count))
+            metrics.gauge(CouchMetric.compactionsRunning, [], Double(compactions.count))
             var states = ["running": 0, "failing": 0, "completed": 0]
             var read = 0, written = 0, failures = 0, pending = 0
             for job in jobs.all {
@@ -36,16 +36,16 @@ extension CouchAPI {
                 failures += status.docWriteFailures
                 pending += status.changesPending ?? 0
             }
-            for (state, count) in states { metrics.gauge("lt_replication_jobs", [("state", state)], Double(count)) }
-            metrics.gauge("lt_replication_documents", [("kind", "read")], Double(read))
-            metrics.gauge("lt_replication_documents", [("kind", "written")], Double(written))
-            metrics.gauge("lt_replication_documents", [("kind", "write_failures")], Double(failures))
-            metrics.gauge("lt_replication_changes_pending", [], Double(pending))
+            for (state, count) in states { metrics.gauge(CouchMetric.replicationJobs, [("state", state)], Double(count)) }
+            metrics.gauge(CouchMetric.replicationDocuments, [("kind", "read")], Double(read))
+            metrics.gauge(CouchMetric.replicationDocuments, [("kind", "written")], Double(written))
+            metrics.gauge(CouchMetric.replicationDocuments, [("kind", "write_failures")], Double(failures))
+            metrics.gauge(CouchMetric.replicationChangesPending, [], Double(pending))
             if let javascript {
                 let statistics = javascript.statistics
-                metrics.gauge("lt_js_processes", [("state", "max")], Double(statistics.processes))
-                metrics.gauge("lt_js_processes", [("state", "busy")], Double(statistics.busy))
-                metrics.total("lt_js_processes_started_total", [], statistics.started)
+                metrics.gauge(CouchMetric.javaScriptProcesses, [("state", "max")], Double(statistics.processes))
+                metrics.gauge(CouchMetric.javaScriptProcesses, [("state", "busy")], Double(statistics.busy))
+                metrics.total(CouchMetric.javaScriptProcessesStarted, [], statistics.started)
             }
         }
     }
@@ -75,4 +75,20 @@ enum RouteFamily {
         default: return second.hasPrefix("_") ? "database" : "documents"
         }
     }
+}
+
+/// The database API's metrics, by name.
+public enum CouchMetric: String, MetricName {
+    case openDatabases = "lt_open_databases"
+    case maxOpenDatabases = "lt_max_open_databases"
+    case databaseFilesOpened = "lt_database_files_opened_total"
+    case databaseEvictions = "lt_database_evictions_total"
+    case passwordVerifications = "lt_password_verifications_total"
+    case changesFeedsOpen = "lt_changes_feeds_open"
+    case compactionsRunning = "lt_compactions_running"
+    case replicationJobs = "lt_replication_jobs"
+    case replicationDocuments = "lt_replication_documents"
+    case replicationChangesPending = "lt_replication_changes_pending"
+    case javaScriptProcesses = "lt_js_processes"
+    case javaScriptProcessesStarted = "lt_js_processes_started_total"
 }

@@ -168,7 +168,7 @@ struct NodeEndpoints: Sendable {
     /// `_stats`: CouchDB's sections for the figures it also has (`couchdb`, `couch_replicator`),
     /// and `lt` for this server's own.
     static func stats(_ samples: [PrometheusSample]) -> JSON {
-        let requests = samples.filter { $0.name == "lt_http_requests_total" && $0.labels["listener"] == "database" }
+        let requests = samples.filter { $0.name == HTTPMetric.requests.rawValue && $0.labels["listener"] == "database" }
         var methods = JSONObject()
         var codes = JSONObject()
         for method in Set(requests.compactMap { $0.labels["method"] }).sorted() {
@@ -183,46 +183,47 @@ struct NodeEndpoints: Sendable {
         let couchdb: JSONObject = [
             "httpd": [
                 "requests": figure(number(requests.reduce(0) { $0 + $1.value }), "counter", "number of HTTP requests"),
-                "bulk_requests": figure(number(histogramCount(samples, "lt_http_request_duration_seconds", database.merging(["family": "bulk"]) { $1 })),
+                "bulk_requests": figure(number(histogramCount(samples, HTTPMetric.requestDuration.rawValue, database.merging(["family": "bulk"]) { $1 })),
                                         "counter", "number of bulk requests"),
-                "clients_requesting_changes": figure(number(samples.sum("lt_changes_feeds_open")), "gauge",
+                "clients_requesting_changes": figure(number(samples.sum(CouchMetric.changesFeedsOpen.rawValue)), "gauge",
                                                      "number of clients for continuous _changes"),
             ],
             "httpd_request_methods": .object(methods),
             "httpd_status_codes": .object(codes),
-            "request_time": figure(histogram(samples, "lt_http_request_duration_seconds", database, scale: 1000), "histogram",
+            "request_time": figure(histogram(samples, HTTPMetric.requestDuration.rawValue, database, scale: 1000), "histogram",
                                    "length of a request inside the server, in milliseconds"),
-            "open_databases": figure(number(samples.sum("lt_open_databases")), "gauge", "number of open databases"),
-            "open_os_files": figure(number(samples.sum("lt_process_open_fds")), "gauge", "number of file descriptors the server has open"),
+            "open_databases": figure(number(samples.sum(CouchMetric.openDatabases.rawValue)), "gauge", "number of open databases"),
+            "open_os_files": figure(number(samples.sum(HTTPMetric.openFileDescriptors.rawValue)), "gauge", "number of file descriptors the server has open"),
         ]
         let replicator: JSONObject = [
             "jobs": [
-                "running": figure(number(samples.sum("lt_replication_jobs", ["state": "running"])), "gauge", "replication jobs running"),
-                "crashed": figure(number(samples.sum("lt_replication_jobs", ["state": "failing"])), "gauge",
+                "running": figure(number(samples.sum(CouchMetric.replicationJobs.rawValue, ["state": "running"])), "gauge", "replication jobs running"),
+                "crashed": figure(number(samples.sum(CouchMetric.replicationJobs.rawValue, ["state": "failing"])), "gauge",
                                   "replication jobs retrying after an error"),
-                "total": figure(number(samples.sum("lt_replication_jobs")), "gauge", "replication jobs the server holds"),
+                "total": figure(number(samples.sum(CouchMetric.replicationJobs.rawValue)), "gauge", "replication jobs the server holds"),
             ],
         ]
         let lt: JSONObject = [
-            "write_queue_depth": figure(number(samples.sum("lt_write_queue_depth")), "gauge", "writes waiting for a group commit"),
-            "write_batch_size": figure(histogram(samples, "lt_write_batch_size"), "histogram", "writes per group commit"),
-            "write_transaction_time": figure(histogram(samples, "lt_write_transaction_duration_seconds", scale: 1000), "histogram",
+            "write_queue_depth": figure(number(samples.sum(EngineMetric.writeQueueDepth.rawValue)), "gauge", "writes waiting for a group commit"),
+            "write_batch_size": figure(histogram(samples, EngineMetric.writeBatchSize.rawValue), "histogram", "writes per group commit"),
+            "write_transaction_time": figure(histogram(samples, EngineMetric.writeTransactionDuration.rawValue, scale: 1000), "histogram",
                                              "one group commit's transaction, sync included, in milliseconds"),
-            "database_evictions": figure(number(samples.sum("lt_database_evictions_total")), "counter",
+            "database_evictions": figure(number(samples.sum(CouchMetric.databaseEvictions.rawValue)), "counter",
                                          "databases closed to keep at most max_open_databases open"),
-            "database_files_opened": figure(number(samples.sum("lt_database_files_opened_total")), "counter", "database files opened"),
-            "max_open_databases": figure(number(samples.sum("lt_max_open_databases")), "gauge", "the most databases kept open"),
-            "replication_documents_read": figure(number(samples.sum("lt_replication_documents", ["kind": "read"])), "gauge",
+            "database_files_opened": figure(number(samples.sum(CouchMetric.databaseFilesOpened.rawValue)), "counter", "database files opened"),
+            "max_open_databases": figure(number(samples.sum(CouchMetric.maxOpenDatabases.rawValue)), "gauge", "the most databases kept open"),
+            "replication_documents_read": figure(number(samples.sum(CouchMetric.replicationDocuments.rawValue, ["kind": "read"])), "gauge",
                                                  "documents read by the replication jobs held now"),
-            "replication_documents_written": figure(number(samples.sum("lt_replication_documents", ["kind": "written"])), "gauge",
+            "replication_documents_written": figure(number(samples.sum(CouchMetric.replicationDocuments.rawValue, ["kind": "written"])), "gauge",
                                                     "documents written by the replication jobs held now"),
-            "replication_changes_pending": figure(number(samples.sum("lt_replication_changes_pending")), "gauge",
+            "replication_changes_pending": figure(number(samples.sum(CouchMetric.replicationChangesPending.rawValue)), "gauge",
                                                   "changes the replication jobs have still to read"),
+            // The application's (LTServer's `ApplicationMetric`, a layer above this one): read by name.
             "consolidation_backlog": figure(number(samples.sum("lt_consolidation_backlog_databases")), "gauge",
                                             "user databases waiting to be consolidated (start-up sweep and retries)"),
             "consolidation_documents_copied": figure(number(samples.sum("lt_consolidation_documents_copied_total")), "counter",
                                                      "locations copied into lt_locations_all"),
-            "js_processes_busy": figure(number(samples.sum("lt_js_processes", ["state": "busy"])), "gauge",
+            "js_processes_busy": figure(number(samples.sum(CouchMetric.javaScriptProcesses.rawValue, ["state": "busy"])), "gauge",
                                         "JavaScript query server processes in use"),
         ]
         return ["couchdb": .object(couchdb), "couch_replicator": .object(replicator), "lt": .object(lt)]
@@ -231,19 +232,19 @@ struct NodeEndpoints: Sendable {
     /// `_system`: the process's uptime, memory, open files and query-server processes.
     static func system(_ samples: [PrometheusSample]) -> JSON {
         var memory: JSONObject = [
-            "resident": number(samples.sum("lt_process_resident_memory_bytes")),
-            "anonymous": number(samples.sum("lt_process_anonymous_memory_bytes")),
+            "resident": number(samples.sum(HTTPMetric.residentMemory.rawValue)),
+            "anonymous": number(samples.sum(HTTPMetric.anonymousMemory.rawValue)),
         ]
-        for sample in samples where sample.name == "lt_allocator_bytes" {
+        for sample in samples where sample.name == HTTPMetric.allocatorBytes.rawValue {
             if let kind = sample.labels["kind"] { memory["allocator_" + kind] = number(sample.value) }
         }
         return [
-            "uptime": number(samples.sum("lt_process_uptime_seconds").rounded(.down)),
+            "uptime": number(samples.sum(HTTPMetric.uptime.rawValue).rounded(.down)),
             "memory": .object(memory),
-            "open_files": number(samples.sum("lt_process_open_fds")),
-            "open_file_limit": number(samples.sum("lt_process_max_fds")),
-            "os_proc_count": number(samples.sum("lt_js_processes", ["state": "busy"])),
-            "open_databases": number(samples.sum("lt_open_databases")),
+            "open_files": number(samples.sum(HTTPMetric.openFileDescriptors.rawValue)),
+            "open_file_limit": number(samples.sum(HTTPMetric.maxFileDescriptors.rawValue)),
+            "os_proc_count": number(samples.sum(CouchMetric.javaScriptProcesses.rawValue, ["state": "busy"])),
+            "open_databases": number(samples.sum(CouchMetric.openDatabases.rawValue)),
         ]
     }
 

@@ -43,11 +43,11 @@ extension ServerMetrics {
         addCollector { [weak self] in
             guard let self else { return }
             let process = ProcessStatistics.current()
-            gauge("lt_process_resident_memory_bytes", [], Double(process.residentBytes))
-            gauge("lt_process_anonymous_memory_bytes", [], Double(process.anonymousBytes))
-            gauge("lt_process_open_fds", [], Double(process.openFiles))
-            gauge("lt_process_max_fds", [], Double(process.maxFiles))
-            gauge("lt_process_uptime_seconds", [], started.duration(to: .now).seconds)
+            gauge(HTTPMetric.residentMemory, [], Double(process.residentBytes))
+            gauge(HTTPMetric.anonymousMemory, [], Double(process.anonymousBytes))
+            gauge(HTTPMetric.openFileDescriptors, [], Double(process.openFiles))
+            gauge(HTTPMetric.maxFileDescriptors, [], Double(process.maxFiles))
+            gauge(HTTPMetric.uptime, [], started.duration(to: .now).seconds)
         }
     }
 }

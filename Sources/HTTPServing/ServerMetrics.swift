@@ -11,7 +11,9 @@ public import Prometheus
 /// that the request path never computes them. `GET /_node/_local/_prometheus` serves
 /// `exposition()`; `_stats` and `_system` are read from `samples()`.
 ///
-/// Every name starts with `lt_`; docs/deploying.md lists them with their meaning.
+/// Every name starts with `lt_` and is in its layer's one list (`HTTPMetric` here,
+/// `EngineMetric`, `CouchMetric`, `ApplicationMetric`); docs/deploying.md lists them all with
+/// their meaning, and `MetricsTests` holds the lists, the docs and what a server exports to each other.
 public final class ServerMetrics: Sendable {
     public let registry: PrometheusCollectorRegistry
     /// What the server's parts make their metrics with (the engine's group commit, the
@@ -69,22 +71,22 @@ public final class ServerMetrics: Sendable {
     // MARK: Recording
 
     /// Sets the gauge `name` (with `labels`) to `value`.
-    public func gauge(_ name: String, _ labels: [(String, String)] = [], _ value: Double) {
-        Gauge(label: name, dimensions: labels, factory: factory).record(value)
+    public func gauge(_ name: some MetricName, _ labels: [(String, String)] = [], _ value: Double) {
+        Gauge(label: name.rawValue, dimensions: labels, factory: factory).record(value)
     }
 
     /// Brings the counter `name` (with `labels`) up to `total`, a count the server keeps
     /// itself (files opened since the start): it goes up by what the count gained since the
     /// last reading.
-    public func total(_ name: String, _ labels: [(String, String)] = [], _ total: Int) {
-        let key = name + labels.map { "\u{1}\($0.0)=\($0.1)" }.joined()
+    public func total(_ name: some MetricName, _ labels: [(String, String)] = [], _ total: Int) {
+        let key = name.rawValue + labels.map { "\u{1}\($0.0)=\($0.1)" }.joined()
         let gained = totals.withLockedValue { last -> Int64 in
             let gained = max(0, Int64(total) - last[key, default: 0])
             last[key] = max(last[key, default: 0], Int64(total))
             return gained
         }
         // Made even when nothing was gained: the series shows from the first reading, at 0.
-        let counter = Counter(label: name, dimensions: labels, factory: factory)
+        let counter = Counter(label: name.rawValue, dimensions: labels, factory: factory)
         if gained > 0 { counter.increment(by: gained) }
     }
 
@@ -104,10 +106,10 @@ public final class ServerMetrics: Sendable {
 
     private func makeRequestSeries(_ key: RequestSeries) -> (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer) {
         let handles = (
-            Counter(label: "lt_http_requests_total", dimensions: [
+            Counter(label: HTTPMetric.requests.rawValue, dimensions: [
                 ("listener", key.listener), ("method", key.method), ("status", String(key.status)), ("status_class", "\(key.status / 100)xx"),
             ], factory: factory),
-            Timer(label: "lt_http_request_duration_seconds", dimensions: [("listener", key.listener), ("family", key.family)], factory: factory)
+            Timer(label: HTTPMetric.requestDuration.rawValue, dimensions: [("listener", key.listener), ("family", key.family)], factory: factory)
         )
         requestSeries.withLockedValue { $0[key] = handles }
         return handles
@@ -123,4 +125,21 @@ public final class ServerMetrics: Sendable {
     }
 
     private static let copy = HTTPRequest.Method("COPY")!
+}
+
+/// A metric's name as `/_node/_local/_prometheus` exports it: each layer lists its own in one
+/// enum of this kind.
+public protocol MetricName: RawRepresentable<String>, CaseIterable, Sendable {}
+
+/// The listeners' and the process's metrics.
+public enum HTTPMetric: String, MetricName {
+    case requests = "lt_http_requests_total"
+    case requestDuration = "lt_http_request_duration_seconds"
+    case residentMemory = "lt_process_resident_memory_bytes"
+    case anonymousMemory = "lt_process_anonymous_memory_bytes"
+    case openFileDescriptors = "lt_process_open_fds"
+    case maxFileDescriptors = "lt_process_max_fds"
+    case uptime = "lt_process_uptime_seconds"
+    /// jemalloc's statistics, where the server runs with it.
+    case allocatorBytes = "lt_allocator_bytes"
 }

@@ -206,13 +206,13 @@ public enum LocationTrackerServer {
     static func addMetrics(of consolidator: Consolidator, to metrics: ServerMetrics) {
         metrics.addCollector {
             let status = consolidator.status
-            metrics.gauge("lt_consolidation_backlog_databases", [("kind", "sweep")], Double(status.sweepRemaining))
-            metrics.gauge("lt_consolidation_backlog_databases", [("kind", "retrying")], Double(status.retrying))
-            metrics.gauge("lt_consolidation_unreadable_databases", [], Double(status.unreadable.count))
-            metrics.gauge("lt_consolidation_refused_locations", [], Double(status.refused.count))
-            metrics.gauge("lt_consolidation_last_round_seconds", [], status.statistics.lastRoundSeconds)
-            metrics.total("lt_consolidation_documents_copied_total", [], status.statistics.documentsCopied)
-            metrics.total("lt_consolidation_rounds_total", [], status.statistics.rounds)
+            metrics.gauge(ApplicationMetric.consolidationBacklog, [("kind", "sweep")], Double(status.sweepRemaining))
+            metrics.gauge(ApplicationMetric.consolidationBacklog, [("kind", "retrying")], Double(status.retrying))
+            metrics.gauge(ApplicationMetric.consolidationUnreadable, [], Double(status.unreadable.count))
+            metrics.gauge(ApplicationMetric.consolidationRefused, [], Double(status.refused.count))
+            metrics.gauge(ApplicationMetric.consolidationLastRound, [], status.statistics.lastRoundSeconds)
+            metrics.total(ApplicationMetric.consolidationDocumentsCopied, [], status.statistics.documentsCopied)
+            metrics.total(ApplicationMetric.consolidationRounds, [], status.statistics.rounds)
         }
     }
 
@@ -233,11 +233,11 @@ public enum LocationTrackerServer {
         let listeners = configuration.databaseOnly ? 1 : 2
         let connections = configuration.connections.maxConnections.multipliedSaturating(by: listeners)
         metrics.addCollector {
-            metrics.gauge("lt_build_info", labels, 1)
-            metrics.gauge("lt_max_connections", [], Double(connections))
+            metrics.gauge(ApplicationMetric.buildInfo, labels, 1)
+            metrics.gauge(ApplicationMetric.maxConnections, [], Double(connections))
             if let space = DiskSpace(of: directory) {
-                metrics.gauge("lt_data_free_bytes", [], Double(space.free))
-                metrics.gauge("lt_data_filesystem_bytes", [], Double(space.total))
+                metrics.gauge(ApplicationMetric.dataFreeBytes, [], Double(space.free))
+                metrics.gauge(ApplicationMetric.dataFilesystemBytes, [], Double(space.total))
             }
         }
     }
@@ -286,8 +286,8 @@ public enum LocationTrackerServer {
         let metrics = configuration.database.metrics
         metrics.addCollector {
             for (node, up, withdrawn) in cluster.health.nodes {
-                metrics.gauge("lt_couchdb_node_up", [("node", node)], up ? 1 : 0)
-                if let withdrawn { metrics.gauge("lt_couchdb_node_withdrawn", [("node", node), ("status", withdrawn)], 1) }
+                metrics.gauge(ApplicationMetric.couchDBNodeUp, [("node", node)], up ? 1 : 0)
+                if let withdrawn { metrics.gauge(ApplicationMetric.couchDBNodeWithdrawn, [("node", node), ("status", withdrawn)], 1) }
             }
         }
     }

@@ -4,6 +4,7 @@ import CommandSupport
 import CouchEngine
 import CouchJSON
 import CouchProtocol
+import CouchServer
 import Foundation
 import HTTPServing
 import LTServer
@@ -346,10 +347,10 @@ enum DoctorChecks {
         }
         let version = facts.welcome["vendor"]?["version"]?.stringValue ?? "?"
         let samples = facts.samples ?? []
-        let info = samples.first { $0.name == "lt_build_info" }?.labels ?? [:]
+        let info = samples.first { $0.name == ApplicationMetric.buildInfo.rawValue }?.labels ?? [:]
         var about = "lt \(version) (CouchDB \(api) API)"
         if let mode = info["mode"] { about += ", \(mode)" }
-        if let uptime = samples.first(where: { $0.name == "lt_process_uptime_seconds" })?.value { about += ", up \(duration(uptime))" }
+        if let uptime = samples.first(where: { $0.name == HTTPMetric.uptime.rawValue })?.value { about += ", up \(duration(uptime))" }
         if version != thisVersion {
             findings.append(Finding(check: "server", level: .warning, message: about + "; this command is lt \(thisVersion)",
                                     advice: "restart the server to run the installed lt (systemctl restart lt)"))
@@ -373,26 +374,26 @@ enum DoctorChecks {
                 : Finding(check: "allocator", level: .warning, message: "\(shortName(ofAllocator: allocator)): more CPU and memory per open database than with jemalloc",
                           advice: "install Debian's libjemalloc-dev (scripts/install-deps.sh), build lt again and restart the server"))
         }
-        let limit = count(samples.sum("lt_process_max_fds"))
-        let maxOpen = count(samples.sum("lt_max_open_databases"))
+        let limit = count(samples.sum(HTTPMetric.maxFileDescriptors.rawValue))
+        let maxOpen = count(samples.sum(CouchMetric.maxOpenDatabases.rawValue))
         if limit > 0, maxOpen > 0 {
-            let connections = samples.contains { $0.name == "lt_max_connections" } ? count(samples.sum("lt_max_connections")) : nil
+            let connections = samples.contains { $0.name == ApplicationMetric.maxConnections.rawValue } ? count(samples.sum(ApplicationMetric.maxConnections.rawValue)) : nil
             findings.append(openFiles(limit: limit, maxOpen: maxOpen, isDefault: true, databases: databases ?? 0, connections: connections,
-                                      open: count(samples.sum("lt_process_open_fds")), evictions: count(samples.sum("lt_database_evictions_total"))))
+                                      open: count(samples.sum(HTTPMetric.openFileDescriptors.rawValue)), evictions: count(samples.sum(CouchMetric.databaseEvictions.rawValue))))
         }
-        if samples.contains(where: { $0.name == "lt_consolidation_backlog_databases" }) {
-            findings.append(consolidation(sweep: count(samples.sum("lt_consolidation_backlog_databases", ["kind": "sweep"])),
-                                          retrying: count(samples.sum("lt_consolidation_backlog_databases", ["kind": "retrying"])),
-                                          unreadable: count(samples.sum("lt_consolidation_unreadable_databases")),
-                                          refused: count(samples.sum("lt_consolidation_refused_locations"))))
+        if samples.contains(where: { $0.name == ApplicationMetric.consolidationBacklog.rawValue }) {
+            findings.append(consolidation(sweep: count(samples.sum(ApplicationMetric.consolidationBacklog.rawValue, ["kind": "sweep"])),
+                                          retrying: count(samples.sum(ApplicationMetric.consolidationBacklog.rawValue, ["kind": "retrying"])),
+                                          unreadable: count(samples.sum(ApplicationMetric.consolidationUnreadable.rawValue)),
+                                          refused: count(samples.sum(ApplicationMetric.consolidationRefused.rawValue))))
         }
-        let nodes = samples.filter { $0.name == "lt_couchdb_node_up" }.compactMap { sample in sample.labels["node"].map { ($0, sample.value > 0) } }
-        let withdrawn = Dictionary(samples.filter { $0.name == "lt_couchdb_node_withdrawn" && $0.value > 0 }.compactMap { sample in
+        let nodes = samples.filter { $0.name == ApplicationMetric.couchDBNodeUp.rawValue }.compactMap { sample in sample.labels["node"].map { ($0, sample.value > 0) } }
+        let withdrawn = Dictionary(samples.filter { $0.name == ApplicationMetric.couchDBNodeWithdrawn.rawValue && $0.value > 0 }.compactMap { sample in
             sample.labels["node"].map { ($0, sample.labels["status"] ?? "not 200") }
         }, uniquingKeysWith: { first, _ in first })
         if !nodes.isEmpty { findings.append(clusterNodes(nodes, withdrawn: withdrawn)) }
-        if databases == nil, samples.contains(where: { $0.name == "lt_data_free_bytes" }) {
-            findings.append(disk(DiskSpace(free: Int64(count(samples.sum("lt_data_free_bytes"))), total: Int64(count(samples.sum("lt_data_filesystem_bytes")))),
+        if databases == nil, samples.contains(where: { $0.name == ApplicationMetric.dataFreeBytes.rawValue }) {
+            findings.append(disk(DiskSpace(free: Int64(count(samples.sum(ApplicationMetric.dataFreeBytes.rawValue))), total: Int64(count(samples.sum(ApplicationMetric.dataFilesystemBytes.rawValue)))),
                                  largestDatabase: largestDatabase))
         }
         return findings + replications(facts.jobs, facts.documents)

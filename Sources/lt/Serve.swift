@@ -202,7 +202,7 @@ struct Serve: AsyncParsableCommand {
         configuration.allocator = Allocator.description
         let metrics = configuration.database.metrics
         metrics.addCollector {
-            for (kind, bytes) in Allocator.statistics() { metrics.gauge("lt_allocator_bytes", [("kind", kind)], Double(bytes)) }
+            for (kind, bytes) in Allocator.statistics() { metrics.gauge(HTTPMetric.allocatorBytes, [("kind", kind)], Double(bytes)) }
         }
         return configuration
     }

@@ -1,6 +1,9 @@
+import CouchEngine
 import CouchJSON
+import CouchServer
 import Foundation
 import HTTPServing
+import LTServer
 import LTTestSupport
 import NIOHTTP1
 import Testing
@@ -55,6 +58,32 @@ struct MetricsTests {
         if !allocator.hasPrefix("jemalloc") { elsewhere.insert("lt_allocator_bytes") }
         for name in documented.subtracting(elsewhere).sorted() {
             #expect(exported.contains(name), "\(name) is in docs/deploying.md's table but not exported")
+        }
+    }
+
+    /// Every metric name each layer lists, in its one list.
+    static let listed: [String] = HTTPMetric.allCases.map(\.rawValue) + EngineMetric.allCases.map(\.rawValue)
+        + CouchMetric.allCases.map(\.rawValue) + ApplicationMetric.allCases.map(\.rawValue)
+
+    @Test("Each layer's one list of metric names (HTTPMetric, EngineMetric, CouchMetric, ApplicationMetric) is exactly docs/deploying.md's table, no name twice, and no source file names a metric outside them")
+    func namesInOneList() throws {
+        #expect(Set(Self.listed).count == Self.listed.count, "a name in two lists")
+        let documented = try Self.documentedMetrics()
+        #expect(Set(Self.listed) == documented,
+                "listed, not documented: \(Set(Self.listed).subtracting(documented).sorted()); documented, not listed: \(documented.subtracting(Self.listed).sorted())")
+        // A metric's name in a string anywhere else (a reader of samples, a typo) is one of them.
+        let sources = Repository.root.appendingPathComponent("Sources")
+        let files = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil)?.compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+        #expect(files.count > 100)
+        let families = Set(Self.listed.map { String($0.split(separator: "_").prefix(2).joined(separator: "_")) })
+        for file in files {
+            let text = try String(contentsOf: file, encoding: .utf8)
+            for match in text.matches(of: /"(lt_[a-z_]+)"/) {
+                let name = String(match.output.1)
+                guard families.contains(String(name.split(separator: "_").prefix(2).joined(separator: "_"))),
+                      !name.hasPrefix("lt_locations"), !name.hasPrefix("lt_place") else { continue }
+                #expect(Self.listed.contains(name), "\(file.lastPathComponent) names \(name), which no list has")
+            }
         }
     }
 

@@ -38,6 +38,17 @@ extension UserContext {
         }
     }
 
+    /// Whether this user may write documents to `db` at all, one document or many (`PUT`,
+    /// `DELETE`, `COPY`, `_bulk_docs` alike); each document's own rules come after (a design
+    /// document needs a database admin, a `_users` document must be the writer's own).
+    func authorizeDocumentWrite(to db: DocumentDatabase) throws {
+        if UsersDatabase.isUsersDatabase(db.name) {
+            try authorizeUserDocument(in: db)
+        } else {
+            try authorize(.write, to: db)
+        }
+    }
+
     /// CouchDB 3: `_users` is for admins unless its `_security` names members; even then it is
     /// never public, and a member reaches only their own document (checked by the caller).
     func authorizeUserDocument(in db: DocumentDatabase) throws {

@@ -51,30 +51,14 @@ extension CouchAPI {
     }
 }
 
-/// Which family of routes a database-API path belongs to, for the request-time histograms:
-/// `documents`, `bulk`, `changes`, `find`, `views`, `geo`, `replication`, `database`, `server`.
-enum RouteFamily {
-    static func of(_ path: String) -> String {
-        let segments = DatabasePath.segments(path)
-        guard let first = segments.first else { return "server" }
-        if first.hasPrefix("_") && !DatabaseStore.systemDatabases.contains(first) {
-            return first == "_replicate" || first == "_scheduler" ? "replication" : "server"
-        }
-        guard segments.count > 1 else { return "database" }
-        let second = segments[1]
-        switch second {
-        case "_changes": return "changes"
-        case "_bulk_docs", "_bulk_get", "_all_docs", "_design_docs", "_local_docs": return "bulk"
-        case "_revs_diff", "_missing_revs", "_ensure_full_commit", "_local": return "replication"
-        case "_find", "_explain", "_index": return "find"
-        case "_design":
-            guard segments.count > 3 else { return "documents" }
-            let function = segments[3]
-            if function.hasPrefix("_geo") { return "geo" }
-            return function.hasPrefix("_") ? "views" : "documents"
-        default: return second.hasPrefix("_") ? "database" : "documents"
-        }
-    }
+/// The family of routes a request of the database API was answered by, as the request-time
+/// histograms label it: each route in the URL table (`CouchRoutes.swift`) names its own.
+enum RouteFamily: String, Sendable {
+    case documents, bulk, changes, find, views, geo, replication, database, server
+    /// Passed through to the cluster (a shared database's readers in cluster mode).
+    case cluster
+    /// Answered before any route: refused credentials, preflights, paths and methods no route takes.
+    case none
 }
 
 /// The database API's metrics, by name.

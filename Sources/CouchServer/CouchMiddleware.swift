@@ -53,11 +53,12 @@ struct CouchRequestLog: RouterMiddleware {
         var status = 500
         defer {
             let duration = start.duration(to: .now)
+            let (user, family) = context.facts.withLockedValue { ($0.user, $0.family) }
             (inProcess ? accessLog.inProcess : accessLog).record(
                 method: request.method, path: request.uri.path, status: status, duration: duration,
-                user: context.facts.withLockedValue { $0.user }, client: context.client, requestID: requestID)
+                user: user, client: context.client, requestID: requestID)
             metrics.recordRequest(listener: inProcess ? "in_process" : "database", method: request.method, status: status,
-                                  family: RouteFamily.of(request.uri.path), duration: duration)
+                                  family: (family ?? .none).rawValue, duration: duration)
         }
         var response = try await next(request, context)
         status = response.status.code
@@ -214,6 +215,7 @@ struct ClusterPassThrough: RouterMiddleware {
               try await api.ownerAccess(name, context.user) == nil else {
             return try await next(request, context)
         }
+        context.facts.withLockedValue { $0.family = .cluster }
         return try await cluster.send(
             request.method, path: path, query: CouchURL.parameters(request.uri.query), headers: request.headers, body: context.body,
             authorization: request.headers[.authorization]

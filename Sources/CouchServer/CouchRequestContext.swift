@@ -47,4 +47,6 @@ public struct CouchRequestContext: RequestContext {
 struct RequestFacts: Sendable {
     var user: String?
     var bodyTime = Duration.zero
+    /// The family of the route that answered (the first, when a rewrite led to another).
+    var family: RouteFamily?
 }

@@ -3,6 +3,7 @@ import CouchJSON
 import CouchProtocol
 import HTTPServing
 import Hummingbird
+import NIOConcurrencyHelpers
 
 /// The database API's URL table: every path of CouchDB 3's layout this server answers, area by
 /// area, and the handler behind it. The steps every request passes first are in
@@ -50,11 +51,11 @@ extension CouchAPI {
     /// answered first (`DatabaseAccess`); every route refuses path segments that are not UTF-8.
     func makeRouter() -> Router<CouchRequestContext> {
         let router = Router(context: CouchRequestContext.self)
-        addServerRoutes(CouchRouteTable(api: self, routes: router.group().add(middleware: ValidPathBytes())))
-        let database = CouchRouteTable(api: self, routes: router.group(":db").add(middleware: ValidPathBytes()).add(middleware: DatabaseAccess(api: self)))
-        addDatabaseRoutes(database)
-        addDocumentRoutes(database)
-        addQueryRoutes(database)
+        addServerRoutes(CouchRouteTable(api: self, routes: router.group().add(middleware: ValidPathBytes()), family: .server))
+        let database = router.group(":db").add(middleware: ValidPathBytes()).add(middleware: DatabaseAccess(api: self))
+        addDatabaseRoutes(CouchRouteTable(api: self, routes: database, family: .database))
+        addDocumentRoutes(CouchRouteTable(api: self, routes: database, family: .documents))
+        addQueryRoutes(CouchRouteTable(api: self, routes: database, family: .views))
         return router
     }
 
@@ -71,23 +72,23 @@ extension CouchAPI {
         server.on("_active_tasks") { api, request in try api.server.activeTasks(request) }
         server.on("_membership") { api, request in try api.server.membership(request) }
         server.on("_node/**") { api, request in try await api.nodes.answer(request.path[1...], request) }
-        server.on("_replicate") { api, request in try await api.replication.replicate(request) }
-        server.on("_scheduler") { api, request in try await api.replication.scheduler(request) }
-        server.on("_scheduler/**") { api, request in try await api.replication.scheduler(request) }
+        server.on("_replicate", family: .replication) { api, request in try await api.replication.replicate(request) }
+        server.on("_scheduler", family: .replication) { api, request in try await api.replication.scheduler(request) }
+        server.on("_scheduler/**", family: .replication) { api, request in try await api.replication.scheduler(request) }
     }
 
     /// `/{db}` and the database-wide resources: bulk reads and writes, replication's
     /// checkpoints and differences, security, maintenance, partitions.
     func addDatabaseRoutes(_ db: CouchRouteTable) {
         db.on("") { api, request in try await api.databases.databaseEndpoint(request.path[0], &request) }
-        db.on("_all_docs", database: { api, db, request in try await api.databases.allDocs(db, request) })
-        db.on("_design_docs", database: { api, db, request in try await api.databases.allDocs(db, request, within: ("_design/", "_design0"), counted: true) })
-        db.on("_local_docs", database: { api, db, request in try await api.databases.localDocs(db, request) })
-        db.on("_bulk_docs", database: { api, db, request in try await api.databases.bulkDocs(db, request) })
-        db.on("_bulk_get", database: { api, db, request in try await api.databases.bulkGet(db, request) })
-        db.on("_revs_diff", database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: false) })
-        db.on("_missing_revs", database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: true) })
-        db.on("_ensure_full_commit", database: { api, db, request in try api.databases.ensureFullCommit(db, request) })
+        db.on("_all_docs", family: .bulk, database: { api, db, request in try await api.databases.allDocs(db, request) })
+        db.on("_design_docs", family: .bulk, database: { api, db, request in try await api.databases.allDocs(db, request, within: ("_design/", "_design0"), counted: true) })
+        db.on("_local_docs", family: .bulk, database: { api, db, request in try await api.databases.localDocs(db, request) })
+        db.on("_bulk_docs", family: .bulk, database: { api, db, request in try await api.databases.bulkDocs(db, request) })
+        db.on("_bulk_get", family: .bulk, database: { api, db, request in try await api.databases.bulkGet(db, request) })
+        db.on("_revs_diff", family: .replication, database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: false) })
+        db.on("_missing_revs", family: .replication, database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: true) })
+        db.on("_ensure_full_commit", family: .replication, database: { api, db, request in try api.databases.ensureFullCommit(db, request) })
         db.on("_revs_limit", database: { api, db, request in try await api.databases.revsLimit(db, request) })
         // CouchDB 2 removed temporary views; CouchDB 3 answers 410 to a reader of the database.
         db.on("_temp_view", database: { _, db, request in
@@ -127,8 +128,8 @@ extension CouchAPI {
         db.on(":doc/**", database: { api, db, request in
             try await api.documents.attachmentEndpoint(db, try api.databases.plainDocumentID(request.path[1], request), request.path[2...].joined(separator: "/"), request)
         })
-        db.on("_local", database: { _, _, _ in throw CouchError.badRequest("Invalid _local document id.") })
-        db.on("_local/**", database: { api, db, request in
+        db.on("_local", family: .replication, database: { _, _, _ in throw CouchError.badRequest("Invalid _local document id.") })
+        db.on("_local/**", family: .replication, database: { api, db, request in
             // A local document's id is one segment: `/db/_local/a/b` is refused, as CouchDB does.
             guard request.path.count == 3 else { throw CouchError.badRequest("Invalid _local document id.") }
             return try await api.documents.localDocument(db, "_local/" + request.path[2], &request)
@@ -144,14 +145,14 @@ extension CouchAPI {
 
     /// The feeds and queries: changes, Mango, views, design functions, geo.
     func addQueryRoutes(_ db: CouchRouteTable) {
-        db.on("_changes") { api, request in
+        db.on("_changes", family: .changes) { api, request in
             if let recent = api.changeFeeds.recentChanges(request.path[0], request) { return recent }
             return try await api.changeFeeds.changes(try await api.store.open(request.path[0]), request)
         }
-        db.on("_find", database: { api, db, request in try await api.mango.find(db, request) })
-        db.on("_explain", database: { api, db, request in try await api.mango.explain(db, request) })
-        db.on("_index", database: { api, db, request in try await api.mango.index(db, &request) })
-        db.on("_index/**", database: { api, db, request in try await api.mango.index(db, &request) })
+        db.on("_find", family: .find, database: { api, db, request in try await api.mango.find(db, request) })
+        db.on("_explain", family: .find, database: { api, db, request in try await api.mango.explain(db, request) })
+        db.on("_index", family: .find, database: { api, db, request in try await api.mango.index(db, &request) })
+        db.on("_index/**", family: .find, database: { api, db, request in try await api.mango.index(db, &request) })
         db.on("_design/:ddoc/_info", design: { api, db, id, request in
             try request.requireMethod(.get)
             return try await api.design.designInfo(db, id)
@@ -164,11 +165,11 @@ extension CouchAPI {
         db.on("_design/:ddoc/_update/**", design: { api, db, id, request in
             try await api.render.update(db, id, Array(request.path[3...]), request)
         })
-        db.on("_design/:ddoc/_geo/**", design: { api, db, id, request in try await api.geoQueries.geo(db, id, Array(request.path[3...]), request) })
-        db.on("_design/:ddoc/_geo_info/**", design: { api, db, id, request in
+        db.on("_design/:ddoc/_geo/**", family: .geo, design: { api, db, id, request in try await api.geoQueries.geo(db, id, Array(request.path[3...]), request) })
+        db.on("_design/:ddoc/_geo_info/**", family: .geo, design: { api, db, id, request in
             try await api.geoQueries.geoInfo(db, id, Array(request.path[3...]), request)
         })
-        db.on("_design/:ddoc/_geo_grid/**", design: { api, db, id, request in
+        db.on("_design/:ddoc/_geo_grid/**", family: .geo, design: { api, db, id, request in
             try await api.geoQueries.geoGrid(db, id, Array(request.path[3...]), request)
         })
         db.on("_design/:ddoc/_rewrite", design: { api, db, id, request in try await api.render.rewrite(db, id, request) })
@@ -180,17 +181,22 @@ extension CouchAPI {
 }
 
 /// One area's routes: each registered for every method CouchDB routes (the handler answers 405
-/// for those it does not serve), as a handler of the request as `APIRequest`.
+/// for those it does not serve), as a handler of the request as `APIRequest`, with the family
+/// the request metrics label it by (the area's, unless the route names its own).
 struct CouchRouteTable {
     unowned let api: CouchAPI
     let routes: RouterGroup<CouchRequestContext>
+    let family: RouteFamily
 
     /// The methods routed to handlers (each answers CouchDB's 404 or 405 for those it does not
     /// serve); any other is 405 (`CouchRouteResponder`).
     static let methods: [HTTPRequest.Method] = [.get, .head, .put, .post, .delete, .patch, .options, .connect, .trace, HTTPRequest.Method("COPY")!]
 
-    func on(_ path: RouterPath, _ handle: @escaping @Sendable (CouchAPI, inout APIRequest) async throws -> APIResponse) {
+    func on(_ path: RouterPath, family: RouteFamily? = nil, _ handle: @escaping @Sendable (CouchAPI, inout APIRequest) async throws -> APIResponse) {
+        let family = family ?? self.family
         let handler: @Sendable (Request, CouchRequestContext) async throws -> Response = { [unowned api] request, context in
+            // The route the client asked for names the family, not one a rewrite led to.
+            context.facts.withLockedValue { if $0.family == nil { $0.family = family } }
             var request = APIRequest(request, context)
             return try await handle(api, &request).response
         }
@@ -198,13 +204,19 @@ struct CouchRouteTable {
     }
 
     /// A route under `/{db}` whose handler needs the database open.
-    func on(_ path: RouterPath, database handle: @escaping @Sendable (CouchAPI, DocumentDatabase, inout APIRequest) async throws -> APIResponse) {
-        on(path) { api, request in try await handle(api, try await api.store.open(request.path[0]), &request) }
+    func on(
+        _ path: RouterPath, family: RouteFamily? = nil,
+        database handle: @escaping @Sendable (CouchAPI, DocumentDatabase, inout APIRequest) async throws -> APIResponse
+    ) {
+        on(path, family: family) { api, request in try await handle(api, try await api.store.open(request.path[0]), &request) }
     }
 
     /// A design function's route (`/{db}/_design/{ddoc}/_*`): a reader of the database may call it.
-    func on(_ path: RouterPath, design handle: @escaping @Sendable (CouchAPI, DocumentDatabase, String, APIRequest) async throws -> APIResponse) {
-        on(path, database: { api, db, request in
+    func on(
+        _ path: RouterPath, family: RouteFamily? = nil,
+        design handle: @escaping @Sendable (CouchAPI, DocumentDatabase, String, APIRequest) async throws -> APIResponse
+    ) {
+        on(path, family: family, database: { api, db, request in
             try request.user.authorize(.read, to: db)
             return try await handle(api, db, "_design/\(request.path[2])", request)
         })

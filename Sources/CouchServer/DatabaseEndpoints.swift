@@ -349,7 +349,7 @@ struct DatabaseEndpoints: Sendable {
             newEdits = flag
         }
         if request.query["new_edits"] == "false" { newEdits = false }
-        if (try? request.user.authorize(.admin, to: db)) == nil { try request.user.authorize(.write, to: db) }
+        try request.user.authorizeDocumentWrite(to: db)
         // CouchDB 3 does not offer all-or-nothing writes: 417, each document refused, nothing written.
         if body["all_or_nothing"] == .bool(true) {
             let rows: [JSON] = docs.map { doc in

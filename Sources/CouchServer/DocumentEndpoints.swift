@@ -19,11 +19,9 @@ struct DocumentEndpoints: Sendable {
         try Self.validateAttachmentNames(input.attachments)
         if id.hasPrefix("_design/") {
             try request.user.authorize(.admin, to: db)
-        } else if UsersDatabase.isUsersDatabase(db.name) {
-            try request.user.authorizeUserDocument(in: db)
-            input = try await prepareUserDocument(db, input, user: request.user)
         } else {
-            try request.user.authorize(.write, to: db)
+            try request.user.authorizeDocumentWrite(to: db)
+            if UsersDatabase.isUsersDatabase(db.name) { input = try await prepareUserDocument(db, input, user: request.user) }
         }
         return try await db.update(input, newEdits: newEdits, user: request.user)
     }
@@ -61,7 +59,7 @@ struct DocumentEndpoints: Sendable {
     func formUpload(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
         // Rights first: the answers below must not tell a stranger whether the document exists.
         try authorizeRead(db, id, request.user)
-        if !UsersDatabase.isUsersDatabase(db.name) { try request.user.authorize(.write, to: db) }
+        try request.user.authorizeDocumentWrite(to: db)
         guard let referer = request.header("Referer") else { throw CouchError.badRequest("Referer header required.") }
         let names = ForwardedHeaders.names.withLock { $0 }
         let host = request.header(names.host) ?? request.authority ?? ""

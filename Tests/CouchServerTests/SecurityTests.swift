@@ -42,6 +42,23 @@ struct SecurityTests {
             "_id": "org.couchdb.user:alice", "name": "alice", "type": "user", "roles": ["_admin"], "password": "x",
         ], auth: alice)
         #expect(escalate.status == 403)
+        // The same rule for many documents (`_bulk_docs`) as for one: her own, yes; bob's, or her
+        // own with a role added, refused document by document, and bob's left as it was.
+        let bobBefore = try await s.request(.GET, "/_users/org.couchdb.user:bob").json
+        var own = stored.objectValue ?? [:]
+        own["password"] = "wonderland"  // hashed again: a new salt, a new revision
+        let bulk = try await s.request(.POST, "/_users/_bulk_docs", json: ["docs": [
+            .object(own),
+            ["_id": "org.couchdb.user:bob", "_rev": bobBefore["_rev"] ?? .null, "name": "bob", "type": "user", "roles": [], "password": "stolen"],
+            ["_id": "org.couchdb.user:alice", "_rev": stored["_rev"] ?? .null, "name": "alice", "type": "user", "roles": ["admins"]],
+        ]], auth: alice)
+        #expect(bulk.status == 201, "\(bulk.text)")
+        #expect(bulk.json.arrayValue?.map { $0["error"] ?? "ok" } == ["ok", "forbidden", "forbidden"], "\(bulk.text)")
+        #expect(try await s.request(.GET, "/_users/org.couchdb.user:bob").json == bobBefore)
+        #expect(bulk.json.arrayValue?.first?["rev"]?.stringValue?.hasPrefix("2-") == true)
+        #expect(try await s.request(.GET, "/_session", auth: alice).json["userCtx"]?["name"] == "alice")
+        #expect(try await s.request(.GET, "/_session", auth: .basic("bob", "stolen")).status == 401)
+        #expect(try await s.request(.POST, "/_users/_bulk_docs", json: ["docs": [["_id": "org.couchdb.user:carl", "name": "carl"]]], auth: .none).status == 401)
 
         // New databases are admin-only until _security says otherwise.
         _ = try await s.request(.PUT, "/private")

@@ -5,12 +5,15 @@
 # clients from PyPI against lt (Tests/Compatibility/clients.py), the application API against
 # its OpenAPI document (schemathesis), the README's tour run as written (twice), the browser
 # tests, TrackerKit's documentation built with DocC, and, with --fuzz SECONDS (CI gives 30),
-# every libFuzzer harness for that long.
+# every libFuzzer harness for that long. First, the sources' layout: `swift format` with the
+# repository's .swift-format (lines of 120 characters; `swift format format --in-place --recursive Sources` mends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # step NAME: prints how long the run has taken before NAME starts.
 step() { echo "test.sh: ${SECONDS}s, $1" >&2; }
 scripts/install-deps.sh --for-tests
+step "the sources' layout (swift format lint)"
+swift format lint --strict --recursive --configuration .swift-format Sources
 step "building lt"
 swift build --product lt
 step "CouchDB-Python's suite"

@@ -25,7 +25,10 @@ public enum Allocator {
         #if canImport(CJemalloc)
         var (allocated, active, resident, mapped, retained) = (0, 0, 0, 0, 0)
         guard lt_jemalloc_stats(&allocated, &active, &resident, &mapped, &retained) == 0 else { return [] }
-        return [("allocated", allocated), ("active", active), ("resident", resident), ("mapped", mapped), ("retained", retained)]
+        return [
+            ("allocated", allocated), ("active", active), ("resident", resident), ("mapped", mapped),
+            ("retained", retained),
+        ]
         #else
         return []
         #endif

@@ -54,11 +54,13 @@ public struct JSONLogHandler: LogHandler {
             if let number = convertible as? Double, number.isFinite { return .double(number) }
             return .string(convertible.description)
         case let .array(values): return .array(values.map(json))
-        case let .dictionary(members): return .object(JSONObject(members.sorted { $0.key < $1.key }.map { ($0.key, json($0.value)) }))
+        case let .dictionary(members):
+            return .object(JSONObject(members.sorted { $0.key < $1.key }.map { ($0.key, json($0.value)) }))
         }
     }
 
     static func timestamp(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!))
+        date.formatted(
+            Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!))
     }
 }

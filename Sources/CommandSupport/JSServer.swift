@@ -28,7 +28,8 @@ public struct JSServer: ParsableCommand {
         guard let context = lt_duk_create() else { throw ExitCode(1) }
         defer { lt_duk_destroy(context) }
         if lt_duk_eval(context, QueryServerScript.source) != 0 {
-            FileHandle.standardError.write(Data("query server script failed: \(String(cString: lt_duk_string(context)))\n".utf8))
+            FileHandle.standardError.write(
+                Data("query server script failed: \(String(cString: lt_duk_string(context)))\n".utf8))
             throw ExitCode(1)
         }
         lt_duk_pop(context)
@@ -40,7 +41,8 @@ public struct JSServer: ParsableCommand {
             FileHandle.standardOutput.write(Data((answer + "\n").utf8))
         }
         #else
-        FileHandle.standardError.write(Data("lt was built without a JavaScript engine: install duktape-dev and rebuild.\n".utf8))
+        FileHandle.standardError.write(
+            Data("lt was built without a JavaScript engine: install duktape-dev and rebuild.\n".utf8))
         throw ExitCode(3)
         #endif
     }

@@ -62,14 +62,18 @@ extension DirectoryLock {
     /// Takes `directory` for this command; held by another `lt` process, it is a
     /// `CommandFailure` with the reason.
     public static func forCommand(_ directory: URL) throws -> DirectoryLock {
-        do { return try DirectoryLock(directory: directory) } catch let error as CouchError { throw CommandFailure(error.reason) }
+        do { return try DirectoryLock(directory: directory) } catch let error as CouchError {
+            throw CommandFailure(error.reason)
+        }
     }
 }
 
 extension Durability {
     /// The `--durability` option's value (`full` or `normal`, any case).
     public static func option(_ text: String) throws -> Durability {
-        guard let durability = Durability(rawValue: text.uppercased()) else { throw ValidationError("--durability must be full or normal") }
+        guard let durability = Durability(rawValue: text.uppercased()) else {
+            throw ValidationError("--durability must be full or normal")
+        }
         return durability
     }
 }
@@ -89,7 +93,8 @@ enum GlobalExecutorHook {
     /// Whether the hook is now installed (false when another already was, or the runtime has none).
     static func install() -> Bool {
         guard MemoryLayout<UnownedSerialExecutor>.size == MemoryLayout<(Int, Int)>.size,
-              let symbol = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook") else { return false }
+            let symbol = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook")
+        else { return false }
         let slot = symbol.assumingMemoryBound(to: UnsafeRawPointer?.self)
         guard slot.pointee == nil else { return false }
         let hook: Hook = { job, _ in

@@ -28,7 +28,8 @@ public final class ProgressLine: @unchecked Sendable {
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
             let percent = String(Int(fraction * 100))
-            let line = "\r[\(bar)] \(String(repeating: " ", count: 3 - percent.count))\(percent)%  \(done)/\(total) \(what)  \(size)  \(label.prefix(40))"
+            let line =
+                "\r[\(bar)] \(String(repeating: " ", count: 3 - percent.count))\(percent)%  \(done)/\(total) \(what)  \(size)  \(label.prefix(40))"
             FileHandle.standardError.write(Data((line.padding(toLength: 110, withPad: " ", startingAt: 0)).utf8))
         } else {
             let tenth = Int(fraction * 10)

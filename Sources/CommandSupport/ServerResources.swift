@@ -49,8 +49,10 @@ public enum ServerResources {
         let limit = openFileLimit
         let most = max(64, (limit - 256) / 2)
         guard maxOpen <= most else {
-            throw ValidationError("--max-open-databases \(maxOpen) is more than this process's open-file limit (\(limit)) allows: each open database "
-                                  + "holds two file descriptors, and connections need some too; use at most \(most), or raise the limit (ulimit -n)")
+            throw ValidationError(
+                "--max-open-databases \(maxOpen) is more than this process's open-file limit (\(limit)) allows: each open database "
+                    + "holds two file descriptors, and connections need some too; use at most \(most), or raise the limit (ulimit -n)"
+            )
         }
     }
 
@@ -58,7 +60,9 @@ public enum ServerResources {
     public static func javascriptQueryServer() -> QueryServer? {
         #if canImport(CDuktape)
         let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let path = FileManager.default.fileExists(atPath: executable.path) ? executable : URL(fileURLWithPath: CommandLine.arguments[0])
+        let path =
+            FileManager.default.fileExists(atPath: executable.path)
+            ? executable : URL(fileURLWithPath: CommandLine.arguments[0])
         return QueryServer(executable: path)
         #else
         return nil
@@ -68,7 +72,9 @@ public enum ServerResources {
     /// The original system's 50 sample places, shipped in `data/sample-places.json` (Apache-2.0,
     /// see data/README.md); looked for beside the binary's package, then in the working directory.
     public static func samplePlaces() throws -> [JSON] {
-        if let url = ShippedData.url("sample-places.json") { return try JSON.parse(Array(Data(contentsOf: url)))["places"]?.arrayValue ?? [] }
+        if let url = ShippedData.url("sample-places.json") {
+            return try JSON.parse(Array(Data(contentsOf: url)))["places"]?.arrayValue ?? []
+        }
         FileHandle.standardError.write(Data("lt: data/sample-places.json not found; lt_places starts empty\n".utf8))
         return []
     }
@@ -80,7 +86,8 @@ public enum ShippedData {
     /// The file's location, or nil when neither place has it.
     public static func url(_ name: String) -> URL? {
         let candidates = [
-            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent()
                 .appendingPathComponent("data/\(name)"),
             URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("data/\(name)"),
         ]
@@ -90,7 +97,9 @@ public enum ShippedData {
     /// A route to drive: the built-in `freeway-drive`, or a GPX, GeoJSON or OwnTracks file.
     public static func route(_ route: String) throws -> [TrackPoint] {
         if route == "freeway-drive" {
-            guard let url = url("freeway-drive.json") else { throw CommandFailure("data/freeway-drive.json not found beside lt") }
+            guard let url = url("freeway-drive.json") else {
+                throw CommandFailure("data/freeway-drive.json not found beside lt")
+            }
             return try TrackFile.read(Data(contentsOf: url), format: .geojson)
         }
         do { return try TrackFile.read(contentsOf: URL(fileURLWithPath: route)) } catch let failure as TrackerKitError {

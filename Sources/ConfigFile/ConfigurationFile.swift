@@ -50,19 +50,30 @@ public struct ConfigurationFile: Sendable {
         self.path = path
         let root: Node?
         do { root = try Yams.compose(yaml: text) } catch {
-            throw Failure(description: "\(path) is not valid YAML: \(String(describing: error).trimmingCharacters(in: .whitespacesAndNewlines))")
+            throw Failure(
+                description:
+                    "\(path) is not valid YAML: \(String(describing: error).trimmingCharacters(in: .whitespacesAndNewlines))"
+            )
         }
         guard let root else { return }  // empty: no settings
         guard let mapping = root.mapping else {
-            throw Failure(description: "\(path)\(Self.line(root)): the configuration must be a mapping of settings (key: value), one per line")
+            throw Failure(
+                description:
+                    "\(path)\(Self.line(root)): the configuration must be a mapping of settings (key: value), one per line"
+            )
         }
         for (keyNode, value) in mapping {
             guard let key = keyNode.scalar?.string else {
                 throw Failure(description: "\(path)\(Self.line(keyNode)): a key must be a setting's name")
             }
             guard let kind = keys[key] else {
-                let near = keys.keys.filter { Self.distance($0, key) <= 2 }.sorted().first.map { " (did you mean \($0)?)" } ?? ""
-                throw Failure(description: "\(path)\(Self.line(keyNode)): unknown setting \"\(key)\"\(near); the settings are \(keys.keys.sorted().joined(separator: ", "))")
+                let near =
+                    keys.keys.filter { Self.distance($0, key) <= 2 }.sorted().first.map { " (did you mean \($0)?)" }
+                    ?? ""
+                throw Failure(
+                    description:
+                        "\(path)\(Self.line(keyNode)): unknown setting \"\(key)\"\(near); the settings are \(keys.keys.sorted().joined(separator: ", "))"
+                )
             }
             values[key] = try Self.text(of: value, kind, key: key, path: path)
         }

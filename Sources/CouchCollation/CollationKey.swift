@@ -104,7 +104,9 @@ extension JSON {
         let (nearest, remainder) = value.exactNumber
         var bits = (nearest == 0 ? 0.0 : nearest).bitPattern  // -0 and 0 collate equal
         bits = (bits & (1 << 63)) != 0 ? ~bits : bits | (1 << 63)
-        for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            out.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift)))
+        }
         let biased = UInt16(truncatingIfNeeded: remainder + 0x8000)
         out.append(UInt8(biased >> 8))
         out.append(UInt8(truncatingIfNeeded: biased))

@@ -31,13 +31,18 @@ enum ICUCollator {
             var capacity = count * 3 + 16
             while true {
                 let length = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { key -> Int in
-                    let length = Int(lt_icu_sort_key(root, text.baseAddress, Int32(count), key.baseAddress, Int32(capacity)))
-                    if length > 0, length <= capacity { out.append(contentsOf: UnsafeBufferPointer(rebasing: key[..<length])) }
+                    let length = Int(
+                        lt_icu_sort_key(root, text.baseAddress, Int32(count), key.baseAddress, Int32(capacity)))
+                    if length > 0, length <= capacity {
+                        out.append(contentsOf: UnsafeBufferPointer(rebasing: key[..<length]))
+                    }
                     return length
                 }
                 if length <= 0 {
                     // ICU failed (it does not for valid UTF-16): order by the code units instead.
-                    for unit in text.prefix(count) { out.append(contentsOf: [UInt8(unit >> 8) | 1, UInt8(truncatingIfNeeded: unit) | 1]) }
+                    for unit in text.prefix(count) {
+                        out.append(contentsOf: [UInt8(unit >> 8) | 1, UInt8(truncatingIfNeeded: unit) | 1])
+                    }
                     out.append(0)
                     return
                 }
@@ -59,8 +64,10 @@ enum ICUCollator {
                 return withUnsafePointer(to: empty) { nothing in
                     x.withMemoryRebound(to: CChar.self) { xc in
                         y.withMemoryRebound(to: CChar.self) { yc in
-                            Int(lt_icu_compare_utf8(
-                                root, xc.baseAddress ?? nothing, Int32(xc.count), yc.baseAddress ?? nothing, Int32(yc.count), &failed))
+                            Int(
+                                lt_icu_compare_utf8(
+                                    root, xc.baseAddress ?? nothing, Int32(xc.count), yc.baseAddress ?? nothing,
+                                    Int32(yc.count), &failed))
                         }
                     }
                 }

@@ -28,19 +28,31 @@ final class AllDocsOffsets: Sendable {
         // Ids compare as SQLite's BINARY collation does: by their UTF-8 bytes.
         func precedes(_ a: String, _ b: String) -> Bool { a.utf8.lexicographicallyPrecedes(b.utf8) }
         let known = remembered.known(in: state)
-            .filter { $0.position.descending == descending && (descending ? !precedes($0.position.key, key) : !precedes(key, $0.position.key)) }
-            .max { descending ? precedes($1.position.key, $0.position.key) : precedes($0.position.key, $1.position.key) }
+            .filter {
+                $0.position.descending == descending
+                    && (descending ? !precedes($0.position.key, key) : !precedes(key, $0.position.key))
+            }
+            .max {
+                descending ? precedes($1.position.key, $0.position.key) : precedes($0.position.key, $1.position.key)
+            }
         let offset: Int
         if let known {
-            let between = known.position.key.utf8.elementsEqual(key.utf8) ? 0 : try Int.fetchOne(
-                db.cachedStatement(sql: descending
-                    ? "SELECT count(*) FROM docs WHERE deleted = 0 AND id > ? AND id <= ?"
-                    : "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ? AND id < ?"),
-                arguments: descending ? [key, known.position.key] : [known.position.key, key]) ?? 0
+            let between =
+                known.position.key.utf8.elementsEqual(key.utf8)
+                ? 0
+                : try Int.fetchOne(
+                    db.cachedStatement(
+                        sql: descending
+                            ? "SELECT count(*) FROM docs WHERE deleted = 0 AND id > ? AND id <= ?"
+                            : "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ? AND id < ?"),
+                    arguments: descending ? [key, known.position.key] : [known.position.key, key]) ?? 0
             offset = known.count + between
         } else {
-            offset = try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id \(descending ? ">" : "<") ?"), arguments: [key]) ?? 0
+            offset =
+                try Int.fetchOne(
+                    db.cachedStatement(
+                        sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id \(descending ? ">" : "<") ?"),
+                    arguments: [key]) ?? 0
         }
         remembered.remember(offset, at: Start(descending: descending, key: key), in: state)
         return offset

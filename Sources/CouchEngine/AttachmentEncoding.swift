@@ -20,7 +20,10 @@ public enum AttachmentEncoding {
 
     /// Whether CouchDB compresses attachments of this content type (parameters ignored, any case).
     public static func isCompressible(_ contentType: String) -> Bool {
-        let type = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        let type =
+            contentType.split(separator: ";", maxSplits: 1).first.map {
+                $0.trimmingCharacters(in: .whitespaces).lowercased()
+            } ?? ""
         return compressibleTypes.contains { pattern in
             if pattern.hasSuffix("/*") { return type.hasPrefix(pattern.dropLast()) }
             return type == pattern
@@ -30,7 +33,8 @@ public enum AttachmentEncoding {
     /// gzip with CouchDB's zlib settings.
     public static func gzip(_ bytes: [UInt8]) throws -> [UInt8] {
         var input = ByteBuffer(bytes: bytes)
-        let configuration = ZlibConfiguration(windowSize: Int32(15), compressionLevel: Int32(8), memoryLevel: Int32(8), strategy: .default)
+        let configuration = ZlibConfiguration(
+            windowSize: Int32(15), compressionLevel: Int32(8), memoryLevel: Int32(8), strategy: .default)
         let output = try input.compress(with: .gzip(configuration: configuration))
         return Array(output.readableBytesView)
     }
@@ -39,13 +43,17 @@ public enum AttachmentEncoding {
     /// that many bytes are decoded (413 beyond), so a small body cannot expand without bound;
     /// without a usable declaration, at most `maxDecodedSize`.
     public static func gunzip(_ bytes: [UInt8], declaredLength: JSON?) throws -> [UInt8] {
-        guard let declared = declaredLength.flatMap(ClientCount.from), declared < maxDecodedSize else { return try gunzip(bytes) }
+        guard let declared = declaredLength.flatMap(ClientCount.from), declared < maxDecodedSize else {
+            return try gunzip(bytes)
+        }
         return try gunzip(bytes, limit: declared + 1)
     }
 
     /// Decodes a gzip body; throws `bad_request` when it is not valid gzip, 413 when it decodes
     /// to `limit` bytes or more. `what` names the body in those errors.
-    public static func gunzip(_ bytes: [UInt8], limit: Int = maxDecodedSize, what: String = "A gzip attachment") throws -> [UInt8] {
+    public static func gunzip(
+        _ bytes: [UInt8], limit: Int = maxDecodedSize, what: String = "A gzip attachment"
+    ) throws -> [UInt8] {
         guard !bytes.isEmpty else { throw CouchError.badRequest("\(what) is empty") }
         var input = ByteBuffer(bytes: bytes)
         do {

@@ -22,7 +22,8 @@ enum AttachmentStore {
     /// revision's (`revpos` is `newPos`), except in a replicated write, which keeps the
     /// `revpos` it carries (0 when it has none), as CouchDB does.
     static func resolveAttachments(
-        _ input: DocumentInput, id: String, newPos: Int, replicated: Bool = false, previous: JSONObject?, db: GRDB.Database
+        _ input: DocumentInput, id: String, newPos: Int, replicated: Bool = false, previous: JSONObject?,
+        db: GRDB.Database
     ) throws -> ResolvedAttachments? {
         guard let sent = input.attachments else { return nil }
         var result = ResolvedAttachments()
@@ -30,7 +31,8 @@ enum AttachmentStore {
         for (name, value) in sent.members {
             guard case let .object(att) = value else { throw CouchError.badRequest("Invalid attachment \(name)") }
             if att["stub"] == .bool(true) {
-                resolved.members.append((name, .object(try stubAttachment(name, att, id: id, previous: previous, newPos: newPos, db: db))))
+                resolved.members.append(
+                    (name, .object(try stubAttachment(name, att, id: id, previous: previous, newPos: newPos, db: db))))
                 continue
             }
             let (bytes, sentEncoding) = try sentAttachment(name, att, input: input)
@@ -38,7 +40,8 @@ enum AttachmentStore {
             // Stored as CouchDB stores it: gzip as sent, or compressed here when the type is compressible.
             let gzipped = sentEncoding == "gzip" || AttachmentEncoding.isCompressible(contentType)
             let stored = sentEncoding == "gzip" || !gzipped ? bytes : try AttachmentEncoding.gzip(bytes)
-            let length = sentEncoding == "gzip"
+            let length =
+                sentEncoding == "gzip"
                 ? try AttachmentEncoding.gunzip(bytes, declaredLength: att["length"]).count
                 : bytes.count
             let digest = attachmentDigest(stored)
@@ -65,14 +68,20 @@ enum AttachmentStore {
     /// under the digest given (an ancestor whose body compaction dropped); 412 otherwise. Never
     /// another document's: knowing a digest must not open someone else's attachment (in a
     /// shared database, another owner's).
-    static func stubAttachment(_ name: String, _ att: JSONObject, id: String, previous: JSONObject?, newPos: Int, db: GRDB.Database) throws -> JSONObject {
+    static func stubAttachment(
+        _ name: String, _ att: JSONObject, id: String, previous: JSONObject?, newPos: Int, db: GRDB.Database
+    ) throws -> JSONObject {
         // As CouchDB: a stub naming a revpos or digest must name the attachment's own.
         if let old = previous?[name]?.objectValue, att["digest"] == nil || att["digest"] == old["digest"],
-           att["revpos"] == nil || att["revpos"] == old["revpos"] {
+            att["revpos"] == nil || att["revpos"] == old["revpos"]
+        {
             return old
         }
         if let digest = att["digest"]?.stringValue,
-           try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM att_refs WHERE doc_id = ? AND digest = ? LIMIT 1"), arguments: [id, digest]) == true {
+            try Bool.fetchOne(
+                db.cachedStatement(sql: "SELECT 1 FROM att_refs WHERE doc_id = ? AND digest = ? LIMIT 1"),
+                arguments: [id, digest]) == true
+        {
             var meta = att
             meta.removeValue(forKey: "stub")
             if meta["revpos"] == nil { meta["revpos"] = .int(newPos) }
@@ -84,7 +93,9 @@ enum AttachmentStore {
     /// The bytes of a sent attachment and their encoding: inline base64 `data` (always plain
     /// bytes; CouchDB ignores `encoding` there too), or a body that `follows` in the multipart
     /// request (`gzip` or `identity`, its sent digest checked against the bytes).
-    static func sentAttachment(_ name: String, _ att: JSONObject, input: DocumentInput) throws -> (bytes: [UInt8], encoding: String) {
+    static func sentAttachment(
+        _ name: String, _ att: JSONObject, input: DocumentInput
+    ) throws -> (bytes: [UInt8], encoding: String) {
         if case let .string(base64)? = att["data"] {
             // Strict base64 (whitespace aside), as CouchDB decodes it: "notBase64Encoded=" is 400.
             let compact = base64.filter { !$0.isWhitespace }
@@ -93,14 +104,17 @@ enum AttachmentStore {
             }
             return (Array(data), "identity")
         }
-        guard att["follows"] == .bool(true) else { throw CouchError.badRequest("Attachment \(name) needs data, follows or stub") }
+        guard att["follows"] == .bool(true) else {
+            throw CouchError.badRequest("Attachment \(name) needs data, follows or stub")
+        }
         guard let body = input.attachmentBodies[name] else {
             throw CouchError.badRequest("Attachment \(name) follows, but its body is missing")
         }
         var encoding = "identity"
         if let sent = att["encoding"] {
             guard let text = sent.stringValue, text == "gzip" || text == "identity" else {
-                throw CouchError(status: 415, error: "bad_content_type", reason: "Attachment \(name) has an unsupported encoding")
+                throw CouchError(
+                    status: 415, error: "bad_content_type", reason: "Attachment \(name) has an unsupported encoding")
             }
             encoding = text
         }
@@ -142,7 +156,9 @@ enum AttachmentStore {
                 att["length"] = stored["length"] ?? .int(0)
                 att["follows"] = true
             } else if inline, let digest = stored["digest"]?.stringValue {
-                let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest]) ?? Data()
+                let data =
+                    try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest])
+                    ?? Data()
                 let plain = encoding == "gzip" ? Data(try AttachmentEncoding.gunzip(Array(data))) : data
                 att["data"] = .string(plain.base64EncodedString())
             } else {

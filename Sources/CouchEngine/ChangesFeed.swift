@@ -77,7 +77,9 @@ public struct ChangesFeed: Sendable {
                 var rest = ChangesOptions()
                 rest.since = lastSeq
                 rest.limit = 0
-                let pending = rows.count >= limit && !options.descending ? try await unfilteredChanges(rest).pending : batch.pending
+                let pending =
+                    rows.count >= limit && !options.descending
+                    ? try await unfilteredChanges(rest).pending : batch.pending
                 return ChangesPage(rows: rows, lastSeq: lastSeq, pending: pending)
             }
             page.since = batch.lastSeq
@@ -88,7 +90,8 @@ public struct ChangesFeed: Sendable {
     /// bodies (no filter, `_doc_ids`, `_design`): each row already JSON, its document written
     /// from the stored body's bytes (`StoredDocument.winnerBytes`) when that is all that is
     /// asked. Byte for byte the rows of `read`; nil for the other filters, which `read` answers.
-    public func readSerialized(_ options: ChangesOptions) async throws -> (rows: [[UInt8]], lastSeq: Int, pending: Int)? {
+    public func readSerialized(_ options: ChangesOptions) async throws -> (rows: [[UInt8]], lastSeq: Int, pending: Int)?
+    {
         switch options.filter {
         case nil, .docIDs?, .design?: break
         case .selector?, .documents?: return nil
@@ -110,10 +113,15 @@ public struct ChangesFeed: Sendable {
             if deleted { out += #","deleted":true"#.utf8 }
             if options.includeDocs {
                 out += #","doc":"#.utf8
-                if let bodyData, !deleted, let doc = StoredDocument.winnerBytes(id: quotedID, rev: row[1], body: bodyData, options: options.read) {
+                if let bodyData, !deleted,
+                    let doc = StoredDocument.winnerBytes(
+                        id: quotedID, rev: row[1], body: bodyData, options: options.read)
+                {
                     out += doc
                 } else if let bodyData, let body = try JSON.parse(bodyData).objectValue {
-                    try StoredDocument.assembleWinnerRow(db, id: id, row: row, body: body, deleted: deleted, options: options.read).write(to: &out)
+                    try StoredDocument.assembleWinnerRow(
+                        db, id: id, row: row, body: body, deleted: deleted, options: options.read
+                    ).write(to: &out)
                 } else {
                     out += "null".utf8
                 }
@@ -153,10 +161,12 @@ public struct ChangesFeed: Sendable {
                 if case let .selector(selector)? = options.filter, idPrefix == nil { return selector.idPrefixRange }
                 return nil
             }()
-            let needsBody = options.includeDocs || {
-                if case .selector = options.filter { return idPrefix == nil }
-                return false
-            }()
+            let needsBody =
+                options.includeDocs
+                || {
+                    if case .selector = options.filter { return idPrefix == nil }
+                    return false
+                }()
             var cursorSeq = options.descending ? (options.since > 0 ? options.since : Int.max) : options.since
             var exhausted = false
             let batch = 1000
@@ -174,14 +184,22 @@ public struct ChangesFeed: Sendable {
                     let seq: Int = row[2]
                     cursorSeq = seq
                     let deleted = (row[5] as Int) != 0
-                    if let idRange, !(id.utf8.lexicographicallyPrecedes(idRange.low.utf8) == false && id.utf8.lexicographicallyPrecedes(idRange.high.utf8)) {
+                    if let idRange,
+                        !(id.utf8.lexicographicallyPrecedes(idRange.low.utf8) == false
+                            && id.utf8.lexicographicallyPrecedes(idRange.high.utf8))
+                    {
                         continue
                     }
                     let data = needsBody ? row[4] as Data? : nil
                     // Parsed when a selector looks into it; for the rows' documents, `makeRow` decides.
                     var body: JSONObject?
-                    if let data, case .selector = options.filter, idPrefix == nil { body = try JSON.parse(data).objectValue }
-                    guard ChangesFeed.passes(options.filter, id: id, winner: row[1], body: body, deleted: deleted, idPrefix: idPrefix) else { continue }
+                    if let data, case .selector = options.filter, idPrefix == nil {
+                        body = try JSON.parse(data).objectValue
+                    }
+                    guard
+                        ChangesFeed.passes(
+                            options.filter, id: id, winner: row[1], body: body, deleted: deleted, idPrefix: idPrefix)
+                    else { continue }
                     rows.append(try makeRow(db, row, id, seq, data, body, deleted))
                     lastSeq = seq
                     if rows.count >= limit { break }
@@ -197,7 +215,8 @@ public struct ChangesFeed: Sendable {
                 return (rows, lastSeq, left)
             }
             let pending = try database.pendingCounts.pending(
-                after: lastSeq, state: DocumentsState(updateSeq: updateSeq, purgeSeq: DatabaseFile.metaInt(db, "purge_seq")), db)
+                after: lastSeq,
+                state: DocumentsState(updateSeq: updateSeq, purgeSeq: DatabaseFile.metaInt(db, "purge_seq")), db)
             return (rows, lastSeq, pending)
         }
     }
@@ -206,7 +225,9 @@ public struct ChangesFeed: Sendable {
     /// design-function filters are applied by `changes`). As CouchDB, a selector matches a
     /// deletion as its tombstone, `{_id, _rev, _deleted: true}`; one on `_id` alone
     /// (`idPrefix`) needs no body.
-    static func passes(_ filter: ChangesFilter?, id: String, winner: String, body: JSONObject?, deleted: Bool, idPrefix: String?) -> Bool {
+    static func passes(
+        _ filter: ChangesFilter?, id: String, winner: String, body: JSONObject?, deleted: Bool, idPrefix: String?
+    ) -> Bool {
         switch filter {
         case let .docIDs(ids)?: return ids.contains(ExactID(id))
         case .design?: return id.hasPrefix("_design/")
@@ -225,14 +246,22 @@ public struct ChangesFeed: Sendable {
     /// the winning revision or every leaf (`style=all_docs`), and the document when asked
     /// (from the body already parsed for a selector, or the stored bytes).
     func changeRow(
-        _ db: GRDB.Database, _ row: Row, id: String, seq: Int, body: Data?, parsed: JSONObject?, deleted: Bool, _ options: ChangesOptions
+        _ db: GRDB.Database, _ row: Row, id: String, seq: Int, body: Data?, parsed: JSONObject?, deleted: Bool,
+        _ options: ChangesOptions
     ) throws -> JSON {
-        var out: JSONObject = ["seq": .string(database.sequenceString(seq)), "id": .string(id), "changes": .array(try changes(row, options))]
+        var out: JSONObject = [
+            "seq": .string(database.sequenceString(seq)), "id": .string(id),
+            "changes": .array(try changes(row, options)),
+        ]
         out.members.reserveCapacity(5)
         if deleted { out["deleted"] = true }
         if options.includeDocs {
             let doc = try parsed ?? body.flatMap { try JSON.parse($0).objectValue }
-            out["doc"] = try doc.map { try StoredDocument.assembleWinnerRow(db, id: id, row: row, body: $0, deleted: deleted, options: options.read) } ?? .null
+            out["doc"] =
+                try doc.map {
+                    try StoredDocument.assembleWinnerRow(
+                        db, id: id, row: row, body: $0, deleted: deleted, options: options.read)
+                } ?? .null
         }
         return .object(out)
     }
@@ -240,7 +269,9 @@ public struct ChangesFeed: Sendable {
     /// A row's `changes`: the winning revision, or every leaf (`style=all_docs`).
     func changes(_ row: Row, _ options: ChangesOptions) throws -> [JSON] {
         guard options.allLeaves else { return [["rev": .string(row[1] as String)]] }
-        return try RevisionTree(stored: row[3], winner: row[1], deleted: (row[5] as Int) != 0).leaves.map { ["rev": .string($0.rev.description)] }
+        return try RevisionTree(stored: row[3], winner: row[1], deleted: (row[5] as Int) != 0).leaves.map {
+            ["rev": .string($0.rev.description)]
+        }
     }
 }
 
@@ -253,7 +284,9 @@ extension DocumentDatabase {
 
     /// The changes feed with its rows already JSON (`ChangesFeed.readSerialized`), or nil for a
     /// filter that needs the rows as values.
-    public func changesSerialized(_ options: ChangesOptions) async throws -> (rows: [[UInt8]], lastSeq: Int, pending: Int)? {
+    public func changesSerialized(
+        _ options: ChangesOptions
+    ) async throws -> (rows: [[UInt8]], lastSeq: Int, pending: Int)? {
         try await ChangesFeed(database: self).readSerialized(options)
     }
 }

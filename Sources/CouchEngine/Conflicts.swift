@@ -36,15 +36,19 @@ public struct Conflicts: Sendable {
             let losers = row.tree.leaves.dropFirst().filter { !$0.deleted }
             guard !losers.isEmpty else { return nil }
             let options = ReadOptions()
-            guard let winnerDoc = try StoredDocument.assemble(db, id: id, rev: winner.rev, row: row, options: options) else {
+            guard let winnerDoc = try StoredDocument.assemble(db, id: id, rev: winner.rev, row: row, options: options)
+            else {
                 throw CouchError.missing
             }
-            let loserDocs = try losers.compactMap { try StoredDocument.assemble(db, id: id, rev: $0.rev, row: row, options: options) }
+            let loserDocs = try losers.compactMap {
+                try StoredDocument.assemble(db, id: id, rev: $0.rev, row: row, options: options)
+            }
             guard var resolved = resolver(winnerDoc, loserDocs) else { return nil }
             // Tombstones for the losing branches first, then the resolution on the winner.
             for loser in losers {
-                _ = try RevisionStore.apply(DocumentInput(id: id, rev: loser.rev, deleted: true), newEdits: true,
-                                       revsLimit: revsLimit, db: db, context: context)
+                _ = try RevisionStore.apply(
+                    DocumentInput(id: id, rev: loser.rev, deleted: true), newEdits: true,
+                    revsLimit: revsLimit, db: db, context: context)
             }
             resolved["_id"] = .string(id)
             resolved["_rev"] = .string(winner.rev.description)
@@ -58,8 +62,9 @@ public struct Conflicts: Sendable {
                 }
                 resolved["_attachments"] = .object(attachments)
             }
-            return try RevisionStore.apply(try DocumentInput(json: .object(resolved)), newEdits: true,
-                                      revsLimit: revsLimit, db: db, context: context)
+            return try RevisionStore.apply(
+                try DocumentInput(json: .object(resolved)), newEdits: true,
+                revsLimit: revsLimit, db: db, context: context)
         }
     }
 }

@@ -28,7 +28,8 @@ enum CouchRevisionID {
         term.object(body)
         let digested = (attachments?.members ?? []).reversed().compactMap { name, meta -> (String, String, [UInt8])? in
             guard let digest = meta["digest"]?.stringValue, digest.hasPrefix("md5-"),
-                  let md5 = Data(base64Encoded: String(digest.dropFirst(4))) else { return nil }
+                let md5 = Data(base64Encoded: String(digest.dropFirst(4)))
+            else { return nil }
             return (name, meta["content_type"]?.stringValue ?? "application/octet-stream", Array(md5))
         }
         if digested.isEmpty {
@@ -111,7 +112,11 @@ struct ErlangTerm {
             return
         }
         // A list of small integers is written as a string (STRING_EXT).
-        if items.count <= 0xFFFF, items.allSatisfy({ if case let .int(i) = $0 { return (0...255).contains(i) }; return false }) {
+        if items.count <= 0xFFFF,
+            items.allSatisfy({
+                if case let .int(i) = $0 { return (0...255).contains(i) }; return false
+            })
+        {
             bytes.append(107)
             append16(UInt16(items.count))
             for case let .int(i) in items { bytes.append(UInt8(i)) }
@@ -153,7 +158,9 @@ struct ErlangTerm {
     mutating func float(_ d: Double) {
         bytes.append(70)  // NEW_FLOAT_EXT
         let bits = d.bitPattern
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            bytes.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift)))
+        }
     }
 
     mutating func binary(_ data: [UInt8]) {

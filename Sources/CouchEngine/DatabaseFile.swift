@@ -59,7 +59,9 @@ package enum DatabaseFile {
 
     /// The file's connections: a pool (concurrent readers beside the writer, WAL kept between
     /// opens), or one connection holding the file exclusively for the many small databases.
-    static func openConnections(path: String, name: String, durability: Durability, connections: Connections) throws -> any DatabaseWriter {
+    static func openConnections(
+        path: String, name: String, durability: Durability, connections: Connections
+    ) throws -> any DatabaseWriter {
         var config = Configuration()
         config.busyMode = .timeout(30)
         config.foreignKeysEnabled = false  // no foreign keys in the schema: one pragma less per open
@@ -72,7 +74,9 @@ package enum DatabaseFile {
                 // Keep the -wal and -shm files when the database closes, so reopening it creates
                 // and deletes no files; the WAL is truncated to a small size at checkpoints.
                 var persist: CInt = 1
-                _ = withUnsafeMutablePointer(to: &persist) { sqlite3_file_control(db.sqliteConnection, nil, SQLITE_FCNTL_PERSIST_WAL, $0) }
+                _ = withUnsafeMutablePointer(to: &persist) {
+                    sqlite3_file_control(db.sqliteConnection, nil, SQLITE_FCNTL_PERSIST_WAL, $0)
+                }
                 try db.execute(sql: "PRAGMA journal_size_limit = \(DatabaseFile.logSizeLimit)")
             }
             return try DatabasePool(path: path, configuration: config)
@@ -107,16 +111,25 @@ package enum DatabaseFile {
     /// The database's uuid, cached metadata (`_revs_limit`, `_security`), update sequence and
     /// whether it is partitioned: one statement outside a transaction (one statement reads a
     /// consistent state), since an open is on the path of a write to a closed database.
-    static func readMeta(_ pool: any DatabaseWriter) throws -> (uuid: String, meta: DocumentDatabase.CachedMeta, seq: Int, partitioned: Bool) {
+    static func readMeta(
+        _ pool: any DatabaseWriter
+    ) throws -> (uuid: String, meta: DocumentDatabase.CachedMeta, seq: Int, partitioned: Bool) {
         try pool.unsafeRead { db -> (String, DocumentDatabase.CachedMeta, Int, Bool) in
             var values: [String: String] = [:]
-            let rows = try Row.fetchCursor(db, sql: "SELECT key, value FROM meta WHERE key IN ('uuid', 'revs_limit', 'security', 'update_seq', 'partitioned')")
+            let rows = try Row.fetchCursor(
+                db,
+                sql:
+                    "SELECT key, value FROM meta WHERE key IN ('uuid', 'revs_limit', 'security', 'update_seq', 'partitioned')"
+            )
             while let row = try rows.next() { values[row[0]] = row[1] as String }
             guard let uuid = values["uuid"] else { throw CouchError.databaseNotFound }
             let revsLimit = values["revs_limit"].flatMap(Int.init) ?? 1000
             let security = try values["security"].flatMap { try JSON.parse($0).objectValue } ?? JSONObject()
-            return (uuid, DocumentDatabase.CachedMeta(revsLimit: revsLimit, security: security), values["update_seq"].flatMap(Int.init) ?? 0,
-                    values["partitioned"] == "true")
+            return (
+                uuid, DocumentDatabase.CachedMeta(revsLimit: revsLimit, security: security),
+                values["update_seq"].flatMap(Int.init) ?? 0,
+                values["partitioned"] == "true"
+            )
         }
     }
 
@@ -138,7 +151,8 @@ package enum DatabaseFile {
         try queue.inDatabase { db in
             try db.inTransaction {
                 try db.execute(sql: DatabaseFile.schema)
-                try DatabaseFile.setMeta(db, "uuid", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
+                try DatabaseFile.setMeta(
+                    db, "uuid", UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())
                 try DatabaseFile.setMeta(db, "created", String(Int(Date().timeIntervalSince1970 * 1_000_000)))
                 try DatabaseFile.setMeta(db, "security", JSON.object(DocumentDatabase.defaultSecurity).text)
                 if partitioned { try DatabaseFile.setMeta(db, "partitioned", "true") }
@@ -160,7 +174,9 @@ package enum DatabaseFile {
     }
 
     static func setMeta(_ db: GRDB.Database, _ key: String, _ value: String) throws {
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)").execute(arguments: [key, value])
+        try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)").execute(arguments: [
+            key, value,
+        ])
     }
 
     package static func metaInt(_ db: GRDB.Database, _ key: String) throws -> Int {
@@ -179,7 +195,9 @@ private func syncFile(_ path: String) throws {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw CouchError.internalError("cannot open \(path): \(String(cString: strerror(errno)))") }
     defer { close(fd) }
-    guard fsync(fd) == 0 else { throw CouchError.internalError("cannot sync \(path): \(String(cString: strerror(errno)))") }
+    guard fsync(fd) == 0 else {
+        throw CouchError.internalError("cannot sync \(path): \(String(cString: strerror(errno)))")
+    }
 }
 
 extension DatabaseStore {

@@ -122,7 +122,8 @@ public final class DatabaseStore: Sendable {
         self.maxOpen = maxOpen
         self.durability = durability
         self.logger = logger
-        try FileManager.default.createDirectory(at: directory.appendingPathComponent("dbs"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("dbs"), withIntermediateDirectories: true)
         // New databases are built here and renamed into `dbs/`; what a crash left is garbage
         // (the process holds the directory alone: `DirectoryLock`).
         try? FileManager.default.removeItem(at: scratch)
@@ -143,7 +144,9 @@ public final class DatabaseStore: Sendable {
     /// or one of the system databases.
     public static func isValidName(_ name: String) -> Bool {
         if systemDatabases.contains(name) { return true }
-        guard let first = name.utf8.first, first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z"), name.utf8.count <= 238 else {
+        guard let first = name.utf8.first, first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z"),
+            name.utf8.count <= 238
+        else {
             return false
         }
         return name.utf8.allSatisfy { c in
@@ -171,7 +174,9 @@ public final class DatabaseStore: Sendable {
         guard DatabaseStore.isValidName(name) else { throw CouchError.illegalDatabaseName(name) }
         return try withNameLock(name) {
             let path = path(for: name)
-            if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) { throw CouchError.databaseExists }
+            if FileManager.default.fileExists(atPath: path) || state.withLock({ $0.deleting.contains(name) }) {
+                throw CouchError.databaseExists
+            }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             do {
                 try DatabaseFile.createFile(at: path, scratch: scratch, partitioned: partitioned)
@@ -234,10 +239,11 @@ public final class DatabaseStore: Sendable {
     private static let fileQueues = (0..<8).map { DispatchQueue(label: "lt.files.\($0)") }
     private static let nextFileQueue = Locked(0)
     private static func fileQueue() -> DispatchQueue {
-        fileQueues[nextFileQueue.withLock { next in
-            next = (next + 1) % fileQueues.count
-            return next
-        }]
+        fileQueues[
+            nextFileQueue.withLock { next in
+                next = (next + 1) % fileQueues.count
+                return next
+            }]
     }
 
     /// Lets go of an evicted database on a dispatch thread: its small log folded back into its
@@ -253,10 +259,12 @@ public final class DatabaseStore: Sendable {
         }
         // Folding syncs: on queues of its own, so that opening databases never waits behind it.
         guard folds else { return DatabaseStore.fileQueue().async(execute: release) }
-        DatabaseStore.foldQueues[DatabaseStore.nextFoldQueue.withLock { next in
-            next = (next + 1) % DatabaseStore.foldQueues.count
-            return next
-        }].async(execute: release)
+        DatabaseStore.foldQueues[
+            DatabaseStore.nextFoldQueue.withLock { next in
+                next = (next + 1) % DatabaseStore.foldQueues.count
+                return next
+            }
+        ].async(execute: release)
     }
 
     /// Forgets a database's notifier and recent-changes tail once an instance of it has gone
@@ -268,7 +276,8 @@ public final class DatabaseStore: Sendable {
         withNameLock(name) {
             let forgotten = state.withLock { state -> Bool in
                 guard state.open.peek(name) == nil, state.evicted[name]?.database == nil,
-                      state.notifiers[name]?.hasWaiters != true else { return false }
+                    state.notifiers[name]?.hasWaiters != true
+                else { return false }
                 state.notifiers.removeValue(forKey: name)
                 state.evicted.removeValue(forKey: name)
                 return true
@@ -306,20 +315,25 @@ public final class DatabaseStore: Sendable {
             }
             let shared = state.withLock { state -> ChangeNotifier in self.notifier(name, &state) }
             let database = try makeDatabase(name, path: path, notifier: shared)
-            releaseInBackground(state.withLock { state -> DocumentDatabase? in
-                state.filesOpened += 1
-                return remember(database, &state)
-            })
+            releaseInBackground(
+                state.withLock { state -> DocumentDatabase? in
+                    state.filesOpened += 1
+                    return remember(database, &state)
+                })
             return database
         }
     }
 
-    private func makeDatabase(_ name: String, path: String, notifier: ChangeNotifier, created: Bool = false) throws -> DocumentDatabase {
+    private func makeDatabase(
+        _ name: String, path: String, notifier: ChangeNotifier, created: Bool = false
+    ) throws -> DocumentDatabase {
         let connections = connections(name)
         return try DocumentDatabase(
             name: name, path: path, notifier: notifier, durability: durability, validator: validator,
-            connections: connections, recentChanges: connections == .single ? recentChanges : nil, maxDocumentSize: documentSizeLimit,
-            maxPartitionSize: partitionSizeLimit, metrics: metrics, created: created, onClosed: { [weak self] in
+            connections: connections, recentChanges: connections == .single ? recentChanges : nil,
+            maxDocumentSize: documentSizeLimit,
+            maxPartitionSize: partitionSizeLimit, metrics: metrics, created: created,
+            onClosed: { [weak self] in
                 // Later and elsewhere: the last reference may go while a lock of the store is held.
                 guard let store = self else { return }
                 DatabaseStore.fileQueue().async { store.forgetIfClosed(name) }
@@ -337,7 +351,8 @@ public final class DatabaseStore: Sendable {
         let file = path(for: name)
         let database = try withNameLock(name) { () throws -> DocumentDatabase? in
             guard DatabaseStore.isValidName(name), FileManager.default.fileExists(atPath: file),
-                  !state.withLock({ $0.deleting.contains(name) }) else {
+                !state.withLock({ $0.deleting.contains(name) })
+            else {
                 throw CouchError.databaseNotFound
             }
             let entry = state.withLock { state in
@@ -386,7 +401,8 @@ public final class DatabaseStore: Sendable {
         guard clock - state.sweptAt >= DatabaseStore.activeSet else { return [] }
         let since = state.sweptAt
         state.sweptAt = clock
-        return state.open.used(after: since - min(since, DatabaseStore.activeSet), through: since).filter(\.isSingleConnection)
+        return state.open.used(after: since - min(since, DatabaseStore.activeSet), through: since).filter(
+            \.isSingleConnection)
     }
 
     /// Keeps `database` open; returns one it pushed out, if any (see `OpenDatabases.evict`),
@@ -394,7 +410,8 @@ public final class DatabaseStore: Sendable {
     private func remember(_ database: DocumentDatabase, _ state: inout State) -> DocumentDatabase? {
         state.open.insert(database.name, database)
         guard state.open.count > maxOpen,
-              let pushedOut = state.open.evict(sparing: UInt64(max(1, maxOpen / 4)), using: &state.random) else { return nil }
+            let pushedOut = state.open.evict(sparing: UInt64(max(1, maxOpen / 4)), using: &state.random)
+        else { return nil }
         state.evicted[pushedOut.name] = Evicted(database: pushedOut)
         state.evictions += 1
         if state.evicted.count > 2 * max(64, maxOpen) {

@@ -11,7 +11,11 @@ public enum BuiltinReducer: String, Sendable, CaseIterable {
     /// The reducer a view's `reduce` source names: CouchDB reads only the name's start, so
     /// `"_sum\n"` and `"_statsorama"` are `_sum` and `_stats`.
     public init?(source: String) {
-        guard let reducer = [Self.sum, .count, .stats, .approxCountDistinct].first(where: { source.hasPrefix($0.rawValue) }) else { return nil }
+        guard
+            let reducer = [Self.sum, .count, .stats, .approxCountDistinct].first(where: {
+                source.hasPrefix($0.rawValue)
+            })
+        else { return nil }
         self = reducer
     }
 }
@@ -69,7 +73,8 @@ enum DesignDocumentRules {
         for (name, view) in views.members where name != "lib" {
             guard let map = view["map"], map != .null else { throw invalid("View `\(name)` must contain map function") }
             if case let .string(reduce)? = view["reduce"], reduce.hasPrefix("_"),
-               BuiltinReducer(source: reduce) == nil {
+                BuiltinReducer(source: reduce) == nil
+            {
                 throw invalid("`\(reduce)` is not a supported reduce function.")
             }
         }

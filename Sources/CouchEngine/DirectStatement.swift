@@ -51,7 +51,8 @@ extension GRDB.Statement {
     /// Column `column` of the current row as text ("" when NULL).
     static func text(_ row: SQLiteStatement, _ column: Int32) -> String {
         guard let bytes = sqlite3_column_text(row, column) else { return "" }
-        return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(row, column))), as: UTF8.self)
+        return String(
+            decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(row, column))), as: UTF8.self)
     }
 
     private func bind(_ values: [DirectValue], to statement: SQLiteStatement) throws {
@@ -70,12 +71,14 @@ extension GRDB.Statement {
             case .text(var text):
                 code = text.withUTF8 { bytes in
                     // An empty buffer may have no address, which SQLite would bind as NULL.
-                    bytes.isEmpty ? sqlite3_bind_text(statement, index, "", 0, transient)
+                    bytes.isEmpty
+                        ? sqlite3_bind_text(statement, index, "", 0, transient)
                         : sqlite3_bind_text(statement, index, bytes.baseAddress, Int32(bytes.count), transient)
                 }
             case .blob(let blob):
                 code = blob.withUnsafeBytes { bytes in
-                    bytes.isEmpty ? sqlite3_bind_zeroblob(statement, index, 0)
+                    bytes.isEmpty
+                        ? sqlite3_bind_zeroblob(statement, index, 0)
                         : sqlite3_bind_blob(statement, index, bytes.baseAddress, Int32(bytes.count), transient)
                 }
             }
@@ -85,7 +88,8 @@ extension GRDB.Statement {
 
     private func failure(_ code: Int32) -> DatabaseError {
         let connection = sqlite3_db_handle(sqliteStatement)
-        return DatabaseError(resultCode: ResultCode(rawValue: code),
-                             message: connection.map { String(cString: sqlite3_errmsg($0)) }, sql: sql)
+        return DatabaseError(
+            resultCode: ResultCode(rawValue: code),
+            message: connection.map { String(cString: sqlite3_errmsg($0)) }, sql: sql)
     }
 }

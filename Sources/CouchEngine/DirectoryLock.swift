@@ -23,12 +23,16 @@ public final class DirectoryLock: Sendable {
         path = directory.appendingPathComponent(".lock").path
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            throw CouchError(status: 500, error: "file_error", reason: "Cannot open \(path): \(String(cString: strerror(errno)))")
+            throw CouchError(
+                status: 500, error: "file_error", reason: "Cannot open \(path): \(String(cString: strerror(errno)))")
         }
         guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
             close(fd)
-            throw CouchError(status: 412, error: "directory_in_use",
-                              reason: "\(directory.path) is in use by another lt process (lt serve?); stop it, or reach its databases over HTTP")
+            throw CouchError(
+                status: 412, error: "directory_in_use",
+                reason:
+                    "\(directory.path) is in use by another lt process (lt serve?); stop it, or reach its databases over HTTP"
+            )
         }
         descriptor = fd
     }

@@ -38,7 +38,11 @@ extension DocumentDatabase {
                         arguments: [context.seq, winner.rev.description, winner.deleted ? 1 : 0, row.tree.stored, id])
                     RevisionStore.adjustCounts(context, before: row.winnerDeleted, after: winner.deleted)
                     row.winnerDeleted = winner.deleted
-                    let sizeAfter = winner.deleted ? 0 : (winner.rev == oldWinner ? sizeBefore : try RevisionStore.storedSize(db, id: id, rev: winner.rev))
+                    let sizeAfter =
+                        winner.deleted
+                        ? 0
+                        : (winner.rev == oldWinner
+                            ? sizeBefore : try RevisionStore.storedSize(db, id: id, rev: winner.rev))
                     context.liveBytes += sizeAfter - sizeBefore
                 } else {
                     try db.execute(sql: "DELETE FROM docs WHERE id = ?", arguments: [id])
@@ -78,7 +82,8 @@ extension DocumentDatabase {
             let from = after
             let (last, count) = try await writer.write { db, _ -> (String?, Int) in
                 let docs = try Row.fetchAll(
-                    db, sql: "SELECT id, tree, winner, deleted FROM docs WHERE id > ? ORDER BY id LIMIT ?", arguments: [from, Self.compactionBatch])
+                    db, sql: "SELECT id, tree, winner, deleted FROM docs WHERE id > ? ORDER BY id LIMIT ?",
+                    arguments: [from, Self.compactionBatch])
                 let stored = try db.makeStatement(sql: "SELECT rev FROM revs WHERE doc_id = ?")
                 for doc in docs {
                     let id: String = doc[0]

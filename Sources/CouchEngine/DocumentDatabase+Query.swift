@@ -34,11 +34,14 @@ extension DocumentDatabase {
     /// order, or rows for `keys` in the order given.
     public func allDocs(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [JSON]) {
         try await reading { db in
-            if let keys = options.keys { return (try Self.totalRows(db, options), 0, try StoredDocument.rows(db, keys: keys, options)) }
+            if let keys = options.keys {
+                return (try Self.totalRows(db, options), 0, try StoredDocument.rows(db, keys: keys, options))
+            }
             return try Self.allDocsRange(db, options, offsets: allDocsOffsets) { id, rev, row in
                 var out: JSONObject = ["id": .string(id), "key": .string(id), "value": ["rev": .string(rev)]]
                 if options.includeDocs, let data = row[4] as Data?, let body = try JSON.parse(data).objectValue {
-                    out["doc"] = try StoredDocument.assembleWinnerRow(db, id: id, row: row, body: body, deleted: false, options: options.read)
+                    out["doc"] = try StoredDocument.assembleWinnerRow(
+                        db, id: id, row: row, body: body, deleted: false, options: options.read)
                 }
                 return .object(out)
             }
@@ -49,13 +52,18 @@ extension DocumentDatabase {
     /// from the stored body's bytes without parsing them (`StoredDocument.winnerBytes`) when
     /// nothing but the document is asked for. The same rows as `allDocs`, byte for byte as
     /// they would serialize; reading and re-writing each body was most of a full read's time.
-    public func allDocsSerialized(_ options: AllDocsOptions) async throws -> (totalRows: Int, offset: Int, rows: [SerializedRow]) {
+    public func allDocsSerialized(
+        _ options: AllDocsOptions
+    ) async throws -> (totalRows: Int, offset: Int, rows: [SerializedRow]) {
         try await reading { db in
             if let keys = options.keys {
                 let rows = try StoredDocument.rows(db, keys: keys, options)
-                return (try Self.totalRows(db, options), 0, rows.map { row in
-                    SerializedRow(id: row["id"]?.stringValue ?? row["key"]?.stringValue ?? "", bytes: row.bytes)
-                })
+                return (
+                    try Self.totalRows(db, options), 0,
+                    rows.map { row in
+                        SerializedRow(id: row["id"]?.stringValue ?? row["key"]?.stringValue ?? "", bytes: row.bytes)
+                    }
+                )
             }
             return try Self.allDocsRange(db, options, offsets: allDocsOffsets) { id, rev, row in
                 var out = Array(#"{"id":"#.utf8)
@@ -71,7 +79,9 @@ extension DocumentDatabase {
                     if let doc = StoredDocument.winnerBytes(id: quotedID, rev: rev, body: data, options: options.read) {
                         out += doc
                     } else if let body = try JSON.parse(data).objectValue {
-                        try StoredDocument.assembleWinnerRow(db, id: id, row: row, body: body, deleted: false, options: options.read).write(to: &out)
+                        try StoredDocument.assembleWinnerRow(
+                            db, id: id, row: row, body: body, deleted: false, options: options.read
+                        ).write(to: &out)
                     }
                 }
                 out += "}".utf8
@@ -84,13 +94,15 @@ extension DocumentDatabase {
     private static func totalRows(_ db: GRDB.Database, _ options: AllDocsOptions) throws -> Int {
         guard let counted = options.countedRange else { return try DatabaseFile.metaInt(db, "doc_count") }
         return try Int.fetchOne(
-            db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ? AND id < ?", arguments: [counted.low, counted.high]) ?? 0
+            db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ? AND id < ?",
+            arguments: [counted.low, counted.high]) ?? 0
     }
 
     /// The rows of an `_all_docs` key range, each made by `makeRow` from the id, the winning
     /// revision and the row (`id, winner, seq, tree[, body]`).
     private static func allDocsRange<Row>(
-        _ db: GRDB.Database, _ options: AllDocsOptions, offsets: AllDocsOffsets, makeRow: (String, String, GRDB.Row) throws -> Row
+        _ db: GRDB.Database, _ options: AllDocsOptions, offsets: AllDocsOffsets,
+        makeRow: (String, String, GRDB.Row) throws -> Row
     ) throws -> (totalRows: Int, offset: Int, rows: [Row]) {
         let total = try totalRows(db, options)
         var conditions = ["d.deleted = 0"]
@@ -109,14 +121,21 @@ extension DocumentDatabase {
         // offset: rows before the range start in the requested direction.
         var offset = 0
         if options.computeOffset, let start = options.startKey {
-            let state = DocumentsState(updateSeq: try DatabaseFile.metaInt(db, "update_seq"), purgeSeq: try DatabaseFile.metaInt(db, "purge_seq"))
+            let state = DocumentsState(
+                updateSeq: try DatabaseFile.metaInt(db, "update_seq"),
+                purgeSeq: try DatabaseFile.metaInt(db, "purge_seq"))
             offset = try offsets.offset(before: start, descending: options.descending, state: state, db)
         }
         if let counted = options.countedRange {
             if options.computeOffset, options.startKey != nil {
-                let outside = options.descending
-                    ? try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ?", arguments: [counted.high]) ?? 0
-                    : try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id < ?", arguments: [counted.low]) ?? 0
+                let outside =
+                    options.descending
+                    ? try Int.fetchOne(
+                        db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id >= ?", arguments: [counted.high])
+                        ?? 0
+                    : try Int.fetchOne(
+                        db, sql: "SELECT count(*) FROM docs WHERE deleted = 0 AND id < ?", arguments: [counted.low])
+                        ?? 0
                 offset = Swift.max(0, offset - outside)
             }
         }

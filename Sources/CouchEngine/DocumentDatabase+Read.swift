@@ -28,7 +28,9 @@ public struct RevisionsRequest: Sendable {
 
 extension DocumentDatabase {
     /// Reads a document: the winning revision, or `rev`. Throws 404 `missing`/`deleted`.
-    public func document(id: String, rev: Revision? = nil, options: ReadOptions = ReadOptions()) async throws -> JSONObject {
+    public func document(
+        id: String, rev: Revision? = nil, options: ReadOptions = ReadOptions()
+    ) async throws -> JSONObject {
         var options = options
         options.revisionsLimit = revsLimit
         return try await reading { [options] db in
@@ -54,7 +56,8 @@ extension DocumentDatabase {
     public func openRevisions(
         id: String, revs: [Revision]?, latest: Bool, options: ReadOptions
     ) async throws -> [OpenRevision] {
-        let result = try await openRevisions([RevisionsRequest(id: id, revs: revs, attsSince: options.attsSince)], latest: latest, options: options)[0]
+        let result = try await openRevisions(
+            [RevisionsRequest(id: id, revs: revs, attsSince: options.attsSince)], latest: latest, options: options)[0]
         return try result.get()
     }
 
@@ -65,7 +68,8 @@ extension DocumentDatabase {
         _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
     ) async throws -> [Result<[OpenRevision], CouchError>] {
         try await openEach(requests, options: options, missing: OpenRevision.missing) { db, request, row, options in
-            try StoredDocument.openRevisions(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options)
+            try StoredDocument.openRevisions(
+                db, id: request.id, row: row, revs: request.revs, latest: latest, options: options)
         }
     }
 
@@ -74,8 +78,10 @@ extension DocumentDatabase {
     public func openRevisionsSerialized(
         _ requests: [RevisionsRequest], latest: Bool, options: ReadOptions
     ) async throws -> [Result<[SerializedOpenRevision], CouchError>] {
-        try await openEach(requests, options: options, missing: SerializedOpenRevision.missing) { db, request, row, options in
-            try StoredDocument.openRevisionsSerialized(db, id: request.id, row: row, revs: request.revs, latest: latest, options: options)
+        try await openEach(requests, options: options, missing: SerializedOpenRevision.missing) {
+            db, request, row, options in
+            try StoredDocument.openRevisionsSerialized(
+                db, id: request.id, row: row, revs: request.revs, latest: latest, options: options)
         }
     }
 
@@ -103,14 +109,19 @@ extension DocumentDatabase {
 
     /// An attachment's metadata and body, from the winning revision or `rev`: the body decoded,
     /// or, with `encoded`, as stored (gzip when the metadata says `"encoding": "gzip"`).
-    public func attachment(docID: String, rev: Revision?, name: String, encoded: Bool = false) async throws -> (meta: JSONObject, data: [UInt8]) {
+    public func attachment(
+        docID: String, rev: Revision?, name: String, encoded: Bool = false
+    ) async throws -> (meta: JSONObject, data: [UInt8]) {
         try await reading { db in
-            guard let row = try DocRow.fetch(db, id: docID), let winner = row.tree.winner else { throw CouchError.missing }
+            guard let row = try DocRow.fetch(db, id: docID), let winner = row.tree.winner else {
+                throw CouchError.missing
+            }
             let target = rev ?? winner.rev
             if rev == nil, winner.deleted { throw CouchError.deleted }
             guard let meta = try AttachmentStore.storedAttachments(db, id: docID, rev: target)?[name]?.objectValue,
-                  let digest = meta["digest"]?.stringValue,
-                  let data = try Data.fetchOne(db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest])
+                let digest = meta["digest"]?.stringValue,
+                let data = try Data.fetchOne(
+                    db, sql: "SELECT data FROM attachments WHERE digest = ?", arguments: [digest])
             else {
                 throw CouchError(status: 404, error: "not_found", reason: "Document is missing attachment")
             }
@@ -143,7 +154,9 @@ extension DocumentDatabase {
                 if let tree = row?.tree {
                     var ancestors: [Revision] = []
                     for rev in missing {
-                        for leaf in tree.possibleAncestors(of: rev) where !ancestors.contains(leaf) { ancestors.append(leaf) }
+                        for leaf in tree.possibleAncestors(of: rev) where !ancestors.contains(leaf) {
+                            ancestors.append(leaf)
+                        }
                     }
                     if !ancestors.isEmpty {
                         entry["possible_ancestors"] = .array(ancestors.map { .string($0.description) })

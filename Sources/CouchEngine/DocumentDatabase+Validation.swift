@@ -44,10 +44,13 @@ extension DocumentDatabase {
         let (observed, cached) = designCache.withLock { ($0.generation, $0.documents) }
         if let cached { return cached }
         let documents = try await reading { db in
-            try Row.fetchAll(db, sql: """
-                SELECT d.id, d.winner, r.body FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-                WHERE d.id >= '_design/' AND d.id < '_design0' AND d.deleted = 0 ORDER BY d.id
-                """).compactMap { row -> JSONObject? in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT d.id, d.winner, r.body FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
+                    WHERE d.id >= '_design/' AND d.id < '_design0' AND d.deleted = 0 ORDER BY d.id
+                    """
+            ).compactMap { row -> JSONObject? in
                 guard var body = try JSON.parse(row[2] as Data).objectValue else { return nil }
                 body.prepend("_rev", .string(row[1] as String))
                 body.prepend("_id", .string(row[0] as String))
@@ -70,7 +73,9 @@ extension DocumentDatabase {
 
     /// Runs the validator over the documents it applies to; returns the rejected ones by index.
     /// Design documents (admins only) and `_local` documents are not validated, as in CouchDB.
-    func rejectedWrites(_ documents: [DocumentInput], newEdits: Bool, user: UserContext) async throws -> [Int: CouchError] {
+    func rejectedWrites(
+        _ documents: [DocumentInput], newEdits: Bool, user: UserContext
+    ) async throws -> [Int: CouchError] {
         guard let validator else { return [:] }
         let validating = try await designDocuments().filter { $0["validate_doc_update"]?.stringValue != nil }
         guard !validating.isEmpty else { return [:] }
@@ -101,16 +106,20 @@ extension DocumentDatabase {
         newDocument["_id"] = .string(id)
         if let rev = input.rev { newDocument["_rev"] = .string(rev.description) }
         if input.deleted { newDocument["_deleted"] = true }
-        for (key, value) in input.body.members where newDocument[key] == nil { newDocument.members.append((key, value)) }
+        for (key, value) in input.body.members where newDocument[key] == nil {
+            newDocument.members.append((key, value))
+        }
         if let attachments = input.attachments {
             // Attachment metadata without the bodies.
-            newDocument["_attachments"] = .object(JSONObject(attachments.members.map { name, value in
-                var meta = value.objectValue ?? JSONObject()
-                meta.removeValue(forKey: "data")
-                meta.removeValue(forKey: "follows")
-                meta["stub"] = true
-                return (name, .object(meta))
-            }))
+            newDocument["_attachments"] = .object(
+                JSONObject(
+                    attachments.members.map { name, value in
+                        var meta = value.objectValue ?? JSONObject()
+                        meta.removeValue(forKey: "data")
+                        meta.removeValue(forKey: "follows")
+                        meta["stub"] = true
+                        return (name, .object(meta))
+                    }))
         }
         // The revision being replaced: the edited one, or for a replicated revision its
         // nearest ancestor we have a body for.
@@ -123,7 +132,9 @@ extension DocumentDatabase {
             previous = (input.revisions ?? []).dropFirst().first { tree?.contains($0) == true }
         }
         var oldDocument: JSONObject?
-        if let previous, let tree, tree.contains(previous), var body = try RevisionStore.storedBody(db, id: id, rev: previous) {
+        if let previous, let tree, tree.contains(previous),
+            var body = try RevisionStore.storedBody(db, id: id, rev: previous)
+        {
             body.prepend("_rev", .string(previous.description))
             body.prepend("_id", .string(id))
             if tree.node(previous)?.deleted == true { body["_deleted"] = true }

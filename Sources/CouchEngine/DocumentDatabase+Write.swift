@@ -11,9 +11,12 @@ extension DocumentDatabase {
     /// first, as `user` (by default the server itself, a server admin); a rejected document
     /// is not written.
     /// Returns each document's new revision or its error, in input order.
-    public func update(_ documents: [DocumentInput], newEdits: Bool, user: UserContext = .system) async throws -> [Result<Revision, CouchError>] {
+    public func update(
+        _ documents: [DocumentInput], newEdits: Bool, user: UserContext = .system
+    ) async throws -> [Result<Revision, CouchError>] {
         let rejected = try await rejectedWrites(documents, newEdits: newEdits, user: user)
-        let accepted = rejected.isEmpty ? documents : documents.indices.filter { rejected[$0] == nil }.map { documents[$0] }
+        let accepted =
+            rejected.isEmpty ? documents : documents.indices.filter { rejected[$0] == nil }.map { documents[$0] }
         let revsLimit = self.revsLimit
         let maxSize = maxDocumentSize
         let partitioned = isPartitioned
@@ -24,7 +27,9 @@ extension DocumentDatabase {
         let order = Self.writeOrder(accepted)
         let written = try await writer.write { db, context in
             var results = [Result<Revision, CouchError>?](repeating: nil, count: accepted.count)
-            let full = maxPartitionSize > 0 ? try Partition.full(accepted.compactMap(\.id), limit: maxPartitionSize, db: db) : []
+            let full =
+                maxPartitionSize > 0
+                ? try Partition.full(accepted.compactMap(\.id), limit: maxPartitionSize, db: db) : []
             let batch = accepted.count > 1 ? try BatchRows(db, ids: accepted.compactMap(\.id)) : nil
             // `apply` validates a document completely before it writes anything, so a rejected
             // document leaves no trace without a savepoint of its own; a storage error aborts
@@ -34,14 +39,25 @@ extension DocumentDatabase {
                 do {
                     if let id = document.id {
                         if partitioned { try Partition.validate(documentID: id) }
-                        if !partitioned, id.hasPrefix("_design/"), document.body["options"]?["partitioned"] == .bool(true) {
-                            throw CouchError(status: 400, error: "invalid_design_doc", reason: "partitioned option cannot be true in a non-partitioned database.")
+                        if !partitioned, id.hasPrefix("_design/"),
+                            document.body["options"]?["partitioned"] == .bool(true)
+                        {
+                            throw CouchError(
+                                status: 400, error: "invalid_design_doc",
+                                reason: "partitioned option cannot be true in a non-partitioned database.")
                         }
-                        if !full.isEmpty, let partition = Partition.of(id), full.contains(partition), try Partition.grows(document, db: db) {
-                            throw CouchError(status: 403, error: "partition_overflow", reason: "Partition limit exceeded due to update on '\(id)'")
+                        if !full.isEmpty, let partition = Partition.of(id), full.contains(partition),
+                            try Partition.grows(document, db: db)
+                        {
+                            throw CouchError(
+                                status: 403, error: "partition_overflow",
+                                reason: "Partition limit exceeded due to update on '\(id)'")
                         }
                     }
-                    results[index] = .success(try RevisionStore.apply(document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db, context: context, batch: batch))
+                    results[index] = .success(
+                        try RevisionStore.apply(
+                            document, newEdits: newEdits, revsLimit: revsLimit, maxSize: maxSize, db: db,
+                            context: context, batch: batch))
                 } catch let error as CouchError where error.status < 500 {
                     results[index] = .failure(error)
                 }
@@ -69,7 +85,9 @@ extension DocumentDatabase {
     }
 
     /// Writes one document and returns its new revision, or throws its error.
-    public func update(_ document: DocumentInput, newEdits: Bool = true, user: UserContext = .system) async throws -> Revision {
+    public func update(
+        _ document: DocumentInput, newEdits: Bool = true, user: UserContext = .system
+    ) async throws -> Revision {
         try await update([document], newEdits: newEdits, user: user)[0].get()
     }
 }

@@ -79,7 +79,8 @@ public final class DocumentDatabase: Sendable {
         name: String, path: String, notifier: ChangeNotifier, durability: Durability,
         validator: (any WriteValidator)? = nil, connections: Connections = .pool, recentChanges: RecentChanges? = nil,
         maxDocumentSize: Locked<Int> = Locked(DatabaseStore.defaultMaxDocumentSize),
-        maxPartitionSize: Locked<Int> = Locked(DatabaseStore.defaultMaxPartitionSize), metrics: EngineMetrics = EngineMetrics(),
+        maxPartitionSize: Locked<Int> = Locked(DatabaseStore.defaultMaxPartitionSize),
+        metrics: EngineMetrics = EngineMetrics(),
         created: Bool = false, onClosed: (@Sendable () -> Void)? = nil
     ) throws {
         self.onClosed = onClosed
@@ -88,7 +89,8 @@ public final class DocumentDatabase: Sendable {
         self.partitionSizeLimit = maxPartitionSize
         self.notifier = notifier
         self.validator = validator
-        let pool = try DatabaseFile.openConnections(path: path, name: name, durability: durability, connections: connections)
+        let pool = try DatabaseFile.openConnections(
+            path: path, name: name, durability: durability, connections: connections)
         self.pool = pool
         self.logPath = connections == .single && created ? path + "-wal" : nil
         let (uuid, meta, seq, partitioned) = try DatabaseFile.readMeta(pool)
@@ -100,10 +102,13 @@ public final class DocumentDatabase: Sendable {
         var onChanges: WriteQueue.ChangesListener?
         if let recentChanges {
             onChanges = { before, after, changes, complete in
-                recentChanges.record(name, suffix: suffix, from: before, to: after, changes: changes, complete: complete)
+                recentChanges.record(
+                    name, suffix: suffix, from: before, to: after, changes: changes, complete: complete)
             }
         }
-        self.writer = WriteQueue(pool: pool, metrics: metrics, onChanges: onChanges, onCommit: { [notifier] seq in notifier.publish(seq: seq) })
+        self.writer = WriteQueue(
+            pool: pool, metrics: metrics, onChanges: onChanges,
+            onCommit: { [notifier] seq in notifier.publish(seq: seq) })
         recentChanges?.begin(name, suffix: suffix, seq: seq)
         notifier.publish(seq: seq, commit: false)
     }

@@ -58,19 +58,27 @@ public struct DocumentInput: Sendable {
                 // Generations stay within what a revision id can carry (`Revision.largestPosition`),
                 // so a later edit's `start + 1` fits too.
                 guard let start = value["start"]?.intValue, start > 0, start <= Revision.largestPosition,
-                      case let .array(ids)? = value["ids"], !ids.isEmpty, ids.count <= start else {
-                    throw CouchError.badRequest("_revisions must be an object with a positive 'start' and a non-empty 'ids' array")
+                    case let .array(ids)? = value["ids"], !ids.isEmpty, ids.count <= start
+                else {
+                    throw CouchError.badRequest(
+                        "_revisions must be an object with a positive 'start' and a non-empty 'ids' array")
                 }
                 var path: [Revision] = []
                 for (offset, id) in ids.enumerated() {
-                    guard case let .string(hash) = id, !hash.isEmpty else { throw CouchError.badRequest("Invalid _revisions ids") }
+                    guard case let .string(hash) = id, !hash.isEmpty else {
+                        throw CouchError.badRequest("Invalid _revisions ids")
+                    }
                     path.append(Revision(pos: start - offset, hash: hash))
                 }
                 self.revisions = path
             case "_attachments":
-                guard case let .object(atts) = value else { throw CouchError.badRequest("_attachments must be an object") }
+                guard case let .object(atts) = value else {
+                    throw CouchError.badRequest("_attachments must be an object")
+                }
                 for (_, att) in atts.members {
-                    guard case .object = att else { throw CouchError.badRequest("Each attachment must be a JSON object") }
+                    guard case .object = att else {
+                        throw CouchError.badRequest("Each attachment must be a JSON object")
+                    }
                 }
                 self.attachments = atts
             default:
@@ -87,15 +95,19 @@ public struct DocumentInput: Sendable {
     /// Checks a document id as CouchDB does: a non-empty string; only `_design/` and `_local/`
     /// ids may start with an underscore.
     public static func validate(id: String) throws(CouchError) {
-        guard !id.isEmpty else { throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must not be empty") }
+        guard !id.isEmpty else {
+            throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must not be empty")
+        }
         // Ids are stored as SQLite text, which ends at a NUL: "a\u{0}b" would be stored as "a"
         // and replace it. CouchDB keeps such ids; this server refuses them (docs/compatibility.md).
         if holdsNUL(id) {
-            throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must not contain the NUL character (U+0000)")
+            throw CouchError(
+                status: 400, error: "illegal_docid", reason: "Document id must not contain the NUL character (U+0000)")
         }
         if id.hasPrefix("_") {
             for prefix in ["_design/", "_local/"] where id.hasPrefix(prefix) && id.count > prefix.count { return }
-            throw CouchError(status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
+            throw CouchError(
+                status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
         }
     }
 }

@@ -19,7 +19,6 @@ public struct EngineMetrics: Sendable {
     }
 }
 
-
 /// The engine's metrics, by name.
 public enum EngineMetric: String, CaseIterable, Sendable {
     case writeQueueDepth = "lt_write_queue_depth"

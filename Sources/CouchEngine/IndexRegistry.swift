@@ -16,7 +16,8 @@ enum IndexRegistry {
 
     /// Every index table this database has, found through the registries.
     static func tables(_ db: GRDB.Database) throws -> [Table] {
-        let registries = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_indexes' ESCAPE '\\'")
+        let registries = try String.fetchAll(
+            db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%\\_indexes' ESCAPE '\\'")
         return try registries.flatMap { registry in
             let countsRows = try db.columns(in: registry).contains { $0.name == "rows" }
             return try String.fetchAll(db, sql: "SELECT name FROM \(registry)").filter { try db.tableExists($0) }
@@ -27,15 +28,18 @@ enum IndexRegistry {
     /// Documents changed after `since`, in sequence order, at most `limit`, with their winning
     /// revision's stored body (none for deleted documents, which indexes drop).
     static func changedDocuments(_ db: GRDB.Database, after since: Int, limit: Int) throws -> [ChangedDocument] {
-        let rows = try Row.fetchCursor(db, sql: """
-            SELECT d.id, d.seq, d.deleted, d.winner, r.body, d.tree FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-            WHERE d.seq > ? ORDER BY d.seq LIMIT ?
-            """, arguments: [since, limit])
+        let rows = try Row.fetchCursor(
+            db,
+            sql: """
+                SELECT d.id, d.seq, d.deleted, d.winner, r.body, d.tree FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
+                WHERE d.seq > ? ORDER BY d.seq LIMIT ?
+                """, arguments: [since, limit])
         var changed: [ChangedDocument] = []
         while let row = try rows.next() {
             let id: String = row[0]
             let live = (row[2] as Int) == 0
-            changed.append(ChangedDocument(id: id, seq: row[1], body: live ? row[4] as Data? : nil, rev: row[3], tree: row[5]))
+            changed.append(
+                ChangedDocument(id: id, seq: row[1], body: live ? row[4] as Data? : nil, rev: row[3], tree: row[5]))
         }
         return changed
     }
@@ -45,11 +49,14 @@ enum IndexRegistry {
     /// transaction. (One that keeps a revision gets a new sequence and is re-indexed.)
     static func remove(_ id: String, from tables: [Table], in db: GRDB.Database) throws {
         for index in tables {
-            let removed = try Int.fetchOne(db, sql: "SELECT count(*) FROM \(index.table) WHERE doc_id = ?", arguments: [id]) ?? 0
+            let removed =
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM \(index.table) WHERE doc_id = ?", arguments: [id]) ?? 0
             guard removed > 0 else { continue }
             try db.execute(sql: "DELETE FROM \(index.table) WHERE doc_id = ?", arguments: [id])
             if index.countsRows {
-                try db.execute(sql: "UPDATE \(index.registry) SET rows = rows - ? WHERE name = ?", arguments: [removed, index.table])
+                try db.execute(
+                    sql: "UPDATE \(index.registry) SET rows = rows - ? WHERE name = ?",
+                    arguments: [removed, index.table])
             }
         }
     }

@@ -36,7 +36,8 @@ public struct LocalDocument: Sendable {
                 deleted = value == .bool(true)
             default:
                 if key.hasPrefix("_") {
-                    throw CouchError(status: 400, error: "doc_validation", reason: "Bad special document member: \(key)")
+                    throw CouchError(
+                        status: 400, error: "doc_validation", reason: "Bad special document member: \(key)")
                 }
                 body.members.append((key, value))
             }
@@ -64,7 +65,8 @@ public struct LocalDocuments: Sendable {
         guard !DocumentInput.holdsNUL(id) else { throw CouchError.missing }
         return try await database.reading { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT rev, body FROM local_docs WHERE id = ?", arguments: [id]),
-                  var body = try JSON.parse(row[1] as Data).objectValue else { throw CouchError.missing }
+                var body = try JSON.parse(row[1] as Data).objectValue
+            else { throw CouchError.missing }
             body.prepend("_rev", .string("0-\(row[0] as Int)"))
             body.prepend("_id", .string(id))
             return body
@@ -76,7 +78,8 @@ public struct LocalDocuments: Sendable {
     /// without a `_rev`), a deletion answers `0-0`. Deleting a missing document is 404.
     public func put(id: String, rev: String?, body: JSONObject, deleted: Bool) async throws -> String {
         if DocumentInput.holdsNUL(id) {
-            throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must not contain the NUL character (U+0000)")
+            throw CouchError(
+                status: 400, error: "illegal_docid", reason: "Document id must not contain the NUL character (U+0000)")
         }
         let previous = try LocalDocument.generation(of: rev)
         return try await database.writer.write { db, _ in
@@ -100,14 +103,19 @@ public struct LocalDocuments: Sendable {
         try await database.reading { db in
             var conditions: [String] = ["1"]
             var arguments: [any DatabaseValueConvertible] = []
-            let (low, high) = options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
+            let (low, high) =
+                options.descending ? (options.endKey, options.startKey) : (options.startKey, options.endKey)
             if let low { conditions.append("id >= ?"); arguments.append(low) }
-            if let high { conditions.append(options.inclusiveEnd || options.descending ? "id <= ?" : "id < ?"); arguments.append(high) }
+            if let high {
+                conditions.append(options.inclusiveEnd || options.descending ? "id <= ?" : "id < ?");
+                arguments.append(high)
+            }
             arguments.append(options.limit ?? -1)
             arguments.append(options.skip)
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT id, rev, body FROM local_docs WHERE \(conditions.joined(separator: " AND ")) ORDER BY id \(options.descending ? "DESC" : "ASC") LIMIT ? OFFSET ?",
+                sql:
+                    "SELECT id, rev, body FROM local_docs WHERE \(conditions.joined(separator: " AND ")) ORDER BY id \(options.descending ? "DESC" : "ASC") LIMIT ? OFFSET ?",
                 arguments: StatementArguments(arguments))
             return try rows.map { row in
                 let id: String = row[0]

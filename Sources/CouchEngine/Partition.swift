@@ -12,7 +12,9 @@ public enum Partition {
 
     /// Checks a partition name as CouchDB's `couch_partition:validate_partition` does.
     public static func validate(_ partition: String) throws(CouchError) {
-        func illegal(_ reason: String) -> CouchError { CouchError(status: 400, error: "illegal_partition", reason: reason) }
+        func illegal(_ reason: String) -> CouchError {
+            CouchError(status: 400, error: "illegal_partition", reason: reason)
+        }
         if partition.isEmpty { throw illegal("Partition must not be empty") }
         if partition.hasPrefix("_") { throw illegal("Partition must not start with an underscore") }
         if partition.contains(":") { throw illegal("Partition must not contain a colon") }
@@ -41,7 +43,8 @@ public enum Partition {
     static func full(_ ids: [String], limit: Int, db: GRDB.Database) throws -> Set<String> {
         let partitions = Set(ids.compactMap(of))
         guard !partitions.isEmpty else { return [] }
-        let fileSize = try Int.fetchOne(db, sql: "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()") ?? 0
+        let fileSize =
+            try Int.fetchOne(db, sql: "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()") ?? 0
         guard fileSize >= limit else { return [] }
         return try partitions.filter { try externalSize($0, db: db) >= limit }
     }
@@ -50,9 +53,12 @@ public enum Partition {
     /// never does).
     static func grows(_ document: DocumentInput, db: GRDB.Database) throws -> Bool {
         guard !document.deleted, let id = document.id else { return false }
-        let stored = try Int.fetchOne(db, sql: """
-            SELECT CASE WHEN d.deleted = 0 THEN length(r.body) ELSE 0 END FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE d.id = ?
-            """, arguments: [id]) ?? 0
+        let stored =
+            try Int.fetchOne(
+                db,
+                sql: """
+                    SELECT CASE WHEN d.deleted = 0 THEN length(r.body) ELSE 0 END FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE d.id = ?
+                    """, arguments: [id]) ?? 0
         return JSON.object(document.body).bytes.count > stored
     }
 
@@ -68,9 +74,11 @@ extension DocumentDatabase {
     public func partitionInfo(_ partition: String) async throws -> JSONObject {
         let (low, high) = Partition.idRange(partition)
         let (live, deleted, external) = try await reading { db -> (Int, Int, Int) in
-            let row = try Row.fetchOne(db, sql: """
-                SELECT count(*) - coalesce(sum(d.deleted), 0), coalesce(sum(d.deleted), 0) FROM docs d WHERE d.id >= ? AND d.id < ?
-                """, arguments: [low, high])
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT count(*) - coalesce(sum(d.deleted), 0), coalesce(sum(d.deleted), 0) FROM docs d WHERE d.id >= ? AND d.id < ?
+                    """, arguments: [low, high])
             return (row?[0] ?? 0, row?[1] ?? 0, try Partition.externalSize(partition, db: db))
         }
         return [

@@ -18,11 +18,17 @@ final class PendingCounts: Sendable {
         // From the nearest count before this position when the stretch between is the shorter
         // walk (sequences stand in for documents there); else all of the rest.
         if let known, seq - known.position <= state.updateSeq - seq {
-            let between = known.position == seq ? 0 : try Int.fetchOne(
-                db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE seq > ? AND seq <= ?"), arguments: [known.position, seq]) ?? 0
+            let between =
+                known.position == seq
+                ? 0
+                : try Int.fetchOne(
+                    db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE seq > ? AND seq <= ?"),
+                    arguments: [known.position, seq]) ?? 0
             pending = known.count - between
         } else {
-            pending = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE seq > ?"), arguments: [seq]) ?? 0
+            pending =
+                try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM docs WHERE seq > ?"), arguments: [seq])
+                ?? 0
         }
         remembered.remember(pending, at: seq, in: state)
         return pending

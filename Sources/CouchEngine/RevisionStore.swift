@@ -14,11 +14,14 @@ struct DocRow {
         // No stored id holds a NUL (`DocumentInput.validate`); SQLite's text would end at it
         // and find another document's row.
         guard !DocumentInput.holdsNUL(id) else { return nil }
-        return try db.cachedStatement(sql: "SELECT seq, deleted, tree, winner FROM docs WHERE id = ?").first(.text(id)) { row in
+        return try db.cachedStatement(sql: "SELECT seq, deleted, tree, winner FROM docs WHERE id = ?").first(.text(id))
+        { row in
             let deleted = sqlite3_column_int64(row, 1) != 0
-            return DocRow(seq: Int(sqlite3_column_int64(row, 0)),
-                          tree: try RevisionTree(stored: GRDB.Statement.text(row, 2), winner: GRDB.Statement.text(row, 3), deleted: deleted),
-                          winnerDeleted: deleted)
+            return DocRow(
+                seq: Int(sqlite3_column_int64(row, 0)),
+                tree: try RevisionTree(
+                    stored: GRDB.Statement.text(row, 2), winner: GRDB.Statement.text(row, 3), deleted: deleted),
+                winnerDeleted: deleted)
         }
     }
 
@@ -38,13 +41,16 @@ struct DocRow {
         let chunkSize = 500
         for start in stride(from: 0, to: unique.count, by: chunkSize) {
             let chunk = unique[start..<min(start + chunkSize, unique.count)]
-            let sql = "SELECT id, seq, deleted, tree, winner FROM docs WHERE id IN (\(repeatElement("?", count: chunk.count).joined(separator: ",")))"
+            let sql =
+                "SELECT id, seq, deleted, tree, winner FROM docs WHERE id IN (\(repeatElement("?", count: chunk.count).joined(separator: ",")))"
             // Full chunks share one cached statement; the last, of any size, is made once.
             let statement = chunk.count == chunkSize ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
             let cursor = try Row.fetchCursor(statement, arguments: StatementArguments(chunk.map { $0.id }))
             while let row = try cursor.next() {
                 let deleted = (row[2] as Int) != 0
-                rows[ExactID(row[0])] = DocRow(seq: row[1], tree: try RevisionTree(stored: row[3], winner: row[4], deleted: deleted), winnerDeleted: deleted)
+                rows[ExactID(row[0])] = DocRow(
+                    seq: row[1], tree: try RevisionTree(stored: row[3], winner: row[4], deleted: deleted),
+                    winnerDeleted: deleted)
             }
         }
         return rows
@@ -87,7 +93,8 @@ enum RevisionStore {
     /// stemmed to `revsLimit`, the document's row and counts, and the change for the recent
     /// changes record. Returns the new (or already known) revision.
     static func apply(
-        _ input: DocumentInput, newEdits: Bool, revsLimit: Int, maxSize: Int = .max, db: GRDB.Database, context: WriteQueue.Context,
+        _ input: DocumentInput, newEdits: Bool, revsLimit: Int, maxSize: Int = .max, db: GRDB.Database,
+        context: WriteQueue.Context,
         batch: BatchRows? = nil
     ) throws -> Revision {
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
@@ -96,7 +103,8 @@ enum RevisionStore {
         let existing: DocRow?
         if let batch { existing = try batch.row(db, id: id) } else { existing = try DocRow.fetch(db, id: id) }
         var tree = existing?.tree ?? RevisionTree()
-        let edit = newEdits
+        let edit =
+            newEdits
             ? try storeEdit(input, id: id, existing: existing, tree: &tree, maxSize: maxSize, db: db)
             : try storeReplicated(input, id: id, tree: &tree, maxSize: maxSize, db: db)
         guard edit.stored else { return edit.rev }
@@ -108,8 +116,12 @@ enum RevisionStore {
         }
         guard let winner = tree.winner else { throw CouchError.corrupt("revision tree") }
         context.seq += 1
-        try db.cachedStatement(sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)")
-            .run(.text(id), .integer(context.seq), .text(winner.rev.description), .integer(winner.deleted ? 1 : 0), .text(tree.stored))
+        try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO docs(id, seq, winner, deleted, tree) VALUES (?, ?, ?, ?, ?)"
+        )
+        .run(
+            .text(id), .integer(context.seq), .text(winner.rev.description), .integer(winner.deleted ? 1 : 0),
+            .text(tree.stored))
         adjustCounts(context, before: existing.map { $0.winnerDeleted }, after: winner.deleted)
         let sizeAfter: Int
         if winner.deleted {
@@ -135,23 +147,29 @@ enum RevisionStore {
                 if winner.deleted { shown.members.append(("_deleted", true)) }
                 doc = JSON.object(shown).bytes
             }
-            context.changes.append(RecentChanges.Change(
-                seq: context.seq, id: id, leaves: tree.leaves.map(\.rev.description), deleted: winner.deleted, doc: doc))
+            context.changes.append(
+                RecentChanges.Change(
+                    seq: context.seq, id: id, leaves: tree.leaves.map(\.rev.description), deleted: winner.deleted,
+                    doc: doc))
         }
         return edit.rev
     }
 
     /// One revision written into a document's tree, and whether anything was stored (not when
     /// the tree had it already).
-    typealias StoredEdit = (rev: Revision, attachments: AttachmentStore.ResolvedAttachments?, stored: Bool, bodyBytes: Int)
+    typealias StoredEdit = (
+        rev: Revision, attachments: AttachmentStore.ResolvedAttachments?, stored: Bool, bodyBytes: Int
+    )
 
     /// The bytes one revision keeps in the file: its stored body and its attachments' stored
     /// bodies (each digest once).
     static func storedSize(_ db: GRDB.Database, id: String, rev: Revision) throws -> Int {
-        try Int.fetchOne(db.cachedStatement(sql: """
-            SELECT length(body) + coalesce((SELECT sum(length(a.data)) FROM att_refs r JOIN attachments a ON a.digest = r.digest
-            WHERE r.doc_id = ?1 AND r.rev = ?2), 0) FROM revs WHERE doc_id = ?1 AND rev = ?2
-            """), arguments: [id, rev.description]) ?? 0
+        try Int.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT length(body) + coalesce((SELECT sum(length(a.data)) FROM att_refs r JOIN attachments a ON a.digest = r.digest
+                    WHERE r.doc_id = ?1 AND r.rev = ?2), 0) FROM revs WHERE doc_id = ?1 AND rev = ?2
+                    """), arguments: [id, rev.description]) ?? 0
     }
 
     /// The bytes the live documents of ids from `low` to below `high` (all, without bounds) keep:
@@ -160,14 +178,20 @@ enum RevisionStore {
     static func liveSize(_ db: GRDB.Database, low: String? = nil, high: String? = nil) throws -> Int {
         let range = low == nil ? "" : " AND d.id >= ? AND d.id < ?"
         let arguments: StatementArguments = low.map { [$0, high ?? ""] } ?? []
-        let bodies = try Int.fetchOne(db, sql: """
-            SELECT coalesce(sum(length(r.body)), 0) FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE d.deleted = 0\(range)
-            """, arguments: arguments) ?? 0
+        let bodies =
+            try Int.fetchOne(
+                db,
+                sql: """
+                    SELECT coalesce(sum(length(r.body)), 0) FROM docs d JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE d.deleted = 0\(range)
+                    """, arguments: arguments) ?? 0
         guard try db.tableExists("att_refs") else { return bodies }
-        let attachments = try Int.fetchOne(db, sql: """
-            SELECT coalesce(sum(length(a.data)), 0) FROM docs d JOIN att_refs ar ON ar.doc_id = d.id AND ar.rev = d.winner
-            JOIN attachments a ON a.digest = ar.digest WHERE d.deleted = 0\(range)
-            """, arguments: arguments) ?? 0
+        let attachments =
+            try Int.fetchOne(
+                db,
+                sql: """
+                    SELECT coalesce(sum(length(a.data)), 0) FROM docs d JOIN att_refs ar ON ar.doc_id = d.id AND ar.rev = d.winner
+                    JOIN attachments a ON a.digest = ar.digest WHERE d.deleted = 0\(range)
+                    """, arguments: arguments) ?? 0
         return bodies + attachments
     }
 
@@ -197,11 +221,14 @@ enum RevisionStore {
             parent = winner.rev  // recreate on top of the tombstone
         }
         let previous = try parent.flatMap { try AttachmentStore.storedAttachments(db, id: id, rev: $0) }
-        let attachments = try AttachmentStore.resolveAttachments(input, id: id, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
+        let attachments = try AttachmentStore.resolveAttachments(
+            input, id: id, newPos: (parent?.pos ?? 0) + 1, previous: previous, db: db)
         let body = bodyForStorage(input.body, attachments: attachments?.meta)
         try checkSize(body, id: id, maxSize: maxSize)
-        let newRev = Revision(pos: (parent?.pos ?? 0) + 1, hash: CouchRevisionID.hash(
-            deleted: input.deleted, parent: parent, body: input.body, attachments: attachments?.meta))
+        let newRev = Revision(
+            pos: (parent?.pos ?? 0) + 1,
+            hash: CouchRevisionID.hash(
+                deleted: input.deleted, parent: parent, body: input.body, attachments: attachments?.meta))
         let path = [newRev] + (parent.map { tree.path(to: $0) } ?? [])
         guard !tree.contains(newRev) else { return (newRev, attachments, false, body.count) }
         tree.merge(path: path, deleted: input.deleted)
@@ -228,7 +255,8 @@ enum RevisionStore {
                 break
             }
         }
-        let attachments = try AttachmentStore.resolveAttachments(input, id: id, newPos: rev.pos, replicated: true, previous: previous, db: db)
+        let attachments = try AttachmentStore.resolveAttachments(
+            input, id: id, newPos: rev.pos, replicated: true, previous: previous, db: db)
         let body = bodyForStorage(input.body, attachments: attachments?.meta)
         try checkSize(body, id: id, maxSize: maxSize)
         tree.merge(path: path, deleted: input.deleted)
@@ -259,7 +287,9 @@ enum RevisionStore {
         return JSON.object(stored).bytes
     }
 
-    static func storeBody(_ db: GRDB.Database, id: String, rev: Revision, body: [UInt8], attachments: AttachmentStore.ResolvedAttachments?) throws {
+    static func storeBody(
+        _ db: GRDB.Database, id: String, rev: Revision, body: [UInt8], attachments: AttachmentStore.ResolvedAttachments?
+    ) throws {
         try db.cachedStatement(sql: "INSERT OR REPLACE INTO revs(doc_id, rev, body) VALUES (?, ?, ?)")
             .run(.text(id), .text(rev.description), .blob(body))
         guard let attachments else { return }
@@ -276,8 +306,12 @@ enum RevisionStore {
     }
 
     static func deleteBody(_ db: GRDB.Database, id: String, rev: Revision) throws {
-        try db.cachedStatement(sql: "DELETE FROM revs WHERE doc_id = ? AND rev = ?").execute(arguments: [id, rev.description])
-        try db.cachedStatement(sql: "DELETE FROM att_refs WHERE doc_id = ? AND rev = ?").execute(arguments: [id, rev.description])
+        try db.cachedStatement(sql: "DELETE FROM revs WHERE doc_id = ? AND rev = ?").execute(arguments: [
+            id, rev.description,
+        ])
+        try db.cachedStatement(sql: "DELETE FROM att_refs WHERE doc_id = ? AND rev = ?").execute(arguments: [
+            id, rev.description,
+        ])
     }
 
     static func storedBody(_ db: GRDB.Database, id: String, rev: Revision) throws -> JSONObject? {
@@ -287,6 +321,8 @@ enum RevisionStore {
 
     /// A revision's stored body as written (JSON), if it is kept.
     static func storedBodyBytes(_ db: GRDB.Database, id: String, rev: Revision) throws -> Data? {
-        try Data.fetchOne(db.cachedStatement(sql: "SELECT body FROM revs WHERE doc_id = ? AND rev = ?"), arguments: [id, rev.description])
+        try Data.fetchOne(
+            db.cachedStatement(sql: "SELECT body FROM revs WHERE doc_id = ? AND rev = ?"),
+            arguments: [id, rev.description])
     }
 }

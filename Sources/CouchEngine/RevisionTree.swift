@@ -229,8 +229,10 @@ extension RevisionTree {
         guard case let .array(items) = try JSON.parse(encoded) else { throw CouchError.corrupt("revision tree") }
         for item in items {
             guard case let .array(f) = item, f.count == 4, let pos = f[0].intValue, let hash = f[1].stringValue,
-                  let parent = f[2].intValue, let deleted = f[3].intValue else { throw CouchError.corrupt("revision tree") }
-            nodes.append(Node(rev: Revision(pos: pos, hash: hash), parent: parent < 0 ? nil : parent, deleted: deleted == 1))
+                let parent = f[2].intValue, let deleted = f[3].intValue
+            else { throw CouchError.corrupt("revision tree") }
+            nodes.append(
+                Node(rev: Revision(pos: pos, hash: hash), parent: parent < 0 ? nil : parent, deleted: deleted == 1))
         }
     }
 }

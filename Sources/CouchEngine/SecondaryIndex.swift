@@ -19,7 +19,9 @@ public struct ChangedDocument: Sendable {
     /// is deleted or a design document (which indexes drop unless a view's design document
     /// says `include_design`). Parsed anew at each call.
     public func document(includeDesign: Bool = false, localSeq: Bool = false) throws -> JSONObject? {
-        guard let body, includeDesign || !id.hasPrefix("_design/"), var doc = try JSON.parse(body).objectValue else { return nil }
+        guard let body, includeDesign || !id.hasPrefix("_design/"), var doc = try JSON.parse(body).objectValue else {
+            return nil
+        }
         doc.prepend("_rev", .string(rev))
         doc.prepend("_id", .string(id))
         if localSeq { doc["_local_seq"] = .int(seq) }
@@ -114,14 +116,19 @@ extension DocumentDatabase {
             // The next batch is read, and prepared (a map function's round trip), while this one
             // is written: the writer and the map function work at once.
             async let upcoming = { () async throws -> ([ChangedDocument], Index.Batch?) in
-                let following = try await reading { db in try IndexRegistry.changedDocuments(db, after: last, limit: index.batchSize) }
+                let following = try await reading { db in
+                    try IndexRegistry.changedDocuments(db, after: last, limit: index.batchSize)
+                }
                 return (following, following.isEmpty ? nil : try await index.prepare(following))
             }()
             let stored = try await writer.write { db, _ -> Bool in
-                let current = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
+                let current =
+                    try Int.fetchOne(
+                        db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
                 guard current == since else { return false }  // another update got here first
                 try index.store(batch, changed: changed, in: db)
-                try db.execute(sql: "UPDATE \(Index.registry) SET seq = ? WHERE name = ?", arguments: [last, index.table])
+                try db.execute(
+                    sql: "UPDATE \(Index.registry) SET seq = ? WHERE name = ?", arguments: [last, index.table])
                 return true
             }
             if stored {
@@ -137,10 +144,14 @@ extension DocumentDatabase {
     }
 
     /// An index's checkpoint, the documents changed after it (a batch), and whether its tables exist.
-    private func checkpointAndChanges<Index: SecondaryIndex>(_ index: Index) async throws -> (Int, [ChangedDocument], Bool) {
+    private func checkpointAndChanges<Index: SecondaryIndex>(
+        _ index: Index
+    ) async throws -> (Int, [ChangedDocument], Bool) {
         try await reading { db in
             guard try db.tableExists(Index.registry), try db.tableExists(index.table) else { return (0, [], false) }
-            let since = try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table]) ?? 0
+            let since =
+                try Int.fetchOne(db, sql: "SELECT seq FROM \(Index.registry) WHERE name = ?", arguments: [index.table])
+                ?? 0
             return (since, try IndexRegistry.changedDocuments(db, after: since, limit: index.batchSize), true)
         }
     }

@@ -43,14 +43,19 @@ public indirect enum Selector: Sendable {
             self.pattern = pattern
             do { regex = try LinearRegex(pattern) } catch {
                 // CouchDB's error for a pattern its engine refuses; the reason says why.
-                let why = error.kind == .syntax ? error.reason : "\(error.reason) (this server matches $regex in linear time)"
-                throw CouchError(status: 400, error: "bad_arg", reason: "Bad argument for operator $regex: \(JSON.string(pattern).text): \(why)")
+                let why =
+                    error.kind == .syntax ? error.reason : "\(error.reason) (this server matches $regex in linear time)"
+                throw CouchError(
+                    status: 400, error: "bad_arg",
+                    reason: "Bad argument for operator $regex: \(JSON.string(pattern).text): \(why)")
             }
         }
 
         /// Steps one document's match may take: CouchDB's match limit (10,000,000), or more for a
         /// long value, so that linear work always finishes (64 states alive at every byte).
-        static func budget(for bytes: Int) -> Int { max(10_000_000, bytes.multipliedReportingOverflow(by: 64).partialValue) }
+        static func budget(for bytes: Int) -> Int {
+            max(10_000_000, bytes.multipliedReportingOverflow(by: 64).partialValue)
+        }
 
         func matches(_ s: String) -> Bool {
             regex.matches(s, budget: RegexBox.budget(for: s.utf8.count))
@@ -120,7 +125,8 @@ public indirect enum Selector: Sendable {
     /// Parses a selector object as sent to `_find`, `_changes` or `_index`.
     public init(json: JSON) throws(CouchError) {
         guard case let .object(object) = json else {
-            throw CouchError(status: 400, error: "invalid_selector_json", reason: "Selector must be a JSON object, not: \(json)")
+            throw CouchError(
+                status: 400, error: "invalid_selector_json", reason: "Selector must be a JSON object, not: \(json)")
         }
         self = try Selector.parse(object)
     }
@@ -133,7 +139,9 @@ public indirect enum Selector: Sendable {
         for (key, value) in object.members {
             if key.hasPrefix("$") {
                 if !inField, !combinationOperators.contains(key) {
-                    throw CouchError(status: 400, error: "invalid_selector", reason: "One or more conditions is missing a field name.")
+                    throw CouchError(
+                        status: 400, error: "invalid_selector",
+                        reason: "One or more conditions is missing a field name.")
                 }
                 parts.append(try parseOperator(key, value, inField: inField))
             } else {
@@ -162,7 +170,9 @@ public indirect enum Selector: Sendable {
         guard case let .array(items) = value else { throw CouchError.badRequest("\(op) requires an array argument") }
         var result: [Selector] = []
         for item in items {
-            guard case let .object(object) = item else { throw CouchError.badRequest("\(op) requires an array of objects") }
+            guard case let .object(object) = item else {
+                throw CouchError.badRequest("\(op) requires an array of objects")
+            }
             result.append(try parse(object, inField: inField))
         }
         return result
@@ -174,7 +184,9 @@ public indirect enum Selector: Sendable {
         case "$or": return .or(try selectorList(op, value, inField: inField))
         case "$nor": return .nor(try selectorList(op, value, inField: inField))
         case "$not":
-            guard case let .object(object) = value else { throw CouchError.badRequest("$not requires an object argument") }
+            guard case let .object(object) = value else {
+                throw CouchError.badRequest("$not requires an object argument")
+            }
             return .not(try parse(object, inField: inField))
         case "$eq": return .condition(.eq(value))
         case "$ne": return .condition(.ne(value))
@@ -191,14 +203,20 @@ public indirect enum Selector: Sendable {
             }
             return .condition(.type(name))
         case "$in", "$nin", "$all":
-            guard case let .array(items) = value else { throw CouchError.badRequest("\(op) requires an array argument") }
+            guard case let .array(items) = value else {
+                throw CouchError.badRequest("\(op) requires an array argument")
+            }
             return .condition(op == "$in" ? .in(items) : op == "$nin" ? .nin(items) : .all(items))
         case "$size":
-            guard let n = value.intValue, n >= 0 else { throw CouchError.badRequest("$size requires a non-negative integer") }
+            guard let n = value.intValue, n >= 0 else {
+                throw CouchError.badRequest("$size requires a non-negative integer")
+            }
             return .condition(.size(n))
         case "$mod":
-            guard case let .array(args) = value, args.count == 2, let d = args[0].intValue, let r = args[1].intValue, d != 0,
-                  case .int = args[0], case .int = args[1] else {
+            guard case let .array(args) = value, args.count == 2, let d = args[0].intValue, let r = args[1].intValue,
+                d != 0,
+                case .int = args[0], case .int = args[1]
+            else {
                 throw CouchError.badRequest("$mod requires [Divisor, Remainder] integers with a non-zero divisor")
             }
             return .condition(.mod(divisor: d, remainder: r))
@@ -211,7 +229,8 @@ public indirect enum Selector: Sendable {
         case "$elemMatch", "$allMatch", "$keyMapMatch":
             guard case .object = value else { throw CouchError.badRequest("\(op) requires an object argument") }
             let inner = try parseValueSelector(value)
-            return .condition(op == "$elemMatch" ? .elemMatch(inner) : op == "$allMatch" ? .allMatch(inner) : .keyMapMatch(inner))
+            return .condition(
+                op == "$elemMatch" ? .elemMatch(inner) : op == "$allMatch" ? .allMatch(inner) : .keyMapMatch(inner))
         case "$text":
             throw CouchError.badRequest("$text requires a text index, which this server does not provide")
         default:
@@ -251,7 +270,9 @@ public indirect enum Selector: Sendable {
 
     private func normalized(prefix: [String]) -> JSON {
         switch self {
-        case let .and(parts): return wrapField(prefix, ["$and": .array(parts.map { $0.normalized(prefix: prefix.isEmpty ? [] : prefix) })])
+        case let .and(parts):
+            return wrapField(
+                prefix, ["$and": .array(parts.map { $0.normalized(prefix: prefix.isEmpty ? [] : prefix) })])
         case let .or(parts): return wrapField(prefix, ["$or": .array(parts.map { $0.normalized(prefix: []) })])
         case let .nor(parts): return wrapField(prefix, ["$nor": .array(parts.map { $0.normalized(prefix: []) })])
         case let .not(inner): return wrapField(prefix, ["$not": inner.normalized(prefix: [])])
@@ -286,7 +307,9 @@ public indirect enum Selector: Sendable {
         case let .nor(parts): return !(parts.isEmpty || parts.contains { $0.matches(value) })
         case let .not(inner): return !inner.matches(value)
         case let .field(path, inner):
-            guard let found = Selector.lookup(value, path) else { return inner.isExistsFalse || inner.isNegatedMissingOK }
+            guard let found = Selector.lookup(value, path) else {
+                return inner.isExistsFalse || inner.isNegatedMissingOK
+            }
             return inner.matches(found)
         case let .condition(condition):
             guard let value else { return condition.isExistsFalse }
@@ -344,7 +367,9 @@ public indirect enum Selector: Sendable {
                 guard let next = object[key] else { return nil }
                 current = next
             case let .array(items)?:
-                guard let position = Int(key), key.allSatisfy(\.isASCII), items.indices.contains(position) else { return nil }
+                guard let position = Int(key), key.allSatisfy(\.isASCII), items.indices.contains(position) else {
+                    return nil
+                }
                 current = items[position]
             default:
                 return nil

@@ -24,7 +24,8 @@ package enum StoredDocument {
         var list: [Revision] = []
         for rev in revs {
             if latest, row.tree.contains(rev), !row.tree.isLeaf(rev) {
-                for leaf in row.tree.leaves where row.tree.path(to: leaf.rev).contains(rev) && !list.contains(leaf.rev) {
+                for leaf in row.tree.leaves where row.tree.path(to: leaf.rev).contains(rev) && !list.contains(leaf.rev)
+                {
                     list.append(leaf.rev)
                 }
             } else if !list.contains(rev) {
@@ -41,31 +42,40 @@ package enum StoredDocument {
     ) throws -> [SerializedOpenRevision] {
         let quotedID = JSON.string(id).bytes
         return try wantedRevisions(row: row, revs: revs, latest: latest).map { rev in
-            guard let node = row.tree.node(rev), let body = try RevisionStore.storedBodyBytes(db, id: id, rev: rev) else { return .missing(rev) }
+            guard let node = row.tree.node(rev), let body = try RevisionStore.storedBodyBytes(db, id: id, rev: rev)
+            else { return .missing(rev) }
             if !node.deleted {
                 // Spelled out: JSON is nil-literal-expressible, so a bare `nil` here would be JSON.null.
                 let path: JSON? = options.revs ? .some(revisions(row.tree, rev, limit: options.revisionsLimit)) : .none
-                if let doc = documentBytes(id: quotedID, rev: rev.description, body: body, revisions: path, options: options) {
+                if let doc = documentBytes(
+                    id: quotedID, rev: rev.description, body: body, revisions: path, options: options)
+                {
                     return .ok(doc)
                 }
             }
             // The body already read, parsed for `assemble` (attachments, a deletion, more asked).
             let stored = try JSON.parse(body).objectValue
-            if let doc = try assemble(db, id: id, rev: rev, row: row, options: options, storedBody: stored) { return .ok(JSON.object(doc).bytes) }
+            if let doc = try assemble(db, id: id, rev: rev, row: row, options: options, storedBody: stored) {
+                return .ok(JSON.object(doc).bytes)
+            }
             return .missing(rev)
         }
     }
 
     /// A document's winning revision as a reader gets it (nil: missing or deleted), for
     /// indexes that answer with documents.
-    package static func winningDocument(_ db: GRDB.Database, id: String, options: ReadOptions = ReadOptions()) throws -> JSONObject? {
+    package static func winningDocument(
+        _ db: GRDB.Database, id: String, options: ReadOptions = ReadOptions()
+    ) throws -> JSONObject? {
         guard let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner, !winner.deleted else { return nil }
         return try assemble(db, id: id, rev: winner.rev, row: row, options: options)
     }
 
     /// A document as a view's `include_docs` links it: revision `rev` (nil: the winner); nil
     /// when it is missing, or its winner deleted.
-    package static func document(_ db: GRDB.Database, id: String, rev: Revision?, options: ReadOptions) throws -> JSONObject? {
+    package static func document(
+        _ db: GRDB.Database, id: String, rev: Revision?, options: ReadOptions
+    ) throws -> JSONObject? {
         guard let rev else { return try winningDocument(db, id: id, options: options) }
         guard let row = try DocRow.fetch(db, id: id) else { return nil }
         return try assemble(db, id: id, rev: rev, row: row, options: options)
@@ -73,9 +83,12 @@ package enum StoredDocument {
 
     /// The winning revision from a scan of `docs` joined with `revs` (a row with `winner`,
     /// `tree`, `seq` and the revision's `body`); nil when its body is not a JSON object.
-    package static func winningDocument(_ db: GRDB.Database, id: String, scanned row: Row, options: ReadOptions) throws -> JSONObject? {
+    package static func winningDocument(
+        _ db: GRDB.Database, id: String, scanned row: Row, options: ReadOptions
+    ) throws -> JSONObject? {
         guard let winner = row["winner"] as String?, let rev = Revision(winner), let data = row["body"] as Data?,
-              let body = try JSON.parse(data).objectValue else { return nil }
+            let body = try JSON.parse(data).objectValue
+        else { return nil }
         // A plain winner (no attachments, nothing but the document asked): `_id`, `_rev` and the
         // body, as `assemble` makes it, without decoding the revision tree it would not use.
         if options.asksForDocumentOnly, !options.revs, body["_attachments"] == nil {
@@ -86,7 +99,9 @@ package enum StoredDocument {
             doc.members.append(contentsOf: body.members)
             return doc
         }
-        let docRow = DocRow(seq: row["seq"], tree: try RevisionTree(stored: row["tree"], winner: winner, deleted: false), winnerDeleted: false)
+        let docRow = DocRow(
+            seq: row["seq"], tree: try RevisionTree(stored: row["tree"], winner: winner, deleted: false),
+            winnerDeleted: false)
         return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body)
     }
 
@@ -122,7 +137,9 @@ package enum StoredDocument {
                 if row.tree.node(ancestor)?.deleted == true {
                     status = "deleted"
                 } else if try Bool.fetchOne(
-                    db, sql: "SELECT 1 FROM revs WHERE doc_id = ? AND rev = ?", arguments: [id, ancestor.description]) == true {
+                    db, sql: "SELECT 1 FROM revs WHERE doc_id = ? AND rev = ?", arguments: [id, ancestor.description])
+                    == true
+                {
                     status = "available"
                 } else {
                     status = "missing"
@@ -141,8 +158,13 @@ package enum StoredDocument {
         }
         if options.localSeq { doc.members.append(("_local_seq", .int(row.seq))) }
         if let attachmentsMeta, !attachmentsMeta.isEmpty {
-            doc.members.append(("_attachments", .object(try AttachmentStore.renderAttachments(
-                db, meta: attachmentsMeta, options: options, path: row.tree.path(to: rev)))))
+            doc.members.append(
+                (
+                    "_attachments",
+                    .object(
+                        try AttachmentStore.renderAttachments(
+                            db, meta: attachmentsMeta, options: options, path: row.tree.path(to: rev)))
+                ))
         }
         return doc
     }
@@ -160,11 +182,14 @@ package enum StoredDocument {
     /// A not deleted revision's document from its stored body as it is, as `assemble` would
     /// write it, with `_revisions` (the revision's path) appended when given; nil when it needs
     /// `assemble` (see `winnerBytes`).
-    static func documentBytes(id quotedID: [UInt8], rev: String, body: Data, revisions: JSON?, options: ReadOptions) -> [UInt8]? {
+    static func documentBytes(
+        id quotedID: [UInt8], rev: String, body: Data, revisions: JSON?, options: ReadOptions
+    ) -> [UInt8]? {
         guard options.asksForDocumentOnly else { return nil }
         return body.withUnsafeBytes { (stored: UnsafeRawBufferPointer) -> [UInt8]? in
             guard stored.count >= 2, stored.first == UInt8(ascii: "{"), stored.last == UInt8(ascii: "}"),
-                  !Self.mentionsAttachments(stored) else { return nil }
+                !Self.mentionsAttachments(stored)
+            else { return nil }
             var out: [UInt8] = []
             out.reserveCapacity(stored.count + quotedID.count + rev.utf8.count + 20)
             out += #"{"_id":"#.utf8
@@ -202,7 +227,9 @@ package enum StoredDocument {
             guard let keyBase = key.baseAddress else { return false }
             var offset = 0
             while offset <= stored.count - key.count {
-                guard let quote = memchr(base + offset, Int32(UInt8(ascii: "\"")), stored.count - key.count - offset + 1) else { return false }
+                guard
+                    let quote = memchr(base + offset, Int32(UInt8(ascii: "\"")), stored.count - key.count - offset + 1)
+                else { return false }
                 if memcmp(quote, keyBase, key.count) == 0 { return true }
                 offset = base.distance(to: UnsafeRawPointer(quote)) + 1
             }
@@ -215,8 +242,11 @@ package enum StoredDocument {
         _ db: GRDB.Database, id: String, row: Row, body: JSONObject, deleted: Bool, options: ReadOptions
     ) throws -> JSON {
         guard let rev = Revision(row[1] as String) else { return .null }
-        let docRow = DocRow(seq: row[2], tree: try RevisionTree(stored: row[3], winner: row[1], deleted: deleted), winnerDeleted: deleted)
-        return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body).map(JSON.object) ?? .null
+        let docRow = DocRow(
+            seq: row[2], tree: try RevisionTree(stored: row[3], winner: row[1], deleted: deleted),
+            winnerDeleted: deleted)
+        return try assemble(db, id: id, rev: rev, row: docRow, options: options, storedBody: body).map(JSON.object)
+            ?? .null
     }
 
     /// `_all_docs` with `keys`: a row per key in the order given (deleted documents with
@@ -225,7 +255,8 @@ package enum StoredDocument {
         var rows: [JSON] = []
         let selected = options.descending ? keys.reversed() : keys
         for key in selected.dropFirst(options.skip).prefix(options.limit ?? Int.max) {
-            guard case let .string(id) = key, let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner else {
+            guard case let .string(id) = key, let row = try DocRow.fetch(db, id: id), let winner = row.tree.winner
+            else {
                 rows.append(["key": key, "error": "not_found"])
                 continue
             }
@@ -238,7 +269,8 @@ package enum StoredDocument {
             } else {
                 out["value"] = .object(value)
                 if options.includeDocs {
-                    out["doc"] = try StoredDocument.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
+                    out["doc"] =
+                        try StoredDocument.assemble(db, id: id, rev: winner.rev, row: row, options: options.read)
                         .map(JSON.object) ?? .null
                 }
             }

@@ -54,11 +54,15 @@ final class WriteQueue: Sendable {
     /// Called after each commit, before any writer resumes, with the sequences before and
     /// after it, the documents' changes and whether they are all of them; nil: changes are
     /// not listed.
-    typealias ChangesListener = @Sendable (_ before: Int, _ after: Int, _ changes: [RecentChanges.Change], _ complete: Bool) -> Void
+    typealias ChangesListener =
+        @Sendable (_ before: Int, _ after: Int, _ changes: [RecentChanges.Change], _ complete: Bool) -> Void
     private let onChanges: ChangesListener?
     private let metrics: EngineMetrics
 
-    init(pool: any DatabaseWriter, metrics: EngineMetrics, onChanges: ChangesListener? = nil, onCommit: @escaping @Sendable (Int) -> Void) {
+    init(
+        pool: any DatabaseWriter, metrics: EngineMetrics, onChanges: ChangesListener? = nil,
+        onCommit: @escaping @Sendable (Int) -> Void
+    ) {
         self.pool = pool
         self.metrics = metrics
         self.onChanges = onChanges

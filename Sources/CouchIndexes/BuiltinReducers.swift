@@ -7,7 +7,8 @@ import CouchJSON
 /// not fail the request: the reduction becomes `{"error":"builtin_reduce_error","reason":…,
 /// "caused_by":…}`, and stays that through later rows.
 enum BuiltinSum {
-    static let reason = "The _sum function requires that map values be numbers, arrays of numbers, or objects. "
+    static let reason =
+        "The _sum function requires that map values be numbers, arrays of numbers, or objects. "
         + "Objects cannot be mixed with other data structures. Objects can be arbitrarily nested, provided that the "
         + "values for all fields are themselves numbers, arrays of numbers, or objects."
 
@@ -42,7 +43,9 @@ enum BuiltinSum {
             guard case let .object(sumProps) = sum else {
                 // An object after a number or an array is where CouchDB's `sum_values` has no
                 // case: the request fails (500 `{case_clause,…}`), it is not an error value.
-                throw CouchError(status: 500, error: "{case_clause,\(ErlangTerm.format(sum))}", reason: "_sum cannot add an object to \(sum.text)")
+                throw CouchError(
+                    status: 500, error: "{case_clause,\(ErlangTerm.format(sum))}",
+                    reason: "_sum cannot add an object to \(sum.text)")
             }
             return .object(JSONObject(try addObjects(sorted(props), sorted(sumProps))))
         default:
@@ -71,7 +74,9 @@ enum BuiltinSum {
     }
 
     /// Members merged by name (both sorted by name's bytes, as Erlang sorts binaries).
-    static func addObjects(_ a: [(key: String, value: JSON)], _ b: [(key: String, value: JSON)]) throws -> [(key: String, value: JSON)] {
+    static func addObjects(
+        _ a: [(key: String, value: JSON)], _ b: [(key: String, value: JSON)]
+    ) throws -> [(key: String, value: JSON)] {
         var out: [(key: String, value: JSON)] = []
         var i = 0, j = 0
         while i < a.count, j < b.count {
@@ -172,14 +177,18 @@ enum BuiltinStats {
     static func unpack(_ props: JSONObject) throws -> Partial {
         func number(_ name: String) throws -> JSON {
             guard let value = props[name] else {
-                throw invalidValue("user _stats input missing required field \(name) (\(ErlangTerm.format(.object(props), asProplist: true)))")
+                throw invalidValue(
+                    "user _stats input missing required field \(name) (\(ErlangTerm.format(.object(props), asProplist: true)))"
+                )
             }
             guard value.isNumber else {
                 throw invalidValue("non-numeric _stats input received for \(name): \(ErlangTerm.format(value))")
             }
             return value
         }
-        return .one(sum: try number("sum"), count: try number("count"), min: try number("min"), max: try number("max"), sumsqr: try number("sumsqr"))
+        return .one(
+            sum: try number("sum"), count: try number("count"), min: try number("min"), max: try number("max"),
+            sumsqr: try number("sumsqr"))
     }
 
     static func pack(_ stats: Partial) -> JSON {
@@ -211,7 +220,9 @@ enum ErlangTerm {
         case let .string(s): return binary(s)
         case let .array(items): return "[" + items.map { format($0) }.joined(separator: ",") + "]"
         case let .object(object):
-            let list = "[" + object.members.map { "{" + binary($0.key) + "," + format($0.value) + "}" }.joined(separator: ",") + "]"
+            let list =
+                "[" + object.members.map { "{" + binary($0.key) + "," + format($0.value) + "}" }.joined(separator: ",")
+                + "]"
             return asProplist ? list : "{" + list + "}"
         }
     }

@@ -30,7 +30,9 @@ public struct GeoIndexDefinition: Sendable {
     /// definition. (The second layout keeps each point's time; indexes of the first are
     /// rebuilt once.)
     public static func signature(code: String, timeFields: [[String]] = []) -> String {
-        let time = timeFields.isEmpty ? "" : "\u{0}time\u{0}" + timeFields.map { $0.joined(separator: ".") }.joined(separator: "\u{0}")
+        let time =
+            timeFields.isEmpty
+            ? "" : "\u{0}time\u{0}" + timeFields.map { $0.joined(separator: ".") }.joined(separator: "\u{0}")
         return ViewDefinition.digest("geo2\u{0}" + code + time)
     }
 
@@ -38,7 +40,9 @@ public struct GeoIndexDefinition: Sendable {
     public static func timeFields(_ member: JSON?) throws(CouchError) -> [[String]] {
         guard let member else { return [] }
         let paths = member.stringValue.map { [$0] } ?? member.arrayValue?.compactMap(\.stringValue)
-        guard let paths, !paths.isEmpty, paths.count == (member.arrayValue?.count ?? 1), paths.allSatisfy({ !$0.isEmpty }) else {
+        guard let paths, !paths.isEmpty, paths.count == (member.arrayValue?.count ?? 1),
+            paths.allSatisfy({ !$0.isEmpty })
+        else {
             throw .badRequest("an st_indexes time must be a field path (\"created_at\") or a list of them")
         }
         return paths.map { $0.split(separator: ".", omittingEmptySubsequences: false).map(String.init) }
@@ -65,10 +69,11 @@ public struct GeoIndexDefinition: Sendable {
         let needsCoordinates: Bool
         switch compact {
         case "function(doc){if(doc.geometry&&doc.geometry.coordinates){st_index(doc.geometry)}}",
-             "function(doc){if(doc.geometry&&doc.geometry.coordinates)st_index(doc.geometry)}":
+            "function(doc){if(doc.geometry&&doc.geometry.coordinates)st_index(doc.geometry)}":
             needsCoordinates = true
-        case "function(doc){if(doc.geometry){st_index(doc.geometry)}}", "function(doc){if(doc.geometry)st_index(doc.geometry)}",
-             "function(doc){st_index(doc.geometry)}":
+        case "function(doc){if(doc.geometry){st_index(doc.geometry)}}",
+            "function(doc){if(doc.geometry)st_index(doc.geometry)}",
+            "function(doc){st_index(doc.geometry)}":
             needsCoordinates = false
         default:
             return nil
@@ -109,7 +114,9 @@ struct GeoRows: SecondaryIndex {
     /// Each changed document's geometry (nil: none) and time, in the order of the changes (by
     /// position: Swift's `String` equality would take the ids `é` and `e\u{301}` for one), and
     /// the documents skipped because their geometry is invalid or their function failed.
-    typealias Batch = (changes: [(id: String, geometry: Geometry?, time: Double?)], skipped: [(id: String, reason: String)])
+    typealias Batch = (
+        changes: [(id: String, geometry: Geometry?, time: Double?)], skipped: [(id: String, reason: String)]
+    )
 
     let index: GeoIndexDefinition
     static let registry = "geo_indexes"
@@ -117,11 +124,12 @@ struct GeoRows: SecondaryIndex {
     var batchSize: Int { 5000 }
 
     func createTables(_ db: GRDB.Database) throws {
-        try db.execute(sql: """
-            CREATE TABLE IF NOT EXISTS geo_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
-            CREATE TABLE IF NOT EXISTS \(table)(doc_id TEXT PRIMARY KEY NOT NULL, lon REAL, lat REAL, geometry TEXT, t REAL) WITHOUT ROWID;
-            INSERT OR IGNORE INTO geo_indexes(name, seq) VALUES ('\(table)', 0);
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS geo_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+                CREATE TABLE IF NOT EXISTS \(table)(doc_id TEXT PRIMARY KEY NOT NULL, lon REAL, lat REAL, geometry TEXT, t REAL) WITHOUT ROWID;
+                INSERT OR IGNORE INTO geo_indexes(name, seq) VALUES ('\(table)', 0);
+                """)
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
@@ -145,7 +153,8 @@ struct GeoRows: SecondaryIndex {
             }
             do {
                 let parsed = try values.map { try Geometry(geoJSON: $0) }
-                changes.append((change.id, parsed.count == 1 ? parsed[0] : parsed.count > 1 ? .collection(parsed) : nil, time))
+                changes.append(
+                    (change.id, parsed.count == 1 ? parsed[0] : parsed.count > 1 ? .collection(parsed) : nil, time))
             } catch let error as GeometryError {
                 skipped.append((change.id, error.reason))
                 changes.append((change.id, nil, time))
@@ -159,7 +168,8 @@ struct GeoRows: SecondaryIndex {
         // document has no geometry; bound through SQLite's C API (`DirectStatement`): a
         // million points' build spent a fifth of its time in the wrapper's per-call arguments.
         let delete = try db.cachedStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
-        let replace = try db.cachedStatement(sql: "INSERT OR REPLACE INTO \(table)(doc_id, lon, lat, geometry, t) VALUES (?, ?, ?, ?, ?)")
+        let replace = try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO \(table)(doc_id, lon, lat, geometry, t) VALUES (?, ?, ?, ?, ?)")
         for (id, geometry, time) in batch.changes {
             let t = time.map(DirectValue.real) ?? .null
             switch geometry {
@@ -210,7 +220,8 @@ public struct GeoIndexes: Sendable {
     func loaded(_ index: GeoIndexDefinition) async throws -> SpatialIndex {
         let table = index.table
         if let loaded = database.loadedIndexes.withLock({ $0[table]?.index as? SpatialIndex }) { return loaded }
-        let (seq, entries, times) = try await database.reading { db -> (Int, [(id: String, geometry: Geometry)], [Double]) in
+        let (seq, entries, times) = try await database.reading {
+            db -> (Int, [(id: String, geometry: Geometry)], [Double]) in
             guard try db.tableExists(table) else { return (0, [], []) }
             let seq = try Int.fetchOne(db, sql: "SELECT seq FROM geo_indexes WHERE name = ?", arguments: [table]) ?? 0
             var entries: [(id: String, geometry: Geometry)] = []
@@ -255,13 +266,16 @@ public struct GeoIndexes: Sendable {
 
     /// Counts a geo index's points on a grid over a box (for maps of many points), after
     /// bringing the index up to date unless `stale`; see `SpatialIndex.grid`.
-    public func grid(_ index: GeoIndexDefinition, _ request: GeoGridRequest, stale: Bool = false) async throws -> GeoGrid {
+    public func grid(
+        _ index: GeoIndexDefinition, _ request: GeoGridRequest, stale: Bool = false
+    ) async throws -> GeoGrid {
         request.grid(of: try await current(index, stale: stale).index)
     }
 
     /// The loaded index, first brought up to date unless `stale` (an index that has seen the
     /// latest commit costs the catch-up nothing).
-    func current(_ index: GeoIndexDefinition, stale: Bool) async throws -> (index: SpatialIndex, update: GeoIndexUpdate) {
+    func current(_ index: GeoIndexDefinition, stale: Bool) async throws -> (index: SpatialIndex, update: GeoIndexUpdate)
+    {
         let update = stale ? GeoIndexUpdate() : try await update(index)
         return (try await loaded(index), update)
     }
@@ -271,7 +285,8 @@ public struct GeoIndexes: Sendable {
         let spatial = try await loaded(index)
         let table = index.table
         let disk = try await database.reading { db in
-            (try? Int.fetchOne(db, sql: "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = ?", arguments: [table])) ?? 0
+            (try? Int.fetchOne(
+                db, sql: "SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = ?", arguments: [table])) ?? 0
         }
         return (spatial.count, disk, spatial.bytes)
     }

@@ -49,7 +49,10 @@ public struct MangoIndex: Sendable {
         if let fields = def["fields"]?.arrayValue {
             def["fields"] = .array(fields.map { field in field.stringValue.map { [$0: "asc"] } ?? field })
         }
-        return ["ddoc": .string(designDocument), "name": .string(name), "type": "json", "partitioned": .bool(partitioned), "def": .object(def)]
+        return [
+            "ddoc": .string(designDocument), "name": .string(name), "type": "json", "partitioned": .bool(partitioned),
+            "def": .object(def),
+        ]
     }
 
     /// The SQLite table holding this index's entries (keys and values), named by the format of
@@ -63,8 +66,6 @@ public struct MangoIndex: Sendable {
 
     /// A short digest of the stored key format.
     static let formatTag = String(ViewDefinition.digest(KeyCollation.storedFormat).prefix(8))
-
-
 
     /// The index entry of a document: its key, and the indexed values themselves (a JSON
     /// array, from which a covering query answers); nil when the document lacks an indexed
@@ -143,12 +144,13 @@ struct MangoEntries: SecondaryIndex {
 
     /// Also drops the same index's tables in earlier layouts (see `MangoIndex.tableSuffix`).
     func createTables(_ db: GRDB.Database) throws {
-        try db.execute(sql: """
-            CREATE TABLE IF NOT EXISTS mango_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, def TEXT NOT NULL);
-            CREATE TABLE IF NOT EXISTS \(table)(
-                key BLOB NOT NULL, doc_id TEXT NOT NULL, vals BLOB NOT NULL, PRIMARY KEY(key, doc_id)) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS mango_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, def TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS \(table)(
+                    key BLOB NOT NULL, doc_id TEXT NOT NULL, vals BLOB NOT NULL, PRIMARY KEY(key, doc_id)) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
+                """)
         let earlier = try String.fetchAll(
             db, sql: "SELECT name FROM mango_indexes WHERE substr(name, -?) = ? AND name != ?",
             arguments: [index.tableSuffix.utf8.count, index.tableSuffix, table])
@@ -156,7 +158,9 @@ struct MangoEntries: SecondaryIndex {
             try db.execute(sql: "DROP TABLE IF EXISTS \(name)")
             try db.execute(sql: "DELETE FROM mango_indexes WHERE name = ?", arguments: [name])
         }
-        try db.execute(sql: "INSERT OR IGNORE INTO mango_indexes(name, seq, def) VALUES (?, 0, ?)", arguments: [table, index.definition.text])
+        try db.execute(
+            sql: "INSERT OR IGNORE INTO mango_indexes(name, seq, def) VALUES (?, 0, ?)",
+            arguments: [table, index.definition.text])
     }
 
     func prepare(_ changed: [ChangedDocument]) async throws -> Batch {
@@ -216,15 +220,20 @@ public struct MangoIndexes: Sendable {
                 while let row = try cursor.next() {
                     scan.keysExamined += 1
                     if query.isCancelled() { throw CancellationError() }
-                    let going = covering ? try scan.coveredMatch(row[0], values: Array(row[1] as Data)) : try scan.consider(row[0], row: row, db)
+                    let going =
+                        covering
+                        ? try scan.coveredMatch(row[0], values: Array(row[1] as Data))
+                        : try scan.consider(row[0], row: row, db)
                     if !going { break }
                 }
             } else {
                 let range = query.idRange.map { _ in " AND d.id >= ? AND d.id < ?" } ?? ""
-                let cursor = try Row.fetchCursor(db.cachedStatement(sql: """
-                    SELECT d.id, d.winner, d.seq, d.tree, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
-                    WHERE d.deleted = 0\(range) ORDER BY d.id
-                    """), arguments: StatementArguments(query.idRange.map { [$0.low, $0.high] } ?? []))
+                let cursor = try Row.fetchCursor(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT d.id, d.winner, d.seq, d.tree, r.body FROM docs d LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner
+                            WHERE d.deleted = 0\(range) ORDER BY d.id
+                            """), arguments: StatementArguments(query.idRange.map { [$0.low, $0.high] } ?? []))
                 while let row = try cursor.next() {
                     scan.keysExamined += 1
                     if query.isCancelled() { throw CancellationError() }
@@ -239,9 +248,12 @@ public struct MangoIndexes: Sendable {
     /// The scan of an index for a query: the key range its first field's conditions allow
     /// (and the partition's ids), in index order; with `covering`, the index rows alone,
     /// otherwise joined with each document's winning revision.
-    static func indexScan(_ index: MangoIndex, _ query: FindQuery, covering: Bool) -> (sql: String, arguments: StatementArguments) {
+    static func indexScan(
+        _ index: MangoIndex, _ query: FindQuery, covering: Bool
+    ) -> (sql: String, arguments: StatementArguments) {
         let (low, high) = MangoIndexes.keyRange(for: index, selector: query.selector)
-        var sql = covering
+        var sql =
+            covering
             ? "SELECT i.doc_id, i.vals FROM \(index.table) i WHERE 1"
             : "SELECT i.doc_id, d.winner, d.seq, d.tree, r.body FROM \(index.table) i JOIN docs d ON d.id = i.doc_id AND d.deleted = 0 LEFT JOIN revs r ON r.doc_id = d.id AND r.rev = d.winner WHERE 1"
         var arguments: [any DatabaseValueConvertible] = []
@@ -369,7 +381,9 @@ struct MangoScan {
         // CouchDB examines one row past the last it returns (its statistics count it);
         // that row need not be read.
         if docs.count >= wanted { return false }
-        guard let doc = try StoredDocument.winningDocument(db, id: id, scanned: row, options: options) else { return true }
+        guard let doc = try StoredDocument.winningDocument(db, id: id, scanned: row, options: options) else {
+            return true
+        }
         guard query.selector.matches(.object(doc)) else { return true }
         if id.hasPrefix("_design/") {
             // A full scan reads design documents too but never returns them; like CouchDB it

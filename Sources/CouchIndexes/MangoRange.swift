@@ -57,7 +57,8 @@ public enum MangoRange {
         case let .lte(value):
             switch position(r.low, .value(value), r.high) {
             case .min: return nil
-            case .low where r.lowOp == .gte || r.lowOp == .eq: return Range(lowOp: .eq, low: .value(value), highOp: .eq, high: .value(value))
+            case .low where r.lowOp == .gte || r.lowOp == .eq:
+                return Range(lowOp: .eq, low: .value(value), highOp: .eq, high: .value(value))
             case .low: return nil
             case .mid: r.highOp = .lte; r.high = .value(value)
             case .high, .max: break
@@ -76,7 +77,8 @@ public enum MangoRange {
             switch position(r.low, .value(value), r.high) {
             case .min, .low: break
             case .mid: r.lowOp = .gte; r.low = .value(value)
-            case .high where r.highOp == .lte || r.highOp == .eq: return Range(lowOp: .eq, low: .value(value), highOp: .eq, high: .value(value))
+            case .high where r.highOp == .lte || r.highOp == .eq:
+                return Range(lowOp: .eq, low: .value(value), highOp: .eq, high: .value(value))
             case .high, .max: return nil
             }
         case let .gt(value):

@@ -46,13 +46,18 @@ public struct ViewDefinition: Sendable {
     var signatureBeforeICU: String
 
     /// A view from a per-document map closure.
-    public init(code: String, map: @escaping MapFunction, reduce: ViewReducer? = nil, collation: KeyCollation = .unicode) {
+    public init(
+        code: String, map: @escaping MapFunction, reduce: ViewReducer? = nil, collation: KeyCollation = .unicode
+    ) {
         self.init(code: code, batchMap: { docs in docs.map { try? map($0) } }, reduce: reduce, collation: collation)
     }
 
     /// A view from a batch map function (JavaScript). `code` is everything the map depends
     /// on (its source and any library code it may `require`).
-    public init(code: String, batchMap: @escaping BatchMapFunction, reduce: ViewReducer? = nil, collation: KeyCollation = .unicode) {
+    public init(
+        code: String, batchMap: @escaping BatchMapFunction, reduce: ViewReducer? = nil,
+        collation: KeyCollation = .unicode
+    ) {
         signature = ViewDefinition.signature(code: code, collation: collation)
         signatureBeforeICU = ViewDefinition.digest(code)
         self.map = batchMap
@@ -155,10 +160,12 @@ public struct ViewQuery: Sendable {
             }
         }
         if !descending, order >= 0 {
-            throw .queryParse("No rows can match your key range, reverse your start_key and end_key or set descending=true")
+            throw .queryParse(
+                "No rows can match your key range, reverse your start_key and end_key or set descending=true")
         }
         if descending, order < 0 {
-            throw .queryParse("No rows can match your key range, reverse your start_key and end_key or set descending=false")
+            throw .queryParse(
+                "No rows can match your key range, reverse your start_key and end_key or set descending=false")
         }
     }
 }
@@ -218,7 +225,8 @@ struct ViewRows: SecondaryIndex {
         let delete = try db.makeStatement(sql: "DELETE FROM \(table) WHERE doc_id = ?")
         // Plain INSERT: the document's rows were deleted just before, and a REPLACE would remove a row
         // without the delete trigger that counts it.
-        let insert = try db.makeStatement(sql: "INSERT INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
+        let insert = try db.makeStatement(
+            sql: "INSERT INTO \(table)(key, doc_id, n, key_json, value_json) VALUES (?, ?, ?, ?, ?)")
         var delta = 0
         var inserted: [Data] = []
         for (document, rows) in zip(changed, batch.rows) {
@@ -252,14 +260,15 @@ public struct ViewIndexes: Sendable {
     }
 
     static func createViewTables(_ db: GRDB.Database, _ table: String) throws {
-        try db.execute(sql: """
-            CREATE TABLE IF NOT EXISTS view_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, rows INTEGER NOT NULL DEFAULT 0);
-            CREATE TABLE IF NOT EXISTS \(table)(
-                key BLOB NOT NULL, doc_id TEXT NOT NULL, n INTEGER NOT NULL, key_json TEXT NOT NULL, value_json TEXT NOT NULL,
-                PRIMARY KEY(key, doc_id, n)) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
-            INSERT OR IGNORE INTO view_indexes(name, seq, rows) VALUES ('\(table)', 0, 0);
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS view_indexes(name TEXT PRIMARY KEY, seq INTEGER NOT NULL, rows INTEGER NOT NULL DEFAULT 0);
+                CREATE TABLE IF NOT EXISTS \(table)(
+                    key BLOB NOT NULL, doc_id TEXT NOT NULL, n INTEGER NOT NULL, key_json TEXT NOT NULL, value_json TEXT NOT NULL,
+                    PRIMARY KEY(key, doc_id, n)) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS \(table)_by_doc ON \(table)(doc_id);
+                INSERT OR IGNORE INTO view_indexes(name, seq, rows) VALUES ('\(table)', 0, 0);
+                """)
     }
 
     /// Queries a view (bringing it up to date first unless `stale`): rows in the view's
@@ -296,12 +305,15 @@ public struct ViewIndexes: Sendable {
                     guard try db.tableExists(table) else { return (0, 0) }
                     var count = 0
                     for part in ViewRange.viewScans(query, collation) {
-                        count += try Int.fetchOne(
-                            db, sql: "SELECT count(*) FROM \(table) WHERE \(part.condition)", arguments: StatementArguments(part.arguments)) ?? 0
+                        count +=
+                            try Int.fetchOne(
+                                db, sql: "SELECT count(*) FROM \(table) WHERE \(part.condition)",
+                                arguments: StatementArguments(part.arguments)) ?? 0
                     }
                     return (try Self.indexedSeq(db, table), count)
                 }
-                let rows: [JSON] = count == 0 || query.skip > 0 || query.limit == 0 ? [] : [["key": .null, "value": .int(count)]]
+                let rows: [JSON] =
+                    count == 0 || query.skip > 0 || query.limit == 0 ? [] : [["key": .null, "value": .int(count)]]
                 return ViewResult(totalRows: 0, offset: 0, rows: rows, updateSeq: seq, reduced: true)
             }
             // Each key of `keys` is reduced on its own (a key asked twice is answered twice).
@@ -331,16 +343,19 @@ public struct ViewIndexes: Sendable {
             let page = Array(reduced.dropFirst(query.skip).prefix(query.limit ?? Int.max))
             return ViewResult(totalRows: 0, offset: 0, rows: page, updateSeq: seq, reduced: true)
         }
-        let (total, offset, seq, rows) = try await database.reading { db -> (Int, Int, Int, [(key: JSON, id: String, value: JSON)]) in
+        let (total, offset, seq, rows) = try await database.reading {
+            db -> (Int, Int, Int, [(key: JSON, id: String, value: JSON)]) in
             guard try db.tableExists(table) else { return (0, 0, 0, []) }
-            let total = try Int.fetchOne(db, sql: "SELECT rows FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
+            let total =
+                try Int.fetchOne(db, sql: "SELECT rows FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0
             let scans = ViewRange.viewScans(query, collation)
             let offset = try Self.offset(db, table, query, scans, collation: collation, total: total)
             var rows: [(key: JSON, id: String, value: JSON)] = []
             var skip = query.skip
             for part in scans where query.limit.map({ rows.count < $0 }) ?? true {
                 let remaining = query.limit.map { $0 - rows.count }
-                skip -= try Self.readRows(db, table, part, descending: query.descending, skip: skip, limit: remaining, into: &rows)
+                skip -= try Self.readRows(
+                    db, table, part, descending: query.descending, skip: skip, limit: remaining, into: &rows)
             }
             return (total, offset, try Self.indexedSeq(db, table), rows)
         }
@@ -358,7 +373,9 @@ public struct ViewIndexes: Sendable {
         let order = descending ? "DESC" : "ASC"
         let paging: [any DatabaseValueConvertible] = [limit ?? -1, skip]
         let cursor = try Row.fetchCursor(
-            db, sql: "SELECT doc_id, key_json, value_json FROM \(table) WHERE \(part.condition) ORDER BY key \(order), doc_id \(order), n \(order) LIMIT ? OFFSET ?",
+            db,
+            sql:
+                "SELECT doc_id, key_json, value_json FROM \(table) WHERE \(part.condition) ORDER BY key \(order), doc_id \(order), n \(order) LIMIT ? OFFSET ?",
             arguments: StatementArguments(part.arguments + paging))
         var read = 0
         while let row = try cursor.next() {
@@ -367,8 +384,10 @@ public struct ViewIndexes: Sendable {
         }
         if read > 0 || skip == 0 { return skip }
         // Nothing left after skipping: the scan had at most `skip` rows; count them.
-        let count = try Int.fetchOne(
-            db, sql: "SELECT count(*) FROM \(table) WHERE \(part.condition)", arguments: StatementArguments(part.arguments)) ?? 0
+        let count =
+            try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM \(table) WHERE \(part.condition)",
+                arguments: StatementArguments(part.arguments)) ?? 0
         return Swift.min(count, skip)
     }
 
@@ -376,15 +395,19 @@ public struct ViewIndexes: Sendable {
     /// the first scan (key or range, in the query's direction) that has any, or when none has,
     /// before the last scan's start — plus `skip`, at most the total.
     static func offset(
-        _ db: GRDB.Database, _ table: String, _ query: ViewQuery, _ scans: [(condition: String, arguments: [any DatabaseValueConvertible])],
+        _ db: GRDB.Database, _ table: String, _ query: ViewQuery,
+        _ scans: [(condition: String, arguments: [any DatabaseValueConvertible])],
         collation: KeyCollation, total: Int
     ) throws -> Int {
-        let starts: [(key: JSON?, docID: String?)] = query.keys.map { $0.map { ($0, query.startKeyDocID) } } ?? [(query.startKey, query.startKeyDocID)]
+        let starts: [(key: JSON?, docID: String?)] =
+            query.keys.map { $0.map { ($0, query.startKeyDocID) } } ?? [(query.startKey, query.startKeyDocID)]
         var chosen = starts.last
         // One scan is its own start whether it has rows or not.
         for (start, scan) in zip(starts, scans) where starts.count > 1 {
-            let any = try Bool.fetchOne(
-                db, sql: "SELECT EXISTS(SELECT 1 FROM \(table) WHERE \(scan.condition))", arguments: StatementArguments(scan.arguments)) ?? false
+            let any =
+                try Bool.fetchOne(
+                    db, sql: "SELECT EXISTS(SELECT 1 FROM \(table) WHERE \(scan.condition))",
+                    arguments: StatementArguments(scan.arguments)) ?? false
             if any {
                 chosen = start
                 break
@@ -398,7 +421,8 @@ public struct ViewIndexes: Sendable {
         before.endKeyDocID = chosen.docID
         before.inclusiveEnd = false
         let count = try ViewPositions.rowsBefore(
-            db, table, key: Data(key.collationKey(collation)), descending: query.descending, ViewRange.viewRange(before, collation))
+            db, table, key: Data(key.collationKey(collation)), descending: query.descending,
+            ViewRange.viewRange(before, collation))
         return Swift.min(count.addingSaturating(query.skip), total)
     }
 
@@ -420,7 +444,8 @@ public struct ViewIndexes: Sendable {
                 if includeDocs {
                     let docID = row.value["_id"]?.stringValue ?? row.id
                     let rev = row.value["_rev"]?.stringValue.flatMap(Revision.init)
-                    item["doc"] = try StoredDocument.document(db, id: docID, rev: rev, options: options).map(JSON.object) ?? .null
+                    item["doc"] =
+                        try StoredDocument.document(db, id: docID, rev: rev, options: options).map(JSON.object) ?? .null
                 }
                 return .object(item)
             }
@@ -436,16 +461,23 @@ public struct ViewIndexes: Sendable {
             var seqs: [Int] = []
             if try db.tableExists("view_indexes") {
                 for table in tables {
-                    seqs.append(try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table]) ?? 0)
+                    seqs.append(
+                        try Int.fetchOne(db, sql: "SELECT seq FROM view_indexes WHERE name = ?", arguments: [table])
+                            ?? 0)
                 }
             }
-            let updateSeq = tables.isEmpty ? try DatabaseFile.metaInt(db, "update_seq") : (seqs.count == tables.count ? seqs.min() ?? 0 : 0)
-            let pending = try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [updateSeq]) ?? 0
+            let updateSeq =
+                tables.isEmpty
+                ? try DatabaseFile.metaInt(db, "update_seq") : (seqs.count == tables.count ? seqs.min() ?? 0 : 0)
+            let pending =
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM docs WHERE seq > ?", arguments: [updateSeq]) ?? 0
             // Page sizes from SQLite's dbstat table where it is compiled in; 0 where it is not.
             var (bytes, data) = (0, 0)
             for table in tables {
                 let row = try? Row.fetchOne(
-                    db, sql: "SELECT coalesce(sum(pgsize), 0), coalesce(sum(payload), 0) FROM dbstat WHERE name IN (?, ?, ?)",
+                    db,
+                    sql:
+                        "SELECT coalesce(sum(pgsize), 0), coalesce(sum(payload), 0) FROM dbstat WHERE name IN (?, ?, ?)",
                     arguments: [table, table + "_by_doc", table + "_blocks"])
                 bytes += row?[0] ?? 0
                 data += row?[1] ?? 0

@@ -29,12 +29,13 @@ enum ViewPositions {
     static func create(_ db: GRDB.Database, _ table: String) throws {
         let blocks = blocks(table)
         guard try !db.tableExists(blocks) else { return }
-        try db.execute(sql: """
-            CREATE TABLE \(blocks)(start BLOB PRIMARY KEY, rows INTEGER NOT NULL) WITHOUT ROWID;
-            CREATE TRIGGER \(table)_counted_delete AFTER DELETE ON \(table) BEGIN
-                UPDATE \(blocks) SET rows = rows - 1 WHERE start = (SELECT max(start) FROM \(blocks) WHERE start <= OLD.key);
-            END;
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE \(blocks)(start BLOB PRIMARY KEY, rows INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE TRIGGER \(table)_counted_delete AFTER DELETE ON \(table) BEGIN
+                    UPDATE \(blocks) SET rows = rows - 1 WHERE start = (SELECT max(start) FROM \(blocks) WHERE start <= OLD.key);
+                END;
+                """)
         // One pass over the rows there are: a new block at the first new key after every
         // `largest / 2` rows.
         var start = Data()
@@ -91,12 +92,14 @@ enum ViewPositions {
                 // Joined to the block before, unless that would make one to split again (a
                 // few rows after a key that has a block of its own): then it stays small.
                 let before = try Row.fetchOne(
-                    db, sql: "SELECT start, rows FROM \(blocks) WHERE start < ? ORDER BY start DESC LIMIT 1", arguments: [start])
+                    db, sql: "SELECT start, rows FROM \(blocks) WHERE start < ? ORDER BY start DESC LIMIT 1",
+                    arguments: [start])
                 guard let before, (before[1] as Int) + rows <= largest else { continue }
-                try db.execute(sql: """
-                    UPDATE \(blocks) SET rows = rows + ? WHERE start = ?;
-                    DELETE FROM \(blocks) WHERE start = ?;
-                    """, arguments: [rows, before[0] as Data, start])
+                try db.execute(
+                    sql: """
+                        UPDATE \(blocks) SET rows = rows + ? WHERE start = ?;
+                        DELETE FROM \(blocks) WHERE start = ?;
+                        """, arguments: [rows, before[0] as Data, start])
             }
         }
     }
@@ -111,20 +114,25 @@ enum ViewPositions {
         let bounds: [Data] = [start] + (next.map { [$0] } ?? [])
         // Its second key, one seek away: none in a block of one key, which cannot be split (and
         // is not walked again and again to find that out).
-        guard let second = try Data.fetchOne(
-            db, sql: "SELECT key FROM \(table) WHERE \(inBlock) AND key > ? ORDER BY key LIMIT 1", arguments: StatementArguments(bounds + [start]))
+        guard
+            let second = try Data.fetchOne(
+                db, sql: "SELECT key FROM \(table) WHERE \(inBlock) AND key > ? ORDER BY key LIMIT 1",
+                arguments: StatementArguments(bounds + [start]))
         else { return }
-        var middle = try Data.fetchOne(
-            db, sql: "SELECT key FROM \(table) WHERE \(inBlock) ORDER BY key LIMIT 1 OFFSET ?",
-            arguments: StatementArguments(bounds + [rows / 2])) ?? second
+        var middle =
+            try Data.fetchOne(
+                db, sql: "SELECT key FROM \(table) WHERE \(inBlock) ORDER BY key LIMIT 1 OFFSET ?",
+                arguments: StatementArguments(bounds + [rows / 2])) ?? second
         if middle == start { middle = second }
-        let upper = try Int.fetchOne(
-            db, sql: "SELECT count(*) FROM \(table) WHERE key >= ?" + (next == nil ? "" : " AND key < ?"),
-            arguments: StatementArguments([middle] + (next.map { [$0] } ?? []))) ?? 0
-        try db.execute(sql: """
-            INSERT INTO \(blocks)(start, rows) VALUES (?, ?);
-            UPDATE \(blocks) SET rows = rows - ? WHERE start = ?;
-            """, arguments: [middle, upper, upper, start])
+        let upper =
+            try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM \(table) WHERE key >= ?" + (next == nil ? "" : " AND key < ?"),
+                arguments: StatementArguments([middle] + (next.map { [$0] } ?? []))) ?? 0
+        try db.execute(
+            sql: """
+                INSERT INTO \(blocks)(start, rows) VALUES (?, ?);
+                UPDATE \(blocks) SET rows = rows - ? WHERE start = ?;
+                """, arguments: [middle, upper, upper, start])
         if rows - upper > largest { try split(db, table, start: start, rows: rows - upper) }
         if upper > largest { try split(db, table, start: middle, rows: upper) }
     }
@@ -138,21 +146,31 @@ enum ViewPositions {
     ) throws -> Int {
         func count(_ extra: String, _ bound: Data?) throws -> Int {
             try Int.fetchOne(
-                db, sql: "SELECT count(*) FROM \(table) WHERE (\(before.condition))" + (bound == nil ? "" : " AND " + extra),
+                db,
+                sql: "SELECT count(*) FROM \(table) WHERE (\(before.condition))"
+                    + (bound == nil ? "" : " AND " + extra),
                 arguments: StatementArguments(before.arguments + (bound.map { [$0] } ?? []))) ?? 0
         }
         let blocks = blocks(table)
         guard try db.tableExists(blocks) else { return try count("", nil) }
         if descending {
             // The blocks after the key's block, and the rows of its block after the position.
-            guard let next = try Data.fetchOne(db, sql: "SELECT min(start) FROM \(blocks) WHERE start > ?", arguments: [key]) else {
+            guard
+                let next = try Data.fetchOne(
+                    db, sql: "SELECT min(start) FROM \(blocks) WHERE start > ?", arguments: [key])
+            else {
                 return try count("", nil)
             }
-            let after = try Int.fetchOne(db, sql: "SELECT coalesce(sum(rows), 0) FROM \(blocks) WHERE start >= ?", arguments: [next]) ?? 0
+            let after =
+                try Int.fetchOne(
+                    db, sql: "SELECT coalesce(sum(rows), 0) FROM \(blocks) WHERE start >= ?", arguments: [next]) ?? 0
             return after + (try count("key < ?", next))
         }
-        let own = try Data.fetchOne(db, sql: "SELECT max(start) FROM \(blocks) WHERE start <= ?", arguments: [key]) ?? Data()
-        let earlier = try Int.fetchOne(db, sql: "SELECT coalesce(sum(rows), 0) FROM \(blocks) WHERE start < ?", arguments: [own]) ?? 0
+        let own =
+            try Data.fetchOne(db, sql: "SELECT max(start) FROM \(blocks) WHERE start <= ?", arguments: [key]) ?? Data()
+        let earlier =
+            try Int.fetchOne(db, sql: "SELECT coalesce(sum(rows), 0) FROM \(blocks) WHERE start < ?", arguments: [own])
+            ?? 0
         return earlier + (try count("key >= ?", own))
     }
 }

@@ -11,7 +11,9 @@ enum ViewRange {
     /// The key ranges a view query reads, each a SQL condition with its arguments: one per key
     /// of `keys`, or the range between `startkey` and `endkey` (`ViewIndexes.query` has made
     /// `key` that range); within the partition's ids.
-    static func viewScans(_ query: ViewQuery, _ collation: KeyCollation) -> [(condition: String, arguments: [any DatabaseValueConvertible])] {
+    static func viewScans(
+        _ query: ViewQuery, _ collation: KeyCollation
+    ) -> [(condition: String, arguments: [any DatabaseValueConvertible])] {
         var parts: [(condition: String, arguments: [any DatabaseValueConvertible])]
         if let keys = query.keys {
             // Each key is the range from it to itself (`inclusive_end` and the `*_docid` bounds
@@ -35,10 +37,13 @@ enum ViewRange {
 
     /// The SQL condition for a query's key range (`startkey`/`endkey`, `*_docid`,
     /// `inclusive_end`, `descending`).
-    static func viewRange(_ query: ViewQuery, _ collation: KeyCollation) -> (condition: String, arguments: [any DatabaseValueConvertible]) {
+    static func viewRange(
+        _ query: ViewQuery, _ collation: KeyCollation
+    ) -> (condition: String, arguments: [any DatabaseValueConvertible]) {
         var conditions = ["1"]
         var arguments: [any DatabaseValueConvertible] = []
-        let (low, lowID, high, highID) = query.descending
+        let (low, lowID, high, highID) =
+            query.descending
             ? (query.endKey, query.endKeyDocID, query.startKey, query.startKeyDocID)
             : (query.startKey, query.startKeyDocID, query.endKey, query.endKeyDocID)
         let lowInclusive = query.descending ? query.inclusiveEnd : true

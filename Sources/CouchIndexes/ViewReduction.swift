@@ -12,7 +12,8 @@ enum ViewReduction {
     /// (`group=true`, keys equal under the view's collation), or by the first `n` elements of
     /// array keys (`group_level`; other keys group exactly).
     static func group(
-        _ rows: [(key: JSON, id: String, value: JSON)], _ grouping: ViewQuery.Grouping, collation: KeyCollation = .unicode
+        _ rows: [(key: JSON, id: String, value: JSON)], _ grouping: ViewQuery.Grouping,
+        collation: KeyCollation = .unicode
     ) -> [(JSON, [(key: JSON, id: String, value: JSON)])] {
         if grouping == .whole { return rows.isEmpty ? [] : [(.null, rows)] }
         let level: Int? = if case let .level(n) = grouping { n } else { nil }

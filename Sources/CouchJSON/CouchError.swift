@@ -44,7 +44,9 @@ public struct CouchError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func illegalDatabaseName(_ name: String) -> CouchError {
         CouchError(
             status: 400, error: "illegal_database_name",
-            reason: "Name: '\(name)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter.")
+            reason:
+                "Name: '\(name)'. Only lowercase characters (a-z), digits (0-9), and any of the characters _, $, (, ), +, -, and / are allowed. Must begin with a letter."
+        )
     }
     public static func missingStub(_ name: String) -> CouchError {
         CouchError(status: 412, error: "missing_stub", reason: "Invalid attachment stub in the document for \(name)")

@@ -80,7 +80,9 @@ extension JSON {
                     out.append(hexDigits[Int(byte & 0xF)])
                 }
             }
-            if runStart < bytes.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count])) }
+            if runStart < bytes.count {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<bytes.count]))
+            }
         }
         out.append(UInt8(ascii: "\""))
     }
@@ -89,4 +91,3 @@ extension JSON {
 extension JSON: CustomStringConvertible {
     public var description: String { text }
 }
-

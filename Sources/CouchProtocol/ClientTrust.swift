@@ -42,27 +42,35 @@ public enum ClientTrust {
 
     /// For the shared clients, made once: what is trusted now, from then on.
     static func fixedConfiguration() -> TLSConfiguration {
-        tlsConfiguration(extra: state.withLockedValue { state in
-            state.fixed = true
-            return state.extra
-        })
+        tlsConfiguration(
+            extra: state.withLockedValue { state in
+                state.fixed = true
+                return state.extra
+            })
     }
 
     /// `error` as `CouchProtocolError.untrustedPeer` when it is a handshake that failed to
     /// verify the peer at `server` (`CouchHTTPClient` throws it in place of BoringSSL's error,
     /// saying how to trust the peer).
     static func classify(_ error: any Error, server: String) -> any Error {
-        guard let ssl = error as? NIOSSLError, case .handshakeFailed = ssl, "\(error)".contains("CERTIFICATE_VERIFY_FAILED") else { return error }
+        guard let ssl = error as? NIOSSLError, case .handshakeFailed = ssl,
+            "\(error)".contains("CERTIFICATE_VERIFY_FAILED")
+        else { return error }
         return CouchProtocolError.untrustedPeer(server: server, underlying: error)
     }
 
     /// The PEM certificates of a CA file, with an error naming the file when there are none.
     public static func certificates(in path: String) throws -> [NIOSSLCertificate] {
-        guard FileManager.default.fileExists(atPath: path) else { throw CouchProtocolError.unusableCAFile("the CA file \(path) does not exist") }
-        guard let data = FileManager.default.contents(atPath: path) else { throw CouchProtocolError.unusableCAFile("the CA file \(path) cannot be read (permissions?)") }
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw CouchProtocolError.unusableCAFile("the CA file \(path) does not exist")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CouchProtocolError.unusableCAFile("the CA file \(path) cannot be read (permissions?)")
+        }
         let certificates = (try? NIOSSLCertificate.fromPEMBytes(Array(data))) ?? []
         guard !certificates.isEmpty else {
-            throw CouchProtocolError.unusableCAFile("the CA file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            throw CouchProtocolError.unusableCAFile(
+                "the CA file \(path) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
         }
         return certificates
     }

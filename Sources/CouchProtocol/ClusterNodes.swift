@@ -152,6 +152,7 @@ public struct ClusterNodes: Sendable, Equatable {
         let reasons = zip(nodes, health).map { node, health -> String in
             health == .up ? node : "\(node) (\(Self.why(health)))"
         }
-        return "The CouchDB cluster cannot be reached: \(reasons.joined(separator: ", ")). Try again when a node is back."
+        return
+            "The CouchDB cluster cannot be reached: \(reasons.joined(separator: ", ")). Try again when a node is back."
     }
 }

@@ -44,7 +44,9 @@ public struct WriteRefusal: Sendable, Equatable {
     /// A row of a `_bulk_docs` answer, when it is an error.
     public init?(row: JSON) {
         guard let error = row["error"]?.stringValue else { return nil }
-        self.init(id: row["id"]?.stringValue ?? "", rev: row["rev"]?.stringValue, error: error, reason: row["reason"]?.stringValue ?? "")
+        self.init(
+            id: row["id"]?.stringValue ?? "", rev: row["rev"]?.stringValue, error: error,
+            reason: row["reason"]?.stringValue ?? "")
     }
 }
 
@@ -53,14 +55,17 @@ public struct WriteRefusal: Sendable, Equatable {
 /// its `CouchError`.
 extension CouchClient {
     public func changes(of db: String, since: String, limit: Int) async throws -> DocumentChanges? {
-        let reply = try await request(.get, CouchURL.path([db, "_changes"]), query: [
-            "since": since, "style": "all_docs", "include_docs": "true", "limit": String(limit),
-        ], body: nil)
+        let reply = try await request(
+            .get, CouchURL.path([db, "_changes"]),
+            query: [
+                "since": since, "style": "all_docs", "include_docs": "true", "limit": String(limit),
+            ], body: nil)
         if reply.status == 404 { return nil }
         try reply.requireOK()
         let answer = reply.json
         guard let rows = answer["results"]?.arrayValue, let lastSeq = Self.sequence(answer["last_seq"]) else {
-            throw CouchError(status: 502, error: "bad_gateway", reason: "\(db)/_changes answered without results or last_seq")
+            throw CouchError(
+                status: 502, error: "bad_gateway", reason: "\(db)/_changes answered without results or last_seq")
         }
         return DocumentChanges(rows: rows, lastSeq: lastSeq)
     }
@@ -80,7 +85,8 @@ extension CouchClient {
 
     public func storeReplicated(_ docs: [JSON], in db: String) async throws -> [WriteRefusal] {
         guard !docs.isEmpty else { return [] }
-        let reply = try await request(.post, CouchURL.path([db, "_bulk_docs"]), query: [:], body: ["docs": .array(docs), "new_edits": false])
+        let reply = try await request(
+            .post, CouchURL.path([db, "_bulk_docs"]), query: [:], body: ["docs": .array(docs), "new_edits": false])
         try reply.requireOK()
         // With new_edits=false, CouchDB lists only the documents it did not store.
         return (reply.json.arrayValue ?? []).compactMap(WriteRefusal.init(row:))

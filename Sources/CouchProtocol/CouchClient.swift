@@ -9,7 +9,9 @@ public import NIOHTTP1
 /// The application uses nothing else, so whatever it does, a CouchDB cluster can do.
 public protocol CouchClient: Sendable {
     /// One request as a server admin. `path` is percent-encoded as in a URL.
-    func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply
+    func request(
+        _ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?
+    ) async throws -> CouchReply
 
     /// Who a name and password are to the database (`_session`): name and roles, or nil.
     func verify(name: String, password: String) async throws -> (name: String, roles: [String])?
@@ -39,7 +41,9 @@ public struct CouchReply: Sendable {
 
     /// The answer's error as CouchDB states it (`{"error", "reason"}`, with the status).
     public var error: CouchError {
-        CouchError(status: status, error: json["error"]?.stringValue ?? "http_\(status)", reason: json["reason"]?.stringValue ?? "")
+        CouchError(
+            status: status, error: json["error"]?.stringValue ?? "http_\(status)",
+            reason: json["reason"]?.stringValue ?? "")
     }
 
     /// Throws the answer's error unless it is a success.
@@ -77,8 +81,11 @@ public struct HTTPCouch: CouchClient {
         server = try CouchHTTPClient.admin(url: url, http: http)
     }
 
-    public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
-        try await server.send(HTTPMethod(rawValue: method.rawValue), path + CouchURL.query(query), json: body, maxBody: 512 << 20)
+    public func request(
+        _ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?
+    ) async throws -> CouchReply {
+        try await server.send(
+            HTTPMethod(rawValue: method.rawValue), path + CouchURL.query(query), json: body, maxBody: 512 << 20)
     }
 
     /// Who a name and password are, as the cluster's `GET /_session` says with them.

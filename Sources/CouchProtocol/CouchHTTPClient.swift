@@ -45,17 +45,21 @@ public struct CouchHTTPClient: Sendable {
 
     /// Connection attempts retried until the request's deadline: for a server talking to the
     /// CouchDB cluster it fronts, where a node restarting should delay requests, not fail them.
-    public static let retryingConnections = makeHTTPClient(retryingConnections: true, tls: ClientTrust.fixedConfiguration())
+    public static let retryingConnections = makeHTTPClient(
+        retryingConnections: true, tls: ClientTrust.fixedConfiguration())
 
     /// A client like `shared` that also trusts the CA certificates in the PEM file at `path`
     /// (a device app's private CA or a self-signed test server), for `TrackerClient(baseURL:http:)`.
     public static func httpClient(trustingCAFile path: String) throws -> HTTPClient {
-        makeHTTPClient(retryingConnections: false, tls: ClientTrust.tlsConfiguration(extra: try ClientTrust.certificates(in: path)))
+        makeHTTPClient(
+            retryingConnections: false, tls: ClientTrust.tlsConfiguration(extra: try ClientTrust.certificates(in: path))
+        )
     }
 
     /// Connections that fail at once (2 s to connect, no retry): for `FailoverCouch`, which
     /// goes to another node instead of waiting on one that is gone.
-    public static let failingFast = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
+    public static let failingFast = makeHTTPClient(
+        retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
 
     /// Connections like `failingFast`, in a pool of their own as large as a listener's default
     /// connection limit (`lt serve --max-connections`, 2,048): for requests this server forwards
@@ -69,14 +73,18 @@ public struct CouchHTTPClient: Sendable {
 
     /// Connections of their own for health checks (`upCheck`), so a check never waits behind
     /// the requests it is checking on.
-    static let probing = makeHTTPClient(retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
+    static let probing = makeHTTPClient(
+        retryingConnections: false, tls: ClientTrust.fixedConfiguration(), connectTimeout: .seconds(2))
 
     /// What `GET /_up` says within `timeout`: refusing with the status it gives when 404 (CouchDB's
     /// `maintenance_mode`, `nolb` or `seeding`), no answer, or else ready — any other answer
     /// (200; 401 where `require_valid_user` covers `/_up`) is a node that takes requests.
     public func upCheck(within timeout: TimeAmount = .seconds(2)) async -> ClusterNodes.Check {
-        guard let response = try? await Self.probing.execute(HTTPClientRequest(url: serverURL + "/_up"), timeout: timeout),
-              let body = try? await response.body.collect(upTo: 1 << 16) else { return .unanswered }
+        guard
+            let response = try? await Self.probing.execute(
+                HTTPClientRequest(url: serverURL + "/_up"), timeout: timeout),
+            let body = try? await response.body.collect(upTo: 1 << 16)
+        else { return .unanswered }
         guard response.status == .notFound else { return .ready }
         let status = (try? JSON.parse(Array(buffer: body)))?["status"]?.stringValue
         return .refusing(status: status ?? "HTTP 404")
@@ -88,7 +96,8 @@ public struct CouchHTTPClient: Sendable {
     ) -> HTTPClient {
         var configuration = HTTPClient.Configuration()
         // Requests beyond `connectionsPerHost` wait for a connection of the pool to be free.
-        configuration.connectionPool = .init(idleTimeout: idleTimeout, concurrentHTTP1ConnectionsPerHostSoftLimit: connectionsPerHost)
+        configuration.connectionPool = .init(
+            idleTimeout: idleTimeout, concurrentHTTP1ConnectionsPerHostSoftLimit: connectionsPerHost)
         configuration.connectionPool.retryConnectionEstablishment = retryingConnections
         configuration.timeout.connect = connectTimeout
         configuration.tlsConfiguration = tls
@@ -97,7 +106,9 @@ public struct CouchHTTPClient: Sendable {
 
     /// A server admin's URL, as cluster mode is given one (`http(s)://ADMIN:PASSWORD@host[:port]`);
     /// 400 `bad_request` without credentials.
-    public static func admin(url: String, http: HTTPClient = CouchHTTPClient.shared) throws(CouchError) -> CouchHTTPClient {
+    public static func admin(
+        url: String, http: HTTPClient = CouchHTTPClient.shared
+    ) throws(CouchError) -> CouchHTTPClient {
         let client = try? CouchHTTPClient(url: url, http: http)
         guard let client, client.credentials != nil else {
             throw .badRequest("The CouchDB URL must look like http://ADMIN:PASSWORD@host:5984")
@@ -107,10 +118,14 @@ public struct CouchHTTPClient: Sendable {
 
     /// `url` is `http(s)://[user:password@]host[:port][/path]`; `username` and `password`,
     /// when given, win over the URL's. 400 `bad_request` for anything else.
-    public init(url: String, username: String? = nil, password: String? = nil, authentication: Authentication = .basic,
-                http: HTTPClient = CouchHTTPClient.shared) throws(CouchError) {
-        guard var components = URLComponents(string: url), let scheme = components.scheme?.lowercased(), ["http", "https"].contains(scheme),
-              let hostname = components.host, !hostname.isEmpty else {
+    public init(
+        url: String, username: String? = nil, password: String? = nil, authentication: Authentication = .basic,
+        http: HTTPClient = CouchHTTPClient.shared
+    ) throws(CouchError) {
+        guard var components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            ["http", "https"].contains(scheme),
+            let hostname = components.host, !hostname.isEmpty
+        else {
             throw .badRequest("Not an http(s) URL: \(url)")
         }
         let user = username ?? components.user.map { $0.removingPercentEncoding ?? $0 }
@@ -163,7 +178,9 @@ public struct CouchHTTPClient: Sendable {
                 request.headers.replaceOrAdd(name: "Content-Type", value: contentType)
                 request.body = .bytes(ByteBuffer(bytes: body))
             }
-            do { return try await http.execute(request, deadline: deadline) } catch { throw ClientTrust.classify(error, server: serverURL) }
+            do { return try await http.execute(request, deadline: deadline) } catch {
+                throw ClientTrust.classify(error, server: serverURL)
+            }
         }
         guard authentication == .cookie, credentials != nil else {
             return try await attempt(basicAuthorization.map { ("Authorization", $0) })
@@ -180,11 +197,13 @@ public struct CouchHTTPClient: Sendable {
     /// Sends a request and reads the whole answer (at most `maxBody` bytes).
     public func send(
         _ method: HTTPMethod, _ target: String, fromServerRoot: Bool = false, headers: [(String, String)] = [],
-        json: JSON? = nil, accept: String = "application/json", timeout: TimeAmount = .seconds(120), maxBody: Int = 1 << 30
+        json: JSON? = nil, accept: String = "application/json", timeout: TimeAmount = .seconds(120),
+        maxBody: Int = 1 << 30
     ) async throws -> Reply {
         let deadline = NIODeadline.now() + timeout
-        let response = try await stream(method, target, fromServerRoot: fromServerRoot, headers: headers, body: json?.bytes,
-                                        accept: accept, deadline: deadline)
+        let response = try await stream(
+            method, target, fromServerRoot: fromServerRoot, headers: headers, body: json?.bytes,
+            accept: accept, deadline: deadline)
         let body = try await response.body.collect(upTo: maxBody)
         return Reply(status: Int(response.status.code), headers: response.headers, body: Array(buffer: body))
     }
@@ -195,11 +214,18 @@ public struct CouchHTTPClient: Sendable {
         var request = HTTPClientRequest(url: serverURL + "/_session")
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(ByteBuffer(bytes: JSON.object(["name": .string(credentials.user), "password": .string(credentials.password)]).bytes))
+        request.body = .bytes(
+            ByteBuffer(
+                bytes: JSON.object(["name": .string(credentials.user), "password": .string(credentials.password)]).bytes
+            ))
         let response: HTTPClientResponse
-        do { response = try await http.execute(request, timeout: .seconds(60)) } catch { throw ClientTrust.classify(error, server: serverURL) }
+        do { response = try await http.execute(request, timeout: .seconds(60)) } catch {
+            throw ClientTrust.classify(error, server: serverURL)
+        }
         _ = try await response.body.collect(upTo: 1 << 20)
-        guard response.status == .ok else { throw CouchProtocolError.loginRefused(status: Int(response.status.code), server: serverURL) }
+        guard response.status == .ok else {
+            throw CouchProtocolError.loginRefused(status: Int(response.status.code), server: serverURL)
+        }
         let cookie = response.headers["Set-Cookie"].lazy.compactMap { header -> String? in
             let pair = header.split(separator: ";").first.map(String.init) ?? ""
             return pair.hasPrefix("AuthSession=") ? pair : nil

@@ -37,14 +37,18 @@ public struct CouchProtocolError: Error, CustomStringConvertible, Sendable {
 
     /// Says how to trust the peer: the CAs trusted now, and the option that adds one.
     static func untrustedPeer(server: String, underlying: any Error) -> CouchProtocolError {
-        CouchProtocolError(.untrustedPeer, server: server, description:
-            "the TLS certificate of \(server) does not verify against the trusted CAs (the system's\(ClientTrust.caFile.map { " and \($0)" } ?? "")): "
-                + "if it is signed by a private CA, give that CA's certificate with --ca-file or LT_CA_FILE (\(underlying))")
+        CouchProtocolError(
+            .untrustedPeer, server: server,
+            description:
+                "the TLS certificate of \(server) does not verify against the trusted CAs (the system's\(ClientTrust.caFile.map { " and \($0)" } ?? "")): "
+                + "if it is signed by a private CA, give that CA's certificate with --ca-file or LT_CA_FILE (\(underlying))"
+        )
     }
 
     static func unusableCAFile(_ reason: String) -> CouchProtocolError {
         CouchProtocolError(.unusableCAFile, description: reason)
     }
 
-    static let stoppedAnswering = CouchProtocolError(.stoppedAnswering, description: "it stopped answering, even to a health check")
+    static let stoppedAnswering = CouchProtocolError(
+        .stoppedAnswering, description: "it stopped answering, even to a health check")
 }

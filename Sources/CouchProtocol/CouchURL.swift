@@ -41,8 +41,9 @@ public enum CouchURL {
 
     private static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
             true
         default:
             false
@@ -73,7 +74,8 @@ public enum CouchURL {
         var i = 0
         while i < input.count {
             let byte = input[i]
-            if byte == percent, i + 2 < input.count, let high = hexValue(input[i + 1]), let low = hexValue(input[i + 2]) {
+            if byte == percent, i + 2 < input.count, let high = hexValue(input[i + 1]), let low = hexValue(input[i + 2])
+            {
                 bytes.append(high << 4 | low)
                 i += 3
                 continue
@@ -105,9 +107,14 @@ public enum CouchURL {
     /// with repeated keys kept.
     public static func orderedParameters(_ raw: String?) -> [(String, String)] {
         guard let raw, !raw.isEmpty else { return [] }
-        return Substring(raw).utf8.split(omittingEmptySubsequences: true, whereSeparator: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: ";") }).map { pair in
+        return Substring(raw).utf8.split(
+            omittingEmptySubsequences: true, whereSeparator: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: ";") }
+        ).map { pair in
             if let equals = pair.firstIndex(of: UInt8(ascii: "=")) {
-                return (decode(pair[..<equals], plusAsSpace: true), decode(pair[pair.index(after: equals)...], plusAsSpace: true))
+                return (
+                    decode(pair[..<equals], plusAsSpace: true),
+                    decode(pair[pair.index(after: equals)...], plusAsSpace: true)
+                )
             }
             return (decode(pair, plusAsSpace: true), "")
         }
@@ -120,14 +127,19 @@ public enum CouchURL {
     public static func firstInvalidSegment(_ raw: String) -> Int? {
         let percent = UInt8(ascii: "%")
         guard raw.utf8.contains(percent) else { return nil }
-        for (index, segment) in Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).enumerated()
-        where segment.contains(percent) && String(validating: decodedBytes(Substring(segment).utf8, plusAsSpace: false), as: UTF8.self) == nil {
+        for (index, segment) in Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true)
+            .enumerated()
+        where segment.contains(percent)
+            && String(validating: decodedBytes(Substring(segment).utf8, plusAsSpace: false), as: UTF8.self) == nil
+        {
             return index
         }
         return nil
     }
 
     public static func segments(_ raw: String) -> [String] {
-        Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map { decode($0, plusAsSpace: false) }
+        Substring(raw).utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map {
+            decode($0, plusAsSpace: false)
+        }
     }
 }

@@ -14,8 +14,10 @@ public final class ClusterHealth: Sendable {
     let report: @Sendable (ClusterNodes.Change) -> Void
     let clock: @Sendable () -> Double
 
-    public init(nodes: [String], clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
-                report: @escaping @Sendable (ClusterNodes.Change) -> Void = { _ in }) {
+    public init(
+        nodes: [String], clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+        report: @escaping @Sendable (ClusterNodes.Change) -> Void = { _ in }
+    ) {
         state = NIOLockedValueBox(ClusterNodes(nodes: nodes))
         self.report = report
         self.clock = clock
@@ -25,7 +27,8 @@ public final class ClusterHealth: Sendable {
     public func choose(excluding tried: Set<Int>) throws(CouchError) -> Int {
         let now = clock()
         guard let node = state.withLockedValue({ $0.choose(at: now, excluding: tried) }) else {
-            throw CouchError(status: 503, error: "service_unavailable", reason: state.withLockedValue { $0.unreachableReason })
+            throw CouchError(
+                status: 503, error: "service_unavailable", reason: state.withLockedValue { $0.unreachableReason })
         }
         return node
     }
@@ -52,7 +55,8 @@ public final class ClusterHealth: Sendable {
     /// A node that stops answering in the middle (a partition, a frozen machine: nothing refuses
     /// the connection, nothing answers) is found by `watched`, not waited on.
     public func onSomeNode<T: Sendable>(
-        readOnly: Bool, isAlive: @escaping @Sendable (Int) async -> Bool, _ body: @escaping @Sendable (Int) async throws -> T
+        readOnly: Bool, isAlive: @escaping @Sendable (Int) async -> Bool,
+        _ body: @escaping @Sendable (Int) async throws -> T
     ) async throws -> T {
         var tried = Set<Int>()
         while true {
@@ -93,8 +97,10 @@ public final class ClusterHealth: Sendable {
     /// `patience`, and every 2 s after that, the node is asked whether it is alive (`isAlive`:
     /// `GET /_up` on connections of its own), unless it is already known to be down. A slow
     /// answer from a live node (a view being built, a long poll) is waited for.
-    func watched<T: Sendable>(_ node: Int, isAlive: @escaping @Sendable (Int) async -> Bool,
-                              _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+    func watched<T: Sendable>(
+        _ node: Int, isAlive: @escaping @Sendable (Int) async -> Bool,
+        _ work: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
         try await withThrowingTaskGroup(of: T?.self) { group in
             group.addTask { try await work() }
             group.addTask {
@@ -146,9 +152,11 @@ public final class FailoverCouch: CouchClient {
 
     /// `urls`: each node's URL with the same server admin's credentials. `report` hears each
     /// change (a node down or up, the cluster unreachable or back) once, as it happens.
-    public init(urls: [String], http: HTTPClient = CouchHTTPClient.failingFast,
-                clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
-                report: @escaping @Sendable (ClusterNodes.Change) -> Void = { _ in }) throws(CouchError) {
+    public init(
+        urls: [String], http: HTTPClient = CouchHTTPClient.failingFast,
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 },
+        report: @escaping @Sendable (ClusterNodes.Change) -> Void = { _ in }
+    ) throws(CouchError) {
         guard !urls.isEmpty else { throw .badRequest("The CouchDB cluster needs at least one node's URL") }
         var members: [HTTPCouch] = []
         for url in urls { members.append(try HTTPCouch(url: url, http: http)) }
@@ -178,7 +186,9 @@ public final class FailoverCouch: CouchClient {
         return health.isUp(node)
     }
 
-    public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
+    public func request(
+        _ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?
+    ) async throws -> CouchReply {
         let attempts = NIOLockedValueBox(0)
         let reply = try await onSomeNode(readOnly: Self.repeatable(method, path, body: body)) { member in
             attempts.withLockedValue { $0 += 1 }
@@ -187,7 +197,8 @@ public final class FailoverCouch: CouchClient {
         // A document written again because its first try was cut off: a conflict with exactly
         // what was sent is that first try, applied.
         if reply.status == 409, method == .put, attempts.withLockedValue({ $0 }) > 1, let body,
-           let applied = await alreadyWritten(path, body) {
+            let applied = await alreadyWritten(path, body)
+        {
             return applied
         }
         return reply
@@ -212,8 +223,9 @@ public final class FailoverCouch: CouchClient {
     /// exactly `body` (its `_rev` aside); nil otherwise.
     func alreadyWritten(_ path: String, _ body: JSON) async -> CouchReply? {
         guard let stored = try? await request(.get, path, query: [:], body: nil), stored.status == 200,
-              case var .object(found) = stored.json, case var .object(sent) = body,
-              let rev = found["_rev"]?.stringValue else { return nil }
+            case var .object(found) = stored.json, case var .object(sent) = body,
+            let rev = found["_rev"]?.stringValue
+        else { return nil }
         for key in ["_id", "_rev"] {
             _ = found.removeValue(forKey: key)
             _ = sent.removeValue(forKey: key)
@@ -246,17 +258,24 @@ public final class FailoverCouch: CouchClient {
         }
     }
 
-    func onSomeNode<T: Sendable>(readOnly: Bool, _ body: @escaping @Sendable (HTTPCouch) async throws -> T) async throws -> T {
+    func onSomeNode<T: Sendable>(
+        readOnly: Bool, _ body: @escaping @Sendable (HTTPCouch) async throws -> T
+    ) async throws -> T {
         // Alive: answers `/_up` at all (a node in maintenance mode still answers what it was sent).
-        try await health.onSomeNode(readOnly: readOnly, isAlive: { [members] in await members[$0].server.upCheck() != .unanswered }) { [members] in
+        try await health.onSomeNode(
+            readOnly: readOnly, isAlive: { [members] in await members[$0].server.upCheck() != .unanswered }
+        ) { [members] in
             try await body(members[$0])
         }
     }
 
     /// The 503 for a write whose node failed while answering: it may have been applied.
     public static func cutOff(node: String, _ reason: String) -> CouchError {
-        CouchError(status: 503, error: "service_unavailable",
-                   reason: "CouchDB node \(node) failed while answering (\(reason)); the write may or may not have been applied: read it back or try again")
+        CouchError(
+            status: 503, error: "service_unavailable",
+            reason:
+                "CouchDB node \(node) failed while answering (\(reason)); the write may or may not have been applied: read it back or try again"
+        )
     }
 
     /// A failure of the way to a node rather than an answer from it: why, and whether the
@@ -287,7 +306,10 @@ public final class FailoverCouch: CouchClient {
         default:
             // Whatever else the way there throws (a stream cut short...), said without socket details.
             let text = "\(error)"
-            return (text.contains("unexpected time") ? "the connection was closed while answering" : "the connection failed", false)
+            return (
+                text.contains("unexpected time")
+                    ? "the connection was closed while answering" : "the connection failed", false
+            )
         }
     }
 }

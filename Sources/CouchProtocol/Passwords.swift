@@ -25,8 +25,10 @@ public enum Passwords {
         /// The hash stored in a CouchDB-style user document (`derived_key`, `salt`,
         /// `iterations`, `pbkdf2_prf`). Missing fields give a hash no password matches.
         public init(stored doc: JSON, defaultIterations: Int, defaultPRF: String = "sha256") {
-            self.init(derivedKey: doc["derived_key"]?.stringValue ?? "", salt: doc["salt"]?.stringValue ?? "00",
-                      iterations: doc["iterations"]?.intValue ?? defaultIterations, prf: doc["pbkdf2_prf"]?.stringValue ?? defaultPRF)
+            self.init(
+                derivedKey: doc["derived_key"]?.stringValue ?? "", salt: doc["salt"]?.stringValue ?? "00",
+                iterations: doc["iterations"]?.intValue ?? defaultIterations,
+                prf: doc["pbkdf2_prf"]?.stringValue ?? defaultPRF)
         }
     }
 
@@ -55,7 +57,9 @@ public enum Passwords {
 
     /// Checks a password against a stored hash in constant time.
     public static func verify(_ password: String, against hash: Hash) -> Bool {
-        guard let derived = try? derive(password, salt: hash.salt, iterations: hash.iterations, prf: hash.prf) else { return false }
+        guard let derived = try? derive(password, salt: hash.salt, iterations: hash.iterations, prf: hash.prf) else {
+            return false
+        }
         return constantTimeEquals(Array(derived.utf8), Array(hash.derivedKey.lowercased().utf8))
     }
 
@@ -71,7 +75,9 @@ public enum Passwords {
     }
 
     /// Runs `work` on NIO's blocking-work pool when it costs enough to be worth the hop.
-    private static func offTheServingThreads<T: Sendable>(_ iterations: Int, _ work: @escaping @Sendable () throws -> T) async throws -> T {
+    private static func offTheServingThreads<T: Sendable>(
+        _ iterations: Int, _ work: @escaping @Sendable () throws -> T
+    ) async throws -> T {
         guard iterations >= 1_000 else { return try work() }
         return try await NIOThreadPool.singleton.runIfActive(work)
     }

@@ -33,8 +33,11 @@ final class Authenticator: Sendable {
     /// Passwords checked with a full PBKDF2 run since the start (`lt_password_verifications_total`).
     var passwordVerifications: Int { fullVerifications.withLock { $0 } }
 
-    init(settings: Locked<ServerSettings>, store: DatabaseStore, cluster: CouchCluster? = nil, cookieLifetime: TimeInterval = 600,
-         throttle: LoginThrottle = LoginThrottle()) {
+    init(
+        settings: Locked<ServerSettings>, store: DatabaseStore, cluster: CouchCluster? = nil,
+        cookieLifetime: TimeInterval = 600,
+        throttle: LoginThrottle = LoginThrottle()
+    ) {
         self.settings = settings
         self.throttle = throttle
         self.store = store
@@ -66,12 +69,16 @@ final class Authenticator: Sendable {
         } else {
             var options = ReadOptions()
             options.conflicts = true
-            found = try? await store.open(UsersDatabase.authenticationDatabase).document(id: "org.couchdb.user:\(name)", options: options)
+            found = try? await store.open(UsersDatabase.authenticationDatabase).document(
+                id: "org.couchdb.user:\(name)", options: options)
         }
-        guard let doc = found, doc["derived_key"]?.stringValue != nil, doc["salt"]?.stringValue != nil else { return nil }
+        guard let doc = found, doc["derived_key"]?.stringValue != nil, doc["salt"]?.stringValue != nil else {
+            return nil
+        }
         let roles = doc["roles"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        return Credentials(hash: Passwords.Hash(stored: .object(doc), defaultIterations: 10, defaultPRF: "sha"), roles: roles,
-                           conflicted: !(doc["_conflicts"]?.arrayValue ?? []).isEmpty)
+        return Credentials(
+            hash: Passwords.Hash(stored: .object(doc), defaultIterations: 10, defaultPRF: "sha"), roles: roles,
+            conflicted: !(doc["_conflicts"]?.arrayValue ?? []).isEmpty)
     }
 
     /// A user as their stored credentials make them now — the key of their password hash and
@@ -81,12 +88,16 @@ final class Authenticator: Sendable {
     func current(_ user: UserContext) async -> (key: String, user: UserContext)? {
         guard let name = user.name else { return ("", user) }
         guard let credentials = try? await credentials(for: name), !credentials.conflicted else { return nil }
-        return (credentials.hash.salt + ":" + credentials.hash.derivedKey, UserContext(name: name, roles: credentials.roles))
+        return (
+            credentials.hash.salt + ":" + credentials.hash.derivedKey, UserContext(name: name, roles: credentials.roles)
+        )
     }
 
     /// A check a long-lived answer makes before it sends more: whether `user` is still who
     /// they were (`current`) and, as they are now, may still `read` what `allowed` says.
-    func stillValid(_ user: UserContext, _ allowed: @escaping @Sendable (UserContext) -> Bool) async -> @Sendable () async -> Bool {
+    func stillValid(
+        _ user: UserContext, _ allowed: @escaping @Sendable (UserContext) -> Bool
+    ) async -> @Sendable () async -> Bool {
         let start = await current(user)
         return {
             guard let start, let now = await self.current(user), now.key == start.key else { return false }
@@ -98,12 +109,15 @@ final class Authenticator: Sendable {
     func login(name: String, password: String) async throws -> UserContext? {
         guard let credentials = try await credentials(for: name), !credentials.conflicted else {
             // Spend comparable time on unknown names so they cannot be told apart by timing.
-            _ = await Passwords.verify(password, against: Passwords.Hash(
-                derivedKey: "", salt: "00", iterations: Passwords.defaultIterations / 10, prf: "sha256"))
+            _ = await Passwords.verify(
+                password,
+                against: Passwords.Hash(
+                    derivedKey: "", salt: "00", iterations: Passwords.defaultIterations / 10, prf: "sha256"))
             return nil
         }
         var hasher = SHA256()
-        hasher.update(data: Array(name.utf8) + [0] + Array(password.utf8) + [0] + Array(credentials.hash.derivedKey.utf8))
+        hasher.update(
+            data: Array(name.utf8) + [0] + Array(password.utf8) + [0] + Array(credentials.hash.derivedKey.utf8))
         let cacheKey = Array(hasher.finalize())
         if let hit = verified.withLock({ $0.lookup(cacheKey, now: Date()) }) {
             // The password was checked before; the roles are the ones stored now.
@@ -160,7 +174,9 @@ final class Authenticator: Sendable {
             if let colon = text.firstIndex(of: ":"), text != "_:_" {
                 let name = String(text[..<colon])
                 let password = String(text[text.index(after: colon)...])
-                guard let user = try await login(name: name, password: password, client: client) else { throw CouchError.badCredentials }
+                guard let user = try await login(name: name, password: password, client: client) else {
+                    throw CouchError.badCredentials
+                }
                 return (user, false)
             }
         }
@@ -200,7 +216,9 @@ final class Authenticator: Sendable {
     }
 
     func verifyCookie(_ value: String) async throws -> (UserContext, issued: Date)? {
-        guard let bytes = Self.base64urlDecode(value), let text = String(bytes: bytes, encoding: .utf8) else { return nil }
+        guard let bytes = Self.base64urlDecode(value), let text = String(bytes: bytes, encoding: .utf8) else {
+            return nil
+        }
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count >= 3 else { return nil }
         let mac = String(parts[parts.count - 1])
@@ -208,7 +226,9 @@ final class Authenticator: Sendable {
         let name = parts[0..<(parts.count - 2)].joined(separator: ":")
         guard let time = Int(timeHex, radix: 16) else { return nil }
         let issued = Date(timeIntervalSince1970: TimeInterval(time))
-        guard Date().timeIntervalSince(issued) < cookieLifetime, let credentials = try await credentials(for: name), !credentials.conflicted else {
+        guard Date().timeIntervalSince(issued) < cookieLifetime, let credentials = try await credentials(for: name),
+            !credentials.conflicted
+        else {
             return nil
         }
         let expected = signature("\(name):\(timeHex)", salt: credentials.hash.salt)
@@ -238,7 +258,9 @@ extension Substring {
     /// than Foundation's character-set trimming on every request).
     var trimmingSpaces: Substring {
         let isSpace = { (c: Character) in c == " " || c == "\t" }
-        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else {
+            return ""
+        }
         return self[first...last]
     }
 }

@@ -18,7 +18,8 @@ enum ByteRanges: Equatable {
             let from = text[..<dash], to = text[text.index(after: dash)...]
             func number(_ digits: Substring) -> Int?? {
                 if digits.isEmpty { return .some(nil) }
-                guard digits.utf8.count <= 18, digits.allSatisfy(\.isASCIIDigitCharacter), let value = Int(digits) else { return nil }
+                guard digits.utf8.count <= 18, digits.allSatisfy(\.isASCIIDigitCharacter), let value = Int(digits)
+                else { return nil }
                 return .some(value)
             }
             guard let start = number(from), let end = number(to), start != nil || end != nil else { return .whole }

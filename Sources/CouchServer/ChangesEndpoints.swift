@@ -34,9 +34,12 @@ struct ChangesEndpoints: Sendable {
             } else {
                 // CouchDB's two refusals, in its words.
                 guard let ms = Int(raw) else {
-                    throw CouchError.badRequest("Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
+                    throw CouchError.badRequest(
+                        "Invalid heartbeat value. Expecting a positive integer value (in milliseconds).")
                 }
-                guard ms > 0 else { throw CouchError.badRequest("The heartbeat value should be a positive integer (in milliseconds).") }
+                guard ms > 0 else {
+                    throw CouchError.badRequest("The heartbeat value should be a positive integer (in milliseconds).")
+                }
                 heartbeat = .milliseconds(max(ms, 100))
             }
         }
@@ -78,7 +81,9 @@ struct ChangesEndpoints: Sendable {
             }
             options.filter = .docIDs(Set(list.compactMap { $0.stringValue.map { ExactID($0) } }))
         case "_selector":
-            guard let selector = body?["selector"] else { throw CouchError.badRequest("Selector must be specified in POST payload") }
+            guard let selector = body?["selector"] else {
+                throw CouchError.badRequest("Selector must be specified in POST payload")
+            }
             options.filter = .selector(try Selector(json: selector))
         case "_design":
             options.filter = .design
@@ -107,7 +112,9 @@ struct ChangesEndpoints: Sendable {
             var out = Array(#"{"results":["#.utf8)
             out.appendJoined(firstPage.rows)
             out += "],".utf8
-            out += JSON.object(["last_seq": .string(db.sequenceString(firstPage.lastSeq)), "pending": .int(firstPage.pending)]).bytes.dropFirst()
+            out += JSON.object([
+                "last_seq": .string(db.sequenceString(firstPage.lastSeq)), "pending": .int(firstPage.pending),
+            ]).bytes.dropFirst()
             out.append(UInt8(ascii: "\n"))
             return .json(bytes: out)
         }
@@ -136,8 +143,11 @@ struct ChangesEndpoints: Sendable {
                 current = try await page(next)
             }
             // Close the array, then the members of {"last_seq","pending"} without its "{".
-            let tail: JSON = ["last_seq": .string(db.sequenceString(current.lastSeq)), "pending": .int(current.pending)]
-            try await writer.write(ByteBuffer(bytes: Array("\n],".utf8) + tail.bytes.dropFirst() + [UInt8(ascii: "\n")]))
+            let tail: JSON = [
+                "last_seq": .string(db.sequenceString(current.lastSeq)), "pending": .int(current.pending),
+            ]
+            try await writer.write(
+                ByteBuffer(bytes: Array("\n],".utf8) + tail.bytes.dropFirst() + [UInt8(ascii: "\n")]))
             try await writer.finish(nil)
         }
         return APIResponse(status: .ok, headers: headers, body: body)
@@ -149,14 +159,16 @@ struct ChangesEndpoints: Sendable {
     /// longer who they were or may no longer read the database (`Authenticator.stillValid`):
     /// a revoked API key, a deleted user, a changed password, a role or membership taken away.
     func waitingChanges(
-        _ db: DocumentDatabase, _ request: APIRequest, _ options: ChangesOptions, feed: String, heartbeat: Duration?, timeout: Duration
+        _ db: DocumentDatabase, _ request: APIRequest, _ options: ChangesOptions, feed: String, heartbeat: Duration?,
+        timeout: Duration
     ) async throws -> APIResponse {
         var headers = HTTPFields()
         headers[.contentType] = feed == "eventsource" ? "text/event-stream" : "application/json"
         headers[.cacheControl] = "must-revalidate"
         let slot = try api.feeds.open(for: request)
         let question = SharedFeedReads.question(db, request)
-        let stillAllowed = await api.auth.stillValid(request.user) { user in (try? user.authorize(.read, to: db)) != nil }
+        let stillAllowed = await api.auth.stillValid(request.user) { user in (try? user.authorize(.read, to: db)) != nil
+        }
         let stream = ResponseBody { writer in
             withExtendedLifetime(slot) {}
             // On server shutdown, waiting feeds end at once (with a proper last answer) instead
@@ -182,10 +194,12 @@ struct ChangesEndpoints: Sendable {
     func recentChanges(_ name: String, _ request: APIRequest) -> APIResponse? {
         let understood: Set<String> = ["since", "limit", "style", "include_docs", "feed"]
         guard request.user.isServerAdmin, request.method == .get, request.query.keys.allSatisfy(understood.contains),
-              request.query["feed"] ?? "normal" == "normal" else { return nil }
+            request.query["feed"] ?? "normal" == "normal"
+        else { return nil }
         var since = 0
         if let raw = request.query["since"] {
-            guard let parsed = try? DocumentDatabase.parseSequence((try? JSON.parse(raw)) ?? .string(raw)), parsed >= 0 else { return nil }
+            guard let parsed = try? DocumentDatabase.parseSequence((try? JSON.parse(raw)) ?? .string(raw)), parsed >= 0
+            else { return nil }
             since = parsed
         }
         let limit: Int?, includeDocs: Bool
@@ -202,8 +216,10 @@ struct ChangesEndpoints: Sendable {
         case "all_docs": allLeaves = true
         default: return nil
         }
-        guard let page = api.store.recentChanges.page(
-            name, since: since, limit: limit, includeDocs: includeDocs, allLeaves: allLeaves) else { return nil }
+        guard
+            let page = api.store.recentChanges.page(
+                name, since: since, limit: limit, includeDocs: includeDocs, allLeaves: allLeaves)
+        else { return nil }
         return .json(changesResult(rows: page.rows, lastSeq: page.lastSeq, pending: page.pending))
     }
 
@@ -219,7 +235,8 @@ struct ChangesEndpoints: Sendable {
     /// going away or `stillAllowed` saying no (asked before anything is sent). Heartbeats are
     /// newlines (continuous, longpoll) or heartbeat events.
     func streamChanges(
-        _ db: DocumentDatabase, options: ChangesOptions, question: String, feed: String, heartbeat: Duration?, timeout: Duration,
+        _ db: DocumentDatabase, options: ChangesOptions, question: String, feed: String, heartbeat: Duration?,
+        timeout: Duration,
         stopping: @Sendable () -> Bool, stillAllowed: @Sendable () async -> Bool, writer: inout any ResponseBodyWriter
     ) async throws {
         var options = options
@@ -228,7 +245,9 @@ struct ChangesEndpoints: Sendable {
         var idleSince = clock.now
         // A filtered feed is woken only by changes that pass its filter (its question's watcher
         // reads each commit once for all of them); an unfiltered one by every commit.
-        let watcher = options.filter == nil || options.descending ? nil : api.sharedReads.watcher(db, options, question: question, since: options.since)
+        let watcher =
+            options.filter == nil || options.descending
+            ? nil : api.sharedReads.watcher(db, options, question: question, since: options.since)
         defer { if let watcher { api.sharedReads.leave(watcher, question: question) } }
         while true {
             options.limit = remaining == Int.max ? nil : remaining
@@ -251,7 +270,9 @@ struct ChangesEndpoints: Sendable {
             options.since = page.lastSeq
             if remaining == 0 || options.descending || stopping() {
                 if feed == "continuous" {
-                    try await writer.write(ByteBuffer(bytes: JSON.object(["last_seq": .string(db.sequenceString(page.lastSeq))]).bytes + [10]))
+                    try await writer.write(
+                        ByteBuffer(
+                            bytes: JSON.object(["last_seq": .string(db.sequenceString(page.lastSeq))]).bytes + [10]))
                 }
                 return
             }
@@ -259,7 +280,9 @@ struct ChangesEndpoints: Sendable {
             let untilTimeout = timeout - (clock.now - idleSince)
             if heartbeat == nil, untilTimeout <= .zero {
                 if feed == "continuous" {
-                    try await writer.write(ByteBuffer(bytes: JSON.object(["last_seq": .string(db.sequenceString(page.lastSeq))]).bytes + [10]))
+                    try await writer.write(
+                        ByteBuffer(
+                            bytes: JSON.object(["last_seq": .string(db.sequenceString(page.lastSeq))]).bytes + [10]))
                 }
                 return
             }

@@ -48,10 +48,13 @@ final class CompactionTasks: Sendable {
     func activeTasks() -> [JSON] {
         running.withLock { $0 }.sorted { $0.key < $1.key }.map { name, task in
             var row: JSONObject = [
-                "type": task.design == nil ? "database_compaction" : "view_compaction", "database": .string(name), "node": "lt@localhost",
+                "type": task.design == nil ? "database_compaction" : "view_compaction", "database": .string(name),
+                "node": "lt@localhost",
                 "pid": .string("compaction:\(name)"), "phase": task.design == nil ? "document_copy" : "view",
-                "changes_done": .int(task.done), "total_changes": .int(task.total), "progress": .int(task.total == 0 ? 0 : task.done * 100 / task.total),
-                "started_on": .int(Int(task.started.timeIntervalSince1970)), "updated_on": .int(Int(task.updated.timeIntervalSince1970)),
+                "changes_done": .int(task.done), "total_changes": .int(task.total),
+                "progress": .int(task.total == 0 ? 0 : task.done * 100 / task.total),
+                "started_on": .int(Int(task.started.timeIntervalSince1970)),
+                "updated_on": .int(Int(task.updated.timeIntervalSince1970)),
             ]
             if let design = task.design { row["design_document"] = .string(design) }
             return .object(row)

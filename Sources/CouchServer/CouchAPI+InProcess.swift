@@ -13,14 +13,16 @@ extension CouchAPI {
     /// exactly those of the HTTP API (`path` percent-encoded as in a URL), so the same
     /// application code can run against Apache CouchDB over HTTP.
     public func perform(
-        _ method: HTTPRequest.Method, _ path: String, query: [String: String] = [:], body: JSON? = nil, user: UserContext = .system
+        _ method: HTTPRequest.Method, _ path: String, query: [String: String] = [:], body: JSON? = nil,
+        user: UserContext = .system
     ) async -> (status: Int, body: [UInt8]) {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
         let response: Response
         do {
             response = try await performTrusted(
-                method, (path.hasPrefix("/") ? path : "/" + path) + CouchURL.query(query), headers: headers, body: body?.bytes ?? [], user: user)
+                method, (path.hasPrefix("/") ? path : "/" + path) + CouchURL.query(query), headers: headers,
+                body: body?.bytes ?? [], user: user)
         } catch {
             return (500, JSON.object(["error": "internal_server_error", "reason": .string("\(error)")]).bytes)
         }
@@ -44,7 +46,8 @@ extension CouchAPI {
         var context = CouchRequestContext(peerAddress: nil, logger: logger)
         context.inProcessUser = user
         context.listener.clientGone = clientGone
-        return try await pipeline.respond(to: Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body))), context: context)
+        return try await pipeline.respond(
+            to: Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body))), context: context)
     }
 
     /// Checks a name and password as the database API does (server admins, `_users`); the
@@ -76,7 +79,9 @@ public struct InProcessCouch: CouchClient {
         self.api = api
     }
 
-    public func request(_ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?) async throws -> CouchReply {
+    public func request(
+        _ method: HTTPRequest.Method, _ path: String, query: [String: String], body: JSON?
+    ) async throws -> CouchReply {
         let (status, bytes) = await api.perform(method, path, query: query, body: body)
         return CouchReply(status: status, body: bytes)
     }
@@ -90,11 +95,14 @@ public struct InProcessCouch: CouchClient {
         var from = try DocumentDatabase.parseSequence(.string(since))
         // Answered from the record of recent changes when it covers them, as `_changes` is.
         if from >= 0, limit > 0,
-           let page = api.store.recentChanges.page(name, since: from, limit: limit, includeDocs: true, allLeaves: true) {
+            let page = api.store.recentChanges.page(name, since: from, limit: limit, includeDocs: true, allLeaves: true)
+        {
             return DocumentChanges(rows: page.rows, lastSeq: page.lastSeq)
         }
         let db: DocumentDatabase
-        do { db = try await api.store.open(name) } catch let error as CouchError where error.status == 404 { return nil }
+        do { db = try await api.store.open(name) } catch let error as CouchError where error.status == 404 {
+            return nil
+        }
         if from < 0 { from = try await db.updateSeq() }
         var options = ChangesOptions()
         options.since = from
@@ -125,6 +133,7 @@ public struct InProcessCouch: CouchClient {
     public func storeReplicated(_ docs: [JSON], in name: String) async throws -> [WriteRefusal] {
         guard !docs.isEmpty else { return [] }
         let db = try await api.store.open(name)
-        return try await api.databases.write(docs, to: db, newEdits: false, user: .system).compactMap(WriteRefusal.init(row:))
+        return try await api.databases.write(docs, to: db, newEdits: false, user: .system).compactMap(
+            WriteRefusal.init(row:))
     }
 }

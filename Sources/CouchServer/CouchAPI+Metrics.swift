@@ -36,7 +36,9 @@ extension CouchAPI {
                 failures += status.docWriteFailures
                 pending += status.changesPending ?? 0
             }
-            for (state, count) in states { metrics.gauge(CouchMetric.replicationJobs, [("state", state)], Double(count)) }
+            for (state, count) in states {
+                metrics.gauge(CouchMetric.replicationJobs, [("state", state)], Double(count))
+            }
             metrics.gauge(CouchMetric.replicationDocuments, [("kind", "read")], Double(read))
             metrics.gauge(CouchMetric.replicationDocuments, [("kind", "written")], Double(written))
             metrics.gauge(CouchMetric.replicationDocuments, [("kind", "write_failures")], Double(failures))

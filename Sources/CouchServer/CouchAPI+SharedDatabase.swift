@@ -13,8 +13,12 @@ extension CouchAPI {
     /// cluster mode the `_security` is the cluster's.
     func ownerAccess(_ name: String, _ user: UserContext) async throws -> OwnerNamespace? {
         guard !user.isServerAdmin, let shared = options.sharedDatabases.first(where: { $0.name == name }),
-              let namespace = shared.namespace(roles: user.roles) else { return nil }
-        let security = if let cluster = options.cluster { await cluster.security(of: name) } else { try await store.open(name).security }
+            let namespace = shared.namespace(roles: user.roles)
+        else { return nil }
+        let security =
+            if let cluster = options.cluster { await cluster.security(of: name) } else {
+                try await store.open(name).security
+            }
         if user.isListed(in: security["admins"]) || user.isListed(in: security["members"]) { return nil }
         return namespace
     }
@@ -62,7 +66,8 @@ package struct OwnerRequest {
     /// Runs the rewritten request as the server: in this process, or on the cluster as its
     /// admin in cluster mode.
     func forward(
-        method: HTTPRequest.Method? = nil, path: [String], query: [String: String]? = nil, body: [UInt8], json: Bool = true
+        method: HTTPRequest.Method? = nil, path: [String], query: [String: String]? = nil, body: [UInt8],
+        json: Bool = true
     ) async throws -> APIResponse {
         var headers = request.headers
         headers[.authorization] = nil
@@ -75,11 +80,14 @@ package struct OwnerRequest {
             headers[.accept] = "application/json"
         }
         if let cluster = api.options.cluster {
-            return try await cluster.send(method ?? request.method, path: [db] + path, query: query ?? request.query, headers: headers, body: body,
-                                          authorization: cluster.adminAuthorization)
+            return try await cluster.send(
+                method ?? request.method, path: [db] + path, query: query ?? request.query, headers: headers,
+                body: body,
+                authorization: cluster.adminAuthorization)
         }
         let response = try await api.performTrusted(
-            method ?? request.method, CouchURL.path([db] + path) + CouchURL.query(query ?? request.query), headers: headers, body: body, user: .system,
+            method ?? request.method, CouchURL.path([db] + path) + CouchURL.query(query ?? request.query),
+            headers: headers, body: body, user: .system,
             clientGone: request.clientGone)
         // The answer may be rewritten: its length is set when it is sent.
         var answerHeaders = response.headers
@@ -87,7 +95,9 @@ package struct OwnerRequest {
         return APIResponse(status: response.status, headers: answerHeaders, body: response.body)
     }
 
-    func forward(method: HTTPRequest.Method? = nil, path: [String], query: [String: String]? = nil, json body: JSON) async throws -> APIResponse {
+    func forward(
+        method: HTTPRequest.Method? = nil, path: [String], query: [String: String]? = nil, json body: JSON
+    ) async throws -> APIResponse {
         try await forward(method: method, path: path, query: query, body: body.bytes)
     }
 
@@ -98,12 +108,16 @@ package struct OwnerRequest {
         if let location = response.headers[.location], let found = location.range(of: "/\(db)/") {
             // `[scheme://host]/db/<stored id>[/<attachment>]`, `/db/_local/<stored id>`: on this
             // server, as the client asked for it (never the cluster's own address).
-            var segments = location[found.upperBound...].split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map {
+            var segments = location[found.upperBound...].split(
+                separator: "/", maxSplits: 1, omittingEmptySubsequences: false
+            ).map {
                 CouchURL.decode($0, plusAsSpace: false)
             }
             if segments.first == "_local", segments.count == 2 { segments = ["_local/" + segments[1]] }
             response.headers[.location] = namespace.visible(segments[0]).map {
-                request.location(APIRequest.documentPath(db, $0, attachment: segments.count > 1 ? segments[1] : nil), scheme: api.options.databaseScheme)
+                request.location(
+                    APIRequest.documentPath(db, $0, attachment: segments.count > 1 ? segments[1] : nil),
+                    scheme: api.options.databaseScheme)
             }
         }
         let contentType = response.headers[.contentType] ?? ""
@@ -139,7 +153,11 @@ package struct OwnerRequest {
             } else if type.hasPrefix("multipart/") {
                 content = try rewriteMultipart(content, contentType: type, transform)
             }
-            return (part.headers.filter { $0.key != "content-length" }.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, content)
+            return (
+                part.headers.filter { $0.key != "content-length" }.sorted { $0.key < $1.key }.map {
+                    ($0.key, $0.value)
+                }, content
+            )
         }
         return Multipart.build(rebuilt, boundary: boundary)
     }
@@ -147,7 +165,9 @@ package struct OwnerRequest {
     // MARK: Ids in and out
 
     func stored(_ id: String) throws -> String {
-        if id.hasPrefix("_design/") { throw CouchError.forbidden("Design documents of a shared database are for its admins") }
+        if id.hasPrefix("_design/") {
+            throw CouchError.forbidden("Design documents of a shared database are for its admins")
+        }
         return namespace.stored(id)
     }
 
@@ -214,7 +234,13 @@ package struct OwnerRequest {
                 if isID, key == "$regex" {
                     throw CouchError.badRequest("$regex on _id is not available in a shared database; use $beginsWith")
                 }
-                let idValue = key == "_id" || (isID && ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$beginsWith", "$not", "$and", "$or", "$nor"].contains(key))
+                let idValue =
+                    key == "_id"
+                    || (isID
+                        && [
+                            "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$beginsWith", "$not", "$and",
+                            "$or", "$nor",
+                        ].contains(key))
                 out[key] = try storedIDs(in: value, isID: idValue)
             }
             return .object(out)
@@ -229,7 +255,9 @@ package struct OwnerRequest {
     func info() async throws -> APIResponse {
         try await rewritten(try await forward(method: .get, path: [], body: [])) { info in
             var out = JSONObject()
-            for key in ["db_name", "update_seq", "purge_seq", "instance_start_time", "compact_running", "disk_format_version"] {
+            for key in [
+                "db_name", "update_seq", "purge_seq", "instance_start_time", "compact_running", "disk_format_version",
+            ] {
                 if let value = info[key] { out[key] = value }
             }
             out["props"] = ["shared": true]
@@ -249,7 +277,9 @@ package struct OwnerRequest {
         var query = request.query
         var body = request.method == .post && !request.body.isEmpty ? try request.jsonObject() : JSONObject()
         func storedKey(_ value: JSON, _ name: String) throws -> JSON {
-            guard case let .string(id) = value else { throw CouchError.badRequest("\(name) must be a document id string") }
+            guard case let .string(id) = value else {
+                throw CouchError.badRequest("\(name) must be a document id string")
+            }
             return .string(try stored(id))
         }
         let keys = try body["keys"] ?? request.jsonParam("keys")
@@ -293,19 +323,25 @@ package struct OwnerRequest {
             query["filter"] = "_selector"
             forwarded["selector"] = try ownedSelector(nil)
         case "_selector":
-            guard let selector = body["selector"] else { throw CouchError.badRequest("Selector must be specified in POST payload") }
+            guard let selector = body["selector"] else {
+                throw CouchError.badRequest("Selector must be specified in POST payload")
+            }
             forwarded["selector"] = try ownedSelector(selector)
         case "_doc_ids":
             guard case let .array(ids)? = try body["doc_ids"] ?? request.jsonParam("doc_ids") else {
                 throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
             }
-            forwarded["doc_ids"] = .array(try ids.map {
-                guard case let .string(id) = $0 else { throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.") }
-                return .string(try stored(id))
-            })
+            forwarded["doc_ids"] = .array(
+                try ids.map {
+                    guard case let .string(id) = $0 else {
+                        throw CouchError.badRequest("`doc_ids` filter parameter is not a list of doc ids.")
+                    }
+                    return .string(try stored(id))
+                })
             query["doc_ids"] = nil
         case let other?:
-            throw CouchError.forbidden("Filter \(other) is not available in a shared database; use _selector or _doc_ids")
+            throw CouchError.forbidden(
+                "Filter \(other) is not available in a shared database; use _selector or _doc_ids")
         }
         // A waiting feed counts against the owner's share of open feeds (it runs as the server),
         // and ends once the owner is no longer who they were: a revoked key, a deleted user.
@@ -313,13 +349,18 @@ package struct OwnerRequest {
         let slot = waiting ? try api.feeds.open(for: request) : nil
         let shared = api.options.sharedDatabases.first { $0.name == db }
         let namespace = self.namespace
-        let stillAllowed = waiting ? await api.auth.stillValid(request.user) { user in shared?.namespace(roles: user.roles) == namespace } : nil
+        let stillAllowed =
+            waiting
+            ? await api.auth.stillValid(request.user) { user in shared?.namespace(roles: user.roles) == namespace }
+            : nil
         var response = try await forward(method: .post, path: ["_changes"], query: query, json: .object(forwarded))
         guard response.status == .ok else { return response }
         let inner = response.body
         response.body = ResponseBody { writer in
             withExtendedLifetime(slot) {}
-            let lines = LineRewriter(inner: writer, check: stillAllowed) { line in OwnerRequest.visibleChangesLine(line, namespace) }
+            let lines = LineRewriter(inner: writer, check: stillAllowed) { line in
+                OwnerRequest.visibleChangesLine(line, namespace)
+            }
             do {
                 try await inner.write(lines)
             } catch is LineRewriter.Refused {
@@ -362,7 +403,8 @@ package struct OwnerRequest {
         } else {
             return Array(line)
         }
-        return lead + out.bytes + (trailingComma ? [UInt8(ascii: ",")] : []) + (carriageReturn ? [UInt8(ascii: "\r")] : [])
+        return lead + out.bytes + (trailingComma ? [UInt8(ascii: ",")] : [])
+            + (carriageReturn ? [UInt8(ascii: "\r")] : [])
     }
 
     func bulkDocs() async throws -> APIResponse {
@@ -377,27 +419,32 @@ package struct OwnerRequest {
     func bulkGet() async throws -> APIResponse {
         var body = try request.jsonObject()
         guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
-        body["docs"] = .array(try docs.map { entry in
-            guard case var .object(object) = entry, case let .string(id)? = object["id"] else { return entry }
-            object["id"] = .string(try stored(id))
-            return .object(object)
-        })
+        body["docs"] = .array(
+            try docs.map { entry in
+                guard case var .object(object) = entry, case let .string(id)? = object["id"] else { return entry }
+                object["id"] = .string(try stored(id))
+                return .object(object)
+            })
         return try await rewritten(try await forward(path: ["_bulk_get"], json: .object(body))) { result in
             guard case var .object(object) = result else { return result }
-            object["results"] = .array((object["results"]?.arrayValue ?? []).compactMap { item -> JSON? in
-                guard case var .object(entry) = item, case let .string(id)? = entry["id"], let visible = namespace.visible(id) else { return nil }
-                entry["id"] = .string(visible)
-                entry["docs"] = .array((entry["docs"]?.arrayValue ?? []).map { answer -> JSON in
-                    guard case var .object(answer) = answer else { return answer }
-                    if let doc = answer["ok"] { answer["ok"] = visibleDocument(doc) ?? .null }
-                    if case var .object(error)? = answer["error"] {
-                        error["id"] = .string(visible)
-                        answer["error"] = .object(error)
-                    }
-                    return .object(answer)
+            object["results"] = .array(
+                (object["results"]?.arrayValue ?? []).compactMap { item -> JSON? in
+                    guard case var .object(entry) = item, case let .string(id)? = entry["id"],
+                        let visible = namespace.visible(id)
+                    else { return nil }
+                    entry["id"] = .string(visible)
+                    entry["docs"] = .array(
+                        (entry["docs"]?.arrayValue ?? []).map { answer -> JSON in
+                            guard case var .object(answer) = answer else { return answer }
+                            if let doc = answer["ok"] { answer["ok"] = visibleDocument(doc) ?? .null }
+                            if case var .object(error)? = answer["error"] {
+                                error["id"] = .string(visible)
+                                answer["error"] = .object(error)
+                            }
+                            return .object(answer)
+                        })
+                    return .object(entry)
                 })
-                return .object(entry)
-            })
             return .object(object)
         }
     }
@@ -439,7 +486,9 @@ package struct OwnerRequest {
         if request.method == .put, attachment.isEmpty {
             let contentType = request.header("Content-Type") ?? ""
             if contentType.lowercased().hasPrefix("multipart/related") {
-                body = try rewriteMultipart(body, contentType: contentType) { try self.incomingDocument($0, generateID: false) }
+                body = try rewriteMultipart(body, contentType: contentType) {
+                    try self.incomingDocument($0, generateID: false)
+                }
             } else if !body.isEmpty {
                 body = try incomingDocument(try request.json(), generateID: false).bytes
             }
@@ -447,11 +496,12 @@ package struct OwnerRequest {
         let response = try await forward(path: path, body: body, json: false)
         return try await rewritten(response) { result in
             if case let .array(revisions) = result {  // open_revs
-                return .array(revisions.map { answer in
-                    guard case var .object(object) = answer, let doc = object["ok"] else { return answer }
-                    object["ok"] = visibleDocument(doc) ?? .null
-                    return .object(object)
-                })
+                return .array(
+                    revisions.map { answer in
+                        guard case var .object(object) = answer, let doc = object["ok"] else { return answer }
+                        object["ok"] = visibleDocument(doc) ?? .null
+                        return .object(object)
+                    })
             }
             if result["_id"] != nil { return visibleDocument(result) ?? .null }
             return visibleRow(result) ?? .null
@@ -471,7 +521,10 @@ struct LineRewriter: ResponseBodyWriter {
     /// The check said no: the rest of the body is not sent.
     struct Refused: Error {}
 
-    init(inner: any ResponseBodyWriter, check: (@Sendable () async -> Bool)? = nil, transform: @escaping (ArraySlice<UInt8>) -> [UInt8]?) {
+    init(
+        inner: any ResponseBodyWriter, check: (@Sendable () async -> Bool)? = nil,
+        transform: @escaping (ArraySlice<UInt8>) -> [UInt8]?
+    ) {
         self.inner = inner
         self.check = check
         self.transform = transform

@@ -91,11 +91,14 @@ public final class CouchAPI: Sendable {
     public init(store: DatabaseStore, settings: ServerSettings, options: Options, logger: Logger) {
         self.store = store
         self.settings = Locked(settings)
-        self.auth = Authenticator(settings: self.settings, store: store, cluster: options.cluster, cookieLifetime: options.sessionTimeout,
-                                  throttle: options.loginThrottle)
+        self.auth = Authenticator(
+            settings: self.settings, store: store, cluster: options.cluster, cookieLifetime: options.sessionTimeout,
+            throttle: options.loginThrottle)
         self.options = options
         self.logger = logger
-        config = NodeConfiguration(defaults: Self.configuration(settings: settings, store: store, options: options), file: options.configurationFile)
+        config = NodeConfiguration(
+            defaults: Self.configuration(settings: settings, store: store, options: options),
+            file: options.configurationFile)
         requestBodyLimit = Locked(options.maxBodySize)
         feeds = FeedCounter(limit: options.maxFeedsPerUser)
         let jobs = ReplicationJobs()
@@ -110,14 +113,23 @@ public final class CouchAPI: Sendable {
 
     /// The start values of the runtime configuration: what the server was started with, under
     /// CouchDB's names, and CouchDB's defaults for the keys lt applies.
-    static func configuration(settings: ServerSettings, store: DatabaseStore, options: Options) -> NodeConfiguration.Sections {
+    static func configuration(
+        settings: ServerSettings, store: DatabaseStore, options: Options
+    ) -> NodeConfiguration.Sections {
         var sections: NodeConfiguration.Sections = [
             "couchdb": [
                 "uuid": settings.uuid, "database_dir": store.directory.path, "view_index_dir": store.directory.path,
-                "max_document_size": String(store.maxDocumentSize), "max_partition_size": String(DatabaseStore.defaultMaxPartitionSize),
+                "max_document_size": String(store.maxDocumentSize),
+                "max_partition_size": String(DatabaseStore.defaultMaxPartitionSize),
             ],
-            "chttpd": ["max_http_request_size": String(options.maxBodySize), "decode_plus_to_space": "true", "allow_jsonp": "false"],
-            "chttpd_auth": ["timeout": String(Int(options.sessionTimeout)), "iterations": String(options.pbkdf2Iterations), "authentication_db": "_users"],
+            "chttpd": [
+                "max_http_request_size": String(options.maxBodySize), "decode_plus_to_space": "true",
+                "allow_jsonp": "false",
+            ],
+            "chttpd_auth": [
+                "timeout": String(Int(options.sessionTimeout)), "iterations": String(options.pbkdf2Iterations),
+                "authentication_db": "_users",
+            ],
             "uuids": ["algorithm": UUIDGenerator.Algorithm.sequential.rawValue, "max_count": "1000"],
         ]
         if !options.corsOrigins.isEmpty {
@@ -142,19 +154,33 @@ public final class CouchAPI: Sendable {
     /// Takes the live keys' values (`NodeConfiguration.live`) where they are used; a key
     /// deleted goes back to its start value.
     func applyConfiguration() {
-        store.maxDocumentSize = config.integer("couchdb", "max_document_size", default: Int(config.defaults["couchdb"]?["max_document_size"] ?? "") ?? DatabaseStore.defaultMaxDocumentSize)
-        store.maxPartitionSize = Int(config.value("couchdb", "max_partition_size") ?? "").flatMap { $0 >= 0 ? $0 : nil } ?? DatabaseStore.defaultMaxPartitionSize
-        requestBodyLimit.withLock { $0 = config.integer("chttpd", "max_http_request_size", default: options.maxBodySize) }
-        options.javascript?.reduceLimit = QueryServer.ReduceLimit(rawValue: config.value("query_server_config", "reduce_limit") ?? "true") ?? .on
-        auth.cookieLifetime = TimeInterval(config.integer("chttpd_auth", "timeout", default: Int(options.sessionTimeout)))
+        store.maxDocumentSize = config.integer(
+            "couchdb", "max_document_size",
+            default: Int(config.defaults["couchdb"]?["max_document_size"] ?? "") ?? DatabaseStore.defaultMaxDocumentSize
+        )
+        store.maxPartitionSize =
+            Int(config.value("couchdb", "max_partition_size") ?? "").flatMap { $0 >= 0 ? $0 : nil }
+            ?? DatabaseStore.defaultMaxPartitionSize
+        requestBodyLimit.withLock {
+            $0 = config.integer("chttpd", "max_http_request_size", default: options.maxBodySize)
+        }
+        options.javascript?.reduceLimit =
+            QueryServer.ReduceLimit(rawValue: config.value("query_server_config", "reduce_limit") ?? "true") ?? .on
+        auth.cookieLifetime = TimeInterval(
+            config.integer("chttpd_auth", "timeout", default: Int(options.sessionTimeout)))
         DatabasePath.plusAsSpace.withLock { $0 = config.value("chttpd", "decode_plus_to_space") != "false" }
         ForwardedHeaders.names.withLock {
-            $0 = (config.value("chttpd", "x_forwarded_host") ?? "X-Forwarded-Host", config.value("chttpd", "x_forwarded_proto") ?? "X-Forwarded-Proto",
-                  config.value("chttpd", "x_forwarded_ssl") ?? "X-Forwarded-Ssl")
+            $0 = (
+                config.value("chttpd", "x_forwarded_host") ?? "X-Forwarded-Host",
+                config.value("chttpd", "x_forwarded_proto") ?? "X-Forwarded-Proto",
+                config.value("chttpd", "x_forwarded_ssl") ?? "X-Forwarded-Ssl"
+            )
         }
         let authentication = config.value("chttpd_auth", "authentication_db") ?? "_users"
         let previous = UsersDatabase.authenticationDatabase
-        UsersDatabase.configuredName.withLock { $0 = DatabaseStore.isValidName(authentication) ? authentication : "_users" }
+        UsersDatabase.configuredName.withLock {
+            $0 = DatabaseStore.isValidName(authentication) ? authentication : "_users"
+        }
         // A database made the authentication database gets its `_design/_auth` a few seconds
         // later, as from CouchDB's authentication cache, which adds it when it next listens to
         // that database (clients of CouchDB wait for it to appear).
@@ -207,7 +233,8 @@ public final class CouchAPI: Sendable {
     public func respond(to request: Request, peer: String?) async -> Response {
         let context = CouchRequestContext(peerAddress: peer, logger: logger)
         do { return try await pipeline.respond(to: request, context: context) } catch {
-            return APIResponse.error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")).response
+            return APIResponse.error(CouchError(status: 500, error: "internal_server_error", reason: "\(error)"))
+                .response
         }
     }
 
@@ -215,11 +242,16 @@ public final class CouchAPI: Sendable {
     /// `--cors-origins`, or this server's own application listener on the host the request
     /// came to (`authority`: its `Host`), so the tracker app at `/app/` syncs without setup.
     func corsAllows(_ origin: String, authority: String?) -> Bool {
-        if !options.corsOrigins.isEmpty && (options.corsOrigins.contains("*") || options.corsOrigins.contains(origin)) { return true }
+        if !options.corsOrigins.isEmpty && (options.corsOrigins.contains("*") || options.corsOrigins.contains(origin)) {
+            return true
+        }
         guard let port = options.applicationPort?(), let authority, let components = URLComponents(string: origin),
-              components.scheme == options.applicationScheme, let host = components.host, components.port == port,
-              components.path.isEmpty else { return false }
-        let requestHost = authority.hasPrefix("[") ? String(authority.prefix { $0 != "]" }.dropFirst()) : String(authority.prefix { $0 != ":" })
+            components.scheme == options.applicationScheme, let host = components.host, components.port == port,
+            components.path.isEmpty
+        else { return false }
+        let requestHost =
+            authority.hasPrefix("[")
+            ? String(authority.prefix { $0 != "]" }.dropFirst()) : String(authority.prefix { $0 != ":" })
         let originHost = host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host
         return originHost.lowercased() == requestHost.lowercased()
     }
@@ -230,7 +262,8 @@ public final class CouchAPI: Sendable {
             headers[.accessControlAllowOrigin] = origin
             headers[.accessControlAllowCredentials] = "true"
             headers[.accessControlAllowMethods] = "GET, PUT, POST, HEAD, DELETE, COPY"
-            headers[.accessControlAllowHeaders] = request.headers[.accessControlRequestHeaders]
+            headers[.accessControlAllowHeaders] =
+                request.headers[.accessControlRequestHeaders]
                 ?? "accept, authorization, content-type, origin, referer"
             headers[.accessControlMaxAge] = "600"
         }

@@ -37,7 +37,9 @@ public struct CouchCluster: Sendable {
     /// (`health`: the application's view of the nodes, so both steer the same way), on
     /// connections of their own (`CouchHTTPClient.forwarding`), never queued behind the
     /// application's requests or behind each other.
-    public init(urls: [String], health: ClusterHealth?, client: HTTPClient = CouchHTTPClient.forwarding) throws(CouchError) {
+    public init(
+        urls: [String], health: ClusterHealth?, client: HTTPClient = CouchHTTPClient.forwarding
+    ) throws(CouchError) {
         guard let first = urls.first else { throw .badRequest("The CouchDB cluster needs at least one node's URL") }
         let admin = try CouchHTTPClient.admin(url: first, http: client)
         adminAuthorization = admin.basicAuthorization ?? ""
@@ -59,19 +61,25 @@ public struct CouchCluster: Sendable {
     /// status, headers and body, the body streamed as it arrives (continuous feeds too).
     /// `Location` comes back as a path on this server.
     func send(
-        _ method: HTTPRequest.Method, path: [String], query: [String: String], headers: HTTPFields, body: [UInt8], authorization: String?
+        _ method: HTTPRequest.Method, path: [String], query: [String: String], headers: HTTPFields, body: [UInt8],
+        authorization: String?
     ) async throws -> APIResponse {
-        var forwarded = headers.filter { Self.forwardedRequestHeaders.contains($0.name.canonicalName) }.map { ($0.name.rawName, $0.value) }
+        var forwarded = headers.filter { Self.forwardedRequestHeaders.contains($0.name.canonicalName) }.map {
+            ($0.name.rawName, $0.value)
+        }
         if let authorization { forwarded.append(("Authorization", authorization)) }
         let sendsBody = !body.isEmpty || method == .put || method == .post
         let (response, server): (HTTPClientResponse, CouchHTTPClient)
         do {
             let (servers, forwarded) = (servers, forwarded)
-            (response, server) = try await health.onSomeNode(readOnly: method == .get || method == .head, isAlive: { await servers[$0].upCheck() != .unanswered }) { node in
+            (response, server) = try await health.onSomeNode(
+                readOnly: method == .get || method == .head, isAlive: { await servers[$0].upCheck() != .unanswered }
+            ) { node in
                 // The deadline covers the answer's head only (a long poll's head can wait for its
                 // changes); a body, a continuous feed's too, streams for as long as it lasts.
                 let response = try await servers[node].stream(
-                    HTTPMethod(rawValue: method.rawValue), CouchURL.path(path) + CouchURL.query(query), headers: forwarded,
+                    HTTPMethod(rawValue: method.rawValue), CouchURL.path(path) + CouchURL.query(query),
+                    headers: forwarded,
                     body: sendsBody ? body : nil, contentType: headers[.contentType] ?? "application/json", accept: nil,
                     deadline: .now() + .seconds(300))
                 return (response, servers[node])
@@ -81,7 +89,8 @@ public struct CouchCluster: Sendable {
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            throw CouchError(status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
+            throw CouchError(
+                status: 503, error: "service_unavailable", reason: "The CouchDB cluster did not answer: \(error)")
         }
         let baseURL = server.serverURL
         var fields = HTTPFields()
@@ -93,13 +102,17 @@ public struct CouchCluster: Sendable {
                 fields.append(HTTPField(name: fieldName, value: value))
             }
         }
-        return APIResponse(status: HTTPResponse.Status(code: Int(response.status.code)), headers: fields,
-                           body: ResponseBody(asyncSequence: response.body))
+        return APIResponse(
+            status: HTTPResponse.Status(code: Int(response.status.code)), headers: fields,
+            body: ResponseBody(asyncSequence: response.body))
     }
 
     /// A request as the cluster's admin, its JSON answer read whole.
-    func adminJSON(_ method: HTTPRequest.Method, _ path: [String], query: [String: String] = [:]) async throws -> (status: Int, json: JSON) {
-        let response = try await send(method, path: path, query: query, headers: [:], body: [], authorization: adminAuthorization)
+    func adminJSON(
+        _ method: HTTPRequest.Method, _ path: [String], query: [String: String] = [:]
+    ) async throws -> (status: Int, json: JSON) {
+        let response = try await send(
+            method, path: path, query: query, headers: [:], body: [], authorization: adminAuthorization)
         let collector = BodyCollector()
         try await response.body.write(collector)
         let bytes = collector.bytes.withLock { $0 }
@@ -121,8 +134,10 @@ public struct CouchCluster: Sendable {
         try await users.document(name) { name in
             let (status, json) = try await adminJSON(.get, ["_users", "org.couchdb.user:" + name])
             guard status == 200 || status == 404 else {
-                throw CouchError(status: 503, error: "service_unavailable",
-                                 reason: "The CouchDB cluster could not read the user (\(status) \(json["reason"]?.stringValue ?? ""))")
+                throw CouchError(
+                    status: 503, error: "service_unavailable",
+                    reason:
+                        "The CouchDB cluster could not read the user (\(status) \(json["reason"]?.stringValue ?? ""))")
             }
             return json.objectValue.flatMap { $0["derived_key"] == nil ? nil : $0 }
         }
@@ -134,10 +149,15 @@ public struct CouchCluster: Sendable {
         var since = "now"
         while !Task.isCancelled {
             do {
-                let (status, json) = try await adminJSON(.get, ["_users", "_changes"], query: ["feed": "longpoll", "since": since, "timeout": "30000"])
-                guard status == 200, let last = json["last_seq"] else { throw CouchError(status: status, error: "unavailable", reason: "\(json)") }
+                let (status, json) = try await adminJSON(
+                    .get, ["_users", "_changes"], query: ["feed": "longpoll", "since": since, "timeout": "30000"])
+                guard status == 200, let last = json["last_seq"] else {
+                    throw CouchError(status: status, error: "unavailable", reason: "\(json)")
+                }
                 for row in json["results"]?.arrayValue ?? [] {
-                    if let id = row["id"]?.stringValue, id.hasPrefix("org.couchdb.user:") { users.forget(String(id.dropFirst(17))) }
+                    if let id = row["id"]?.stringValue, id.hasPrefix("org.couchdb.user:") {
+                        users.forget(String(id.dropFirst(17)))
+                    }
                 }
                 if since == "now" { users.following(true) }
                 since = last.stringValue ?? last.text

@@ -19,13 +19,16 @@ struct CouchMethodOverride: RouterMiddleware {
     static let header = HTTPField.Name("X-HTTP-Method-Override")!
     static let overridable: Set<String> = ["GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT", "COPY"]
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         try await next(Self.overridden(request), context)
     }
 
     static func overridden(_ request: Request) -> Request {
         guard request.method == .post, let name = request.headers[header], overridable.contains(name),
-              let method = HTTPRequest.Method(name) else { return request }
+            let method = HTTPRequest.Method(name)
+        else { return request }
         var head = request.head
         head.method = method
         return Request(head: head, body: request.body)
@@ -44,11 +47,14 @@ struct CouchRequestLog: RouterMiddleware {
     let metrics: ServerMetrics
     let clientAddress: ClientAddress
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let start = ContinuousClock.now
         let inProcess = context.inProcessUser != nil
         var context = context
-        context.client = inProcess ? "in-process" : clientAddress.client(peer: context.peerAddress, headers: request.headers)
+        context.client =
+            inProcess ? "in-process" : clientAddress.client(peer: context.peerAddress, headers: request.headers)
         let requestID = AccessLog.clientRequestID(request.headers[Self.requestIDHeader]) ?? AccessLog.newRequestID()
         var status = 500
         defer {
@@ -57,13 +63,15 @@ struct CouchRequestLog: RouterMiddleware {
             (inProcess ? accessLog.inProcess : accessLog).record(
                 method: request.method, path: request.uri.path, status: status, duration: duration,
                 user: user, client: context.client, requestID: requestID)
-            metrics.recordRequest(listener: inProcess ? "in_process" : "database", method: request.method, status: status,
-                                  family: (family ?? .none).rawValue, duration: duration)
+            metrics.recordRequest(
+                listener: inProcess ? "in_process" : "database", method: request.method, status: status,
+                family: (family ?? .none).rawValue, duration: duration)
         }
         var response = try await next(request, context)
         status = response.status.code
         let bodyTime = context.facts.withLockedValue { $0.bodyTime }.components
-        response.headers[Self.bodyTimeHeader] = String(bodyTime.seconds * 1000 + bodyTime.attoseconds / 1_000_000_000_000_000)
+        response.headers[Self.bodyTimeHeader] = String(
+            bodyTime.seconds * 1000 + bodyTime.attoseconds / 1_000_000_000_000_000)
         response.headers[Self.requestIDHeader] = requestID
         return response
     }
@@ -77,18 +85,22 @@ struct CouchResponseHeaders: RouterMiddleware {
     static let server = "CouchDB/\(CouchAPI.version) (LocationTracker)"
     unowned let api: CouchAPI
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         // A CORS preflight (`OPTIONS` with an `Origin`) is answered here, before the body and credentials.
-        var response = if request.method == .options && request.headers[.origin] != nil {
-            api.preflight(request).response
-        } else {
-            try await next(request, context)
-        }
+        var response =
+            if request.method == .options && request.headers[.origin] != nil {
+                api.preflight(request).response
+            } else {
+                try await next(request, context)
+            }
         response.headers[.server] = Self.server
         if let origin = request.headers[.origin], api.corsAllows(origin, authority: request.head.authority) {
             response.headers[.accessControlAllowOrigin] = origin
             response.headers[.accessControlAllowCredentials] = "true"
-            response.headers[.accessControlExposeHeaders] = "content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"
+            response.headers[.accessControlExposeHeaders] =
+                "content-type, cache-control, accept-ranges, etag, server, x-couch-request-id, x-couch-update-newrev, x-couchdb-body-time"
         }
         if request.method == .head { response.body = ResponseBody() }
         return response
@@ -101,7 +113,9 @@ struct CouchErrors: RouterMiddleware {
     typealias Context = CouchRequestContext
     unowned let api: CouchAPI
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do { return try await next(request, context) } catch { return response(for: error, request) }
     }
 
@@ -109,7 +123,10 @@ struct CouchErrors: RouterMiddleware {
         // Work stopped because its client went away: nobody reads this answer.
         if error is CancellationError {
             api.logger.debug("\(request.method) \(request.uri.path): stopped, the client went away")
-            return APIResponse.error(CouchError(status: 499, error: "client_closed_request", reason: "The client went away before the answer")).response
+            return APIResponse.error(
+                CouchError(
+                    status: 499, error: "client_closed_request", reason: "The client went away before the answer")
+            ).response
         }
         if let error = error as? CouchError {
             if error.status >= 500 { api.logger.error("\(request.method) \(request.uri.path): \(error)") }
@@ -117,7 +134,9 @@ struct CouchErrors: RouterMiddleware {
         }
         // Storage failing under a request to a database that no longer exists (it reached the
         // database just as it was deleted) is that database not existing, not a server failure.
-        if let name = DatabasePath.segments(request.uri.path).first, DatabaseStore.isValidName(name), !api.store.exists(name) {
+        if let name = DatabasePath.segments(request.uri.path).first, DatabaseStore.isValidName(name),
+            !api.store.exists(name)
+        {
             return APIResponse.error(.databaseNotFound).response
         }
         api.logger.error("\(request.method) \(request.uri.path): \(error)")
@@ -132,7 +151,9 @@ struct CouchJSONPCallback: RouterMiddleware {
     let jsonp: JSONP
     let errors: CouchErrors
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         guard let callback = try jsonp.callback(request) else { return try await next(request, context) }
         var response: Response
         do { response = try await next(request, context) } catch { response = errors.response(for: error, request) }
@@ -148,7 +169,9 @@ struct CouchRequestBody: RouterMiddleware {
     /// `[chttpd] max_http_request_size`, changed at run time.
     let limit: Locked<Int>
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         var context = context
         try await read(request, into: &context)
         return try await next(request, context)
@@ -161,7 +184,8 @@ struct CouchRequestBody: RouterMiddleware {
         defer { context.facts.withLockedValue { $0.bodyTime = start.duration(to: .now) } }
         do {
             // The server's own requests are not limited: it made their bodies itself.
-            context.body = Array(buffer: try await request.collectBody(upTo: context.inProcessUser == nil ? maxBodySize : .max))
+            context.body = Array(
+                buffer: try await request.collectBody(upTo: context.inProcessUser == nil ? maxBodySize : .max))
         } catch {
             throw CouchError.tooLarge
         }
@@ -169,9 +193,11 @@ struct CouchRequestBody: RouterMiddleware {
         case nil, "identity": break
         case "gzip":
             if !context.body.isEmpty {
-                context.body = try AttachmentEncoding.gunzip(context.body, limit: maxBodySize, what: "A request body sent with Content-Encoding: gzip")
+                context.body = try AttachmentEncoding.gunzip(
+                    context.body, limit: maxBodySize, what: "A request body sent with Content-Encoding: gzip")
             }
-        case let other?: throw CouchError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
+        case let other?:
+            throw CouchError(status: 415, error: "bad_content_type", reason: "Unsupported Content-Encoding: \(other)")
         }
     }
 }
@@ -183,7 +209,9 @@ struct CouchAuthentication: RouterMiddleware {
     typealias Context = CouchRequestContext
     unowned let api: CouchAPI
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         var context = context
         var renew = false
         if let user = context.inProcessUser {
@@ -193,7 +221,9 @@ struct CouchAuthentication: RouterMiddleware {
         }
         context.facts.withLockedValue { $0.user = context.user.name }
         var response = try await next(request, context)
-        if renew, let name = context.user.name, response.headers[.setCookie] == nil, let cookie = await api.auth.makeCookie(for: name) {
+        if renew, let name = context.user.name, response.headers[.setCookie] == nil,
+            let cookie = await api.auth.makeCookie(for: name)
+        {
             response.headers[.setCookie] = api.auth.setCookieHeader(cookie)
         }
         return response
@@ -209,15 +239,20 @@ struct ClusterPassThrough: RouterMiddleware {
     unowned let api: CouchAPI
     let cluster: CouchCluster
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let path = DatabasePath.segments(request.uri.path)
-        guard context.inProcessUser == nil, let name = path.first, api.options.sharedDatabases.contains(where: { $0.name == name }),
-              try await api.ownerAccess(name, context.user) == nil else {
+        guard context.inProcessUser == nil, let name = path.first,
+            api.options.sharedDatabases.contains(where: { $0.name == name }),
+            try await api.ownerAccess(name, context.user) == nil
+        else {
             return try await next(request, context)
         }
         context.facts.withLockedValue { $0.family = .cluster }
         return try await cluster.send(
-            request.method, path: path, query: CouchURL.parameters(request.uri.query), headers: request.headers, body: context.body,
+            request.method, path: path, query: CouchURL.parameters(request.uri.query), headers: request.headers,
+            body: context.body,
             authorization: request.headers[.authorization]
         ).response
     }

@@ -11,13 +11,17 @@ struct CouchResponder<Steps: MiddlewareProtocol<Request, Response, CouchRequestC
     let steps: Steps
     let routes: CouchRouteResponder
 
-    init(routes: CouchRouteResponder, @MiddlewareFixedTypeBuilder<Request, Response, CouchRequestContext> steps: () -> Steps) {
+    init(
+        routes: CouchRouteResponder,
+        @MiddlewareFixedTypeBuilder<Request, Response, CouchRequestContext> steps: () -> Steps
+    ) {
         self.routes = routes
         self.steps = steps()
     }
 
     func respond(to request: Request, context: CouchRequestContext) async throws -> Response {
-        try await steps.handle(request, context: context) { request, context in try await routes.route(request, context) }
+        try await steps.handle(request, context: context) { request, context in try await routes.route(request, context)
+        }
     }
 }
 
@@ -47,7 +51,9 @@ struct CouchRouteResponder: Sendable {
             return try await route(Request(head: head, body: request.body), context)
         }
         guard context.coreContext.endpointPath.value == "NotFound" else { return response }
-        if let name = DatabasePath.segments(request.uri.path).first, DatabaseStore.isValidName(name), !store.exists(name) {
+        if let name = DatabasePath.segments(request.uri.path).first, DatabaseStore.isValidName(name),
+            !store.exists(name)
+        {
             throw CouchError.databaseNotFound
         }
         guard CouchRouteTable.methods.contains(request.method) else {

@@ -12,7 +12,9 @@ import Hummingbird
 struct ValidPathBytes: RouterMiddleware {
     typealias Context = CouchRequestContext
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         if let segment = CouchURL.firstInvalidSegment(request.uri.path), segment > 0 {
             if request.method == .get || request.method == .head { throw CouchError.missing }
             throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must be valid UTF-8")
@@ -28,7 +30,9 @@ struct DatabaseAccess: RouterMiddleware {
     typealias Context = CouchRequestContext
     unowned let api: CouchAPI
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let path = DatabasePath.segments(request.uri.path)
         let name = path.first ?? ""
         if !DatabaseStore.isValidName(name) || (name.hasPrefix("_") && !DatabaseStore.systemDatabases.contains(name)) {
@@ -36,7 +40,9 @@ struct DatabaseAccess: RouterMiddleware {
             if request.method == .put, path.count == 1 { throw CouchError.illegalDatabaseName(name) }
             throw CouchError.databaseNotFound
         }
-        guard let namespace = try await api.ownerAccess(name, context.user) else { return try await next(request, context) }
+        guard let namespace = try await api.ownerAccess(name, context.user) else {
+            return try await next(request, context)
+        }
         return try await api.ownerRequest(name, namespace, APIRequest(request, context)).response
     }
 }

@@ -22,19 +22,26 @@ struct DatabaseEndpoints: Sendable {
             if let q = request.query["q"], Int(q) == nil { throw CouchError.badRequest("q must be an integer") }
             var partitioned = false
             if let value = request.query["partitioned"] {
-                guard value == "true" || value == "false" else { throw CouchError.badRequest("Invalid `partitioned` parameter") }
+                guard value == "true" || value == "false" else {
+                    throw CouchError.badRequest("Invalid `partitioned` parameter")
+                }
                 partitioned = value == "true"
-                if partitioned, name.hasPrefix("_") { throw CouchError.badRequest("Cannot partition a system database") }
+                if partitioned, name.hasPrefix("_") {
+                    throw CouchError.badRequest("Cannot partition a system database")
+                }
             }
             let created = try await api.store.create(name, partitioned: partitioned)
-            if UsersDatabase.isUsersDatabase(name) { await UsersDatabase.ensureDesignDocument(created, logger: api.logger) }
+            if UsersDatabase.isUsersDatabase(name) {
+                await UsersDatabase.ensureDesignDocument(created, logger: api.logger)
+            }
             var headers = HTTPFields()
             headers[.location] = request.location("/" + CouchURL.encode(name), scheme: api.options.databaseScheme)
             return .json(["ok": true], status: .created, headers: headers)
         case .delete:
             try request.requireServerAdmin()
             if request.query["rev"] != nil {
-                throw CouchError.badRequest("You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
+                throw CouchError.badRequest(
+                    "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?")
             }
             try await api.store.delete(name)
             return .json(["ok": true])
@@ -83,7 +90,9 @@ struct DatabaseEndpoints: Sendable {
         let security = try request.jsonObject()
         for group in ["admins", "members"] {
             guard let value = security[group] else { continue }
-            guard case let .object(object) = value else { throw CouchError.badRequest("\(group) must be a JSON object") }
+            guard case let .object(object) = value else {
+                throw CouchError.badRequest("\(group) must be a JSON object")
+            }
             for list in ["names", "roles"] {
                 if let entries = object[list], !(entries.arrayValue?.allSatisfy { $0.stringValue != nil } ?? false) {
                     throw CouchError.badRequest("\(group).\(list) must be a JSON list of strings")
@@ -102,7 +111,9 @@ struct DatabaseEndpoints: Sendable {
         var purgeRequest: [(id: String, revs: [Revision])] = []
         for (id, value) in body.members {
             if db.isPartitioned { try Partition.validate(documentID: id) }
-            guard let list = value.arrayValue else { throw CouchError.badRequest("Each purge entry must be a list of revisions") }
+            guard let list = value.arrayValue else {
+                throw CouchError.badRequest("Each purge entry must be a list of revisions")
+            }
             purgeRequest.append((id, try list.map { try parseRev($0) }))
         }
         let (purgeSeq, purged) = try await db.purge(purgeRequest)
@@ -163,11 +174,14 @@ struct DatabaseEndpoints: Sendable {
     func plainDocumentID(_ id: String, _ request: APIRequest) throws -> String {
         guard id.hasPrefix("_") else { return id }
         if request.method == .get || request.method == .head { throw CouchError.missing }
-        throw CouchError(status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
+        throw CouchError(
+            status: 400, error: "illegal_docid", reason: "Only reserved document ids may start with underscore.")
     }
 
     func parseRev(_ value: JSON) throws -> Revision {
-        guard case let .string(text) = value, let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
+        guard case let .string(text) = value, let rev = Revision(text) else {
+            throw CouchError.badRequest("Invalid rev format")
+        }
         return rev
     }
 
@@ -214,21 +228,26 @@ struct DatabaseEndpoints: Sendable {
         }
         func bool(_ name: String) throws -> Bool {
             if request.query[name] == nil, let value = body?[name] {
-                guard case let .bool(b) = value else { throw CouchError.badRequest("Invalid boolean parameter: \(name)") }
+                guard case let .bool(b) = value else {
+                    throw CouchError.badRequest("Invalid boolean parameter: \(name)")
+                }
                 return b
             }
             return try request.bool(name)
         }
         func int(_ name: String) throws -> Int? {
             if request.query[name] == nil, let value = body?[name] {
-                guard let i = ClientCount.from(value) else { throw CouchError.badRequest("Invalid value for integer parameter \(name) (\(ClientCount.range))") }
+                guard let i = ClientCount.from(value) else {
+                    throw CouchError.badRequest("Invalid value for integer parameter \(name) (\(ClientCount.range))")
+                }
                 return i
             }
             return try request.int(name)
         }
         options.includeDocs = try bool("include_docs")
         options.descending = try bool("descending")
-        options.inclusiveEnd = request.query["inclusive_end"] == "false" || body?["inclusive_end"] == .bool(false) ? false : true
+        options.inclusiveEnd =
+            request.query["inclusive_end"] == "false" || body?["inclusive_end"] == .bool(false) ? false : true
         options.limit = try int("limit")
         options.skip = try int("skip") ?? 0
         options.read.conflicts = try bool("conflicts")
@@ -241,7 +260,8 @@ struct DatabaseEndpoints: Sendable {
     /// partition's documents), and `counted` makes `total_rows` and `offset` count only those
     /// (`_design_docs`).
     func allDocs(
-        _ db: DocumentDatabase, _ request: APIRequest, within bounds: (low: String, high: String)? = nil, counted: Bool = false
+        _ db: DocumentDatabase, _ request: APIRequest, within bounds: (low: String, high: String)? = nil,
+        counted: Bool = false
     ) async throws -> APIResponse {
         try request.requireMethod(.get, .head, .post)
         try request.user.authorize(.read, to: db)
@@ -254,10 +274,12 @@ struct DatabaseEndpoints: Sendable {
         if counted, let bounds, let keys = options.keys {
             options.keys = keys.filter { key in
                 guard let id = key.stringValue else { return true }
-                return !id.utf8.lexicographicallyPrecedes(bounds.low.utf8) && id.utf8.lexicographicallyPrecedes(bounds.high.utf8)
+                return !id.utf8.lexicographicallyPrecedes(bounds.low.utf8)
+                    && id.utf8.lexicographicallyPrecedes(bounds.high.utf8)
             }
         }
-        let updateSeq: JSON? = try request.bool("update_seq") ? .string(db.sequenceString(try await db.updateSeq())) : nil
+        let updateSeq: JSON? =
+            try request.bool("update_seq") ? .string(db.sequenceString(try await db.updateSeq())) : nil
         // Answers larger than a page are streamed, page by page in key order.
         let pageSize = 5000
         let requested = options.limit ?? Int.max
@@ -268,7 +290,9 @@ struct DatabaseEndpoints: Sendable {
             // As `.json` would write {"total_rows","offset","rows"[,"update_seq"]}, the rows as they came.
             // With `keys` there is no position to give: CouchDB answers `"offset": null`.
             let offset: JSON = options.keys == nil ? .int(result.offset) : .null
-            var out = Array(JSON.object(["total_rows": .int(result.totalRows), "offset": offset]).bytes.dropLast()) + Array(#","rows":["#.utf8)
+            var out =
+                Array(JSON.object(["total_rows": .int(result.totalRows), "offset": offset]).bytes.dropLast())
+                + Array(#","rows":["#.utf8)
             out.appendJoined(result.rows.lazy.map(\.bytes))
             out.append(UInt8(ascii: "]"))
             if let updateSeq {
@@ -345,7 +369,9 @@ struct DatabaseEndpoints: Sendable {
         let docs = try Self.bulkDocsList(body)
         var newEdits = true
         if let value = body["new_edits"] {
-            guard case let .bool(flag) = value else { throw CouchError.badRequest("`new_edits` parameter must be a boolean.") }
+            guard case let .bool(flag) = value else {
+                throw CouchError.badRequest("`new_edits` parameter must be a boolean.")
+            }
             newEdits = flag
         }
         if request.query["new_edits"] == "false" { newEdits = false }
@@ -353,7 +379,10 @@ struct DatabaseEndpoints: Sendable {
         // CouchDB 3 does not offer all-or-nothing writes: 417, each document refused, nothing written.
         if body["all_or_nothing"] == .bool(true) {
             let rows: [JSON] = docs.map { doc in
-                ["id": doc["_id"] ?? .null, "rev": doc["_rev"] ?? "0-", "error": "not_implemented", "reason": "all_or_nothing is not supported"]
+                [
+                    "id": doc["_id"] ?? .null, "rev": doc["_rev"] ?? "0-", "error": "not_implemented",
+                    "reason": "all_or_nothing is not supported",
+                ]
             }
             return .json(.array(rows), status: .expectationFailed)
         }
@@ -378,9 +407,11 @@ struct DatabaseEndpoints: Sendable {
             case nil: break
             // The underscore rule only: an id lt alone refuses (a NUL) fails its own document,
             // so one such document does not stop a replication's whole batch.
-            case .string(let id)? where id.hasPrefix("_") && !id.hasPrefix("_local/"): try DocumentInput.validate(id: id)
+            case .string(let id)? where id.hasPrefix("_") && !id.hasPrefix("_local/"):
+                try DocumentInput.validate(id: id)
             // In a partitioned database, so does an id without a valid partition.
-            case .string(let id)? where db.isPartitioned && !DocumentInput.holdsNUL(id): try Partition.validate(documentID: id)
+            case .string(let id)? where db.isPartitioned && !DocumentInput.holdsNUL(id):
+                try Partition.validate(documentID: id)
             case .string?: break
             case _?: throw CouchError(status: 400, error: "illegal_docid", reason: "Document id must be a string")
             }
@@ -403,7 +434,9 @@ struct DatabaseEndpoints: Sendable {
                 if input.id!.hasPrefix("_design/"), !isDbAdmin {
                     throw CouchError(status: 403, error: "forbidden", reason: "Only admins can write design documents.")
                 }
-                if UsersDatabase.isUsersDatabase(db.name) { input = try await api.documents.prepareUserDocument(db, input, user: user) }
+                if UsersDatabase.isUsersDatabase(db.name) {
+                    input = try await api.documents.prepareUserDocument(db, input, user: user)
+                }
                 batch.append(input)
                 batchIndex.append(i)
             } catch let error as CouchError {
@@ -425,12 +458,15 @@ struct DatabaseEndpoints: Sendable {
             for (index, id, input) in locals {
                 group.addTask {
                     do {
-                        let rev = try await db.local.put(id: id, rev: input.rev, body: input.body, deleted: input.deleted)
+                        let rev = try await db.local.put(
+                            id: id, rev: input.rev, body: input.body, deleted: input.deleted)
                         return (index, .success(Revision(rev)!))
                     } catch let error as CouchError {
                         return (index, .failure(error))
                     } catch {
-                        return (index, .failure(CouchError(status: 500, error: "internal_server_error", reason: "\(error)")))
+                        return (
+                            index, .failure(CouchError(status: 500, error: "internal_server_error", reason: "\(error)"))
+                        )
                     }
                 }
             }
@@ -441,14 +477,18 @@ struct DatabaseEndpoints: Sendable {
     /// `_bulk_docs`' answer: a row per document in order, `ok` with the new revision (none
     /// for `new_edits=false`) or the error with its reason (and, for `new_edits=false`, the
     /// revision sent, as CouchDB's `update_doc_result_to_json` writes them).
-    static func bulkDocsRows(_ results: [Result<Revision, CouchError>], ids: [String], docs: [JSON], newEdits: Bool) -> [JSON] {
+    static func bulkDocsRows(
+        _ results: [Result<Revision, CouchError>], ids: [String], docs: [JSON], newEdits: Bool
+    ) -> [JSON] {
         var out: [JSON] = []
         for (i, result) in results.enumerated() {
             switch result {
             case let .success(rev):
                 if newEdits { out.append(["ok": true, "id": .string(ids[i]), "rev": .string(rev.description)]) }
             case let .failure(error):
-                var row: JSONObject = ["id": .string(ids[i]), "error": .string(error.error), "reason": .string(error.reason)]
+                var row: JSONObject = [
+                    "id": .string(ids[i]), "error": .string(error.error), "reason": .string(error.reason),
+                ]
                 if !newEdits, let rev = docs[i]["_rev"] { row["rev"] = rev }
                 out.append(.object(row))
             }
@@ -485,9 +525,17 @@ struct DatabaseEndpoints: Sendable {
         for (i, entry) in docs.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             guard case let .string(id)? = entry["id"] else {
-                JSON.object(["id": entry["id"] ?? .null, "docs": [["error": [
-                    "id": entry["id"] ?? .null, "rev": entry["rev"] ?? .null, "error": "bad_request", "reason": "Document id must be a string",
-                ]]]]).write(to: &out)
+                JSON.object([
+                    "id": entry["id"] ?? .null,
+                    "docs": [
+                        [
+                            "error": [
+                                "id": entry["id"] ?? .null, "rev": entry["rev"] ?? .null, "error": "bad_request",
+                                "reason": "Document id must be a string",
+                            ]
+                        ]
+                    ],
+                ]).write(to: &out)
                 continue
             }
             func failure(rev: JSON, error: String, reason: String) -> JSON {
@@ -550,7 +598,8 @@ struct DatabaseEndpoints: Sendable {
     }
 }
 
-extension DatabaseEndpoints {    /// `/{db}/_partition/{partition}[/…]` of a partitioned database: the partition's
+extension DatabaseEndpoints {
+    /// `/{db}/_partition/{partition}[/…]` of a partitioned database: the partition's
     /// information, `_all_docs`, `_find`, `_explain` and views confined to its documents.
     func partitionResource(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         let path = request.path
@@ -584,7 +633,8 @@ extension DatabaseEndpoints {
     /// `_bulk_docs`'s `docs` member, or CouchDB's 400 saying what is wrong with it.
     static func bulkDocsList(_ body: JSONObject) throws -> [JSON] {
         guard case let .array(docs)? = body["docs"] else {
-            throw CouchError.badRequest(body["docs"] == nil ? "POST body must include `docs` parameter." : "`docs` parameter must be an array.")
+            throw CouchError.badRequest(
+                body["docs"] == nil ? "POST body must include `docs` parameter." : "`docs` parameter must be an array.")
         }
         return docs
     }

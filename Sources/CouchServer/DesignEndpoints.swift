@@ -19,7 +19,8 @@ struct DesignEndpoints: Sendable {
     /// The query server's functions, or 501 where this server has no JavaScript engine.
     func designFunctions() throws -> DesignFunctions {
         guard let javascript = api.options.javascript else {
-            throw CouchError.notImplemented("JavaScript is not available on this server (build lt with Debian's duktape-dev)")
+            throw CouchError.notImplemented(
+                "JavaScript is not available on this server (build lt with Debian's duktape-dev)")
         }
         return DesignFunctions(queryServer: javascript)
     }
@@ -35,11 +36,14 @@ struct DesignEndpoints: Sendable {
     /// `GET|POST /{db}/_design/{ddoc}/_view/{view}`: a JavaScript map function (run by the query
     /// server processes, batch by batch) with an optional reducer, indexed incrementally and
     /// persistently by the engine.
-    func view(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
+    func view(
+        _ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil
+    ) async throws -> APIResponse {
         try request.requireMethod(.get, .post)
         let request = try Self.withBodyParameters(request)
         let result = try await runView(db, ddocID, name, request, partition: partition)
-        var answer: JSONObject = result.reduced ? [:] : ["total_rows": .int(result.totalRows), "offset": .int(result.offset)]
+        var answer: JSONObject =
+            result.reduced ? [:] : ["total_rows": .int(result.totalRows), "offset": .int(result.offset)]
         if try request.bool("update_seq") { answer["update_seq"] = .string(db.sequenceString(result.updateSeq)) }
         answer["rows"] = .array(result.rows)
         return .json(.object(answer))
@@ -48,21 +52,28 @@ struct DesignEndpoints: Sendable {
     /// Runs a view query as `_view` (and `_list`) parameters describe it; `partition` confines
     /// it to one partition's documents. A partitioned design document's views (the default in a
     /// partitioned database) answer only in a partition, the others only globally, as in CouchDB.
-    func runView(_ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil) async throws -> ViewResult {
+    func runView(
+        _ db: DocumentDatabase, _ ddocID: String, _ name: String, _ request: APIRequest, partition: String? = nil
+    ) async throws -> ViewResult {
         let functions = try designFunctions()
         let ddoc = try await designDocument(db, ddocID)
         let view = try functions.view(ddoc, name)
         var query = try viewQuery(request)
         let partitioned = ddoc["options"]?["partitioned"]?.boolValue ?? db.isPartitioned
         if partitioned, partition == nil {
-            throw CouchError(status: 400, error: "query_parse_error", reason: "`partition` parameter is mandatory for queries to this view.")
+            throw CouchError(
+                status: 400, error: "query_parse_error",
+                reason: "`partition` parameter is mandatory for queries to this view.")
         }
         if !partitioned, partition != nil {
-            throw CouchError(status: 400, error: "query_parse_error", reason: "`partition` parameter is not supported in this design doc")
+            throw CouchError(
+                status: 400, error: "query_parse_error",
+                reason: "`partition` parameter is not supported in this design doc")
         }
         query.idRange = partition.map(Partition.idRange)
         try checkLimit(request, partitioned: partition != nil)
-        let stale = request.query["stale"] == "ok" || request.query["stale"] == "update_after"
+        let stale =
+            request.query["stale"] == "ok" || request.query["stale"] == "update_after"
             || request.query["update"] == "false" || request.query["update"] == "lazy"
         if let update = request.query["update"], !["true", "false", "lazy"].contains(update) {
             throw CouchError.badRequest("Invalid value for `update`: \(update) (true, false or lazy)")
@@ -79,7 +90,9 @@ struct DesignEndpoints: Sendable {
     /// `partition_query_limit` (one partition): a larger `limit` is a query_parse_error.
     func checkLimit(_ request: APIRequest, partitioned: Bool) throws {
         let key = partitioned ? "partition_query_limit" : "query_limit"
-        guard let most = api.config.value("query_server_config", key).flatMap({ Int($0) }), let limit = try request.int("limit") else { return }
+        guard let most = api.config.value("query_server_config", key).flatMap({ Int($0) }),
+            let limit = try request.int("limit")
+        else { return }
         if limit > most { throw CouchError.queryParse("Limit is too large, must not exceed \(most)") }
     }
 
@@ -91,7 +104,9 @@ struct DesignEndpoints: Sendable {
         try request.requireJSONContentType()
         var merged = request
         // Parameters whose query-string value is a plain string, not JSON.
-        let plain: Set<String> = ["startkey_docid", "start_key_doc_id", "endkey_docid", "end_key_doc_id", "stale", "update"]
+        let plain: Set<String> = [
+            "startkey_docid", "start_key_doc_id", "endkey_docid", "end_key_doc_id", "stale", "update",
+        ]
         for (name, value) in try request.jsonObject().members where name != "keys" && request.query[name] == nil {
             merged.query[name] = plain.contains(name) ? (value.stringValue ?? value.text) : value.text
         }
@@ -138,20 +153,32 @@ struct DesignEndpoints: Sendable {
         let signatures = DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) }
         let state = try await db.views.state(signatures: signatures)
         let signature = ViewDefinition.digest(signatures.sorted().joined(separator: ","))
-        return .json(["name": .string(String(ddocID.dropFirst("_design/".count))), "view_index": [
-            "signature": .string(signature), "language": .string(ddoc["language"]?.stringValue ?? "javascript"),
-            "sizes": ["file": .int(state.bytes), "external": .int(state.dataBytes), "active": .int(state.dataBytes)],
-            "update_seq": .int(state.updateSeq), "purge_seq": 0, "updater_running": false, "compact_running": .bool(api.compactions.isRunning(db.name)),
-            "waiting_clients": 0, "waiting_commit": false, "updates_pending": ["minimum": .int(state.pending), "preferred": .int(state.pending), "total": .int(state.pending)],
-            "collator_versions": [.string(KeyCollation.collatorVersion)],
-        ]])
+        return .json([
+            "name": .string(String(ddocID.dropFirst("_design/".count))),
+            "view_index": [
+                "signature": .string(signature), "language": .string(ddoc["language"]?.stringValue ?? "javascript"),
+                "sizes": [
+                    "file": .int(state.bytes), "external": .int(state.dataBytes), "active": .int(state.dataBytes),
+                ],
+                "update_seq": .int(state.updateSeq), "purge_seq": 0, "updater_running": false,
+                "compact_running": .bool(api.compactions.isRunning(db.name)),
+                "waiting_clients": 0, "waiting_commit": false,
+                "updates_pending": [
+                    "minimum": .int(state.pending), "preferred": .int(state.pending), "total": .int(state.pending),
+                ],
+                "collator_versions": [.string(KeyCollation.collatorVersion)],
+            ],
+        ])
     }
 
     /// `POST /{db}/_view_cleanup`: drops view indexes no design document uses any more, and
     /// Mango indexes without their design document.
     func viewCleanup(_ db: DocumentDatabase) async throws {
         let ddocs = try await db.designDocuments()
-        let live = Set(ddocs.flatMap { ddoc in DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) } })
+        let live = Set(
+            ddocs.flatMap { ddoc in
+                DesignFunctions.viewNames(ddoc).compactMap { DesignFunctions.viewSignature(ddoc, $0) }
+            })
         try await db.views.drop(except: live)
         try await db.mango.drop(except: try await api.mango.mangoIndexes(db))
     }
@@ -187,9 +214,12 @@ struct DesignEndpoints: Sendable {
             return try functions.viewFilter(ddoc, String(view[view.index(after: slash)...]))
         }
         guard let slash = name.firstIndex(of: "/") else {
-            throw CouchError.badRequest("`filter` parameter is not correct: \(name) (use ddoc/name, _view, _doc_ids, _selector or _design)")
+            throw CouchError.badRequest(
+                "`filter` parameter is not correct: \(name) (use ddoc/name, _view, _doc_ids, _selector or _design)")
         }
         let ddoc = try await designDocument(db, "_design/" + name[..<slash])
-        return try functions.filter(ddoc, String(name[name.index(after: slash)...]), request: try await api.render.javascriptRequest(db, request, id: nil))
+        return try functions.filter(
+            ddoc, String(name[name.index(after: slash)...]),
+            request: try await api.render.javascriptRequest(db, request, id: nil))
     }
 }

@@ -12,7 +12,9 @@ struct DocumentEndpoints: Sendable {
     let api: CouchAPI
 
     /// Checks who may write `input` and writes it (interactive edit unless `new_edits=false`).
-    func writeDocument(_ db: DocumentDatabase, _ input: DocumentInput, request: APIRequest, newEdits: Bool = true) async throws -> Revision {
+    func writeDocument(
+        _ db: DocumentDatabase, _ input: DocumentInput, request: APIRequest, newEdits: Bool = true
+    ) async throws -> Revision {
         var input = input
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         try DocumentInput.validate(id: id)
@@ -21,7 +23,9 @@ struct DocumentEndpoints: Sendable {
             try request.user.authorize(.admin, to: db)
         } else {
             try request.user.authorizeDocumentWrite(to: db)
-            if UsersDatabase.isUsersDatabase(db.name) { input = try await prepareUserDocument(db, input, user: request.user) }
+            if UsersDatabase.isUsersDatabase(db.name) {
+                input = try await prepareUserDocument(db, input, user: request.user)
+            }
         }
         return try await db.update(input, newEdits: newEdits, user: request.user)
     }
@@ -41,7 +45,8 @@ struct DocumentEndpoints: Sendable {
     }
 
     /// `/{db}/{docid}`: GET, HEAD, PUT, DELETE, COPY.
-    func documentEndpoint(_ db: DocumentDatabase, _ id: String, _ request: inout APIRequest) async throws -> APIResponse {
+    func documentEndpoint(_ db: DocumentDatabase, _ id: String, _ request: inout APIRequest) async throws -> APIResponse
+    {
         switch request.method {
         case .get, .head: return try await readDocument(db, id, request)
         case .put: return try await putDocument(db, id, request)
@@ -67,19 +72,26 @@ struct DocumentEndpoints: Sendable {
             throw CouchError.badRequest("Referer header must match host.")
         }
         let contentType = request.header("Content-Type") ?? ""
-        guard contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == "multipart/form-data",
-              let boundary = Multipart.boundary(of: contentType) else {
+        guard
+            contentType.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+                == "multipart/form-data",
+            let boundary = Multipart.boundary(of: contentType)
+        else {
             throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be multipart/form-data")
         }
         let parts: [Multipart.Part]
-        do { parts = try Multipart.parse(request.body, boundary: boundary) } catch { throw CouchError.badRequest("\(error)") }
+        do { parts = try Multipart.parse(request.body, boundary: boundary) } catch {
+            throw CouchError.badRequest("\(error)")
+        }
         func field(_ part: Multipart.Part) -> (name: String, filename: String?)? {
             guard let disposition = part.headers["content-disposition"] else { return nil }
             var name: String?, filename: String?
             for parameter in disposition.split(separator: ";").dropFirst() {
                 let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
                 guard pair.count == 2 else { continue }
-                let value = pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"") && pair[1].count >= 2 ? String(pair[1].dropFirst().dropLast()) : pair[1]
+                let value =
+                    pair[1].hasPrefix("\"") && pair[1].hasSuffix("\"") && pair[1].count >= 2
+                    ? String(pair[1].dropFirst().dropLast()) : pair[1]
                 if pair[0] == "name" { name = value } else if pair[0] == "filename" { filename = value }
             }
             return name.map { ($0, filename) }
@@ -90,16 +102,22 @@ struct DocumentEndpoints: Sendable {
             input.id = id
         } else {
             guard let revPart = parts.first(where: { field($0)?.name == "_rev" }),
-                  let rev = Revision(String(decoding: revPart.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                let rev = Revision(
+                    String(decoding: revPart.body, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+            else {
                 throw CouchError.badRequest("A form upload needs the document's _rev (or a _doc)")
             }
             input = try DocumentInput(json: .object(try await db.document(id: id, rev: rev)))
         }
         var attachments = input.attachments ?? JSONObject()
         for part in parts {
-            guard let (name, filename) = field(part), name == "_attachments", let filename, !filename.isEmpty else { continue }
+            guard let (name, filename) = field(part), name == "_attachments", let filename, !filename.isEmpty else {
+                continue
+            }
             attachments.removeValue(forKey: filename)
-            attachments[filename] = ["content_type": .string(part.headers["content-type"] ?? "application/octet-stream"), "follows": true]
+            attachments[filename] = [
+                "content_type": .string(part.headers["content-type"] ?? "application/octet-stream"), "follows": true,
+            ]
             input.attachmentBodies[filename] = part.body
         }
         input.attachments = attachments
@@ -134,7 +152,8 @@ struct DocumentEndpoints: Sendable {
                 var headers = HTTPFields()
                 headers[.contentType] = part.headers[0].1
                 if !hasMeta { headers[.eTag] = etag }
-                return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: part.body)))
+                return APIResponse(
+                    status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: part.body)))
             }
         }
         var headers = HTTPFields()
@@ -158,12 +177,15 @@ struct DocumentEndpoints: Sendable {
             input = try DocumentInput(json: try request.json())
         }
         input.id = id  // as CouchDB: the URL names the document, whatever `_id` the body has
-        if let rev = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) {
+        if let rev = request.query["rev"]
+            ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        {
             guard let parsed = Revision(rev) else { throw CouchError.badRequest("Invalid rev format") }
             if let bodyRev = input.rev, bodyRev != parsed {
-                throw CouchError.badRequest(request.query["rev"] != nil
-                    ? "Document rev from request body and query string have different values"
-                    : "Document rev and etag have different values")
+                throw CouchError.badRequest(
+                    request.query["rev"] != nil
+                        ? "Document rev from request body and query string have different values"
+                        : "Document rev and etag have different values")
             }
             input.rev = parsed
         }
@@ -181,7 +203,10 @@ struct DocumentEndpoints: Sendable {
 
     /// `DELETE /{db}/{docid}?rev=`: a deletion revision (409 without a revision).
     func deleteDocument(_ db: DocumentDatabase, _ id: String, _ request: APIRequest) async throws -> APIResponse {
-        guard let text = request.query["rev"] ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) else {
+        guard
+            let text = request.query["rev"]
+                ?? request.header("If-Match")?.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        else {
             // CouchDB: 404 for a document that is not there, 409 for one that is (told only to
             // whoever may read it).
             try authorizeRead(db, id, request.user)
@@ -228,7 +253,8 @@ struct DocumentEndpoints: Sendable {
     }
 
     func documentWritten(
-        _ db: DocumentDatabase, _ id: String, _ rev: Revision, request: APIRequest, status: HTTPResponse.Status = .created,
+        _ db: DocumentDatabase, _ id: String, _ rev: Revision, request: APIRequest,
+        status: HTTPResponse.Status = .created,
         location: String?? = nil
     ) -> APIResponse {
         var headers = HTTPFields()
@@ -241,7 +267,8 @@ struct DocumentEndpoints: Sendable {
             // CouchDB answers batch mode before the write is durable, without the revision.
             return .json(["ok": true, "id": .string(id)], status: .accepted, headers: headers)
         }
-        return .json(["ok": true, "id": .string(id), "rev": .string(rev.description)], status: status, headers: headers)
+        return .json(
+            ["ok": true, "id": .string(id), "rev": .string(rev.description)], status: status, headers: headers)
     }
 
     func authorizeRead(_ db: DocumentDatabase, _ id: String, _ user: UserContext) throws {
@@ -257,7 +284,9 @@ struct DocumentEndpoints: Sendable {
     }
 
     /// `open_revs`: several revisions, as a JSON array or as `multipart/mixed`.
-    func openRevisions(_ db: DocumentDatabase, _ id: String, _ raw: String, options: ReadOptions, request: APIRequest) async throws -> APIResponse {
+    func openRevisions(
+        _ db: DocumentDatabase, _ id: String, _ raw: String, options: ReadOptions, request: APIRequest
+    ) async throws -> APIResponse {
         let revs: [Revision]?
         if raw == "all" {
             revs = nil
@@ -273,7 +302,8 @@ struct DocumentEndpoints: Sendable {
         // than `atts_since`) as parts of their own, with their encoding, whatever `attachments` says.
         options.attachmentsFollow = multipart
         if multipart { options.attachments = true }
-        let results = try await db.openRevisions(id: id, revs: revs, latest: try request.bool("latest"), options: options)
+        let results = try await db.openRevisions(
+            id: id, revs: revs, latest: try request.bool("latest"), options: options)
         if multipart {
             let boundary = Hex.random(bytes: 16)
             var parts: [(headers: [(String, String)], body: [UInt8])] = []
@@ -282,31 +312,47 @@ struct DocumentEndpoints: Sendable {
                 case let .ok(doc):
                     parts.append(try await documentPart(db, doc))
                 case let .missing(rev):
-                    parts.append(([("Content-Type", "application/json; error=\"true\"")], JSON.object(["missing": .string(rev.description)]).bytes))
+                    parts.append(
+                        (
+                            [("Content-Type", "application/json; error=\"true\"")],
+                            JSON.object(["missing": .string(rev.description)]).bytes
+                        ))
                 }
             }
             var headers = HTTPFields()
             headers[.contentType] = "multipart/mixed; boundary=\"\(boundary)\""
-            return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: Multipart.build(parts, boundary: boundary))))
+            return APIResponse(
+                status: .ok, headers: headers,
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: Multipart.build(parts, boundary: boundary))))
         }
-        return .json(.array(results.map { result in
-            switch result {
-            case let .ok(doc): return ["ok": .object(doc)]
-            case let .missing(rev): return ["missing": .string(rev.description)]
-            }
-        }))
+        return .json(
+            .array(
+                results.map { result in
+                    switch result {
+                    case let .ok(doc): return ["ok": .object(doc)]
+                    case let .missing(rev): return ["missing": .string(rev.description)]
+                    }
+                }))
     }
 
     /// One document as a MIME part: plain JSON, or, when attachments follow, a nested
     /// `multipart/related` body with the JSON first and each attachment body after it, as
     /// CouchDB sends `open_revs` to replicators.
-    func documentPart(_ db: DocumentDatabase, _ doc: JSONObject) async throws -> (headers: [(String, String)], body: [UInt8]) {
-        let following = (doc["_attachments"]?.objectValue ?? JSONObject()).members.filter { $0.value["follows"] == .bool(true) }
-        guard !following.isEmpty, let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue.flatMap(Revision.init) else {
+    func documentPart(
+        _ db: DocumentDatabase, _ doc: JSONObject
+    ) async throws -> (headers: [(String, String)], body: [UInt8]) {
+        let following = (doc["_attachments"]?.objectValue ?? JSONObject()).members.filter {
+            $0.value["follows"] == .bool(true)
+        }
+        guard !following.isEmpty, let id = doc["_id"]?.stringValue,
+            let rev = doc["_rev"]?.stringValue.flatMap(Revision.init)
+        else {
             return ([("Content-Type", "application/json")], JSON.object(doc).bytes)
         }
         let boundary = Hex.random(bytes: 16)
-        var parts: [(headers: [(String, String)], body: [UInt8])] = [([("Content-Type", "application/json")], JSON.object(doc).bytes)]
+        var parts: [(headers: [(String, String)], body: [UInt8])] = [
+            ([("Content-Type", "application/json")], JSON.object(doc).bytes)
+        ]
         for (name, meta) in following {
             // The stored bytes go out as they are, gzip included, as CouchDB sends them.
             let (_, data) = try await db.attachment(docID: id, rev: rev, name: name, encoded: true)
@@ -320,24 +366,36 @@ struct DocumentEndpoints: Sendable {
             }
             parts.append((headers, data))
         }
-        return ([("Content-Type", "multipart/related; boundary=\"\(boundary)\"")], Multipart.build(parts, boundary: boundary))
+        return (
+            [("Content-Type", "multipart/related; boundary=\"\(boundary)\"")],
+            Multipart.build(parts, boundary: boundary)
+        )
     }
 
     /// A `multipart/related` document upload: the JSON document first, then the bodies of
     /// attachments marked `follows`, in the order they appear in `_attachments`.
     func multipartDocument(_ request: APIRequest, contentType: String) throws -> DocumentInput {
-        guard let boundary = Multipart.boundary(of: contentType) else { throw CouchError.badRequest("Multipart body without boundary") }
+        guard let boundary = Multipart.boundary(of: contentType) else {
+            throw CouchError.badRequest("Multipart body without boundary")
+        }
         let parts: [Multipart.Part]
-        do { parts = try Multipart.parse(request.body, boundary: boundary) } catch { throw CouchError.badRequest(error.description) }
+        do { parts = try Multipart.parse(request.body, boundary: boundary) } catch {
+            throw CouchError.badRequest(error.description)
+        }
         guard let first = parts.first else { throw CouchError.badRequest("Empty multipart body") }
         let json: JSON
-        do { json = try JSON.parse(first.body) } catch { throw CouchError.badRequest("The first multipart part must be the JSON document") }
+        do { json = try JSON.parse(first.body) } catch {
+            throw CouchError.badRequest("The first multipart part must be the JSON document")
+        }
         var input = try DocumentInput(json: json)
-        let following = (input.attachments ?? JSONObject()).members.filter { $0.value["follows"] == .bool(true) }.map(\.key)
+        let following = (input.attachments ?? JSONObject()).members.filter { $0.value["follows"] == .bool(true) }.map(
+            \.key)
         var remaining = Array(parts.dropFirst())
         for name in following {
             // Prefer the part that names the attachment; else take them in order.
-            if let index = remaining.firstIndex(where: { $0.headers["content-disposition"]?.contains("filename=\"\(name)\"") == true }) {
+            if let index = remaining.firstIndex(where: {
+                $0.headers["content-disposition"]?.contains("filename=\"\(name)\"") == true
+            }) {
                 input.attachmentBodies[name] = remaining.remove(at: index).body
             } else if !remaining.isEmpty {
                 input.attachmentBodies[name] = remaining.removeFirst().body
@@ -351,7 +409,9 @@ struct DocumentEndpoints: Sendable {
     // MARK: Attachments
 
     /// `/{db}/{docid}/{attachment}`: GET, HEAD, PUT, DELETE.
-    func attachmentEndpoint(_ db: DocumentDatabase, _ id: String, _ name: String, _ request: APIRequest) async throws -> APIResponse {
+    func attachmentEndpoint(
+        _ db: DocumentDatabase, _ id: String, _ name: String, _ request: APIRequest
+    ) async throws -> APIResponse {
         let rev = try request.query["rev"].map { text -> Revision in
             guard let rev = Revision(text) else { throw CouchError.badRequest("Invalid rev format") }
             return rev
@@ -378,7 +438,8 @@ struct DocumentEndpoints: Sendable {
             // Ranges of a body stored as it is (CouchDB serves a compressed one whole).
             guard encoding == "identity" else {
                 headers[.acceptRanges] = "none"
-                return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+                return APIResponse(
+                    status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
             }
             headers[.acceptRanges] = "bytes"
             return try Self.ranged(data, headers: headers, range: request.header("Range"))
@@ -387,7 +448,9 @@ struct DocumentEndpoints: Sendable {
             if let current = try await db.winningRevision(id: id), !current.deleted || rev != nil {
                 guard let rev else { throw CouchError.conflict }
                 let doc: JSONObject
-                do { doc = try await db.document(id: id, rev: rev) } catch let error as CouchError where error.status == 404 {
+                do { doc = try await db.document(id: id, rev: rev) } catch let error as CouchError
+                    where error.status == 404
+                {
                     // CouchDB: 409 {"error":"not_found","reason":"missing_rev"}.
                     throw CouchError(status: 409, error: "not_found", reason: "missing_rev")
                 }
@@ -407,16 +470,22 @@ struct DocumentEndpoints: Sendable {
                 // A body sent with `Content-Encoding: gzip` arrives here decoded (CouchRequestBody).
                 // The new attachment goes first, as CouchDB puts it (its revision id depends on the order).
                 attachments.removeValue(forKey: name)
-                attachments.members.insert((name, [
-                    "content_type": .string(request.header("Content-Type") ?? "application/octet-stream"),
-                    "follows": true,
-                ]), at: 0)
+                attachments.members.insert(
+                    (
+                        name,
+                        [
+                            "content_type": .string(request.header("Content-Type") ?? "application/octet-stream"),
+                            "follows": true,
+                        ]
+                    ), at: 0)
                 input.attachmentBodies[name] = request.body
             }
             input.attachments = attachments
             let newRev = try await writeDocument(db, input, request: request)
-            return documentWritten(db, id, newRev, request: request, status: request.method == .delete ? .ok : .created,
-                                   location: request.method == .delete ? .some(nil) : APIRequest.documentPath(db.name, id, attachment: name))
+            return documentWritten(
+                db, id, newRev, request: request, status: request.method == .delete ? .ok : .created,
+                location: request.method == .delete
+                    ? .some(nil) : APIRequest.documentPath(db.name, id, attachment: name))
         default:
             throw CouchError.methodNotAllowed("DELETE,GET,HEAD,PUT")
         }
@@ -439,23 +508,29 @@ struct DocumentEndpoints: Sendable {
         case .whole:
             return APIResponse(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
         case .unsatisfiable:
-            throw CouchError(status: 416, error: "requested_range_not_satisfiable", reason: "Requested range not satisfiable")
+            throw CouchError(
+                status: 416, error: "requested_range_not_satisfiable", reason: "Requested range not satisfiable")
         case .ranges(let ranges) where ranges.count == 1:
             let range = ranges[0]
             headers[.contentRange] = "bytes \(range.lowerBound)-\(range.upperBound)/\(data.count)"
-            return APIResponse(status: .partialContent, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: data[range])))
+            return APIResponse(
+                status: .partialContent, headers: headers,
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: data[range])))
         case .ranges(let ranges):
             let boundary = Hex.random(bytes: 16)
             let type = headers[.contentType] ?? "application/octet-stream"
             var body = Array("--\(boundary)".utf8)
             for range in ranges {
-                body += Array("\r\nContent-Type: \(type)\r\nContent-Range: bytes \(range.lowerBound)-\(range.upperBound)/\(data.count)\r\n\r\n".utf8)
+                body += Array(
+                    "\r\nContent-Type: \(type)\r\nContent-Range: bytes \(range.lowerBound)-\(range.upperBound)/\(data.count)\r\n\r\n"
+                        .utf8)
                 body += data[range]
                 body += Array("\r\n--\(boundary)".utf8)
             }
             body += Array("--".utf8)
             headers[.contentType] = "multipart/byteranges; boundary=\"\(boundary)\""
-            return APIResponse(status: .partialContent, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
+            return APIResponse(
+                status: .partialContent, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: body)))
         }
     }
 
@@ -486,7 +561,9 @@ struct DocumentEndpoints: Sendable {
     /// Applies the `_users` rules before a write (`UsersDatabase.check`: the id names the user,
     /// `type` is `user`, only admins set roles and never system roles, a user edits only their
     /// own document), and replaces a plaintext `password` by its PBKDF2-SHA256 hash.
-    func prepareUserDocument(_ db: DocumentDatabase, _ input: DocumentInput, user: UserContext) async throws -> DocumentInput {
+    func prepareUserDocument(
+        _ db: DocumentDatabase, _ input: DocumentInput, user: UserContext
+    ) async throws -> DocumentInput {
         var input = input
         guard let id = input.id else { throw CouchError.badRequest("Document id is missing") }
         if id.hasPrefix("_design/") {
@@ -509,8 +586,12 @@ struct DocumentEndpoints: Sendable {
         }
         if input.deleted { return input }
         if let password = input.body.removeValue(forKey: "password") {
-            guard case let .string(plain) = password else { throw CouchError.forbidden("doc.password must be a string") }
-            let rules = api.config.value("chttpd_auth", "password_regexp") ?? api.config.value("couch_httpd_auth", "password_regexp")
+            guard case let .string(plain) = password else {
+                throw CouchError.forbidden("doc.password must be a string")
+            }
+            let rules =
+                api.config.value("chttpd_auth", "password_regexp")
+                ?? api.config.value("couch_httpd_auth", "password_regexp")
             try PasswordRequirements(rules).check(plain)
             let hash = try await Passwords.hash(plain, iterations: api.options.pbkdf2Iterations)
             for key in ["password_scheme", "iterations", "pbkdf2_prf", "salt", "derived_key", "password_sha"] {

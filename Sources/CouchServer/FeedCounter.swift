@@ -34,8 +34,11 @@ final class FeedCounter: Sendable {
         guard !request.user.isServerAdmin else { return Slot(self, nil) }
         let key = request.user.name.map { "user:" + $0 } ?? "client:" + request.client
         guard held.enter(key, limit: limit) else {
-            throw CouchError(status: 429, error: "too_many_requests",
-                              reason: "\(limit) changes feeds (longpoll, continuous, eventsource) are open for this user already; close one first")
+            throw CouchError(
+                status: 429, error: "too_many_requests",
+                reason:
+                    "\(limit) changes feeds (longpoll, continuous, eventsource) are open for this user already; close one first"
+            )
         }
         return Slot(self, key)
     }

@@ -16,7 +16,9 @@ struct GeoEndpoints: Sendable {
     /// An `st_indexes` function's source, the code its index is named after (the source, plus
     /// the `views.lib` modules a JavaScript function may `require`), and where its documents'
     /// times are (its `time` member, our addition: Cloudant ignores it).
-    static func geoIndexCode(_ ddoc: JSONObject, _ name: String) throws(CouchError) -> (source: String, code: String, timeFields: [[String]])? {
+    static func geoIndexCode(
+        _ ddoc: JSONObject, _ name: String
+    ) throws(CouchError) -> (source: String, code: String, timeFields: [[String]])? {
         guard let entry = ddoc["st_indexes"]?[name], let source = entry["index"]?.stringValue else { return nil }
         let timeFields = try GeoIndexDefinition.timeFields(entry["time"])
         if GeoIndexDefinition.native(source) != nil { return (source, source, timeFields) }
@@ -39,9 +41,12 @@ struct GeoEndpoints: Sendable {
     /// `st_index(doc.geometry)` are read natively; others run in the query server.
     func geoIndex(_ ddoc: JSONObject, _ name: String) throws -> GeoIndexDefinition {
         guard let (source, code, timeFields) = try GeoEndpoints.geoIndexCode(ddoc, name) else {
-            throw CouchError.notFound("missing st_index function \(name) in \(ddoc["_id"]?.stringValue ?? "the design document")")
+            throw CouchError.notFound(
+                "missing st_index function \(name) in \(ddoc["_id"]?.stringValue ?? "the design document")")
         }
-        if let native = GeoIndexDefinition.native(source) { return GeoIndexDefinition(code: code, timeFields: timeFields, extract: native) }
+        if let native = GeoIndexDefinition.native(source) {
+            return GeoIndexDefinition(code: code, timeFields: timeFields, extract: native)
+        }
         let functions = try api.design.designFunctions()
         let lib = ddoc["views"]?["lib"]
         let key = GeoIndexDefinition.signature(code: code)
@@ -54,13 +59,17 @@ struct GeoEndpoints: Sendable {
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo/{index}`.
-    func geo(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func geo(
+        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest
+    ) async throws -> APIResponse {
         try request.requireMethod(.get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])
         let geoRequest: GeoRequest
         let maxLimit = api.config.integer("geo", "max_limit", default: GeoRequest.maxLimit)
-        do { geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept"), maxLimit: maxLimit) } catch let error as GeometryError {
+        do {
+            geoRequest = try GeoRequest(parameters: request.query, accept: request.header("Accept"), maxLimit: maxLimit)
+        } catch let error as GeometryError {
             throw CouchError.badRequest(error.reason)
         }
         let result = try await db.geo.query(index, geoRequest)
@@ -73,7 +82,8 @@ struct GeoEndpoints: Sendable {
         }
         let bookmark = GeoRequest.bookmark(after: result.hits.last?.hit.position ?? geoRequest.search.after)
         switch geoRequest.format {
-        case .view: return .json(bytes: Self.geoRows(result.hits, bookmark: bookmark, includeDocs: geoRequest.includeDocs))
+        case .view:
+            return .json(bytes: Self.geoRows(result.hits, bookmark: bookmark, includeDocs: geoRequest.includeDocs))
         case .geojson: return geoFeatures(result.hits, bookmark: bookmark, request)
         case .legacy: return Self.legacyGeoFeatures(result.hits, bookmark: bookmark)
         }
@@ -111,7 +121,8 @@ struct GeoEndpoints: Sendable {
     }
 
     /// `format=geojson`: a GeoJSON `FeatureCollection` (typed `application/vnd.geo+json` when asked).
-    func geoFeatures(_ hits: [(hit: GeoHit, doc: JSONObject?)], bookmark: String, _ request: APIRequest) -> APIResponse {
+    func geoFeatures(_ hits: [(hit: GeoHit, doc: JSONObject?)], bookmark: String, _ request: APIRequest) -> APIResponse
+    {
         let features: [JSON] = hits.map { hit, doc in
             var feature: JSONObject = ["_id": .string(hit.id)]
             if let doc {
@@ -126,8 +137,12 @@ struct GeoEndpoints: Sendable {
             }
             return .object(feature)
         }
-        var response = APIResponse.json(["bookmark": .string(bookmark), "type": "FeatureCollection", "features": .array(features)])
-        if request.header("Accept")?.contains("application/vnd.geo+json") == true || request.query["format"] == "application/vnd.geo+json" {
+        var response = APIResponse.json([
+            "bookmark": .string(bookmark), "type": "FeatureCollection", "features": .array(features),
+        ])
+        if request.header("Accept")?.contains("application/vnd.geo+json") == true
+            || request.query["format"] == "application/vnd.geo+json"
+        {
             response.headers[.contentType] = "application/vnd.geo+json"
         }
         return response
@@ -158,16 +173,21 @@ struct GeoEndpoints: Sendable {
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo_info/{index}`.
-    func geoInfo(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func geoInfo(
+        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest
+    ) async throws -> APIResponse {
         try request.requireMethod(.get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])
         let update = try await db.geo.update(index)
         logSkipped(update, db: db, index: "\(ddocID)/\(rest[1])")
         let info = try await db.geo.info(index)
-        return .json(["name": .string("\(ddocID)/\(rest[1])"), "geo_index": [
-            "doc_count": .int(info.docCount), "disk_size": .int(info.diskSize), "data_size": .int(info.dataSize),
-        ]])
+        return .json([
+            "name": .string("\(ddocID)/\(rest[1])"),
+            "geo_index": [
+                "doc_count": .int(info.docCount), "disk_size": .int(info.diskSize), "data_size": .int(info.dataSize),
+            ],
+        ])
     }
 
     /// `GET /{db}/_design/{ddoc}/_geo_grid/{index}?bbox=minLon,minLat,maxLon,maxLat&columns=&rows=`
@@ -176,7 +196,9 @@ struct GeoEndpoints: Sendable {
     /// (`created_at`) lies in `from`…`to` (ms) and whose id starts with `prefix`; the points
     /// themselves when there are at most `points` (≤ 5,000). Answers
     /// `{"total", "columns", "rows", "cells": [[row, column, count, lat, lon]], "points": [[lat, lon, id, time]]}`.
-    func geoGrid(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func geoGrid(
+        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest
+    ) async throws -> APIResponse {
         try request.requireMethod(.get)
         guard rest.count == 2 else { throw CouchError.notFound("missing geo index name") }
         let index = try geoIndex(db, try await api.design.designDocument(db, ddocID), rest[1])

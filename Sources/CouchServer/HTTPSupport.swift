@@ -46,7 +46,8 @@ struct APIRequest {
         let names = ForwardedHeaders.names.withLock { $0 }
         let forwarded = header(names.host).map { $0.trimmingCharacters(in: .whitespaces) }
         guard let host = forwarded.flatMap({ $0.isEmpty ? nil : $0 }) ?? authority, !host.isEmpty,
-              !host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" || $0 == "\r" || $0 == "\n" || $0 == "," }) else { return path }
+            !host.contains(where: { $0 == "/" || $0 == " " || $0 == "@" || $0 == "\r" || $0 == "\n" || $0 == "," })
+        else { return path }
         var scheme = scheme
         if header(names.ssl) == "on" || header(names.proto) == "https" { scheme = "https" }
         return scheme + "://" + host + path
@@ -79,7 +80,8 @@ struct APIRequest {
     /// bodies (a body sent without one is read as JSON).
     func requireJSONContentType() throws {
         guard let type = header("Content-Type") else { return }
-        guard type.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == "application/json" else {
+        guard type.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased() == "application/json"
+        else {
             throw CouchError(status: 415, error: "bad_content_type", reason: "Content-Type must be application/json")
         }
     }
@@ -97,7 +99,9 @@ struct APIRequest {
 
     /// The body as a JSON object, or 400.
     func jsonObject() throws -> JSONObject {
-        guard case let .object(object) = try json() else { throw CouchError.badRequest("Request body must be a JSON object") }
+        guard case let .object(object) = try json() else {
+            throw CouchError.badRequest("Request body must be a JSON object")
+        }
         return object
     }
 
@@ -106,7 +110,8 @@ struct APIRequest {
         switch raw {
         case "true": return true
         case "false": return false
-        default: throw CouchError(status: 400, error: "query_parse_error", reason: "Invalid boolean parameter: \"\(raw)\"")
+        default:
+            throw CouchError(status: 400, error: "query_parse_error", reason: "Invalid boolean parameter: \"\(raw)\"")
         }
     }
 
@@ -118,11 +123,14 @@ struct APIRequest {
         guard let value = ClientCount.parse(raw) else {
             let integer = raw.first == "-" ? raw.dropFirst() : Substring(raw)
             guard !integer.isEmpty, integer.allSatisfy({ $0.isASCII && $0.isNumber }) else {
-                throw CouchError(status: 400, error: "query_parse_error", reason: "Invalid value for integer: \"\(raw)\"")
+                throw CouchError(
+                    status: 400, error: "query_parse_error", reason: "Invalid value for integer: \"\(raw)\"")
             }
             // CouchDB's words for a negative count; one beyond lt's range also names the parameter.
             let range = raw.first == "-" ? "" : " (\(name): \(ClientCount.range))"
-            throw CouchError(status: 400, error: "query_parse_error", reason: "Invalid value for positive integer: \"\(raw)\"\(range)")
+            throw CouchError(
+                status: 400, error: "query_parse_error",
+                reason: "Invalid value for positive integer: \"\(raw)\"\(range)")
         }
         return value
     }
@@ -160,8 +168,9 @@ struct APIResponse {
     }
 
     static func error(_ error: CouchError, headers: HTTPFields = [:]) -> APIResponse {
-        json(["error": .string(error.error), "reason": .string(error.reason)],
-             status: HTTPResponse.Status(code: error.status), headers: headers)
+        json(
+            ["error": .string(error.error), "reason": .string(error.reason)],
+            status: HTTPResponse.Status(code: error.status), headers: headers)
     }
 
     static func ok(status: HTTPResponse.Status = .ok) -> APIResponse {
@@ -177,7 +186,8 @@ extension CouchError {
     static func methodNotAllowed(_ allowed: String) -> CouchError {
         CouchError(status: 405, error: "method_not_allowed", reason: "Only \(allowed) allowed")
     }
-    static let unauthorized = CouchError(status: 401, error: "unauthorized", reason: "You are not authorized to access this db.")
+    static let unauthorized = CouchError(
+        status: 401, error: "unauthorized", reason: "You are not authorized to access this db.")
     static let badCredentials = CouchError(status: 401, error: "unauthorized", reason: "Name or password is incorrect.")
     static let tooLarge = CouchError(status: 413, error: "too_large", reason: "the request entity is too large")
     static func notImplemented(_ reason: String) -> CouchError {

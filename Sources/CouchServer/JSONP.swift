@@ -16,7 +16,8 @@ struct JSONP {
     /// The callback a request asks for when JSONP is on; throws for one CouchDB refuses.
     func callback(_ request: Request) throws -> String? {
         guard config.value("chttpd", "allow_jsonp") == "true",
-              let name = CouchURL.parameters(request.uri.query)["callback"], !name.isEmpty else { return nil }
+            let name = CouchURL.parameters(request.uri.query)["callback"], !name.isEmpty
+        else { return nil }
         guard name.utf8.count <= 256, name.unicodeScalars.allSatisfy({ Self.allowed.contains($0) }) else {
             throw CouchError.badRequest("invalid_callback")
         }
@@ -35,7 +36,9 @@ struct JSONP {
     static func wrap(_ response: inout Response, callback: String) async throws {
         // An attachment (the one answer with `Accept-Ranges`) goes out as stored, JSON or not,
         // as CouchDB's: only its API's own JSON is wrapped.
-        guard response.headers[.contentType]?.hasPrefix("application/json") == true, response.headers[.acceptRanges] == nil else { return }
+        guard response.headers[.contentType]?.hasPrefix("application/json") == true,
+            response.headers[.acceptRanges] == nil
+        else { return }
         let prefix = ByteBuffer(string: "/* CouchDB */\(callback)(")
         let suffix = ByteBuffer(string: ");\n")
         let body = response.body
@@ -43,7 +46,9 @@ struct JSONP {
         response.headers[.contentLength] = nil
         // Read whole only when small: a large JSON attachment is wrapped as it streams.
         guard let length = body.contentLength, length <= Self.wholeLimit else {
-            response.body = ResponseBody(contentLength: body.contentLength.map { $0 + prefix.readableBytes + suffix.readableBytes }) { writer in
+            response.body = ResponseBody(
+                contentLength: body.contentLength.map { $0 + prefix.readableBytes + suffix.readableBytes }
+            ) { writer in
                 try await body.write(Wrapper(parent: writer, prefix: prefix, suffix: suffix))
             }
             return

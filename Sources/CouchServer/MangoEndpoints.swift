@@ -86,11 +86,15 @@ struct MangoEndpoints: Sendable {
 
         /// CouchDB's answer to a `limit` or `skip` that is no count (here: none beyond `ClientCount.largest`).
         static func notCount(_ key: String, _ value: JSON) -> CouchError {
-            CouchError(status: 400, error: "invalid_non_neg_integer", reason: "\(value) is not an integer greater than or equal to zero (\(key): \(ClientCount.range))")
+            CouchError(
+                status: 400, error: "invalid_non_neg_integer",
+                reason: "\(value) is not an integer greater than or equal to zero (\(key): \(ClientCount.range))")
         }
 
         init(_ body: JSONObject) throws {
-            guard let selector = body["selector"] else { throw CouchError(status: 400, error: "missing_required_key", reason: "Missing required key: selector") }
+            guard let selector = body["selector"] else {
+                throw CouchError(status: 400, error: "missing_required_key", reason: "Missing required key: selector")
+            }
             self.selector = try Selector(json: selector)
             if let value = body["limit"] {
                 guard let n = ClientCount.from(value) else { throw Self.notCount("limit", value) }
@@ -119,12 +123,15 @@ struct MangoEndpoints: Sendable {
             // As CouchDB's mango_opts: booleans must be booleans, `r` a positive integer.
             for key in ["execution_stats", "conflicts", "update", "stable", "allow_fallback"] {
                 if let value = body[key], value.boolValue == nil {
-                    throw CouchError(status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(value.text)")
+                    throw CouchError(
+                        status: 400, error: "invalid_boolean", reason: "Invalid boolean value: \(value.text)")
                 }
             }
             if let value = body["r"] {
                 guard let r = ClientCount.from(value), r >= 1 else {
-                    throw CouchError(status: 400, error: "invalid_pos_integer", reason: "\(value.text) is not an integer greater than zero")
+                    throw CouchError(
+                        status: 400, error: "invalid_pos_integer",
+                        reason: "\(value.text) is not an integer greater than zero")
                 }
                 readQuorum = r
             }
@@ -139,9 +146,11 @@ struct MangoEndpoints: Sendable {
     /// The JSON indexes of a database: design documents with `"language": "query"`, as
     /// `_index` lists them (the special `_all_docs` index first).
     func mangoIndexList(_ db: DocumentDatabase) async throws -> [JSON] {
-        var list: [JSON] = [[
-            "ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]],
-        ]]
+        var list: [JSON] = [
+            [
+                "ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]],
+            ]
+        ]
         for index in try await mangoIndexes(db) {
             list.append(index.listing)
         }
@@ -152,9 +161,12 @@ struct MangoEndpoints: Sendable {
         var indexes: [MangoIndex] = []
         for doc in try await db.designDocuments() {
             guard doc["language"] == .string("query"), let views = doc["views"]?.objectValue,
-                  let id = doc["_id"]?.stringValue else { continue }
+                let id = doc["_id"]?.stringValue
+            else { continue }
             for (name, view) in views.members {
-                guard let def = view["options"]?["def"], var index = try? MangoIndex(designDocument: id, name: name, definition: def) else {
+                guard let def = view["options"]?["def"],
+                    var index = try? MangoIndex(designDocument: id, name: name, definition: def)
+                else {
                     continue
                 }
                 index.partitioned = doc["options"]?["partitioned"]?.boolValue ?? db.isPartitioned
@@ -176,7 +188,9 @@ struct MangoEndpoints: Sendable {
     /// The index `_find` uses, as CouchDB chooses it (see `MangoIndexChoice`), and the warning
     /// CouchDB gives with it. Nil means `_all_docs`. `_find` refuses a sort no index can give
     /// (`_explain` shows no index then).
-    func chooseIndex(_ db: DocumentDatabase, _ find: FindRequest, explaining: Bool = false) async throws
+    func chooseIndex(
+        _ db: DocumentDatabase, _ find: FindRequest, explaining: Bool = false
+    ) async throws
         -> (index: MangoIndex?, warning: String?, choice: MangoIndexChoice)
     {
         let sortFields = find.sort.map { Selector.splitPath($0.field) }
@@ -190,12 +204,15 @@ struct MangoEndpoints: Sendable {
             let ddoc = first.hasPrefix("_design/") ? first : "_design/\(first)"
             let what = useIndex.count == 2 ? "\(ddoc), \(useIndex[1])" : ddoc
             guard find.allowFallback else {
-                throw CouchError(status: 400, error: "invalid_index", reason: "\(what) specified by `use_index` could not be found or it is not suitable.")
+                throw CouchError(
+                    status: 400, error: "invalid_index",
+                    reason: "\(what) specified by `use_index` could not be found or it is not suitable.")
             }
             // CouchDB's wording (mango_cursor), one for a design document, one for an index in it.
-            warnings.append(useIndex.count == 2
-                ? "\(what) was not used because it is not a valid index for this query."
-                : "\(what) was not used because it does not contain a valid index for this query.")
+            warnings.append(
+                useIndex.count == 2
+                    ? "\(what) was not used because it is not a valid index for this query."
+                    : "\(what) was not used because it does not contain a valid index for this query.")
         }
         let warning = { warnings.isEmpty ? nil : warnings.joined(separator: "\n") }
         if let index = choice.index { return (index, warning(), choice) }
@@ -203,10 +220,14 @@ struct MangoEndpoints: Sendable {
             if explaining { return (nil, warning(), choice) }
             // CouchDB's three wordings: a plain database, one partition, all partitions.
             let scope = !db.isPartitioned ? "" : find.partition != nil ? "partitioned " : "global "
-            throw CouchError(status: 400, error: "no_usable_index", reason: "No \(scope)index exists for this sort, try indexing by the sort fields.")
+            throw CouchError(
+                status: 400, error: "no_usable_index",
+                reason: "No \(scope)index exists for this sort, try indexing by the sort fields.")
         }
         if !find.allowFallback, find.useIndex == nil {
-            throw CouchError(status: 400, error: "invalid_index", reason: "You must specify an index with the `use_index` parameter.")
+            throw CouchError(
+                status: 400, error: "invalid_index", reason: "You must specify an index with the `use_index` parameter."
+            )
         }
         warnings.append("No matching index found, create an index to optimize query time.")
         return (nil, warning(), choice)
@@ -223,8 +244,11 @@ struct MangoEndpoints: Sendable {
         if let bookmark = find.bookmark {
             // A bookmark comes back from the client: its offset is a count like any other.
             guard let bytes = Authenticator.base64urlDecode(bookmark), let json = try? JSON.parse(bytes),
-                  let n = json["offset"].flatMap(ClientCount.from) else {
-                throw CouchError(status: 400, error: "invalid_bookmark", reason: "Invalid bookmark value: \(JSON.string(bookmark).text)")
+                let n = json["offset"].flatMap(ClientCount.from)
+            else {
+                throw CouchError(
+                    status: 400, error: "invalid_bookmark",
+                    reason: "Invalid bookmark value: \(JSON.string(bookmark).text)")
             }
             offset = n
         }
@@ -251,7 +275,8 @@ struct MangoEndpoints: Sendable {
         }
         var out: JSONObject = ["docs": .array(docs)]
         out["bookmark"] = .string(Authenticator.base64url(JSON.object(["offset": .int(query.skip + docs.count)]).bytes))
-        let warnings = [warning, Self.indexScanWarning(docsExamined: result.docsExamined, returned: docs.count)].compactMap { $0 }
+        let warnings = [warning, Self.indexScanWarning(docsExamined: result.docsExamined, returned: docs.count)]
+            .compactMap { $0 }
         if !warnings.isEmpty { out["warning"] = .string(warnings.joined(separator: "\n")) }
         if find.executionStats {
             let elapsed = started.duration(to: .now)
@@ -278,10 +303,16 @@ struct MangoEndpoints: Sendable {
             "index": indexJSON,
             "partitioned": .bool(db.isPartitioned),
             "selector": find.selector.normalizedJSON,
-            "opts": ["use_index": .array((find.useIndex ?? []).map(JSON.string)), "bookmark": "nil", "limit": .int(find.limit),
-                     "skip": .int(find.skip), "sort": [:], "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
-                     "r": .int(find.readQuorum), "conflicts": .bool(find.conflicts), "execution_stats": .bool(find.executionStats),
-                     "partition": .string(partition ?? ""), "stable": .bool(find.stable), "stale": false, "update": .bool(find.update), "allow_fallback": .bool(find.allowFallback)],
+            "opts": [
+                "use_index": .array((find.useIndex ?? []).map(JSON.string)), "bookmark": "nil",
+                "limit": .int(find.limit),
+                "skip": .int(find.skip), "sort": [:],
+                "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
+                "r": .int(find.readQuorum), "conflicts": .bool(find.conflicts),
+                "execution_stats": .bool(find.executionStats),
+                "partition": .string(partition ?? ""), "stable": .bool(find.stable), "stale": false,
+                "update": .bool(find.update), "allow_fallback": .bool(find.allowFallback),
+            ],
             "limit": .int(find.limit),
             "skip": .int(find.skip),
             "fields": find.fields.map { .array($0.map(JSON.string)) } ?? "all_fields",
@@ -295,7 +326,8 @@ struct MangoEndpoints: Sendable {
     /// The view arguments CouchDB's explain shows (`mango_cursor_view:explain`): the key range
     /// the index is read in, direction, and the read options.
     func mrargs(_ find: FindRequest, index: MangoIndex?) -> JSON {
-        var (start, end) = index.map { MangoRange.keys(columns: $0.fields, selector: find.selector) }
+        var (start, end) =
+            index.map { MangoRange.keys(columns: $0.fields, selector: find.selector) }
             ?? MangoRange.idKeys(selector: find.selector)
         let descending = find.sort.first?.descending ?? false
         if descending { swap(&start, &end) }
@@ -303,7 +335,8 @@ struct MangoEndpoints: Sendable {
             "include_docs": .bool(!find.isCovered(by: index)), "view_type": "map", "reduce": false,
             "partition": find.partition.map(JSON.string) ?? .null,
             "start_key": start, "end_key": end, "direction": descending ? "rev" : "fwd",
-            "stable": .bool(find.stable), "update": .bool(find.update), "conflicts": find.conflicts ? true : "undefined",
+            "stable": .bool(find.stable), "update": .bool(find.update),
+            "conflicts": find.conflicts ? true : "undefined",
         ]
     }
 
@@ -319,7 +352,8 @@ struct MangoEndpoints: Sendable {
                 try request.user.authorize(.read, to: db)
                 let indexes = try await mangoIndexList(db)
                 let limit = try request.query["limit"].map { try Self.indexListCount($0, minimum: 1) } ?? indexes.count
-                let skip = min(try request.query["skip"].map { try Self.indexListCount($0, minimum: 0) } ?? 0, indexes.count)
+                let skip = min(
+                    try request.query["skip"].map { try Self.indexListCount($0, minimum: 0) } ?? 0, indexes.count)
                 let page = indexes.dropFirst(skip).prefix(limit)
                 return .json(["total_rows": .int(indexes.count), "indexes": .array(Array(page))])
             case .post:
@@ -349,11 +383,13 @@ struct MangoEndpoints: Sendable {
             return .json(["success": .array(success), "fail": .array(fail)])
         case 5, 6:
             guard path.count == 5 || path[2] == "_design" else { throw CouchError.missing }
-            let (ddoc, type, name) = path.count == 6 ? ("_design/\(path[3])", path[4], path[5]) : (path[2], path[3], path[4])
+            let (ddoc, type, name) =
+                path.count == 6 ? ("_design/\(path[3])", path[4], path[5]) : (path[2], path[3], path[4])
             guard request.method == .delete else { throw CouchError.methodNotAllowed("DELETE") }
             try request.user.authorize(.admin, to: db)
             guard type == "json" else { throw CouchError.missing }
-            try await deleteIndex(db, ddoc.hasPrefix("_design/") ? ddoc : "_design/\(ddoc)", name: name, request: request)
+            try await deleteIndex(
+                db, ddoc.hasPrefix("_design/") ? ddoc : "_design/\(ddoc)", name: name, request: request)
             return .ok()
         default:
             throw CouchError.missing
@@ -363,7 +399,8 @@ struct MangoEndpoints: Sendable {
     /// `limit` (at least 1) and `skip` (at least 0) of an index listing.
     static func indexListCount(_ text: String, minimum: Int) throws -> Int {
         guard let value = ClientCount.parse(text), value >= minimum else {
-            throw CouchError(status: 400, error: "invalid_list_index_params", reason: "Index parameter ranges: limit > 1, skip > 0")
+            throw CouchError(
+                status: 400, error: "invalid_list_index_params", reason: "Index parameter ranges: limit > 1, skip > 0")
         }
         return value
     }
@@ -375,27 +412,36 @@ struct MangoEndpoints: Sendable {
         func invalidKey(_ key: String) -> CouchError {
             CouchError(status: 400, error: "invalid_key", reason: "Invalid key \(key) for this request.")
         }
-        if let key = body.members.first(where: { !["index", "type", "name", "ddoc", "w", "partitioned"].contains($0.key) })?.key {
+        if let key = body.members.first(where: {
+            !["index", "type", "name", "ddoc", "w", "partitioned"].contains($0.key)
+        })?.key {
             throw invalidKey(key)
         }
         // Text and Nouveau indexes need a search service; CouchDB without one answers so.
         if case let .string(type)? = body["type"], type == "text" || type == "nouveau" {
             throw CouchError(status: 503, error: "required index service unavailable", reason: type)
         }
-        guard body["index"] != nil else { throw CouchError(status: 400, error: "missing_required_key", reason: "Missing required key: index") }
-        guard case let .object(index)? = body["index"], case let .array(fields)? = index["fields"], !fields.isEmpty else {
-            throw CouchError.badRequest("Index definition must include an `index` object with a non-empty `fields` list")
+        guard body["index"] != nil else {
+            throw CouchError(status: 400, error: "missing_required_key", reason: "Missing required key: index")
+        }
+        guard case let .object(index)? = body["index"], case let .array(fields)? = index["fields"], !fields.isEmpty
+        else {
+            throw CouchError.badRequest(
+                "Index definition must include an `index` object with a non-empty `fields` list")
         }
         if let key = index.members.first(where: { !["fields", "partial_filter_selector"].contains($0.key) })?.key {
             throw invalidKey(key)
         }
         if let type = body["type"], type != .string("json") {
-            throw CouchError(status: 400, error: "invalid_index_type", reason: "Invalid type for index: \(type.text); only json indexes are supported")
+            throw CouchError(
+                status: 400, error: "invalid_index_type",
+                reason: "Invalid type for index: \(type.text); only json indexes are supported")
         }
         for key in ["name", "ddoc"] {
             guard let value = body[key] else { continue }
             guard case let .string(text) = value, !text.isEmpty, text != "_design/" else {
-                throw CouchError(status: 400, error: "invalid_empty_string", reason: "Index name or ddoc cannot be empty string")
+                throw CouchError(
+                    status: 400, error: "invalid_empty_string", reason: "Index name or ddoc cannot be empty string")
             }
         }
         var normalized: [JSON] = []
@@ -405,15 +451,19 @@ struct MangoEndpoints: Sendable {
             case let .string(name) where !name.isEmpty:
                 normalized.append([name: "asc"])
                 directions.insert("asc")
-            case let .object(o) where o.count == 1 && !o.members[0].key.isEmpty
+            case let .object(o)
+            where o.count == 1 && !o.members[0].key.isEmpty
                 && (o.members[0].value == "asc" || o.members[0].value == "desc"):
                 normalized.append(field)
                 directions.insert(o.members[0].value.stringValue ?? "")
-            default: throw CouchError(status: 400, error: "invalid_sort_field", reason: "Invalid sort field: \(field.text)")
+            default:
+                throw CouchError(status: 400, error: "invalid_sort_field", reason: "Invalid sort field: \(field.text)")
             }
         }
         guard directions.count <= 1 else {
-            throw CouchError(status: 400, error: "unsupported_mixed_sort", reason: "Sorts currently only support a single direction for all fields.")
+            throw CouchError(
+                status: 400, error: "unsupported_mixed_sort",
+                reason: "Sorts currently only support a single direction for all fields.")
         }
         var def: JSONObject = ["fields": .array(normalized)]
         if let partial = index["partial_filter_selector"] {
@@ -434,7 +484,8 @@ struct MangoEndpoints: Sendable {
         let name = body["name"]?.stringValue ?? signature
         let existing = try? await db.document(id: ddocID)
         if let stored = existing?["views"]?[name]?["options"]?["def"]?.objectValue,
-           (try? Self.indexDefinition(["index": .object(stored)]).def) == def {
+            (try? Self.indexDefinition(["index": .object(stored)]).def) == def
+        {
             return .json(["result": "exists", "id": .string(ddocID), "name": .string(name)])
         }
         // Kept as the client wrote its fields (CouchDB's design document does; listings show
@@ -446,10 +497,14 @@ struct MangoEndpoints: Sendable {
         // keeps the choice in the design document's options).
         if let value = body["partitioned"] {
             guard let partitioned = value.boolValue else {
-                throw CouchError(status: 400, error: "invalid_partitioned_value", reason: "Invalid value for partitioned: \(value.text)")
+                throw CouchError(
+                    status: 400, error: "invalid_partitioned_value",
+                    reason: "Invalid value for partitioned: \(value.text)")
             }
             if partitioned, !db.isPartitioned {
-                throw CouchError(status: 400, error: "invalid_partitioned_value", reason: "Partitioned indexes require a partitioned database.")
+                throw CouchError(
+                    status: 400, error: "invalid_partitioned_value",
+                    reason: "Partitioned indexes require a partitioned database.")
             }
             if existing == nil, partitioned != db.isPartitioned { doc["options"] = ["partitioned": .bool(partitioned)] }
         }
@@ -458,8 +513,10 @@ struct MangoEndpoints: Sendable {
         }
         var views = doc["views"]?.objectValue ?? JSONObject()
         views[name] = [
-            "map": ["fields": .object(JSONObject(normalized.compactMap { $0.objectValue?.members.first })),
-                    "partial_filter_selector": def["partial_filter_selector"] ?? [:]],
+            "map": [
+                "fields": .object(JSONObject(normalized.compactMap { $0.objectValue?.members.first })),
+                "partial_filter_selector": def["partial_filter_selector"] ?? [:],
+            ],
             "reduce": "_count",
             "options": ["def": .object(stored)],
         ]

@@ -36,7 +36,9 @@ struct MangoIndexChoice {
     var usedNamedIndex: Bool
     var others: [Candidate]
 
-    static let allDocsListing: JSON = ["ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]]]
+    static let allDocsListing: JSON = [
+        "ddoc": .null, "name": "_all_docs", "type": "special", "def": ["fields": [["_id": "asc"]]],
+    ]
 
     init(indexes all: [MangoIndex], selector: Selector, sort: [[String]], useIndex: [String]?, partition: String?) {
         func named(_ index: MangoIndex) -> Bool {
@@ -83,7 +85,9 @@ struct MangoIndexChoice {
             foundUsable = true
             sortedCount = ranked.count
             for (n, (other, prefix)) in ranked.enumerated().dropFirst() {
-                let reason: Reason = narrowed - prefix > 0 ? .lessOverlap
+                let reason: Reason =
+                    narrowed - prefix > 0
+                    ? .lessOverlap
                     : other.fields.count > winner.fields.count ? .tooManyFields : .alphabeticallyComesAfter
                 candidates.append(Candidate(index: other, usable: true, reason: reason, ranking: n))
             }
@@ -94,7 +98,8 @@ struct MangoIndexChoice {
         }
         let unfavored = ranked.isEmpty ? [] : (allDocsFiltered ? [nil] : []) as [MangoIndex?]
         candidates += Self.staged(
-            after: sortedCount, unfavored: unfavored, excluded: excluded + (allDocsExcluded ? [nil] : []), notUsable: notUsable,
+            after: sortedCount, unfavored: unfavored, excluded: excluded + (allDocsExcluded ? [nil] : []),
+            notUsable: notUsable,
             outOfScope: outOfScope, partial: partial)
         others = Self.listed(candidates)
     }
@@ -122,7 +127,11 @@ struct MangoIndexChoice {
     /// narrows): the longest prefix, then the fewest columns, then by design document and name.
     static func ranked(_ indexes: [MangoIndex], selector: Selector) -> [(MangoIndex, prefix: Int)] {
         indexes.map { index in
-            (index, prefix: index.fields.prefix { selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }.count)
+            (
+                index,
+                prefix: index.fields.prefix { selector.conditions(on: $0).contains(where: MangoRange.isIndexable) }
+                    .count
+            )
         }.sorted { a, b in
             if a.prefix != b.prefix { return a.prefix > b.prefix }
             if a.0.fields.count != b.0.fields.count { return a.0.fields.count < b.0.fields.count }
@@ -146,7 +155,9 @@ struct MangoIndexChoice {
     /// Why a JSON index cannot answer (nil when it can), as `mango_idx_view:is_usable` decides.
     static func unusable(_ index: MangoIndex, selector: Selector, sort: [[String]]) -> Reason? {
         // `_id` and `_rev` are in every document, and sorting on a field implies it exists.
-        let required = index.fields.allSatisfy { $0 == ["_id"] || $0 == ["_rev"] || sort.contains($0) || selector.requiresField($0) }
+        let required = index.fields.allSatisfy {
+            $0 == ["_id"] || $0 == ["_rev"] || sort.contains($0) || selector.requiresField($0)
+        }
         if !required { return .fieldMismatch }
         return canSort(index, selector: selector, sort: sort) ? nil : .sortOrderMismatch
     }
@@ -158,7 +169,9 @@ struct MangoIndexChoice {
         var columns = index.fields[...]
         while let column = columns.first {
             if column == firstSort { return columns.starts(with: sort) }
-            let constant = selector.conditions(on: column).contains { if case .eq = $0 { return true } else { return false } }
+            let constant = selector.conditions(on: column).contains {
+                if case .eq = $0 { return true } else { return false }
+            }
             guard constant else { return false }
             columns = columns.dropFirst()
         }
@@ -167,28 +180,31 @@ struct MangoIndexChoice {
 
     /// `index_candidates` of `_explain`.
     func candidatesJSON(fields: [String]?) -> JSON {
-        .array(others.map { candidate in
-            [
-                "index": candidate.index?.listing ?? Self.allDocsListing,
-                "analysis": [
-                    "usable": .bool(candidate.usable),
-                    "reasons": [["name": .string((candidate.reason ?? .unfavoredType).rawValue)]],
-                    "ranking": .int(candidate.ranking),
-                    "covering": candidate.index.map { .bool($0.covers(fields: fields, selector: nil)) } ?? .null,
-                ],
-            ]
-        })
+        .array(
+            others.map { candidate in
+                [
+                    "index": candidate.index?.listing ?? Self.allDocsListing,
+                    "analysis": [
+                        "usable": .bool(candidate.usable),
+                        "reasons": [["name": .string((candidate.reason ?? .unfavoredType).rawValue)]],
+                        "ranking": .int(candidate.ranking),
+                        "covering": candidate.index.map { .bool($0.covers(fields: fields, selector: nil)) } ?? .null,
+                    ],
+                ]
+            })
     }
 
     /// `selector_hints` of `_explain`: which of the selector's fields a JSON index could serve.
     static func selectorHints(_ selector: Selector) -> JSON {
         let indexable = Set(selector.indexableFieldPaths.map { $0.joined(separator: ".") })
         let all = Set(selector.fieldPaths.map { $0.joined(separator: ".") })
-        return [[
-            "type": "json",
-            "indexable_fields": .array(indexable.sorted().map(JSON.string)),
-            "unindexable_fields": .array(all.subtracting(indexable).sorted().map(JSON.string)),
-        ]]
+        return [
+            [
+                "type": "json",
+                "indexable_fields": .array(indexable.sorted().map(JSON.string)),
+                "unindexable_fields": .array(all.subtracting(indexable).sorted().map(JSON.string)),
+            ]
+        ]
     }
 }
 

@@ -18,7 +18,8 @@ final class NodeConfiguration: Sendable {
 
     /// Sections CouchDB refuses to change over HTTP (its `BLACKLIST_CONFIG_SECTIONS`).
     static let protectedSections: Set<String> = [
-        "daemons", "external", "httpd_design_handlers", "httpd_db_handlers", "native_query_servers", "os_daemons", "query_servers",
+        "daemons", "external", "httpd_design_handlers", "httpd_db_handlers", "native_query_servers", "os_daemons",
+        "query_servers",
     ]
 
     /// The keys lt applies at run time, and what their values must be.
@@ -29,11 +30,17 @@ final class NodeConfiguration: Sendable {
             "max_count": .positive(upTo: 100_000),
             "utc_id_suffix": .any,
         ],
-        "couchdb": ["max_document_size": .positive(upTo: Int(Int32.max)), "max_partition_size": .count(upTo: 1 << 50),
-                    "maintenance_mode": .oneOf(["true", "false", "nolb"])],
-        "chttpd": ["max_http_request_size": .positive(upTo: Int(Int32.max)), "decode_plus_to_space": .oneOf(["true", "false"]), "allow_jsonp": .oneOf(["true", "false"]),
-                    "x_forwarded_host": .headerName, "x_forwarded_proto": .headerName, "x_forwarded_ssl": .headerName, "rewrite_limit": .positive(upTo: 1000),
-                    "secure_rewrites": .oneOf(["true", "false"])],
+        "couchdb": [
+            "max_document_size": .positive(upTo: Int(Int32.max)), "max_partition_size": .count(upTo: 1 << 50),
+            "maintenance_mode": .oneOf(["true", "false", "nolb"]),
+        ],
+        "chttpd": [
+            "max_http_request_size": .positive(upTo: Int(Int32.max)),
+            "decode_plus_to_space": .oneOf(["true", "false"]), "allow_jsonp": .oneOf(["true", "false"]),
+            "x_forwarded_host": .headerName, "x_forwarded_proto": .headerName, "x_forwarded_ssl": .headerName,
+            "rewrite_limit": .positive(upTo: 1000),
+            "secure_rewrites": .oneOf(["true", "false"]),
+        ],
         "chttpd_auth": ["timeout": .positive(upTo: 10 * 365 * 86_400), "authentication_db": .databaseName],
         "query_server_config": ["reduce_limit": .oneOf(["true", "false", "log"])],
         // The largest page of a `_geo` query (Cloudant's 200 unless raised): every hit is held
@@ -56,7 +63,8 @@ final class NodeConfiguration: Sendable {
             case .any: return nil
             case .positive(let most):
                 return Int(value).map { (1...most).contains($0) } == true ? nil : "must be an integer from 1 to \(most)"
-            case .oneOf(let allowed): return allowed.contains(value) ? nil : "must be one of " + allowed.joined(separator: ", ")
+            case .oneOf(let allowed):
+                return allowed.contains(value) ? nil : "must be one of " + allowed.joined(separator: ", ")
             case .count(let most):
                 return Int(value).map { (0...most).contains($0) } == true ? nil : "must be an integer from 0 to \(most)"
             case .headerName: return HTTPField.Name(value) == nil ? "must be an HTTP header name" : nil
@@ -71,7 +79,9 @@ final class NodeConfiguration: Sendable {
 
         static func read(_ url: URL) throws -> Overrides {
             guard let data = FileManager.default.contents(atPath: url.path) else { return Overrides() }
-            guard let object = (try? JSON.parse(Array(data)))?.objectValue else { throw CouchError.corrupt(url.lastPathComponent) }
+            guard let object = (try? JSON.parse(Array(data)))?.objectValue else {
+                throw CouchError.corrupt(url.lastPathComponent)
+            }
             var overrides = Overrides()
             for (section, keys) in object {
                 guard let keys = keys.objectValue else { throw CouchError.corrupt(url.lastPathComponent) }
@@ -103,7 +113,9 @@ final class NodeConfiguration: Sendable {
             var object = JSONObject()
             for (section, keys) in sections.sorted(by: { $0.key < $1.key }) {
                 var members = JSONObject()
-                for (key, value) in keys.sorted(by: { $0.key < $1.key }) { members[key] = value.map(JSON.string) ?? .null }
+                for (key, value) in keys.sorted(by: { $0.key < $1.key }) {
+                    members[key] = value.map(JSON.string) ?? .null
+                }
                 object[section] = .object(members)
             }
             return .object(object)
@@ -192,7 +204,8 @@ final class NodeConfiguration: Sendable {
 
     private func check(_ section: String, _ key: String, _ value: String?) throws {
         if Self.protectedSections.contains(section) {
-            throw CouchError(status: 403, error: "forbidden", reason: "Config section blacklisted for modification over HTTP API.")
+            throw CouchError(
+                status: 403, error: "forbidden", reason: "Config section blacklisted for modification over HTTP API.")
         }
         guard let check = Self.live[section]?[key] else { return }
         guard let value else {
@@ -222,7 +235,8 @@ final class NodeConfiguration: Sendable {
 
     private static func generator(_ values: Sections) -> UUIDGenerator {
         let algorithm = values["uuids"]?["algorithm"].flatMap(UUIDGenerator.Algorithm.init(rawValue:)) ?? .sequential
-        return UUIDGenerator(algorithm, suffix: values["uuids"]?["utc_id_suffix"] ?? "", random: UUIDGenerator.systemRandom)
+        return UUIDGenerator(
+            algorithm, suffix: values["uuids"]?["utc_id_suffix"] ?? "", random: UUIDGenerator.systemRandom)
     }
 
     /// Writes the kept changes as `server.json` is written (owner-only, replaced whole).

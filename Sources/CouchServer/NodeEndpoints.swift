@@ -35,7 +35,9 @@ struct NodeEndpoints: Sendable {
             try request.requireMethod(.get)
             var stats = Self.stats(await api.options.metrics.samples())
             for key in rest.dropFirst() {
-                guard let inner = stats[key] else { throw CouchError.notFound("no statistic \(rest.dropFirst().joined(separator: "/"))") }
+                guard let inner = stats[key] else {
+                    throw CouchError.notFound("no statistic \(rest.dropFirst().joined(separator: "/"))")
+                }
                 stats = inner
             }
             return .json(stats)
@@ -47,7 +49,9 @@ struct NodeEndpoints: Sendable {
         case "_versions":
             // What runs design functions and orders keys, as CouchDB 3.4 reports them.
             try request.requireMethod(.get)
-            var versions: JSONObject = ["collation_driver": ["name": "libicu", "collator_version": .string(KeyCollation.collatorVersion)]]
+            var versions: JSONObject = [
+                "collation_driver": ["name": "libicu", "collator_version": .string(KeyCollation.collatorVersion)]
+            ]
             if api.options.javascript != nil { versions.prepend("javascript_engine", ["name": "duktape"]) }
             return .json(.object(versions))
         default:
@@ -83,10 +87,14 @@ struct NodeEndpoints: Sendable {
             let (section, key) = (keys[0], keys[1])
             switch request.method {
             case .get:
-                guard let value = section == "admins" ? admins()[key] : config.value(section, key) else { throw Self.unknownValue }
+                guard let value = section == "admins" ? admins()[key] : config.value(section, key) else {
+                    throw Self.unknownValue
+                }
                 return .json(.string(value))
             case .put:
-                guard case .string(let text) = try request.json() else { throw CouchError.badRequest("a JSON string expected") }
+                guard case .string(let text) = try request.json() else {
+                    throw CouchError.badRequest("a JSON string expected")
+                }
                 let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
                 if section == "admins" { return .json(.string(try await setAdmin(key, value))) }
                 let old = try config.set(section, key, to: value, persist: persist)
@@ -144,7 +152,9 @@ struct NodeEndpoints: Sendable {
         try api.settings.withLock { settings in
             guard let old = settings.admins[name] else { throw Self.unknownValue }
             guard settings.admins.count > 1 else {
-                throw CouchError(status: 403, error: "forbidden", reason: "\(name) is the last server admin; add another before deleting it")
+                throw CouchError(
+                    status: 403, error: "forbidden",
+                    reason: "\(name) is the last server admin; add another before deleting it")
             }
             var changed = settings
             changed.admins[name] = nil
@@ -183,48 +193,74 @@ struct NodeEndpoints: Sendable {
         let couchdb: JSONObject = [
             "httpd": [
                 "requests": figure(number(requests.reduce(0) { $0 + $1.value }), "counter", "number of HTTP requests"),
-                "bulk_requests": figure(number(histogramCount(samples, HTTPMetric.requestDuration.rawValue, database.merging(["family": "bulk"]) { $1 })),
-                                        "counter", "number of bulk requests"),
-                "clients_requesting_changes": figure(number(samples.sum(CouchMetric.changesFeedsOpen.rawValue)), "gauge",
-                                                     "number of clients for continuous _changes"),
+                "bulk_requests": figure(
+                    number(
+                        histogramCount(
+                            samples, HTTPMetric.requestDuration.rawValue, database.merging(["family": "bulk"]) { $1 })),
+                    "counter", "number of bulk requests"),
+                "clients_requesting_changes": figure(
+                    number(samples.sum(CouchMetric.changesFeedsOpen.rawValue)), "gauge",
+                    "number of clients for continuous _changes"),
             ],
             "httpd_request_methods": .object(methods),
             "httpd_status_codes": .object(codes),
-            "request_time": figure(histogram(samples, HTTPMetric.requestDuration.rawValue, database, scale: 1000), "histogram",
-                                   "length of a request inside the server, in milliseconds"),
-            "open_databases": figure(number(samples.sum(CouchMetric.openDatabases.rawValue)), "gauge", "number of open databases"),
-            "open_os_files": figure(number(samples.sum(HTTPMetric.openFileDescriptors.rawValue)), "gauge", "number of file descriptors the server has open"),
+            "request_time": figure(
+                histogram(samples, HTTPMetric.requestDuration.rawValue, database, scale: 1000), "histogram",
+                "length of a request inside the server, in milliseconds"),
+            "open_databases": figure(
+                number(samples.sum(CouchMetric.openDatabases.rawValue)), "gauge", "number of open databases"),
+            "open_os_files": figure(
+                number(samples.sum(HTTPMetric.openFileDescriptors.rawValue)), "gauge",
+                "number of file descriptors the server has open"),
         ]
         let replicator: JSONObject = [
             "jobs": [
-                "running": figure(number(samples.sum(CouchMetric.replicationJobs.rawValue, ["state": "running"])), "gauge", "replication jobs running"),
-                "crashed": figure(number(samples.sum(CouchMetric.replicationJobs.rawValue, ["state": "failing"])), "gauge",
-                                  "replication jobs retrying after an error"),
-                "total": figure(number(samples.sum(CouchMetric.replicationJobs.rawValue)), "gauge", "replication jobs the server holds"),
-            ],
+                "running": figure(
+                    number(samples.sum(CouchMetric.replicationJobs.rawValue, ["state": "running"])), "gauge",
+                    "replication jobs running"),
+                "crashed": figure(
+                    number(samples.sum(CouchMetric.replicationJobs.rawValue, ["state": "failing"])), "gauge",
+                    "replication jobs retrying after an error"),
+                "total": figure(
+                    number(samples.sum(CouchMetric.replicationJobs.rawValue)), "gauge",
+                    "replication jobs the server holds"),
+            ]
         ]
         let lt: JSONObject = [
-            "write_queue_depth": figure(number(samples.sum(EngineMetric.writeQueueDepth.rawValue)), "gauge", "writes waiting for a group commit"),
-            "write_batch_size": figure(histogram(samples, EngineMetric.writeBatchSize.rawValue), "histogram", "writes per group commit"),
-            "write_transaction_time": figure(histogram(samples, EngineMetric.writeTransactionDuration.rawValue, scale: 1000), "histogram",
-                                             "one group commit's transaction, sync included, in milliseconds"),
-            "database_evictions": figure(number(samples.sum(CouchMetric.databaseEvictions.rawValue)), "counter",
-                                         "databases closed to keep at most max_open_databases open"),
-            "database_files_opened": figure(number(samples.sum(CouchMetric.databaseFilesOpened.rawValue)), "counter", "database files opened"),
-            "max_open_databases": figure(number(samples.sum(CouchMetric.maxOpenDatabases.rawValue)), "gauge", "the most databases kept open"),
-            "replication_documents_read": figure(number(samples.sum(CouchMetric.replicationDocuments.rawValue, ["kind": "read"])), "gauge",
-                                                 "documents read by the replication jobs held now"),
-            "replication_documents_written": figure(number(samples.sum(CouchMetric.replicationDocuments.rawValue, ["kind": "written"])), "gauge",
-                                                    "documents written by the replication jobs held now"),
-            "replication_changes_pending": figure(number(samples.sum(CouchMetric.replicationChangesPending.rawValue)), "gauge",
-                                                  "changes the replication jobs have still to read"),
+            "write_queue_depth": figure(
+                number(samples.sum(EngineMetric.writeQueueDepth.rawValue)), "gauge", "writes waiting for a group commit"
+            ),
+            "write_batch_size": figure(
+                histogram(samples, EngineMetric.writeBatchSize.rawValue), "histogram", "writes per group commit"),
+            "write_transaction_time": figure(
+                histogram(samples, EngineMetric.writeTransactionDuration.rawValue, scale: 1000), "histogram",
+                "one group commit's transaction, sync included, in milliseconds"),
+            "database_evictions": figure(
+                number(samples.sum(CouchMetric.databaseEvictions.rawValue)), "counter",
+                "databases closed to keep at most max_open_databases open"),
+            "database_files_opened": figure(
+                number(samples.sum(CouchMetric.databaseFilesOpened.rawValue)), "counter", "database files opened"),
+            "max_open_databases": figure(
+                number(samples.sum(CouchMetric.maxOpenDatabases.rawValue)), "gauge", "the most databases kept open"),
+            "replication_documents_read": figure(
+                number(samples.sum(CouchMetric.replicationDocuments.rawValue, ["kind": "read"])), "gauge",
+                "documents read by the replication jobs held now"),
+            "replication_documents_written": figure(
+                number(samples.sum(CouchMetric.replicationDocuments.rawValue, ["kind": "written"])), "gauge",
+                "documents written by the replication jobs held now"),
+            "replication_changes_pending": figure(
+                number(samples.sum(CouchMetric.replicationChangesPending.rawValue)), "gauge",
+                "changes the replication jobs have still to read"),
             // The application's (LTServer's `ApplicationMetric`, a layer above this one): read by name.
-            "consolidation_backlog": figure(number(samples.sum("lt_consolidation_backlog_databases")), "gauge",
-                                            "user databases waiting to be consolidated (start-up sweep and retries)"),
-            "consolidation_documents_copied": figure(number(samples.sum("lt_consolidation_documents_copied_total")), "counter",
-                                                     "locations copied into lt_locations_all"),
-            "js_processes_busy": figure(number(samples.sum(CouchMetric.javaScriptProcesses.rawValue, ["state": "busy"])), "gauge",
-                                        "JavaScript query server processes in use"),
+            "consolidation_backlog": figure(
+                number(samples.sum("lt_consolidation_backlog_databases")), "gauge",
+                "user databases waiting to be consolidated (start-up sweep and retries)"),
+            "consolidation_documents_copied": figure(
+                number(samples.sum("lt_consolidation_documents_copied_total")), "counter",
+                "locations copied into lt_locations_all"),
+            "js_processes_busy": figure(
+                number(samples.sum(CouchMetric.javaScriptProcesses.rawValue, ["state": "busy"])), "gauge",
+                "JavaScript query server processes in use"),
         ]
         return ["couchdb": .object(couchdb), "couch_replicator": .object(replicator), "lt": .object(lt)]
     }
@@ -256,10 +292,15 @@ struct NodeEndpoints: Sendable {
     /// A histogram (series matching `labels` added up) as CouchDB shows one: count, mean,
     /// median and percentiles (interpolated within the buckets, as Prometheus'
     /// `histogram_quantile`), and the buckets; values times `scale` (seconds to milliseconds).
-    static func histogram(_ samples: [PrometheusSample], _ name: String, _ labels: [String: String] = [:], scale: Double = 1) -> JSON {
+    static func histogram(
+        _ samples: [PrometheusSample], _ name: String, _ labels: [String: String] = [:], scale: Double = 1
+    ) -> JSON {
         var buckets: [Double: Double] = [:]
-        for sample in samples where sample.name == name + "_bucket" && labels.allSatisfy({ sample.labels[$0.key] == $0.value }) {
-            guard let bound = sample.labels["le"].flatMap({ $0 == "+Inf" ? Double.infinity : Double($0) }) else { continue }
+        for sample in samples
+        where sample.name == name + "_bucket" && labels.allSatisfy({ sample.labels[$0.key] == $0.value }) {
+            guard let bound = sample.labels["le"].flatMap({ $0 == "+Inf" ? Double.infinity : Double($0) }) else {
+                continue
+            }
             buckets[bound, default: 0] += sample.value
         }
         let count = samples.sum(name + "_count", labels)
@@ -291,7 +332,8 @@ struct NodeEndpoints: Sendable {
             "n": number(count),
             "arithmetic_mean": number(count > 0 ? sum / count * scale : 0),
             "median": number(quantile(0.5)),
-            "percentile": .array([50, 75, 90, 95, 99, 999].map { p in [.int(p), number(quantile(p == 999 ? 0.999 : Double(p) / 100))] }),
+            "percentile": .array(
+                [50, 75, 90, 95, 99, 999].map { p in [.int(p), number(quantile(p == 999 ? 0.999 : Double(p) / 100))] }),
             "histogram": .array(histogram),
         ]
     }

@@ -88,7 +88,9 @@ struct ConfigTermParser {
     }
 
     private mutating func skipBlanks() {
-        while index < bytes.count, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D { index += 1 }
+        while index < bytes.count,
+            bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D
+        { index += 1 }
     }
 
     private mutating func parse(depth: Int) throws(Failure) -> ConfigTerm {
@@ -121,7 +123,9 @@ struct ConfigTermParser {
 
     private static func isNameByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "@"): return true
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "@"):
+            return true
         default: return false
         }
     }
@@ -173,7 +177,8 @@ struct ConfigTermParser {
             let escaped = bytes[index]
             index += 1
             let simple: [UInt8: UInt32] = [
-                UInt8(ascii: "b"): 8, UInt8(ascii: "d"): 127, UInt8(ascii: "e"): 27, UInt8(ascii: "f"): 12, UInt8(ascii: "n"): 10,
+                UInt8(ascii: "b"): 8, UInt8(ascii: "d"): 127, UInt8(ascii: "e"): 27, UInt8(ascii: "f"): 12,
+                UInt8(ascii: "n"): 10,
                 UInt8(ascii: "r"): 13, UInt8(ascii: "s"): 32, UInt8(ascii: "t"): 9, UInt8(ascii: "v"): 11,
             ]
             var code: UInt32
@@ -191,8 +196,12 @@ struct ConfigTermParser {
                 let braced = index < bytes.count && bytes[index] == UInt8(ascii: "{")
                 if braced { index += 1 }
                 let start = index
-                while index < bytes.count, braced || index - start < 2, Character(Unicode.Scalar(bytes[index])).isHexDigit { index += 1 }
-                guard index > start, index - start <= 8, let value = UInt32(String(decoding: bytes[start..<index], as: UTF8.self), radix: 16) else { throw Failure() }
+                while index < bytes.count, braced || index - start < 2,
+                    Character(Unicode.Scalar(bytes[index])).isHexDigit
+                { index += 1 }
+                guard index > start, index - start <= 8,
+                    let value = UInt32(String(decoding: bytes[start..<index], as: UTF8.self), radix: 16)
+                else { throw Failure() }
                 if braced {
                     guard index < bytes.count, bytes[index] == UInt8(ascii: "}") else { throw Failure() }
                     index += 1

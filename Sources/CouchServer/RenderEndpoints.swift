@@ -22,9 +22,12 @@ struct RenderEndpoints: Sendable {
     /// `GET|POST /{db}/_design/{ddoc}/_show/{name}[/{docid}]`: the function's answer for the
     /// document (null when there is none), with an ETag of the design document, the document,
     /// the request and the caller, so that an unchanged show answers 304.
-    func show(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func show(
+        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest
+    ) async throws -> APIResponse {
         try request.requireMethod(.get, .head, .post)
-        let (functions, ddoc, docID, doc) = try await documentFunction(db, ddocID, rest, kind: "shows", error: "show_error")
+        let (functions, ddoc, docID, doc) = try await documentFunction(
+            db, ddocID, rest, kind: "shows", error: "show_error")
         let etag = Self.etag(ddoc: ddoc, doc: doc, request)
         var headers = HTTPFields()
         headers[.eTag] = etag
@@ -34,7 +37,8 @@ struct RenderEndpoints: Sendable {
         }
         let req = try await javascriptRequest(db, request, id: docID)
         let answer = try await DesignFunctions.translating {
-            try await functions.queryServer.call(designDocument: ddoc, path: ["shows", rest[1]], arguments: [doc.map(JSON.object) ?? .null, req])
+            try await functions.queryServer.call(
+                designDocument: ddoc, path: ["shows", rest[1]], arguments: [doc.map(JSON.object) ?? .null, req])
         }
         guard answer[0] == "resp", let response = answer[1]?.objectValue else {
             throw CouchError(status: 500, error: "render_error", reason: "Unexpected show answer")
@@ -52,7 +56,9 @@ struct RenderEndpoints: Sendable {
     func documentFunction(
         _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], kind: String, error: String
     ) async throws -> (DesignFunctions, JSONObject, String?, JSONObject?) {
-        guard rest.count >= 2, !rest[1].isEmpty else { throw CouchError(status: 404, error: error, reason: "Invalid path.") }
+        guard rest.count >= 2, !rest[1].isEmpty else {
+            throw CouchError(status: 404, error: error, reason: "Invalid path.")
+        }
         let functions = try design.designFunctions()
         let ddoc = try await design.designDocument(db, ddocID)
         guard ddoc[kind]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey([kind, rest[1]], in: ddoc) }
@@ -82,12 +88,18 @@ struct RenderEndpoints: Sendable {
 
     /// `GET|POST|OPTIONS /{db}/_design/{ddoc}/_list/{list}/[{other ddoc}/]{view}`: the rows of
     /// a view (or of `_all_docs`) rendered by a list function (`start`, `send`, `getRow`).
-    func list(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
+    func list(
+        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest
+    ) async throws -> APIResponse {
         try request.requireMethod(.get, .head, .post, .options)
-        guard rest.count == 3 || rest.count == 4 else { throw CouchError(status: 404, error: "list_error", reason: "Bad path.") }
+        guard rest.count == 3 || rest.count == 4 else {
+            throw CouchError(status: 404, error: "list_error", reason: "Bad path.")
+        }
         let functions = try design.designFunctions()
         let ddoc = try await design.designDocument(db, ddocID)
-        guard ddoc["lists"]?[rest[1]]?.stringValue != nil else { throw CouchError.missingKey(["lists", rest[1]], in: ddoc) }
+        guard ddoc["lists"]?[rest[1]]?.stringValue != nil else {
+            throw CouchError.missingKey(["lists", rest[1]], in: ddoc)
+        }
         let viewName = rest.count == 4 ? rest[3] : rest[2]
         let viewRequest = try DesignEndpoints.withBodyParameters(request)
         var head: JSONObject
@@ -121,11 +133,15 @@ struct RenderEndpoints: Sendable {
     /// `/{db}/_design/{ddoc}/_update/{name}[/{docid}]` with any method but GET: the function
     /// returns `[doc, response]`; a document is saved (with the caller's rights and the
     /// database's validation) and the answer is 201 unless the function names a code.
-    func update(_ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest) async throws -> APIResponse {
-        let (functions, ddoc, docID, doc) = try await documentFunction(db, ddocID, rest, kind: "updates", error: "update_error")
+    func update(
+        _ db: DocumentDatabase, _ ddocID: String, _ rest: [String], _ request: APIRequest
+    ) async throws -> APIResponse {
+        let (functions, ddoc, docID, doc) = try await documentFunction(
+            db, ddocID, rest, kind: "updates", error: "update_error")
         let req = try await javascriptRequest(db, request, id: docID)
         let answer = try await DesignFunctions.translating {
-            try await functions.queryServer.call(designDocument: ddoc, path: ["updates", rest[1]], arguments: [doc.map(JSON.object) ?? .null, req])
+            try await functions.queryServer.call(
+                designDocument: ddoc, path: ["updates", rest[1]], arguments: [doc.map(JSON.object) ?? .null, req])
         }
         guard answer[0] == "up", var response = answer[2]?.objectValue else {
             throw CouchError(status: 500, error: "render_error", reason: "Unexpected update answer")
@@ -137,7 +153,9 @@ struct RenderEndpoints: Sendable {
         // As CouchDB: the function names the document's id; none is an empty id.
         var input = try DocumentInput(json: .object(newDoc))
         if input.id == nil { input.id = "" }
-        if input.id?.isEmpty == true { throw CouchError(status: 400, error: "bad_request", reason: "Document id must not be empty") }
+        if input.id?.isEmpty == true {
+            throw CouchError(status: 400, error: "bad_request", reason: "Document id must not be empty")
+        }
         let rev = try await api.documents.writeDocument(db, input, request: request)
         if response["code"] == nil { response.prepend("code", 201) }
         var result = try Self.response(response)
@@ -155,12 +173,16 @@ struct RenderEndpoints: Sendable {
         let limit = api.config.integer("chttpd", "rewrite_limit", default: 100)
         guard request.rewrites < limit else { throw CouchError.badRequest("Exceeded rewrite recursion limit") }
         let ddoc = try await design.designDocument(db, ddocID)
-        let prefix = "/" + CouchURL.encode(db.name) + "/_design/" + CouchURL.encode(String(ddocID.dropFirst("_design/".count)))
+        let prefix =
+            "/" + CouchURL.encode(db.name) + "/_design/" + CouchURL.encode(String(ddocID.dropFirst("_design/".count)))
         switch ddoc["rewrites"] {
         case .array(let rules)?:
             let secure = api.config.value("chttpd", "secure_rewrites") != "false"
             let path = Array(request.path.dropFirst(4))
-            guard let target = try RewriteRules(rules, secure: secure).resolve(method: request.method.rawValue, path: path, query: request.queryPairs) else {
+            guard
+                let target = try RewriteRules(rules, secure: secure).resolve(
+                    method: request.method.rawValue, path: path, query: request.queryPairs)
+            else {
                 throw CouchError.missing
             }
             throw RewrittenRequest(method: request.method, target: Self.target(prefix, target))
@@ -173,13 +195,17 @@ struct RenderEndpoints: Sendable {
 
     /// A JavaScript rewrite function's answer: a path (with `method`, `query`, `headers`,
     /// `body`) to serve instead, or a response of its own (`code`, `headers`, `body`).
-    func rewriteFunction(_ db: DocumentDatabase, _ ddoc: JSONObject, _ prefix: String, _ request: APIRequest) async throws -> APIResponse {
+    func rewriteFunction(
+        _ db: DocumentDatabase, _ ddoc: JSONObject, _ prefix: String, _ request: APIRequest
+    ) async throws -> APIResponse {
         let functions = try design.designFunctions()
         let req = try await javascriptRequest(db, request, id: nil, forRewrite: true)
         let answer = try await DesignFunctions.translating {
             try await functions.queryServer.call(designDocument: ddoc, path: ["rewrites"], arguments: [req])
         }
-        if answer == ["no_dispatch_rule"] { throw CouchError(status: 404, error: "rewrite_error", reason: "Invalid path.") }
+        if answer == ["no_dispatch_rule"] {
+            throw CouchError(status: 404, error: "rewrite_error", reason: "Invalid path.")
+        }
         guard answer[0] == "ok", let rewrite = answer[1]?.objectValue else { throw Self.rewriteError("bad rewrite") }
         try Self.validate(rewrite)
         var given = HTTPFields()
@@ -188,18 +214,24 @@ struct RenderEndpoints: Sendable {
         }
         let body = rewrite["body"]?.stringValue.map { Array($0.utf8) }
         if let code = rewrite["code"]?.intValue {
-            return APIResponse(status: HTTPResponse.Status(code: code), headers: given,
-                               body: ResponseBody(byteBuffer: ByteBuffer(bytes: body ?? request.body)))
+            return APIResponse(
+                status: HTTPResponse.Status(code: code), headers: given,
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: body ?? request.body)))
         }
         var headers = request.headers
         for field in given { headers[field.name] = field.value }
-        guard let path = rewrite["path"]?.stringValue else { throw Self.rewriteError("Rewrite result must produce a new path.") }
+        guard let path = rewrite["path"]?.stringValue else {
+            throw Self.rewriteError("Rewrite result must produce a new path.")
+        }
         let method = rewrite["method"]?.stringValue.flatMap { HTTPRequest.Method($0) } ?? request.method
-        let query: [(String, String)] = rewrite["query"]?.objectValue.map { object in
-            object.members.compactMap { member in member.value.stringValue.map { (member.key, $0) } }
-        } ?? request.queryPairs
+        let query: [(String, String)] =
+            rewrite["query"]?.objectValue.map { object in
+                object.members.compactMap { member in member.value.stringValue.map { (member.key, $0) } }
+            } ?? request.queryPairs
         let queryString = query.map { CouchURL.encode($0.0) + "=" + CouchURL.encode($0.1) }.joined(separator: "&")
-        throw RewrittenRequest(method: method, target: Self.target(prefix, path + (queryString.isEmpty ? "" : "?" + queryString)), headers: headers, body: body)
+        throw RewrittenRequest(
+            method: method, target: Self.target(prefix, path + (queryString.isEmpty ? "" : "?" + queryString)),
+            headers: headers, body: body)
     }
 
     /// A rewrite's `path[?query]`, relative to the design document (`prefix`), as an absolute
@@ -218,7 +250,10 @@ struct RenderEndpoints: Sendable {
     static func validate(_ rewrite: JSONObject) throws {
         for (key, value) in rewrite {
             switch key {
-            case "method": guard value.stringValue.flatMap({ HTTPRequest.Method($0) }) != nil else { throw rewriteError("bad method") }
+            case "method":
+                guard value.stringValue.flatMap({ HTTPRequest.Method($0) }) != nil else {
+                    throw rewriteError("bad method")
+                }
             case "path": guard value.stringValue != nil else { throw rewriteError("bad path") }
             case "body": guard value.stringValue != nil else { throw rewriteError("bad body") }
             case "headers", "query":
@@ -267,7 +302,9 @@ struct RenderEndpoints: Sendable {
                     extra.append((name, header.stringValue ?? header.text))
                 }
             default:
-                throw CouchError(status: 500, error: "external_response_error", reason: "Invalid data from external server: \(key)=\(value.text)")
+                throw CouchError(
+                    status: 500, error: "external_response_error",
+                    reason: "Invalid data from external server: \(key)=\(value.text)")
             }
         }
         if let json { bytes = json.bytes }
@@ -276,7 +313,9 @@ struct RenderEndpoints: Sendable {
         for (name, value) in extra {
             if let field = HTTPField.Name(name) { headers[field] = value }
         }
-        return APIResponse(status: HTTPResponse.Status(code: code), headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        return APIResponse(
+            status: HTTPResponse.Status(code: code), headers: headers,
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     /// CouchDB's request object for design functions (`req`): the database's `info`, the
@@ -285,7 +324,9 @@ struct RenderEndpoints: Sendable {
     /// database's `secObj`.
     /// A rewrite function's `req` has neither `info`, `uuid`, `id` nor `form` (CouchDB's
     /// `rewrite`): `forRewrite` leaves them out, and does not read the database's info.
-    func javascriptRequest(_ db: DocumentDatabase, _ request: APIRequest, id: String?, forRewrite: Bool = false) async throws -> JSON {
+    func javascriptRequest(
+        _ db: DocumentDatabase, _ request: APIRequest, id: String?, forRewrite: Bool = false
+    ) async throws -> JSON {
         var userContext = request.user.json.objectValue ?? JSONObject()
         userContext.prepend("db", .string(db.name))
         var headers = JSONObject()
@@ -296,21 +337,29 @@ struct RenderEndpoints: Sendable {
         }
         var query = JSONObject()
         for (name, value) in request.queryPairs {
-            let parsed = ["key", "startkey", "endkey", "descending"].contains(name) ? try? JSON.parse(Array(value.utf8)) : nil
+            let parsed =
+                ["key", "startkey", "endkey", "descending"].contains(name) ? try? JSON.parse(Array(value.utf8)) : nil
             query[name] = parsed ?? .string(value)
         }
         var form = JSONObject()
         if request.method == .post || request.method == .put,
-           request.header("Content-Type")?.hasPrefix("application/x-www-form-urlencoded") == true {
-            for (name, value) in CouchURL.orderedParameters(String(decoding: request.body, as: UTF8.self)) { form[name] = .string(value) }
+            request.header("Content-Type")?.hasPrefix("application/x-www-form-urlencoded") == true
+        {
+            for (name, value) in CouchURL.orderedParameters(String(decoding: request.body, as: UTF8.self)) {
+                form[name] = .string(value)
+            }
         }
         let path = JSON.array(request.path.map(JSON.string))
-        let target = request.target.isEmpty ? "/" + request.path.map(CouchURL.encode).joined(separator: "/") : request.target
-        var req: JSONObject = forRewrite ? [:] : [
-            "info": .object(try await db.info()),
-            "uuid": .string(api.config.newID()),
-            "id": id.map(JSON.string) ?? .null,
-        ]
+        let target =
+            request.target.isEmpty ? "/" + request.path.map(CouchURL.encode).joined(separator: "/") : request.target
+        var req: JSONObject =
+            forRewrite
+            ? [:]
+            : [
+                "info": .object(try await db.info()),
+                "uuid": .string(api.config.newID()),
+                "id": id.map(JSON.string) ?? .null,
+            ]
         let common: JSONObject = [
             "method": .string(request.method.rawValue),
             "requested_path": path,

@@ -22,13 +22,15 @@ struct ReplicationEndpoints: Sendable {
         }
         let replicationRequest: ReplicationRequest
         do {
-            replicationRequest = try ReplicationRequest(json: body, store: api.store, user: request.user, filters: api.filterResolver)
+            replicationRequest = try ReplicationRequest(
+                json: body, store: api.store, user: request.user, filters: api.filterResolver)
         } catch let error as ReplicationError {
             throw CouchError.badRequest(error.message)
         }
         if replicationRequest.usesLocalEndpoints { try request.requireServerAdmin() }
-        let replication = Replication(source: replicationRequest.source, target: replicationRequest.target,
-                                      options: replicationRequest.options, logger: api.logger)
+        let replication = Replication(
+            source: replicationRequest.source, target: replicationRequest.target,
+            options: replicationRequest.options, logger: api.logger)
         let id = try await mapReplicationErrors { try await replication.replicationID() }
         let jobID = id + (replicationRequest.options.continuous ? "+continuous" : "")
         if replicationRequest.cancel {
@@ -36,17 +38,25 @@ struct ReplicationEndpoints: Sendable {
             return .json(["ok": true, "_local_id": .string(jobID)])
         }
         if replicationRequest.options.continuous {
-            if api.jobs.job(jobID) != nil { return .json(["ok": true, "_local_id": .string(jobID)], status: .accepted) }
+            if api.jobs.job(jobID) != nil {
+                return .json(["ok": true, "_local_id": .string(jobID)], status: .accepted)
+            }
             let logger = api.logger
             let jobs = api.jobs
             let task = Task {
                 do { _ = try await replication.run() } catch { logger.error("replication \(jobID) stopped: \(error)") }
                 jobs.remove(jobID)
             }
-            jobs.add(.init(id: jobID, replication: replication, task: task, continuous: true, user: request.user.name, started: Date()))
+            jobs.add(
+                .init(
+                    id: jobID, replication: replication, task: task, continuous: true, user: request.user.name,
+                    started: Date()))
             return .json(["ok": true, "_local_id": .string(jobID)], status: .accepted)
         }
-        api.jobs.add(.init(id: jobID, replication: replication, task: nil, continuous: false, user: request.user.name, started: Date()))
+        api.jobs.add(
+            .init(
+                id: jobID, replication: replication, task: nil, continuous: false, user: request.user.name,
+                started: Date()))
         defer { api.jobs.remove(jobID) }
         let result = try await mapReplicationErrors { try await replication.run() }
         return .json(result.json)
@@ -69,7 +79,8 @@ struct ReplicationEndpoints: Sendable {
             switch error.kind {
             case .notFound: throw CouchError(status: 404, error: "db_not_found", reason: error.message)
             case .unauthorized: throw CouchError(status: 401, error: "unauthorized", reason: error.message)
-            case .transient, .untrustedPeer: throw CouchError(status: 500, error: "replication_failed", reason: error.message)
+            case .transient, .untrustedPeer:
+                throw CouchError(status: 500, error: "replication_failed", reason: error.message)
             case .fatal: throw CouchError(status: 400, error: "bad_request", reason: error.message)
             }
         }

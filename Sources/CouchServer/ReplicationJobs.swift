@@ -32,7 +32,9 @@ final class ReplicationJobs: Sendable {
 
     /// Cancels every job and waits, up to `grace`, for them to end (each checkpoints as it stops).
     func cancelAll(waiting grace: Duration) async {
-        let tasks = jobs.withLock { state in defer { state.removeAll() }; return state.values.compactMap(\.task) }
+        let tasks = jobs.withLock { state in
+            defer { state.removeAll() }; return state.values.compactMap(\.task)
+        }
         for task in tasks { task.cancel() }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { for task in tasks { await task.value } }
@@ -107,7 +109,9 @@ final class ReplicationJobs: Sendable {
                 "state": .string(state),
                 "info": .object(Self.info(status)),
                 "start_time": .string(ISO8601DateFormatter().string(from: job.started)),
-                "history": [["type": "started", "timestamp": .string(ISO8601DateFormatter().string(from: job.started))]],
+                "history": [
+                    ["type": "started", "timestamp": .string(ISO8601DateFormatter().string(from: job.started))]
+                ],
             ]
         }
     }

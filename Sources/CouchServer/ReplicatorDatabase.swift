@@ -41,7 +41,9 @@ final class ReplicatorDatabase: Sendable {
 
     func stop() {
         follower.withLock { $0?.cancel() }
-        for job in running.withLock({ state in defer { state.removeAll() }; return Array(state.values) }) { job.task.cancel() }
+        for job in running.withLock({ state in
+            defer { state.removeAll() }; return Array(state.values)
+        }) { job.task.cancel() }
     }
 
     private func follow() async {
@@ -88,12 +90,15 @@ final class ReplicatorDatabase: Sendable {
             Task { await self.record(id, state: "failed", reason: "\(error)", stats: nil) }
             return
         }
-        let replication = Replication(source: request.source, target: request.target, options: request.options, logger: logger)
+        let replication = Replication(
+            source: request.source, target: request.target, options: request.options, logger: logger)
         let jobID = "doc:\(id)"
         let task = Task {
             do {
                 let result = try await replication.run()
-                if !Task.isCancelled { await self.record(id, state: "completed", reason: nil, stats: result.historyEntry) }
+                if !Task.isCancelled {
+                    await self.record(id, state: "completed", reason: nil, stats: result.historyEntry)
+                }
             } catch is CancellationError {
             } catch {
                 if !Task.isCancelled { await self.record(id, state: "failed", reason: "\(error)", stats: nil) }
@@ -104,7 +109,10 @@ final class ReplicatorDatabase: Sendable {
             }
         }
         running.withLock { $0[id] = Running(jobID: jobID, signature: signature, task: task) }
-        jobs.add(.init(id: jobID, replication: replication, task: task, continuous: request.options.continuous, user: nil, started: Date()))
+        jobs.add(
+            .init(
+                id: jobID, replication: replication, task: task, continuous: request.options.continuous, user: nil,
+                started: Date()))
     }
 
     private func stopJob(for id: String) {
@@ -161,7 +169,9 @@ final class ReplicatorDatabase: Sendable {
             }
             var info: JSON = doc["_replication_stats"] ?? .null
             if let status = job?.replication.status { info = .object(ReplicationJobs.info(status)) }
-            var row: JSONObject = ["database": "_replicator", "doc_id": .string(id), "id": .string(job?.id ?? id), "node": "lt@localhost"]
+            var row: JSONObject = [
+                "database": "_replicator", "doc_id": .string(id), "id": .string(job?.id ?? id), "node": "lt@localhost",
+            ]
             row["source"] = endpoint(doc["source"])
             row["target"] = endpoint(doc["target"])
             row["state"] = .string(state)

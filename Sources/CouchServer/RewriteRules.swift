@@ -84,7 +84,11 @@ package struct RewriteRules {
     /// that is not JSON stays the text it is).
     static func queryBindings(_ pairs: [(String, String)]) -> Bindings {
         pairs.map { name, value in
-            (name, jsonParameters.contains(name) ? ((try? JSON.parse(Array(value.utf8))) ?? .string(value)) : .string(value))
+            (
+                name,
+                jsonParameters.contains(name)
+                    ? ((try? JSON.parse(Array(value.utf8))) ?? .string(value)) : .string(value)
+            )
         }
     }
 
@@ -107,7 +111,8 @@ package struct RewriteRules {
             }
             var target = segments.map(Self.quotePlus).joined(separator: "/")
             if !parameters.isEmpty {
-                target += "?" + parameters.map { Self.quotePlus($0.0) + "=" + Self.quotePlus($0.1) }.joined(separator: "&")
+                target +=
+                    "?" + parameters.map { Self.quotePlus($0.0) + "=" + Self.quotePlus($0.1) }.joined(separator: "&")
             }
             return target
         }
@@ -140,18 +145,21 @@ package struct RewriteRules {
         case .string(let text) where text.hasPrefix(":"):
             return variable(String(text.dropFirst()), bindings, default: value, formats)
         case .array(let items):
-            return .array(items.map { item in
-                if case let .string(text) = item, text.hasPrefix(":") {
-                    return variable(String(text.dropFirst()), bindings, default: item, formats)
-                }
-                return item
-            })
+            return .array(
+                items.map { item in
+                    if case let .string(text) = item, text.hasPrefix(":") {
+                        return variable(String(text.dropFirst()), bindings, default: item, formats)
+                    }
+                    return item
+                })
         default:
             return value
         }
     }
 
-    static func variable(_ name: String, _ bindings: Bindings, default fallback: JSON, _ formats: [String: String]) -> JSON {
+    static func variable(
+        _ name: String, _ bindings: Bindings, default fallback: JSON, _ formats: [String: String]
+    ) -> JSON {
         let value = bindings.first { $0.name == name }?.value ?? fallback
         guard let format = formats[name], case let .string(text) = value else { return value }
         switch format {
@@ -174,7 +182,8 @@ package struct RewriteRules {
             switch segment {
             case .rest, .variable("*"): return path + remaining
             case .literal(let text): path.append(text)
-            case .variable(let name): path.append(bindings.first { $0.name == name }.map { segmentText($0.value) } ?? "undefined")
+            case .variable(let name):
+                path.append(bindings.first { $0.name == name }.map { segmentText($0.value) } ?? "undefined")
             }
         }
         return path

@@ -121,16 +121,20 @@ struct ServerEndpoints: Sendable {
             }
             guard let name, let password else { throw CouchError.badCredentials }
             guard let user = try await api.auth.login(name: name, password: password, client: request.client),
-                  let cookie = await api.auth.makeCookie(for: name) else {
+                let cookie = await api.auth.makeCookie(for: name)
+            else {
                 throw CouchError.badCredentials
             }
             var headers = HTTPFields()
             headers[.setCookie] = api.auth.setCookieHeader(cookie)
             if let next = request.query["next"], next.hasPrefix("/") {
                 headers[.location] = next
-                return .json(["ok": true, "name": .string(name), "roles": .array(user.roles.map(JSON.string))], status: .found, headers: headers)
+                return .json(
+                    ["ok": true, "name": .string(name), "roles": .array(user.roles.map(JSON.string))], status: .found,
+                    headers: headers)
             }
-            return .json(["ok": true, "name": .string(name), "roles": .array(user.roles.map(JSON.string))], headers: headers)
+            return .json(
+                ["ok": true, "name": .string(name), "roles": .array(user.roles.map(JSON.string))], headers: headers)
         case .delete:
             var headers = HTTPFields()
             headers[.setCookie] = "AuthSession=; Version=1; Path=/; HttpOnly; Max-Age=0"
@@ -161,7 +165,13 @@ struct ServerEndpoints: Sendable {
         }
         let last = events.last?.seq ?? max(since, updates.seq)
         return .json([
-            "results": .array(events.map { ["db_name": .string($0.name), "type": .string($0.kind.rawValue), "seq": .string(updates.sequenceString($0.seq))] }),
+            "results": .array(
+                events.map {
+                    [
+                        "db_name": .string($0.name), "type": .string($0.kind.rawValue),
+                        "seq": .string(updates.sequenceString($0.seq)),
+                    ]
+                }),
             "last_seq": .string(updates.sequenceString(last)),
         ])
     }

@@ -43,7 +43,9 @@ public struct ServerSettings: Sendable {
     /// whole: a new file, then rename(2), so a reader sees the old contents or the new.
     static func writePrivately(_ data: Data, to url: URL) throws {
         let temporary = url.appendingPathExtension("tmp")
-        guard FileManager.default.createFile(atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600])
+        guard
+            FileManager.default.createFile(
+                atPath: temporary.path, contents: data, attributes: [.posixPermissions: 0o600])
         else { throw CouchError(status: 500, error: "file_error", reason: "Cannot write \(temporary.path)") }
         guard rename(temporary.path, url.path) == 0 else {
             throw CouchError(status: 500, error: "file_error", reason: "Cannot replace \(url.path)")

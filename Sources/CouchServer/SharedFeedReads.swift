@@ -100,7 +100,9 @@ final class FeedWatcher: Sendable {
     }
 
     /// Reads each commit after `start` until cancelled.
-    fileprivate func run(_ db: DocumentDatabase, _ options: ChangesOptions, question: String, reads: SharedFeedReads) async {
+    fileprivate func run(
+        _ db: DocumentDatabase, _ options: ChangesOptions, question: String, reads: SharedFeedReads
+    ) async {
         var position = start
         var options = options
         options.limit = nil
@@ -114,7 +116,9 @@ final class FeedWatcher: Sendable {
             do {
                 options.since = position
                 let page = try await reads.changes(db, options, question: question).page
-                if let seq = page.rows.last?["seq"], let matched = try? db.parseSequence(seq) { notifier.publish(seq: matched) }
+                if let seq = page.rows.last?["seq"], let matched = try? db.parseSequence(seq) {
+                    notifier.publish(seq: matched)
+                }
                 position = max(position, page.lastSeq)
             } catch {
                 notifier.wakeAll()

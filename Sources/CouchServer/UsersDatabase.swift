@@ -80,7 +80,9 @@ public enum UsersDatabase {
     }
 
     /// `validationSource` as a validator (`DesignDocumentValidator.NativeFunction`).
-    @Sendable public static func validate(_ write: ProposedWrite, _ user: UserContext, _ security: JSONObject) -> CouchError? {
+    @Sendable public static func validate(
+        _ write: ProposedWrite, _ user: UserContext, _ security: JSONObject
+    ) -> CouchError? {
         check(write.newDocument, old: write.oldDocument, user: user, security: security)
     }
 
@@ -90,21 +92,29 @@ public enum UsersDatabase {
     /// one is given a system role. The other shape rules (`type`, roles' types, user names'
     /// characters, password fields) come with the design document, as in CouchDB, whose own
     /// are in its `_design/_auth`.
-    static func accessProblem(_ doc: JSONObject, old: JSONObject?, user: UserContext, security: JSONObject) -> CouchError? {
+    static func accessProblem(
+        _ doc: JSONObject, old: JSONObject?, user: UserContext, security: JSONObject
+    ) -> CouchError? {
         if doc["_deleted"] == true {
-            if user.isServerAdmin || (old != nil && user.name != nil && user.name == old?["name"]?.stringValue) { return nil }
+            if user.isServerAdmin || (old != nil && user.name != nil && user.name == old?["name"]?.stringValue) {
+                return nil
+            }
             return .forbidden("Only admins may delete other user docs.")
         }
         // A document names the user its id names: logins find users by id.
         guard let name = doc["name"]?.stringValue, doc["_id"] == .string("org.couchdb.user:" + name) else {
             return .forbidden("Doc ID must be of the form org.couchdb.user:name")
         }
-        return rolesProblem(name: name, roles: (doc["roles"]?.arrayValue ?? []).compactMap(\.stringValue), old: old, user: user, security: security)
+        return rolesProblem(
+            name: name, roles: (doc["roles"]?.arrayValue ?? []).compactMap(\.stringValue), old: old, user: user,
+            security: security)
     }
 
     /// Who may write a user document's roles, and which: admins (server, or of the database)
     /// set them, a user keeps their own as they are, and no one gets a system role.
-    static func rolesProblem(name: String, roles: [String], old: JSONObject?, user: UserContext, security: JSONObject) -> CouchError? {
+    static func rolesProblem(
+        name: String, roles: [String], old: JSONObject?, user: UserContext, security: JSONObject
+    ) -> CouchError? {
         if !(user.isServerAdmin || user.isListed(in: security["admins"])) {
             if let old {
                 guard user.name != nil, user.name == name, user.name == old["name"]?.stringValue else {
@@ -126,16 +136,22 @@ public enum UsersDatabase {
     /// its order and words. `doc` holds `_id` (and `_deleted` for a deletion).
     static func check(_ doc: JSONObject, old: JSONObject?, user: UserContext, security: JSONObject) -> CouchError? {
         if doc["_deleted"] == true {
-            if user.isServerAdmin || (old != nil && user.name != nil && user.name == old?["name"]?.stringValue) { return nil }
+            if user.isServerAdmin || (old != nil && user.name != nil && user.name == old?["name"]?.stringValue) {
+                return nil
+            }
             return .forbidden("Only admins may delete other user docs.")
         }
         guard doc["type"] == "user" else { return .forbidden("doc.type must be user") }
         guard let name = doc["name"]?.stringValue, !name.isEmpty else { return .forbidden("doc.name is required") }
-        guard let rolesValue = doc["roles"], rolesValue != .null, rolesValue != false else { return .forbidden("doc.roles must exist") }
+        guard let rolesValue = doc["roles"], rolesValue != .null, rolesValue != false else {
+            return .forbidden("doc.roles must exist")
+        }
         guard let roleValues = rolesValue.arrayValue else { return .forbidden("doc.roles must be an array") }
         let roles = roleValues.compactMap(\.stringValue)
         guard roles.count == roleValues.count else { return .forbidden("doc.roles can only contain strings") }
-        guard doc["_id"] == .string("org.couchdb.user:" + name) else { return .forbidden("Doc ID must be of the form org.couchdb.user:name") }
+        guard doc["_id"] == .string("org.couchdb.user:" + name) else {
+            return .forbidden("Doc ID must be of the form org.couchdb.user:name")
+        }
         if let old, old["name"] != doc["name"] { return .forbidden("Usernames can not be changed.") }
         if let sha = doc["password_sha"], sha.isTruthy, !(doc["salt"]?.isTruthy ?? false) {
             return .forbidden("Users with password_sha must have a salt.See /_utils/script/couch.js for example code.")
@@ -147,7 +163,9 @@ public enum UsersDatabase {
             guard doc["iterations"]?.isNumber == true else { return .forbidden("iterations must be a number.") }
             guard doc["derived_key"]?.stringValue != nil else { return .forbidden("derived_key must be a string.") }
         }
-        if let problem = rolesProblem(name: name, roles: roles, old: old, user: user, security: security) { return problem }
+        if let problem = rolesProblem(name: name, roles: roles, old: old, user: user, security: security) {
+            return problem
+        }
         if name.hasPrefix("_") { return .forbidden("Username may not start with underscore.") }
         if name.contains(":") { return .forbidden("Character `:` is not allowed in usernames.") }
         return nil

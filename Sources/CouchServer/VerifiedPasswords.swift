@@ -53,7 +53,9 @@ struct VerifiedPasswords: Sendable {
                 head += 1
                 continue
             }
-            guard entries.count > Self.maxEntries || now.timeIntervalSince(entry.lastUsed) >= Self.maxIdle else { break }
+            guard entries.count > Self.maxEntries || now.timeIntervalSince(entry.lastUsed) >= Self.maxIdle else {
+                break
+            }
             entries[oldest] = nil
             head += 1
         }

@@ -27,12 +27,18 @@ public final class ExternalSorter: Sendable {
     public init() throws {
         var configuration = Configuration()
         configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -8192; PRAGMA temp_store = FILE")
+            try db.execute(
+                sql:
+                    "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -8192; PRAGMA temp_store = FILE"
+            )
         }
         // An empty path is SQLite's private temporary database: on disk once it outgrows the cache, removed on close.
         queue = try DatabaseQueue(path: "", configuration: configuration)
         try queue.write { db in
-            try db.execute(sql: "CREATE TABLE rows(seq INTEGER PRIMARY KEY, grp TEXT NOT NULL, time REAL NOT NULL, body BLOB NOT NULL)")
+            try db.execute(
+                sql:
+                    "CREATE TABLE rows(seq INTEGER PRIMARY KEY, grp TEXT NOT NULL, time REAL NOT NULL, body BLOB NOT NULL)"
+            )
         }
     }
 
@@ -63,13 +69,18 @@ public final class ExternalSorter: Sendable {
             let page: [(SortedRow, Int64)] = try await queue.read { [after] db in
                 let rows: RowCursor
                 if let after {
-                    rows = try Row.fetchCursor(db, sql: """
-                        SELECT grp, time, seq, body FROM rows INDEXED BY rows_order
-                        WHERE (grp, time, seq) > (?, ?, ?) ORDER BY grp, time, seq LIMIT ?
-                        """, arguments: [after.group, after.time, after.seq, pageSize])
+                    rows = try Row.fetchCursor(
+                        db,
+                        sql: """
+                            SELECT grp, time, seq, body FROM rows INDEXED BY rows_order
+                            WHERE (grp, time, seq) > (?, ?, ?) ORDER BY grp, time, seq LIMIT ?
+                            """, arguments: [after.group, after.time, after.seq, pageSize])
                 } else {
-                    rows = try Row.fetchCursor(db, sql: "SELECT grp, time, seq, body FROM rows INDEXED BY rows_order ORDER BY grp, time, seq LIMIT ?",
-                                               arguments: [pageSize])
+                    rows = try Row.fetchCursor(
+                        db,
+                        sql:
+                            "SELECT grp, time, seq, body FROM rows INDEXED BY rows_order ORDER BY grp, time, seq LIMIT ?",
+                        arguments: [pageSize])
                 }
                 var page: [(SortedRow, Int64)] = []
                 while let row = try rows.next() {

@@ -36,12 +36,16 @@ final class HTTPHarness: @unchecked Sendable {
         let logger = Logger(label: "lt-fuzz", factory: { _ in SwiftLogNoOpLogHandler() })
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("lt-fuzz-\(getpid())")
         do {
-            let store = try DatabaseStore(directory: directory.appendingPathComponent("data"), connections: { name in
-                name.hasPrefix("lt_locations_user_") ? .single : .pool
-            })
+            let store = try DatabaseStore(
+                directory: directory.appendingPathComponent("data"),
+                connections: { name in
+                    name.hasPrefix("lt_locations_user_") ? .single : .pool
+                })
             var settings = try ServerSettings.load(from: directory)
             // Few iterations: the fuzzer should spend its time on requests, not on PBKDF2.
-            settings.admins[Self.admin.0] = try HTTPHarness.wait { try await Passwords.hash(Self.admin.1, iterations: 2) }
+            settings.admins[Self.admin.0] = try HTTPHarness.wait {
+                try await Passwords.hash(Self.admin.1, iterations: 2)
+            }
             var options = CouchAPI.Options()
             options.pbkdf2Iterations = 2
             options.maxBodySize = 1 << 20
@@ -54,17 +58,28 @@ final class HTTPHarness: @unchecked Sendable {
             self.api = api
             try HTTPHarness.wait { try await api.prepareSystemDatabases() }
             try settings.save(to: directory)
-            control = ControlSocket.router(directory: directory, store: store, api: api, logger: logger).buildResponder()
-            let service = TrackerService(couch: InProcessCouch(api: api), passwordIterations: 2, throttle: options.loginThrottle, logger: logger)
-            try HTTPHarness.wait { try await service.prepare(places: [["_id": "place-a", "type": "Feature", "name": "A",
-                                                                        "geometry": ["type": "Point", "coordinates": [-122.3, 37.5]]]]) }
+            control = ControlSocket.router(directory: directory, store: store, api: api, logger: logger)
+                .buildResponder()
+            let service = TrackerService(
+                couch: InProcessCouch(api: api), passwordIterations: 2, throttle: options.loginThrottle, logger: logger)
+            try HTTPHarness.wait {
+                try await service.prepare(places: [
+                    [
+                        "_id": "place-a", "type": "Feature", "name": "A",
+                        "geometry": ["type": "Point", "coordinates": [-122.3, 37.5]],
+                    ]
+                ])
+            }
             var limits = AppLimits()
             limits.maxBodySize = 64 * 1024
             limits.registrationsPerHour = 1 << 40
             app = TrackerHTTP(service: service, limits: limits, databasePort: { 5984 }).responder
-            _ = try HTTPHarness.wait { try await service.register(username: "fuzzer", password: JSON.string("fuzz-password")) }
+            _ = try HTTPHarness.wait {
+                try await service.register(username: "fuzzer", password: JSON.string("fuzz-password"))
+            }
         } catch {
-            FileHandle.standardError.write(Data("lt-fuzz: cannot set up the server in \(directory.path): \(error)\n".utf8))
+            FileHandle.standardError.write(
+                Data("lt-fuzz: cannot set up the server in \(directory.path): \(error)\n".utf8))
             exit(2)
         }
     }
@@ -93,14 +108,21 @@ final class HTTPHarness: @unchecked Sendable {
             if i + 1 < bytes.endIndex, bytes[i + 1] == 10 { end = i; bodyStart = i + 2; break }
             if i + 2 < bytes.endIndex, bytes[i + 1] == 13, bytes[i + 2] == 10 { end = i; bodyStart = i + 3; break }
         }
-        let lines = String(decoding: bytes[..<end], as: UTF8.self).split(separator: "\n").map { $0.hasSuffix("\r") ? $0.dropLast() : $0 }
+        let lines = String(decoding: bytes[..<end], as: UTF8.self).split(separator: "\n").map {
+            $0.hasSuffix("\r") ? $0.dropLast() : $0
+        }
         guard let first = lines.first else { return nil }
         let words = first.split(separator: " ", maxSplits: 1)
-        guard words.count == 2, let method = HTTPRequest.Method(String(words[0])), words[1].hasPrefix("/") else { return nil }
+        guard words.count == 2, let method = HTTPRequest.Method(String(words[0])), words[1].hasPrefix("/") else {
+            return nil
+        }
         var head = HTTPRequest(method: method, scheme: "http", authority: "127.0.0.1", path: String(words[1]))
         for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: ":"), let name = HTTPField.Name(String(line[..<colon])) else { continue }
-            head.headerFields.append(HTTPField(name: name, value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+            guard let colon = line.firstIndex(of: ":"), let name = HTTPField.Name(String(line[..<colon])) else {
+                continue
+            }
+            head.headerFields.append(
+                HTTPField(name: name, value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
         let body = Array(bytes[min(bodyStart, bytes.endIndex)...])
         return Request(head: head, body: RequestBody(buffer: ByteBuffer(bytes: body)))
@@ -115,16 +137,22 @@ final class HTTPHarness: @unchecked Sendable {
     func application(_ bytes: [UInt8]) {
         guard let request = HTTPHarness.request(bytes) else { return }
         let app = self.app
-        let context = ClientRequestContext(peerAddress: "127.0.0.1", logger: Logger(label: "lt-fuzz", factory: { _ in SwiftLogNoOpLogHandler() }))
+        let context = ClientRequestContext(
+            peerAddress: "127.0.0.1", logger: Logger(label: "lt-fuzz", factory: { _ in SwiftLogNoOpLogHandler() }))
         // The routes' middleware answers every failure: a thrown error is a finding (a 500 without JSON).
-        check(request) { (try? await app.respond(to: request, context: context)) ?? Response(status: .internalServerError) }
+        check(request) {
+            (try? await app.respond(to: request, context: context)) ?? Response(status: .internalServerError)
+        }
     }
 
     func controlSocket(_ bytes: [UInt8]) {
         guard let request = HTTPHarness.request(bytes) else { return }
         let control = self.control
-        let context = ClientRequestContext(peerAddress: nil, logger: Logger(label: "lt-fuzz", factory: { _ in SwiftLogNoOpLogHandler() }))
-        check(request) { (try? await control.respond(to: request, context: context)) ?? Response(status: .internalServerError) }
+        let context = ClientRequestContext(
+            peerAddress: nil, logger: Logger(label: "lt-fuzz", factory: { _ in SwiftLogNoOpLogHandler() }))
+        check(request) {
+            (try? await control.respond(to: request, context: context)) ?? Response(status: .internalServerError)
+        }
     }
 
     /// Answers the request (cancelled after 2 s) and checks the answer.
@@ -135,7 +163,9 @@ final class HTTPHarness: @unchecked Sendable {
             let response = await respond()
             let sink = Sink()
             try? await response.body.write(sink)
-            answer.withLock { $0 = (Int(response.status.code), response.headers[.contentType], sink.bytes.withLock { $0 }) }
+            answer.withLock {
+                $0 = (Int(response.status.code), response.headers[.contentType], sink.bytes.withLock { $0 })
+            }
             done.signal()
         }
         if done.wait(timeout: .now() + 2) == .timedOut {
@@ -143,9 +173,12 @@ final class HTTPHarness: @unchecked Sendable {
             done.wait()
         }
         guard let (status, contentType, body) = answer.withLock({ $0 }), !task.isCancelled else { return }
-        let description = "\(request.method) \(request.uri): \(status) \(String(decoding: body.prefix(300), as: UTF8.self))"
+        let description =
+            "\(request.method) \(request.uri): \(status) \(String(decoding: body.prefix(300), as: UTF8.self))"
         if status >= 400, contentType?.hasPrefix("application/json") == true {
-            guard let json = try? JSON.parse(body), json["error"]?.stringValue != nil else { Harness.finding("an error that is not {\"error\",\"reason\"}: \(description)") }
+            guard let json = try? JSON.parse(body), json["error"]?.stringValue != nil else {
+                Harness.finding("an error that is not {\"error\",\"reason\"}: \(description)")
+            }
             if status == 500, json["error"] != "javascript_unavailable" { Harness.finding("500: \(description)") }
         } else if status == 500 {
             Harness.finding("500 without a JSON error: \(description)")

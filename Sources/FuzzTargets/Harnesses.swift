@@ -26,7 +26,10 @@ enum Harness: String, CaseIterable {
     static let current: Harness = {
         let name = ProcessInfo.processInfo.environment["LT_FUZZ_TARGET"] ?? ""
         guard let harness = Harness(rawValue: name) else {
-            FileHandle.standardError.write(Data("lt-fuzz: set LT_FUZZ_TARGET to one of \(Harness.allCases.map(\.rawValue).joined(separator: ", "))\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "lt-fuzz: set LT_FUZZ_TARGET to one of \(Harness.allCases.map(\.rawValue).joined(separator: ", "))\n"
+                        .utf8))
             exit(2)
         }
         return harness
@@ -60,8 +63,12 @@ enum Harness: String, CaseIterable {
     static func json(_ bytes: [UInt8]) {
         guard let value = try? JSON.parse(bytes) else { return }
         let printed = value.bytes
-        guard let again = try? JSON.parse(printed) else { finding("printed JSON does not parse: \(String(decoding: printed.prefix(200), as: UTF8.self))") }
-        guard again == value else { finding("JSON changed in a round trip: \(String(decoding: printed.prefix(200), as: UTF8.self))") }
+        guard let again = try? JSON.parse(printed) else {
+            finding("printed JSON does not parse: \(String(decoding: printed.prefix(200), as: UTF8.self))")
+        }
+        guard again == value else {
+            finding("JSON changed in a round trip: \(String(decoding: printed.prefix(200), as: UTF8.self))")
+        }
         _ = JSON.collate(value, again)
         _ = value.collationKey()
     }
@@ -72,7 +79,10 @@ enum Harness: String, CaseIterable {
 
     /// Configuration files: any text; what is accepted holds only known keys, each as the flag takes it.
     static func config(_ bytes: [UInt8]) {
-        guard let file = try? ConfigurationFile(text: String(decoding: bytes, as: UTF8.self), path: "fuzz.yaml", keys: configurationKeys) else { return }
+        guard
+            let file = try? ConfigurationFile(
+                text: String(decoding: bytes, as: UTF8.self), path: "fuzz.yaml", keys: configurationKeys)
+        else { return }
         for (key, value) in file.values {
             guard let kind = configurationKeys[key] else { finding("unknown key \(key) accepted") }
             switch kind {
@@ -91,14 +101,18 @@ enum Harness: String, CaseIterable {
         _ = samples.sum("x", ["a": "b"])
         for sample in samples {
             let labels = sample.labels.map { key, value in
-                key + "=\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                key + "=\""
+                    + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
                     .replacingOccurrences(of: "\n", with: "\\n") + "\""
             }
-            let value = sample.value.isNaN ? "NaN" : sample.value == .infinity ? "+Inf" : sample.value == -.infinity ? "-Inf" : "\(sample.value)"
+            let value =
+                sample.value.isNaN
+                ? "NaN" : sample.value == .infinity ? "+Inf" : sample.value == -.infinity ? "-Inf" : "\(sample.value)"
             let line = sample.name + (labels.isEmpty ? "" : "{" + labels.joined(separator: ",") + "}") + " " + value
             let again = PrometheusSample.parse(line)
             guard again.count == 1, again[0].name == sample.name, again[0].labels == sample.labels,
-                  again[0].value == sample.value || (again[0].value.isNaN && sample.value.isNaN) else {
+                again[0].value == sample.value || (again[0].value.isNaN && sample.value.isNaN)
+            else {
                 finding("a sample does not parse back from its line: \(line.prefix(300))")
             }
         }
@@ -125,7 +139,9 @@ enum Harness: String, CaseIterable {
         let split = bytes.firstIndex(of: 0) ?? bytes.endIndex
         // Small programs over short subjects: the property is the same at any size, and big
         // ones only slow the fuzzer down (a 20,000-step program over 64 KB is 2.6 billion steps).
-        guard let regex = try? LinearRegex(String(decoding: bytes[..<split], as: UTF8.self)), regex.size <= 1000 else { return }
+        guard let regex = try? LinearRegex(String(decoding: bytes[..<split], as: UTF8.self)), regex.size <= 1000 else {
+            return
+        }
         let subject = Array(bytes[min(split + 1, bytes.endIndex)...].prefix(512))
         let bound = (subject.count + 1) * 2 * regex.size + regex.size
         if regex.firstMatch(in: subject, budget: bound) == .budgetExceeded {
@@ -145,7 +161,9 @@ enum Harness: String, CaseIterable {
     /// A spatial index over sample points near the antimeridian, the poles and the origin.
     static let index: SpatialIndex = {
         var entries: [(id: String, geometry: Geometry)] = []
-        for (i, (lon, lat)) in [(0.0, 0.0), (179.9, 0.1), (-179.9, -0.1), (0, 89.99), (0, -89.99), (-122.3, 37.5), (10, 10)].enumerated() {
+        for (i, (lon, lat)) in [
+            (0.0, 0.0), (179.9, 0.1), (-179.9, -0.1), (0, 89.99), (0, -89.99), (-122.3, 37.5), (10, 10),
+        ].enumerated() {
             entries.append(("p\(i)", .point(Coordinate(lon: lon, lat: lat))))
         }
         return SpatialIndex(entries, times: entries.indices.map { Double($0) * 1000 })
@@ -177,7 +195,10 @@ enum Harness: String, CaseIterable {
         let path = target[..<(question ?? target.endIndex)].split(separator: "/").map(String.init)
         let query = CouchURL.orderedParameters(question.map { String(target[target.index(after: $0)...]) })
         for secure in [true, false] {
-            guard let resolved = (try? RewriteRules(rules, secure: secure))?.resolve(method: method, path: path, query: query) else { continue }
+            guard
+                let resolved = (try? RewriteRules(rules, secure: secure))?.resolve(
+                    method: method, path: path, query: query)
+            else { continue }
             let normalized = RewriteRules.normalized("/db/_design/d/" + resolved.prefix { $0 != "?" })
             if !normalized.hasPrefix("/") || RewriteRules.normalized(normalized) != normalized {
                 finding("rewrite target \(resolved) normalizes to \(normalized), which is not stable")
@@ -214,7 +235,10 @@ enum Harness: String, CaseIterable {
 }
 
 @_cdecl("LLVMFuzzerInitialize")
-public func fuzzInitialize(_ argc: UnsafeMutablePointer<Int32>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>) -> Int32 {
+public func fuzzInitialize(
+    _ argc: UnsafeMutablePointer<Int32>,
+    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>
+) -> Int32 {
     _ = Harness.current
     if Harness.current == .http || Harness.current == .app { _ = HTTPHarness.shared }
     return 0

@@ -14,7 +14,9 @@ public struct GeoGridRequest: Sendable {
     public var pointLimit = 0
 
     public init(parameters query: [String: String]) throws(GeometryError) {
-        do { box = try BoundingBox(parameter: query["bbox"] ?? "-180,-90,180,90") } catch let error as GeometryError { throw error } catch {
+        do { box = try BoundingBox(parameter: query["bbox"] ?? "-180,-90,180,90") } catch let error as GeometryError {
+            throw error
+        } catch {
             throw GeometryError("bbox: \(error)")
         }
         func integer(_ name: String, _ fallback: Int, _ range: ClosedRange<Int>) throws(GeometryError) -> Int {
@@ -26,7 +28,9 @@ public struct GeoGridRequest: Sendable {
         }
         func number(_ name: String) throws(GeometryError) -> Double? {
             guard let text = query[name] else { return nil }
-            guard let value = Double(text), value.isFinite else { throw GeometryError("\(name) must be a number (ms since 1970)") }
+            guard let value = Double(text), value.isFinite else {
+                throw GeometryError("\(name) must be a number (ms since 1970)")
+            }
             return value
         }
         columns = try integer("columns", 16, 1...200)

@@ -36,12 +36,15 @@ public struct GeoRequest: Sendable {
         let page = try GeoRequest.page(query, maxLimit: maxLimit)
         search = GeoSearch(shape: shape, relation: relation, limit: page.limit, skip: page.skip, after: page.after)
         includeDocs = try query.flag("include_docs")
-        let formatName = parameters["format"] ?? (accept?.contains("application/vnd.geo+json") == true ? "application/vnd.geo+json" : "view")
+        let formatName =
+            parameters["format"]
+            ?? (accept?.contains("application/vnd.geo+json") == true ? "application/vnd.geo+json" : "view")
         switch formatName {
         case "view": format = .view
         case "geojson", "application/vnd.geo+json": format = .geojson
         case "legacy": format = .legacy
-        default: throw GeometryError("Unknown format \(formatName); use view, geojson, legacy or application/vnd.geo+json")
+        default:
+            throw GeometryError("Unknown format \(formatName); use view, geojson, legacy or application/vnd.geo+json")
         }
         switch parameters["stale"] {
         case nil, "false": stale = false
@@ -62,7 +65,9 @@ public struct GeoRequest: Sendable {
         func number(_ names: String...) throws -> Double? {
             for name in names {
                 guard let text = values[name] else { continue }
-                guard let v = Double(text), v.isFinite else { throw GeometryError("`\(name)` must be a number, not \(text)") }
+                guard let v = Double(text), v.isFinite else {
+                    throw GeometryError("`\(name)` must be a number, not \(text)")
+                }
                 return v
             }
             return nil
@@ -113,7 +118,8 @@ public struct GeoRequest: Sendable {
         let nearest = try query.flag("nearest")
         if let name = query.value("relation", "filter") {
             guard let parsed = Relation(rawValue: name) else {
-                throw GeometryError("Unknown relation \(name); use one of " + Relation.allCases.map(\.rawValue).joined(separator: ", "))
+                throw GeometryError(
+                    "Unknown relation \(name); use one of " + Relation.allCases.map(\.rawValue).joined(separator: ", "))
             }
             return parsed
         }
@@ -125,13 +131,17 @@ public struct GeoRequest: Sendable {
     static func page(_ query: Parameters, maxLimit: Int) throws -> (limit: Int, skip: Int, after: GeoPosition?) {
         var limit = GeoRequest.defaultLimit
         if let text = query.values["limit"] {
-            guard let parsed = ClientCount.parse(text) else { throw GeometryError("`limit` must be \(ClientCount.range)") }
+            guard let parsed = ClientCount.parse(text) else {
+                throw GeometryError("`limit` must be \(ClientCount.range)")
+            }
             guard parsed <= maxLimit else { throw GeometryError("Limit must be less than or equal to \(maxLimit)") }
             limit = parsed
         }
         var skip = 0
         if let text = query.value("skip", "startIndex") {
-            guard let parsed = ClientCount.parse(text) else { throw GeometryError("`skip` must be \(ClientCount.range)") }
+            guard let parsed = ClientCount.parse(text) else {
+                throw GeometryError("`skip` must be \(ClientCount.range)")
+            }
             skip = parsed
         }
         var after: GeoPosition?
@@ -150,7 +160,9 @@ public struct GeoRequest: Sendable {
         out.reserveCapacity(bytes.count * 4 / 3 + 3)
         var i = 0
         while i < bytes.count {
-            let chunk = (UInt32(bytes[i]) << 16) | (i + 1 < bytes.count ? UInt32(bytes[i + 1]) << 8 : 0) | (i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0)
+            let chunk =
+                (UInt32(bytes[i]) << 16) | (i + 1 < bytes.count ? UInt32(bytes[i + 1]) << 8 : 0)
+                | (i + 2 < bytes.count ? UInt32(bytes[i + 2]) : 0)
             let characters = min(4, (bytes.count - i) * 4 / 3 + ((bytes.count - i) % 3 == 0 ? 0 : 1))
             for k in 0..<characters { out.append(alphabet[Int((chunk >> (18 - 6 * UInt32(k))) & 63)]) }
             i += 3
@@ -162,7 +174,8 @@ public struct GeoRequest: Sendable {
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64), let decoded = String(data: data, encoding: .utf8),
-              let space = decoded.firstIndex(of: " "), let bits = UInt64(decoded[..<space]) else {
+            let space = decoded.firstIndex(of: " "), let bits = UInt64(decoded[..<space])
+        else {
             throw GeometryError("Invalid bookmark")
         }
         return GeoPosition(chord: Double(bitPattern: bits), id: String(decoded[decoded.index(after: space)...]))

@@ -50,7 +50,8 @@ extension Geometry {
         case "Point": self = .point(try Geometry.position(coordinates))
         case "MultiPoint": self = .multiPoint(try Geometry.positions(coordinates, minimum: 1))
         case "LineString": self = .lineString(try Geometry.positions(coordinates, minimum: 2))
-        case "MultiLineString": self = .multiLineString(try Geometry.list(coordinates) { try Geometry.positions($0, minimum: 2) })
+        case "MultiLineString":
+            self = .multiLineString(try Geometry.list(coordinates) { try Geometry.positions($0, minimum: 2) })
         case "Polygon": self = .polygon(try Geometry.rings(coordinates))
         case "MultiPolygon": self = .multiPolygon(try Geometry.list(coordinates) { try Geometry.rings($0) })
         case "Feature", "FeatureCollection":
@@ -65,7 +66,9 @@ extension Geometry {
     }
 
     static func position(_ json: JSON) throws -> Coordinate {
-        guard case let .array(items) = json, items.count >= 2, let lon = items[0].doubleValue, let lat = items[1].doubleValue else {
+        guard case let .array(items) = json, items.count >= 2, let lon = items[0].doubleValue,
+            let lat = items[1].doubleValue
+        else {
             throw GeometryError("A position is an array of at least two numbers, [longitude, latitude]")
         }
         let coordinate = Coordinate(lon: lon, lat: lat)
@@ -75,7 +78,9 @@ extension Geometry {
 
     static func positions(_ json: JSON, minimum: Int) throws -> [Coordinate] {
         let list = try Geometry.list(json, position)
-        guard list.count >= minimum else { throw GeometryError("A line needs at least \(minimum) positions, got \(list.count)") }
+        guard list.count >= minimum else {
+            throw GeometryError("A line needs at least \(minimum) positions, got \(list.count)")
+        }
         return list
     }
 
@@ -87,8 +92,12 @@ extension Geometry {
     }
 
     static func validateRing(_ ring: [Coordinate]) throws {
-        guard ring.count >= 4 else { throw GeometryError("A polygon ring needs at least 4 positions, got \(ring.count)") }
-        guard ring.first == ring.last else { throw GeometryError("A polygon ring must be closed (first and last positions equal)") }
+        guard ring.count >= 4 else {
+            throw GeometryError("A polygon ring needs at least 4 positions, got \(ring.count)")
+        }
+        guard ring.first == ring.last else {
+            throw GeometryError("A polygon ring must be closed (first and last positions equal)")
+        }
     }
 
     /// The geometry as a GeoJSON object.
@@ -101,7 +110,8 @@ extension Geometry {
         case let .lineString(l): return ["type": "LineString", "coordinates": line(l)]
         case let .multiLineString(ls): return ["type": "MultiLineString", "coordinates": .array(ls.map(line))]
         case let .polygon(rs): return ["type": "Polygon", "coordinates": .array(rs.map(line))]
-        case let .multiPolygon(ps): return ["type": "MultiPolygon", "coordinates": .array(ps.map { .array($0.map(line)) })]
+        case let .multiPolygon(ps):
+            return ["type": "MultiPolygon", "coordinates": .array(ps.map { .array($0.map(line)) })]
         case let .collection(gs): return ["type": "GeometryCollection", "geometries": .array(gs.map(\.geoJSON))]
         }
     }
@@ -189,8 +199,12 @@ public struct BoundingBox: Sendable, Equatable {
     /// The box as a polygon (split in two across the antimeridian).
     public var geometry: Geometry {
         func ring(_ w: Double, _ e: Double) -> [[Coordinate]] {
-            [[Coordinate(lon: w, lat: minLat), Coordinate(lon: e, lat: minLat), Coordinate(lon: e, lat: maxLat),
-              Coordinate(lon: w, lat: maxLat), Coordinate(lon: w, lat: minLat)]]
+            [
+                [
+                    Coordinate(lon: w, lat: minLat), Coordinate(lon: e, lat: minLat), Coordinate(lon: e, lat: maxLat),
+                    Coordinate(lon: w, lat: maxLat), Coordinate(lon: w, lat: minLat),
+                ]
+            ]
         }
         if crossesAntimeridian { return .multiPolygon([ring(minLon, 180), ring(-180, maxLon)]) }
         return .polygon(ring(minLon, maxLon))

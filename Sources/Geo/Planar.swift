@@ -11,7 +11,8 @@ enum Planar {
 
     static func onSegment(_ p: Coordinate, _ a: Coordinate, _ b: Coordinate) -> Bool {
         guard cross(a, b, p) == 0 else { return false }
-        return min(a.lon, b.lon) <= p.lon && p.lon <= max(a.lon, b.lon) && min(a.lat, b.lat) <= p.lat && p.lat <= max(a.lat, b.lat)
+        return min(a.lon, b.lon) <= p.lon && p.lon <= max(a.lon, b.lon) && min(a.lat, b.lat) <= p.lat
+            && p.lat <= max(a.lat, b.lat)
     }
 
     /// Ray casting with the boundary detected exactly.
@@ -152,7 +153,11 @@ enum Planar {
             cuts.sort { ($0.lon - a.lon) * dx + ($0.lat - a.lat) * dy < ($1.lon - a.lon) * dx + ($1.lat - a.lat) * dy }
             points += cuts.map { (point: $0, middle: false) }
             for i in 1..<cuts.count where cuts[i] != cuts[i - 1] {
-                points.append((Coordinate(lon: (cuts[i - 1].lon + cuts[i].lon) / 2, lat: (cuts[i - 1].lat + cuts[i].lat) / 2), true))
+                points.append(
+                    (
+                        Coordinate(lon: (cuts[i - 1].lon + cuts[i].lon) / 2, lat: (cuts[i - 1].lat + cuts[i].lat) / 2),
+                        true
+                    ))
             }
         }
         return points + interiorPoints(geometry, against: other).map { (point: $0, middle: true) }

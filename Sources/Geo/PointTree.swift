@@ -47,7 +47,9 @@ public final class PointTree: Sendable {
         records.withUnsafeMutableBufferPointer { records in
             order.withUnsafeMutableBufferPointer { ids in
                 splits.withUnsafeMutableBufferPointer { splits in
-                    PointTree.sort(ids, records, splits, left: 0, right: n - 1, node: 0, box: Box(min: (-1, -1, -1), max: (1, 1, 1)))
+                    PointTree.sort(
+                        ids, records, splits, left: 0, right: n - 1, node: 0,
+                        box: Box(min: (-1, -1, -1), max: (1, 1, 1)))
                 }
             }
         }
@@ -86,7 +88,9 @@ public final class PointTree: Sendable {
     public func id(_ point: Int) -> String {
         let start = point == 0 ? 0 : Int(idEnds[point - 1])
         let end = Int(idEnds[point])
-        return idBytes.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
+        return idBytes.withUnsafeBufferPointer {
+            String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self)
+        }
     }
 
     public func coordinate(_ point: Int) -> Coordinate {
@@ -124,7 +128,8 @@ public final class PointTree: Sendable {
 
     /// Approximate bytes held per point (for `_geo_info` and the benchmark).
     public var bytes: Int {
-        records.count * 8 + splits.count * 8 + idEnds.count * 4 + idBytes.count + hashes.count * 8 + hashPoints.count * 4 + times.count * 8
+        records.count * 8 + splits.count * 8 + idEnds.count * 4 + idBytes.count + hashes.count * 8 + hashPoints.count
+            * 4 + times.count * 8
     }
 
     // MARK: Building
@@ -141,7 +146,9 @@ public final class PointTree: Sendable {
     static func innerNodes(left: Int, right: Int, node: Int) -> Int {
         if isLeaf(left: left, right: right) { return 0 }
         let m = middle(left: left, right: right)
-        return max(node + 1, innerNodes(left: left, right: m - 1, node: 2 * node + 1), innerNodes(left: m, right: right, node: 2 * node + 2))
+        return max(
+            node + 1, innerNodes(left: left, right: m - 1, node: 2 * node + 1),
+            innerNodes(left: m, right: right, node: 2 * node + 2))
     }
 
     /// Splits on the widest side of the node's box (the box its ancestors' splits imply, so a
@@ -165,7 +172,10 @@ public final class PointTree: Sendable {
     }
 
     /// Floyd–Rivest selection: puts the k-th smallest (on `axis`) at k, smaller ones before it.
-    static func select(_ ids: UnsafeMutableBufferPointer<Int32>, _ c: UnsafeMutableBufferPointer<Double>, k: Int, left: Int, right: Int, axis: Int) {
+    static func select(
+        _ ids: UnsafeMutableBufferPointer<Int32>, _ c: UnsafeMutableBufferPointer<Double>, k: Int, left: Int,
+        right: Int, axis: Int
+    ) {
         var left = left, right = right
         while right > left {
             if right - left > 600 {
@@ -201,7 +211,9 @@ public final class PointTree: Sendable {
     }
 
     @inline(__always)
-    static func swap(_ ids: UnsafeMutableBufferPointer<Int32>, _ c: UnsafeMutableBufferPointer<Double>, _ i: Int, _ j: Int) {
+    static func swap(
+        _ ids: UnsafeMutableBufferPointer<Int32>, _ c: UnsafeMutableBufferPointer<Double>, _ i: Int, _ j: Int
+    ) {
         ids.swapAt(i, j)
         for offset in 0..<stride { c.swapAt(stride * i + offset, stride * j + offset) }
     }
@@ -260,12 +272,18 @@ public final class PointTree: Sendable {
                     let lowBound = lowBox.distance(center)
                     if lowBound <= maxChordSquared {
                         let index = Int32(boxes.append(lowBox))
-                        nodes.push(Node(distance: lowBound, left: Int32(left), right: Int32(m - 1), box: index, node: 2 * node.node + 1))
+                        nodes.push(
+                            Node(
+                                distance: lowBound, left: Int32(left), right: Int32(m - 1), box: index,
+                                node: 2 * node.node + 1))
                     }
                     let highBound = highBox.distance(center)
                     if highBound <= maxChordSquared {
                         let index = Int32(boxes.append(highBox))
-                        nodes.push(Node(distance: highBound, left: Int32(m), right: Int32(right), box: index, node: 2 * node.node + 2))
+                        nodes.push(
+                            Node(
+                                distance: highBound, left: Int32(m), right: Int32(right), box: index,
+                                node: 2 * node.node + 2))
                     }
                 }
             }

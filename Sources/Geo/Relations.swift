@@ -24,7 +24,8 @@ public enum QueryShape: Sendable {
         switch self {
         case let .circle(c, _), let .ellipse(c, _, _): return c
         case let .box(b):
-            let lon = b.crossesAntimeridian ? remainder((b.minLon + b.maxLon + 360) / 2, 360) : (b.minLon + b.maxLon) / 2
+            let lon =
+                b.crossesAntimeridian ? remainder((b.minLon + b.maxLon + 360) / 2, 360) : (b.minLon + b.maxLon) / 2
             return Coordinate(lon: lon == 180 ? -180 : lon, lat: (b.minLat + b.maxLat) / 2)
         case let .geometry(g): return g.center
         }
@@ -73,7 +74,8 @@ public enum QueryShape: Sendable {
             var best = Swift.min(measure(a), measure(b))
             for i in 1..<32 {
                 let t = Double(i) / 32
-                best = Swift.min(best, measure(Coordinate(lon: a.lon + (b.lon - a.lon) * t, lat: a.lat + (b.lat - a.lat) * t)))
+                best = Swift.min(
+                    best, measure(Coordinate(lon: a.lon + (b.lon - a.lon) * t, lat: a.lat + (b.lat - a.lat) * t)))
             }
             return best
         }
@@ -127,7 +129,8 @@ public enum QueryShape: Sendable {
         }
         // Quick rejection by bounding boxes for the relations that need the shapes to meet.
         if let qb = q.bounds, let rb = r.bounds,
-           qb.maxLon < rb.minLon || rb.maxLon < qb.minLon || qb.maxLat < rb.minLat || rb.maxLat < qb.minLat {
+            qb.maxLon < rb.minLon || rb.maxLon < qb.minLon || qb.maxLat < rb.minLat || rb.maxLat < qb.minLat
+        {
             return relation == .disjoint
         }
         var interiors = false, touching = false, rOutsideQ = false, qOutsideR = false, rInteriorOutsideQ = false

@@ -150,7 +150,9 @@ public final class SpatialIndex: @unchecked Sendable {
         let s = current()
         guard let center = query.shape.center else { return ([], false) }
         let c = Sphere.unitVector(center)
-        let reach = query.relation == nil || query.relation == .disjoint ? Double.infinity : SpatialIndex.reach(query.shape, center)
+        let reach =
+            query.relation == nil || query.relation == .disjoint
+            ? Double.infinity : SpatialIndex.reach(query.shape, center)
         let maxChord = reach.isInfinite ? 4.0 : Sphere.chordSquared(metres: reach) * (1 + 1e-9) + 1e-18
         // skip and limit may come from a client: never negative, and summed without overflow.
         let skip = max(0, query.skip), limit = max(0, query.limit)
@@ -164,7 +166,9 @@ public final class SpatialIndex: @unchecked Sendable {
             let v = Sphere.unitVector(coordinate)
             let chord = (v.x - c.x) * (v.x - c.x) + (v.y - c.y) * (v.y - c.y) + (v.z - c.z) * (v.z - c.z)
             let position = GeoPosition(chord: chord, id: id)
-            if chord <= maxChord, query.after.map({ position > $0 }) ?? true, SpatialIndex.matches(query, .point(coordinate)) {
+            if chord <= maxChord, query.after.map({ position > $0 }) ?? true,
+                SpatialIndex.matches(query, .point(coordinate))
+            {
                 hits.append(GeoHit(geometry: .point(coordinate), position: position))
             }
         }
@@ -199,9 +203,12 @@ public final class SpatialIndex: @unchecked Sendable {
                 if chord == after.chord, !(tree.id(point) > after.id) { return true }
             }
             if let relation {
-                let matches = chord < inner ? QueryShape.pointRelation(relation, .interior, queryIsPoint: false)
-                    : chord > outer ? QueryShape.pointRelation(relation, .exterior, queryIsPoint: false)
-                    : query.shape.matches(relation, .point(tree.coordinate(point)))
+                let matches =
+                    chord < inner
+                    ? QueryShape.pointRelation(relation, .interior, queryIsPoint: false)
+                    : chord > outer
+                        ? QueryShape.pointRelation(relation, .exterior, queryIsPoint: false)
+                        : query.shape.matches(relation, .point(tree.coordinate(point)))
                 if !matches { return true }
             }
             matched.append((Int32(point), chord))
@@ -209,7 +216,9 @@ public final class SpatialIndex: @unchecked Sendable {
             return true
         }
         func hit(_ match: (point: Int32, chord: Double)) -> GeoHit {
-            GeoHit(geometry: .point(tree.coordinate(Int(match.point))), position: GeoPosition(chord: match.chord, id: tree.id(Int(match.point))))
+            GeoHit(
+                geometry: .point(tree.coordinate(Int(match.point))),
+                position: GeoPosition(chord: match.chord, id: tree.id(Int(match.point))))
         }
         if hits.isEmpty {
             // Only the tree answered, nearest first already: order equal distances by id, then
@@ -244,8 +253,10 @@ public final class SpatialIndex: @unchecked Sendable {
     /// only points whose time lies in `from...to` (ms; points without a time are left out
     /// then) and whose id starts with `idPrefix`. A box with minLon > maxLon crosses the
     /// antimeridian. Other geometries are not counted.
-    public func grid(_ box: BoundingBox, columns: Int, rows: Int, from: Double? = nil, to: Double? = nil,
-                     idPrefix: String? = nil, pointLimit: Int = 0) -> GeoGrid {
+    public func grid(
+        _ box: BoundingBox, columns: Int, rows: Int, from: Double? = nil, to: Double? = nil,
+        idPrefix: String? = nil, pointLimit: Int = 0
+    ) -> GeoGrid {
         let s = current()
         let columns = max(1, columns), rows = max(1, rows)
         let crosses = box.minLon > box.maxLon
@@ -272,7 +283,8 @@ public final class SpatialIndex: @unchecked Sendable {
             let row = min(rows - 1, height > 0 ? Int((c.lat - box.minLat) / height * Double(rows)) : 0)
             return (row * columns + column, dx)
         }
-        func count(_ place: (index: Int, dx: Double), _ c: Coordinate, _ id: @autoclosure () -> String, _ time: Double?) {
+        func count(_ place: (index: Int, dx: Double), _ c: Coordinate, _ id: @autoclosure () -> String, _ time: Double?)
+        {
             let index = place.index
             counts[index] += 1
             sums[2 * index] += c.lat
@@ -308,8 +320,10 @@ public final class SpatialIndex: @unchecked Sendable {
         for (index, n) in counts.enumerated() where n > 0 {
             var lon = box.minLon + sums[2 * index + 1] / Double(n)
             if lon > 180 { lon -= 360 }
-            cells.append(GeoGrid.Cell(row: index / columns, column: index % columns, count: n,
-                                      center: Coordinate(lon: lon, lat: sums[2 * index] / Double(n))))
+            cells.append(
+                GeoGrid.Cell(
+                    row: index / columns, column: index % columns, count: n,
+                    center: Coordinate(lon: lon, lat: sums[2 * index] / Double(n))))
         }
         var bounds: BoundingBox?
         if total > 0 {
@@ -343,7 +357,10 @@ public final class SpatialIndex: @unchecked Sendable {
         for (a, b) in Planar.segments(geometry) {
             for i in 1..<16 {
                 let t = Double(i) / 16
-                best = max(best, Sphere.distance(center, Coordinate(lon: a.lon + (b.lon - a.lon) * t, lat: a.lat + (b.lat - a.lat) * t)))
+                best = max(
+                    best,
+                    Sphere.distance(
+                        center, Coordinate(lon: a.lon + (b.lon - a.lon) * t, lat: a.lat + (b.lat - a.lat) * t)))
             }
         }
         if best > 5_000_000 { return .infinity }

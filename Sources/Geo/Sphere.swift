@@ -55,7 +55,9 @@ public enum Sphere {
             func cross(_ u: (Double, Double, Double), _ v: (Double, Double, Double)) -> (Double, Double, Double) {
                 (u.1 * v.2 - u.2 * v.1, u.2 * v.0 - u.0 * v.2, u.0 * v.1 - u.1 * v.0)
             }
-            func dot(_ u: (Double, Double, Double), _ v: (Double, Double, Double)) -> Double { u.0 * v.0 + u.1 * v.1 + u.2 * v.2 }
+            func dot(_ u: (Double, Double, Double), _ v: (Double, Double, Double)) -> Double {
+                u.0 * v.0 + u.1 * v.1 + u.2 * v.2
+            }
             let a3 = (pa.x, pa.y, pa.z), b3 = (pb.x, pb.y, pb.z)
             if dot(cross(a3, q), n) >= 0, dot(cross(q, b3), n) >= 0 {
                 return radius * asin(min(1, abs(d)))

@@ -19,7 +19,9 @@ public enum WKT {
         }
 
         mutating func skipSpace() {
-            while index < bytes.count, bytes[index] == 32 || bytes[index] == 9 || bytes[index] == 10 || bytes[index] == 13 { index += 1 }
+            while index < bytes.count,
+                bytes[index] == 32 || bytes[index] == 9 || bytes[index] == 10 || bytes[index] == 13
+            { index += 1 }
         }
 
         mutating func word() -> String {
@@ -31,7 +33,9 @@ public enum WKT {
 
         mutating func expect(_ byte: UInt8) throws {
             skipSpace()
-            guard index < bytes.count, bytes[index] == byte else { throw error("expected '\(Character(UnicodeScalar(byte)))'") }
+            guard index < bytes.count, bytes[index] == byte else {
+                throw error("expected '\(Character(UnicodeScalar(byte)))'")
+            }
             index += 1
         }
 
@@ -49,7 +53,9 @@ public enum WKT {
             skipSpace()
             let start = index
             while index < bytes.count, "+-.0123456789eE".utf8.contains(bytes[index]) { index += 1 }
-            guard let value = Double(String(decoding: bytes[start..<index], as: UTF8.self)) else { throw error("expected a number") }
+            guard let value = Double(String(decoding: bytes[start..<index], as: UTF8.self)) else {
+                throw error("expected a number")
+            }
             return value
         }
 
@@ -106,14 +112,15 @@ public enum WKT {
             case "POLYGON": return .polygon(try polygon())
             case "MULTIPOINT":
                 // Both `MULTIPOINT (1 2, 3 4)` and `MULTIPOINT ((1 2), (3 4))`.
-                return .multiPoint(try list { parser in
-                    if parser.accept(UInt8(ascii: "(")) {
-                        let p = try parser.position()
-                        try parser.expect(UInt8(ascii: ")"))
-                        return p
-                    }
-                    return try parser.position()
-                })
+                return .multiPoint(
+                    try list { parser in
+                        if parser.accept(UInt8(ascii: "(")) {
+                            let p = try parser.position()
+                            try parser.expect(UInt8(ascii: ")"))
+                            return p
+                        }
+                        return try parser.position()
+                    })
             case "MULTILINESTRING": return .multiLineString(try list { try $0.line(minimum: 2) })
             case "MULTIPOLYGON": return .multiPolygon(try list { try $0.polygon() })
             case "GEOMETRYCOLLECTION": return .collection(try list { try $0.geometry() })

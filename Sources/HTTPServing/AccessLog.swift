@@ -42,7 +42,11 @@ public struct AccessLog: Sendable {
     /// answer's headers); nil otherwise, for a new one.
     public static func clientRequestID(_ value: String?) -> String? {
         guard let value, (1...64).contains(value.utf8.count),
-              value.utf8.allSatisfy({ $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D) })
+            value.utf8.allSatisfy({
+                $0 < 0x80
+                    && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 0x2E
+                        || $0 == 0x5F || $0 == 0x2D)
+            })
         else { return nil }
         return value
     }

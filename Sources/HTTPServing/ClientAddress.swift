@@ -52,7 +52,9 @@ public struct AddressRange: Sendable, Equatable, CustomStringConvertible {
         var v6 = in6_addr()
         if inet_pton(AF_INET6, text, &v6) == 1 {
             let bytes = withUnsafeBytes(of: &v6) { Array($0) }
-            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF { return Array(bytes[12...]) }
+            if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+                return Array(bytes[12...])
+            }
             return bytes
         }
         return nil

@@ -38,7 +38,9 @@ public struct ConnectionLimits: Sendable {
 
     /// A listener's configuration at `address`, accepting at most `maxConnections` at once.
     public func configuration(address: BindAddress, serverName: String?) -> ApplicationConfiguration {
-        .init(address: address, serverName: serverName, availableConnectionsDelegate: MaximumAvailableConnections(maxConnections))
+        .init(
+            address: address, serverName: serverName,
+            availableConnectionsDelegate: MaximumAvailableConnections(maxConnections))
     }
 }
 
@@ -94,7 +96,9 @@ public final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandle
     /// The client closed its side (the listener allows half-closed connections, so the channel
     /// stays open): nobody will read an answer, and long work for it stops (`clientGone`).
     public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let event = event as? ChannelEvent, event == .inputClosed { ConnectionStates.shared.gone(context.channel).set() }
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            ConnectionStates.shared.gone(context.channel).set()
+        }
         context.fireUserInboundEventTriggered(event)
     }
 

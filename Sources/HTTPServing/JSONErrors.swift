@@ -9,7 +9,9 @@ import NIOCore
 public struct JSONErrors<Context: RequestContext>: RouterMiddleware {
     public init() {}
 
-    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    public func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch {
@@ -23,7 +25,9 @@ public struct JSONErrors<Context: RequestContext>: RouterMiddleware {
         case let error as CouchError:
             return reply(HTTPResponse.Status(code: error.status), error.error, error.reason)
         case let error as HTTPError:
-            return reply(error.status, error.status == .notFound ? "not_found" : "bad_request", error.body ?? error.status.reasonPhrase)
+            return reply(
+                error.status, error.status == .notFound ? "not_found" : "bad_request",
+                error.body ?? error.status.reasonPhrase)
         default:
             return reply(.internalServerError, "internal_server_error", "\(error)")
         }
@@ -32,6 +36,8 @@ public struct JSONErrors<Context: RequestContext>: RouterMiddleware {
     /// `{"error": error, "reason": reason}` and a newline (as CouchDB ends its answers) with `status`.
     public static func reply(_ status: HTTPResponse.Status, _ error: String, _ reason: String) -> Response {
         let body: JSON = ["error": .string(error), "reason": .string(reason)]
-        return Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.bytes + [10])))
+        return Response(
+            status: status, headers: [.contentType: "application/json"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.bytes + [10])))
     }
 }

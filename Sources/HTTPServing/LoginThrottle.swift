@@ -80,8 +80,9 @@ public final class LoginThrottle: Sendable {
         }
         if wait > 0 {
             let seconds = Int(wait.rounded(.up))
-            throw CouchError(status: 429, error: "too_many_requests",
-                              reason: "Too many failed logins; try again in \(seconds) \(seconds == 1 ? "second" : "seconds")")
+            throw CouchError(
+                status: 429, error: "too_many_requests",
+                reason: "Too many failed logins; try again in \(seconds) \(seconds == 1 ? "second" : "seconds")")
         }
     }
 
@@ -92,7 +93,9 @@ public final class LoginThrottle: Sendable {
             var keys = [Self.pairKey(account, client), Self.clientKey(client)]
             if !LoginThrottle.isRandomSecret(account) { keys.append(Self.accountKey(account)) }
             for key in keys {
-                var entry = table[key].flatMap { now.timeIntervalSince($0.last) < policy.memory ? $0 : nil } ?? Entry(failures: 0, last: now)
+                var entry =
+                    table[key].flatMap { now.timeIntervalSince($0.last) < policy.memory ? $0 : nil }
+                    ?? Entry(failures: 0, last: now)
                 entry.failures = entry.failures.addingSaturating(1)
                 entry.last = now
                 table[key] = entry

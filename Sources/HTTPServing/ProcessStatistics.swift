@@ -31,7 +31,9 @@ public struct ProcessStatistics: Sendable {
         }
         statistics.openFiles = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
         var limit = rlimit()
-        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 { statistics.maxFiles = Int(clamping: limit.rlim_cur) }
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+            statistics.maxFiles = Int(clamping: limit.rlim_cur)
+        }
         #endif
         return statistics
     }

@@ -53,12 +53,13 @@ public struct PrometheusSample: Sendable, Equatable {
         }
         let fields = rest.split(separator: " ")
         guard let text = fields.first else { return nil }
-        let value: Double? = switch text {
-        case "+Inf": .infinity
-        case "-Inf": -.infinity
-        case "NaN": .nan
-        default: Double(text)
-        }
+        let value: Double? =
+            switch text {
+            case "+Inf": .infinity
+            case "-Inf": -.infinity
+            case "NaN": .nan
+            default: Double(text)
+            }
         return value.map { PrometheusSample(name: String(name), labels: labels, value: $0) }
     }
 }
@@ -66,6 +67,7 @@ public struct PrometheusSample: Sendable, Equatable {
 extension Array where Element == PrometheusSample {
     /// The sum of the samples named `name` whose labels include `matching`.
     public func sum(_ name: String, _ matching: [String: String] = [:]) -> Double {
-        lazy.filter { sample in sample.name == name && matching.allSatisfy { sample.labels[$0.key] == $0.value } }.reduce(0) { $0 + $1.value }
+        lazy.filter { sample in sample.name == name && matching.allSatisfy { sample.labels[$0.key] == $0.value } }
+            .reduce(0) { $0 + $1.value }
     }
 }

@@ -71,20 +71,26 @@ public final class ServerCertificate: Sendable {
             throw Failure(description: "the TLS certificate \(certificatePath) is not a PEM certificate (\(error))")
         }
         guard !chain.isEmpty else {
-            throw Failure(description: "the TLS certificate \(certificatePath) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            throw Failure(
+                description:
+                    "the TLS certificate \(certificatePath) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
         }
         let key: NIOSSLPrivateKey
         do {
             key = try NIOSSLPrivateKey(bytes: keyBytes, format: .pem)
         } catch {
-            throw Failure(description: "the TLS private key \(keyPath) is not an unencrypted PEM private key (\(error))")
+            throw Failure(
+                description: "the TLS private key \(keyPath) is not an unencrypted PEM private key (\(error))")
         }
         // A context made with the pair checks that the key is the leaf certificate's.
         do {
-            _ = try NIOSSLContext(configuration: .makeServerConfiguration(
-                certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key)))
+            _ = try NIOSSLContext(
+                configuration: .makeServerConfiguration(
+                    certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key)))
         } catch {
-            throw Failure(description: "the TLS private key \(keyPath) does not belong to the certificate \(certificatePath) (\(error))")
+            throw Failure(
+                description:
+                    "the TLS private key \(keyPath) does not belong to the certificate \(certificatePath) (\(error))")
         }
         let leaf = chain[0]
         let expiry = Date(timeIntervalSince1970: TimeInterval(leaf.notValidAfter))
@@ -93,7 +99,9 @@ public final class ServerCertificate: Sendable {
     }
 
     private static func read(_ path: String, what: String) throws -> [UInt8] {
-        guard FileManager.default.fileExists(atPath: path) else { throw Failure(description: "the \(what) \(path) does not exist") }
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw Failure(description: "the \(what) \(path) does not exist")
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw Failure(description: "the \(what) \(path) cannot be read (permissions?)")
         }

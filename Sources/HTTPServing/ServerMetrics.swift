@@ -23,7 +23,9 @@ public final class ServerMetrics: Sendable {
     public let started = ContinuousClock.now
     private let collectors = NIOLockedValueBox<[@Sendable () async -> Void]>([])
     /// The request counters and timers made so far (`recordRequest`).
-    private let requestSeries = NIOLockedValueBox<[RequestSeries: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]>([:])
+    private let requestSeries = NIOLockedValueBox<
+        [RequestSeries: (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer)]
+    >([:])
     private struct RequestSeries: Hashable {
         var listener: String
         var method: String
@@ -95,7 +97,9 @@ public final class ServerMetrics: Sendable {
     /// combination's counter and timer are made once and kept (few: methods are the standard
     /// ones, statuses the server's own, families fixed), so a request costs a lookup by small
     /// values instead of the registry's by labels.
-    public func recordRequest(listener: String, method: HTTPRequest.Method, status: Int, family: String, duration: Duration) {
+    public func recordRequest(
+        listener: String, method: HTTPRequest.Method, status: Int, family: String, duration: Duration
+    ) {
         let code = (100...599).contains(status) ? status : 500
         let method = Self.methodLabel(method)
         let key = RequestSeries(listener: listener, method: method, status: code, family: family)
@@ -106,10 +110,15 @@ public final class ServerMetrics: Sendable {
 
     private func makeRequestSeries(_ key: RequestSeries) -> (counter: CoreMetrics.Counter, timer: CoreMetrics.Timer) {
         let handles = (
-            Counter(label: HTTPMetric.requests.rawValue, dimensions: [
-                ("listener", key.listener), ("method", key.method), ("status", String(key.status)), ("status_class", "\(key.status / 100)xx"),
-            ], factory: factory),
-            Timer(label: HTTPMetric.requestDuration.rawValue, dimensions: [("listener", key.listener), ("family", key.family)], factory: factory)
+            Counter(
+                label: HTTPMetric.requests.rawValue,
+                dimensions: [
+                    ("listener", key.listener), ("method", key.method), ("status", String(key.status)),
+                    ("status_class", "\(key.status / 100)xx"),
+                ], factory: factory),
+            Timer(
+                label: HTTPMetric.requestDuration.rawValue,
+                dimensions: [("listener", key.listener), ("family", key.family)], factory: factory)
         )
         requestSeries.withLockedValue { $0[key] = handles }
         return handles

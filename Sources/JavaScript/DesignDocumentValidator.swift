@@ -8,7 +8,8 @@ import Foundation
 /// Every function must accept a write for it to be stored.
 public struct DesignDocumentValidator: WriteValidator {
     /// A validation function's behaviour in Swift: nil accepts the write, an error rejects it.
-    public typealias NativeFunction = @Sendable (_ write: ProposedWrite, _ user: UserContext, _ security: JSONObject) -> CouchError?
+    public typealias NativeFunction =
+        @Sendable (_ write: ProposedWrite, _ user: UserContext, _ security: JSONObject) -> CouchError?
 
     /// nil where this server has no JavaScript engine: writes to a database with validation
     /// functions are then refused (500), never let through unchecked.
@@ -20,7 +21,8 @@ public struct DesignDocumentValidator: WriteValidator {
 
     public init(queryServer: QueryServer?, native: [String: NativeFunction] = [:]) {
         self.queryServer = queryServer
-        self.native = Dictionary(native.map { (DesignDocumentValidator.normalized($0.key), $0.value) }, uniquingKeysWith: { $1 })
+        self.native = Dictionary(
+            native.map { (DesignDocumentValidator.normalized($0.key), $0.value) }, uniquingKeysWith: { $1 })
     }
 
     static func normalized(_ source: String) -> String { source.trimmingCharacters(in: .whitespacesAndNewlines) }
@@ -32,7 +34,9 @@ public struct DesignDocumentValidator: WriteValidator {
         var verdicts = [CouchError?](repeating: nil, count: writes.count)
         var javascript: [JSONObject] = []
         for ddoc in designDocuments {
-            guard let source = ddoc["validate_doc_update"]?.stringValue, let function = native[DesignDocumentValidator.normalized(source)] else {
+            guard let source = ddoc["validate_doc_update"]?.stringValue,
+                let function = native[DesignDocumentValidator.normalized(source)]
+            else {
                 javascript.append(ddoc)
                 continue
             }
@@ -44,7 +48,9 @@ public struct DesignDocumentValidator: WriteValidator {
         guard let queryServer else {
             let error = CouchError(
                 status: 500, error: "javascript_unavailable",
-                reason: "This database has validate_doc_update functions, and this server has no JavaScript engine to run them")
+                reason:
+                    "This database has validate_doc_update functions, and this server has no JavaScript engine to run them"
+            )
             return verdicts.map { $0 ?? error }
         }
         var userContext = user.json.objectValue ?? JSONObject()
@@ -56,13 +62,16 @@ public struct DesignDocumentValidator: WriteValidator {
             let answers: [JSON]
             do {
                 let answer = try await queryServer.call(
-                    designDocument: ddoc, path: ["validate_doc_update", "batch"], arguments: [pairs, .object(userContext), security])
+                    designDocument: ddoc, path: ["validate_doc_update", "batch"],
+                    arguments: [pairs, .object(userContext), security])
                 guard let list = answer.arrayValue, list.count == writes.count else {
-                    throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "Unexpected validation answer")
+                    throw QueryServer.Failure(
+                        kind: .crashed, error: "os_process_error", reason: "Unexpected validation answer")
                 }
                 answers = list
             } catch let failure as QueryServer.Failure {
-                answers = Array(repeating: ["error", .string(failure.error), .string(failure.reason)], count: writes.count)
+                answers = Array(
+                    repeating: ["error", .string(failure.error), .string(failure.reason)], count: writes.count)
             }
             for (index, answer) in answers.enumerated() where verdicts[index] == nil {
                 verdicts[index] = DesignDocumentValidator.verdict(answer)

@@ -25,14 +25,16 @@ public struct DesignFunctions: Sendable {
     public static func viewSignature(_ ddoc: JSONObject, _ name: String) -> String? {
         guard let map = ddoc["views"]?[name]?["map"]?.stringValue else { return nil }
         let collation = KeyCollation(viewOptions: ddoc["views"]?[name]?["options"])
-        return ViewDefinition.signature(code: viewCode(map: map, lib: ddoc["views"]?["lib"], options: ddoc["options"]), collation: collation)
+        return ViewDefinition.signature(
+            code: viewCode(map: map, lib: ddoc["views"]?["lib"], options: ddoc["options"]), collation: collation)
     }
 
     /// Everything a view's rows depend on: its map, the modules it may require, and the design
     /// document's `include_design` and `local_seq` options (which change what it is given).
     static func viewCode(map: String, lib: JSON?, options: JSON?) -> String {
         let (includeDesign, localSeq) = documentOptions(options)
-        return map + "\u{0}" + (lib?.text ?? "") + (includeDesign ? "\u{0}include_design" : "") + (localSeq ? "\u{0}local_seq" : "")
+        return map + "\u{0}" + (lib?.text ?? "") + (includeDesign ? "\u{0}include_design" : "")
+            + (localSeq ? "\u{0}local_seq" : "")
     }
 
     static func documentOptions(_ options: JSON?) -> (includeDesign: Bool, localSeq: Bool) {
@@ -42,11 +44,15 @@ public struct DesignFunctions: Sendable {
     /// The view `name` of a design document, mapped (and reduced, if it has a JavaScript
     /// reduce function) by the query server.
     public func view(_ ddoc: JSONObject, _ name: String) throws -> ViewDefinition {
-        guard name != "lib", let definition = ddoc["views"]?[name]?.objectValue, let map = definition["map"]?.stringValue else {
+        guard name != "lib", let definition = ddoc["views"]?[name]?.objectValue,
+            let map = definition["map"]?.stringValue
+        else {
             throw CouchError.notFound("missing_named_view")
         }
         if let language = ddoc["language"]?.stringValue, language != "javascript" {
-            throw CouchError(status: 400, error: "unsupported_language", reason: "Design document language \(language) is not supported")
+            throw CouchError(
+                status: 400, error: "unsupported_language",
+                reason: "Design document language \(language) is not supported")
         }
         let lib = ddoc["views"]?["lib"]
         let code = DesignFunctions.viewCode(map: map, lib: lib, options: ddoc["options"])
@@ -63,26 +69,37 @@ public struct DesignFunctions: Sendable {
                 reducer = .builtin(builtin)
             } else {
                 reducer = .custom(
-                    reduce: { rows in try await Self.translating { try await queryServer.reduce(functions: [source], rows: rows)[0] } },
-                    rereduce: { values in try await Self.translating { try await queryServer.rereduce(functions: [source], values: values)[0] } })
+                    reduce: { rows in
+                        try await Self.translating { try await queryServer.reduce(functions: [source], rows: rows)[0] }
+                    },
+                    rereduce: { values in
+                        try await Self.translating {
+                            try await queryServer.rereduce(functions: [source], values: values)[0]
+                        }
+                    })
             }
         }
-        var view = ViewDefinition(code: code, batchMap: { docs in
-            let results = try await Self.translating {
-                try await queryServer.map(key: signature, functions: [map], lib: lib, documents: docs)
-            }
-            return results.map { $0.first ?? [] }
-        }, reduce: reducer, collation: collation)
+        var view = ViewDefinition(
+            code: code,
+            batchMap: { docs in
+                let results = try await Self.translating {
+                    try await queryServer.map(key: signature, functions: [map], lib: lib, documents: docs)
+                }
+                return results.map { $0.first ?? [] }
+            }, reduce: reducer, collation: collation)
         (view.includeDesign, view.localSeq) = DesignFunctions.documentOptions(ddoc["options"])
         return view
     }
 
     /// A `_changes` filter from `filters.<name>`: `filter(doc, req)` for each document.
     public func filter(_ ddoc: JSONObject, _ name: String, request: JSON) throws -> DocumentFilter {
-        guard ddoc["filters"]?[name]?.stringValue != nil else { throw CouchError.missingKey(["filters", name], in: ddoc) }
+        guard ddoc["filters"]?[name]?.stringValue != nil else {
+            throw CouchError.missingKey(["filters", name], in: ddoc)
+        }
         let queryServer = self.queryServer
         return { docs in
-            try await Self.verdicts(queryServer, ddoc, ["filters", name], [.array(docs.map(JSON.object)), request], count: docs.count)
+            try await Self.verdicts(
+                queryServer, ddoc, ["filters", name], [.array(docs.map(JSON.object)), request], count: docs.count)
         }
     }
 
@@ -93,12 +110,17 @@ public struct DesignFunctions: Sendable {
         }
         let queryServer = self.queryServer
         return { docs in
-            try await Self.verdicts(queryServer, ddoc, ["views", view, "map"], [.array(docs.map(JSON.object))], count: docs.count)
+            try await Self.verdicts(
+                queryServer, ddoc, ["views", view, "map"], [.array(docs.map(JSON.object))], count: docs.count)
         }
     }
 
-    static func verdicts(_ queryServer: QueryServer, _ ddoc: JSONObject, _ path: [String], _ arguments: [JSON], count: Int) async throws -> [Bool] {
-        let answer = try await translating { try await queryServer.call(designDocument: ddoc, path: path, arguments: arguments) }
+    static func verdicts(
+        _ queryServer: QueryServer, _ ddoc: JSONObject, _ path: [String], _ arguments: [JSON], count: Int
+    ) async throws -> [Bool] {
+        let answer = try await translating {
+            try await queryServer.call(designDocument: ddoc, path: path, arguments: arguments)
+        }
         guard answer[0] == true, let list = answer[1]?.arrayValue, list.count == count else {
             throw CouchError(status: 500, error: "os_process_error", reason: "Unexpected filter answer")
         }

@@ -58,12 +58,16 @@ public final class QueryServer: Sendable {
     ///   - executable: the `lt` binary; the server starts `lt js-server`.
     ///   - timeout: how long one command may run before its process is killed.
     ///   - workers: how many processes may run JavaScript at the same time.
-    public init(executable: URL, arguments: [String] = ["js-server"], timeout: Duration = .seconds(5), workers: Int = 2,
-                logger: Logger = Logger(label: "lt.javascript")) {
+    public init(
+        executable: URL, arguments: [String] = ["js-server"], timeout: Duration = .seconds(5), workers: Int = 2,
+        logger: Logger = Logger(label: "lt.javascript")
+    ) {
         self.timeout = timeout
         let started = started
         self.workers = (0..<max(1, workers)).map {
-            Worker(executable: executable, arguments: arguments, timeout: timeout, logger: logger, index: $0, started: started)
+            Worker(
+                executable: executable, arguments: arguments, timeout: timeout, logger: logger, index: $0,
+                started: started)
         }
         busy = Locked(Array(repeating: 0, count: max(1, workers)))
     }
@@ -92,7 +96,9 @@ public final class QueryServer: Sendable {
     /// function's rows, or nil where the function threw (the document is skipped and logged).
     /// `key` names the set of functions (their code); a process that has them loaded under
     /// that key does not compile them again.
-    public func map(key: String, functions: [String], lib: JSON?, documents: [JSONObject]) async throws -> [[[(key: JSON, value: JSON)]?]] {
+    public func map(
+        key: String, functions: [String], lib: JSON?, documents: [JSONObject]
+    ) async throws -> [[[(key: JSON, value: JSON)]?]] {
         try await withWorker { worker in
             if worker.mapFunctionsKey != key {
                 worker.mapFunctionsKey = nil
@@ -118,19 +124,25 @@ public final class QueryServer: Sendable {
     /// CouchDB's `couch_query_servers` does; such a value is shown as the row's error.
     public func reduce(functions: [String], rows: [(key: JSON, id: String, value: JSON)]) async throws -> [JSON] {
         let pairs = JSON.array(rows.map { [[$0.key, .string($0.id)], $0.value] })
-        return try await reduceCommand(["reduce", .array(functions.map(JSON.string)), pairs], functions: functions.count)
+        return try await reduceCommand(
+            ["reduce", .array(functions.map(JSON.string)), pairs], functions: functions.count)
     }
 
     /// Combines earlier reductions with each of `functions` (`rereduce` = true); an earlier
     /// overflow is the answer without running them.
     public func rereduce(functions: [String], values: [JSON]) async throws -> [JSON] {
-        if let overflow = values.first(where: Self.isOverflow) { return Array(repeating: overflow, count: functions.count) }
-        return try await reduceCommand(["rereduce", .array(functions.map(JSON.string)), .array(values)], functions: functions.count)
+        if let overflow = values.first(where: Self.isOverflow) {
+            return Array(repeating: overflow, count: functions.count)
+        }
+        return try await reduceCommand(
+            ["rereduce", .array(functions.map(JSON.string)), .array(values)], functions: functions.count)
     }
 
     /// Whether a reduction is CouchDB's mark of a reduce function that grew too fast.
     public static func isOverflow(_ value: JSON) -> Bool {
-        guard case let .object(members) = value, members.count == 1, members["reduce_overflow_error"] != nil else { return false }
+        guard case let .object(members) = value, members.count == 1, members["reduce_overflow_error"] != nil else {
+            return false
+        }
         return true
     }
 
@@ -227,7 +239,9 @@ private final class Worker: @unchecked Sendable {
         process.standardOutput = stdout
         process.standardError = FileHandle.standardError
         do { try process.run() } catch {
-            throw QueryServer.Failure(kind: .unavailable, error: "os_process_error", reason: "Cannot start the JavaScript query server: \(error)")
+            throw QueryServer.Failure(
+                kind: .unavailable, error: "os_process_error",
+                reason: "Cannot start the JavaScript query server: \(error)")
         }
         started.withLock { $0 += 1 }
         self.process = process
@@ -278,27 +292,33 @@ private final class Worker: @unchecked Sendable {
             try input.write(contentsOf: command.roundedForJavaScript().bytes + [10])
         } catch {
             stop()
-            throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "The JavaScript query server exited")
+            throw QueryServer.Failure(
+                kind: .crashed, error: "os_process_error", reason: "The JavaScript query server exited")
         }
         while true {
             guard let line = readLine() else {
                 let wasTimeout = timedOut.withLock { $0 }
                 stop()
                 if wasTimeout {
-                    throw QueryServer.Failure(kind: .timeout, error: "os_process_error", reason: "OS process timed out.")
+                    throw QueryServer.Failure(
+                        kind: .timeout, error: "os_process_error", reason: "OS process timed out.")
                 }
-                throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "The JavaScript query server exited (out of memory or crashed)")
+                throw QueryServer.Failure(
+                    kind: .crashed, error: "os_process_error",
+                    reason: "The JavaScript query server exited (out of memory or crashed)")
             }
             guard let answer = try? JSON.parse(line) else {
                 stop()
-                throw QueryServer.Failure(kind: .crashed, error: "os_process_error", reason: "Unreadable answer from the query server")
+                throw QueryServer.Failure(
+                    kind: .crashed, error: "os_process_error", reason: "Unreadable answer from the query server")
             }
             if case let .array(items) = answer, items.first == "log" {
                 logger.info("\(items.dropFirst().first?.stringValue ?? "")")
                 continue
             }
             if case let .array(items) = answer, items.count == 3, items[0] == "error" {
-                throw QueryServer.Failure(kind: .javascript, error: items[1].stringValue ?? "error", reason: items[2].stringValue ?? "")
+                throw QueryServer.Failure(
+                    kind: .javascript, error: items[1].stringValue ?? "error", reason: items[2].stringValue ?? "")
             }
             return answer
         }
@@ -330,7 +350,8 @@ extension JSON {
         switch self {
         case let .int(n) where n.magnitude > 1 << 53: return .double(Double(n))
         case let .array(items): return .array(items.map { $0.roundedForJavaScript() })
-        case let .object(object): return .object(JSONObject(object.members.map { ($0.key, $0.value.roundedForJavaScript()) }))
+        case let .object(object):
+            return .object(JSONObject(object.members.map { ($0.key, $0.value.roundedForJavaScript()) }))
         default: return self
         }
     }

@@ -1,3 +1,5 @@
+// swift-format-ignore-file
+// (the JavaScript below is the query server's source, laid out as JavaScript)
 /// The query server's JavaScript side, evaluated once in each `lt js-server` process. It speaks
 /// CouchDB's query server protocol (one JSON command per line, one JSON answer per line) and
 /// offers design-document functions CouchDB's API: `emit`, `log`, `toJSON`, `isArray`, `sum`,

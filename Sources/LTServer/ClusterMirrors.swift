@@ -17,14 +17,19 @@ struct ClusterMirrors {
     /// Nothing to mirror without a cluster. Places are few and every device asks for them:
     /// they are brought up to date before this returns. Replications read from a node that
     /// answers, and move to another when theirs stops answering.
-    static func start(_ cluster: FailoverCouch?, service: TrackerService, store: DatabaseStore, logger: Logger) async throws -> ClusterMirrors {
+    static func start(
+        _ cluster: FailoverCouch?, service: TrackerService, store: DatabaseStore, logger: Logger
+    ) async throws -> ClusterMirrors {
         guard let cluster else { return ClusterMirrors(tasks: []) }
         var copied: (any Error)?
         for _ in 0..<3 {
             var options = ReplicationOptions()
             options.maxRetries = 3
             do {
-                _ = try await replication(TrackerService.placesDB, from: await cluster.answeringNodeURL(), into: store, options: options, logger: logger).run()
+                _ = try await replication(
+                    TrackerService.placesDB, from: await cluster.answeringNodeURL(), into: store, options: options,
+                    logger: logger
+                ).run()
                 copied = nil
                 break
             } catch { copied = error }
@@ -32,35 +37,47 @@ struct ClusterMirrors {
         if let copied { throw ServerStartFailure("cannot copy lt_places from the cluster: \(copied)") }
         let analysis = service.analysisDatabase
         if try await service.mirrorIsStale(analysis) {
-            logger.notice("this server's copy of \(analysis) was last brought up to date with the cluster's purges over \(Int(TrackerService.purgeRetention / 86400)) days ago: starting it afresh")
+            logger.notice(
+                "this server's copy of \(analysis) was last brought up to date with the cluster's purges over \(Int(TrackerService.purgeRetention / 86400)) days ago: starting it afresh"
+            )
             try await store.delete(analysis)
         }
-        let mirrors = Task { await follow([TrackerService.placesDB, analysis], from: cluster, into: store, logger: logger) }
+        let mirrors = Task {
+            await follow([TrackerService.placesDB, analysis], from: cluster, into: store, logger: logger)
+        }
         // Purges on the cluster (deleted users' locations) reach this server's copy too.
         let purges = Task { await service.followPurges(into: analysis) }
         return ClusterMirrors(tasks: [mirrors, purges])
     }
 
     /// A pull replication of a cluster database into this server's store of the same name.
-    static func replication(_ name: String, from clusterURL: String, into store: DatabaseStore, options: ReplicationOptions = ReplicationOptions(),
-                            logger: Logger) throws -> Replication {
-        guard let components = URLComponents(string: clusterURL), let scheme = components.scheme, let host = components.host else {
+    static func replication(
+        _ name: String, from clusterURL: String, into store: DatabaseStore,
+        options: ReplicationOptions = ReplicationOptions(),
+        logger: Logger
+    ) throws -> Replication {
+        guard let components = URLComponents(string: clusterURL), let scheme = components.scheme,
+            let host = components.host
+        else {
             throw ServerStartFailure("bad CouchDB URL")
         }
         let base = "\(scheme)://\(host):\(components.port ?? (scheme == "https" ? 443 : 80))"
         if !store.exists(name) { _ = try store.create(name) }
         var options = options
         options.checkpointInterval = .seconds(1)
-        return Replication(source: try RemoteEndpoint(url: "\(base)/\(name)", username: components.user?.removingPercentEncoding,
-                                                      password: components.password?.removingPercentEncoding),
-                           target: LocalEndpoint(store: store, name: name), options: options, logger: logger)
+        return Replication(
+            source: try RemoteEndpoint(
+                url: "\(base)/\(name)", username: components.user?.removingPercentEncoding,
+                password: components.password?.removingPercentEncoding),
+            target: LocalEndpoint(store: store, name: name), options: options, logger: logger)
     }
 
     /// Keeps the mirrors following, each from a node that answers: a replication that stops is
     /// started again after 5 s, and one whose node stops answering or is withdrawn (as the
     /// application's requests and health checks find) is started again from another node at
     /// once; while no node answers, none is started.
-    static func follow(_ names: [String], from cluster: FailoverCouch, into store: DatabaseStore, logger: Logger) async {
+    static func follow(_ names: [String], from cluster: FailoverCouch, into store: DatabaseStore, logger: Logger) async
+    {
         await withTaskGroup(of: Void.self) { group in
             for name in names {
                 group.addTask {
@@ -77,14 +94,18 @@ struct ClusterMirrors {
                                 var options = ReplicationOptions()
                                 options.continuous = true
                                 do {
-                                    _ = try await replication(name, from: url, into: store, options: options, logger: logger).run()
-                                } catch where !Task.isCancelled {
+                                    _ = try await replication(
+                                        name, from: url, into: store, options: options, logger: logger
+                                    ).run()
+                                } catch  where !Task.isCancelled {
                                     logger.warning("mirror of \(name): \(error); starting again in 5 s")
                                 } catch {}  // moved to another node
                                 return false
                             }
                             race.addTask {
-                                while !Task.isCancelled, cluster.isAnswering(url) { try? await Task.sleep(for: .seconds(1)) }
+                                while !Task.isCancelled, cluster.isAnswering(url) {
+                                    try? await Task.sleep(for: .seconds(1))
+                                }
                                 return !Task.isCancelled
                             }
                             let first = await race.next() ?? false
@@ -92,7 +113,8 @@ struct ClusterMirrors {
                             return first
                         }
                         if moved {
-                            logger.notice("mirror of \(name): its node stopped answering; following the cluster through another")
+                            logger.notice(
+                                "mirror of \(name): its node stopped answering; following the cluster through another")
                         } else {
                             try? await Task.sleep(for: .seconds(5))
                         }

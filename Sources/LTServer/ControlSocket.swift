@@ -37,7 +37,8 @@ public enum ControlSocket {
         let path = path(in: directory)
         // sun_path holds 107 bytes and a NUL.
         guard path.utf8.count < 108 else {
-            throw ServerStartFailure("the data directory's path is too long for its control socket (\(path)): use a shorter --data")
+            throw ServerStartFailure(
+                "the data directory's path is too long for its control socket (\(path)): use a shorter --data")
         }
         try? FileManager.default.removeItem(atPath: path)
         return Application(
@@ -49,7 +50,9 @@ public enum ControlSocket {
 
     /// The socket's routes (public for the fuzz harness, which answers requests with them
     /// without a socket). Every failure is a CouchDB-style JSON error (`JSONErrors`).
-    public static func router(directory: URL, store: DatabaseStore, api: CouchAPI, logger: Logger) -> Router<ClientRequestContext> {
+    public static func router(
+        directory: URL, store: DatabaseStore, api: CouchAPI, logger: Logger
+    ) -> Router<ClientRequestContext> {
         let router = Router(context: ClientRequestContext.self)
         router.add(middleware: JSONErrors())
         let local = InProcessCouch(api: api)
@@ -57,35 +60,45 @@ public enum ControlSocket {
             router.get(RouterPath(path == "/" ? "/server" : "/server" + path)) { _, _ in
                 let reply = try await local.request(.get, path, query: [:], body: nil)
                 let type = path.hasSuffix("_prometheus") ? "text/plain; version=0.0.4" : "application/json"
-                return Response(status: .init(code: reply.status), headers: [.contentType: type],
-                                body: ResponseBody(byteBuffer: ByteBuffer(bytes: reply.body)))
+                return Response(
+                    status: .init(code: reply.status), headers: [.contentType: type],
+                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: reply.body)))
             }
         }
         router.get("/backup/databases") { _, _ in
             let names = try await store.allNamesOffThread()
-            return Response(status: .ok, headers: [.contentType: "application/json"],
-                            body: ResponseBody(byteBuffer: ByteBuffer(bytes: JSON.array(names.map(JSON.string)).bytes)))
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: JSON.array(names.map(JSON.string)).bytes)))
         }
         router.get("/backup/server.json") { _, _ in
             let data = try Data(contentsOf: directory.appendingPathComponent("server.json"))
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
         }
         router.get("/backup/config.json") { _, _ in
             // 404 while nothing was changed through /_node/_local/_config.
-            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent("config.json").path) else {
+            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent("config.json").path)
+            else {
                 return Response(status: .notFound)
             }
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
         }
         router.post("/backup/databases/:name") { _, context in
             let name = context.parameters.get("name")?.removingPercentEncoding ?? ""
-            guard store.exists(name) else { throw CouchError(status: 404, error: "not_found", reason: "no database \(name)") }
+            guard store.exists(name) else {
+                throw CouchError(status: 404, error: "not_found", reason: "no database \(name)")
+            }
             let started = ContinuousClock.now
             let file = try await store.snapshot(of: name)
             let stream = try SnapshotStream(file)
             logger.debug("backup: snapshot of \(name) (\(stream.size) bytes) in \(started.duration(to: .now))")
-            return Response(status: .ok, headers: [.contentType: "application/vnd.sqlite3", .contentLength: String(stream.size)],
-                            body: ResponseBody(contentLength: stream.size) { writer in try await stream.write(to: &writer) })
+            return Response(
+                status: .ok, headers: [.contentType: "application/vnd.sqlite3", .contentLength: String(stream.size)],
+                body: ResponseBody(contentLength: stream.size) { writer in try await stream.write(to: &writer) })
         }
         return router
     }
@@ -108,7 +121,9 @@ final class SnapshotStream: @unchecked Sendable {
 
     func write(to writer: inout any ResponseBodyWriter) async throws {
         while true {
-            let chunk = try await NIOThreadPool.singleton.runIfActive { [handle] in try handle.read(upToCount: 1 << 20) ?? Data() }
+            let chunk = try await NIOThreadPool.singleton.runIfActive { [handle] in
+                try handle.read(upToCount: 1 << 20) ?? Data()
+            }
             if chunk.isEmpty { break }
             try await writer.write(ByteBuffer(bytes: chunk))
         }

@@ -37,8 +37,11 @@ final class StartupSummary: Sendable {
             lines.append("  dashboard      \(url(application, "/dashboard/"))")
             lines.append("  tracker app    \(url(application, "/app/"))")
         }
-        let mode = configuration.databaseOnly ? "database only" : configuration.clusterURL != nil
-            ? "\(configuration.mode.rawValue), in front of a CouchDB cluster" : configuration.mode.rawValue
+        let mode =
+            configuration.databaseOnly
+            ? "database only"
+            : configuration.clusterURL != nil
+                ? "\(configuration.mode.rawValue), in front of a CouchDB cluster" : configuration.mode.rawValue
         lines.append("  data           \(configuration.directory.standardizedFileURL.path) (\(mode))")
         lines.append("  admin          \(admins.isEmpty ? "none" : admins.joined(separator: ", "))")
         lines.append("  JavaScript     \(configuration.javascriptOffReason.map { "off: \($0)" } ?? "on")")

@@ -125,7 +125,9 @@ struct ByteSet: Hashable, Sendable {
     /// The POSIX classes PCRE knows inside brackets (`[:alpha:]`), by the same Latin-1 tables.
     static func posix(_ name: String) -> ByteSet? {
         var set = ByteSet()
-        func add(_ range: ClosedRange<Character>) { set.insert(range.lowerBound.asciiValue!...range.upperBound.asciiValue!) }
+        func add(_ range: ClosedRange<Character>) {
+            set.insert(range.lowerBound.asciiValue!...range.upperBound.asciiValue!)
+        }
         switch name {
         case "alpha": add("a"..."z"); add("A"..."Z"); set.formUnion(latin1Letters)
         case "digit": add("0"..."9")

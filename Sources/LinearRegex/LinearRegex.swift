@@ -43,7 +43,9 @@ public struct LinearRegex: Sendable {
         }
         let node = try PatternParser.parse(bytes)
         guard Compiler.size(node) <= LinearRegex.maxInstructions else {
-            throw RegexError(kind: .tooLarge, reason: "the pattern's repetitions make it larger than \(LinearRegex.maxInstructions) steps")
+            throw RegexError(
+                kind: .tooLarge,
+                reason: "the pattern's repetitions make it larger than \(LinearRegex.maxInstructions) steps")
         }
         var compiler = Compiler()
         compiler.emit(node)
@@ -111,7 +113,9 @@ struct Compiler {
     }
 
     private static func add(_ a: Int, _ b: Int) -> Int { a.addingReportingOverflow(b).overflow ? .max : a + b }
-    private static func multiply(_ a: Int, _ b: Int) -> Int { a.multipliedReportingOverflow(by: b).overflow ? .max : a * b }
+    private static func multiply(_ a: Int, _ b: Int) -> Int {
+        a.multipliedReportingOverflow(by: b).overflow ? .max : a * b
+    }
 
     mutating func emit(_ node: Node) {
         switch node {
@@ -191,7 +195,8 @@ struct Matcher {
     }
 
     private func simulate(
-        _ subject: UnsafeBufferPointer<UInt8>, budget: Int, _ current: inout StateSet, _ next: inout StateSet, stack: UnsafeMutablePointer<Int32>
+        _ subject: UnsafeBufferPointer<UInt8>, budget: Int, _ current: inout StateSet, _ next: inout StateSet,
+        stack: UnsafeMutablePointer<Int32>
     ) -> LinearRegex.Outcome {
         let program = regex.program
         let sets = regex.sets
@@ -220,7 +225,8 @@ struct Matcher {
                 let pc = Int(current.dense[k])
                 steps += 1
                 if case let .bytes(set) = program[pc], sets[set].contains(byte),
-                   Matcher.add(pc + 1, at: i + 1, subject, program, into: &next, stack: stack, steps: &steps) {
+                    Matcher.add(pc + 1, at: i + 1, subject, program, into: &next, stack: stack, steps: &steps)
+                {
                     return .match
                 }
             }
@@ -234,7 +240,8 @@ struct Matcher {
     /// Adds `pc` and every state reachable from it without consuming a byte at position `i`
     /// (assertions decided there). True when the match state is reached.
     private static func add(
-        _ pc: Int, at i: Int, _ subject: UnsafeBufferPointer<UInt8>, _ program: [LinearRegex.Instruction], into set: inout StateSet,
+        _ pc: Int, at i: Int, _ subject: UnsafeBufferPointer<UInt8>, _ program: [LinearRegex.Instruction],
+        into set: inout StateSet,
         stack: UnsafeMutablePointer<Int32>, steps: inout Int
     ) -> Bool {
         // Each state enters the set once and pushes at most two: the stack holds at most 2n + 1.

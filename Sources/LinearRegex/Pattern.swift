@@ -63,7 +63,9 @@ struct PatternParser {
     static func parse(_ pattern: [UInt8]) throws(RegexError) -> Node {
         var parser = PatternParser(pattern)
         let node = try parser.alternation()
-        if parser.position < parser.bytes.count { throw .syntax("unmatched closing parenthesis at offset \(parser.position)") }
+        if parser.position < parser.bytes.count {
+            throw .syntax("unmatched closing parenthesis at offset \(parser.position)")
+        }
         return node
     }
 
@@ -95,12 +97,16 @@ struct PatternParser {
             if let (min, max) = try quantifier() {
                 // PCRE repeats neither nothing nor a bare assertion (`^*`, `\b+`); a group may hold one.
                 switch atom {
-                case .empty, .assertion: throw .syntax("quantifier does not follow a repeatable item at offset \(quantifierAt)")
+                case .empty, .assertion:
+                    throw .syntax("quantifier does not follow a repeatable item at offset \(quantifierAt)")
                 default: break
                 }
                 atom = .repetition(atom, min: min, max: max)
                 skipExtendedSpace()
-                if let next = peek(), next == UInt8(ascii: "*") || next == UInt8(ascii: "+") || next == UInt8(ascii: "?") || (next == UInt8(ascii: "{") && isQuantifierBrace()) {
+                if let next = peek(),
+                    next == UInt8(ascii: "*") || next == UInt8(ascii: "+") || next == UInt8(ascii: "?")
+                        || (next == UInt8(ascii: "{") && isQuantifierBrace())
+                {
                     throw .syntax("quantifier does not follow a repeatable item at offset \(position)")
                 }
             }
@@ -224,7 +230,8 @@ struct PatternParser {
             case UInt8(ascii: "<") where peek(1) == UInt8(ascii: "=") || peek(1) == UInt8(ascii: "!"):
                 throw .unsupported("A lookbehind assertion")
             case UInt8(ascii: "<"), UInt8(ascii: "'"):
-                try groupName(closing: kind == UInt8(ascii: "<") ? UInt8(ascii: ">") : UInt8(ascii: "'"), from: position + 1)
+                try groupName(
+                    closing: kind == UInt8(ascii: "<") ? UInt8(ascii: ">") : UInt8(ascii: "'"), from: position + 1)
                 groups += 1
             case UInt8(ascii: "P"):
                 switch peek(1) {
@@ -271,7 +278,9 @@ struct PatternParser {
     private mutating func groupName(closing: UInt8, from start: Int) throws(RegexError) {
         position = start
         while let c = peek(), c != closing {
-            guard c == UInt8(ascii: "_") || ByteSet.word.contains(c) else { throw .syntax("syntax error in subpattern name (missing terminator)") }
+            guard c == UInt8(ascii: "_") || ByteSet.word.contains(c) else {
+                throw .syntax("syntax error in subpattern name (missing terminator)")
+            }
             position += 1
         }
         guard !atEnd, position > start else { throw .syntax("syntax error in subpattern name (missing terminator)") }
@@ -404,7 +413,9 @@ struct PatternParser {
                 v = min(v * 8 + Int(d - UInt8(ascii: "0")), 1 << 20)
                 position += 1
             }
-            guard peek() == UInt8(ascii: "}") else { throw .syntax("non-octal character in \\o{} (closing brace missing?)") }
+            guard peek() == UInt8(ascii: "}") else {
+                throw .syntax("non-octal character in \\o{} (closing brace missing?)")
+            }
             position += 1
             return try value(v)
         case UInt8(ascii: "x"):
@@ -462,8 +473,10 @@ struct PatternParser {
                 break
             }
             first = false
-            if byte == UInt8(ascii: "["), peek(1) == UInt8(ascii: ":") || peek(1) == UInt8(ascii: ".") || peek(1) == UInt8(ascii: "="),
-               let posix = try posixClass() {
+            if byte == UInt8(ascii: "["),
+                peek(1) == UInt8(ascii: ":") || peek(1) == UInt8(ascii: ".") || peek(1) == UInt8(ascii: "="),
+                let posix = try posixClass()
+            {
                 set.formUnion(posix)
                 continue
             }

@@ -18,9 +18,13 @@ public enum Multipart {
     public static func boundary(of contentType: String) -> String? {
         for parameter in contentType.split(separator: ";").dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1)
-            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "boundary" else { continue }
+            guard pair.count == 2, pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "boundary" else {
+                continue
+            }
             var value = pair[1].trimmingCharacters(in: .whitespaces)
-            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
+                value = String(value.dropFirst().dropLast())
+            }
             return value.isEmpty ? nil : value
         }
         return nil
@@ -40,11 +44,17 @@ public enum Multipart {
         for (start, end) in zip(positions, positions.dropFirst()) {
             var partStart = start + delimiter.count
             // Skip the line break after the delimiter.
-            if partStart + 1 < body.count, body[partStart] == 13, body[partStart + 1] == 10 { partStart += 2 }
-            else if partStart < body.count, body[partStart] == 10 { partStart += 1 }
+            if partStart + 1 < body.count, body[partStart] == 13, body[partStart + 1] == 10 {
+                partStart += 2
+            } else if partStart < body.count, body[partStart] == 10 {
+                partStart += 1
+            }
             var partEnd = end
-            if partEnd >= 2, body[partEnd - 2] == 13, body[partEnd - 1] == 10 { partEnd -= 2 }
-            else if partEnd >= 1, body[partEnd - 1] == 10 { partEnd -= 1 }
+            if partEnd >= 2, body[partEnd - 2] == 13, body[partEnd - 1] == 10 {
+                partEnd -= 2
+            } else if partEnd >= 1, body[partEnd - 1] == 10 {
+                partEnd -= 1
+            }
             guard partStart <= partEnd else { throw MalformedBody(description: "Malformed multipart body") }
             let slice = Array(body[partStart..<partEnd])
             let separator: [UInt8] = [13, 10, 13, 10]
@@ -54,7 +64,8 @@ public enum Multipart {
                 let headerText = String(decoding: slice[0..<headerEnd], as: UTF8.self)
                 for line in headerText.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" }) {
                     guard let colon = line.firstIndex(of: ":") else { continue }
-                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                    headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                        in: .whitespaces)
                 }
                 content = Array(slice[(headerEnd + 4)...])
             } else if slice.starts(with: [13, 10]) {

@@ -4,7 +4,8 @@ import Foundation
 
 /// Resolves a filter function (`ddoc/name` or `_view`) with its query parameters on a local
 /// database.
-public typealias FilterResolver = @Sendable (DocumentDatabase, _ name: String, _ queryParams: JSONObject) async throws -> DocumentFilter
+public typealias FilterResolver =
+    @Sendable (DocumentDatabase, _ name: String, _ queryParams: JSONObject) async throws -> DocumentFilter
 
 /// A database in this process, read and written through the engine without HTTP.
 public struct LocalEndpoint: ReplicationEndpoint {
@@ -67,22 +68,29 @@ public struct LocalEndpoint: ReplicationEndpoint {
         case let .docIDs(ids)?: options.filter = .docIDs(Set(ids.map { ExactID($0) }))
         case let .selector(json)?: options.filter = .selector(try Selector(json: json))
         case let .function(name, queryParams)?:
-            guard let filters else { throw ReplicationError(.fatal, "Filter functions need JavaScript, which this server does not have") }
+            guard let filters else {
+                throw ReplicationError(.fatal, "Filter functions need JavaScript, which this server does not have")
+            }
             options.filter = .documents(try await filters(db, name, queryParams))
         case nil: break
         }
         let page = try await db.changes(options)
-        return ChangesBatch(entries: page.rows.compactMap(ChangeEntry.init(row:)), lastSeq: .string(db.sequenceString(page.lastSeq)), pending: page.pending)
+        return ChangesBatch(
+            entries: page.rows.compactMap(ChangeEntry.init(row:)), lastSeq: .string(db.sequenceString(page.lastSeq)),
+            pending: page.pending)
     }
 
     public func filterCode(_ name: String, queryParams: JSONObject) async throws -> String {
         let (ddocID, function) = try ReplicationFilter.designPath(name, queryParams)
-        guard let ddoc = try await database().designDocuments().first(where: { $0["_id"]?.stringValue == ddocID }) else {
+        guard let ddoc = try await database().designDocuments().first(where: { $0["_id"]?.stringValue == ddocID })
+        else {
             throw ReplicationError(.fatal, "The filter's design document \(ddocID) does not exist in \(self.name)")
         }
         var code: JSON? = .object(ddoc)
         for key in ReplicationFilter.codePath(name, function) { code = code?[key] }
-        guard let text = code?.stringValue else { throw ReplicationError(.fatal, "\(ddocID) has no filter function \(function)") }
+        guard let text = code?.stringValue else {
+            throw ReplicationError(.fatal, "\(ddocID) has no filter function \(function)")
+        }
         if filters == nil {
             throw ReplicationError(.fatal, "Filter functions need JavaScript, which this server does not have")
         }
@@ -102,7 +110,8 @@ public struct LocalEndpoint: ReplicationEndpoint {
         var options = ReadOptions()
         options.revs = true
         let results = try await database().openRevisions(
-            requests.map { RevisionsRequest(id: $0.id, revs: $0.revs, attsSince: $0.attsSince) }, latest: true, options: options)
+            requests.map { RevisionsRequest(id: $0.id, revs: $0.revs, attsSince: $0.attsSince) }, latest: true,
+            options: options)
         var docs: [JSON] = []
         for result in results {
             for item in (try? result.get()) ?? [] {
@@ -118,7 +127,8 @@ public struct LocalEndpoint: ReplicationEndpoint {
         var failures: [WriteFailure] = []
         for document in documents {
             do { inputs.append(try DocumentInput(json: document)) } catch {
-                failures.append(WriteFailure(id: document["_id"]?.stringValue ?? "", error: error.error, reason: error.reason))
+                failures.append(
+                    WriteFailure(id: document["_id"]?.stringValue ?? "", error: error.error, reason: error.reason))
             }
         }
         for (input, result) in zip(inputs, try await db.update(inputs, newEdits: false, user: user)) {

@@ -24,11 +24,14 @@ public struct RemoteEndpoint: ReplicationEndpoint {
 
     /// - Parameter bulkGet: use `_bulk_get` when the peer has it (false: always fetch with
     ///   per-document `open_revs`, as for peers without it).
-    public init(url: String, username: String? = nil, password: String? = nil, authentication: Authentication = .basic,
-                bulkGet: Bool = true, client: HTTPClient = CouchHTTPClient.shared) throws {
+    public init(
+        url: String, username: String? = nil, password: String? = nil, authentication: Authentication = .basic,
+        bulkGet: Bool = true, client: HTTPClient = CouchHTTPClient.shared
+    ) throws {
         bulkGetSupported = Locked(bulkGet ? nil : false)
         do {
-            server = try CouchHTTPClient(url: url, username: username, password: password, authentication: authentication, http: client)
+            server = try CouchHTTPClient(
+                url: url, username: username, password: password, authentication: authentication, http: client)
         } catch {
             throw ReplicationError(.fatal, "Not an http(s) database URL: \(url)")
         }
@@ -47,14 +50,20 @@ public struct RemoteEndpoint: ReplicationEndpoint {
 
     /// One request (`target`: the path after the database's URL, or after the server's with
     /// `fromServerRoot`); network failures become transient errors, error statuses are returned.
-    func send(_ method: HTTPMethod, _ target: String, json: JSON? = nil, fromServerRoot: Bool = false, accept: String = "application/json",
-              timeout: TimeAmount = .seconds(120)) async throws -> Reply {
+    func send(
+        _ method: HTTPMethod, _ target: String, json: JSON? = nil, fromServerRoot: Bool = false,
+        accept: String = "application/json",
+        timeout: TimeAmount = .seconds(120)
+    ) async throws -> Reply {
         do {
-            return try await server.send(method, target, fromServerRoot: fromServerRoot, json: json, accept: accept, timeout: timeout)
+            return try await server.send(
+                method, target, fromServerRoot: fromServerRoot, json: json, accept: accept, timeout: timeout)
         } catch let refused as CouchProtocolError where refused.isLoginRefused {
             throw failure(Reply(status: refused.status ?? 401, body: []), "log in to \(server.serverURL)")
         } catch {
-            throw ReplicationError((error as? CouchProtocolError)?.isUntrustedPeer == true ? .untrustedPeer : .transient, "\(method) \(displayName)\(target): \(error)")
+            throw ReplicationError(
+                (error as? CouchProtocolError)?.isUntrustedPeer == true ? .untrustedPeer : .transient,
+                "\(method) \(displayName)\(target): \(error)")
         }
     }
 
@@ -96,7 +105,11 @@ public struct RemoteEndpoint: ReplicationEndpoint {
 
     public func saveLocalDocument(_ id: String, _ body: JSONObject) async throws {
         var body = body
-        if let current = try await localDocument(id), let rev = current["_rev"] { body["_rev"] = rev } else { body.removeValue(forKey: "_rev") }
+        if let current = try await localDocument(id), let rev = current["_rev"] {
+            body["_rev"] = rev
+        } else {
+            body.removeValue(forKey: "_rev")
+        }
         body["_id"] = .string(id)
         let reply = try await send(.PUT, RemoteEndpoint.documentPath(id), json: .object(body))
         guard reply.status == 201 || reply.status == 200 else { throw failure(reply, "save checkpoint \(id)") }
@@ -106,7 +119,9 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         try await readChanges(feed: "normal", since: since, limit: limit, filter: filter, timeout: nil)
     }
 
-    func readChanges(feed: String, since: JSON, limit: Int, filter: ReplicationFilter?, timeout: Duration?) async throws -> ChangesBatch {
+    func readChanges(
+        feed: String, since: JSON, limit: Int, filter: ReplicationFilter?, timeout: Duration?
+    ) async throws -> ChangesBatch {
         // A string sequence goes out as it came (CouchDB's are opaque strings); others as JSON.
         let sinceParam = CouchURL.encode(since.stringValue ?? since.text)
         var path = "/_changes?style=all_docs&feed=\(feed)&limit=\(limit)&since=\(sinceParam)"
@@ -126,10 +141,14 @@ public struct RemoteEndpoint: ReplicationEndpoint {
             }
         case nil: break
         }
-        let reply = try await send(body == nil ? .GET : .POST, path, json: body, timeout: .seconds(Int64((timeout?.components.seconds ?? 60) + 60)))
+        let reply = try await send(
+            body == nil ? .GET : .POST, path, json: body,
+            timeout: .seconds(Int64((timeout?.components.seconds ?? 60) + 60)))
         guard reply.status == 200 else { throw failure(reply, "read changes") }
         let json = reply.json
-        return ChangesBatch(entries: (json["results"]?.arrayValue ?? []).compactMap(ChangeEntry.init(row:)), lastSeq: json["last_seq"] ?? since, pending: json["pending"]?.intValue)
+        return ChangesBatch(
+            entries: (json["results"]?.arrayValue ?? []).compactMap(ChangeEntry.init(row:)),
+            lastSeq: json["last_seq"] ?? since, pending: json["pending"]?.intValue)
     }
 
     public func filterCode(_ name: String, queryParams: JSONObject) async throws -> String {
@@ -138,7 +157,9 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         guard reply.status == 200 else { throw failure(reply, "read the filter's design document \(ddocID)") }
         var code: JSON? = reply.json
         for key in ReplicationFilter.codePath(name, function) { code = code?[key] }
-        guard let text = code?.stringValue else { throw ReplicationError(.fatal, "\(ddocID) has no filter function \(function)") }
+        guard let text = code?.stringValue else {
+            throw ReplicationError(.fatal, "\(ddocID) has no filter function \(function)")
+        }
         return text
     }
 
@@ -160,11 +181,14 @@ public struct RemoteEndpoint: ReplicationEndpoint {
             var entries: [JSON] = []
             for request in requests {
                 for rev in request.revs {
-                    entries.append(["id": .string(request.id), "rev": .string(rev.description),
-                                    "atts_since": .array(request.attsSince.map { .string($0.description) })])
+                    entries.append([
+                        "id": .string(request.id), "rev": .string(rev.description),
+                        "atts_since": .array(request.attsSince.map { .string($0.description) }),
+                    ])
                 }
             }
-            let reply = try await send(.POST, "/_bulk_get?revs=true&latest=true&attachments=true", json: ["docs": .array(entries)])
+            let reply = try await send(
+                .POST, "/_bulk_get?revs=true&latest=true&attachments=true", json: ["docs": .array(entries)])
             if reply.status == 200 {
                 bulkGetSupported.withLock { $0 = true }
                 var docs: [JSON] = []
@@ -173,7 +197,8 @@ public struct RemoteEndpoint: ReplicationEndpoint {
                 var seen = Set<ExactID>()
                 for result in reply.json["results"]?.arrayValue ?? [] {
                     for item in result["docs"]?.arrayValue ?? [] {
-                        guard let doc = item["ok"], let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue else { continue }
+                        guard let doc = item["ok"], let id = doc["_id"]?.stringValue, let rev = doc["_rev"]?.stringValue
+                        else { continue }
                         if seen.insert(ExactID(id + "\u{0}" + rev)).inserted { docs.append(doc) }
                     }
                 }
@@ -188,7 +213,9 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         for request in requests {
             let revs = JSON.array(request.revs.map { .string($0.description) })
             let since = JSON.array(request.attsSince.map { .string($0.description) })
-            let path = RemoteEndpoint.documentPath(request.id) + "?revs=true&latest=true&attachments=true&open_revs=\(CouchURL.encode(revs.text))&atts_since=\(CouchURL.encode(since.text))"
+            let path =
+                RemoteEndpoint.documentPath(request.id)
+                + "?revs=true&latest=true&attachments=true&open_revs=\(CouchURL.encode(revs.text))&atts_since=\(CouchURL.encode(since.text))"
             let reply = try await send(.GET, path, accept: "multipart/mixed, application/json")
             guard reply.status == 200 else { throw failure(reply, "open_revs \(request.id)") }
             docs += try RemoteEndpoint.openRevisionsDocuments(reply)
@@ -200,7 +227,9 @@ public struct RemoteEndpoint: ReplicationEndpoint {
     /// or `multipart/mixed`, whose parts are JSON documents or `multipart/related` documents
     /// followed by their attachment bodies (which go back inline, as base64).
     static func openRevisionsDocuments(_ reply: Reply) throws -> [JSON] {
-        guard reply.contentType.lowercased().hasPrefix("multipart/"), let boundary = Multipart.boundary(of: reply.contentType) else {
+        guard reply.contentType.lowercased().hasPrefix("multipart/"),
+            let boundary = Multipart.boundary(of: reply.contentType)
+        else {
             return (reply.json.arrayValue ?? []).compactMap { $0["ok"] }
         }
         var docs: [JSON] = []
@@ -208,20 +237,25 @@ public struct RemoteEndpoint: ReplicationEndpoint {
             let type = part.headers["content-type"] ?? "application/json"
             if type.lowercased().hasPrefix("multipart/related"), let inner = Multipart.boundary(of: type) {
                 let related = try parts(part.body, boundary: inner)
-                guard let first = related.first, case var .object(doc) = (try? JSON.parse(first.body)) ?? .null else { continue }
+                guard let first = related.first, case var .object(doc) = (try? JSON.parse(first.body)) ?? .null else {
+                    continue
+                }
                 var attachments = doc["_attachments"]?.objectValue ?? JSONObject()
                 let following = attachments.members.filter { $0.value["follows"] == .bool(true) }.map(\.key)
                 for (index, body) in related.dropFirst().enumerated() {
                     let named = body.headers["content-disposition"].flatMap(filename)
                     guard let name = named ?? (index < following.count ? following[index] : nil),
-                          var attachment = attachments[name]?.objectValue else { continue }
+                        var attachment = attachments[name]?.objectValue
+                    else { continue }
                     attachment.removeValue(forKey: "follows")
                     // Inline data is always the plain bytes: a gzip-encoded part is decoded.
                     var bytes = body.body
-                    let encoding = attachment.removeValue(forKey: "encoding")?.stringValue ?? body.headers["content-encoding"]
+                    let encoding =
+                        attachment.removeValue(forKey: "encoding")?.stringValue ?? body.headers["content-encoding"]
                     attachment.removeValue(forKey: "encoded_length")
                     if let encoding, encoding.lowercased() == "gzip" {
-                        do { bytes = try AttachmentEncoding.gunzip(bytes, declaredLength: attachment["length"]) } catch {
+                        do { bytes = try AttachmentEncoding.gunzip(bytes, declaredLength: attachment["length"]) } catch
+                        {
                             throw ReplicationError(.transient, "open_revs: attachment \(name) is not valid gzip")
                         }
                     }
@@ -256,7 +290,8 @@ public struct RemoteEndpoint: ReplicationEndpoint {
         guard reply.status == 201 || reply.status == 202 else { throw failure(reply, "_bulk_docs") }
         return (reply.json.arrayValue ?? []).compactMap { row in
             guard let error = row["error"]?.stringValue else { return nil }
-            return WriteFailure(id: row["id"]?.stringValue ?? "", error: error, reason: row["reason"]?.stringValue ?? "")
+            return WriteFailure(
+                id: row["id"]?.stringValue ?? "", error: error, reason: row["reason"]?.stringValue ?? "")
         }
     }
 }

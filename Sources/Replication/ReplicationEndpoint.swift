@@ -63,7 +63,8 @@ public struct RevsDiffEntry: Sendable {
     /// Entries of a `_revs_diff` answer (`{id: {"missing": [...], "possible_ancestors": [...]}}`).
     static func parse(_ diff: JSONObject) -> [RevsDiffEntry] {
         diff.members.map { id, entry in
-            RevsDiffEntry(id: id, missing: revisions(entry["missing"]), possibleAncestors: revisions(entry["possible_ancestors"]))
+            RevsDiffEntry(
+                id: id, missing: revisions(entry["missing"]), possibleAncestors: revisions(entry["possible_ancestors"]))
         }
     }
 }
@@ -124,10 +125,16 @@ public enum ReplicationFilter: Sendable {
     }
 
     /// `ddoc/name` split in two; for `_view`, the `view` parameter split.
-    public static func designPath(_ name: String, _ queryParams: JSONObject) throws -> (ddoc: String, function: String) {
+    public static func designPath(_ name: String, _ queryParams: JSONObject) throws -> (ddoc: String, function: String)
+    {
         let path = name == "_view" ? queryParams["view"]?.stringValue ?? "" : name
-        guard let slash = path.firstIndex(of: "/"), slash != path.startIndex, path.index(after: slash) != path.endIndex else {
-            throw ReplicationError(.fatal, name == "_view" ? "The _view filter needs query_params.view as ddoc/view" : "`filter` must be ddoc/name, not \(name)")
+        guard let slash = path.firstIndex(of: "/"), slash != path.startIndex, path.index(after: slash) != path.endIndex
+        else {
+            throw ReplicationError(
+                .fatal,
+                name == "_view"
+                    ? "The _view filter needs query_params.view as ddoc/view"
+                    : "`filter` must be ddoc/name, not \(name)")
         }
         return ("_design/" + path[..<slash], String(path[path.index(after: slash)...]))
     }

@@ -19,17 +19,23 @@ public struct ReplicationRequest: Sendable {
     ///   - store: this server's databases, for local names; nil allows only URLs.
     ///   - user: whom the replication writes as into local databases (validation's `userCtx`).
     ///   - filters: runs filter functions on local sources.
-    public init(json: JSONObject, store: DatabaseStore?, user: UserContext = .system, filters: FilterResolver? = nil) throws {
+    public init(
+        json: JSONObject, store: DatabaseStore?, user: UserContext = .system, filters: FilterResolver? = nil
+    ) throws {
         var local = false
         func endpoint(_ name: String) throws -> any ReplicationEndpoint {
-            guard let spec = json[name] else { throw ReplicationError(.fatal, "Missing `\(name)` in the replication request") }
+            guard let spec = json[name] else {
+                throw ReplicationError(.fatal, "Missing `\(name)` in the replication request")
+            }
             var url: String
             var username: String?
             var password: String?
             switch spec {
             case let .string(text): url = text
             case let .object(object):
-                guard let text = object["url"]?.stringValue else { throw ReplicationError(.fatal, "`\(name)` needs a `url`") }
+                guard let text = object["url"]?.stringValue else {
+                    throw ReplicationError(.fatal, "`\(name)` needs a `url`")
+                }
                 url = text
                 username = object["auth"]?["basic"]?["username"]?.stringValue
                 password = object["auth"]?["basic"]?["password"]?.stringValue
@@ -39,7 +45,9 @@ public struct ReplicationRequest: Sendable {
                 return try RemoteEndpoint(url: url, username: username, password: password)
             }
             guard let store else { throw ReplicationError(.fatal, "`\(name)` must be an http(s) URL") }
-            guard DatabaseStore.isValidName(url) else { throw ReplicationError(.fatal, "`\(name)` is neither a URL nor a database name: \(url)") }
+            guard DatabaseStore.isValidName(url) else {
+                throw ReplicationError(.fatal, "`\(name)` is neither a URL nor a database name: \(url)")
+            }
             local = true
             return LocalEndpoint(store: store, name: url, user: user, filters: filters)
         }
@@ -54,18 +62,25 @@ public struct ReplicationRequest: Sendable {
                 throw ReplicationError(.fatal, "`doc_ids` must be an array of strings")
             }
             // As CouchDB: ids are URL-decoded (`_design%2Ffoo` is `_design/foo`).
-            options.filter = .docIDs(list.compactMap(\.stringValue).map { CouchURL.decode(Substring($0), plusAsSpace: false) })
+            options.filter = .docIDs(
+                list.compactMap(\.stringValue).map { CouchURL.decode(Substring($0), plusAsSpace: false) })
         }
         if let selector = json["selector"], !selector.isNull {
             guard case .object = selector else { throw ReplicationError(.fatal, "`selector` must be an object") }
-            do { _ = try Selector(json: selector) } catch { throw ReplicationError(.fatal, "Invalid selector: \(error.reason)") }
+            do { _ = try Selector(json: selector) } catch {
+                throw ReplicationError(.fatal, "Invalid selector: \(error.reason)")
+            }
             options.filter = .selector(selector)
         }
         if let filter = json["filter"], !filter.isNull {
-            guard let name = filter.stringValue else { throw ReplicationError(.fatal, "`filter` must be a string (ddoc/name or _view)") }
+            guard let name = filter.stringValue else {
+                throw ReplicationError(.fatal, "`filter` must be a string (ddoc/name or _view)")
+            }
             var queryParams = JSONObject()
             if let params = json["query_params"], !params.isNull {
-                guard case let .object(object) = params else { throw ReplicationError(.fatal, "`query_params` must be an object") }
+                guard case let .object(object) = params else {
+                    throw ReplicationError(.fatal, "`query_params` must be an object")
+                }
                 queryParams = object
             }
             _ = try ReplicationFilter.designPath(name, queryParams)
@@ -73,7 +88,9 @@ public struct ReplicationRequest: Sendable {
         }
         if let batch = json["worker_batch_size"]?.intValue, batch > 0 { options.batchSize = batch }
         if let since = json["since_seq"], !since.isNull {
-            guard since.stringValue != nil || since.intValue != nil else { throw ReplicationError(.fatal, "`since_seq` must be a sequence") }
+            guard since.stringValue != nil || since.intValue != nil else {
+                throw ReplicationError(.fatal, "`since_seq` must be a sequence")
+            }
             options.sinceSeq = since
         }
         self.options = options

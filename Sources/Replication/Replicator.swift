@@ -145,8 +145,11 @@ public final class Replication: Sendable {
     private let state = Locked(State())
     static let historyLimit = 50
 
-    public init(source: any ReplicationEndpoint, target: any ReplicationEndpoint, options: ReplicationOptions = ReplicationOptions(),
-                logger: Logger = Logger(label: "lt.replication")) {
+    public init(
+        source: any ReplicationEndpoint, target: any ReplicationEndpoint,
+        options: ReplicationOptions = ReplicationOptions(),
+        logger: Logger = Logger(label: "lt.replication")
+    ) {
         self.source = source
         self.target = target
         self.options = options
@@ -158,19 +161,23 @@ public final class Replication: Sendable {
 
     /// Every status change from now on; the stream ends when the replication stops.
     public func statusUpdates() -> AsyncStream<ReplicationStatus> {
-        let (stream, continuation) = AsyncStream.makeStream(of: ReplicationStatus.self, bufferingPolicy: .bufferingNewest(64))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: ReplicationStatus.self, bufferingPolicy: .bufferingNewest(64))
         let id = UUID()
         let current = state.withLock { state -> ReplicationStatus in
             state.observers[id] = continuation
             return state.status
         }
         continuation.yield(current)
-        continuation.onTermination = { [weak self] _ in self?.state.withLock { _ = $0.observers.removeValue(forKey: id) } }
+        continuation.onTermination = { [weak self] _ in
+            self?.state.withLock { _ = $0.observers.removeValue(forKey: id) }
+        }
         return stream
     }
 
     private func update(_ change: (inout ReplicationStatus) -> Void) {
-        let (status, observers) = state.withLock { state -> (ReplicationStatus, [AsyncStream<ReplicationStatus>.Continuation]) in
+        let (status, observers) = state.withLock {
+            state -> (ReplicationStatus, [AsyncStream<ReplicationStatus>.Continuation]) in
             change(&state.status)
             return (state.status, Array(state.observers.values))
         }
@@ -218,13 +225,15 @@ public final class Replication: Sendable {
             // entry, so a checkpoint says what the replication did in all (`status` is this run's).
             let carried = options.sinceSeq == nil ? Replication.resumedEntry(source: sourceLog, target: targetLog) : nil
             var machine = PipelineStateMachine(
-                since: startSeq, depth: options.pipelineDepth, continuous: options.continuous, checkpointInterval: options.checkpointInterval)
+                since: startSeq, depth: options.pipelineDepth, continuous: options.continuous,
+                checkpointInterval: options.checkpointInterval)
             logger.debug("replicating \(source.displayName) → \(target.displayName) from \(startSeq.text)")
 
             var history: [JSON] = []
             func result() -> ReplicationResult {
-                var result = ReplicationResult(replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: machine.since,
-                                               status: status, startTime: startTime, endTime: Date())
+                var result = ReplicationResult(
+                    replicationID: repID, sessionID: sessionID, startSeq: startSeq, sourceLastSeq: machine.since,
+                    status: status, startTime: startTime, endTime: Date())
                 if case .docIDs? = options.filter { result.byDocumentIDs = true }
                 result.history = history
                 result.carried = carried ?? [:]
@@ -247,21 +256,38 @@ public final class Replication: Sendable {
                     try Task.checkCancellation()
                     switch machine.next() {
                     case let .read(from):
-                        let batch = try await retrying { try await self.source.changes(since: from, limit: self.options.batchSize, filter: self.options.filter) }
-                        if !batch.entries.isEmpty { fetching.append((batch, Task { try await self.diffAndFetch(batch) })) }
+                        let batch = try await retrying {
+                            try await self.source.changes(
+                                since: from, limit: self.options.batchSize, filter: self.options.filter)
+                        }
+                        if !batch.entries.isEmpty {
+                            fetching.append((batch, Task { try await self.diffAndFetch(batch) }))
+                        }
                         machine.changesRead(count: batch.entries.count, lastSeq: batch.lastSeq)
                     case .writeOldest:
                         let (batch, pending) = fetching.removeFirst()
-                        update { $0.state = .busy; $0.changesPending = batch.pending }
-                        let docs = try await withTaskCancellationHandler { try await pending.value } onCancel: { pending.cancel() }
+                        update {
+                            $0.state = .busy; $0.changesPending = batch.pending
+                        }
+                        let docs = try await withTaskCancellationHandler {
+                            try await pending.value
+                        } onCancel: {
+                            pending.cancel()
+                        }
                         try await write(docs)
                         machine.batchWritten(lastSeq: batch.lastSeq, at: started.duration(to: .now))
-                        update { $0.lastSeq = batch.lastSeq; $0.changesPending = batch.pending }
+                        update {
+                            $0.lastSeq = batch.lastSeq; $0.changesPending = batch.pending
+                        }
                     case let .checkpoint(seq):
                         try await checkpoint(seq)
                     case let .waitForChanges(since):
-                        update { $0.state = .idle; $0.changesPending = 0; $0.lastSeq = since }
-                        _ = try await retrying { try await self.source.waitForChanges(since: since, timeout: self.options.heartbeat) }
+                        update {
+                            $0.state = .idle; $0.changesPending = 0; $0.lastSeq = since
+                        }
+                        _ = try await retrying {
+                            try await self.source.waitForChanges(since: since, timeout: self.options.heartbeat)
+                        }
                         machine.sourceChanged()
                     case .finish:
                         break steps
@@ -275,16 +301,21 @@ public final class Replication: Sendable {
                 throw error
             }
             let since = machine.since
-            update { $0.state = .stopped; $0.lastSeq = since }
+            update {
+                $0.state = .stopped; $0.lastSeq = since
+            }
             if history.isEmpty {
                 // Nothing new to checkpoint: the answer shows the history as it stands.
                 history = targetLog?["history"]?.arrayValue ?? [result().historyEntry]
             }
-            logger.debug("replication \(repID) done: \(status.docsWritten) written, \(status.docWriteFailures) failures")
+            logger.debug(
+                "replication \(repID) done: \(status.docsWritten) written, \(status.docWriteFailures) failures")
             return result()
         } catch {
             let message = "\(error)"
-            update { $0.state = .error; $0.error = message }
+            update {
+                $0.state = .error; $0.error = message
+            }
             throw error
         }
     }
@@ -296,7 +327,9 @@ public final class Replication: Sendable {
         let checked = request.reduce(0) { $0 + $1.revs.count }
         let diff = try await retrying { try await self.target.revsDiff(request) }
         let found = diff.reduce(0) { $0 + $1.missing.count }
-        update { $0.missingChecked += checked; $0.missingFound += found }
+        update {
+            $0.missingChecked += checked; $0.missingFound += found
+        }
         var docs: [JSON] = []
         let chunkSize = max(1, min(options.batchSize, 1000))
         for chunk in stride(from: 0, to: diff.count, by: chunkSize) {
@@ -315,7 +348,9 @@ public final class Replication: Sendable {
         guard !docs.isEmpty else { return }
         let failures = try await retrying { try await self.target.write(docs) }
         for failure in failures { logger.warning("target rejected \(failure.id): \(failure.error) \(failure.reason)") }
-        update { $0.docsWritten += docs.count - failures.count; $0.docWriteFailures += failures.count }
+        update {
+            $0.docsWritten += docs.count - failures.count; $0.docWriteFailures += failures.count
+        }
     }
 
     /// Retries transient failures with exponential backoff and jitter (`RetryBackoff`); other
@@ -326,13 +361,19 @@ public final class Replication: Sendable {
         while true {
             do {
                 let value = try await body()
-                if backoff.failures > 0 { update { $0.state = .busy; $0.error = nil } }
+                if backoff.failures > 0 {
+                    update {
+                        $0.state = .busy; $0.error = nil
+                    }
+                }
                 return value
             } catch let error as ReplicationError where backoff.retries(error) {
                 // A request cut short by cancellation is not a peer to wait for.
                 if Task.isCancelled { throw CancellationError() }
                 guard let wait = backoff.failed(jitter: Double.random(in: 0.5...1.5)) else { throw error }
-                update { $0.state = .offline; $0.error = error.message }
+                update {
+                    $0.state = .offline; $0.error = error.message
+                }
                 logger.notice("retrying in \(wait): \(error.message)")
                 try await Task.sleep(for: wait)
             }
@@ -366,9 +407,13 @@ public final class Replication: Sendable {
     /// Writes the checkpoint on the target, then the source (a read-only source is fine);
     /// returns the history written.
     @discardableResult
-    private func writeCheckpoint(_ id: String, result: ReplicationResult, previous: (JSONObject?, JSONObject?)) async throws -> [JSON] {
+    private func writeCheckpoint(
+        _ id: String, result: ReplicationResult, previous: (JSONObject?, JSONObject?)
+    ) async throws -> [JSON] {
         var history = [result.historyEntry]
-        let earlier = (previous.1?["history"]?.arrayValue ?? []).filter { $0["session_id"] != .string(result.sessionID) }
+        let earlier = (previous.1?["history"]?.arrayValue ?? []).filter {
+            $0["session_id"] != .string(result.sessionID)
+        }
         history += earlier.prefix(Replication.historyLimit - 1)
         let body: JSONObject = [
             "session_id": .string(result.sessionID),
@@ -380,7 +425,8 @@ public final class Replication: Sendable {
         do {
             try await retrying { try await self.source.saveLocalDocument(id, body) }
         } catch let error as ReplicationError where error.kind == .unauthorized {
-            logger.notice("cannot checkpoint on the source (\(error.message)); resuming will rely on the target's checkpoint")
+            logger.notice(
+                "cannot checkpoint on the source (\(error.message)); resuming will rely on the target's checkpoint")
         }
         return history
     }

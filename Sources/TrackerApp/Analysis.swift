@@ -26,14 +26,19 @@ public struct LocationFilter: Sendable {
         user = parameters["user"]
         func number(_ name: String) throws -> Double? {
             guard let text = parameters[name] else { return nil }
-            guard let value = Double(text), value.isFinite else { throw TrackerService.Failure(400, "bad_request", "`\(name)` must be a number") }
+            guard let value = Double(text), value.isFinite else {
+                throw TrackerService.Failure(400, "bad_request", "`\(name)` must be a number")
+            }
             return value
         }
         from = try number("from")
         to = try number("to")
-        if parameters["bbox"] != nil || parameters["lat"] != nil || parameters["lon"] != nil || parameters["radius"] != nil {
+        if parameters["bbox"] != nil || parameters["lat"] != nil || parameters["lon"] != nil
+            || parameters["radius"] != nil
+        {
             do {
-                let request = try GeoRequest(parameters: parameters.filter { ["bbox", "lat", "lon", "radius"].contains($0.key) })
+                let request = try GeoRequest(
+                    parameters: parameters.filter { ["bbox", "lat", "lon", "radius"].contains($0.key) })
                 area = request.search.shape
             } catch let error as GeometryError {
                 throw TrackerService.Failure(400, "bad_request", error.reason)
@@ -44,7 +49,8 @@ public struct LocationFilter: Sendable {
     /// The point and time of a location document, if it is one this filter keeps.
     func accept(_ doc: JSON) -> (point: Coordinate, time: Double)? {
         guard let coordinates = doc["geometry"]?["coordinates"], doc["geometry"]?["type"] == "Point",
-              let lon = coordinates[0]?.doubleValue, let lat = coordinates[1]?.doubleValue else { return nil }
+            let lon = coordinates[0]?.doubleValue, let lat = coordinates[1]?.doubleValue
+        else { return nil }
         let time = doc["created_at"]?.doubleValue ?? doc["properties"]?["timestamp"]?.doubleValue ?? 0
         if let from, time < from { return nil }
         if let to, time > to { return nil }
@@ -57,7 +63,9 @@ public struct LocationFilter: Sendable {
 extension LocationReports {
     /// Calls `visit` with each page of location documents the filter keeps, reading the
     /// database in pages of 2,000, so an export of millions holds one page at a time.
-    public func forEachLocation(_ filter: LocationFilter, _ visit: ([(doc: JSON, point: Coordinate, time: Double)]) async throws -> Void) async throws {
+    public func forEachLocation(
+        _ filter: LocationFilter, _ visit: ([(doc: JSON, point: Coordinate, time: Double)]) async throws -> Void
+    ) async throws {
         var db = filter.user.map(TrackerService.locationDB(for:)) ?? TrackerService.allLocationsDB
         var range: (String, String)?
         if mode == .singleDatabase {
@@ -67,7 +75,9 @@ extension LocationReports {
         let found = try await forEachPage(of: db, size: 2000, includeDocs: true, range: range) { rows in
             var page: [(doc: JSON, point: Coordinate, time: Double)] = []
             for row in rows {
-                guard let doc = row["doc"], let id = doc["_id"]?.stringValue, !id.hasPrefix("_design/") else { continue }
+                guard let doc = row["doc"], let id = doc["_id"]?.stringValue, !id.hasPrefix("_design/") else {
+                    continue
+                }
                 if let (point, time) = filter.accept(doc) { page.append((doc, point, time)) }
             }
             if !page.isEmpty { try await visit(page) }
@@ -85,11 +95,15 @@ extension LocationReports {
             throw Failure(500, "internal_server_error", "Cannot open a temporary file to sort the export in: \(error)")
         }
         try await forEachLocation(filter) { page in
-            try await sorter.append(page.map { location in
-                let owner = owner(of: location.doc, filter: filter)
-                return SortedRow(group: owner, time: location.time,
-                                 body: format.record(location.doc, location.point, location.time, owner: owner, id: exportID(of: location.doc, filter: filter)))
-            })
+            try await sorter.append(
+                page.map { location in
+                    let owner = owner(of: location.doc, filter: filter)
+                    return SortedRow(
+                        group: owner, time: location.time,
+                        body: format.record(
+                            location.doc, location.point, location.time, owner: owner,
+                            id: exportID(of: location.doc, filter: filter)))
+                })
         }
         return sorter
     }
@@ -107,7 +121,9 @@ extension LocationReports {
     /// names a location the same way, and the ids of two users never collide.
     func exportID(of doc: JSON, filter: LocationFilter) -> String {
         let id = doc["_id"]?.stringValue ?? ""
-        guard mode == .databasePerUser, let user = filter.user, let namespace = OwnerNamespace(owner: user) else { return id }
+        guard mode == .databasePerUser, let user = filter.user, let namespace = OwnerNamespace(owner: user) else {
+            return id
+        }
         return namespace.stored(id)
     }
 
@@ -122,7 +138,8 @@ extension LocationReports {
         for (a, b) in zip(fixes, fixes.dropFirst()) { distance += Sphere.distance(a.point, b.point) }
         return [
             "user": .string(user), "count": .int(fixes.count),
-            "first": fixes.first.map { .double($0.time) } ?? .null, "last": fixes.last.map { .double($0.time) } ?? .null,
+            "first": fixes.first.map { .double($0.time) } ?? .null,
+            "last": fixes.last.map { .double($0.time) } ?? .null,
             "distance_m": .double((distance * 10).rounded() / 10),
         ]
     }
@@ -166,20 +183,27 @@ public enum ExportFormat: String, Sendable, CaseIterable {
             var properties = doc["properties"]?.objectValue ?? JSONObject()
             if !owner.isEmpty || properties["username"] != nil { properties["username"] = .string(owner) }
             if properties["created_at"] == nil, let created = doc["created_at"] { properties["created_at"] = created }
-            let feature: JSON = ["type": "Feature", "id": .string(id), "geometry": doc["geometry"] ?? .null, "properties": .object(properties)]
+            let feature: JSON = [
+                "type": "Feature", "id": .string(id), "geometry": doc["geometry"] ?? .null,
+                "properties": .object(properties),
+            ]
             return feature.bytes
         case .csv:
             func field(_ value: JSON?) -> String {
                 guard let value, value != .null else { return "" }
                 let text = value.stringValue ?? value.text
-                return text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" }) ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
+                return text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" })
+                    ? "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\"" : text
             }
-            let columns = [field(.string(id)), field(.string(owner)), field(.double(time)),
-                           field(.double(point.lat)), field(.double(point.lon)), field(doc["properties"]?["accuracy"])]
+            let columns = [
+                field(.string(id)), field(.string(owner)), field(.double(time)),
+                field(.double(point.lat)), field(.double(point.lon)), field(doc["properties"]?["accuracy"]),
+            ]
             return Array((columns.joined(separator: ",") + "\n").utf8)
         case .gpx:
             let date = Date(timeIntervalSince1970: time / 1000)
-            let stamp = date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: time.truncatingRemainder(dividingBy: 1000) != 0))
+            let stamp = date.formatted(
+                Date.ISO8601FormatStyle(includingFractionalSeconds: time.truncatingRemainder(dividingBy: 1000) != 0))
             return Array("<trkpt lat=\"\(point.lat)\" lon=\"\(point.lon)\"><time>\(stamp)</time></trkpt>\n".utf8)
         }
     }
@@ -203,8 +227,10 @@ public struct ExportWriter: Sendable {
         case .geojson: return Array(#"{"type":"FeatureCollection","features":["#.utf8) + [10]
         case .csv: return Array("id,username,timestamp,latitude,longitude,accuracy\n".utf8)
         case .gpx:
-            return Array((#"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
-                + #"<gpx version="1.1" creator="LocationTracker" xmlns="http://www.topografix.com/GPX/1/1">"# + "\n").utf8)
+            return Array(
+                (#"<?xml version="1.0" encoding="UTF-8"?>"# + "\n"
+                    + #"<gpx version="1.1" creator="LocationTracker" xmlns="http://www.topografix.com/GPX/1/1">"# + "\n")
+                    .utf8)
         }
     }
 

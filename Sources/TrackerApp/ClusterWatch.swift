@@ -20,8 +20,10 @@ public final class ClusterWatch: Sendable {
 
     /// `window`: how long after a node was away or restarted the cluster counts as disturbed —
     /// longer than the consolidator's last late look (10 minutes).
-    public init(couch: any CouchClient, window: Duration = .seconds(660), interval: Duration = .seconds(5),
-                logger: Logger = Logger(label: "lt.cluster")) {
+    public init(
+        couch: any CouchClient, window: Duration = .seconds(660), interval: Duration = .seconds(5),
+        logger: Logger = Logger(label: "lt.cluster")
+    ) {
         self.couch = couch
         self.logger = logger
         self.interval = interval
@@ -68,11 +70,17 @@ public final class ClusterWatch: Sendable {
         let change = state.withLockedValue { $0.observed(node, uptime: uptime, at: now) }
         switch change {
         case let .unreachable(node)?:
-            logger.warning("CouchDB node \(node) cannot be reached: changed databases are looked at again later until it has been back for \(windowMinutes) minutes")
+            logger.warning(
+                "CouchDB node \(node) cannot be reached: changed databases are looked at again later until it has been back for \(windowMinutes) minutes"
+            )
         case let .restarted(node, uptime)?:
-            logger.warning("CouchDB node \(node) started \(Int(uptime)) s ago: internal replication refills it without telling the consolidator, so changed databases are looked at again later for \(windowMinutes) minutes")
+            logger.warning(
+                "CouchDB node \(node) started \(Int(uptime)) s ago: internal replication refills it without telling the consolidator, so changed databases are looked at again later for \(windowMinutes) minutes"
+            )
         case let .young(node, uptime)?:
-            logger.notice("CouchDB node \(node) has been up \(Int(uptime)) s: changed databases are looked at again later until it has been up \(windowMinutes) minutes, in case it is still being refilled")
+            logger.notice(
+                "CouchDB node \(node) has been up \(Int(uptime)) s: changed databases are looked at again later until it has been up \(windowMinutes) minutes, in case it is still being refilled"
+            )
         case let .reachable(node)?:
             logger.notice("CouchDB node \(node) answers again")
         case nil:

@@ -24,16 +24,21 @@ extension TrackerService {
     func upgradeConsolidatedCopies() async throws {
         let all = TrackerService.allLocationsDB
         if try await couch.request(.get, "/\(all)/\(TrackerService.copiesByOwnerID)").ok { return }
-        let checkpoints = try await couch.request(.get, "/\(all)/_local_docs", query: [
-            "startkey": JSON.string(Consolidator.checkpointPrefix).text, "endkey": JSON.string(Consolidator.checkpointPrefix + "\u{FFF0}").text,
-        ], body: nil)
+        let checkpoints = try await couch.request(
+            .get, "/\(all)/_local_docs",
+            query: [
+                "startkey": JSON.string(Consolidator.checkpointPrefix).text,
+                "endkey": JSON.string(Consolidator.checkpointPrefix + "\u{FFF0}").text,
+            ], body: nil)
         try expect(checkpoints, "read the consolidation checkpoints")
         let forgotten: [JSON] = (checkpoints.json["rows"]?.arrayValue ?? []).compactMap { row in
             guard let id = row["id"], let rev = row["value"]?["rev"] else { return nil }
             return ["_id": id, "_rev": rev, "_deleted": true]
         }
         if !forgotten.isEmpty {
-            try await expect(couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(forgotten)]), "forget the consolidation checkpoints")
+            try await expect(
+                couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(forgotten)]),
+                "forget the consolidation checkpoints")
         }
         var tally = (pages: 0, copies: 0, recopied: 0, dropped: 0, kept: 0, unowned: 0)
         var last: String?
@@ -46,7 +51,9 @@ extension TrackerService {
             let rows = (reply.json["rows"]?.arrayValue ?? []).filter { $0["id"]?.stringValue != last }
             guard let end = rows.last?["id"]?.stringValue else { break }
             let legacy = rows.compactMap { row -> JSON? in
-                guard let doc = row["doc"], let id = doc["_id"]?.stringValue, !id.hasPrefix("_design/"), !TrackerService.isKeyedCopy(doc) else { return nil }
+                guard let doc = row["doc"], let id = doc["_id"]?.stringValue, !id.hasPrefix("_design/"),
+                    !TrackerService.isKeyedCopy(doc)
+                else { return nil }
                 return doc
             }
             let moved = try await upgrade(legacy)
@@ -61,10 +68,12 @@ extension TrackerService {
             }
             last = end
         }
-        try await expect(couch.request(.put, "/\(all)/\(TrackerService.copiesByOwnerID)", body: ["since": JSON.millisecondsNow()]),
-                         "mark \(all) as kept by owner")
+        try await expect(
+            couch.request(.put, "/\(all)/\(TrackerService.copiesByOwnerID)", body: ["since": JSON.millisecondsNow()]),
+            "mark \(all) as kept by owner")
         if tally.copies > 0 || !forgotten.isEmpty {
-            logger.notice("""
+            logger.notice(
+                """
                 upgraded \(all) to copies kept by owner (<user>:<id>): \(tally.recopied) old copies will be copied again from their \
                 users' databases (\(forgotten.count) databases); \(tally.dropped) named a user whose database does not hold them \
                 (written by another user under that name; they come back from the writer's database as the writer's); \
@@ -89,7 +98,9 @@ extension TrackerService {
         var byOwner: [String: [JSON]] = [:]
         var unowned: [JSON] = []
         for doc in legacy {
-            if let name = doc["properties"]?["username"]?.stringValue, (try? TrackerService.validate(username: name)) != nil {
+            if let name = doc["properties"]?["username"]?.stringValue,
+                (try? TrackerService.validate(username: name)) != nil
+            {
                 byOwner[name, default: []].append(doc)
             } else {
                 unowned.append(doc)
@@ -100,7 +111,8 @@ extension TrackerService {
         var rekey: [(doc: JSON, namespace: OwnerNamespace)] = unowned.map { ($0, TrackerService.unownedNamespace) }
         for (owner, docs) in byOwner {
             let keys = docs.compactMap { $0["_id"] }
-            let found = try await couch.request(.post, "/\(TrackerService.locationDB(for: owner))/_all_docs", body: ["keys": .array(keys)])
+            let found = try await couch.request(
+                .post, "/\(TrackerService.locationDB(for: owner))/_all_docs", body: ["keys": .array(keys)])
             if found.status == 404 {
                 // A user deleted with their locations kept: nothing to check them against.
                 let namespace = try TrackerService.namespace(of: owner)
@@ -112,7 +124,10 @@ extension TrackerService {
             // in their database (a deletion too). Those come back from there; a copy their
             // database does not hold is not theirs (another user wrote it under their name, and
             // it comes back from that user's database under that user's).
-            let held = Set((found.json["rows"]?.arrayValue ?? []).compactMap { row in row["value"] != nil ? row["id"]?.stringValue : nil })
+            let held = Set(
+                (found.json["rows"]?.arrayValue ?? []).compactMap { row in
+                    row["value"] != nil ? row["id"]?.stringValue : nil
+                })
             for doc in docs {
                 guard let id = doc["_id"]?.stringValue else { continue }
                 purge.append(id)
@@ -137,22 +152,34 @@ extension TrackerService {
             guard let id = doc["_id"]?.stringValue, let rev = doc["_rev"] else { continue }
             namespaces[id] = namespace
             oldIDs[namespace.stored(id)] = id
-            for leaf in [rev] + (doc["_conflicts"]?.arrayValue ?? []) { wanted.append(["id": .string(id), "rev": leaf]) }
+            for leaf in [rev] + (doc["_conflicts"]?.arrayValue ?? []) {
+                wanted.append(["id": .string(id), "rev": leaf])
+            }
         }
-        let fetched = try await couch.request(.post, "/\(all)/_bulk_get", query: ["revs": "true", "attachments": "true"], body: ["docs": .array(wanted)])
+        let fetched = try await couch.request(
+            .post, "/\(all)/_bulk_get", query: ["revs": "true", "attachments": "true"], body: ["docs": .array(wanted)])
         try expect(fetched, "read old copies in \(all)")
         var copies: [JSON] = []
         for result in fetched.json["results"]?.arrayValue ?? [] {
             for item in result["docs"]?.arrayValue ?? [] {
                 guard let doc = item["ok"], let id = doc["_id"]?.stringValue, let namespace = namespaces[id],
-                      let copy = Consolidator.copy(of: doc, in: namespace, naming: namespace != TrackerService.unownedNamespace) else { continue }
+                    let copy = Consolidator.copy(
+                        of: doc, in: namespace, naming: namespace != TrackerService.unownedNamespace)
+                else { continue }
                 copies.append(copy)
             }
         }
-        let written = try await couch.request(.post, "/\(all)/_bulk_docs", body: ["docs": .array(copies), "new_edits": false])
+        let written = try await couch.request(
+            .post, "/\(all)/_bulk_docs", body: ["docs": .array(copies), "new_edits": false])
         try expect(written, "write copies by owner in \(all)")
-        let failed = Set((written.json.arrayValue ?? []).compactMap { row in row["error"] != nil ? row["id"]?.stringValue.flatMap { oldIDs[$0] } : nil })
-        for id in failed { logger.warning("upgrading \(all): the old copy \(id) could not be written under its owner; it stays as it is") }
+        let failed = Set(
+            (written.json.arrayValue ?? []).compactMap { row in
+                row["error"] != nil ? row["id"]?.stringValue.flatMap { oldIDs[$0] } : nil
+            })
+        for id in failed {
+            logger.warning(
+                "upgrading \(all): the old copy \(id) could not be written under its owner; it stays as it is")
+        }
         return namespaces.keys.filter { !failed.contains($0) }
     }
 }

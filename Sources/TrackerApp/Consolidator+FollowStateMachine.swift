@@ -47,13 +47,16 @@ extension Consolidator {
         /// one deleted), those to read again, those whose retry is `due`, and while the cluster
         /// is `disturbed` those whose late look is due. Changes are remembered always (on a
         /// cluster), so that trouble found later covers the minutes before it.
-        mutating func updatesArrived(_ answer: JSON, at now: Double, disturbed: Bool, due retries: [String]) -> [String] {
+        mutating func updatesArrived(_ answer: JSON, at now: Double, disturbed: Bool, due retries: [String]) -> [String]
+        {
             roundStarted = now
-            var names = Set((answer["results"]?.arrayValue ?? []).compactMap { row -> String? in
-                guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix),
-                      row["type"] != "deleted", row["type"] != "created" else { return nil }
-                return name
-            })
+            var names = Set(
+                (answer["results"]?.arrayValue ?? []).compactMap { row -> String? in
+                    guard let name = row["db_name"]?.stringValue, name.hasPrefix(Consolidator.prefix),
+                        row["type"] != "deleted", row["type"] != "created"
+                    else { return nil }
+                    return name
+                })
             if remembersChanges {
                 late.changed(names, at: now)
                 let looks = late.due(at: now)
@@ -103,7 +106,9 @@ extension Consolidator {
 
         /// `db` failed at `now`: it waits, longer than after its previous failure. Returns which
         /// attempt failed (1 for the first).
-        mutating func failed(_ db: String, refusals: [Refusal], unreadable: Bool, at now: ContinuousClock.Instant) -> Int {
+        mutating func failed(
+            _ db: String, refusals: [Refusal], unreadable: Bool, at now: ContinuousClock.Instant
+        ) -> Int {
             let attempts = (waiting[db]?.attempts ?? 0) + 1
             let wait = min(Consolidator.longestRetry, Consolidator.firstRetry * (1 << min(attempts - 1, 10)))
             waiting[db] = Retry(attempts: attempts, due: now + wait, refusals: refusals, unreadable: unreadable)

@@ -105,10 +105,14 @@ public final class Consolidator: Sendable {
                 "ok": .bool(unreadable.isEmpty && refused.isEmpty),
                 "backlog": ["sweep_remaining": .int(sweepRemaining), "databases_retrying": .int(retrying)],
                 "unreadable": .array(unreadable.map(JSON.string)),
-                "refused": .array(refused.map { refusal in
-                    ["database": .string(refusal.database), "id": .string(refusal.id), "rev": refusal.rev.map(JSON.string) ?? .null,
-                     "error": .string(refusal.error), "reason": .string(refusal.reason)]
-                }),
+                "refused": .array(
+                    refused.map { refusal in
+                        [
+                            "database": .string(refusal.database), "id": .string(refusal.id),
+                            "rev": refusal.rev.map(JSON.string) ?? .null,
+                            "error": .string(refusal.error), "reason": .string(refusal.reason),
+                        ]
+                    }),
                 "rounds": .int(statistics.rounds), "documents_copied": .int(statistics.documentsCopied),
                 "databases_swept": .int(statistics.swept),
             ]
@@ -119,16 +123,20 @@ public final class Consolidator: Sendable {
     public var status: Status {
         let retries = self.retries.withLockedValue { $0.waiting }
         let refused = retries.values.flatMap(\.refusals).sorted { ($0.database, $0.id) < ($1.database, $1.id) }
-        return Status(sweepRemaining: sweepRemaining.withLockedValue { $0 }, retrying: retries.count,
-                      unreadable: retries.filter(\.value.unreadable).map(\.key).sorted(), refused: Array(refused.prefix(100)),
-                      statistics: statistics)
+        return Status(
+            sweepRemaining: sweepRemaining.withLockedValue { $0 }, retrying: retries.count,
+            unreadable: retries.filter(\.value.unreadable).map(\.key).sorted(), refused: Array(refused.prefix(100)),
+            statistics: statistics)
     }
 
     /// Puts `db` in the retry queue: read again after a wait that doubles with each failure.
     func retryLater(_ db: String, refusals: [Refusal], unreadable: Bool) {
         let attempts = retries.withLockedValue { $0.failed(db, refusals: refusals, unreadable: unreadable, at: .now) }
         if attempts == 1 || attempts.isMultiple(of: 10) {
-            let what = unreadable ? "could not be read" : "\(refusals.count) of its locations were refused by \(TrackerService.allLocationsDB) (first: \(refusals.first.map { "\($0.id): \($0.error) \($0.reason)" } ?? ""))"
+            let what =
+                unreadable
+                ? "could not be read"
+                : "\(refusals.count) of its locations were refused by \(TrackerService.allLocationsDB) (first: \(refusals.first.map { "\($0.id): \($0.error) \($0.reason)" } ?? ""))"
             logger.warning("consolidation of \(db): \(what); its checkpoint stays, trying again (attempt \(attempts))")
         }
     }
@@ -150,8 +158,10 @@ public final class Consolidator: Sendable {
     /// server's own engine, where nothing is refilled behind the feed and no change is remembered). Each late look is a read
     /// per database that changed: on a cluster taking sparse writes from many devices, looks at
     /// every change would be three reads more per location.
-    public init(couch: any CouchClient, lateLooks: [Duration] = [.seconds(15), .seconds(120), .seconds(600)],
-                disturbed: (@Sendable () -> Bool)? = nil, logger: Logger = Logger(label: "lt.consolidator")) {
+    public init(
+        couch: any CouchClient, lateLooks: [Duration] = [.seconds(15), .seconds(120), .seconds(600)],
+        disturbed: (@Sendable () -> Bool)? = nil, logger: Logger = Logger(label: "lt.consolidator")
+    ) {
         self.couch = couch
         self.logger = logger
         self.disturbed = disturbed
@@ -256,16 +266,23 @@ public final class Consolidator: Sendable {
         var checkpoints: [String: Checkpoint] = [:]
         var start = Consolidator.checkpointPrefix
         while !Task.isCancelled {
-            let query = ["startkey": JSON.string(start).text, "endkey": JSON.string(Consolidator.checkpointPrefix + "\u{FFF0}").text,
-                         "include_docs": "true", "limit": "5000"]
-            guard let reply = try? await couch.request(.get, "/\(TrackerService.allLocationsDB)/_local_docs", query: query, body: nil), reply.ok else {
+            let query = [
+                "startkey": JSON.string(start).text,
+                "endkey": JSON.string(Consolidator.checkpointPrefix + "\u{FFF0}").text,
+                "include_docs": "true", "limit": "5000",
+            ]
+            guard
+                let reply = try? await couch.request(
+                    .get, "/\(TrackerService.allLocationsDB)/_local_docs", query: query, body: nil), reply.ok
+            else {
                 logger.warning("consolidation: cannot read checkpoints; every database is read from its start")
                 return checkpoints
             }
             let rows = reply.json["rows"]?.arrayValue ?? []
             for row in rows {
                 guard let id = row["id"]?.stringValue, let seq = row["doc"]?["seq"]?.stringValue else { continue }
-                checkpoints[String(id.dropFirst(Consolidator.checkpointPrefix.count))] = Checkpoint(seq: seq, rev: row["value"]?["rev"]?.stringValue)
+                checkpoints[String(id.dropFirst(Consolidator.checkpointPrefix.count))] = Checkpoint(
+                    seq: seq, rev: row["value"]?["rev"]?.stringValue)
             }
             guard rows.count == 5000, let last = rows.last?["id"]?.stringValue else { return checkpoints }
             start = last
@@ -335,7 +352,8 @@ public final class Consolidator: Sendable {
                 counters.withLockedValue {
                     $0.rounds += 1
                     $0.databasesRead += batches.count
-                    $0.documentsCopied += batches.reduce(0) { $0 + $1.docs.count } - refused.values.reduce(0) { $0 + $1.count }
+                    $0.documentsCopied +=
+                        batches.reduce(0) { $0 + $1.docs.count } - refused.values.reduce(0) { $0 + $1.count }
                     $0.readSeconds += readStart.duration(to: writeStart).seconds
                     $0.writeSeconds += writeStart.duration(to: writeEnd).seconds
                 }
@@ -367,13 +385,17 @@ public final class Consolidator: Sendable {
             var since = since
             while true {
                 // Gone meanwhile: nothing to copy.
-                guard let changes = try await couch.changes(of: db, since: since, limit: Consolidator.pageSize) else { return .nothing }
+                guard let changes = try await couch.changes(of: db, since: since, limit: Consolidator.pageSize) else {
+                    return .nothing
+                }
                 let rows = changes.rows, last = changes.lastSeq
                 // A checkpoint of an earlier database of the same name (deleted and created again)
                 // does not apply: this server's sequences end in a 12-hex-digit tag of the database,
                 // and a different tag means another database. Start over. (Apache CouchDB's
                 // sequences are opaque and change shape with every update; they are left alone.)
-                if since != "0", let tag = Consolidator.databaseTag(last), let old = Consolidator.databaseTag(since), old != tag {
+                if since != "0", let tag = Consolidator.databaseTag(last), let old = Consolidator.databaseTag(since),
+                    old != tag
+                {
                     since = "0"
                     continue
                 }
@@ -390,8 +412,10 @@ public final class Consolidator: Sendable {
                 }
                 docs += try await couch.documents(wanted, from: db)
                 if rows.isEmpty && last == since { return .nothing }
-                return .batch(Batch(db: db, docs: docs.compactMap { Consolidator.copy(of: $0, in: namespace) }, lastSeq: last,
-                                    more: rows.count == Consolidator.pageSize))
+                return .batch(
+                    Batch(
+                        db: db, docs: docs.compactMap { Consolidator.copy(of: $0, in: namespace) }, lastSeq: last,
+                        more: rows.count == Consolidator.pageSize))
             }
         } catch {
             logger.warning("consolidation of \(db): \(error); trying again")
@@ -424,7 +448,10 @@ public final class Consolidator: Sendable {
             let chunk = Array(docs[start..<min(docs.count, start + 5000)])
             for refusal in try await couch.storeReplicated(chunk, in: all) {
                 for db in owners[refusal.id] ?? batches.map(\.db) {
-                    refused[db, default: []].append(Refusal(database: db, id: refusal.id, rev: refusal.rev, error: refusal.error, reason: refusal.reason))
+                    refused[db, default: []].append(
+                        Refusal(
+                            database: db, id: refusal.id, rev: refusal.rev, error: refusal.error, reason: refusal.reason
+                        ))
                 }
             }
         }
@@ -440,7 +467,9 @@ public final class Consolidator: Sendable {
         let copied = batches.filter { !$0.docs.isEmpty && refused[$0.db] == nil }
         guard !copied.isEmpty else { return refused }
         checkpoints.withLockedValue { checkpoints in
-            for batch in copied { checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: checkpoints[batch.db]?.rev) }
+            for batch in copied {
+                checkpoints[batch.db] = Checkpoint(seq: batch.lastSeq, rev: checkpoints[batch.db]?.rev)
+            }
         }
         unsaved.withLockedValue { $0.formUnion(copied.map(\.db)) }
         saveWanted.yield()
@@ -469,7 +498,8 @@ extension Consolidator {
     /// stubs). New locations are all like that, so most databases cost one request; anything
     /// else is fetched with its history and attachments by `_bulk_get`.
     static func isComplete(_ doc: JSON, revs: [JSON]) -> Bool {
-        guard revs.count == 1, let rev = doc["_rev"]?.stringValue, revs[0].stringValue == rev, rev.hasPrefix("1-") else { return false }
+        guard revs.count == 1, let rev = doc["_rev"]?.stringValue, revs[0].stringValue == rev, rev.hasPrefix("1-")
+        else { return false }
         return doc["_attachments"] == nil && doc["_deleted"] == nil
     }
 
@@ -480,4 +510,3 @@ extension Consolidator {
         return parts[1]
     }
 }
-

@@ -73,7 +73,9 @@ extension Consolidator {
                 checkpoints.withLockedValue { $0[item.db]?.rev = rev }
             } else {
                 let current = try? await couch.request(.get, "/\(all)/\(Consolidator.checkpointPrefix)\(item.db)")
-                let fresh = current.flatMap { $0.ok ? Checkpoint(seq: $0.json["seq"]?.stringValue ?? "0", rev: $0.json["_rev"]?.stringValue) : nil }
+                let fresh = current.flatMap {
+                    $0.ok ? Checkpoint(seq: $0.json["seq"]?.stringValue ?? "0", rev: $0.json["_rev"]?.stringValue) : nil
+                }
                 checkpoints.withLockedValue { $0[item.db] = fresh }
             }
         }

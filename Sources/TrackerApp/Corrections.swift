@@ -15,19 +15,26 @@ extension PlaceCatalog {
         _ = try await createDatabase(TrackerService.reportsDB)
         let release = try await couch.request(.get, "/\(TrackerService.placesDB)/\(TrackerService.releaseID)")
         if release.status == 404 {
-            let created = try await couch.request(.put, "/\(TrackerService.placesDB)/\(TrackerService.releaseID)",
-                                                  body: ["type": "dataset-release", "dataVersion": 1])
-            guard created.ok || created.status == 409 else { throw failure(created, "create the places release document") }
+            let created = try await couch.request(
+                .put, "/\(TrackerService.placesDB)/\(TrackerService.releaseID)",
+                body: ["type": "dataset-release", "dataVersion": 1])
+            guard created.ok || created.status == 409 else {
+                throw failure(created, "create the places release document")
+            }
         }
     }
 
     /// `POST /api/places/{id}/adjustments`: a user reports a place's corrected position.
     public func submitAdjustment(place id: String, by user: String, body: JSONObject) async throws -> JSON {
         guard let lat = body["latitude"]?.doubleValue ?? body["geometry"]?["coordinates"]?[1]?.doubleValue,
-              let lon = body["longitude"]?.doubleValue ?? body["geometry"]?["coordinates"]?[0]?.doubleValue else {
-            throw Failure(400, "bad_request", "Send the corrected position as `latitude` and `longitude` (or a Point `geometry`)")
+            let lon = body["longitude"]?.doubleValue ?? body["geometry"]?["coordinates"]?[0]?.doubleValue
+        else {
+            throw Failure(
+                400, "bad_request", "Send the corrected position as `latitude` and `longitude` (or a Point `geometry`)")
         }
-        do { try Coordinate(lon: lon, lat: lat).validate() } catch let error as GeometryError { throw Failure(400, "bad_request", error.reason) }
+        do { try Coordinate(lon: lon, lat: lat).validate() } catch let error as GeometryError {
+            throw Failure(400, "bad_request", error.reason)
+        }
         let place = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
         guard place.ok, place.json["geometry"] != nil else { throw Failure(404, "not_found", "No place \(id)") }
         let original = place.json["geometry"]?["coordinates"]
@@ -49,7 +56,8 @@ extension PlaceCatalog {
         var selector: JSONObject = ["type": "reported-location"]
         if let user { selector["submittedBy"] = .string(user) }
         if let status { selector["reviewStatus"] = .string(status) }
-        let reply = try await couch.request(.post, "/\(TrackerService.reportsDB)/_find", body: ["selector": .object(selector), "limit": 10_000])
+        let reply = try await couch.request(
+            .post, "/\(TrackerService.reportsDB)/_find", body: ["selector": .object(selector), "limit": 10_000])
         try expect(reply, "list place reports")
         let docs = (reply.json["docs"]?.arrayValue ?? []).sorted {
             ($0["submittedDate"]?.stringValue ?? "") > ($1["submittedDate"]?.stringValue ?? "")
@@ -65,17 +73,25 @@ extension PlaceCatalog {
         guard reply.ok, var report = reply.json.objectValue, report["type"] == "reported-location" else {
             throw Failure(404, "not_found", "No report \(id)")
         }
-        guard report["reviewStatus"] == "submitted" else { throw Failure(409, "conflict", "Report \(id) was already reviewed") }
+        guard report["reviewStatus"] == "submitted" else {
+            throw Failure(409, "conflict", "Report \(id) was already reviewed")
+        }
         var dataVersion: JSON = .null
         if approve, let placeID = report["placeId"]?.stringValue {
             let placeReply = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))")
-            guard placeReply.ok, var place = placeReply.json.objectValue else { throw Failure(404, "not_found", "No place \(placeID)") }
+            guard placeReply.ok, var place = placeReply.json.objectValue else {
+                throw Failure(404, "not_found", "No place \(placeID)")
+            }
             var history = place["previousPositions"]?.arrayValue ?? []
-            history.append(["geometry": place["geometry"] ?? .null, "replacedAt": .string(Date().ISO8601Format()), "report": .string(id)])
+            history.append([
+                "geometry": place["geometry"] ?? .null, "replacedAt": .string(Date().ISO8601Format()),
+                "report": .string(id),
+            ])
             place["previousPositions"] = .array(history)
             place["geometry"] = report["geometry"]
             place["verified"] = true
-            let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(place))
+            let saved = try await couch.request(
+                .put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(place))
             if saved.status == 409 { throw Failure(409, "conflict", "The place changed meanwhile; review again") }
             try expect(saved, "move place \(placeID)")
             dataVersion = .int(try await bumpRelease())
@@ -83,7 +99,9 @@ extension PlaceCatalog {
         report["reviewStatus"] = approve ? "approved" : "rejected"
         report["reviewedBy"] = .string(admin)
         report["reviewedDate"] = .string(Date().ISO8601Format())
-        try await expect(couch.request(.put, "/\(TrackerService.reportsDB)/\(CouchURL.encode(id))", body: .object(report)), "record the review")
+        try await expect(
+            couch.request(.put, "/\(TrackerService.reportsDB)/\(CouchURL.encode(id))", body: .object(report)),
+            "record the review")
         return ["ok": true, "reviewStatus": report["reviewStatus"]!, "dataVersion": dataVersion]
     }
 
@@ -101,28 +119,37 @@ extension PlaceCatalog {
         var dataVersion: JSON = .null
         if decided == "approved", let placeID = report["placeId"]?.stringValue {
             let placeReply = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))")
-            guard placeReply.ok, var place = placeReply.json.objectValue else { throw Failure(404, "not_found", "No place \(placeID)") }
+            guard placeReply.ok, var place = placeReply.json.objectValue else {
+                throw Failure(404, "not_found", "No place \(placeID)")
+            }
             var history = place["previousPositions"]?.arrayValue ?? []
-            guard let last = history.last, last["report"]?.stringValue == id, place["geometry"] == report["geometry"] else {
-                throw Failure(409, "conflict", "The place has moved since this report was approved: undo the later change first")
+            guard let last = history.last, last["report"]?.stringValue == id, place["geometry"] == report["geometry"]
+            else {
+                throw Failure(
+                    409, "conflict", "The place has moved since this report was approved: undo the later change first")
             }
             history.removeLast()
             place["geometry"] = last["geometry"]
             place["previousPositions"] = history.isEmpty ? nil : .array(history)
             if history.isEmpty { place["verified"] = nil }
-            let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(place))
+            let saved = try await couch.request(
+                .put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(place))
             if saved.status == 409 { throw Failure(409, "conflict", "The place changed meanwhile; try again") }
             try expect(saved, "move place \(placeID) back")
             dataVersion = .int(try await bumpRelease())
         }
         var undone = report["undone"]?.arrayValue ?? []
-        undone.append(["reviewStatus": .string(decided), "reviewedBy": report["reviewedBy"] ?? .null, "reviewedDate": report["reviewedDate"] ?? .null,
-                       "undoneBy": .string(admin), "undoneDate": .string(Date().ISO8601Format())])
+        undone.append([
+            "reviewStatus": .string(decided), "reviewedBy": report["reviewedBy"] ?? .null,
+            "reviewedDate": report["reviewedDate"] ?? .null,
+            "undoneBy": .string(admin), "undoneDate": .string(Date().ISO8601Format()),
+        ])
         report["undone"] = .array(undone)
         report["reviewStatus"] = "submitted"
         report["reviewedBy"] = nil
         report["reviewedDate"] = nil
-        let saved = try await couch.request(.put, "/\(TrackerService.reportsDB)/\(CouchURL.encode(id))", body: .object(report))
+        let saved = try await couch.request(
+            .put, "/\(TrackerService.reportsDB)/\(CouchURL.encode(id))", body: .object(report))
         if saved.status == 409 { throw Failure(409, "conflict", "The report changed meanwhile; try again") }
         try expect(saved, "record the undo")
         logger.info("\(admin) undid the \(decided) review of report \(id)")
@@ -144,7 +171,8 @@ extension PlaceCatalog {
             guard var doc = reply.json.objectValue else { break }
             let next = (doc["dataVersion"]?.intValue ?? 1) + 1
             doc["dataVersion"] = .int(next)
-            let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(TrackerService.releaseID)", body: .object(doc))
+            let saved = try await couch.request(
+                .put, "/\(TrackerService.placesDB)/\(TrackerService.releaseID)", body: .object(doc))
             if saved.ok { return next }
             if saved.status != 409 { throw failure(saved, "bump the places release") }
         }

@@ -34,14 +34,17 @@ extension CouchBacked {
 
     /// 404 unless `user` is registered (in either mode, where their locations are kept differs).
     func requireRegistered(_ user: String) async throws {
-        guard try await couch.request(.head, "/\(TrackerService.usersDB)/\(user)").ok else { throw TrackerService.Failure(404, "not_found", "No user \(user)") }
+        guard try await couch.request(.head, "/\(TrackerService.usersDB)/\(user)").ok else {
+            throw TrackerService.Failure(404, "not_found", "No user \(user)")
+        }
     }
 
     /// Calls `visit` with each page of `_all_docs` rows of a database (`size` rows at a time,
     /// continuing after the last id of the page before), only ids in `range` (start included,
     /// end not) if given. False when there is no such database.
     func forEachPage(
-        of db: String, size: Int, includeDocs: Bool, range: (start: String, end: String)? = nil, _ visit: ([JSON]) async throws -> Void
+        of db: String, size: Int, includeDocs: Bool, range: (start: String, end: String)? = nil,
+        _ visit: ([JSON]) async throws -> Void
     ) async throws -> Bool {
         var startKey: String?
         while true {

@@ -15,11 +15,14 @@ extension LocationReports {
             query["filter"] = "_selector"
             body = ["selector": ["_id": ["$beginsWith": .string(try TrackerService.namespace(of: user).prefix)]]]
         }
-        let reply = try await couch.request(body == nil ? .get : .post, "/\(locationDatabase(for: user))/_changes", query: query, body: body)
+        let reply = try await couch.request(
+            body == nil ? .get : .post, "/\(locationDatabase(for: user))/_changes", query: query, body: body)
         try expect(reply, "follow \(user)'s locations")
         let docs = (reply.json["results"]?.arrayValue ?? []).compactMap { row -> JSON? in
-            guard row["deleted"] != true, let doc = row["doc"], let id = doc["_id"]?.stringValue, !id.hasPrefix("_design/"),
-                  LocationFilter().accept(doc) != nil else { return nil }
+            guard row["deleted"] != true, let doc = row["doc"], let id = doc["_id"]?.stringValue,
+                !id.hasPrefix("_design/"),
+                LocationFilter().accept(doc) != nil
+            else { return nil }
             return doc
         }
         return (docs, reply.json["last_seq"].map { $0.stringValue ?? $0.text } ?? since)
@@ -34,12 +37,15 @@ extension LocationReports {
         while found.count < limit {
             var query = ["descending": "true", "include_docs": "true", "limit": String(limit - found.count + 16)]
             if let since { query["since"] = since }
-            let reply = try await couch.request(.get, "/\(TrackerService.locationDB(for: user))/_changes", query: query, body: nil)
+            let reply = try await couch.request(
+                .get, "/\(TrackerService.locationDB(for: user))/_changes", query: query, body: nil)
             if reply.status == 404 { return [] }
             try expect(reply, "read \(user)'s newest locations")
             let rows = reply.json["results"]?.arrayValue ?? []
             for row in rows where row["deleted"] != true {
-                guard let doc = row["doc"], !(doc["_id"]?.stringValue ?? "_").hasPrefix("_"), let (_, time) = LocationFilter().accept(doc) else { continue }
+                guard let doc = row["doc"], !(doc["_id"]?.stringValue ?? "_").hasPrefix("_"),
+                    let (_, time) = LocationFilter().accept(doc)
+                else { continue }
                 found.append((time, doc))
             }
             guard rows.count == Int(query["limit"]!), let last = reply.json["last_seq"] else { break }
@@ -90,7 +96,9 @@ extension LocationReports {
 
     /// A document as its owner sees it (`visibleID`).
     func visible(_ doc: JSON, to owner: String) -> JSON {
-        guard mode == .singleDatabase, case var .object(object) = doc, let id = object["_id"]?.stringValue else { return doc }
+        guard mode == .singleDatabase, case var .object(object) = doc, let id = object["_id"]?.stringValue else {
+            return doc
+        }
         object["_id"] = .string(visibleID(id, to: owner))
         return .object(object)
     }
@@ -103,14 +111,23 @@ extension LocationReports {
         do {
             try await forEachLocation(LocationFilter(user: user)) { page in
                 for (doc, point, time) in page {
-                    guard let attachments = doc["_attachments"]?.objectValue, let id = doc["_id"]?.stringValue else { continue }
-                    for (name, stub) in attachments.members where stub["content_type"]?.stringValue?.hasPrefix("image/") == true {
+                    guard let attachments = doc["_attachments"]?.objectValue, let id = doc["_id"]?.stringValue else {
+                        continue
+                    }
+                    for (name, stub) in attachments.members
+                    where stub["content_type"]?.stringValue?.hasPrefix("image/") == true {
                         let shown = owner.map { visibleID(id, to: $0) } ?? id
-                        found.append((time, [
-                            "id": .string(shown), "attachment": .string(name), "content_type": stub["content_type"] ?? .null,
-                            "length": stub["length"] ?? .null, "lat": .double(point.lat), "lon": .double(point.lon), "time": .double(time),
-                            "caption": doc["caption"] ?? doc["properties"]?["caption"] ?? doc["name"] ?? .null,
-                        ]))
+                        found.append(
+                            (
+                                time,
+                                [
+                                    "id": .string(shown), "attachment": .string(name),
+                                    "content_type": stub["content_type"] ?? .null,
+                                    "length": stub["length"] ?? .null, "lat": .double(point.lat),
+                                    "lon": .double(point.lon), "time": .double(time),
+                                    "caption": doc["caption"] ?? doc["properties"]?["caption"] ?? doc["name"] ?? .null,
+                                ]
+                            ))
                     }
                 }
             }
@@ -120,7 +137,9 @@ extension LocationReports {
     }
 
     /// One photo's bytes and content type, from a user's database or everyone's.
-    public func photo(id: String, attachment: String, user: String?) async throws -> (bytes: [UInt8], contentType: String) {
+    public func photo(
+        id: String, attachment: String, user: String?
+    ) async throws -> (bytes: [UInt8], contentType: String) {
         var db = user.map(locationDatabase(for:)) ?? TrackerService.allLocationsDB
         var stored = id
         if mode == .singleDatabase {
@@ -129,7 +148,9 @@ extension LocationReports {
         }
         let path = "/\(db)/\(CouchURL.encode(stored))"
         let doc = try await couch.request(.get, path)
-        guard doc.ok, let stub = doc.json["_attachments"]?[attachment], let type = stub["content_type"]?.stringValue, type.hasPrefix("image/") else {
+        guard doc.ok, let stub = doc.json["_attachments"]?[attachment], let type = stub["content_type"]?.stringValue,
+            type.hasPrefix("image/")
+        else {
             throw Failure(404, "not_found", "No photo \(attachment) in \(id)")
         }
         let bytes = try await couch.request(.get, path + "/" + CouchURL.encode(attachment))
@@ -146,12 +167,15 @@ extension PlaceCatalog {
         let placeID = id ?? "place-" + Hex.random(bytes: 8)
         if let id {
             let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
-            guard existing.ok, let object = existing.json.objectValue, object["geometry"] != nil else { throw Failure(404, "not_found", "No place \(id)") }
+            guard existing.ok, let object = existing.json.objectValue, object["geometry"] != nil else {
+                throw Failure(404, "not_found", "No place \(id)")
+            }
             doc = object
         }
         doc["name"] = .string(name)
         doc["geometry"] = Geometry.point(position).geoJSON
-        let saved = try await couch.request(.put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(doc))
+        let saved = try await couch.request(
+            .put, "/\(TrackerService.placesDB)/\(CouchURL.encode(placeID))", body: .object(doc))
         if saved.status == 409 { throw Failure(409, "conflict", "The place changed meanwhile; reload and try again") }
         try expect(saved, "save place \(placeID)")
         let release = try await bumpRelease()
@@ -160,10 +184,15 @@ extension PlaceCatalog {
 
     /// Deletes a place; the places release is bumped.
     public func deletePlace(_ id: String) async throws -> JSON {
-        guard id != TrackerService.releaseID, !id.hasPrefix("_") else { throw Failure(400, "bad_request", "\(id) is not a place") }
+        guard id != TrackerService.releaseID, !id.hasPrefix("_") else {
+            throw Failure(400, "bad_request", "\(id) is not a place")
+        }
         let existing = try await couch.request(.get, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))")
-        guard existing.ok, let rev = existing.json["_rev"]?.stringValue else { throw Failure(404, "not_found", "No place \(id)") }
-        let deleted = try await couch.request(.delete, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))", query: ["rev": rev], body: nil)
+        guard existing.ok, let rev = existing.json["_rev"]?.stringValue else {
+            throw Failure(404, "not_found", "No place \(id)")
+        }
+        let deleted = try await couch.request(
+            .delete, "/\(TrackerService.placesDB)/\(CouchURL.encode(id))", query: ["rev": rev], body: nil)
         try expect(deleted, "delete place \(id)")
         return ["ok": true, "dataVersion": .int(try await bumpRelease())]
     }

@@ -10,7 +10,8 @@ import Hummingbird
 public struct DashboardOptions: Sendable {
     /// A Leaflet tile URL template; OpenStreetMap's by default.
     public var tileURL = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
-    public var tileAttribution = "&copy; <a href=\"https://www.openstreetmap.org/copyright\">OpenStreetMap</a> contributors"
+    public var tileAttribution =
+        "&copy; <a href=\"https://www.openstreetmap.org/copyright\">OpenStreetMap</a> contributors"
     /// Where Debian's libjs-leaflet and libjs-leaflet.markercluster put their files (installed
     /// by scripts/install-deps.sh); when missing, the page says so and shows its lists only.
     public var leafletDirectory = "/usr/share/javascript/leaflet"
@@ -32,7 +33,9 @@ struct DashboardAssets: Sendable {
         leafletDirectory = options.leafletDirectory
         pages = TrackerHTTP.packageFiles(["index.html", "app.js", "app.css"], in: "Dashboard")
         func vendor(_ names: [String]) -> String? {
-            names.first { FileManager.default.fileExists(atPath: options.leafletDirectory + "/" + $0) }.map { "vendor/" + $0 }
+            names.first { FileManager.default.fileExists(atPath: options.leafletDirectory + "/" + $0) }.map {
+                "vendor/" + $0
+            }
         }
         let leaflet = vendor(["leaflet.min.js", "leaflet.js"])
         let cluster = vendor(["leaflet.markercluster.min.js", "leaflet.markercluster.js"])
@@ -43,21 +46,27 @@ struct DashboardAssets: Sendable {
             "leaflet": leaflet.map(JSON.string) ?? .null,
             "leaflet_css": "vendor/leaflet.css",
             "markercluster": cluster.map(JSON.string) ?? .null,
-            "markercluster_css": cluster != nil ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"] : [],
+            "markercluster_css": cluster != nil
+                ? ["vendor/MarkerCluster.css", "vendor/MarkerCluster.Default.css"] : [],
             "place_radius": .double(4023.35),
         ]
         // Scripts and styles from this server, map tiles from the tile server, requests to this
         // server only; no framing. Leaflet positions everything with inline style attributes,
         // so those are allowed.
         var tiles = ""
-        if let url = URL(string: options.tileURL.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
-           let scheme = url.scheme, let host = url.host {
+        if let url = URL(
+            string: options.tileURL.replacingOccurrences(of: "{", with: "").replacingOccurrences(of: "}", with: "")),
+            let scheme = url.scheme, let host = url.host
+        {
             // `{s}.tile.example.org` (subdomains a, b, c): any subdomain of the rest.
-            let allowed = options.tileURL.contains("{s}.") ? "*." + host.split(separator: ".").dropFirst().joined(separator: ".") : host
+            let allowed =
+                options.tileURL.contains("{s}.")
+                ? "*." + host.split(separator: ".").dropFirst().joined(separator: ".") : host
             tiles = " \(scheme)://\(allowed)"
         }
         tileSource = tiles
-        contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:\(tiles); "
+        contentSecurityPolicy =
+            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:\(tiles); "
             + "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
     }
 }
@@ -69,7 +78,9 @@ extension TrackerHTTP {
     func dashboardFile(_ path: [String], acceptsGzip: Bool) -> Response? {
         guard path.first == "dashboard" else { return nil }
         let missing = TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
-        if path.count >= 3, path[1] == "vendor" { return vendorFile(path[2...].joined(separator: "/"), acceptsGzip: acceptsGzip) ?? missing }
+        if path.count >= 3, path[1] == "vendor" {
+            return vendorFile(path[2...].joined(separator: "/"), acceptsGzip: acceptsGzip) ?? missing
+        }
         if path.count == 2, path[1] == "config.json" { return TrackerHTTP.reply(assets.config) }
         let name = path.count == 1 ? "index.html" : path[1...].joined(separator: "/")
         guard let page = assets.pages[name] else { return missing }
@@ -85,9 +96,12 @@ extension TrackerHTTP {
     /// Leaflet from the system (Debian's packages), only the files the pages use; their
     /// gzipped copies when the package has them and the browser takes them. Nil: not one of them.
     func vendorFile(_ name: String, acceptsGzip: Bool) -> Response? {
-        let allowed = ["leaflet.js", "leaflet.min.js", "leaflet.css", "leaflet.markercluster.js", "leaflet.markercluster.min.js",
-                       "MarkerCluster.css", "MarkerCluster.Default.css",
-                       "images/marker-icon.png", "images/marker-icon-2x.png", "images/marker-shadow.png", "images/layers.png", "images/layers-2x.png"]
+        let allowed = [
+            "leaflet.js", "leaflet.min.js", "leaflet.css", "leaflet.markercluster.js", "leaflet.markercluster.min.js",
+            "MarkerCluster.css", "MarkerCluster.Default.css",
+            "images/marker-icon.png", "images/marker-icon-2x.png", "images/marker-shadow.png", "images/layers.png",
+            "images/layers-2x.png",
+        ]
         let file = assets.leafletDirectory + "/" + name
         guard allowed.contains(name) else { return nil }
         if acceptsGzip, let zipped = FileManager.default.contents(atPath: file + ".gz") {
@@ -105,19 +119,24 @@ extension TrackerHTTP {
         var files: [String: [UInt8]] = [:]
         for name in names {
             if let url = Bundle.module.url(forResource: name, withExtension: nil, subdirectory: folder),
-               let data = FileManager.default.contents(atPath: url.path) { files[name] = Array(data) }
+                let data = FileManager.default.contents(atPath: url.path)
+            {
+                files[name] = Array(data)
+            }
         }
         return files
     }
 
     static let contentTypes = [
-        "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8", "png": "image/png",
+        "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8",
+        "png": "image/png",
         "webmanifest": "application/manifest+json", "svg": "image/svg+xml",
     ]
 
     static func file(_ bytes: [UInt8], name: String, cache: Bool) -> Response {
         var headers = HTTPFields()
-        headers[.contentType] = contentTypes[String(name.split(separator: ".").last ?? "")] ?? "application/octet-stream"
+        headers[.contentType] =
+            contentTypes[String(name.split(separator: ".").last ?? "")] ?? "application/octet-stream"
         headers[.cacheControl] = cache ? "public, max-age=86400" : "no-cache"
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
@@ -133,7 +152,9 @@ extension TrackerHTTP {
         }
         try service.throttle.check(account: name, client: client(request, context))
         var session: (roles: Set<String>, tracker: Bool)?
-        if let user = try await service.couch.verify(name: name, password: password), !Set(user.roles).isDisjoint(with: ["_admin", "analyst"]) {
+        if let user = try await service.couch.verify(name: name, password: password),
+            !Set(user.roles).isDisjoint(with: ["_admin", "analyst"])
+        {
             session = (Set(user.roles), false)
         } else if !name.hasPrefix("key-"), try await service.authenticate(name: name, secret: password) == name {
             session = ([TrackerService.ownerRole(name)], true)
@@ -143,27 +164,39 @@ extension TrackerHTTP {
             throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
         }
         service.throttle.succeeded(account: name, client: client(request, context))
-        guard let account = try await service.accountState(name: name, kind: session.tracker ? .trackerUser : .databaseUser) else {
+        guard
+            let account = try await service.accountState(
+                name: name, kind: session.tracker ? .trackerUser : .databaseUser)
+        else {
             throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
         }
         let token = sessions.start(name: name, roles: session.roles, isTrackerUser: session.tracker, account: account)
         var response = TrackerHTTP.reply(sessionJSON(name: name, roles: session.roles, tracker: session.tracker))
-        response.headers[.setCookie] = DashboardSessions.setCookie(token, secure: servesTLS || request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https")
+        response.headers[.setCookie] = DashboardSessions.setCookie(
+            token, secure: servesTLS || request.headers[HTTPField.Name("X-Forwarded-Proto")!] == "https")
         return response
     }
 
     func sessionJSON(name: String, roles: Set<String>, tracker: Bool) -> JSON {
         // `mode`: where a user's locations live, which the account page explains on deletion.
-        ["ok": true, "name": .string(name), "roles": .array(roles.sorted().map(JSON.string)),
-         "kind": .string(tracker ? "user" : roles.contains("_admin") ? "admin" : "analyst"), "mode": .string(service.mode.rawValue)]
+        [
+            "ok": true, "name": .string(name), "roles": .array(roles.sorted().map(JSON.string)),
+            "kind": .string(tracker ? "user" : roles.contains("_admin") ? "admin" : "analyst"),
+            "mode": .string(service.mode.rawValue),
+        ]
     }
 
     /// The session a request's cookie names, if live: within its lifetime, and its account as
     /// it was at sign-in (same password, same roles, still there). A session whose account
     /// changed or went is ended here.
     func session(_ request: Request) async throws -> DashboardSessions.Session? {
-        guard let token = DashboardSessions.token(cookieHeader: request.headers[.cookie]), let session = sessions.session(token) else { return nil }
-        guard try await service.accountState(name: session.name, kind: session.isTrackerUser ? .trackerUser : .databaseUser) == session.account else {
+        guard let token = DashboardSessions.token(cookieHeader: request.headers[.cookie]),
+            let session = sessions.session(token)
+        else { return nil }
+        guard
+            try await service.accountState(
+                name: session.name, kind: session.isTrackerUser ? .trackerUser : .databaseUser) == session.account
+        else {
             sessions.end(token)
             return nil
         }
@@ -182,7 +215,10 @@ extension TrackerHTTP {
         if let (name, _) = TrackerHTTP.basicCredentials(request) {
             if name.hasPrefix("key-") { return try await service.accountState(name: name, kind: .apiKey) }
             if (try? TrackerService.validate(username: name)) != nil,
-               let state = try await service.accountState(name: name, kind: .trackerUser) { return state }
+                let state = try await service.accountState(name: name, kind: .trackerUser)
+            {
+                return state
+            }
             return try await service.accountState(name: name, kind: .databaseUser)
         }
         guard let session = try await session(request) else { return nil }
@@ -192,8 +228,13 @@ extension TrackerHTTP {
     /// Cookie-authenticated writes must come from the dashboard's own scripts (a header a
     /// cross-site form cannot set), on top of the SameSite=Strict cookie.
     static func checkOrigin(_ request: Request) throws {
-        guard request.method == .get || request.method == .head || request.headers[HTTPField.Name("X-Requested-With")!] == "lt-dashboard" else {
-            throw TrackerService.Failure(403, "forbidden", "Requests authenticated by the dashboard's cookie must send X-Requested-With: lt-dashboard")
+        guard
+            request.method == .get || request.method == .head
+                || request.headers[HTTPField.Name("X-Requested-With")!] == "lt-dashboard"
+        else {
+            throw TrackerService.Failure(
+                403, "forbidden",
+                "Requests authenticated by the dashboard's cookie must send X-Requested-With: lt-dashboard")
         }
     }
 
@@ -217,7 +258,9 @@ extension TrackerHTTP {
                 if newest.count > limit * 4 { newest = Array(newest.sorted { $0.time > $1.time }.prefix(limit)) }
             }
         } catch let failure as TrackerService.Failure where failure.status == 404 {}
-        let rows = newest.sorted { $0.time > $1.time }.prefix(limit).reversed().map { service.reports.visible($0.doc, to: user) }
+        let rows = newest.sorted { $0.time > $1.time }.prefix(limit).reversed().map {
+            service.reports.visible($0.doc, to: user)
+        }
         return TrackerHTTP.reply(["locations": .array(Array(rows))])
     }
 
@@ -256,9 +299,12 @@ extension TrackerHTTP {
             return TrackerHTTP.reply(try await service.places.deletePlace(id))
         }
         let body = try await json(request)
-        guard let name = body["name"]?.stringValue, !name.isEmpty, let lat = body["latitude"]?.doubleValue, let lon = body["longitude"]?.doubleValue,
-              (-90...90).contains(lat), (-180...180).contains(lon) else {
-            throw TrackerService.Failure(400, "bad_request", "A place needs a `name`, `latitude` (−90…90) and `longitude` (−180…180)")
+        guard let name = body["name"]?.stringValue, !name.isEmpty, let lat = body["latitude"]?.doubleValue,
+            let lon = body["longitude"]?.doubleValue,
+            (-90...90).contains(lat), (-180...180).contains(lon)
+        else {
+            throw TrackerService.Failure(
+                400, "bad_request", "A place needs a `name`, `latitude` (−90…90) and `longitude` (−180…180)")
         }
         let saved = try await service.places.savePlace(id: id, name: name, position: Coordinate(lon: lon, lat: lat))
         return TrackerHTTP.reply(saved, status: id == nil ? .created : .ok)

@@ -39,8 +39,11 @@ final class DashboardSessions: Sendable {
         let token = Hex.random(bytes: 32)
         let now = self.now()
         sessions.withLockedValue { table in
-            if table.count > 10_000 { table = table.filter { now.timeIntervalSince($0.value.started) < DashboardSessions.lifetime } }
-            table[DashboardSessions.digest(token)] = Session(name: name, roles: roles, isTrackerUser: isTrackerUser, account: account, started: now)
+            if table.count > 10_000 {
+                table = table.filter { now.timeIntervalSince($0.value.started) < DashboardSessions.lifetime }
+            }
+            table[DashboardSessions.digest(token)] = Session(
+                name: name, roles: roles, isTrackerUser: isTrackerUser, account: account, started: now)
         }
         return token
     }
@@ -65,7 +68,8 @@ final class DashboardSessions: Sendable {
 
     /// Ends every session of a tracker user (their account was deleted).
     func end(user: String) {
-        sessions.withLockedValue { table in table = table.filter { !($0.value.isTrackerUser && $0.value.name == user) } }
+        sessions.withLockedValue { table in table = table.filter { !($0.value.isTrackerUser && $0.value.name == user) }
+        }
     }
 
     static func digest(_ token: String) -> String {

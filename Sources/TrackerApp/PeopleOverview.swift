@@ -44,7 +44,10 @@ extension LocationReports {
         }
         let byUser = try await devices
         let people: [JSON] = rows.map { row in
-            ["name": .string(row.name), "registered": row.registered, "devices": .array(byUser[row.name] ?? []), "last": last[row.name] ?? .null]
+            [
+                "name": .string(row.name), "registered": row.registered, "devices": .array(byUser[row.name] ?? []),
+                "last": last[row.name] ?? .null,
+            ]
         }
         return ["users": .array(people), "next": more ? rows.last.map { .string($0.name) } ?? .null : .null]
     }
@@ -52,15 +55,19 @@ extension LocationReports {
     /// The devices (API keys) of these users, oldest first: `{device, since}`.
     func devices(of names: [String]) async throws -> [String: [JSON]] {
         guard !names.isEmpty else { return [:] }
-        let reply = try await couch.request(.post, "/_users/_find", body: [
-            "selector": ["lt_user": ["$in": .array(names.map(JSON.string))]], "fields": ["lt_user", "device", "created_at"], "limit": 100_000,
-        ])
+        let reply = try await couch.request(
+            .post, "/_users/_find",
+            body: [
+                "selector": ["lt_user": ["$in": .array(names.map(JSON.string))]],
+                "fields": ["lt_user", "device", "created_at"], "limit": 100_000,
+            ])
         try expect(reply, "list the users' devices")
         var byUser: [String: [(since: Double, json: JSON)]] = [:]
         for doc in reply.json["docs"]?.arrayValue ?? [] {
             guard let user = doc["lt_user"]?.stringValue else { continue }
             let since = doc["created_at"]?.doubleValue ?? 0
-            byUser[user, default: []].append((since, ["device": doc["device"] ?? .null, "since": doc["created_at"] ?? .null]))
+            byUser[user, default: []].append(
+                (since, ["device": doc["device"] ?? .null, "since": doc["created_at"] ?? .null]))
         }
         return byUser.mapValues { $0.sorted { $0.since < $1.since }.map(\.json) }
     }
@@ -73,14 +80,21 @@ extension LocationReports {
             recent = try await newestLocations(of: user, limit: 20)
         } else {
             let namespace = try TrackerService.namespace(of: user)
-            let reply = try await couch.request(.post, "/\(TrackerService.sharedLocationsDB)/_changes", query: [
-                "descending": "true", "limit": "20", "include_docs": "true", "filter": "_selector",
-            ], body: ["selector": ["_id": ["$beginsWith": .string(namespace.prefix)], "geometry.type": "Point"]])
+            let reply = try await couch.request(
+                .post, "/\(TrackerService.sharedLocationsDB)/_changes",
+                query: [
+                    "descending": "true", "limit": "20", "include_docs": "true", "filter": "_selector",
+                ], body: ["selector": ["_id": ["$beginsWith": .string(namespace.prefix)], "geometry.type": "Point"]])
             try expect(reply, "read \(user)'s newest location")
             recent = (reply.json["results"]?.arrayValue ?? []).compactMap { $0["doc"] }
         }
-        let newest = recent.compactMap { doc in LocationFilter().accept(doc).map { (doc, $0.point, $0.time) } }.max { $0.2 < $1.2 }
+        let newest = recent.compactMap { doc in LocationFilter().accept(doc).map { (doc, $0.point, $0.time) } }.max {
+            $0.2 < $1.2
+        }
         guard let (doc, point, time) = newest else { return .null }
-        return ["time": .double(time), "lat": .double(point.lat), "lon": .double(point.lon), "accuracy": doc["properties"]?["accuracy"] ?? .null]
+        return [
+            "time": .double(time), "lat": .double(point.lat), "lon": .double(point.lon),
+            "accuracy": doc["properties"]?["accuracy"] ?? .null,
+        ]
     }
 }

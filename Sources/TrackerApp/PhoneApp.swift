@@ -9,7 +9,10 @@ import Hummingbird
 /// that lets it open offline, the web app manifest and icons.
 struct PhoneAppFiles: Sendable {
     let files: [String: [UInt8]]
-    static let names = ["index.html", "app.js", "store.js", "app.css", "sw.js", "manifest.webmanifest", "icon.svg", "icon-192.png", "icon-512.png"]
+    static let names = [
+        "index.html", "app.js", "store.js", "app.css", "sw.js", "manifest.webmanifest", "icon.svg", "icon-192.png",
+        "icon-512.png",
+    ]
     /// Scripts, styles, the manifest and the worker from this server only (Leaflet positions
     /// with inline styles); map tiles from `tiles`; the app talks to this server's API and to
     /// `database` (the origin of the database it syncs with); no framing.
@@ -31,7 +34,8 @@ struct PhoneAppFiles: Sendable {
         // updated server's app is what opens next.
         var response = TrackerHTTP.file(bytes, name: name, cache: false)
         if name == "index.html" {
-            response.headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy(database: database, tiles: tiles)
+            response.headers[HTTPField.Name("Content-Security-Policy")!] = Self.contentSecurityPolicy(
+                database: database, tiles: tiles)
             response.headers[HTTPField.Name("X-Frame-Options")!] = "DENY"
         }
         return response
@@ -45,12 +49,20 @@ extension TrackerHTTP {
         let path = CouchURL.segments(request.uri.path)
         if path.count == 2, path[1] == "config.json" { return TrackerHTTP.reply(assets.config) }
         if path.count >= 3, path[1] == "vendor",
-           let file = vendorFile(path[2...].joined(separator: "/"), acceptsGzip: request.headers[.acceptEncoding]?.contains("gzip") ?? false) {
+            let file = vendorFile(
+                path[2...].joined(separator: "/"),
+                acceptsGzip: request.headers[.acceptEncoding]?.contains("gzip") ?? false)
+        {
             return file
         }
-        let database = service.databaseLocation.map { let location = $0(); return "\(location.scheme)://\(location.host)" }
+        let database =
+            service.databaseLocation.map {
+                let location = $0(); return "\(location.scheme)://\(location.host)"
+            }
             ?? "\(service.ownDatabaseScheme)://\(TrackerHTTP.hostname(request.head.authority)):\(databasePort())"
-        guard path.first == "app", path.count <= 2, let file = phoneApp.response(path.count == 2 ? path[1] : "", database: database, tiles: assets.tileSource) else {
+        guard path.first == "app", path.count <= 2,
+            let file = phoneApp.response(path.count == 2 ? path[1] : "", database: database, tiles: assets.tileSource)
+        else {
             throw TrackerService.Failure(404, "not_found", "missing")
         }
         return file

@@ -21,7 +21,10 @@ extension PlaceCatalog {
         public var dataVersion: Int?
 
         public var json: JSON {
-            var out: JSONObject = ["ok": .bool(failed.isEmpty), "created": .int(created), "updated": .int(updated), "unchanged": .int(unchanged)]
+            var out: JSONObject = [
+                "ok": .bool(failed.isEmpty), "created": .int(created), "updated": .int(updated),
+                "unchanged": .int(unchanged),
+            ]
             out["failed"] = .array(failed.map { ["id": .string($0.id), "reason": .string($0.reason)] })
             if let dataVersion { out["dataVersion"] = .int(dataVersion) }
             return .object(out)
@@ -48,13 +51,17 @@ extension PlaceCatalog {
                 throw Failure(400, "bad_request", "Feature \(index) has no geometry")
             }
             let id = PlaceCatalog.placeID(doc)
-            guard !id.hasPrefix("_"), id != TrackerService.releaseID else { throw Failure(400, "bad_request", "Feature \(index): \(id) cannot name a place") }
+            guard !id.hasPrefix("_"), id != TrackerService.releaseID else {
+                throw Failure(400, "bad_request", "Feature \(index): \(id) cannot name a place")
+            }
             doc.removeValue(forKey: "id")
             doc.removeValue(forKey: "_rev")
             doc.removeValue(forKey: "_id")
             doc.prepend("_id", .string(id))
             // The same id twice in one file: the later feature wins.
-            if let earlier = positions[id] { places[earlier].doc = doc } else {
+            if let earlier = positions[id] {
+                places[earlier].doc = doc
+            } else {
                 positions[id] = places.count
                 places.append((id, doc))
             }
@@ -73,8 +80,9 @@ extension PlaceCatalog {
         let now = JSON.millisecondsNow()
         for start in stride(from: 0, to: places.count, by: 1000) {
             let chunk = places[start..<min(places.count, start + 1000)]
-            let stored = try await couch.request(.post, "/\(TrackerService.placesDB)/_all_docs", query: ["include_docs": "true"],
-                                                 body: ["keys": .array(chunk.map { .string($0.id) })])
+            let stored = try await couch.request(
+                .post, "/\(TrackerService.placesDB)/_all_docs", query: ["include_docs": "true"],
+                body: ["keys": .array(chunk.map { .string($0.id) })])
             try expect(stored, "read the stored places")
             var existing: [String: JSONObject] = [:]
             for row in stored.json["rows"]?.arrayValue ?? [] {
@@ -102,18 +110,25 @@ extension PlaceCatalog {
                 writes.append(.object(doc))
             }
             guard !writes.isEmpty else { continue }
-            let saved = try await couch.request(.post, "/\(TrackerService.placesDB)/_bulk_docs", body: ["docs": .array(writes)])
+            let saved = try await couch.request(
+                .post, "/\(TrackerService.placesDB)/_bulk_docs", body: ["docs": .array(writes)])
             try expect(saved, "store places")
             for (row, isUpdate) in zip(saved.json.arrayValue ?? [], kinds) {
                 if row["ok"] == true {
                     if isUpdate { result.updated += 1 } else { result.created += 1 }
                 } else {
-                    result.failed.append((row["id"]?.stringValue ?? "?", row["reason"]?.stringValue ?? row["error"]?.stringValue ?? "not stored"))
+                    result.failed.append(
+                        (
+                            row["id"]?.stringValue ?? "?",
+                            row["reason"]?.stringValue ?? row["error"]?.stringValue ?? "not stored"
+                        ))
                 }
             }
         }
         if announce, result.created + result.updated > 0 { result.dataVersion = try await bumpRelease() }
-        logger.info("imported places: \(result.created) new, \(result.updated) updated, \(result.unchanged) unchanged, \(result.failed.count) failed")
+        logger.info(
+            "imported places: \(result.created) new, \(result.updated) updated, \(result.unchanged) unchanged, \(result.failed.count) failed"
+        )
         return result
     }
 

@@ -23,9 +23,12 @@ extension TrackerService {
     /// Creates `lt_purges` on the cluster (admins only).
     func preparePurgeNotices() async throws {
         _ = try await createDatabase(TrackerService.purgesDB)
-        try await expect(couch.request(.put, "/\(TrackerService.purgesDB)/_security", body: [
-            "admins": ["names": [], "roles": ["_admin"]], "members": ["names": [], "roles": ["_admin"]],
-        ]), "secure \(TrackerService.purgesDB)")
+        try await expect(
+            couch.request(
+                .put, "/\(TrackerService.purgesDB)/_security",
+                body: [
+                    "admins": ["names": [], "roles": ["_admin"]], "members": ["names": [], "roles": ["_admin"]],
+                ]), "secure \(TrackerService.purgesDB)")
     }
 
     /// Writes the notice of a purge, and purges notices past the retention.
@@ -35,10 +38,14 @@ extension TrackerService {
             "_id": .string(TrackerService.noticeID(now) + "-" + UUID().uuidString.lowercased()),
             "db": .string(db), "ids": .array(ids.map(JSON.string)), "purged_at": JSON.milliseconds(now),
         ]
-        try await expect(couch.request(.post, "/\(TrackerService.purgesDB)", body: notice), "record a purge for the other instances")
-        let expired = try await couch.request(.get, "/\(TrackerService.purgesDB)/_all_docs", query: [
-            "endkey": JSON.string(TrackerService.noticeID(now - TrackerService.purgeRetention * 1000)).text, "limit": "1000",
-        ], body: nil)
+        try await expect(
+            couch.request(.post, "/\(TrackerService.purgesDB)", body: notice), "record a purge for the other instances")
+        let expired = try await couch.request(
+            .get, "/\(TrackerService.purgesDB)/_all_docs",
+            query: [
+                "endkey": JSON.string(TrackerService.noticeID(now - TrackerService.purgeRetention * 1000)).text,
+                "limit": "1000",
+            ], body: nil)
         let old = (expired.json["rows"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
         if !old.isEmpty { _ = try await purge(old, from: TrackerService.purgesDB) }
     }
@@ -79,22 +86,29 @@ extension TrackerService {
         let path = "/\(db)/\(TrackerService.purgeCheckpoint)"
         let checkpoint = try await geo.request(.get, path)
         let since = checkpoint.ok ? checkpoint.json["since"]?.stringValue ?? "0" : "0"
-        let changes = try await couch.request(.get, "/\(TrackerService.purgesDB)/_changes", query: [
-            "feed": "longpoll", "since": since, "include_docs": "true", "timeout": "25000",
-        ], body: nil)
+        let changes = try await couch.request(
+            .get, "/\(TrackerService.purgesDB)/_changes",
+            query: [
+                "feed": "longpoll", "since": since, "include_docs": "true", "timeout": "25000",
+            ], body: nil)
         try expect(changes, "follow \(TrackerService.purgesDB)")
         try Task.checkCancellation()
         guard let last = changes.json["last_seq"] else { return }
         for row in changes.json["results"]?.arrayValue ?? [] {
             guard let doc = row["doc"], doc["db"]?.stringValue == db else { continue }
             let purged = try await purge((doc["ids"]?.arrayValue ?? []).compactMap(\.stringValue), from: db, on: geo)
-            if purged > 0 { logger.info("purged \(purged) documents from this server's copy of \(db), as \(row["id"]?.stringValue ?? "a notice") says") }
+            if purged > 0 {
+                logger.info(
+                    "purged \(purged) documents from this server's copy of \(db), as \(row["id"]?.stringValue ?? "a notice") says"
+                )
+            }
         }
         let now = (Date().timeIntervalSince1970 * 1000).rounded()
         let lastText = last.stringValue ?? last.text
         if lastText == since, let at = checkpoint.json["applied_at"]?.doubleValue, now - at < 3_600_000 { return }
         var updated: JSONObject = ["since": .string(lastText), "applied_at": JSON.milliseconds(now)]
         if checkpoint.ok, let rev = checkpoint.json["_rev"] { updated["_rev"] = rev }
-        try await expect(geo.request(.put, path, body: .object(updated)), "remember the place in \(TrackerService.purgesDB)")
+        try await expect(
+            geo.request(.put, path, body: .object(updated)), "remember the place in \(TrackerService.purgesDB)")
     }
 }

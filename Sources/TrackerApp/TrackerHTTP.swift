@@ -46,8 +46,10 @@ public struct TrackerHTTP: Sendable {
     /// Every answer names its request (as the database API's `X-Couch-Request-ID`).
     static let requestIDHeader = HTTPField.Name("X-Request-ID")!
 
-    public init(service: TrackerService, dashboard: DashboardOptions = DashboardOptions(), limits: AppLimits = AppLimits(),
-                consolidator: Consolidator? = nil, servesTLS: Bool = false, databasePort: @escaping @Sendable () -> Int) {
+    public init(
+        service: TrackerService, dashboard: DashboardOptions = DashboardOptions(), limits: AppLimits = AppLimits(),
+        consolidator: Consolidator? = nil, servesTLS: Bool = false, databasePort: @escaping @Sendable () -> Int
+    ) {
         self.service = service
         assets = DashboardAssets(dashboard)
         self.limits = limits
@@ -76,10 +78,13 @@ public struct TrackerHTTP: Sendable {
 
     /// A count parameter of the application API (`limit`): absent, `default`; otherwise an
     /// integer within `range`, or 400 naming the parameter (never a silent default).
-    static func count(_ query: [String: String], _ name: String, default value: Int, in range: ClosedRange<Int>) throws -> Int {
+    static func count(
+        _ query: [String: String], _ name: String, default value: Int, in range: ClosedRange<Int>
+    ) throws -> Int {
         guard let text = query[name] else { return value }
         guard let count = Int(text), range.contains(count) else {
-            throw TrackerService.Failure(400, "bad_request", "`\(name)` must be an integer from \(range.lowerBound) to \(range.upperBound)")
+            throw TrackerService.Failure(
+                400, "bad_request", "`\(name)` must be an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return count
     }
@@ -90,15 +95,20 @@ public struct TrackerHTTP: Sendable {
 
     /// Admins and the `analyst` role only (basic auth, checked as the database checks it).
     func requireAnalyst(_ request: Request, _ context: ClientRequestContext) async throws {
-        _ = try await requireRole(["_admin", "analyst"], request, context, purpose: "Analysis is for admins and analysts")
+        _ = try await requireRole(
+            ["_admin", "analyst"], request, context, purpose: "Analysis is for admins and analysts")
     }
 
     /// Basic-auth credentials the database accepts, of a user with one of `roles`; the name.
-    func requireRole(_ roles: Set<String>, _ request: Request, _ context: ClientRequestContext, purpose: String) async throws -> String {
+    func requireRole(
+        _ roles: Set<String>, _ request: Request, _ context: ClientRequestContext, purpose: String
+    ) async throws -> String {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
             if let session = try await session(request) {
                 try TrackerHTTP.checkOrigin(request)
-                guard !roles.isDisjoint(with: session.roles) else { throw TrackerService.Failure(403, "forbidden", purpose) }
+                guard !roles.isDisjoint(with: session.roles) else {
+                    throw TrackerService.Failure(403, "forbidden", purpose)
+                }
                 return session.name
             }
             throw TrackerService.Failure(401, "unauthorized", "\(purpose): send basic auth or sign in")
@@ -115,7 +125,8 @@ public struct TrackerHTTP: Sendable {
 
     /// Whose photos a request may see: a tracker user their own (and is their owner); admins
     /// and analysts everyone's (nil) or one user's (`?user=`).
-    func photoScope(_ request: Request, _ context: ClientRequestContext) async throws -> (user: String?, owner: String?) {
+    func photoScope(_ request: Request, _ context: ClientRequestContext) async throws -> (user: String?, owner: String?)
+    {
         if let (name, secret) = TrackerHTTP.basicCredentials(request) {
             // Basic auth: an admin or analyst, else a tracker user (an API key or their own password).
             let account = try await service.couch.verify(name: name, password: secret)
@@ -140,10 +151,14 @@ public struct TrackerHTTP: Sendable {
         guard let (name, secret) = TrackerHTTP.basicCredentials(request) else {
             if let session = try await session(request) {
                 try TrackerHTTP.checkOrigin(request)
-                guard session.isTrackerUser else { throw TrackerService.Failure(403, "forbidden", "Signed in as \(session.name), who is not a tracker user") }
+                guard session.isTrackerUser else {
+                    throw TrackerService.Failure(
+                        403, "forbidden", "Signed in as \(session.name), who is not a tracker user")
+                }
                 return session.name
             }
-            throw TrackerService.Failure(401, "unauthorized", "Send basic auth: an API key and its password, or your own (or sign in)")
+            throw TrackerService.Failure(
+                401, "unauthorized", "Send basic auth: an API key and its password, or your own (or sign in)")
         }
         try service.throttle.check(account: name, client: client(request, context))
         guard let user = try await service.authenticate(name: name, secret: secret) else {
@@ -179,8 +194,9 @@ public struct TrackerHTTP: Sendable {
     /// The name and password of a basic `Authorization` header.
     static func basicCredentials(_ request: Request) -> (name: String, secret: String)? {
         guard let authorization = request.headers[.authorization], authorization.lowercased().hasPrefix("basic "),
-              let data = Data(base64Encoded: String(authorization.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
-              let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":") else { return nil }
+            let data = Data(base64Encoded: String(authorization.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+            let text = String(data: data, encoding: .utf8), let colon = text.firstIndex(of: ":")
+        else { return nil }
         return (String(text[..<colon]), String(text[text.index(after: colon)...]))
     }
 
@@ -196,7 +212,8 @@ public struct TrackerHTTP: Sendable {
     func json(_ request: Request) async throws -> JSONObject {
         let buffer: ByteBuffer
         do { buffer = try await request.body.collect(upTo: limits.maxBodySize) } catch is NIOTooManyBytesError {
-            throw TrackerService.Failure(413, "too_large", "The request body is larger than \(limits.maxBodySize) bytes")
+            throw TrackerService.Failure(
+                413, "too_large", "The request body is larger than \(limits.maxBodySize) bytes")
         }
         guard case let .object(object)? = try? JSON.parse(Array(buffer: buffer)) else {
             throw TrackerService.Failure(400, "bad_request", "The request body must be a JSON object")

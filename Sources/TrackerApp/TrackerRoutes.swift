@@ -16,11 +16,13 @@ extension TrackerHTTP {
         for method in [HTTPRequest.Method.get, .head] {
             router.on("/", method: method) { _, _ in TrackerHTTP.redirect(to: "/dashboard/", status: .found) }
             router.on("/dashboard", method: method) { request, _ in
-                request.uri.path.hasSuffix("/") ? try dashboardFile(request) : TrackerHTTP.redirect(to: "/dashboard/", status: .movedPermanently)
+                request.uri.path.hasSuffix("/")
+                    ? try dashboardFile(request) : TrackerHTTP.redirect(to: "/dashboard/", status: .movedPermanently)
             }
             router.on("/dashboard/**", method: method) { request, _ in try dashboardFile(request) }
             router.on("/app", method: method) { request, _ in
-                request.uri.path.hasSuffix("/") ? try phoneAppFile(request) : TrackerHTTP.redirect(to: "/app/", status: .movedPermanently)
+                request.uri.path.hasSuffix("/")
+                    ? try phoneAppFile(request) : TrackerHTTP.redirect(to: "/app/", status: .movedPermanently)
             }
             router.on("/app/**", method: method) { request, _ in try phoneAppFile(request) }
         }
@@ -37,8 +39,11 @@ extension TrackerHTTP {
         api.post("session") { request, context in try await signIn(request, context) }
         api.get("session") { request, _ in
             // As CouchDB's GET /_session: 200 either way, with no name when nobody is signed in.
-            guard let session = try await session(request) else { return TrackerHTTP.reply(["ok": true, "name": .null, "roles": []]) }
-            return TrackerHTTP.reply(sessionJSON(name: session.name, roles: session.roles, tracker: session.isTrackerUser))
+            guard let session = try await session(request) else {
+                return TrackerHTTP.reply(["ok": true, "name": .null, "roles": []])
+            }
+            return TrackerHTTP.reply(
+                sessionJSON(name: session.name, roles: session.roles, tracker: session.isTrackerUser))
         }
         api.delete("session") { request, _ in
             if let token = DashboardSessions.token(cookieHeader: request.headers[.cookie]) { sessions.end(token) }
@@ -53,30 +58,38 @@ extension TrackerHTTP {
         api.put("users/:name") { request, context in
             try await limitRegistrations(request, context)
             let body = try await json(request)
-            return TrackerHTTP.reply(try await service.register(username: context.parameter("name"), password: body["password"]), status: .created)
+            return TrackerHTTP.reply(
+                try await service.register(username: context.parameter("name"), password: body["password"]),
+                status: .created)
         }
-        api.delete("users/:name") { request, context in try await deleteUser(context.parameter("name"), request, context) }
+        api.delete("users/:name") { request, context in
+            try await deleteUser(context.parameter("name"), request, context)
+        }
         api.post("login") { request, context in
             let body = try await json(request)
             guard let username = body["username"]?.stringValue, let password = body["password"]?.stringValue else {
                 throw TrackerService.Failure(400, "bad_request", "`username` and `password` strings are required")
             }
             let host = TrackerHTTP.hostname(request.head.authority)
-            return TrackerHTTP.reply(try await service.login(
-                username: username, password: password, client: client(request, context),
-                host: "\(host):\(databasePort())", device: body["device"]?.stringValue))
+            return TrackerHTTP.reply(
+                try await service.login(
+                    username: username, password: password, client: client(request, context),
+                    host: "\(host):\(databasePort())", device: body["device"]?.stringValue))
         }
         api.get("keys") { request, context in
             TrackerHTTP.reply(try await service.apiKeys(of: try await requireUser(request, context)))
         }
         api.delete("keys/:key") { request, context in
-            TrackerHTTP.reply(try await service.revokeKey(context.parameter("key"), of: try await requireUser(request, context)))
+            TrackerHTTP.reply(
+                try await service.revokeKey(context.parameter("key"), of: try await requireUser(request, context)))
         }
         api.put("me/password") { request, context in
             let user = try await requireUser(request, context)
             let body = try await json(request)
-            guard let current = body["current_password"]?.stringValue, let new = body["new_password"]?.stringValue else {
-                throw TrackerService.Failure(400, "bad_request", "`current_password` and `new_password` strings are required")
+            guard let current = body["current_password"]?.stringValue, let new = body["new_password"]?.stringValue
+            else {
+                throw TrackerService.Failure(
+                    400, "bad_request", "`current_password` and `new_password` strings are required")
             }
             let from = client(request, context)
             try service.throttle.check(account: user, client: from)
@@ -91,7 +104,9 @@ extension TrackerHTTP {
             response.headers[.setCookie] = DashboardSessions.setCookie(nil)
             return response
         }
-        api.get("me/locations") { request, context in try await myLocations(try await requireUser(request, context), request) }
+        api.get("me/locations") { request, context in
+            try await myLocations(try await requireUser(request, context), request)
+        }
         api.get("me/live") { request, context in
             let user = try await requireUser(request, context)
             let state = try await credentialState(request)
@@ -105,7 +120,8 @@ extension TrackerHTTP {
         }
         api.get("photos/:id/:attachment") { request, context in
             let (user, _) = try await photoScope(request, context)
-            let photo = try await service.reports.photo(id: context.parameter("id"), attachment: context.parameter("attachment"), user: user)
+            let photo = try await service.reports.photo(
+                id: context.parameter("id"), attachment: context.parameter("attachment"), user: user)
             var response = TrackerHTTP.file(photo.bytes, name: "", cache: false)
             response.headers[.contentType] = photo.contentType
             return response
@@ -115,9 +131,12 @@ extension TrackerHTTP {
             // Identity as OwnTracks sends it: ?u=&d= or X-Limit-U / X-Limit-D; the user must be the authenticated one.
             let query = TrackerHTTP.query(request)
             let claimed = query["u"] ?? request.headers[HTTPField.Name("X-Limit-U")!] ?? user
-            guard claimed == user else { throw TrackerService.Failure(403, "forbidden", "Credentials of \(user) cannot post as \(claimed)") }
+            guard claimed == user else {
+                throw TrackerService.Failure(403, "forbidden", "Credentials of \(user) cannot post as \(claimed)")
+            }
             let device = query["d"] ?? request.headers[HTTPField.Name("X-Limit-D")!] ?? ""
-            return TrackerHTTP.reply(try await service.ownTracks(user: user, device: device, message: try await json(request)))
+            return TrackerHTTP.reply(
+                try await service.ownTracks(user: user, device: device, message: try await json(request)))
         }
     }
 
@@ -141,22 +160,33 @@ extension TrackerHTTP {
         }
         api.post("places/:id/adjustments") { request, context in
             let user = try await requireUser(request, context)
-            return TrackerHTTP.reply(try await service.places.submitAdjustment(place: context.parameter("id"), by: user, body: try await json(request)),
-                                     status: .created)
+            return TrackerHTTP.reply(
+                try await service.places.submitAdjustment(
+                    place: context.parameter("id"), by: user, body: try await json(request)),
+                status: .created)
         }
         api.get("adjustments/mine") { request, context in
-            TrackerHTTP.reply(try await service.places.adjustments(submittedBy: try await requireUser(request, context), status: nil))
+            TrackerHTTP.reply(
+                try await service.places.adjustments(submittedBy: try await requireUser(request, context), status: nil))
         }
         api.get("adjustments") { request, context in
             _ = try await requireRole(["_admin"], request, context, purpose: "Reviewing place reports is for admins")
-            return TrackerHTTP.reply(try await service.places.adjustments(submittedBy: nil, status: TrackerHTTP.query(request)["status"] ?? "submitted"))
+            return TrackerHTTP.reply(
+                try await service.places.adjustments(
+                    submittedBy: nil, status: TrackerHTTP.query(request)["status"] ?? "submitted"))
         }
         api.post("adjustments/:id/:decision") { request, context in
             let decision = context.parameter("decision")
             guard ["approve", "reject", "undo"].contains(decision) else { throw HTTPError(.notFound) }
-            let admin = try await requireRole(["_admin"], request, context, purpose: "Reviewing place reports is for admins")
-            if decision == "undo" { return TrackerHTTP.reply(try await service.places.undoReview(report: context.parameter("id"), by: admin)) }
-            return TrackerHTTP.reply(try await service.places.review(report: context.parameter("id"), approve: decision == "approve", by: admin))
+            let admin = try await requireRole(
+                ["_admin"], request, context, purpose: "Reviewing place reports is for admins")
+            if decision == "undo" {
+                return TrackerHTTP.reply(
+                    try await service.places.undoReview(report: context.parameter("id"), by: admin))
+            }
+            return TrackerHTTP.reply(
+                try await service.places.review(
+                    report: context.parameter("id"), approve: decision == "approve", by: admin))
         }
     }
 
@@ -205,9 +235,11 @@ extension TrackerHTTP {
         // for every anonymous attempt would be work the limit is there to spare), and that
         // check is throttled as everywhere, so this is no way to guess an admin's password.
         if let (name, secret) = TrackerHTTP.basicCredentials(request),
-           try await service.couch.request(.get, "/_node/_local/_config/admins/" + CouchURL.encode(name)).ok {
+            try await service.couch.request(.get, "/_node/_local/_config/admins/" + CouchURL.encode(name)).ok
+        {
             try service.throttle.check(account: name, client: client(request, context))
-            guard let user = try await service.couch.verify(name: name, password: secret), user.roles.contains("_admin") else {
+            guard let user = try await service.couch.verify(name: name, password: secret), user.roles.contains("_admin")
+            else {
                 service.throttle.failed(account: name, client: client(request, context))
                 throw TrackerService.Failure(401, "unauthorized", "Name or password is incorrect.")
             }
@@ -215,11 +247,16 @@ extension TrackerHTTP {
             return
         }
         guard limits.registrationsPerHour > 0 else {
-            throw TrackerService.Failure(403, "forbidden", "Registration is closed on this server: a server admin registers users (PUT /api/users/NAME with an admin's basic auth)")
+            throw TrackerService.Failure(
+                403, "forbidden",
+                "Registration is closed on this server: a server admin registers users (PUT /api/users/NAME with an admin's basic auth)"
+            )
         }
         if let seconds = registrations.record(client(request, context)) {
-            var failure = TrackerService.Failure(429, "too_many_requests",
-                                                 "Too many registrations from this address (at most \(limits.registrationsPerHour) an hour); try again in \(seconds) second\(seconds == 1 ? "" : "s")")
+            var failure = TrackerService.Failure(
+                429, "too_many_requests",
+                "Too many registrations from this address (at most \(limits.registrationsPerHour) an hour); try again in \(seconds) second\(seconds == 1 ? "" : "s")"
+            )
             failure.retryAfter = seconds
             throw failure
         }
@@ -230,18 +267,21 @@ extension TrackerHTTP {
     /// only: those under `<name>:`), and lets an admin purge those of a user deleted earlier.
     func deleteUser(_ name: String, _ request: Request, _ context: ClientRequestContext) async throws -> Response {
         guard let credentials = TrackerHTTP.basicCredentials(request) else {
-            throw TrackerService.Failure(401, "unauthorized", "Deleting a user needs that user's name and password, or an admin's (basic auth)")
+            throw TrackerService.Failure(
+                401, "unauthorized", "Deleting a user needs that user's name and password, or an admin's (basic auth)")
         }
         let purge = TrackerHTTP.query(request)["locations"] == "purge"
         if credentials.name != name {
             _ = try await requireRole(["_admin"], request, context, purpose: "Deleting another user is for admins")
-            let answer = try await service.deleteUser(username: name, password: nil, asAdmin: true, purgeLocations: purge)
+            let answer = try await service.deleteUser(
+                username: name, password: nil, asAdmin: true, purgeLocations: purge)
             sessions.end(user: name)
             return TrackerHTTP.reply(answer)
         }
         try service.throttle.check(account: name, client: client(request, context))
         do {
-            let answer = try await service.deleteUser(username: name, password: credentials.secret, asAdmin: false, purgeLocations: purge)
+            let answer = try await service.deleteUser(
+                username: name, password: credentials.secret, asAdmin: false, purgeLocations: purge)
             sessions.end(user: name)
             return TrackerHTTP.reply(answer)
         } catch let failure as TrackerService.Failure where failure.status == 401 {
@@ -254,7 +294,9 @@ extension TrackerHTTP {
     func dashboardFile(_ request: Request) throws -> Response {
         let path = CouchURL.segments(request.uri.path)
         let gzip = request.headers[.acceptEncoding]?.contains("gzip") ?? false
-        guard let file = dashboardFile(path, acceptsGzip: gzip) else { throw TrackerService.Failure(404, "not_found", "missing") }
+        guard let file = dashboardFile(path, acceptsGzip: gzip) else {
+            throw TrackerService.Failure(404, "not_found", "missing")
+        }
         return file
     }
 
@@ -279,19 +321,23 @@ struct ApplicationAccessLog: RouterMiddleware {
     typealias Context = ClientRequestContext
     let http: TrackerHTTP
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         let start = ContinuousClock.now
         let requestID = AccessLog.newRequestID()
         var status = 500
         defer {
             let family = request.uri.path.hasPrefix("/api/") ? "app_api" : "dashboard"
             let duration = start.duration(to: .now)
-            http.limits.metrics?.recordRequest(listener: "application", method: request.method, status: status, family: family,
-                                               duration: duration)
+            http.limits.metrics?.recordRequest(
+                listener: "application", method: request.method, status: status, family: family,
+                duration: duration)
             if http.accessLog.isWritten {
                 let user = TrackerHTTP.basicCredentials(request)?.name ?? http.claimedSession(request)?.name
-                http.accessLog.record(method: request.method, path: request.uri.path, status: status, duration: duration,
-                                      user: user, client: http.client(request, context), requestID: requestID)
+                http.accessLog.record(
+                    method: request.method, path: request.uri.path, status: status, duration: duration,
+                    user: user, client: http.client(request, context), requestID: requestID)
             }
         }
         var response = try await next(request, context)
@@ -307,7 +353,9 @@ struct ApplicationAccessLog: RouterMiddleware {
 struct ApplicationErrors: RouterMiddleware {
     typealias Context = ClientRequestContext
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         do {
             return try await next(request, context)
         } catch let failure as TrackerService.Failure {
@@ -320,19 +368,28 @@ struct ApplicationErrors: RouterMiddleware {
         } catch let error as HTTPError where error.status == .notFound {
             return try unrouted(request)
         } catch {
-            return TrackerHTTP.reply(["error": "Internal Server Error", "reason": .string("\(error)")], status: .internalServerError)
+            return TrackerHTTP.reply(
+                ["error": "Internal Server Error", "reason": .string("\(error)")], status: .internalServerError)
         }
     }
 
     /// No route: under `/api/`, 405 with the methods the API takes for the path, else 404.
     func unrouted(_ request: Request) throws -> Response {
         let path = CouchURL.segments(request.uri.path)
-        guard path.first == "api" else { return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound) }
+        guard path.first == "api" else {
+            return TrackerHTTP.reply(["error": "not_found", "reason": "missing"], status: .notFound)
+        }
         guard let methods = OpenAPI.methods(for: path), !methods.contains(request.method.rawValue) else {
-            return TrackerHTTP.reply(["error": "not_found", "reason": .string("\(request.uri.path) is not part of the API")], status: .notFound)
+            return TrackerHTTP.reply(
+                ["error": "not_found", "reason": .string("\(request.uri.path) is not part of the API")],
+                status: .notFound)
         }
         var response = TrackerHTTP.reply(
-            ["error": "method_not_allowed", "reason": .string("\(request.uri.path) takes \(methods.sorted().joined(separator: ", ")), not \(request.method)")],
+            [
+                "error": "method_not_allowed",
+                "reason": .string(
+                    "\(request.uri.path) takes \(methods.sorted().joined(separator: ", ")), not \(request.method)"),
+            ],
             status: .methodNotAllowed)
         response.headers[.allow] = methods.sorted().joined(separator: ", ")
         return response

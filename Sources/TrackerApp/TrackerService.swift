@@ -39,10 +39,12 @@ public final class TrackerService: CouchBacked {
     /// CouchDB ignore it).
     public static let pointsDesign: JSON = [
         "_id": "_design/points", "language": "javascript",
-        "st_indexes": ["pointidx": [
-            "index": "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}",
-            "time": ["created_at", "properties.timestamp"],
-        ]],
+        "st_indexes": [
+            "pointidx": [
+                "index": "function (doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); }}",
+                "time": ["created_at", "properties.timestamp"],
+            ]
+        ],
     ]
 
     /// Where users' locations live.
@@ -65,7 +67,8 @@ public final class TrackerService: CouchBacked {
     /// so a validation function refuses every write but an admin's.
     static let readOnlyDesign: JSON = [
         "_id": "_design/read-only", "language": "javascript",
-        "validate_doc_update": "function (newDoc, oldDoc, userCtx) { if (userCtx.roles.indexOf('_admin') === -1) { throw({forbidden: 'Only the server writes here; members read.'}); } }",
+        "validate_doc_update":
+            "function (newDoc, oldDoc, userCtx) { if (userCtx.roles.indexOf('_admin') === -1) { throw({forbidden: 'Only the server writes here; members read.'}); } }",
     ]
 
     /// What `readOnlyDesign`'s validation function means, so a server can run it without a
@@ -107,8 +110,10 @@ public final class TrackerService: CouchBacked {
     ///   - ownDatabaseScheme: this server's database API's scheme, when devices replicate with it.
     ///   - throttle: failed logins, shared with the database API when both run in one process.
     public init(
-        couch: any CouchClient, geo: (any CouchClient)? = nil, databaseLocation: (@Sendable () -> (host: String, scheme: String))? = nil,
-        ownDatabaseScheme: String = "http", mode: Mode = .databasePerUser, passwordIterations: Int = Passwords.defaultIterations, throttle: LoginThrottle = LoginThrottle(),
+        couch: any CouchClient, geo: (any CouchClient)? = nil,
+        databaseLocation: (@Sendable () -> (host: String, scheme: String))? = nil,
+        ownDatabaseScheme: String = "http", mode: Mode = .databasePerUser,
+        passwordIterations: Int = Passwords.defaultIterations, throttle: LoginThrottle = LoginThrottle(),
         logger: Logger = Logger(label: "lt.app")
     ) {
         self.throttle = throttle
@@ -144,7 +149,9 @@ public final class TrackerService: CouchBacked {
     /// and the shared database of single-database mode): under `<user>:`, so no user's id can
     /// name another's document.
     static func namespace(of user: String) throws -> OwnerNamespace {
-        guard let namespace = OwnerNamespace(owner: user) else { throw Failure(400, "bad_request", "\(user) cannot own documents: not a username") }
+        guard let namespace = OwnerNamespace(owner: user) else {
+            throw Failure(400, "bad_request", "\(user) cannot own documents: not a username")
+        }
         return namespace
     }
 
@@ -159,7 +166,8 @@ public final class TrackerService: CouchBacked {
         // when its `_global_changes` database exists: a node set up without `_cluster_setup`
         // has none. Created here, as that setup would.
         if try await couch.request(.get, "/_db_updates", query: ["limit": "1"], body: nil).status == 404,
-           try await createDatabase("_global_changes") {
+            try await createDatabase("_global_changes")
+        {
             logger.notice("created _global_changes on the cluster: CouchDB's _db_updates needs it")
         }
         _ = try await createDatabase(TrackerService.usersDB)
@@ -173,13 +181,19 @@ public final class TrackerService: CouchBacked {
         // reach their own documents there as owners, which the database server enforces.
         let all = analysisDatabase
         _ = try await createDatabase(all)
-        try await expect(couch.request(.put, "/\(all)/_security", body: [
-            "admins": ["names": [], "roles": ["_admin"]], "members": ["names": [], "roles": ["_admin", "analyst"]],
-        ]), "secure \(all)")
+        try await expect(
+            couch.request(
+                .put, "/\(all)/_security",
+                body: [
+                    "admins": ["names": [], "roles": ["_admin"]],
+                    "members": ["names": [], "roles": ["_admin", "analyst"]],
+                ]), "secure \(all)")
         try await ensureDesign(all)
         // Members read; only admins (the server's own consolidation and deletions) write.
         let readOnly = try await couch.request(.put, "/\(all)/_design/read-only", body: TrackerService.readOnlyDesign)
-        guard readOnly.ok || readOnly.status == 409 else { throw failure(readOnly, "protect \(all) from writes by its readers") }
+        guard readOnly.ok || readOnly.status == 409 else {
+            throw failure(readOnly, "protect \(all) from writes by its readers")
+        }
         try await self.places.prepareCorrections()
         if separateGeo { try await preparePurgeNotices() }
         if mode == .databasePerUser { try await upgradeConsolidatedCopies() }
@@ -195,7 +209,9 @@ public final class TrackerService: CouchBacked {
             return
         }
         let current = try expect(try await couch.request(.get, path), "read the geo index of \(db)").json
-        guard current["st_indexes"] != TrackerService.pointsDesign["st_indexes"], let rev = current["_rev"] else { return }
+        guard current["st_indexes"] != TrackerService.pointsDesign["st_indexes"], let rev = current["_rev"] else {
+            return
+        }
         var updated = TrackerService.pointsDesign.objectValue!
         updated["_rev"] = rev
         let written = try await couch.request(.put, path, body: .object(updated))
@@ -208,10 +224,16 @@ public final class TrackerService: CouchBacked {
     static func validate(username: String) throws {
         let bytes = Array(username.utf8)
         guard let first = bytes.first, (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(first), bytes.count <= 64,
-              bytes.allSatisfy({ (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
-                  || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") })
+            bytes.allSatisfy({
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-")
+            })
         else {
-            throw Failure(400, "bad_request", "A username is 1 to 64 lowercase letters, digits, _ or -, starting with a letter (it names the user's database)")
+            throw Failure(
+                400, "bad_request",
+                "A username is 1 to 64 lowercase letters, digits, _ or -, starting with a letter (it names the user's database)"
+            )
         }
     }
 
@@ -232,18 +254,21 @@ public final class TrackerService: CouchBacked {
         // The user's database and the user document are written at the same time; the
         // database's access rules and geo index together, so they share one commit.
         async let prepared: Void = mode == .databasePerUser ? prepareUserDatabase(db, username) : ()
-        async let userWrite = couch.request(.put, "/\(TrackerService.usersDB)/\(username)", body: [
-            "type": "user", "username": .string(username), "location_db": .string(db),
-            "password_scheme": "pbkdf2", "pbkdf2_prf": .string(hash.prf), "iterations": .int(hash.iterations),
-            "salt": .string(hash.salt), "derived_key": .string(hash.derivedKey),
-            "created_at": JSON.millisecondsNow(),
-        ])
+        async let userWrite = couch.request(
+            .put, "/\(TrackerService.usersDB)/\(username)",
+            body: [
+                "type": "user", "username": .string(username), "location_db": .string(db),
+                "password_scheme": "pbkdf2", "pbkdf2_prf": .string(hash.prf), "iterations": .int(hash.iterations),
+                "salt": .string(hash.salt), "derived_key": .string(hash.derivedKey),
+                "created_at": JSON.millisecondsNow(),
+            ])
         let saved = try await userWrite
         do {
             try await prepared
         } catch {
             if saved.ok, let rev = saved.json["rev"]?.stringValue {
-                _ = try? await couch.request(.delete, "/\(TrackerService.usersDB)/\(username)", query: ["rev": rev], body: nil)
+                _ = try? await couch.request(
+                    .delete, "/\(TrackerService.usersDB)/\(username)", query: ["rev": rev], body: nil)
             }
             throw error
         }
@@ -258,7 +283,9 @@ public final class TrackerService: CouchBacked {
     /// analysts, who sign in to the dashboard by name too: one name, one person there and in
     /// the logs. (A plain `_users` account of the same name — a replicating client — is
     /// another kind of identity, and does not hold the name.)
-    static let reservedNames: Set<String> = ["admin", "administrator", "root", "system", "analyst", "anonymous", "lt", "couchdb", "nobody"]
+    static let reservedNames: Set<String> = [
+        "admin", "administrator", "root", "system", "analyst", "anonymous", "lt", "couchdb", "nobody",
+    ]
 
     /// 409 unless `username` is free for a tracker user: not reserved, not an API key's form,
     /// not a server admin's, not a database user's with the admin or analyst role.
@@ -270,7 +297,9 @@ public final class TrackerService: CouchBacked {
         let account = try await couch.request(.get, "/_users/org.couchdb.user:" + CouchURL.encode(username))
         let roles = Set((account.ok ? account.json["roles"]?.arrayValue ?? [] : []).compactMap(\.stringValue))
         if admin.ok || !roles.isDisjoint(with: ["_admin", "analyst"]) {
-            throw Failure(409, "conflict", "The name \(username) belongs to an admin or analyst of the database server; choose another")
+            throw Failure(
+                409, "conflict",
+                "The name \(username) belongs to an admin or analyst of the database server; choose another")
         }
     }
 
@@ -280,12 +309,18 @@ public final class TrackerService: CouchBacked {
     func requireNoKeptCopies(_ username: String) async throws {
         guard mode == .databasePerUser else { return }
         let namespace = try TrackerService.namespace(of: username)
-        let kept = try await couch.request(.get, "/\(TrackerService.allLocationsDB)/_all_docs", query: [
-            "startkey": JSON.string(namespace.prefix).text, "endkey": JSON.string(namespace.upperBound).text, "inclusive_end": "false", "limit": "1",
-        ], body: nil)
+        let kept = try await couch.request(
+            .get, "/\(TrackerService.allLocationsDB)/_all_docs",
+            query: [
+                "startkey": JSON.string(namespace.prefix).text, "endkey": JSON.string(namespace.upperBound).text,
+                "inclusive_end": "false", "limit": "1",
+            ], body: nil)
         try expect(kept, "look for kept locations of \(username)")
         if !(kept.json["rows"]?.arrayValue ?? []).isEmpty {
-            throw Failure(409, "conflict", "The name \(username) belonged to a deleted user whose locations are kept for analysis; choose another name, or an admin purges them first (DELETE /api/users/\(username)?locations=purge)")
+            throw Failure(
+                409, "conflict",
+                "The name \(username) belonged to a deleted user whose locations are kept for analysis; choose another name, or an admin purges them first (DELETE /api/users/\(username)?locations=purge)"
+            )
         }
     }
 
@@ -295,10 +330,12 @@ public final class TrackerService: CouchBacked {
         // One shard: a user's database is small, and on a cluster each shard is n files, a
         // changes feed to merge and internal replication to run (apache/couchdb#851).
         _ = try await createDatabase(db, shards: 1)
-        async let secured = couch.request(.put, "/\(db)/_security", body: [
-            "admins": ["names": [], "roles": ["_admin"]],
-            "members": ["names": [], "roles": [.string(TrackerService.ownerRole(username))]],
-        ])
+        async let secured = couch.request(
+            .put, "/\(db)/_security",
+            body: [
+                "admins": ["names": [], "roles": ["_admin"]],
+                "members": ["names": [], "roles": [.string(TrackerService.ownerRole(username))]],
+            ])
         async let designed: Void = ensureDesign(db)
         try expect(try await secured, "secure \(db)")
         try await designed
@@ -307,7 +344,9 @@ public final class TrackerService: CouchBacked {
     /// `POST /api/login`: checks the password and issues a fresh API key (a random 128-bit
     /// secret) for this device, which can read and write the user's database and nothing
     /// else. Repeated failures per user and per client address are throttled.
-    public func login(username: String, password: String, client: String, host: String, device: String?) async throws -> JSON {
+    public func login(
+        username: String, password: String, client: String, host: String, device: String?
+    ) async throws -> JSON {
         try throttle.check(account: username, client: client)
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         let user = reply.ok ? reply.json : .null
@@ -331,12 +370,14 @@ public final class TrackerService: CouchBacked {
             "lt_user": .string(username), "created_at": JSON.millisecondsNow(),
         ]
         if let device { keyDoc["device"] = .string(device) }
-        try await expect(couch.request(.put, "/_users/org.couchdb.user:\(key)", body: .object(keyDoc)), "create an API key")
+        try await expect(
+            couch.request(.put, "/_users/org.couchdb.user:\(key)", body: .object(keyDoc)), "create an API key")
         let location = databaseLocation?()
         return [
             "ok": true, "api_key": .string(key), "api_password": .string(secret),
             "location_db_name": .string(locationDatabase(for: username)),
-            "location_db_host": .string(location?.host ?? host), "location_db_host_protocol": .string(location?.scheme ?? ownDatabaseScheme),
+            "location_db_host": .string(location?.host ?? host),
+            "location_db_host_protocol": .string(location?.scheme ?? ownDatabaseScheme),
         ]
     }
 
@@ -345,8 +386,13 @@ public final class TrackerService: CouchBacked {
     public func changePassword(username: String, current: String, new password: String) async throws {
         guard !password.isEmpty else { throw Failure(400, "bad_request", "The new password must not be empty") }
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
-        guard reply.ok, case var .object(user) = reply.json else { throw Failure(404, "not_found", "No user \(username)") }
-        guard await Passwords.verify(current, against: Passwords.Hash(stored: reply.json, defaultIterations: passwordIterations)) else {
+        guard reply.ok, case var .object(user) = reply.json else {
+            throw Failure(404, "not_found", "No user \(username)")
+        }
+        guard
+            await Passwords.verify(
+                current, against: Passwords.Hash(stored: reply.json, defaultIterations: passwordIterations))
+        else {
             throw Failure(401, "unauthorized", "The current password is not right")
         }
         let hash = try await Passwords.hash(password, iterations: passwordIterations)
@@ -363,12 +409,18 @@ public final class TrackerService: CouchBacked {
 
     /// `GET /api/keys`: the user's API keys (one per login, usually one per device), never their secrets.
     public func apiKeys(of username: String) async throws -> JSON {
-        let reply = try await couch.request(.post, "/_users/_find", body: [
-            "selector": ["lt_user": .string(username)], "fields": ["name", "device", "created_at"], "limit": 100_000,
-        ])
+        let reply = try await couch.request(
+            .post, "/_users/_find",
+            body: [
+                "selector": ["lt_user": .string(username)], "fields": ["name", "device", "created_at"],
+                "limit": 100_000,
+            ])
         try expect(reply, "list the API keys of \(username)")
         let keys = (reply.json["docs"]?.arrayValue ?? []).map { doc -> JSON in
-            ["api_key": doc["name"] ?? .null, "device": doc["device"] ?? .null, "created_at": doc["created_at"] ?? .null]
+            [
+                "api_key": doc["name"] ?? .null, "device": doc["device"] ?? .null,
+                "created_at": doc["created_at"] ?? .null,
+            ]
         }.sorted { ($0["created_at"]?.doubleValue ?? 0) < ($1["created_at"]?.doubleValue ?? 0) }
         return ["keys": .array(keys)]
     }
@@ -379,7 +431,9 @@ public final class TrackerService: CouchBacked {
         let path = "/_users/org.couchdb.user:\(CouchURL.encode(key))"
         let reply = try await couch.request(.get, path)
         // Another user's key is as unknown as a key that never was.
-        guard key.hasPrefix("key-"), reply.ok, reply.json["lt_user"]?.stringValue == username, let rev = reply.json["_rev"]?.stringValue else {
+        guard key.hasPrefix("key-"), reply.ok, reply.json["lt_user"]?.stringValue == username,
+            let rev = reply.json["_rev"]?.stringValue
+        else {
             throw Failure(404, "not_found", "No API key \(key) of \(username)")
         }
         try await expect(couch.request(.delete, path, query: ["rev": rev], body: nil), "revoke an API key")
@@ -389,12 +443,16 @@ public final class TrackerService: CouchBacked {
 
     /// `DELETE /api/users/:id`: removes the user's database, their API keys and the user. The
     /// caller proves who they are with the user's password (or is an admin, `asAdmin`).
-    public func deleteUser(username: String, password: String?, asAdmin: Bool, purgeLocations: Bool = false) async throws -> JSON {
+    public func deleteUser(
+        username: String, password: String?, asAdmin: Bool, purgeLocations: Bool = false
+    ) async throws -> JSON {
         try TrackerService.validate(username: username)
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(username)")
         guard reply.ok else {
             // A user deleted earlier with their locations kept: an admin may still purge those.
-            if asAdmin, purgeLocations, mode == .databasePerUser, case let purged = try await purgeConsolidated(username), purged > 0 {
+            if asAdmin, purgeLocations, mode == .databasePerUser,
+                case let purged = try await purgeConsolidated(username), purged > 0
+            {
                 logger.info("purged \(purged) kept locations of the deleted user \(username)")
                 return ["ok": true, "id": .string(username), "purged_locations": .int(purged)]
             }
@@ -408,20 +466,30 @@ public final class TrackerService: CouchBacked {
             }
         }
         // API keys first, so nothing can write to the database while it goes.
-        let keys = try await couch.request(.post, "/_users/_find", body: [
-            "selector": ["lt_user": .string(username)], "fields": ["_id", "_rev"], "limit": 100_000,
-        ])
+        let keys = try await couch.request(
+            .post, "/_users/_find",
+            body: [
+                "selector": ["lt_user": .string(username)], "fields": ["_id", "_rev"], "limit": 100_000,
+            ])
         try expect(keys, "list the API keys of \(username)")
-        let deletions: [JSON] = (keys.json["docs"]?.arrayValue ?? []).map { ["_id": $0["_id"] ?? .null, "_rev": $0["_rev"] ?? .null, "_deleted": true] }
-        if !deletions.isEmpty { try await expect(couch.request(.post, "/_users/_bulk_docs", body: ["docs": .array(deletions)]), "revoke API keys") }
+        let deletions: [JSON] = (keys.json["docs"]?.arrayValue ?? []).map {
+            ["_id": $0["_id"] ?? .null, "_rev": $0["_rev"] ?? .null, "_deleted": true]
+        }
+        if !deletions.isEmpty {
+            try await expect(
+                couch.request(.post, "/_users/_bulk_docs", body: ["docs": .array(deletions)]), "revoke API keys")
+        }
         var purged = 0
         switch mode {
         case .databasePerUser:
             if purgeLocations { purged = try await purgeConsolidated(username) }
             let dropped = try await couch.request(.delete, "/\(TrackerService.locationDB(for: username))")
-            guard dropped.ok || dropped.status == 404 else { throw failure(dropped, "delete the database of \(username)") }
+            guard dropped.ok || dropped.status == 404 else {
+                throw failure(dropped, "delete the database of \(username)")
+            }
             // A user registered again later under this name starts consolidating from scratch.
-            let checkpointPath = "/\(TrackerService.allLocationsDB)/_local/consolidated-\(TrackerService.locationDB(for: username))"
+            let checkpointPath =
+                "/\(TrackerService.allLocationsDB)/_local/consolidated-\(TrackerService.locationDB(for: username))"
             let checkpoint = try await couch.request(.get, checkpointPath)
             if checkpoint.ok, let rev = checkpoint.json["_rev"]?.stringValue {
                 _ = try await couch.request(.delete, checkpointPath, query: ["rev": rev], body: nil)
@@ -430,8 +498,11 @@ public final class TrackerService: CouchBacked {
             // The user's part of the shared database is their database: it goes entirely.
             purged = try await purgeOwned(username)
         }
-        try await expect(couch.request(.delete, "/\(TrackerService.usersDB)/\(username)", query: ["rev": user["_rev"]?.stringValue ?? ""], body: nil),
-                         "delete user \(username)")
+        try await expect(
+            couch.request(
+                .delete, "/\(TrackerService.usersDB)/\(username)", query: ["rev": user["_rev"]?.stringValue ?? ""],
+                body: nil),
+            "delete user \(username)")
         logger.info("deleted user \(username), \(deletions.count) API keys and \(purged) consolidated locations")
         var answer: JSONObject = ["ok": true, "id": .string(username)]
         if purgeLocations || mode == .singleDatabase { answer["purged_locations"] = .int(purged) }
@@ -452,9 +523,12 @@ public final class TrackerService: CouchBacked {
     func purgeRange(_ db: String, _ range: (start: String, end: String)) async throws -> Int {
         var purged = 0
         while true {
-            let reply = try await couch.request(.get, "/\(db)/_all_docs", query: [
-                "startkey": JSON.string(range.start).text, "endkey": JSON.string(range.end).text, "inclusive_end": "false", "limit": "1000",
-            ], body: nil)
+            let reply = try await couch.request(
+                .get, "/\(db)/_all_docs",
+                query: [
+                    "startkey": JSON.string(range.start).text, "endkey": JSON.string(range.end).text,
+                    "inclusive_end": "false", "limit": "1000",
+                ], body: nil)
             if reply.status == 404 { return purged }
             try expect(reply, "read \(db)")
             let ids = (reply.json["rows"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
@@ -472,12 +546,16 @@ public final class TrackerService: CouchBacked {
         let db = TrackerService.sharedLocationsDB
         let namespace = try TrackerService.namespace(of: username)
         let purged = try await purgeRange(db, (namespace.prefix, namespace.upperBound))
-        let locals = try await couch.request(.get, "/\(db)/_local_docs", query: [
-            "startkey": JSON.string(namespace.stored("_local/")).text, "endkey": JSON.string("_local/" + namespace.upperBound).text,
-        ], body: nil)
+        let locals = try await couch.request(
+            .get, "/\(db)/_local_docs",
+            query: [
+                "startkey": JSON.string(namespace.stored("_local/")).text,
+                "endkey": JSON.string("_local/" + namespace.upperBound).text,
+            ], body: nil)
         for row in locals.json["rows"]?.arrayValue ?? [] {
             guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"]?.stringValue else { continue }
-            _ = try await couch.request(.delete, "/\(db)/_local/\(CouchURL.encode(String(id.dropFirst(7))))", query: ["rev": rev], body: nil)
+            _ = try await couch.request(
+                .delete, "/\(db)/_local/\(CouchURL.encode(String(id.dropFirst(7))))", query: ["rev": rev], body: nil)
         }
         return purged
     }
@@ -490,12 +568,16 @@ public final class TrackerService: CouchBacked {
         var request: JSONObject = [:]
         for start in stride(from: 0, to: ids.count, by: 500) {
             let keys = ids[start..<min(start + 500, ids.count)].map(JSON.string)
-            let reply = try await client.request(.post, "/\(db)/_all_docs", query: ["include_docs": "true", "conflicts": "true", "deleted_conflicts": "true"],
-                                                 body: ["keys": .array(keys)])
+            let reply = try await client.request(
+                .post, "/\(db)/_all_docs",
+                query: ["include_docs": "true", "conflicts": "true", "deleted_conflicts": "true"],
+                body: ["keys": .array(keys)])
             try expect(reply, "read the revisions to purge from \(db)")
             for row in reply.json["rows"]?.arrayValue ?? [] {
                 guard let id = row["id"]?.stringValue, let rev = row["value"]?["rev"] else { continue }
-                let others = (row["doc"]?["_conflicts"]?.arrayValue ?? []) + (row["doc"]?["_deleted_conflicts"]?.arrayValue ?? [])
+                let others =
+                    (row["doc"]?["_conflicts"]?.arrayValue ?? [])
+                    + (row["doc"]?["_deleted_conflicts"]?.arrayValue ?? [])
                 request[id] = .array([rev] + others)
             }
         }
@@ -543,7 +625,10 @@ public final class TrackerService: CouchBacked {
             }
             let reply = try await couch.request(.get, "/_users/org.couchdb.user:" + CouchURL.encode(name))
             guard reply.ok, reply.json["_deleted"] != true else { return nil }
-            parts = ["_users"] + stored(reply.json, ["derived_key", "salt", "password_sha", "iterations", "pbkdf2_prf", "roles", "lt_user"])
+            parts =
+                ["_users"]
+                + stored(
+                    reply.json, ["derived_key", "salt", "password_sha", "iterations", "pbkdf2_prf", "roles", "lt_user"])
         }
         return TrackerService.digest([name] + parts)
     }
@@ -560,12 +645,14 @@ public final class TrackerService: CouchBacked {
         if name.hasPrefix("key-") {
             let reply = try await couch.request(.get, "/_users/org.couchdb.user:\(name)")
             guard reply.ok, let user = reply.json["lt_user"]?.stringValue else { return nil }
-            return await Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: 1)) ? user : nil
+            return await Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: 1))
+                ? user : nil
         }
         guard (try? TrackerService.validate(username: name)) != nil else { return nil }
         let reply = try await couch.request(.get, "/\(TrackerService.usersDB)/\(name)")
         guard reply.ok else { return nil }
-        return await Passwords.verify(secret, against: Passwords.Hash(stored: reply.json, defaultIterations: passwordIterations)) ? name : nil
+        return await Passwords.verify(
+            secret, against: Passwords.Hash(stored: reply.json, defaultIterations: passwordIterations)) ? name : nil
     }
 
     /// `POST /api/owntracks`: an OwnTracks app's HTTP-mode message. A `location` becomes a
@@ -574,7 +661,9 @@ public final class TrackerService: CouchBacked {
     /// once; other message types are accepted and ignored. Answers `[]` (no friends' positions).
     public func ownTracks(user: String, device: String, message: JSONObject) async throws -> JSON {
         guard message["_type"]?.stringValue == "location" else { return [] }
-        guard let lat = message["lat"]?.doubleValue, let lon = message["lon"]?.doubleValue, let tst = message["tst"]?.doubleValue else {
+        guard let lat = message["lat"]?.doubleValue, let lon = message["lon"]?.doubleValue,
+            let tst = message["tst"]?.doubleValue
+        else {
             throw Failure(400, "bad_request", "A location needs numbers `lat`, `lon` and `tst`")
         }
         guard lat.isFinite, lon.isFinite, (-90...90).contains(lat), (-180...180).contains(lon) else {
@@ -591,9 +680,11 @@ public final class TrackerService: CouchBacked {
             "username": .string(user), "timestamp": .double(tst * 1000), "background": true,
             "device": .string(deviceID), "source": "owntracks",
         ]
-        let names: [(String, String)] = [("acc", "accuracy"), ("alt", "altitude"), ("vel", "velocity"), ("cog", "course"),
-                                         ("batt", "battery"), ("vac", "vertical_accuracy"), ("t", "trigger"), ("tid", "tracker_id"),
-                                         ("conn", "connection")]
+        let names: [(String, String)] = [
+            ("acc", "accuracy"), ("alt", "altitude"), ("vel", "velocity"), ("cog", "course"),
+            ("batt", "battery"), ("vac", "vertical_accuracy"), ("t", "trigger"), ("tid", "tracker_id"),
+            ("conn", "connection"),
+        ]
         for (from, to) in names { if let value = message[from] { properties[to] = value } }
         let doc: JSON = [
             "type": "Feature", "created_at": JSON.milliseconds((tst * 1000).rounded()),
@@ -601,7 +692,8 @@ public final class TrackerService: CouchBacked {
             "properties": .object(properties),
         ]
         let stored = mode == .singleDatabase ? try TrackerService.namespace(of: user).stored(id) : id
-        let reply = try await couch.request(.put, "/\(locationDatabase(for: user))/\(CouchURL.encode(stored))", body: doc)
+        let reply = try await couch.request(
+            .put, "/\(locationDatabase(for: user))/\(CouchURL.encode(stored))", body: doc)
         guard reply.ok || reply.status == 409 else { throw failure(reply, "store an OwnTracks location") }
         return []
     }

@@ -6,10 +6,11 @@ extension LocationFix {
     /// A CoreLocation fix as the policy sees it (negative accuracy, speed and course keep their
     /// CoreLocation meaning: invalid or unknown).
     public init(_ location: CLLocation) {
-        self.init(coordinate: Coordinate(lon: location.coordinate.longitude, lat: location.coordinate.latitude),
-                  horizontalAccuracy: location.horizontalAccuracy, timestamp: location.timestamp,
-                  speed: location.speed, course: location.course,
-                  altitude: location.verticalAccuracy >= 0 ? location.altitude : nil)
+        self.init(
+            coordinate: Coordinate(lon: location.coordinate.longitude, lat: location.coordinate.latitude),
+            horizontalAccuracy: location.horizontalAccuracy, timestamp: location.timestamp,
+            speed: location.speed, course: location.course,
+            altitude: location.verticalAccuracy >= 0 ? location.altitude : nil)
     }
 }
 

@@ -60,8 +60,10 @@ public actor DeviceTracker {
     /// The time of the latest fix: the device's clock for periodic checks (fixes may be replayed).
     var lastFix: Date?
 
-    public init(client: TrackerClient, credentials: Credentials, store: LocalStore, policy: LocationPolicy = .original,
-                regionRadius: Double = 25_000, onSyncStatus: (@Sendable (SyncManager.Status) -> Void)? = nil) async throws {
+    public init(
+        client: TrackerClient, credentials: Credentials, store: LocalStore, policy: LocationPolicy = .original,
+        regionRadius: Double = 25_000, onSyncStatus: (@Sendable (SyncManager.Status) -> Void)? = nil
+    ) async throws {
         self.client = client
         self.credentials = credentials
         self.store = store
@@ -110,7 +112,8 @@ public actor DeviceTracker {
             return Outcome(decision: decision)
         }
         counters.accepted += 1
-        var location = LocationDoc(fix: fix, username: credentials.username, background: inBackground, sessionID: sessionID)
+        var location = LocationDoc(
+            fix: fix, username: credentials.username, background: inBackground, sessionID: sessionID)
         location.id = try await store.save(location)
         var outcome = Outcome(decision: decision, location: location)
         if isOnline {
@@ -147,6 +150,8 @@ public actor DeviceTracker {
     }
 
     private func refreshPlaces(near position: Coordinate, now: Date, checkRelease: Bool) async {
-        do { try await places.refresh(near: position, now: now, checkRelease: checkRelease) } catch { counters.serverFailures += 1 }
+        do { try await places.refresh(near: position, now: now, checkRelease: checkRelease) } catch {
+            counters.serverFailures += 1
+        }
     }
 }

@@ -14,7 +14,10 @@ public struct LocationDoc: Sendable, Equatable {
     public var background: Bool
     public var sessionID: String?
 
-    public init(id: String? = nil, coordinate: Coordinate, timestamp: Double, username: String, background: Bool, sessionID: String?) {
+    public init(
+        id: String? = nil, coordinate: Coordinate, timestamp: Double, username: String, background: Bool,
+        sessionID: String?
+    ) {
         self.id = id
         self.coordinate = coordinate
         self.timestamp = timestamp
@@ -25,14 +28,18 @@ public struct LocationDoc: Sendable, Equatable {
 
     /// From an accepted fix; its time in whole milliseconds, as the original app wrote it.
     public init(fix: LocationFix, username: String, background: Bool, sessionID: String?) {
-        self.init(coordinate: fix.coordinate, timestamp: (fix.timestamp.timeIntervalSince1970 * 1000).rounded(), username: username,
-                  background: background, sessionID: sessionID)
+        self.init(
+            coordinate: fix.coordinate, timestamp: (fix.timestamp.timeIntervalSince1970 * 1000).rounded(),
+            username: username,
+            background: background, sessionID: sessionID)
     }
 
     /// The document's JSON (with `_id` when it has one).
     public var json: JSON {
         let time = JSON.milliseconds(timestamp)
-        var properties: JSONObject = ["username": .string(username), "timestamp": time, "background": .bool(background)]
+        var properties: JSONObject = [
+            "username": .string(username), "timestamp": time, "background": .bool(background),
+        ]
         if let sessionID { properties["session_id"] = .string(sessionID) }
         var object: JSONObject = [:]
         if let id { object["_id"] = .string(id) }
@@ -45,7 +52,8 @@ public struct LocationDoc: Sendable, Equatable {
 
     /// Reads a stored location; nil when the document is not one.
     public init?(json: JSON) {
-        guard json["type"] == "Feature", let coordinate = pointCoordinate(json), let properties = json["properties"] else { return nil }
+        guard json["type"] == "Feature", let coordinate = pointCoordinate(json), let properties = json["properties"]
+        else { return nil }
         self.init(
             id: json["_id"]?.stringValue, coordinate: coordinate,
             timestamp: json["created_at"]?.doubleValue ?? properties["timestamp"]?.doubleValue ?? 0,
@@ -95,13 +103,17 @@ public struct PlaceDoc: Sendable, Equatable {
     /// is the document's, else its GeoJSON `properties.name` (places imported from a file).
     public init?(json: JSON) {
         guard let coordinate = pointCoordinate(json) else { return nil }
-        self.init(id: json["_id"]?.stringValue, name: json["name"]?.stringValue ?? json["properties"]?["name"]?.stringValue ?? "", coordinate: coordinate,
-                  createdAt: json["created_at"]?.doubleValue ?? 0)
+        self.init(
+            id: json["_id"]?.stringValue,
+            name: json["name"]?.stringValue ?? json["properties"]?["name"]?.stringValue ?? "", coordinate: coordinate,
+            createdAt: json["created_at"]?.doubleValue ?? 0)
     }
 }
 
 /// The position of a document whose `geometry` is a valid GeoJSON Point.
 func pointCoordinate(_ doc: JSON) -> Coordinate? {
-    guard let geometry = doc["geometry"], case let .point(coordinate)? = try? Geometry(geoJSON: geometry) else { return nil }
+    guard let geometry = doc["geometry"], case let .point(coordinate)? = try? Geometry(geoJSON: geometry) else {
+        return nil
+    }
     return coordinate
 }

@@ -14,7 +14,10 @@ public struct KeychainCredentialStore: CredentialStore {
     }
 
     private var query: [String: Any] {
-        [kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service, kSecAttrAccount as String: account]
+        [
+            kSecClass as String: kSecClassGenericPassword, kSecAttrService as String: service,
+            kSecAttrAccount as String: account,
+        ]
     }
 
     public func load() throws -> Credentials? {
@@ -43,7 +46,9 @@ public struct KeychainCredentialStore: CredentialStore {
 
     public func delete() throws {
         let status = SecItemDelete(query as CFDictionary)
-        guard status == errSecSuccess || status == errSecItemNotFound else { throw TrackerKitError.keychain(status: status) }
+        guard status == errSecSuccess || status == errSecItemNotFound else {
+            throw TrackerKitError.keychain(status: status)
+        }
     }
 }
 #endif

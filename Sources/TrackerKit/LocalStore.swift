@@ -11,7 +11,8 @@ public import Geo
 public final class LocalStore: Sendable {
     public let directory: URL
     let store: DatabaseStore
-    static let timestamps: MangoIndex = try! MangoIndex(designDocument: "_design/timestamps", name: "timestamps", definition: ["fields": ["created_at"]])
+    static let timestamps: MangoIndex = try! MangoIndex(
+        designDocument: "_design/timestamps", name: "timestamps", definition: ["fields": ["created_at"]])
 
     /// Opens (creating on first use) the store in `directory`.
     public init(directory: URL) throws {
@@ -83,11 +84,15 @@ public final class LocalStore: Sendable {
         var stored: [String: (rev: Revision, body: JSONObject)] = [:]
         var inRegion: Set<String> = []
         for doc in try await newest(db, limit: Int.max) {
-            guard var body = doc.objectValue, let id = body["_id"]?.stringValue, let rev = body["_rev"]?.stringValue.flatMap(Revision.init) else { continue }
+            guard var body = doc.objectValue, let id = body["_id"]?.stringValue,
+                let rev = body["_rev"]?.stringValue.flatMap(Revision.init)
+            else { continue }
             body.removeValue(forKey: "_id")
             body.removeValue(forKey: "_rev")
             stored[id] = (rev, body)
-            if let place = PlaceDoc(json: doc), Sphere.distance(center, place.coordinate) <= radius { inRegion.insert(id) }
+            if let place = PlaceDoc(json: doc), Sphere.distance(center, place.coordinate) <= radius {
+                inRegion.insert(id)
+            }
         }
         var writes: [DocumentInput] = []
         for place in places {
@@ -101,7 +106,9 @@ public final class LocalStore: Sendable {
                 writes.append(DocumentInput(id: id, body: body))
             }
         }
-        for id in inRegion { if let existing = stored[id] { writes.append(DocumentInput(id: id, rev: existing.rev, deleted: true)) } }
+        for id in inRegion {
+            if let existing = stored[id] { writes.append(DocumentInput(id: id, rev: existing.rev, deleted: true)) }
+        }
         guard !writes.isEmpty else { return 0 }
         for case let .failure(error) in try await db.update(writes, newEdits: true) { throw error }
         return writes.count
@@ -130,7 +137,8 @@ public final class LocalStore: Sendable {
 
     func setState(_ id: String, in database: DocumentDatabase, _ body: JSONObject) async throws {
         let existing = await state(id, in: database)
-        _ = try await database.local.put(id: "_local/" + id, rev: existing?["_rev"]?.stringValue, body: body, deleted: false)
+        _ = try await database.local.put(
+            id: "_local/" + id, rev: existing?["_rev"]?.stringValue, body: body, deleted: false)
     }
 
     /// Every place stored on the device.

@@ -16,7 +16,8 @@ public struct LocationFix: Sendable, Equatable {
     public var altitude: Double?
 
     public init(
-        coordinate: Coordinate, horizontalAccuracy: Double, timestamp: Date, speed: Double = -1, course: Double = -1, altitude: Double? = nil
+        coordinate: Coordinate, horizontalAccuracy: Double, timestamp: Date, speed: Double = -1, course: Double = -1,
+        altitude: Double? = nil
     ) {
         self.coordinate = coordinate
         self.horizontalAccuracy = horizontalAccuracy
@@ -80,13 +81,19 @@ public struct LocationMonitor: Sendable {
 
     /// Considers a fix; on acceptance it becomes the reference for the next ones.
     public mutating func consider(_ fix: LocationFix, inBackground: Bool) -> Decision {
-        guard fix.horizontalAccuracy >= 0, fix.coordinate.lat.isFinite, fix.coordinate.lon.isFinite else { return .rejected(.invalid) }
+        guard fix.horizontalAccuracy >= 0, fix.coordinate.lat.isFinite, fix.coordinate.lon.isFinite else {
+            return .rejected(.invalid)
+        }
         let accuracyLimit = inBackground ? policy.backgroundAccuracy : policy.foregroundAccuracy
         guard fix.horizontalAccuracy <= accuracyLimit else { return .rejected(.inaccurate) }
         if let last = lastAccepted {
             let distance = Sphere.distance(last.coordinate, fix.coordinate)
-            guard distance >= (inBackground ? policy.backgroundDistance : policy.foregroundDistance) else { return .rejected(.tooClose) }
-            guard fix.timestamp.timeIntervalSince(last.timestamp) > policy.minimumInterval else { return .rejected(.tooSoon) }
+            guard distance >= (inBackground ? policy.backgroundDistance : policy.foregroundDistance) else {
+                return .rejected(.tooClose)
+            }
+            guard fix.timestamp.timeIntervalSince(last.timestamp) > policy.minimumInterval else {
+                return .rejected(.tooSoon)
+            }
         }
         lastAccepted = fix
         return .accepted

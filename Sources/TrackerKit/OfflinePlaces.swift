@@ -25,7 +25,9 @@ public struct OfflinePlaces: Sendable {
     public func contains(_ id: String) -> Bool { places[id] != nil }
 
     /// Places within `radius` metres of `center`, nearest first, at most `limit`.
-    public func near(_ center: Coordinate, radius: Double = OfflinePlaces.defaultRadius, limit: Int = 100) -> [(place: PlaceDoc, distance: Double)] {
+    public func near(
+        _ center: Coordinate, radius: Double = OfflinePlaces.defaultRadius, limit: Int = 100
+    ) -> [(place: PlaceDoc, distance: Double)] {
         let search = GeoSearch(shape: .circle(center: center, radius: radius), relation: .contains, limit: limit)
         return index.search(search).hits.compactMap { hit in
             guard let place = places[hit.id] else { return nil }

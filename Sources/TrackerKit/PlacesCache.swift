@@ -32,15 +32,21 @@ public actor PlacesCache {
     static let stateID = "lt-places-region"
 
     /// Opens the cache on the device's store, with the region and places it already holds.
-    public init(client: TrackerClient, store: LocalStore, regionRadius: Double = 25_000, queryRadius: Double = OfflinePlaces.defaultRadius) async throws {
+    public init(
+        client: TrackerClient, store: LocalStore, regionRadius: Double = 25_000,
+        queryRadius: Double = OfflinePlaces.defaultRadius
+    ) async throws {
         self.client = client
         self.store = store
         self.regionRadius = regionRadius
         self.queryRadius = queryRadius
         index = OfflinePlaces(try await store.allPlaces())
-        if let state = await store.state(PlacesCache.stateID, in: try store.places), let lat = state["lat"]?.doubleValue,
-           let lon = state["lon"]?.doubleValue, let radius = state["radius"]?.doubleValue {
-            region = Region(center: Coordinate(lon: lon, lat: lat), radius: radius, release: state["release"]?.intValue ?? 0)
+        if let state = await store.state(PlacesCache.stateID, in: try store.places),
+            let lat = state["lat"]?.doubleValue,
+            let lon = state["lon"]?.doubleValue, let radius = state["radius"]?.doubleValue
+        {
+            region = Region(
+                center: Coordinate(lon: lon, lat: lat), radius: radius, release: state["release"]?.intValue ?? 0)
         }
     }
 
@@ -54,13 +60,18 @@ public actor PlacesCache {
     /// device has none, is past half of its radius, or the server's release differs (asked at
     /// most every `releaseCheckInterval`, or now when `checkRelease`). Returns whether it pulled.
     @discardableResult
-    public func refresh(near position: Coordinate, now: Date = Date(), checkRelease: Bool = false) async throws -> Bool {
+    public func refresh(near position: Coordinate, now: Date = Date(), checkRelease: Bool = false) async throws -> Bool
+    {
         var release = region?.release
-        if region == nil || checkRelease || releaseCheckedAt.map({ now.timeIntervalSince($0) >= releaseCheckInterval }) ?? true {
+        if region == nil || checkRelease
+            || releaseCheckedAt.map({ now.timeIntervalSince($0) >= releaseCheckInterval }) ?? true
+        {
             release = try await client.placesVersion()
             releaseCheckedAt = now
         }
-        if let region, region.release == release, Sphere.distance(region.center, position) <= region.radius / 2 { return false }
+        if let region, region.release == release, Sphere.distance(region.center, position) <= region.radius / 2 {
+            return false
+        }
         try await pull(around: position, release: release ?? 0)
         return true
     }
@@ -75,8 +86,12 @@ public actor PlacesCache {
             bookmark = page.next
         } while bookmark != nil
         try await store.replacePlaces(near: center, radius: regionRadius, with: places)
-        try await store.setState(PlacesCache.stateID, in: try store.places,
-                                 ["lat": .double(center.lat), "lon": .double(center.lon), "radius": .double(regionRadius), "release": .int(release)])
+        try await store.setState(
+            PlacesCache.stateID, in: try store.places,
+            [
+                "lat": .double(center.lat), "lon": .double(center.lon), "radius": .double(regionRadius),
+                "release": .int(release),
+            ])
         region = Region(center: center, radius: regionRadius, release: release)
         index = OfflinePlaces(try await store.allPlaces())
         pulls += 1
@@ -85,12 +100,16 @@ public actor PlacesCache {
     /// Places shown online are kept too (as the original app did), so they stay visible offline.
     public func remember(_ places: [PlaceDoc]) async throws {
         try await store.remember(places)
-        if places.contains(where: { $0.id.map { !index.contains($0) } ?? false }) { index = OfflinePlaces(try await store.allPlaces()) }
+        if places.contains(where: { $0.id.map { !index.contains($0) } ?? false }) {
+            index = OfflinePlaces(try await store.allPlaces())
+        }
     }
 
     /// Places within `queryRadius` of `position` from the device's copy, nearest first, and
     /// whether the answer is complete (the position is inside the pulled region).
-    public func near(_ position: Coordinate, limit: Int = 100) -> (places: [(place: PlaceDoc, distance: Double)], complete: Bool) {
+    public func near(
+        _ position: Coordinate, limit: Int = 100
+    ) -> (places: [(place: PlaceDoc, distance: Double)], complete: Bool) {
         (index.near(position, radius: queryRadius, limit: limit), covers(position))
     }
 

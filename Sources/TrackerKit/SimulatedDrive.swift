@@ -71,7 +71,9 @@ public struct SimulatedDrive: Sendable {
     /// over `vehicleSpeed`.
     var timeline: [TimeInterval] {
         guard let first = route.first else { return [] }
-        if let t0 = first.time, route.allSatisfy({ $0.time != nil }), zip(route, route.dropFirst()).allSatisfy({ $0.time! <= $1.time! }) {
+        if let t0 = first.time, route.allSatisfy({ $0.time != nil }),
+            zip(route, route.dropFirst()).allSatisfy({ $0.time! <= $1.time! })
+        {
             return route.map { $0.time!.timeIntervalSince(t0) }
         }
         var elapsed = [0.0]
@@ -101,9 +103,13 @@ public struct SimulatedDrive: Sendable {
             let speed = previous.map { Sphere.distance($0, truth) } ?? 0
             let course = previous.map { SimulatedDrive.bearing(from: $0, to: truth) } ?? -1
             previous = truth
-            steps.append(Step(elapsed: t, fix: LocationFix(coordinate: reported, horizontalAccuracy: accuracy,
-                                                             timestamp: start.addingTimeInterval(t), speed: speed, course: course),
-                              truth: truth))
+            steps.append(
+                Step(
+                    elapsed: t,
+                    fix: LocationFix(
+                        coordinate: reported, horizontalAccuracy: accuracy,
+                        timestamp: start.addingTimeInterval(t), speed: speed, course: course),
+                    truth: truth))
             t += 1
         }
         return steps
@@ -118,7 +124,9 @@ public struct SimulatedDrive: Sendable {
         let north = random.gaussian() * accuracy / 2, east = random.gaussian() * accuracy / 2
         let lat = truth.lat + north / 111_195
         let lon = truth.lon + east / (111_195 * max(0.01, cos(truth.lat * .pi / 180)))
-        return (Coordinate(lon: lon > 180 ? lon - 360 : lon < -180 ? lon + 360 : lon, lat: min(90, max(-90, lat))), accuracy)
+        return (
+            Coordinate(lon: lon > 180 ? lon - 360 : lon < -180 ? lon + 360 : lon, lat: min(90, max(-90, lat))), accuracy
+        )
     }
 
     static func bearing(from a: Coordinate, to b: Coordinate) -> Double {
@@ -133,7 +141,8 @@ public struct SimulatedDrive: Sendable {
         try text.split(separator: ",").map { part in
             let ends = part.split(separator: "-", maxSplits: 1).map { String($0).trimmingCharacters(in: .whitespaces) }
             guard ends.count == 2, let start = duration(ends[0]), let end = duration(ends[1]), end > start else {
-                throw TrackerKitError.unreadableTrack("A window is START-END with END after START, as 10m-15m or 90s-2m30s (got \(part))")
+                throw TrackerKitError.unreadableTrack(
+                    "A window is START-END with END after START, as 10m-15m or 90s-2m30s (got \(part))")
             }
             return Window(start: start, end: end)
         }

@@ -58,7 +58,8 @@ extension SyncManager {
         /// A run failed: `offline` when the server could not be reached, else `error`.
         mutating func failed(_ error: String) -> Status {
             let lowercased = error.lowercased()
-            let unreachable = ["connect", "refused", "timeout", "timed out", "unreachable", "network", "host"].contains { lowercased.contains($0) }
+            let unreachable = ["connect", "refused", "timeout", "timed out", "unreachable", "network", "host"].contains
+            { lowercased.contains($0) }
             return show(unreachable ? .offline(error) : .error(error))
         }
 

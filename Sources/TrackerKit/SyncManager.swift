@@ -41,7 +41,8 @@ public actor SyncManager {
         public var description: String {
             switch self {
             case .idle: return "idle"
-            case let .syncing(direction, done, total): return "syncing (\(direction.rawValue) \(done)\(total.map { "/\($0)" } ?? ""))"
+            case let .syncing(direction, done, total):
+                return "syncing (\(direction.rawValue) \(done)\(total.map { "/\($0)" } ?? ""))"
             case let .offline(why): return "offline (\(why))"
             case let .error(why): return "error (\(why))"
             }
@@ -63,7 +64,10 @@ public actor SyncManager {
     /// The HTTP client replications go through (one trusting a private CA: `CouchHTTPClient.httpClient(trustingCAFile:)`).
     let http: HTTPClient
 
-    public init(local: LocalStore, server: ServerDatabase, http: HTTPClient = CouchHTTPClient.shared, onStatus: (@Sendable (Status) -> Void)? = nil) {
+    public init(
+        local: LocalStore, server: ServerDatabase, http: HTTPClient = CouchHTTPClient.shared,
+        onStatus: (@Sendable (Status) -> Void)? = nil
+    ) {
         self.local = local
         self.server = server
         self.http = http
@@ -113,7 +117,8 @@ public actor SyncManager {
     }
 
     private func replication(_ direction: Direction, continuous: Bool) throws -> Replication {
-        let remote = try RemoteEndpoint(url: server.url, username: server.apiKey, password: server.apiPassword, client: http)
+        let remote = try RemoteEndpoint(
+            url: server.url, username: server.apiKey, password: server.apiPassword, client: http)
         let device = LocalEndpoint(store: local.store, name: "locations")
         var options = ReplicationOptions()
         options.continuous = continuous
@@ -125,7 +130,8 @@ public actor SyncManager {
             options.maxBackoff = .seconds(2)
         }
         return direction == .push
-            ? Replication(source: device, target: remote, options: options) : Replication(source: remote, target: device, options: options)
+            ? Replication(source: device, target: remote, options: options)
+            : Replication(source: remote, target: device, options: options)
     }
 
     private func run(_ direction: Direction) async {
@@ -167,7 +173,9 @@ public actor SyncManager {
         func settle() async {
             progress.cancel()
             let counted = await progress.value
-            if replication.options.continuous { written[direction, default: 0] += max(0, replication.status.docsWritten - counted) }
+            if replication.options.continuous {
+                written[direction, default: 0] += max(0, replication.status.docsWritten - counted)
+            }
         }
         do {
             let result = try await replication.run()
@@ -181,7 +189,9 @@ public actor SyncManager {
 
     /// Mirrors a replication's progress in `status`; in continuous mode, also what it wrote and
     /// how far pushes got. Answers how many written documents it counted.
-    private func watch(_ updates: AsyncStream<ReplicationStatus>, _ replication: Replication, _ direction: Direction) async -> Int {
+    private func watch(
+        _ updates: AsyncStream<ReplicationStatus>, _ replication: Replication, _ direction: Direction
+    ) async -> Int {
         var counted = 0
         for await update in updates {
             // A replication is `stopped` before it starts; its caller ends the watch when it ends.
@@ -190,7 +200,9 @@ public actor SyncManager {
                 written[direction, default: 0] += update.docsWritten - counted
                 counted = update.docsWritten
             }
-            if update.state == .idle, direction == .push, let seq = update.lastSeq { try? await recordPushed(through: seq) }
+            if update.state == .idle, direction == .push, let seq = update.lastSeq {
+                try? await recordPushed(through: seq)
+            }
             if let shown = machine.progress(update, direction) { publish(shown) }
         }
         return counted

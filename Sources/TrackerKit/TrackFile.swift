@@ -18,7 +18,10 @@ public struct TrackPoint: Sendable, Equatable {
     /// Degrees from true north.
     public var course: Double?
 
-    public init(coordinate: Coordinate, time: Date? = nil, accuracy: Double? = nil, altitude: Double? = nil, speed: Double? = nil, course: Double? = nil) {
+    public init(
+        coordinate: Coordinate, time: Date? = nil, accuracy: Double? = nil, altitude: Double? = nil,
+        speed: Double? = nil, course: Double? = nil
+    ) {
         self.coordinate = coordinate
         self.time = time
         self.accuracy = accuracy
@@ -40,7 +43,11 @@ public enum TrackFile {
     /// Guesses the format from the content: XML is GPX; JSON with OwnTracks `_type` messages is
     /// OwnTracks; other JSON is GeoJSON.
     public static func detect(_ data: Data) -> Format? {
-        guard let first = data.first(where: { !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF) }) else { return nil }
+        guard
+            let first = data.first(where: {
+                !($0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 || $0 == 0xEF || $0 == 0xBB || $0 == 0xBF)
+            })
+        else { return nil }
         if first == UInt8(ascii: "<") { return .gpx }
         let text = String(decoding: data.prefix(4096), as: UTF8.self)
         if text.contains("\"_type\"") { return .owntracks }
@@ -51,7 +58,9 @@ public enum TrackFile {
 
     /// Reads a file's points in file order; `format` nil means detect it.
     public static func read(_ data: Data, format: Format? = nil) throws -> [TrackPoint] {
-        guard let format = format ?? detect(data) else { throw TrackerKitError.unreadableTrack("Not a GPX, GeoJSON or OwnTracks file") }
+        guard let format = format ?? detect(data) else {
+            throw TrackerKitError.unreadableTrack("Not a GPX, GeoJSON or OwnTracks file")
+        }
         let points: [TrackPoint]
         switch format {
         case .gpx: points = try gpx(data)
@@ -80,7 +89,9 @@ public enum TrackFile {
         let parser = XMLParser(data: data)
         parser.delegate = reader
         guard parser.parse() else {
-            throw TrackerKitError.unreadableTrack("Invalid GPX: \(parser.parserError.map { "\($0.localizedDescription)" } ?? "not XML") at line \(parser.lineNumber)")
+            throw TrackerKitError.unreadableTrack(
+                "Invalid GPX: \(parser.parserError.map { "\($0.localizedDescription)" } ?? "not XML") at line \(parser.lineNumber)"
+            )
         }
         if let problem = reader.problem { throw TrackerKitError.unreadableTrack(problem) }
         // Track points are the recording; route and way points are used only when there is none.
@@ -96,12 +107,18 @@ public enum TrackFile {
         private var kind = ""
         private var text = ""
 
-        func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?, attributes: [String: String] = [:]) {
+        func parser(
+            _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+            attributes: [String: String] = [:]
+        ) {
             text = ""
             guard ["trkpt", "rtept", "wpt"].contains(name) else { return }
             guard let lat = attributes["lat"].flatMap(Double.init), let lon = attributes["lon"].flatMap(Double.init),
-                  (-90...90).contains(lat), (-180...180).contains(lon) else {
-                problem = problem ?? "GPX line \(parser.lineNumber): <\(name)> needs lat (−90…90) and lon (−180…180) attributes"
+                (-90...90).contains(lat), (-180...180).contains(lon)
+            else {
+                problem =
+                    problem
+                    ?? "GPX line \(parser.lineNumber): <\(name)> needs lat (−90…90) and lon (−180…180) attributes"
                 return
             }
             current = TrackPoint(coordinate: Coordinate(lon: lon, lat: lat))
@@ -121,7 +138,8 @@ public enum TrackFile {
             case "ele": point.altitude = Double(value)
             case "speed": point.speed = Double(value)
             case "course": point.course = Double(value)
-            case "hdop": point.accuracy = point.accuracy ?? Double(value).map { $0 * 5 }  // a common rule of thumb: 5 m per unit
+            // A common rule of thumb: 5 m per unit.
+            case "hdop": point.accuracy = point.accuracy ?? Double(value).map { $0 * 5 }
             case "trkpt": track.append(point)
             case "rtept": route.append(point)
             case "wpt": waypoints.append(point)
@@ -135,7 +153,9 @@ public enum TrackFile {
 
     static func geoJSON(_ data: Data) throws -> [TrackPoint] {
         let json: JSON
-        do { json = try JSON.parse(Array(data)) } catch { throw TrackerKitError.unreadableTrack("Invalid JSON: \(error)") }
+        do { json = try JSON.parse(Array(data)) } catch {
+            throw TrackerKitError.unreadableTrack("Invalid JSON: \(error)")
+        }
         var points: [TrackPoint] = []
         try collect(json, properties: nil, into: &points)
         return points
@@ -146,7 +166,8 @@ public enum TrackFile {
             // A bare list: of features, or of {lat, lng|lon} objects (as the shipped routes are).
             for item in array {
                 if let lat = item["lat"]?.doubleValue, let lon = (item["lng"] ?? item["lon"])?.doubleValue {
-                    points.append(TrackPoint(coordinate: Coordinate(lon: lon, lat: lat), time: item["time"].flatMap(date(json:))))
+                    points.append(
+                        TrackPoint(coordinate: Coordinate(lon: lon, lat: lat), time: item["time"].flatMap(date(json:))))
                 } else {
                     try collect(item, properties: nil, into: &points)
                 }
@@ -160,10 +181,14 @@ public enum TrackFile {
             guard let geometry = json["geometry"], geometry != .null else { return }
             try collect(geometry, properties: json["properties"] ?? json, into: &points)
         case "GeometryCollection":
-            for geometry in json["geometries"]?.arrayValue ?? [] { try collect(geometry, properties: properties, into: &points) }
+            for geometry in json["geometries"]?.arrayValue ?? [] {
+                try collect(geometry, properties: properties, into: &points)
+            }
         case "Point", "MultiPoint", "LineString", "MultiLineString":
             let geometry: Geometry
-            do { geometry = try Geometry(geoJSON: json) } catch let error as GeometryError { throw TrackerKitError.unreadableTrack("Invalid GeoJSON geometry: \(error.reason)") }
+            do { geometry = try Geometry(geoJSON: json) } catch let error as GeometryError {
+                throw TrackerKitError.unreadableTrack("Invalid GeoJSON geometry: \(error.reason)")
+            }
             let coordinates = geometry.coordinates
             // Times: one for a Point; per position from `coordTimes`/`times` (as togeojson writes them).
             let times = (properties?["coordTimes"] ?? properties?["times"])?.arrayValue
@@ -171,7 +196,10 @@ public enum TrackFile {
                 var point = TrackPoint(coordinate: coordinate)
                 if let times, i < times.count { point.time = date(json: times[i]) }
                 if coordinates.count == 1, let properties {
-                    point.time = point.time ?? (properties["timestamp"] ?? properties["time"] ?? properties["created_at"]).flatMap(date(json:))
+                    point.time =
+                        point.time
+                        ?? (properties["timestamp"] ?? properties["time"] ?? properties["created_at"]).flatMap(
+                            date(json:))
                     point.accuracy = (properties["accuracy"] ?? properties["horizontal_accuracy"])?.doubleValue
                     point.altitude = (properties["altitude"] ?? properties["ele"])?.doubleValue
                     point.speed = properties["speed"]?.doubleValue
@@ -182,7 +210,9 @@ public enum TrackFile {
         case let other:
             // The original tracker's own documents are Features; a `{"places": [...]}` list too.
             if let places = json["places"] { try collect(places, properties: nil, into: &points); return }
-            throw TrackerKitError.unreadableTrack("Unsupported GeoJSON object\(other.map { " of type \($0)" } ?? ""): expected a FeatureCollection, Feature or Point/LineString geometry")
+            throw TrackerKitError.unreadableTrack(
+                "Unsupported GeoJSON object\(other.map { " of type \($0)" } ?? ""): expected a FeatureCollection, Feature or Point/LineString geometry"
+            )
         }
     }
 
@@ -191,7 +221,13 @@ public enum TrackFile {
     static func ownTracks(_ data: Data) throws -> [TrackPoint] {
         var messages: [JSON] = []
         if let json = try? JSON.parse(Array(data)) {
-            if let array = json.arrayValue { messages = array } else if let list = json["data"]?.arrayValue { messages = list } else { messages = [json] }
+            if let array = json.arrayValue {
+                messages = array
+            } else if let list = json["data"]?.arrayValue {
+                messages = list
+            } else {
+                messages = [json]
+            }
         } else {
             // Recorder .rec lines: `2024-05-01T10:00:00Z\t*                 \t{...}`.
             for line in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline) {
@@ -204,12 +240,17 @@ public enum TrackFile {
         }
         return try messages.compactMap { message in
             guard message["_type"]?.stringValue == "location" else { return nil }
-            guard let lat = message["lat"]?.doubleValue, let lon = message["lon"]?.doubleValue, (-90...90).contains(lat), (-180...180).contains(lon) else {
-                throw TrackerKitError.unreadableTrack("An OwnTracks location message needs lat (−90…90) and lon (−180…180)")
+            guard let lat = message["lat"]?.doubleValue, let lon = message["lon"]?.doubleValue,
+                (-90...90).contains(lat), (-180...180).contains(lon)
+            else {
+                throw TrackerKitError.unreadableTrack(
+                    "An OwnTracks location message needs lat (−90…90) and lon (−180…180)")
             }
-            return TrackPoint(coordinate: Coordinate(lon: lon, lat: lat), time: message["tst"]?.doubleValue.map { Date(timeIntervalSince1970: $0) },
-                              accuracy: message["acc"]?.doubleValue, altitude: message["alt"]?.doubleValue,
-                              speed: message["vel"]?.doubleValue.map { $0 / 3.6 }, course: message["cog"]?.doubleValue)
+            return TrackPoint(
+                coordinate: Coordinate(lon: lon, lat: lat),
+                time: message["tst"]?.doubleValue.map { Date(timeIntervalSince1970: $0) },
+                accuracy: message["acc"]?.doubleValue, altitude: message["alt"]?.doubleValue,
+                speed: message["vel"]?.doubleValue.map { $0 / 3.6 }, course: message["cog"]?.doubleValue)
         }
     }
 

@@ -16,7 +16,10 @@ public struct Credentials: Sendable, Equatable, Codable {
     public var databaseHost: String
     public var databaseProtocol: String
 
-    public init(username: String, apiKey: String, apiPassword: String, databaseName: String, databaseHost: String, databaseProtocol: String) {
+    public init(
+        username: String, apiKey: String, apiPassword: String, databaseName: String, databaseHost: String,
+        databaseProtocol: String
+    ) {
         self.username = username
         self.apiKey = apiKey
         self.apiPassword = apiPassword
@@ -27,7 +30,8 @@ public struct Credentials: Sendable, Equatable, Codable {
 
     /// The server database for `SyncManager`.
     public var serverDatabase: ServerDatabase {
-        ServerDatabase(url: "\(databaseProtocol)://\(databaseHost)/\(databaseName)", apiKey: apiKey, apiPassword: apiPassword)
+        ServerDatabase(
+            url: "\(databaseProtocol)://\(databaseHost)/\(databaseName)", apiKey: apiKey, apiPassword: apiPassword)
     }
 }
 
@@ -55,9 +59,11 @@ public struct TrackerClient: Sendable {
 
     /// `PUT /api/users/:username`.
     public func register(username: String, password: String) async throws {
-        _ = try await call(.PUT, "/api/users/" + CouchURL.encode(username), body: [
-            "username": .string(username), "password": .string(password), "type": "user", "_id": .string(username),
-        ])
+        _ = try await call(
+            .PUT, "/api/users/" + CouchURL.encode(username),
+            body: [
+                "username": .string(username), "password": .string(password), "type": "user", "_id": .string(username),
+            ])
     }
 
     /// `POST /api/login`: a fresh API key for this device.
@@ -66,28 +72,40 @@ public struct TrackerClient: Sendable {
         if let device { body["device"] = .string(device) }
         let json = try await call(.POST, "/api/login", body: .object(body))
         guard let key = json["api_key"]?.stringValue, let secret = json["api_password"]?.stringValue,
-              let name = json["location_db_name"]?.stringValue, let host = json["location_db_host"]?.stringValue else {
-            throw TrackerKitError.serverAnswer(status: 502, error: "bad_gateway", reason: "The login answer lacks credentials")
+            let name = json["location_db_name"]?.stringValue, let host = json["location_db_host"]?.stringValue
+        else {
+            throw TrackerKitError.serverAnswer(
+                status: 502, error: "bad_gateway", reason: "The login answer lacks credentials")
         }
-        return Credentials(username: username, apiKey: key, apiPassword: secret, databaseName: name, databaseHost: host,
-                           databaseProtocol: json["location_db_host_protocol"]?.stringValue ?? "http")
+        return Credentials(
+            username: username, apiKey: key, apiPassword: secret, databaseName: name, databaseHost: host,
+            databaseProtocol: json["location_db_host_protocol"]?.stringValue ?? "http")
     }
 
     /// `GET /api/places`: places within `radius` metres, nearest first, with their documents.
-    public func places(near center: Coordinate, radius: Double = OfflinePlaces.defaultRadius, limit: Int = 100) async throws -> [PlaceDoc] {
+    public func places(
+        near center: Coordinate, radius: Double = OfflinePlaces.defaultRadius, limit: Int = 100
+    ) async throws -> [PlaceDoc] {
         try await placesPage(near: center, radius: radius, limit: limit).places
     }
 
     /// One page of places within `radius` metres, nearest first, and the bookmark of the next
     /// page (nil: this was the last). `limit` is at most 200.
-    public func placesPage(near center: Coordinate, radius: Double, limit: Int = 200, bookmark: String? = nil) async throws -> (places: [PlaceDoc], next: String?) {
-        var query = [("lat", "\(center.lat)"), ("lon", "\(center.lon)"), ("radius", "\(radius)"), ("relation", "contains"),
-                     ("nearest", "true"), ("include_docs", "true"), ("limit", "\(limit)")]
+    public func placesPage(
+        near center: Coordinate, radius: Double, limit: Int = 200, bookmark: String? = nil
+    ) async throws -> (places: [PlaceDoc], next: String?) {
+        var query = [
+            ("lat", "\(center.lat)"), ("lon", "\(center.lon)"), ("radius", "\(radius)"), ("relation", "contains"),
+            ("nearest", "true"), ("include_docs", "true"), ("limit", "\(limit)"),
+        ]
         if let bookmark, !bookmark.isEmpty { query.append(("bookmark", bookmark)) }
         let json = try await call(.GET, "/api/places" + CouchURL.query(query))
         let rows = json["rows"]?.arrayValue ?? []
         let next = json["bookmark"]?.stringValue
-        return (rows.compactMap { row in row["doc"].flatMap(PlaceDoc.init(json:)) }, rows.count >= limit && next?.isEmpty == false ? next : nil)
+        return (
+            rows.compactMap { row in row["doc"].flatMap(PlaceDoc.init(json:)) },
+            rows.count >= limit && next?.isEmpty == false ? next : nil
+        )
     }
 
     /// `GET /api/places/version`: the places release, to pull `lt_places` only when it changed.
@@ -96,20 +114,30 @@ public struct TrackerClient: Sendable {
     }
 
     /// `POST /api/places/:id/adjustments`: reports a place's corrected position.
-    public func reportPosition(of place: String, at position: Coordinate, comment: String? = nil, credentials: Credentials) async throws -> String {
+    public func reportPosition(
+        of place: String, at position: Coordinate, comment: String? = nil, credentials: Credentials
+    ) async throws -> String {
         var body: JSONObject = ["latitude": .double(position.lat), "longitude": .double(position.lon)]
         if let comment { body["comment"] = .string(comment) }
-        let json = try await call(.POST, "/api/places/\(CouchURL.encode(place))/adjustments", body: .object(body), credentials: credentials)
+        let json = try await call(
+            .POST, "/api/places/\(CouchURL.encode(place))/adjustments", body: .object(body), credentials: credentials)
         return json["id"]?.stringValue ?? ""
     }
 
-    func call(_ method: HTTPMethod, _ path: String, body: JSON? = nil, credentials: Credentials? = nil) async throws -> JSON {
-        guard let server else { throw TrackerKitError.serverAnswer(status: 400, error: "bad_request", reason: "Not an http(s) URL: \(baseURL)") }
+    func call(
+        _ method: HTTPMethod, _ path: String, body: JSON? = nil, credentials: Credentials? = nil
+    ) async throws -> JSON {
+        guard let server else {
+            throw TrackerKitError.serverAnswer(
+                status: 400, error: "bad_request", reason: "Not an http(s) URL: \(baseURL)")
+        }
         let reply = try await server.authenticated(as: credentials.map { ($0.apiKey, $0.apiPassword) })
             .send(method, path, json: body, timeout: .seconds(30), maxBody: 16 << 20)
         let json = reply.json
         guard reply.ok else {
-            throw TrackerKitError.serverAnswer(status: reply.status, error: json["error"]?.stringValue ?? "http_error", reason: json["reason"]?.stringValue)
+            throw TrackerKitError.serverAnswer(
+                status: reply.status, error: json["error"]?.stringValue ?? "http_error",
+                reason: json["reason"]?.stringValue)
         }
         return json
     }

@@ -32,7 +32,8 @@ struct BackupBench: AsyncParsableCommand {
 
     func run() async throws {
         ProcessSetup.bootstrapLogging(level: .warning)
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-backup-\(UUID().uuidString)")
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "lt-bench-backup-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let admin = (user: "bench", password: "bench-password")
         let data = scratch.appendingPathComponent("data")
@@ -44,14 +45,19 @@ struct BackupBench: AsyncParsableCommand {
         func send(_ method: String, _ path: String, _ body: JSON? = nil) throws {
             try connection.expectSuccess(method, path, authorization: authorization, json: body)
         }
-        print("lt-bench backup: \(documents) documents in one database, \(databases) databases of 50, lt backup --jobs \(jobs); \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(TLSBench.loadAverage())")
+        print(
+            "lt-bench backup: \(documents) documents in one database, \(databases) databases of 50, lt backup --jobs \(jobs); \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(TLSBench.loadAverage())"
+        )
         try send("PUT", "/large")
         for start in stride(from: 0, to: documents, by: 5_000) {
-            try send("POST", "/large/_bulk_docs", .object(["docs": .array((start..<min(documents, start + 5_000)).map(Bench.locationDocument))]))
+            try send(
+                "POST", "/large/_bulk_docs",
+                .object(["docs": .array((start..<min(documents, start + 5_000)).map(Bench.locationDocument))]))
         }
         for index in 0..<databases {
             try send("PUT", "/user-\(index)")
-            try send("POST", "/user-\(index)/_bulk_docs", .object(["docs": .array((0..<50).map(Bench.locationDocument))]))
+            try send(
+                "POST", "/user-\(index)/_bulk_docs", .object(["docs": .array((0..<50).map(Bench.locationDocument))]))
         }
         try send("PUT", "/live")
 
@@ -68,32 +74,47 @@ struct BackupBench: AsyncParsableCommand {
         // The disk's own speed on the same files: a plain copy, the server stopped (so the
         // files are whole; what a copy of a running server's directory would not be).
         let copyStart = ContinuousClock.now
-        try FileManager.default.copyItem(at: data.appendingPathComponent("dbs"), to: scratch.appendingPathComponent("copy"))
+        try FileManager.default.copyItem(
+            at: data.appendingPathComponent("dbs"), to: scratch.appendingPathComponent("copy"))
         let copySeconds = copyStart.duration(to: .now).seconds
         let copyBytes = Self.size(of: scratch.appendingPathComponent("copy"))
-        let (restoreSeconds, _) = try start(["restore", "--from", backup.path, "--data", scratch.appendingPathComponent("restored").path]).finish()
-        server = try await LTServeProcess.start(binary: lt.executable, directory: scratch.appendingPathComponent("check"), admin: admin,
-                                                data: scratch.appendingPathComponent("restored"))
+        let (restoreSeconds, _) = try start([
+            "restore", "--from", backup.path, "--data", scratch.appendingPathComponent("restored").path,
+        ]).finish()
+        server = try await LTServeProcess.start(
+            binary: lt.executable, directory: scratch.appendingPathComponent("check"), admin: admin,
+            data: scratch.appendingPathComponent("restored"))
 
         func mibPerSecond(_ bytes: Int64, _ seconds: Double) -> Double { Double(bytes) / 1_048_576 / seconds }
         print(backupOutput.trimmingCharacters(in: .whitespacesAndNewlines))
         print("measure                                               lt          baseline      ratio")
-        print(String(format: "backup (lt backup, server serving) vs file copy    %7.1f MiB/s   %7.1f MiB/s   %5.2f×   (%.1f MiB in %.2f s; copy %.1f MiB in %.2f s)",
-                     mibPerSecond(backupBytes, backupSeconds), mibPerSecond(copyBytes, copySeconds),
-                     mibPerSecond(backupBytes, backupSeconds) / mibPerSecond(copyBytes, copySeconds),
-                     Double(backupBytes) / 1_048_576, backupSeconds, Double(copyBytes) / 1_048_576, copySeconds))
-        print(String(format: "restore (checks, then copies) vs file copy         %7.1f MiB/s   %7.1f MiB/s   %5.2f×",
-                     mibPerSecond(backupBytes, restoreSeconds), mibPerSecond(copyBytes, copySeconds),
-                     mibPerSecond(backupBytes, restoreSeconds) / mibPerSecond(copyBytes, copySeconds)))
-        print(String(format: "writer PUT p50 / p99, during backup vs alone         %5.2f / %5.1f ms   %5.2f / %5.1f ms",
-                     busy.p50, busy.p99, quiet.p50, quiet.p99))
-        print(String(format: "writer PUTs/s, during backup vs alone              %7.0f         %7.0f        %5.2f×",
-                     busy.rate, quiet.rate, busy.rate / quiet.rate))
+        print(
+            String(
+                format:
+                    "backup (lt backup, server serving) vs file copy    %7.1f MiB/s   %7.1f MiB/s   %5.2f×   (%.1f MiB in %.2f s; copy %.1f MiB in %.2f s)",
+                mibPerSecond(backupBytes, backupSeconds), mibPerSecond(copyBytes, copySeconds),
+                mibPerSecond(backupBytes, backupSeconds) / mibPerSecond(copyBytes, copySeconds),
+                Double(backupBytes) / 1_048_576, backupSeconds, Double(copyBytes) / 1_048_576, copySeconds))
+        print(
+            String(
+                format: "restore (checks, then copies) vs file copy         %7.1f MiB/s   %7.1f MiB/s   %5.2f×",
+                mibPerSecond(backupBytes, restoreSeconds), mibPerSecond(copyBytes, copySeconds),
+                mibPerSecond(backupBytes, restoreSeconds) / mibPerSecond(copyBytes, copySeconds)))
+        print(
+            String(
+                format: "writer PUT p50 / p99, during backup vs alone         %5.2f / %5.1f ms   %5.2f / %5.1f ms",
+                busy.p50, busy.p99, quiet.p50, quiet.p99))
+        print(
+            String(
+                format: "writer PUTs/s, during backup vs alone              %7.0f         %7.0f        %5.2f×",
+                busy.rate, quiet.rate, busy.rate / quiet.rate))
         server.stop()
     }
 
     /// PUTs one after another while `going()` says so; latency percentiles in ms and the rate.
-    func writer(_ send: (String, String, JSON?) throws -> Void, _ name: String, while going: () -> Bool) throws -> (p50: Double, p99: Double, rate: Double) {
+    func writer(
+        _ send: (String, String, JSON?) throws -> Void, _ name: String, while going: () -> Bool
+    ) throws -> (p50: Double, p99: Double, rate: Double) {
         var latencies: [Double] = []
         let start = ContinuousClock.now
         var n = 0
@@ -105,8 +126,10 @@ struct BackupBench: AsyncParsableCommand {
         }
         latencies.sort()
         guard !latencies.isEmpty else { return (0, 0, 0) }
-        return (latencies[latencies.count / 2], latencies[min(latencies.count - 1, latencies.count * 99 / 100)],
-                Double(latencies.count) / start.duration(to: .now).seconds)
+        return (
+            latencies[latencies.count / 2], latencies[min(latencies.count - 1, latencies.count * 99 / 100)],
+            Double(latencies.count) / start.duration(to: .now).seconds
+        )
     }
 
     /// The lt beside this lt-bench, running `arguments`: `finish()` waits, and gives its wall time and output.
@@ -118,7 +141,9 @@ struct BackupBench: AsyncParsableCommand {
         func finish() throws -> (seconds: Double, output: String) {
             let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw ValidationError("lt \(process.arguments?.joined(separator: " ") ?? "") failed: \(text)") }
+            guard process.terminationStatus == 0 else {
+                throw ValidationError("lt \(process.arguments?.joined(separator: " ") ?? "") failed: \(text)")
+            }
             return (started.duration(to: .now).seconds, text)
         }
     }

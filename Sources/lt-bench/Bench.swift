@@ -17,7 +17,8 @@ struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "database",
         abstract: "Measure the database API over HTTP against a raw SQLite baseline.",
-        discussion: "Without --url, starts a server in this process on an ephemeral port with a temporary data directory.")
+        discussion:
+            "Without --url, starts a server in this process on an ephemeral port with a temporary data directory.")
 
     @Option(help: "Server to measure, e.g. http://admin:secret@127.0.0.1:5984 (default: an in-process server).")
     var url: String?
@@ -44,7 +45,9 @@ struct Bench: AsyncParsableCommand {
         defer { serverTask?.cancel() }
         let w = try Workload(target: target, documents: (0..<docs).map(Bench.locationDocument), scratch: scratch)
         let averageSize = w.bodies.reduce(0) { $0 + $1.count } / max(1, w.bodies.count)
-        print("lt-bench database: \(docs) location documents of ~\(averageSize) bytes; server \(url == nil ? "in-process (durability \(durability))" : target.base); median of \(runs) runs")
+        print(
+            "lt-bench database: \(docs) location documents of ~\(averageSize) bytes; server \(url == nil ? "in-process (durability \(durability))" : target.base); median of \(runs) runs"
+        )
 
         let (sqlite, sqliteRead) = try ceilings(w)
         try await engineUpdates(w, ceiling: sqlite)
@@ -70,7 +73,9 @@ struct Bench: AsyncParsableCommand {
 
         /// A server's URL with its credentials in it, e.g. http://admin:secret@127.0.0.1:5984.
         init(url: String) throws {
-            guard var components = URLComponents(string: url), components.host != nil else { throw ValidationError("Cannot parse the URL \(url)") }
+            guard var components = URLComponents(string: url), components.host != nil else {
+                throw ValidationError("Cannot parse the URL \(url)")
+            }
             (user, password) = (components.user, components.password)
             components.user = nil
             components.password = nil
@@ -156,13 +161,15 @@ struct Bench: AsyncParsableCommand {
 
     /// The engine alone (no HTTP): the same batches through `DocumentDatabase.update`.
     func engineUpdates(_ w: Workload, ceiling: Double) async throws {
-        let engineStore = try DatabaseStore(directory: w.scratch.appendingPathComponent("engine"), durability: try Durability.option(durability))
+        let engineStore = try DatabaseStore(
+            directory: w.scratch.appendingPathComponent("engine"), durability: try Durability.option(durability))
         let engine = try await medianAsync(runs) { run in
             let db = try await engineStore.create("engine\(run)")
             let inputs = try w.documents.map { try DocumentInput(json: $0) }
             let start = ContinuousClock.now
             for batch in stride(from: 0, to: inputs.count, by: 1000) {
-                _ = try await db.update(Array(inputs[batch..<min(batch + 1000, inputs.count)]), newEdits: true, user: .system)
+                _ = try await db.update(
+                    Array(inputs[batch..<min(batch + 1000, inputs.count)]), newEdits: true, user: .system)
             }
             return Double(inputs.count) / start.duration(to: .now).seconds
         }
@@ -176,7 +183,8 @@ struct Bench: AsyncParsableCommand {
             try await w.client.send("PUT", "/\(db)", expect: 201)
             let start = ContinuousClock.now
             try await w.client.concurrently(4, w.batches.count) { connection, i in
-                let reply = try connection.send("POST", "/\(db)/_bulk_docs", authorization: w.client.authorization, body: w.batches[i])
+                let reply = try connection.send(
+                    "POST", "/\(db)/_bulk_docs", authorization: w.client.authorization, body: w.batches[i])
                 try Client.check(reply, 201, "POST", "_bulk_docs")
             }
             return Double(w.documents.count) / start.duration(to: .now).seconds
@@ -198,7 +206,8 @@ struct Bench: AsyncParsableCommand {
             }
             let start = ContinuousClock.now
             try await w.client.concurrently(8, count) { connection, i in
-                let reply = try connection.send("PUT", requests[i].0, authorization: w.client.authorization, body: requests[i].1)
+                let reply = try connection.send(
+                    "PUT", requests[i].0, authorization: w.client.authorization, body: requests[i].1)
                 try Client.check(reply, 201, "PUT", requests[i].0)
             }
             return Double(count) / start.duration(to: .now).seconds
@@ -220,10 +229,13 @@ struct Bench: AsyncParsableCommand {
                 return Double(rows) / elapsed
             }
         }
-        report("_changes, full read", try await fullRead("/bulk0/_changes", rowsKey: "results"),
-               unit: "rows/s", ceiling: ceiling, baseline: "raw SQLite read")
+        report(
+            "_changes, full read", try await fullRead("/bulk0/_changes", rowsKey: "results"),
+            unit: "rows/s", ceiling: ceiling, baseline: "raw SQLite read")
         let allDocsRate = try await fullRead("/bulk0/_all_docs?include_docs=true", rowsKey: "rows")
-        report("_all_docs?include_docs=true, full read", allDocsRate, unit: "rows/s", ceiling: ceiling, baseline: "raw SQLite read")
+        report(
+            "_all_docs?include_docs=true, full read", allDocsRate, unit: "rows/s", ceiling: ceiling,
+            baseline: "raw SQLite read")
         return allDocsRate
     }
 
@@ -232,7 +244,9 @@ struct Bench: AsyncParsableCommand {
         // Replication: pull everything into a fresh local database, then push it to an empty
         // server database, through the replicator over HTTP.
         let replicationStore = try DatabaseStore(directory: w.scratch.appendingPathComponent("replicas"))
-        func replicationRate(_ endpoints: (Int) throws -> (any ReplicationEndpoint, any ReplicationEndpoint)) async throws -> Double {
+        func replicationRate(
+            _ endpoints: (Int) throws -> (any ReplicationEndpoint, any ReplicationEndpoint)
+        ) async throws -> Double {
             try await medianAsync(runs) { run in
                 let (source, target) = try endpoints(run)
                 var options = ReplicationOptions()
@@ -246,15 +260,24 @@ struct Bench: AsyncParsableCommand {
             }
         }
         let pull = try await replicationRate { run in
-            (try RemoteEndpoint(url: "\(w.target.base)/bulk0", username: w.target.user, password: w.target.password),
-             LocalEndpoint(store: replicationStore, name: "pulled\(run)"))
+            (
+                try RemoteEndpoint(url: "\(w.target.base)/bulk0", username: w.target.user, password: w.target.password),
+                LocalEndpoint(store: replicationStore, name: "pulled\(run)")
+            )
         }
-        report("replication pull, server → new local database", pull, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
+        report(
+            "replication pull, server → new local database", pull, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs"
+        )
         let push = try await replicationRate { run in
-            (LocalEndpoint(store: replicationStore, name: "pulled0"),
-             try RemoteEndpoint(url: "\(w.target.base)/pushed\(run)", username: w.target.user, password: w.target.password))
+            (
+                LocalEndpoint(store: replicationStore, name: "pulled0"),
+                try RemoteEndpoint(
+                    url: "\(w.target.base)/pushed\(run)", username: w.target.user, password: w.target.password)
+            )
         }
-        report("replication push, local → empty server database", push, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
+        report(
+            "replication push, local → empty server database", push, unit: "docs/s", ceiling: bulk,
+            baseline: "_bulk_docs")
     }
 
     /// Per-user databases: creation over HTTP.
@@ -274,17 +297,29 @@ struct Bench: AsyncParsableCommand {
 
     /// A JavaScript view: building a `_count`-reduced index over every document, then queries.
     func javascriptView(_ w: Workload, allDocsRate: Double) async throws {
-        try await w.client.send("PUT", "/bulk0/_design/bench", json: ["views": ["by_user": [
-            "map": "function (doc) { if (doc.properties) { emit(doc.properties.username, null); } }", "reduce": "_count"]]], expect: 201)
+        try await w.client.send(
+            "PUT", "/bulk0/_design/bench",
+            json: [
+                "views": [
+                    "by_user": [
+                        "map": "function (doc) { if (doc.properties) { emit(doc.properties.username, null); } }",
+                        "reduce": "_count",
+                    ]
+                ]
+            ], expect: 201)
         let viewStart = ContinuousClock.now
         let built = try await w.client.send("GET", "/bulk0/_design/bench/_view/by_user", expect: 200)
         if (try JSON.parse(built))["rows"]?[0]?["value"]?.intValue == w.documents.count {
-            report("JavaScript view build (_count), all documents", Double(w.documents.count) / viewStart.duration(to: .now).seconds,
-                   unit: "docs/s", ceiling: allDocsRate, baseline: "_all_docs read")
+            report(
+                "JavaScript view build (_count), all documents",
+                Double(w.documents.count) / viewStart.duration(to: .now).seconds,
+                unit: "docs/s", ceiling: allDocsRate, baseline: "_all_docs read")
             let viewQueries = try await medianAsync(runs) { _ in
                 let start = ContinuousClock.now
                 try await w.client.concurrently(1, 200) { connection, q in
-                    let reply = try connection.send("GET", "/bulk0/_design/bench/_view/by_user?key=%22user\(q % 50)%22", authorization: w.client.authorization)
+                    let reply = try connection.send(
+                        "GET", "/bulk0/_design/bench/_view/by_user?key=%22user\(q % 50)%22",
+                        authorization: w.client.authorization)
                     try Client.check(reply, 200, "GET", "_view")
                 }
                 return 200 / start.duration(to: .now).seconds
@@ -298,39 +333,56 @@ struct Bench: AsyncParsableCommand {
     /// `_bulk_docs` into a database whose design document validates every write.
     func validatedBulkDocs(_ w: Workload, bulk: Double) async throws {
         try await w.client.send("PUT", "/validated", expect: 201)
-        try await w.client.send("PUT", "/validated/_design/rules", json: ["validate_doc_update": """
-            function (newDoc, oldDoc, userCtx) {
-                if (!newDoc._deleted && !(newDoc.properties && typeof newDoc.properties.username === "string")) {
-                    throw({forbidden: "properties.username is required"});
+        try await w.client.send(
+            "PUT", "/validated/_design/rules",
+            json: [
+                "validate_doc_update": """
+                function (newDoc, oldDoc, userCtx) {
+                    if (!newDoc._deleted && !(newDoc.properties && typeof newDoc.properties.username === "string")) {
+                        throw({forbidden: "properties.username is required"});
+                    }
                 }
-            }
-            """], expect: 201)
+                """
+            ], expect: 201)
         let validatedStart = ContinuousClock.now
         try await w.client.concurrently(4, w.batches.count) { connection, i in
-            let reply = try connection.send("POST", "/validated/_bulk_docs", authorization: w.client.authorization, body: w.batches[i])
+            let reply = try connection.send(
+                "POST", "/validated/_bulk_docs", authorization: w.client.authorization, body: w.batches[i])
             try Client.check(reply, 201, "POST", "_bulk_docs")
-            guard !String(decoding: reply.body, as: UTF8.self).contains("\"error\"") else { throw ValidationError("a valid document was rejected") }
+            guard !String(decoding: reply.body, as: UTF8.self).contains("\"error\"") else {
+                throw ValidationError("a valid document was rejected")
+            }
         }
-        report("_bulk_docs + validate_doc_update, 4 clients",
-               Double(w.documents.count) / validatedStart.duration(to: .now).seconds, unit: "docs/s", ceiling: bulk, baseline: "_bulk_docs")
+        report(
+            "_bulk_docs + validate_doc_update, 4 clients",
+            Double(w.documents.count) / validatedStart.duration(to: .now).seconds, unit: "docs/s", ceiling: bulk,
+            baseline: "_bulk_docs")
     }
 
     /// A selective `_find` with a JSON index on the queried field.
     func indexedFind(_ w: Workload) async throws {
-        try await w.client.send("POST", "/bulk0/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user"], expect: 200)
+        try await w.client.send(
+            "POST", "/bulk0/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user"],
+            expect: 200)
         // The first query builds the index; the measurement is of queries on a built index.
         let buildStart = ContinuousClock.now
-        try await w.client.send("POST", "/bulk0/_find", json: ["selector": ["properties.username": "user0"], "limit": 1], expect: 200)
-        report("building the index over all documents", Double(w.documents.count) / buildStart.duration(to: .now).seconds, unit: "docs/s")
+        try await w.client.send(
+            "POST", "/bulk0/_find", json: ["selector": ["properties.username": "user0"], "limit": 1], expect: 200)
+        report(
+            "building the index over all documents", Double(w.documents.count) / buildStart.duration(to: .now).seconds,
+            unit: "docs/s")
         let queries = (0..<200).map { q in
             JSON.object(["selector": ["properties.username": .string("user\(q % 50)")], "limit": 25]).bytes
         }
         let find = try await medianAsync(runs) { _ in
             let start = ContinuousClock.now
             try await w.client.concurrently(1, queries.count) { connection, q in
-                let reply = try connection.send("POST", "/bulk0/_find", authorization: w.client.authorization, body: queries[q])
+                let reply = try connection.send(
+                    "POST", "/bulk0/_find", authorization: w.client.authorization, body: queries[q])
                 try Client.check(reply, 200, "POST", "_find")
-                guard (try JSON.parse(reply.body)["docs"]?.arrayValue?.count ?? 0) == 25 else { throw ValidationError("_find found too little") }
+                guard (try JSON.parse(reply.body)["docs"]?.arrayValue?.count ?? 0) == 25 else {
+                    throw ValidationError("_find found too little")
+                }
             }
             return Double(queries.count) / start.duration(to: .now).seconds
         }
@@ -356,7 +408,9 @@ struct Bench: AsyncParsableCommand {
         ]
     }
 
-    func report(_ what: String, _ value: Double, unit: String, ceiling: Double? = nil, baseline: String = "raw SQLite inserts") {
+    func report(
+        _ what: String, _ value: Double, unit: String, ceiling: Double? = nil, baseline: String = "raw SQLite inserts"
+    ) {
         var line = what.padding(toLength: 48, withPad: " ", startingAt: 0) + String(format: "%12.0f %@", value, unit)
         if let ceiling { line += String(format: "   (%.2f× %@)", value / ceiling, baseline) }
         print(line)
@@ -387,7 +441,8 @@ struct Bench: AsyncParsableCommand {
         settings.admins["bench"] = try await Passwords.hash("bench-password")
         var options = CouchAPI.Options()
         options.javascript = ServerResources.javascriptQueryServer()
-        let store = try DatabaseStore(directory: directory, durability: mode, validator: DesignDocumentValidator(queryServer: options.javascript))
+        let store = try DatabaseStore(
+            directory: directory, durability: mode, validator: DesignDocumentValidator(queryServer: options.javascript))
         let api = CouchAPI(store: store, settings: settings, options: options, logger: Logger(label: "lt.bench"))
         try await api.prepareSystemDatabases()
         let (portStream, portContinuation) = AsyncStream.makeStream(of: Int.self)
@@ -420,9 +475,11 @@ struct Bench: AsyncParsableCommand {
             self.authorization = authorization
         }
 
-        static func check(_ reply: (status: Int, body: [UInt8]), _ expect: Int, _ method: String, _ path: String) throws {
+        static func check(_ reply: (status: Int, body: [UInt8]), _ expect: Int, _ method: String, _ path: String) throws
+        {
             guard reply.status == expect || (expect == 200 && reply.status == 201) else {
-                throw ValidationError("\(method) \(path): \(reply.status) \(String(decoding: reply.body.prefix(300), as: UTF8.self))")
+                throw ValidationError(
+                    "\(method) \(path): \(reply.status) \(String(decoding: reply.body.prefix(300), as: UTF8.self))")
             }
         }
 
@@ -440,7 +497,9 @@ struct Bench: AsyncParsableCommand {
 
         /// Runs `count` jobs on `width` threads, each with its own connection; the first
         /// failure stops them and is thrown.
-        func concurrently(_ width: Int, _ count: Int, _ job: @escaping @Sendable (BenchConnection, Int) throws -> Void) async throws {
+        func concurrently(
+            _ width: Int, _ count: Int, _ job: @escaping @Sendable (BenchConnection, Int) throws -> Void
+        ) async throws {
             let next = Locked(0)
             let failed = Locked(false)
             let (host, port) = (self.host, self.port)

@@ -38,7 +38,9 @@ final class BenchConnection {
             throw Failure(description: "lt-bench needs an IPv4 address, not \(host)")
         }
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else {
             close(fd)
@@ -53,13 +55,16 @@ final class BenchConnection {
     func expectSuccess(_ method: String, _ path: String, authorization: String, json: JSON? = nil) throws {
         let answer = try send(method, path, authorization: authorization, body: json?.bytes)
         guard (200..<300).contains(answer.status) else {
-            throw Failure(description: "\(method) \(path): \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
+            throw Failure(
+                description:
+                    "\(method) \(path): \(answer.status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))")
         }
     }
 
     /// Sends one request and returns the status and body.
     func send(
-        _ method: String, _ path: String, authorization: String, body: [UInt8]? = nil, contentType: String = "application/json"
+        _ method: String, _ path: String, authorization: String, body: [UInt8]? = nil,
+        contentType: String = "application/json"
     ) throws -> (status: Int, body: [UInt8]) {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: \(host)\r\nAccept: application/json\r\n"
         if !authorization.isEmpty { head += "Authorization: \(authorization)\r\n" }
@@ -72,17 +77,22 @@ final class BenchConnection {
         buffer.removeFirst(headerEnd + 4)
         let lines = headerText.split(separator: "\r\n")
         guard let statusLine = lines.first, statusLine.split(separator: " ").count >= 2,
-              let status = Int(statusLine.split(separator: " ")[1]) else { throw Failure(description: "bad response") }
+            let status = Int(statusLine.split(separator: " ")[1])
+        else { throw Failure(description: "bad response") }
         var length: Int?
         var chunked = false
         for line in lines.dropFirst() {
             let lower = line.lowercased()
-            if lower.hasPrefix("content-length:") { length = Int(lower.dropFirst(15).trimmingCharacters(in: .whitespaces)) }
+            if lower.hasPrefix("content-length:") {
+                length = Int(lower.dropFirst(15).trimmingCharacters(in: .whitespaces))
+            }
             if lower.hasPrefix("transfer-encoding:"), lower.contains("chunked") { chunked = true }
         }
         if method == "HEAD" { return (status, []) }
         if let length {
-            guard (0...Self.largestBody).contains(length) else { throw Failure(description: "Content-Length \(length) out of range") }
+            guard (0...Self.largestBody).contains(length) else {
+                throw Failure(description: "Content-Length \(length) out of range")
+            }
             try fill(length)
             let body = Array(buffer[0..<length])
             buffer.removeFirst(length)
@@ -93,7 +103,9 @@ final class BenchConnection {
         while true {
             let lineEnd = try readUntil([13, 10])
             let sizeText = String(decoding: buffer[0..<lineEnd], as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), (0...Self.largestBody).contains(size) else {
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16),
+                (0...Self.largestBody).contains(size)
+            else {
                 throw Failure(description: "bad chunk size \(sizeText)")
             }
             buffer.removeFirst(lineEnd + 2)

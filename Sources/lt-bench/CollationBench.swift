@@ -26,13 +26,19 @@ struct CollationBench: ParsableCommand {
     /// Keys as location views emit them: user names, ISO times, place names (some accented),
     /// and `[user, day]` pairs (the same ones every run).
     static func viewKeys(_ count: Int) -> [JSON] {
-        let places = ["Market St", "Café de Flore", "Straße 12", "Ørsted Park", "north gate", "Zürich HB", "東京駅", "São Paulo"]
+        let places = [
+            "Market St", "Café de Flore", "Straße 12", "Ørsted Park", "north gate", "Zürich HB", "東京駅", "São Paulo",
+        ]
         return (0..<count).map { i in
             switch i % 4 {
             case 0: return .string("user\(i % 997)")
-            case 1: return .string(String(format: "2026-%02d-%02dT%02d:%02d:%02dZ", i % 12 + 1, i % 28 + 1, i % 24, i % 60, (i * 7) % 60))
+            case 1:
+                return .string(
+                    String(
+                        format: "2026-%02d-%02dT%02d:%02d:%02dZ", i % 12 + 1, i % 28 + 1, i % 24, i % 60, (i * 7) % 60))
             case 2: return .string(places[i % places.count] + " \(i % 50)")
-            default: return [.string("user\(i % 997)"), .string(String(format: "2026-%02d-%02d", i % 12 + 1, i % 28 + 1))]
+            default:
+                return [.string("user\(i % 997)"), .string(String(format: "2026-%02d-%02d", i % 12 + 1, i % 28 + 1))]
             }
         }
     }
@@ -55,8 +61,12 @@ struct CollationBench: ParsableCommand {
         let rawCompare = best { pairs.reduce(0) { $0 &+ JSON.collate($1.0, $1.1, .raw) } }
         func perKey(_ seconds: Double) -> String { String(format: "%.0f ns", seconds / Double(values.count) * 1e9) }
         print("collation: \(values.count) view keys (names, times, places, [user, day]), best of \(rounds)")
-        print("  index key, ICU (default)   \(perKey(icuKeys.seconds)) per key, \(icuKeys.check / values.count) bytes on average")
-        print("  index key, raw (baseline)  \(perKey(rawKeys.seconds)) per key, \(rawKeys.check / values.count) bytes on average")
+        print(
+            "  index key, ICU (default)   \(perKey(icuKeys.seconds)) per key, \(icuKeys.check / values.count) bytes on average"
+        )
+        print(
+            "  index key, raw (baseline)  \(perKey(rawKeys.seconds)) per key, \(rawKeys.check / values.count) bytes on average"
+        )
         print(String(format: "  ICU / raw                  %.2f×", icuKeys.seconds / rawKeys.seconds))
         print("  compare, ICU (default)     \(perKey(icuCompare.seconds)) per pair")
         print("  compare, raw (baseline)    \(perKey(rawCompare.seconds)) per pair")

@@ -36,39 +36,64 @@ struct CompareBench: AsyncParsableCommand {
     @Option(help: "Also write the figures as JSON to this file.")
     var json: String?
 
-    @Option(name: .customLong("geo-points"), help: "Points of a geo comparison (repeatable, e.g. 100000 and 1000000; default 100,000, 10,000 with --quick).")
+    @Option(
+        name: .customLong("geo-points"),
+        help: "Points of a geo comparison (repeatable, e.g. 100000 and 1000000; default 100,000, 10,000 with --quick).")
     var geoPoints: [Int] = []
 
-    @Option(name: .customLong("geo-queries"), help: "Geo queries asked of lt per figure (default 20,000, 2,000 with --quick).")
+    @Option(
+        name: .customLong("geo-queries"),
+        help: "Geo queries asked of lt per figure (default 20,000, 2,000 with --quick).")
     var geoQueries: Int?
 
-    @Option(help: "PostGIS to compare the geo figures with, as a libpq URL (e.g. postgresql://postgres@127.0.0.1:5499/postgres); its psql and pgbench must be on the PATH. Tables named cmp_points_* are made and dropped.")
+    @Option(
+        help:
+            "PostGIS to compare the geo figures with, as a libpq URL (e.g. postgresql://postgres@127.0.0.1:5499/postgres); its psql and pgbench must be on the PATH. Tables named cmp_points_* are made and dropped."
+    )
     var postgis: String?
 
-    @Option(help: "Only the measurements with a figure whose name contains this text, or geo for the geo ones (repeatable; the bulk load always runs, the others read it).")
+    @Option(
+        help:
+            "Only the measurements with a figure whose name contains this text, or geo for the geo ones (repeatable; the bulk load always runs, the others read it)."
+    )
     var only: [String] = []
 
     func validate() throws {
         // Sizes bounded before they size arrays, threads and loops (one listener is one thread).
-        guard (1_000...10_000_000).contains(docs) else { throw ValidationError("--docs must be between 1,000 and 10,000,000") }
+        guard (1_000...10_000_000).contains(docs) else {
+            throw ValidationError("--docs must be between 1,000 and 10,000,000")
+        }
         guard (1...docs).contains(puts) else { throw ValidationError("--puts must be between 1 and --docs") }
         guard (1...1_000).contains(listeners) else { throw ValidationError("--listeners must be between 1 and 1,000") }
-        guard geoPoints.allSatisfy({ (1_000...10_000_000).contains($0) }) else { throw ValidationError("--geo-points must be between 1,000 and 10,000,000") }
-        guard geoQueries.map({ (2...10_000_000).contains($0) }) ?? true else { throw ValidationError("--geo-queries must be between 2 and 10,000,000") }
+        guard geoPoints.allSatisfy({ (1_000...10_000_000).contains($0) }) else {
+            throw ValidationError("--geo-points must be between 1,000 and 10,000,000")
+        }
+        guard geoQueries.map({ (2...10_000_000).contains($0) }) ?? true else {
+            throw ValidationError("--geo-queries must be between 2 and 10,000,000")
+        }
     }
 
     func run() async throws {
         ProcessSetup.bootstrapLogging(level: .warning)
-        let scale = quick ? CompareScale(documents: 10_000, puts: 2_000, listeners: 50, feedWrites: 100)
-                          : CompareScale(documents: docs, puts: puts, listeners: listeners, feedWrites: 400)
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-compare-\(UUID().uuidString)")
+        let scale =
+            quick
+            ? CompareScale(documents: 10_000, puts: 2_000, listeners: 50, feedWrites: 100)
+            : CompareScale(documents: docs, puts: puts, listeners: listeners, feedWrites: 400)
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "lt-bench-compare-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
         let binary = peers.lt.executable
         let admin = (user: "bench", password: "bench-password")
-        let server = try await LTServeProcess.start(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin)
+        let server = try await LTServeProcess.start(
+            binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin)
         defer { server.stop() }
-        var sides = [ComparedServer(
-            name: "lt", target: Bench.Target(base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password), pid: server.pid)]
+        var sides = [
+            ComparedServer(
+                name: "lt",
+                target: Bench.Target(
+                    base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password),
+                pid: server.pid)
+        ]
         if let couchdb = peers.couchdb {
             let target = try Bench.Target(url: couchdb)
             let pid = try peers.couchdbProcess(target)
@@ -87,7 +112,8 @@ struct CompareBench: AsyncParsableCommand {
         var memory: [String: Int] = [:]
         var anonymous: [String: Int] = [:]
         let measures = CompareWorkload.measures.enumerated().filter { index, measure in
-            index == 0 || only.isEmpty || measure.figures.contains { figure in only.contains { figure.name.contains($0) } }
+            index == 0 || only.isEmpty
+                || measure.figures.contains { figure in only.contains { figure.name.contains($0) } }
         }.map(\.element)
         for measure in measures {
             var rows = measure.figures.map { CompareTable.Row(figure: $0) }
@@ -98,17 +124,23 @@ struct CompareBench: AsyncParsableCommand {
                 memory[workload.server.name] = max(memory[workload.server.name] ?? 0, peak)
                 anonymous[workload.server.name] = max(anonymous[workload.server.name] ?? 0, sampler.anonymous)
                 // Which measure brings the largest memory: progress on stderr, not in the table.
-                FileHandle.standardError.write(Data("""
-                      \(workload.server.name), \(measure.figures[0].name): at most \(peak / 1_048_576) MiB resident, \
-                    \(sampler.anonymous / 1_048_576) MiB anonymous
+                FileHandle.standardError.write(
+                    Data(
+                        """
+                          \(workload.server.name), \(measure.figures[0].name): at most \(peak / 1_048_576) MiB resident, \
+                        \(sampler.anonymous / 1_048_576) MiB anonymous
 
-                    """.utf8))
-                for (index, value) in values.enumerated() where index < rows.count { rows[index].values[workload.server.name] = value }
+                        """.utf8))
+                for (index, value) in values.enumerated() where index < rows.count {
+                    rows[index].values[workload.server.name] = value
+                }
             }
             for row in rows { table.add(row) }
         }
-        var rss = CompareTable.Row(figure: CompareFigure("server RSS, largest during the run", unit: "MiB", better: .lower, target: 3))
-        var own = CompareTable.Row(figure: CompareFigure("server anonymous memory (RssAnon), largest", unit: "MiB", better: .lower))
+        var rss = CompareTable.Row(
+            figure: CompareFigure("server RSS, largest during the run", unit: "MiB", better: .lower, target: 3))
+        var own = CompareTable.Row(
+            figure: CompareFigure("server anonymous memory (RssAnon), largest", unit: "MiB", better: .lower))
         for side in sides {
             rss.values[side.name] = Double(memory[side.name] ?? 0) / 1_048_576
             own.values[side.name] = Double(anonymous[side.name] ?? 0) / 1_048_576
@@ -121,9 +153,13 @@ struct CompareBench: AsyncParsableCommand {
         for geo in geos where only.isEmpty || only.contains("geo") {
             let (points, centres) = geo.data()
             var rows = geo.figures.map { CompareTable.Row(figure: $0) }
-            for (index, value) in try await geo.measureLT(workloads[0], points, centres).enumerated() { rows[index].values["lt"] = value }
+            for (index, value) in try await geo.measureLT(workloads[0], points, centres).enumerated() {
+                rows[index].values["lt"] = value
+            }
             if let postgis {
-                for (index, value) in try geo.measurePostGIS(postgis, points, centres, scratch: scratch).enumerated() { rows[index].values["PostGIS"] = value }
+                for (index, value) in try geo.measurePostGIS(postgis, points, centres, scratch: scratch).enumerated() {
+                    rows[index].values["PostGIS"] = value
+                }
             }
             for row in rows { table.add(row) }
         }
@@ -186,7 +222,9 @@ struct CompareTable {
         var advantage: Double? {
             // Against CouchDB where it has a value, else PostGIS (the geo rows); never against
             // a third column such as lt in cluster mode.
-            guard let lt = values["lt"], let other = values["CouchDB"] ?? values["PostGIS"], lt > 0, other > 0 else { return nil }
+            guard let lt = values["lt"], let other = values["CouchDB"] ?? values["PostGIS"], lt > 0, other > 0 else {
+                return nil
+            }
             return figure.better == .higher ? lt / other : other / lt
         }
 
@@ -215,7 +253,9 @@ struct CompareTable {
         for side in sides { line += (row.values[side].map { Self.format($0) } ?? "—").leftPadded(14) }
         if let advantage = row.advantage {
             line += String(format: "  %6.2f×", advantage)
-            if let target = row.figure.target { line += String(format: " (≥ %g× %@)", target, advantage >= target ? "met" : "not met") }
+            if let target = row.figure.target {
+                line += String(format: " (≥ %g× %@)", target, advantage >= target ? "met" : "not met")
+            }
         }
         print(line)
     }
@@ -250,10 +290,14 @@ struct CompareHeader {
     let json: JSON
 
     init(sides: [ComparedServer], lt: LTServeProcess, scale: CompareScale) async throws {
-        let cpu = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
-            .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
-        let machine = "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(ProcessInfo.processInfo.physicalMemory / 1_073_741_824) GiB"
-        let build = "lt built with \(Allocator.description), JavaScript \(ServerResources.javascriptQueryServer() == nil ? "off" : "on")"
+        let cpu =
+            (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("model name") }?.split(separator: ":").last?
+            .trimmingCharacters(in: .whitespaces) ?? "unknown CPU"
+        let machine =
+            "\(ProcessInfo.processInfo.activeProcessorCount) cores (\(cpu)), \(ProcessInfo.processInfo.physicalMemory / 1_073_741_824) GiB"
+        let build =
+            "lt built with \(Allocator.description), JavaScript \(ServerResources.javascriptQueryServer() == nil ? "off" : "on")"
         var versions: [String] = []
         for side in sides.dropFirst() {
             let welcome = try JSON.parse(try await side.client.send("GET", "/", expect: 200))
@@ -265,13 +309,16 @@ struct CompareHeader {
             machine: \(machine); load average at the start: \(load)
             \(build); lt serve pid \(lt.pid) (durable, database API only)\(versions.isEmpty ? "" : "; " + versions.joined(separator: "; "))
             """
-        json = ["machine": .string(machine), "build": .string(build), "servers": .array(versions.map(JSON.string)),
-                "load_average_start": .string(load), "documents": .int(scale.documents), "puts": .int(scale.puts),
-                "listeners": .int(scale.listeners)]
+        json = [
+            "machine": .string(machine), "build": .string(build), "servers": .array(versions.map(JSON.string)),
+            "load_average_start": .string(load), "documents": .int(scale.documents), "puts": .int(scale.puts),
+            "listeners": .int(scale.listeners),
+        ]
     }
 
     /// /proc/loadavg's three averages.
     static func loadAverage() -> String {
-        ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "").split(separator: " ").prefix(3).joined(separator: " ")
+        ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "").split(separator: " ").prefix(3).joined(
+            separator: " ")
     }
 }

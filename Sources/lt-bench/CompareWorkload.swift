@@ -36,11 +36,17 @@ struct CompareWorkload: Sendable {
 
     /// Every measurement, in the order they run (later ones read what `bulk` loaded).
     static let measures: [Measure] = [
-        Measure(figures: [CompareFigure("_bulk_docs, 1,000 per batch, 4 clients", unit: "docs/s", target: 5)]) { try await [$0.bulkDocs()] },
-        Measure(figures: [CompareFigure("_bulk_docs without ids (server-assigned), same shape", unit: "docs/s", target: 3)]) {
+        Measure(figures: [CompareFigure("_bulk_docs, 1,000 per batch, 4 clients", unit: "docs/s", target: 5)]) {
+            try await [$0.bulkDocs()]
+        },
+        Measure(figures: [
+            CompareFigure("_bulk_docs without ids (server-assigned), same shape", unit: "docs/s", target: 3)
+        ]) {
             try await [$0.bulkDocsWithoutIDs()]
         },
-        Measure(figures: [CompareFigure("single-document PUT, 8 clients, durable", unit: "docs/s", target: 15)]) { try await [$0.singlePuts()] },
+        Measure(figures: [CompareFigure("single-document PUT, 8 clients, durable", unit: "docs/s", target: 15)]) {
+            try await [$0.singlePuts()]
+        },
         Measure(figures: [CompareFigure("_changes, whole feed", unit: "rows/s", target: 10)]) {
             try await [$0.fullRead("/cmp-bulk/_changes", rows: "results")]
         },
@@ -50,8 +56,12 @@ struct CompareWorkload: Sendable {
         Measure(figures: [CompareFigure("_all_docs?include_docs=true, whole", unit: "rows/s", target: 10)]) {
             try await [$0.fullRead("/cmp-bulk/_all_docs?include_docs=true", rows: "rows")]
         },
-        Measure(figures: [CompareFigure("device pull: _changes + _bulk_get, 500 a batch", unit: "docs/s", target: 5)]) { try await [$0.devicePull()] },
-        Measure(figures: [CompareFigure("_revs_diff, 1,000 documents a request", unit: "docs/s", target: 5)]) { try await [$0.revsDiff()] },
+        Measure(figures: [CompareFigure("device pull: _changes + _bulk_get, 500 a batch", unit: "docs/s", target: 5)]) {
+            try await [$0.devicePull()]
+        },
+        Measure(figures: [CompareFigure("_revs_diff, 1,000 documents a request", unit: "docs/s", target: 5)]) {
+            try await [$0.revsDiff()]
+        },
         Measure(figures: [
             CompareFigure("Mango index build (first query)", unit: "docs/s"),
             CompareFigure("Mango _find, indexed, limit 100", unit: "queries/s", target: 20),
@@ -131,23 +141,33 @@ struct CompareWorkload: Sendable {
     /// then `_compact` timed from the request until the database no longer says
     /// `compact_running`, while one client writes new documents and times each PUT.
     func compaction() async throws -> [Double] {
-        let rows = try JSON.parse(try await client.send("GET", "/cmp-bulk/_all_docs", expect: 200))["rows"]?.arrayValue ?? []
+        let rows =
+            try JSON.parse(try await client.send("GET", "/cmp-bulk/_all_docs", expect: 200))["rows"]?.arrayValue ?? []
         let updates: [[UInt8]] = stride(from: 0, to: rows.count, by: 1000).map { first in
-            JSON.object(["docs": .array(rows[first..<min(first + 1000, rows.count)].enumerated().compactMap { offset, row in
-                // Documents the server holds beyond those loaded (it may have more) are left alone.
-                guard first + offset < documents.count, let id = row["id"]?.stringValue, let rev = row["value"]?["rev"],
-                      var body = documents[first + offset].objectValue else { return nil }
-                body["_id"] = .string(id)
-                body["_rev"] = rev
-                body["updated"] = true
-                return .object(body)
-            })]).bytes
+            JSON.object([
+                "docs": .array(
+                    rows[first..<min(first + 1000, rows.count)].enumerated().compactMap { offset, row in
+                        // Documents the server holds beyond those loaded (it may have more) are left alone.
+                        guard first + offset < documents.count, let id = row["id"]?.stringValue,
+                            let rev = row["value"]?["rev"],
+                            var body = documents[first + offset].objectValue
+                        else { return nil }
+                        body["_id"] = .string(id)
+                        body["_rev"] = rev
+                        body["updated"] = true
+                        return .object(body)
+                    })
+            ]).bytes
         }
         try await client.concurrently(4, updates.count) { connection, i in
-            try Bench.Client.check(connection.send("POST", "/cmp-bulk/_bulk_docs", authorization: authorization, body: updates[i]), 201, "POST", "_bulk_docs")
+            try Bench.Client.check(
+                connection.send("POST", "/cmp-bulk/_bulk_docs", authorization: authorization, body: updates[i]), 201,
+                "POST", "_bulk_docs")
         }
         func fileMiB() async throws -> Double {
-            Double(try JSON.parse(try await client.send("GET", "/cmp-bulk", expect: 200))["sizes"]?["file"]?.intValue ?? 0) / 1_048_576
+            Double(
+                try JSON.parse(try await client.send("GET", "/cmp-bulk", expect: 200))["sizes"]?["file"]?.intValue ?? 0)
+                / 1_048_576
         }
         let before = try await fileMiB()
         let writing = Locked(true)
@@ -158,8 +178,11 @@ struct CompareWorkload: Sendable {
                 var n = 0
                 while writing.withLock({ $0 }) {
                     let start = ContinuousClock.now
-                    try Bench.Client.check(connection.send("PUT", "/cmp-bulk/during-compaction-\(n)", authorization: authorization, body: Array(#"{"n":1}"#.utf8)),
-                                           201, "PUT", "during compaction")
+                    try Bench.Client.check(
+                        connection.send(
+                            "PUT", "/cmp-bulk/during-compaction-\(n)", authorization: authorization,
+                            body: Array(#"{"n":1}"#.utf8)),
+                        201, "PUT", "during compaction")
                     latencies.withLock { $0.append(start.duration(to: .now).seconds * 1000) }
                     n += 1
                 }
@@ -170,7 +193,8 @@ struct CompareWorkload: Sendable {
         // CouchDB may take a moment to say it runs; lt says so before it answers.
         var seenRunning = false
         while true {
-            let running = try JSON.parse(try await client.send("GET", "/cmp-bulk", expect: 200))["compact_running"] == true
+            let running =
+                try JSON.parse(try await client.send("GET", "/cmp-bulk", expect: 200))["compact_running"] == true
             seenRunning = seenRunning || running
             if !running, seenRunning || start.duration(to: .now) > .seconds(5) { break }
             try await Task.sleep(for: .milliseconds(50))
@@ -190,7 +214,9 @@ struct CompareWorkload: Sendable {
         let reply = try await client.send("GET", path, expect: 200)
         let elapsed = start.duration(to: .now).seconds
         let rows = try JSON.parse(reply)[key]?.arrayValue?.count ?? 0
-        guard rows == documents.count else { throw ValidationError("\(server.name): \(path) answered \(rows) rows of \(documents.count)") }
+        guard rows == documents.count else {
+            throw ValidationError("\(server.name): \(path) answered \(rows) rows of \(documents.count)")
+        }
         return Double(rows) / elapsed
     }
 
@@ -202,31 +228,41 @@ struct CompareWorkload: Sendable {
         try await client.concurrently(1, 1) { connection, _ in
             var since = "0"
             while true {
-                let changes = try connection.send("GET", "/cmp-bulk/_changes?style=all_docs&limit=500&since=\(Self.queryValue(since))", authorization: authorization)
+                let changes = try connection.send(
+                    "GET", "/cmp-bulk/_changes?style=all_docs&limit=500&since=\(Self.queryValue(since))",
+                    authorization: authorization)
                 try Bench.Client.check(changes, 200, "GET", "_changes")
                 let feed = try JSON.parse(changes.body)
                 let results = feed["results"]?.arrayValue ?? []
                 if results.isEmpty { break }
                 let wanted: [JSON] = results.flatMap { result in
-                    (result["changes"]?.arrayValue ?? []).map { ["id": result["id"] ?? .null, "rev": $0["rev"] ?? .null] }
+                    (result["changes"]?.arrayValue ?? []).map {
+                        ["id": result["id"] ?? .null, "rev": $0["rev"] ?? .null]
+                    }
                 }
-                let reply = try connection.send("POST", "/cmp-bulk/_bulk_get?revs=true&latest=true", authorization: authorization,
-                                                body: JSON.object(["docs": .array(wanted)]).bytes)
+                let reply = try connection.send(
+                    "POST", "/cmp-bulk/_bulk_get?revs=true&latest=true", authorization: authorization,
+                    body: JSON.object(["docs": .array(wanted)]).bytes)
                 try Bench.Client.check(reply, 200, "POST", "_bulk_get")
                 let docs = try JSON.parse(reply.body)["results"]?.arrayValue ?? []
-                pulled.withLock { $0 += docs.reduce(0) { $0 + ($1["docs"]?.arrayValue?.filter { $0["ok"] != nil }.count ?? 0) } }
+                pulled.withLock {
+                    $0 += docs.reduce(0) { $0 + ($1["docs"]?.arrayValue?.filter { $0["ok"] != nil }.count ?? 0) }
+                }
                 since = Self.sequence(feed["last_seq"]) ?? since
             }
         }
         let count = pulled.withLock { $0 }
-        guard count == documents.count else { throw ValidationError("\(server.name): the pull got \(count) documents of \(documents.count)") }
+        guard count == documents.count else {
+            throw ValidationError("\(server.name): the pull got \(count) documents of \(documents.count)")
+        }
         return Double(count) / start.duration(to: .now).seconds
     }
 
     /// Replication's question of which revisions the target lacks: every document with its
     /// current revision and one it never had.
     func revsDiff() async throws -> Double {
-        let rows = try JSON.parse(try await client.send("GET", "/cmp-bulk/_all_docs", expect: 200))["rows"]?.arrayValue ?? []
+        let rows =
+            try JSON.parse(try await client.send("GET", "/cmp-bulk/_all_docs", expect: 200))["rows"]?.arrayValue ?? []
         let requests: [[UInt8]] = stride(from: 0, to: rows.count, by: 1000).map { first in
             var body = JSONObject()
             for row in rows[first..<min(first + 1000, rows.count)] {
@@ -237,9 +273,12 @@ struct CompareWorkload: Sendable {
         }
         let start = ContinuousClock.now
         try await client.concurrently(1, requests.count) { connection, i in
-            let reply = try connection.send("POST", "/cmp-bulk/_revs_diff", authorization: authorization, body: requests[i])
+            let reply = try connection.send(
+                "POST", "/cmp-bulk/_revs_diff", authorization: authorization, body: requests[i])
             try Bench.Client.check(reply, 200, "POST", "_revs_diff")
-            guard case let .object(missing) = try JSON.parse(reply.body), missing.count == min(1000, rows.count - i * 1000) else {
+            guard case let .object(missing) = try JSON.parse(reply.body),
+                missing.count == min(1000, rows.count - i * 1000)
+            else {
                 throw ValidationError("\(server.name): _revs_diff missed revisions")
             }
         }
@@ -250,17 +289,24 @@ struct CompareWorkload: Sendable {
 
     /// A JSON index on the user name: its build (the first query), then 200 queries of 100.
     func mango() async throws -> [Double] {
-        try await client.send("POST", "/cmp-bulk/_index", json: ["index": ["fields": ["properties.username"]], "name": "by-user", "type": "json"], expect: 200)
+        try await client.send(
+            "POST", "/cmp-bulk/_index",
+            json: ["index": ["fields": ["properties.username"]], "name": "by-user", "type": "json"], expect: 200)
         let buildStart = ContinuousClock.now
-        try await client.send("POST", "/cmp-bulk/_find", json: ["selector": ["properties.username": "user0"], "limit": 1], expect: 200)
+        try await client.send(
+            "POST", "/cmp-bulk/_find", json: ["selector": ["properties.username": "user0"], "limit": 1], expect: 200)
         let build = Double(documents.count) / buildStart.duration(to: .now).seconds
-        let queries = (0..<200).map { q in JSON.object(["selector": ["properties.username": .string("user\(q % 50)")], "limit": 100]).bytes }
+        let queries = (0..<200).map { q in
+            JSON.object(["selector": ["properties.username": .string("user\(q % 50)")], "limit": 100]).bytes
+        }
         let expected = min(100, documents.count / 50)
         let start = ContinuousClock.now
         try await client.concurrently(1, queries.count) { connection, q in
             let reply = try connection.send("POST", "/cmp-bulk/_find", authorization: authorization, body: queries[q])
             try Bench.Client.check(reply, 200, "POST", "_find")
-            guard try JSON.parse(reply.body)["docs"]?.arrayValue?.count == expected else { throw ValidationError("\(server.name): _find found too few") }
+            guard try JSON.parse(reply.body)["docs"]?.arrayValue?.count == expected else {
+                throw ValidationError("\(server.name): _find found too few")
+            }
         }
         return [build, Double(queries.count) / start.duration(to: .now).seconds]
     }
@@ -268,15 +314,26 @@ struct CompareWorkload: Sendable {
     /// A map function by user with `_count`: its build (the first query), then 200 reduced
     /// queries of one key and 200 of its first 10 rows.
     func javascriptView() async throws -> [Double] {
-        try await client.send("PUT", "/cmp-bulk/_design/cmp", json: ["views": ["by_user": [
-            "map": "function (doc) { if (doc.properties) { emit(doc.properties.username, null); } }", "reduce": "_count"]]], expect: 201)
+        try await client.send(
+            "PUT", "/cmp-bulk/_design/cmp",
+            json: [
+                "views": [
+                    "by_user": [
+                        "map": "function (doc) { if (doc.properties) { emit(doc.properties.username, null); } }",
+                        "reduce": "_count",
+                    ]
+                ]
+            ], expect: 201)
         let buildStart = ContinuousClock.now
         let first = try JSON.parse(try await client.send("GET", "/cmp-bulk/_design/cmp/_view/by_user", expect: 200))
         let build = Double(documents.count) / buildStart.duration(to: .now).seconds
-        guard first["rows"]?[0]?["value"]?.intValue == documents.count else { throw ValidationError("\(server.name): the view counted \(first)") }
+        guard first["rows"]?[0]?["value"]?.intValue == documents.count else {
+            throw ValidationError("\(server.name): the view counted \(first)")
+        }
         let start = ContinuousClock.now
         try await client.concurrently(1, 200) { connection, q in
-            let reply = try connection.send("GET", "/cmp-bulk/_design/cmp/_view/by_user?key=%22user\(q % 50)%22", authorization: authorization)
+            let reply = try connection.send(
+                "GET", "/cmp-bulk/_design/cmp/_view/by_user?key=%22user\(q % 50)%22", authorization: authorization)
             try Bench.Client.check(reply, 200, "GET", "_view")
         }
         let reduced = 200 / start.duration(to: .now).seconds
@@ -284,7 +341,8 @@ struct CompareWorkload: Sendable {
         let rowsStart = ContinuousClock.now
         try await client.concurrently(1, 200) { connection, q in
             let reply = try connection.send(
-                "GET", "/cmp-bulk/_design/cmp/_view/by_user?key=%22user\(q % 50)%22&reduce=false&limit=10", authorization: authorization)
+                "GET", "/cmp-bulk/_design/cmp/_view/by_user?key=%22user\(q % 50)%22&reduce=false&limit=10",
+                authorization: authorization)
             try Bench.Client.check(reply, 200, "GET", "_view")
             guard try JSON.parse(reply.body)["rows"]?.arrayValue?.count == min(10, documents.count / 50) else {
                 throw ValidationError("\(server.name): the view's rows of one key are too few")
@@ -304,14 +362,18 @@ struct CompareWorkload: Sendable {
         let megabytes = Double(count * photo.count) / 1_000_000
         let writeStart = ContinuousClock.now
         try await client.concurrently(4, count) { connection, i in
-            let reply = try connection.send("PUT", "/cmp-photos/photo-\(i)/photo.jpg", authorization: authorization, body: photo, contentType: "image/jpeg")
+            let reply = try connection.send(
+                "PUT", "/cmp-photos/photo-\(i)/photo.jpg", authorization: authorization, body: photo,
+                contentType: "image/jpeg")
             try Bench.Client.check(reply, 201, "PUT", "photo-\(i)")
         }
         let written = megabytes / writeStart.duration(to: .now).seconds
         let readStart = ContinuousClock.now
         try await client.concurrently(4, count) { connection, i in
             let reply = try connection.send("GET", "/cmp-photos/photo-\(i)/photo.jpg", authorization: authorization)
-            guard reply.status == 200, reply.body == photo else { throw ValidationError("\(server.name): photo-\(i) came back different") }
+            guard reply.status == 200, reply.body == photo else {
+                throw ValidationError("\(server.name): photo-\(i) came back different")
+            }
         }
         return [written, megabytes / readStart.duration(to: .now).seconds]
     }
@@ -327,17 +389,23 @@ struct CompareWorkload: Sendable {
         let sent = Locked<[String: ContinuousClock.Instant]>([:])
         let seen = Locked<[Double]>([])
         let stopping = Locked(false)
-        let since = try JSON.parse(try await client.send("GET", "/cmp-feed", expect: 200))["update_seq"].flatMap(Self.sequence) ?? "0"
+        let since =
+            try JSON.parse(try await client.send("GET", "/cmp-feed", expect: 200))["update_seq"].flatMap(Self.sequence)
+            ?? "0"
         async let listening: Void = Bench.onThreads(scale.listeners) { _ in
             let connection = try BenchConnection(host: client.host, port: client.port)
             var position = since
             while !stopping.withLock({ $0 }) {
-                let reply = try connection.send("GET", "/cmp-feed/_changes?feed=longpoll&timeout=10000&since=\(Self.queryValue(position))", authorization: authorization)
+                let reply = try connection.send(
+                    "GET", "/cmp-feed/_changes?feed=longpoll&timeout=10000&since=\(Self.queryValue(position))",
+                    authorization: authorization)
                 let arrived = ContinuousClock.now
                 try Bench.Client.check(reply, 200, "GET", "longpoll _changes")
                 let feed = try JSON.parse(reply.body)
                 let lags = (feed["results"]?.arrayValue ?? []).compactMap { result in
-                    result["id"]?.stringValue.flatMap { id in sent.withLock { $0[id] } }.map { $0.duration(to: arrived).seconds * 1000 }
+                    result["id"]?.stringValue.flatMap { id in sent.withLock { $0[id] } }.map {
+                        $0.duration(to: arrived).seconds * 1000
+                    }
                 }
                 seen.withLock { $0 += lags }
                 position = Self.sequence(feed["last_seq"]) ?? position
@@ -353,28 +421,37 @@ struct CompareWorkload: Sendable {
         }
         let expected = scale.feedWrites * scale.listeners
         let deadline = ContinuousClock.now + .seconds(10)
-        while seen.withLock({ $0.count }) < expected, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(50)) }
+        while seen.withLock({ $0.count }) < expected, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
         stopping.withLock { $0 = true }
         try await client.send("PUT", "/cmp-feed/stop", json: [:], expect: 201)  // wakes every listener to see it
         try await listening
         let withListeners = try writes.get()
         let lags = seen.withLock { $0 }.sorted()
-        guard lags.count == expected else { throw ValidationError("\(server.name): listeners saw \(lags.count) of \(expected) changes") }
+        guard lags.count == expected else {
+            throw ValidationError("\(server.name): listeners saw \(lags.count) of \(expected) changes")
+        }
         return [Self.percentile(lags, 0.5), Self.percentile(lags, 0.99), withListeners, alone]
     }
 
     /// `count` PUTs, one every 25 ms; each one's send time noted in `sent`; the PUTs' p50 in ms.
-    func pacedWrites(prefix: String, count: Int, sent: Locked<[String: ContinuousClock.Instant]>?) async throws -> Double {
+    func pacedWrites(
+        prefix: String, count: Int, sent: Locked<[String: ContinuousClock.Instant]>?
+    ) async throws -> Double {
         let latencies = Locked<[Double]>([])
         try await client.concurrently(1, 1) { connection, _ in
             let start = ContinuousClock.now
             for i in 0..<count {
                 let due = start + .milliseconds(25 * i)
-                if ContinuousClock.now < due { Thread.sleep(forTimeInterval: ContinuousClock.now.duration(to: due).seconds) }
+                if ContinuousClock.now < due {
+                    Thread.sleep(forTimeInterval: ContinuousClock.now.duration(to: due).seconds)
+                }
                 let id = "\(prefix)-\(i)"
                 let before = ContinuousClock.now
                 sent?.withLock { $0[id] = before }
-                let reply = try connection.send("PUT", "/cmp-feed/\(id)", authorization: authorization, body: Array(#"{"lat":1.5,"lon":2.5}"#.utf8))
+                let reply = try connection.send(
+                    "PUT", "/cmp-feed/\(id)", authorization: authorization, body: Array(#"{"lat":1.5,"lon":2.5}"#.utf8))
                 try Bench.Client.check(reply, 201, "PUT", id)
                 latencies.withLock { $0.append(before.duration(to: .now).seconds * 1000) }
             }
@@ -395,6 +472,7 @@ struct CompareWorkload: Sendable {
 
     /// A value for a query string (CouchDB's sequences hold characters a URL may not).
     static func queryValue(_ value: String) -> String {
-        value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-_.~"))) ?? value
+        value.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-_.~")))
+            ?? value
     }
 }

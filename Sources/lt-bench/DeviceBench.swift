@@ -15,7 +15,9 @@ import TrackerKit
 struct DeviceBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
-        abstract: "Measure the device side: local saves against raw SQLite, the per-fix path, and the Freeway Drive end to end.")
+        abstract:
+            "Measure the device side: local saves against raw SQLite, the per-fix path, and the Freeway Drive end to end."
+    )
 
     @Option(help: "Accepted fixes saved per local measurement.")
     var fixes = 2_000
@@ -29,22 +31,28 @@ struct DeviceBench: AsyncParsableCommand {
     func run() async throws {
         ProcessSetup.bootstrapLogging(level: .error)
         let helper = try Bench.parse(["--durability", "full"])
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-device-\(UUID().uuidString)")
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "lt-bench-device-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
         let locations = DeviceBench.fixes(fixes)
-        print("lt-bench device: \(fixes) accepted fixes per local run (one commit each, fsync on); median of \(runs) runs; \(drives) Freeway Drives")
+        print(
+            "lt-bench device: \(fixes) accepted fixes per local run (one commit each, fsync on); median of \(runs) runs; \(drives) Freeway Drives"
+        )
 
         // Baseline: the same JSON documents, one INSERT per transaction, WAL with synchronous=FULL.
         let bodies = locations.map { location -> (String, Data) in (location.id!, Data(location.json.bytes)) }
         let raw = try helper.median(runs) { run in
             var configuration = Configuration()
             configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-            let queue = try DatabasePool(path: scratch.appendingPathComponent("raw-\(run).sqlite").path, configuration: configuration)
+            let queue = try DatabasePool(
+                path: scratch.appendingPathComponent("raw-\(run).sqlite").path, configuration: configuration)
             try queue.write { db in try db.execute(sql: "CREATE TABLE docs(id TEXT PRIMARY KEY, body BLOB)") }
             let start = ContinuousClock.now
             for (id, body) in bodies {
-                try queue.write { db in try db.execute(sql: "INSERT INTO docs(id, body) VALUES (?, ?)", arguments: [id, body]) }
+                try queue.write { db in
+                    try db.execute(sql: "INSERT INTO docs(id, body) VALUES (?, ?)", arguments: [id, body])
+                }
             }
             return Double(bodies.count) / start.duration(to: .now).seconds
         }
@@ -56,24 +64,33 @@ struct DeviceBench: AsyncParsableCommand {
             for location in locations { try await store.save(location) }
             return Double(locations.count) / start.duration(to: .now).seconds
         }
-        helper.report("LocalStore.save (the device's store)", saved, unit: "fixes/s", ceiling: raw, baseline: "raw SQLite")
+        helper.report(
+            "LocalStore.save (the device's store)", saved, unit: "fixes/s", ceiling: raw, baseline: "raw SQLite")
 
         // The whole per-fix path offline: filter, save, places near from the device's copy.
         let offline = try await helper.medianAsync(runs) { run in
             let store = try LocalStore(directory: scratch.appendingPathComponent("tracker-\(run)"))
             try await store.remember(DeviceBench.samplePlaces())
-            let credentials = Credentials(username: "bench", apiKey: "k", apiPassword: "p", databaseName: "lt_locations_user_bench",
-                                          databaseHost: "127.0.0.1:1", databaseProtocol: "http")
-            let tracker = try await DeviceTracker(client: TrackerClient(baseURL: "http://127.0.0.1:1"), credentials: credentials, store: store)
+            let credentials = Credentials(
+                username: "bench", apiKey: "k", apiPassword: "p", databaseName: "lt_locations_user_bench",
+                databaseHost: "127.0.0.1:1", databaseProtocol: "http")
+            let tracker = try await DeviceTracker(
+                client: TrackerClient(baseURL: "http://127.0.0.1:1"), credentials: credentials, store: store)
             await tracker.setOnline(false, near: nil)
             let start = ContinuousClock.now
             for location in locations {
-                let fix = LocationFix(coordinate: location.coordinate, horizontalAccuracy: 5, timestamp: Date(timeIntervalSince1970: location.timestamp / 1000))
-                guard try await tracker.record(fix).decision == .accepted else { throw ValidationError("bench fix rejected") }
+                let fix = LocationFix(
+                    coordinate: location.coordinate, horizontalAccuracy: 5,
+                    timestamp: Date(timeIntervalSince1970: location.timestamp / 1000))
+                guard try await tracker.record(fix).decision == .accepted else {
+                    throw ValidationError("bench fix rejected")
+                }
             }
             return Double(locations.count) / start.duration(to: .now).seconds
         }
-        helper.report("DeviceTracker.record, offline (every step)", offline, unit: "fixes/s", ceiling: raw, baseline: "raw SQLite")
+        helper.report(
+            "DeviceTracker.record, offline (every step)", offline, unit: "fixes/s", ceiling: raw, baseline: "raw SQLite"
+        )
 
         try await driveEndToEnd(scratch.appendingPathComponent("server"), helper: helper)
     }
@@ -81,8 +98,11 @@ struct DeviceBench: AsyncParsableCommand {
     /// Fixes 30 m and 20 s apart along a line near the sample places: every one is kept.
     static func fixes(_ count: Int) -> [LocationDoc] {
         (0..<count).map { i in
-            LocationDoc(id: String(format: "fix-%06d", i), coordinate: Coordinate(lon: -122.2 - Double(i % 2000) * 0.00034, lat: 37.45 + Double(i / 2000) * 0.001),
-                        timestamp: 1_700_000_000_000 + Double(i) * 20_000, username: "bench", background: false, sessionID: "bench")
+            LocationDoc(
+                id: String(format: "fix-%06d", i),
+                coordinate: Coordinate(lon: -122.2 - Double(i % 2000) * 0.00034, lat: 37.45 + Double(i / 2000) * 0.001),
+                timestamp: 1_700_000_000_000 + Double(i) * 20_000, username: "bench", background: false,
+                sessionID: "bench")
         }
     }
 
@@ -108,7 +128,8 @@ struct DeviceBench: AsyncParsableCommand {
             let user = "driver\(run)"
             try await client.register(username: user, password: "pw-\(user)")
             let credentials = try await client.login(username: user, password: "pw-\(user)")
-            let store = try LocalStore(directory: directory.deletingLastPathComponent().appendingPathComponent("phone-\(run)"))
+            let store = try LocalStore(
+                directory: directory.deletingLastPathComponent().appendingPathComponent("phone-\(run)"))
             let start = ContinuousClock.now
             let tracker = try await DeviceTracker(client: client, credentials: credentials, store: store)
             await tracker.start(near: steps[0].fix.coordinate)
@@ -121,14 +142,18 @@ struct DeviceBench: AsyncParsableCommand {
             driveTimes.append(start.duration(to: .now).seconds)
             // Until every kept fix is in lt_locations_all (the server consolidates on its own).
             while try await server.missing(Set(ids.map { "\(user):\($0)" }), from: "lt_locations_all") > 0 {
-                guard start.duration(to: .now) < .seconds(120) else { throw ValidationError("fixes not consolidated within 120 s") }
+                guard start.duration(to: .now) < .seconds(120) else {
+                    throw ValidationError("fixes not consolidated within 120 s")
+                }
                 try await Task.sleep(for: .milliseconds(5))
             }
             consolidatedTimes.append(start.duration(to: .now).seconds)
             kept = ids.count
         }
         let median = { (values: [Double]) in values.sorted()[values.count / 2] }
-        print("Freeway Drive, \(steps.count) fixes (\(Int(drive.duration / 60)) min of route time), \(kept) kept, maximum speed:")
+        print(
+            "Freeway Drive, \(steps.count) fixes (\(Int(drive.duration / 60)) min of route time), \(kept) kept, maximum speed:"
+        )
         helper.report("  drive: every fix handled, all kept ones pushed", median(driveTimes) * 1000, unit: "ms")
         helper.report("  until all are in lt_locations_all", median(consolidatedTimes) * 1000, unit: "ms")
         helper.report("  fixes handled per second (drive)", Double(steps.count) / median(driveTimes), unit: "fixes/s")
@@ -151,8 +176,11 @@ final class ChildServer: Sendable {
             throw ValidationError("\(lt.path) not found: build lt too (swift build -c release --product lt)")
         }
         process.executableURL = lt
-        process.arguments = ["serve", "--data", directory.path, "--db-port", "0", "--port", "0", "--admin", ChildServer.admin, "--log-level", "error",
-                             "--max-registrations-per-hour", "1000000000"]
+        process.arguments = [
+            "serve", "--data", directory.path, "--db-port", "0", "--port", "0", "--admin", ChildServer.admin,
+            "--log-level", "error",
+            "--max-registrations-per-hour", "1000000000",
+        ]
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -175,9 +203,14 @@ final class ChildServer: Sendable {
 
     /// How many of `ids` the database lacks.
     func missing(_ ids: Set<String>, from db: String) async throws -> Int {
-        let client = try Bench.Client(base: "http://127.0.0.1:\(port)", authorization: "Basic " + Data(ChildServer.admin.utf8).base64EncodedString())
-        let body = try await client.send("POST", "/\(db)/_all_docs", json: ["keys": .array(ids.sorted().map(JSON.string))], expect: 200)
-        return (try JSON.parse(body))["rows"]?.arrayValue?.filter { $0["error"] != nil || $0["value"]?["deleted"] == true }.count ?? ids.count
+        let client = try Bench.Client(
+            base: "http://127.0.0.1:\(port)",
+            authorization: "Basic " + Data(ChildServer.admin.utf8).base64EncodedString())
+        let body = try await client.send(
+            "POST", "/\(db)/_all_docs", json: ["keys": .array(ids.sorted().map(JSON.string))], expect: 200)
+        return (try JSON.parse(body))["rows"]?.arrayValue?.filter {
+            $0["error"] != nil || $0["value"]?["deleted"] == true
+        }.count ?? ids.count
     }
 
     func stop() {

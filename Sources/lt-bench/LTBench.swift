@@ -8,7 +8,12 @@ import CommandSupport
 struct LTBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "lt-bench",
-        abstract: "LocationTracker's benchmarks: the database API, the geo index, the application at scale, the device.",
-        subcommands: [Bench.self, CompareBench.self, ScaleBench.self, PopulationBench.self, TLSBench.self, BackupBench.self, ExportBench.self, RegexBench.self, CollationBench.self, GeoBench.self, AppBench.self, DeviceBench.self, JSServer.self],
+        abstract:
+            "LocationTracker's benchmarks: the database API, the geo index, the application at scale, the device.",
+        subcommands: [
+            Bench.self, CompareBench.self, ScaleBench.self, PopulationBench.self, TLSBench.self, BackupBench.self,
+            ExportBench.self, RegexBench.self, CollationBench.self, GeoBench.self, AppBench.self, DeviceBench.self,
+            JSServer.self,
+        ],
         defaultSubcommand: Bench.self)
 }

@@ -57,28 +57,49 @@ struct ScaleBench: AsyncParsableCommand {
     @Option(help: "Device push cycles per second while the devices write.")
     var syncRate = 5
 
-    @Option(help: "PBKDF2 iterations for the users' passwords and keys on both servers (lowered so registration measures the rest).")
+    @Option(
+        help:
+            "PBKDF2 iterations for the users' passwords and keys on both servers (lowered so registration measures the rest)."
+    )
     var passwordIterations = 10
 
-    @Flag(help: "Also measure lt in cluster mode in front of that CouchDB (lt serve --couchdb): registration, login, places and consolidation by lt, the data and the devices' writes on CouchDB. Its users, keys and databases there are named scale-c* and removed before and after; copies stay in its lt_locations_all.")
+    @Flag(
+        help:
+            "Also measure lt in cluster mode in front of that CouchDB (lt serve --couchdb): registration, login, places and consolidation by lt, the data and the devices' writes on CouchDB. Its users, keys and databases there are named scale-c* and removed before and after; copies stay in its lt_locations_all."
+    )
     var cluster = false
 
-    @Option(name: .customLong("couchdb-cluster"), help: "A CouchDB cluster's nodes with admin credentials, comma-separated: also measure lt in cluster mode given every node (lt serve --couchdb URL1,URL2,…), each node's CPU and memory reported; the original design's side is not run on it (--couchdb for that).")
+    @Option(
+        name: .customLong("couchdb-cluster"),
+        help:
+            "A CouchDB cluster's nodes with admin credentials, comma-separated: also measure lt in cluster mode given every node (lt serve --couchdb URL1,URL2,…), each node's CPU and memory reported; the original design's side is not run on it (--couchdb for that)."
+    )
     var couchdbCluster: String?
 
-    @Option(name: .customLong("couchdb-proxy"), help: "With --couchdb-cluster: the load balancer in front of the nodes (e.g. HAProxy), where devices write and the consolidated database is watched (default: the first node).")
+    @Option(
+        name: .customLong("couchdb-proxy"),
+        help:
+            "With --couchdb-cluster: the load balancer in front of the nodes (e.g. HAProxy), where devices write and the consolidated database is watched (default: the first node)."
+    )
     var couchdbProxy: String?
 
-    @Option(help: "Where lt keeps the users' locations, on every lt side: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, which devices write through lt's database port; the watcher reads that database, on the cluster in cluster mode). The original design's side (--couchdb) always has a database per user.")
+    @Option(
+        help:
+            "Where lt keeps the users' locations, on every lt side: db-per-user (a private database each, consolidated into lt_locations_all) or single-db (one shared database, lt_locations_all_envoy, which devices write through lt's database port; the watcher reads that database, on the cluster in cluster mode). The original design's side (--couchdb) always has a database per user."
+    )
     var mode: ScaleMode = .dbPerUser
 
-    @Option(help: "Keep the registered users in this directory (lt's data) and on the cluster, so that a later run with the same directory registers only the users missing (registering 100,000 users on three CouchDB nodes sharing two cores would take four hours).")
+    @Option(
+        help:
+            "Keep the registered users in this directory (lt's data) and on the cluster, so that a later run with the same directory registers only the users missing (registering 100,000 users on three CouchDB nodes sharing two cores would take four hours)."
+    )
     var keep: String?
 
     @Flag(help: "With --couchdb-cluster: measure the cluster side only (lt alone is not run).")
     var clusterOnly = false
 
-    @Flag(help: "A short run (1,000 users and devices, 200 writes/s for 10 s) to record figures in CI, not to judge by.")
+    @Flag(
+        help: "A short run (1,000 users and devices, 200 writes/s for 10 s) to record figures in CI, not to judge by.")
     var quick = false
 
     @Option(help: "Also write the figures as JSON to this file.")
@@ -90,50 +111,91 @@ struct ScaleBench: AsyncParsableCommand {
             throw ValidationError("--couchdb-proxy and --cluster-only go with --couchdb-cluster")
         }
         if let couchdbCluster {
-            for url in ScaleBench.nodes(couchdbCluster) + [couchdbProxy].compactMap({ $0 }) { _ = try Bench.Target(url: url) }
+            for url in ScaleBench.nodes(couchdbCluster) + [couchdbProxy].compactMap({ $0 }) {
+                _ = try Bench.Target(url: url)
+            }
         }
-        guard (1...10_000_000).contains(users) else { throw ValidationError("--users must be between 1 and 10,000,000") }
+        guard (1...10_000_000).contains(users) else {
+            throw ValidationError("--users must be between 1 and 10,000,000")
+        }
         guard (1...users).contains(devices) else { throw ValidationError("--devices must be between 1 and --users") }
         guard (1...100_000).contains(rate), (1...3_600).contains(seconds), (0...3_600).contains(tail) else {
             throw ValidationError("--rate must be 1–100,000, --seconds 1–3,600, --tail 0–3,600")
         }
         // Each write has two timestamps kept in arrays of this length.
-        guard rate * seconds <= 10_000_000 else { throw ValidationError("--rate × --seconds must be at most 10,000,000 writes") }
+        guard rate * seconds <= 10_000_000 else {
+            throw ValidationError("--rate × --seconds must be at most 10,000,000 writes")
+        }
         guard (1...256).contains(registrationClients), (1...1_000).contains(writeConnections) else {
             throw ValidationError("--registration-clients must be 1–256 and --write-connections 1–1,000")
         }
-        guard (0...1_000).contains(placesRate), (0...1_000).contains(syncRate), (1...10_000_000).contains(passwordIterations) else {
+        guard (0...1_000).contains(placesRate), (0...1_000).contains(syncRate),
+            (1...10_000_000).contains(passwordIterations)
+        else {
             throw ValidationError("--places-rate and --sync-rate must be 0–1,000, --password-iterations 1–10,000,000")
         }
     }
 
     func run() async throws {
         ProcessSetup.bootstrapLogging(level: .warning)
-        let plan = quick ? ScalePlan(users: 1_000, devices: 1_000, rate: 200, seconds: 10, tail: 30, placesRate: placesRate, syncRate: syncRate)
-                         : ScalePlan(users: users, devices: devices, rate: rate, seconds: seconds, tail: tail, placesRate: placesRate, syncRate: syncRate)
+        let plan =
+            quick
+            ? ScalePlan(
+                users: 1_000, devices: 1_000, rate: 200, seconds: 10, tail: 30, placesRate: placesRate,
+                syncRate: syncRate)
+            : ScalePlan(
+                users: users, devices: devices, rate: rate, seconds: seconds, tail: tail, placesRate: placesRate,
+                syncRate: syncRate)
         let kept = keep.map { URL(fileURLWithPath: $0) }
-        let scratch = kept ?? FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-scale-\(UUID().uuidString)")
+        let scratch =
+            kept ?? FileManager.default.temporaryDirectory.appendingPathComponent("lt-bench-scale-\(UUID().uuidString)")
         defer { if kept == nil { try? FileManager.default.removeItem(at: scratch) } }
         let binary = peers.lt.executable
         let admin = (user: "bench", password: "bench-password")
         let mode = mode
-        let arguments = ["--password-iterations", String(passwordIterations), "--tiles", "none", "--mode", mode.rawValue]
+        let arguments = [
+            "--password-iterations", String(passwordIterations), "--tiles", "none", "--mode", mode.rawValue,
+        ]
         // Each side's servers start when its turn comes, so none loads the machine during another's.
-        var starts: [(name: String, start: () async throws -> (ScaleSide, LTServeProcess?))] = clusterOnly ? [] : [("lt", {
-            let server = try await LTServeProcess.start(binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin, arguments: arguments)
-            return (try ScaleSide.lt(server, admin: admin, data: scratch.appendingPathComponent("lt/data"), kept: kept != nil, mode: mode), server)
-        })]
+        var starts: [(name: String, start: () async throws -> (ScaleSide, LTServeProcess?))] =
+            clusterOnly
+            ? []
+            : [
+                (
+                    "lt",
+                    {
+                        let server = try await LTServeProcess.start(
+                            binary: binary, directory: scratch.appendingPathComponent("lt"), admin: admin,
+                            arguments: arguments)
+                        return (
+                            try ScaleSide.lt(
+                                server, admin: admin, data: scratch.appendingPathComponent("lt/data"),
+                                kept: kept != nil, mode: mode), server
+                        )
+                    }
+                )
+            ]
         if let couchdb = peers.couchdb {
             // CouchDB's password iterations are changed at its own turn, and put back after it.
             let iterations = passwordIterations
-            starts.append(("CouchDB", { (try await ScaleSide.couchDB(couchdb, peers: peers, iterations: iterations), nil) }))
+            starts.append(
+                ("CouchDB", { (try await ScaleSide.couchDB(couchdb, peers: peers, iterations: iterations), nil) }))
             if cluster {
-                starts.append(("lt+CouchDB", {
-                    let couchDB = try await ScaleSide.couchDB(couchdb, peers: peers, iterations: nil)
-                    let server = try await LTServeProcess.start(
-                        binary: binary, directory: scratch.appendingPathComponent("cluster"), admin: admin, arguments: arguments + ["--couchdb", couchdb])
-                    return (ScaleSide.cluster(server, couchDB: couchDB, data: scratch.appendingPathComponent("cluster/data"), mode: mode), server)
-                }))
+                starts.append(
+                    (
+                        "lt+CouchDB",
+                        {
+                            let couchDB = try await ScaleSide.couchDB(couchdb, peers: peers, iterations: nil)
+                            let server = try await LTServeProcess.start(
+                                binary: binary, directory: scratch.appendingPathComponent("cluster"), admin: admin,
+                                arguments: arguments + ["--couchdb", couchdb])
+                            return (
+                                ScaleSide.cluster(
+                                    server, couchDB: couchDB, data: scratch.appendingPathComponent("cluster/data"),
+                                    mode: mode), server
+                            )
+                        }
+                    ))
             }
         }
         if let couchdbCluster {
@@ -142,15 +204,24 @@ struct ScaleBench: AsyncParsableCommand {
             // Devices are told the load balancer's address, without the admin's credentials; in
             // single-database mode they write through lt, which keeps each to their own documents.
             let deviceAddress = mode == .singleDB ? nil : try proxy.map { try Bench.Target(url: $0).base }
-            starts.append(("lt+\(nodes.count) CouchDB nodes", {
-                let server = try await LTServeProcess.start(
-                    binary: binary, directory: scratch.appendingPathComponent("nodes"), admin: admin,
-                    arguments: arguments + ["--couchdb", nodes.joined(separator: ",")] + (deviceAddress.map { ["--device-couchdb", $0] } ?? []))
-                return (try await ScaleSide.couchDBCluster(server, nodes: nodes, proxy: proxy, data: scratch.appendingPathComponent("nodes/data"),
-                                                           kept: kept != nil, mode: mode), server)
-            }))
+            starts.append(
+                (
+                    "lt+\(nodes.count) CouchDB nodes",
+                    {
+                        let server = try await LTServeProcess.start(
+                            binary: binary, directory: scratch.appendingPathComponent("nodes"), admin: admin,
+                            arguments: arguments + ["--couchdb", nodes.joined(separator: ",")]
+                                + (deviceAddress.map { ["--device-couchdb", $0] } ?? []))
+                        return (
+                            try await ScaleSide.couchDBCluster(
+                                server, nodes: nodes, proxy: proxy, data: scratch.appendingPathComponent("nodes/data"),
+                                kept: kept != nil, mode: mode), server
+                        )
+                    }
+                ))
         }
-        print("""
+        print(
+            """
             lt-bench scale: \(plan.users) users, \(plan.devices) devices writing \(plan.rate) locations/s for \(plan.seconds) s \
             over \(writeConnections) connections, /api/places \(plan.placesRate)/s, device push cycles \(plan.syncRate)/s; \
             lt in \(mode.rawValue) mode; PBKDF2 iterations \(passwordIterations) on both
@@ -164,7 +235,8 @@ struct ScaleBench: AsyncParsableCommand {
             defer { server?.stop() }
             sides.append(side)
             if !side.kept { try await side.cleanUp() }
-            let run = ScaleRun(side: side, plan: plan, registrationClients: registrationClients, writeConnections: writeConnections)
+            let run = ScaleRun(
+                side: side, plan: plan, registrationClients: registrationClients, writeConnections: writeConnections)
             do {
                 results.append(try await run.measure())
             } catch {
@@ -219,8 +291,10 @@ struct ScalePlan: Sendable {
     var writes: Int { rate * seconds }
 
     var json: JSON {
-        ["users": .int(users), "devices": .int(devices), "rate": .int(rate), "seconds": .int(seconds),
-         "places_rate": .int(placesRate), "sync_rate": .int(syncRate)]
+        [
+            "users": .int(users), "devices": .int(devices), "rate": .int(rate), "seconds": .int(seconds),
+            "places_rate": .int(placesRate), "sync_rate": .int(syncRate),
+        ]
     }
 }
 
@@ -269,51 +343,70 @@ struct ScaleSide: Sendable {
     /// The port devices write to (on `host`).
     var writePort: Int { devicePort ?? port }
 
-    static func lt(_ server: LTServeProcess, admin: (user: String, password: String), data: URL, kept: Bool, mode: ScaleMode) throws -> ScaleSide {
-        ScaleSide(name: "lt", kind: .lt(applicationPort: server.applicationPort ?? 0),
-                  target: Bench.Target(base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password),
-                  pids: [server.pid], processNames: ["lt"], consolidated: mode.consolidated, dataDirectories: [data.path], kept: kept, mode: mode)
+    static func lt(
+        _ server: LTServeProcess, admin: (user: String, password: String), data: URL, kept: Bool, mode: ScaleMode
+    ) throws -> ScaleSide {
+        ScaleSide(
+            name: "lt", kind: .lt(applicationPort: server.applicationPort ?? 0),
+            target: Bench.Target(base: "http://127.0.0.1:\(server.port)", user: admin.user, password: admin.password),
+            pids: [server.pid], processNames: ["lt"], consolidated: mode.consolidated, dataDirectories: [data.path],
+            kept: kept, mode: mode)
     }
 
     /// lt in cluster mode given every node of a CouchDB cluster; devices write through `proxy`
     /// (or the first node) — through lt in single-database mode. Its processes: each node, the
     /// proxy when it runs here, and lt.
-    static func couchDBCluster(_ server: LTServeProcess, nodes: [String], proxy: String?, data: URL, kept: Bool, mode: ScaleMode) async throws -> ScaleSide {
+    static func couchDBCluster(
+        _ server: LTServeProcess, nodes: [String], proxy: String?, data: URL, kept: Bool, mode: ScaleMode
+    ) async throws -> ScaleSide {
         let target = try Bench.Target(url: proxy ?? nodes[0])
         var pids: [Int32] = []
         var names: [String] = []
         var directories: [String] = []
         for (i, url) in nodes.enumerated() {
             let node = try Bench.Target(url: url)
-            guard let port = URLComponents(string: node.base)?.port, let pid = ServerProcessInfo.pid(listeningOn: port) else {
+            guard let port = URLComponents(string: node.base)?.port, let pid = ServerProcessInfo.pid(listeningOn: port)
+            else {
                 throw ValidationError("cannot find the process listening on \(node.base)")
             }
             pids.append(pid)
             names.append("CouchDB node \(i + 1)")
             if let directory = try await databaseDirectory(node, pid: pid) { directories.append(directory) }
         }
-        if let proxy, let port = URLComponents(string: proxy)?.port, let pid = ServerProcessInfo.pid(listeningOn: port) {
+        if let proxy, let port = URLComponents(string: proxy)?.port, let pid = ServerProcessInfo.pid(listeningOn: port)
+        {
             pids.append(pid)
             names.append("load balancer")
         }
-        return ScaleSide(name: "lt+\(nodes.count) CouchDB nodes", kind: .cluster(applicationPort: server.applicationPort ?? 0), target: target,
-                         pids: pids + [server.pid], processNames: names + ["lt"], consolidated: mode.consolidated,
-                         dataDirectories: directories + [data.path], kept: kept, mode: mode, devicePort: mode == .singleDB ? server.port : nil)
+        return ScaleSide(
+            name: "lt+\(nodes.count) CouchDB nodes", kind: .cluster(applicationPort: server.applicationPort ?? 0),
+            target: target,
+            pids: pids + [server.pid], processNames: names + ["lt"], consolidated: mode.consolidated,
+            dataDirectories: directories + [data.path], kept: kept, mode: mode,
+            devicePort: mode == .singleDB ? server.port : nil)
     }
 
     /// A CouchDB node's data directory (its `database_dir`, relative to its working directory unless absolute).
     static func databaseDirectory(_ target: Bench.Target, pid: Int32) async throws -> String? {
         let client = try Bench.Client(base: target.base, authorization: target.authorization)
-        guard let configured = try? JSON.parse(try await client.send("GET", "/_node/_local/_config/couchdb/database_dir", expect: 200)).stringValue else { return nil }
+        guard
+            let configured = try? JSON.parse(
+                try await client.send("GET", "/_node/_local/_config/couchdb/database_dir", expect: 200)
+            ).stringValue
+        else { return nil }
         if configured.hasPrefix("/") { return configured }
-        return (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd")).map { "\($0)/\(configured)" } ?? configured
+        return (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd")).map {
+            "\($0)/\(configured)"
+        } ?? configured
     }
 
     /// lt in cluster mode in front of the CouchDB of `couchDB` (its own side, measured before).
     static func cluster(_ server: LTServeProcess, couchDB: ScaleSide, data: URL, mode: ScaleMode) -> ScaleSide {
-        ScaleSide(name: "lt+CouchDB", kind: .cluster(applicationPort: server.applicationPort ?? 0), target: couchDB.target,
-                  pids: couchDB.pids + [server.pid], processNames: ["CouchDB", "lt"], consolidated: mode.consolidated,
-                  dataDirectories: couchDB.dataDirectories + [data.path], mode: mode, devicePort: mode == .singleDB ? server.port : nil)
+        ScaleSide(
+            name: "lt+CouchDB", kind: .cluster(applicationPort: server.applicationPort ?? 0), target: couchDB.target,
+            pids: couchDB.pids + [server.pid], processNames: ["CouchDB", "lt"], consolidated: mode.consolidated,
+            dataDirectories: couchDB.dataDirectories + [data.path], mode: mode,
+            devicePort: mode == .singleDB ? server.port : nil)
     }
 
     /// CouchDB as the original design used it; with `iterations`, its password iterations are
@@ -328,8 +421,10 @@ struct ScaleSide: Sendable {
             try await client.send("PUT", Self.iterationsSetting, json: .string(String(iterations)), expect: 200)
         }
         let directory = try await databaseDirectory(target, pid: pid)
-        return ScaleSide(name: "CouchDB", kind: .couchDB(previousIterations: previous), target: target, pids: [pid], processNames: ["CouchDB"],
-                         consolidated: "scale-locations-all", dataDirectories: directory.map { [$0] } ?? [])
+        return ScaleSide(
+            name: "CouchDB", kind: .couchDB(previousIterations: previous), target: target, pids: [pid],
+            processNames: ["CouchDB"],
+            consolidated: "scale-locations-all", dataDirectories: directory.map { [$0] } ?? [])
     }
 
     var client: Bench.Client { get throws { try Bench.Client(base: target.base, authorization: target.authorization) } }
@@ -355,25 +450,56 @@ struct ScaleSide: Sendable {
         switch kind {
         case .lt, .cluster:
             guard let app else { throw BenchConnection.Failure(description: "no application connection") }
-            let reply = try app.send("PUT", "/api/users/\(name)", authorization: "", body: JSON.object(["password": .string("password-\(i)")]).bytes)
+            let reply = try app.send(
+                "PUT", "/api/users/\(name)", authorization: "",
+                body: JSON.object(["password": .string("password-\(i)")]).bytes)
             try Bench.Client.check(reply, 201, "PUT", "/api/users/\(name)")
         case .couchDB:
             let auth = target.authorization
             let db = couchDBDatabase(i)
             let steps: [(String, String, JSON?, Int)] = [
-                ("PUT", "/_users/org.couchdb.user:\(name)", ["name": .string(name), "type": "user", "roles": [], "password": .string("password-\(i)")], 201),
+                (
+                    "PUT", "/_users/org.couchdb.user:\(name)",
+                    ["name": .string(name), "type": "user", "roles": [], "password": .string("password-\(i)")], 201
+                ),
                 ("PUT", "/\(db)", nil, 201),
-                ("PUT", "/\(db)/_design/points", ["language": "javascript", "st_indexes": ["pointidx": ["index": "function(doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); } }"]]], 201),
-                ("PUT", "/\(db)/_security", ["admins": ["names": [], "roles": ["_admin"]], "members": ["names": [.string(name)], "roles": []]], 200),
-                ("PUT", "/_replicator/\(name)", [
-                    "source": ["url": .string("\(target.base)/\(db)"), "headers": ["Authorization": .string(auth)]],
-                    "target": ["url": .string("\(target.base)/\(consolidated)"), "headers": ["Authorization": .string(auth)]],
-                    "continuous": true,
-                ], 201),
+                (
+                    "PUT", "/\(db)/_design/points",
+                    [
+                        "language": "javascript",
+                        "st_indexes": [
+                            "pointidx": [
+                                "index":
+                                    "function(doc) { if (doc.geometry && doc.geometry.coordinates) { st_index(doc.geometry); } }"
+                            ]
+                        ],
+                    ], 201
+                ),
+                (
+                    "PUT", "/\(db)/_security",
+                    [
+                        "admins": ["names": [], "roles": ["_admin"]],
+                        "members": ["names": [.string(name)], "roles": []],
+                    ], 200
+                ),
+                (
+                    "PUT", "/_replicator/\(name)",
+                    [
+                        "source": [
+                            "url": .string("\(target.base)/\(db)"), "headers": ["Authorization": .string(auth)],
+                        ],
+                        "target": [
+                            "url": .string("\(target.base)/\(consolidated)"),
+                            "headers": ["Authorization": .string(auth)],
+                        ],
+                        "continuous": true,
+                    ], 201
+                ),
             ]
             for (method, path, body, status) in steps {
                 // No body where none is due: CouchDB closes the connection after a request whose body it did not read.
-                try Bench.Client.check(try database.send(method, path, authorization: auth, body: body?.bytes), status, method, path)
+                try Bench.Client.check(
+                    try database.send(method, path, authorization: auth, body: body?.bytes), status, method, path)
             }
         }
     }
@@ -386,15 +512,22 @@ struct ScaleSide: Sendable {
         switch kind {
         case .lt, .cluster:
             guard let app else { throw BenchConnection.Failure(description: "no application connection") }
-            let reply = try app.send("POST", "/api/login", authorization: "", body: JSON.object(["username": .string(name), "password": .string("password-\(i)")]).bytes)
+            let reply = try app.send(
+                "POST", "/api/login", authorization: "",
+                body: JSON.object(["username": .string(name), "password": .string("password-\(i)")]).bytes)
             try Bench.Client.check(reply, 200, "POST", "/api/login")
             let json = try JSON.parse(reply.body)
-            guard let key = json["api_key"]?.stringValue, let secret = json["api_password"]?.stringValue, let db = json["location_db_name"]?.stringValue else {
+            guard let key = json["api_key"]?.stringValue, let secret = json["api_password"]?.stringValue,
+                let db = json["location_db_name"]?.stringValue
+            else {
                 throw BenchConnection.Failure(description: "login answered without a key")
             }
             // The run writes where the login sends devices: the deployment's path, not a shortcut.
-            if let address = json["location_db_host"]?.stringValue, let port = address.split(separator: ":").last.flatMap({ Int($0) }), port != writePort {
-                throw BenchConnection.Failure(description: "login hands devices \(address), but the run writes to port \(writePort)")
+            if let address = json["location_db_host"]?.stringValue,
+                let port = address.split(separator: ":").last.flatMap({ Int($0) }), port != writePort
+            {
+                throw BenchConnection.Failure(
+                    description: "login hands devices \(address), but the run writes to port \(writePort)")
             }
             return ("Basic " + Data("\(key):\(secret)".utf8).base64EncodedString(), db)
         case .couchDB:
@@ -411,11 +544,15 @@ struct ScaleSide: Sendable {
         let names: [JSON]
         if mode == .singleDB {
             // lt makes lt_users when it starts.
-            names = (try JSON.parse(try await client.send("GET", "/lt_users/_all_docs?\(range)", expect: 200))["rows"]?.arrayValue ?? []).compactMap { $0["id"] }
+            names =
+                (try JSON.parse(try await client.send("GET", "/lt_users/_all_docs?\(range)", expect: 200))["rows"]?
+                .arrayValue ?? []).compactMap { $0["id"] }
         } else {
             names = try JSON.parse(try await client.send("GET", "/_all_dbs?\(range)", expect: 200)).arrayValue ?? []
         }
-        return Set(names.compactMap { $0.stringValue.flatMap { $0.hasPrefix(prefix) ? Int($0.dropFirst(prefix.count)) : nil } })
+        return Set(
+            names.compactMap { $0.stringValue.flatMap { $0.hasPrefix(prefix) ? Int($0.dropFirst(prefix.count)) : nil } }
+        )
     }
 
     /// Waits until lt's start-up sweep (its consolidator's first look at every user's database)
@@ -453,7 +590,9 @@ struct ScaleSide: Sendable {
         let client = try client
         for (database, prefix) in [("_replicator", "scale-"), ("_users", "org.couchdb.user:scale-")] {
             let query = "startkey=\(Self.quoted(prefix))&endkey=\(Self.quoted(prefix + "\u{FFF0}"))"
-            let rows = try JSON.parse(try await client.send("GET", "/\(database)/_all_docs?\(query)", expect: 200))["rows"]?.arrayValue ?? []
+            let rows =
+                try JSON.parse(try await client.send("GET", "/\(database)/_all_docs?\(query)", expect: 200))["rows"]?
+                .arrayValue ?? []
             try await deleteDocuments(rows, from: database)
         }
         try await deleteDatabases(prefix: "scale-")
@@ -464,12 +603,19 @@ struct ScaleSide: Sendable {
     /// the run's tag).
     func cleanUpCluster() async throws {
         let client = try client
-        let keys = "startkey=\(Self.quoted("org.couchdb.user:key-"))&endkey=\(Self.quoted("org.couchdb.user:key-\u{FFF0}"))&include_docs=true"
-        let keyRows = try JSON.parse(try await client.send("GET", "/_users/_all_docs?\(keys)", expect: 200))["rows"]?.arrayValue ?? []
-        let users = "startkey=\(Self.quoted(userPrefix))&endkey=\(Self.quoted(userPrefix + "\u{FFF0}"))&include_docs=true"
-        let userRows = (try? JSON.parse(try await client.send("GET", "/lt_users/_all_docs?\(users)", expect: 200))["rows"]?.arrayValue) ?? []
+        let keys =
+            "startkey=\(Self.quoted("org.couchdb.user:key-"))&endkey=\(Self.quoted("org.couchdb.user:key-\u{FFF0}"))&include_docs=true"
+        let keyRows =
+            try JSON.parse(try await client.send("GET", "/_users/_all_docs?\(keys)", expect: 200))["rows"]?.arrayValue
+            ?? []
+        let users =
+            "startkey=\(Self.quoted(userPrefix))&endkey=\(Self.quoted(userPrefix + "\u{FFF0}"))&include_docs=true"
+        let userRows =
+            (try? JSON.parse(try await client.send("GET", "/lt_users/_all_docs?\(users)", expect: 200))["rows"]?
+                .arrayValue) ?? []
         // Only the run's users' keys: the cluster may hold others.
-        try await deleteDocuments(keyRows.filter { $0["doc"]?["lt_user"]?.stringValue?.hasPrefix(userPrefix) == true }, from: "_users")
+        try await deleteDocuments(
+            keyRows.filter { $0["doc"]?["lt_user"]?.stringValue?.hasPrefix(userPrefix) == true }, from: "_users")
         try await deleteDocuments(userRows, from: "lt_users")
         try await deleteDatabases(prefix: "lt_locations_user_" + userPrefix)
     }
@@ -482,7 +628,9 @@ struct ScaleSide: Sendable {
             return ["_id": .string(id), "_rev": .string(rev), "_deleted": true]
         }
         for batch in stride(from: 0, to: deletions.count, by: 1_000) {
-            try await client.send("POST", "/\(database)/_bulk_docs", json: ["docs": .array(Array(deletions[batch..<min(deletions.count, batch + 1_000)]))], expect: 201)
+            try await client.send(
+                "POST", "/\(database)/_bulk_docs",
+                json: ["docs": .array(Array(deletions[batch..<min(deletions.count, batch + 1_000)]))], expect: 201)
         }
     }
 
@@ -495,7 +643,9 @@ struct ScaleSide: Sendable {
         let authorization = target.authorization
         try await client.concurrently(8, names.count) { connection, i in
             let reply = try connection.send("DELETE", "/\(names[i])", authorization: authorization)
-            guard reply.status == 200 || reply.status == 202 || reply.status == 404 else { try Bench.Client.check(reply, 200, "DELETE", "/\(names[i])"); return }
+            guard reply.status == 200 || reply.status == 202 || reply.status == 404 else {
+                try Bench.Client.check(reply, 200, "DELETE", "/\(names[i])"); return
+            }
         }
     }
 
@@ -524,7 +674,8 @@ struct ScaleSide: Sendable {
         let output = pipe.fileHandleForReading.readDataToEndOfFile()
         du.waitUntilExit()
         // The last line is the total.
-        return String(decoding: output, as: UTF8.self).split(separator: "\n").last?.split(separator: "\t").first.flatMap { Double($0) }.map { $0 * 1024 }
+        return String(decoding: output, as: UTF8.self).split(separator: "\n").last?.split(separator: "\t").first.flatMap
+        { Double($0) }.map { $0 * 1024 }
     }
 
     /// A JSON string as a query value (`startkey="…"`).

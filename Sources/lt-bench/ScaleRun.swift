@@ -11,7 +11,6 @@ struct ScaleRun {
     let registrationClients: Int
     let writeConnections: Int
 
-
     /// The figures by name (those that do not apply to this server are missing).
     func measure() async throws -> [ScaleFigure: Double] {
         var values: [ScaleFigure: Double] = [:]
@@ -22,27 +21,42 @@ struct ScaleRun {
         // Users an earlier run kept are not registered again.
         let registered = side.kept ? try await side.registeredUsers() : []
         let missing = (0..<plan.users).filter { !registered.contains($0) }
-        if !registered.isEmpty { print("  \(registered.count) users registered by an earlier run (--keep); registering the other \(missing.count)") }
+        if !registered.isEmpty {
+            print(
+                "  \(registered.count) users registered by an earlier run (--keep); registering the other \(missing.count)"
+            )
+        }
         let registration = try await register(missing)
         let registrationLatencies = registration.latencies.sorted()
         if !missing.isEmpty {
             values[.registration] = Double(missing.count) / registration.seconds
             values[.registrationP99] = CompareWorkload.percentile(registrationLatencies, 0.99)
-            print(String(format: "  registered %d users in %.1f s (%.0f/s, p50 %.1f ms, p99 %.1f ms)", missing.count, registration.seconds,
-                         values[.registration] ?? 0, CompareWorkload.percentile(registrationLatencies, 0.5), values[.registrationP99] ?? 0))
+            print(
+                String(
+                    format: "  registered %d users in %.1f s (%.0f/s, p50 %.1f ms, p99 %.1f ms)", missing.count,
+                    registration.seconds,
+                    values[.registration] ?? 0, CompareWorkload.percentile(registrationLatencies, 0.5),
+                    values[.registrationP99] ?? 0))
         }
         if let before = diskBefore, let after = side.diskBytes() {
             // With users kept from earlier runs: everything on disk over every user.
-            values[.diskPerUser] = (registered.isEmpty ? (after - before) / Double(plan.users) : after / Double(plan.users)) / 1024
+            values[.diskPerUser] =
+                (registered.isEmpty ? (after - before) / Double(plan.users) : after / Double(plan.users)) / 1024
         }
-        values[.memoryAfterRegistration] = Double(side.pids.compactMap(ServerProcessInfo.residentBytes).reduce(0, +)) / 1_048_576
+        values[.memoryAfterRegistration] =
+            Double(side.pids.compactMap(ServerProcessInfo.residentBytes).reduce(0, +)) / 1_048_576
         if side.pids.count > 1 {
-            print("  each process's RSS after registration: " + zip(side.processNames, side.pids).map { name, pid in
-                "\(name) " + String(format: "%.0f MiB", Double(ServerProcessInfo.residentBytes(pid) ?? 0) / 1_048_576)
-            }.joined(separator: ", "))
+            print(
+                "  each process's RSS after registration: "
+                    + zip(side.processNames, side.pids).map { name, pid in
+                        "\(name) "
+                            + String(format: "%.0f MiB", Double(ServerProcessInfo.residentBytes(pid) ?? 0) / 1_048_576)
+                    }.joined(separator: ", "))
         }
         // In single-database mode there are no users' databases to look at.
-        if let sweep = try await side.waitForSweep(databases: side.mode == .singleDB ? 0 : registered.count) { values[.sweep] = sweep }
+        if let sweep = try await side.waitForSweep(databases: side.mode == .singleDB ? 0 : registered.count) {
+            values[.sweep] = sweep
+        }
         let devices = try await logIn()
         print("  \(devices.count) devices logged in")
         let writing = try await write(devices)
@@ -63,8 +77,10 @@ struct ScaleRun {
         values[.writesFailed] = Double(writing.failures) / Double(plan.writes) * 100
         values[.cpuPerWrite] = writing.cpuSeconds / Double(plan.writes) * 1000
         values[.memoryWhileWriting] = Double(writing.peakMemory) / 1_048_576
-        print(String(format: "  wrote %d locations at %.0f/s; %.1f%% consolidated within %d s of the end", plan.writes,
-                     values[.writesAchieved] ?? 0, values[.consolidated] ?? 0, plan.tail))
+        print(
+            String(
+                format: "  wrote %d locations at %.0f/s; %.1f%% consolidated within %d s of the end", plan.writes,
+                values[.writesAchieved] ?? 0, values[.consolidated] ?? 0, plan.tail))
         return values
     }
 
@@ -136,14 +152,18 @@ struct ScaleRun {
         let stopProbes = Locked(false)
         let stopWatcher = Locked(false)
         let next = Locked(0)
-        let startSequence = try CompareWorkload.sequence(JSON.parse(try await side.client.send("GET", "/\(side.consolidated)", expect: 200))["update_seq"]) ?? "now"
+        let startSequence =
+            try CompareWorkload.sequence(
+                JSON.parse(try await side.client.send("GET", "/\(side.consolidated)", expect: 200))["update_seq"])
+            ?? "now"
 
         let watcher = Task {
             try await Bench.onThreads(1) { _ in
                 var connection = try BenchConnection(host: side.host, port: side.port)
                 var sequence = startSequence
                 while !stopWatcher.withLock({ $0 }) {
-                    let path = "/\(side.consolidated)/_changes?feed=longpoll&timeout=1000&limit=20000&since=\(sequence.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? sequence)"
+                    let path =
+                        "/\(side.consolidated)/_changes?feed=longpoll&timeout=1000&limit=20000&since=\(sequence.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? sequence)"
                     let reply: (status: Int, body: [UInt8])
                     do {
                         reply = try connection.send("GET", path, authorization: side.target.authorization)
@@ -161,8 +181,10 @@ struct ScaleRun {
                     arrived.withLock { arrived in
                         for row in json["results"]?.arrayValue ?? [] {
                             // lt keeps its copies as <user>:<id>; CouchDB's replications keep the ids.
-                            guard let copy = row["id"]?.stringValue, let id = copy.split(separator: ":", maxSplits: 1).last, id.hasPrefix(prefix),
-                                  let n = Int(id.dropFirst(prefix.count)), n >= 0, n < total, arrived[n].isNaN else { continue }
+                            guard let copy = row["id"]?.stringValue,
+                                let id = copy.split(separator: ":", maxSplits: 1).last, id.hasPrefix(prefix),
+                                let n = Int(id.dropFirst(prefix.count)), n >= 0, n < total, arrived[n].isNaN
+                            else { continue }
                             arrived[n] = now
                             found += 1
                         }
@@ -172,17 +194,22 @@ struct ScaleRun {
                 }
             }
         }
-        let places = Task { try await probe(rate: plan.placesRate, stop: stopProbes, origin: origin) { connection, k in
-            guard side.applicationPort != nil else { return false }
-            let centre = ScaleRun.placeCentres[k % ScaleRun.placeCentres.count]
-            let path = "/api/places?lat=\(centre.lat)&lon=\(centre.lon)&radius=5000"
-            try Bench.Client.check(try connection.send("GET", path, authorization: ""), 200, "GET", path)
-            return true
-        } }
-        let pushes = Task { try await probe(rate: plan.syncRate, stop: stopProbes, origin: origin, application: false) { connection, k in
-            try ScaleRun.pushCycle(connection, device: devices[k % devices.count], cycle: k)
-            return true
-        } }
+        let places = Task {
+            try await probe(rate: plan.placesRate, stop: stopProbes, origin: origin) { connection, k in
+                guard side.applicationPort != nil else { return false }
+                let centre = ScaleRun.placeCentres[k % ScaleRun.placeCentres.count]
+                let path = "/api/places?lat=\(centre.lat)&lon=\(centre.lon)&radius=5000"
+                try Bench.Client.check(try connection.send("GET", path, authorization: ""), 200, "GET", path)
+                return true
+            }
+        }
+        let pushes = Task {
+            try await probe(rate: plan.syncRate, stop: stopProbes, origin: origin, application: false) {
+                connection, k in
+                try ScaleRun.pushCycle(connection, device: devices[k % devices.count], cycle: k)
+                return true
+            }
+        }
 
         let samplers = side.pids.map { PeakMemorySampler(pid: $0) }
         let cpuBefore = side.pids.map { ServerProcessInfo.cpuSeconds($0) ?? 0 }
@@ -203,9 +230,12 @@ struct ScaleRun {
                 // A server that fails a write (an error status, a dropped connection) is
                 // counted, not waited for: a device would try again at its next sync.
                 do {
-                    let reply = try connection.send("PUT", path, authorization: device.authorization, body: ScaleRun.location(n))
+                    let reply = try connection.send(
+                        "PUT", path, authorization: device.authorization, body: ScaleRun.location(n))
                     guard reply.status == 201 || reply.status == 202 else {
-                        ScaleRun.recordFailure(failures, "PUT \(path): \(reply.status) \(String(decoding: reply.body.prefix(200), as: UTF8.self))")
+                        ScaleRun.recordFailure(
+                            failures,
+                            "PUT \(path): \(reply.status) \(String(decoding: reply.body.prefix(200), as: UTF8.self))")
                         continue
                     }
                 } catch {
@@ -219,7 +249,8 @@ struct ScaleRun {
             }
         }
         let writeEnd = ContinuousClock.now
-        let cpus = zip(side.pids, cpuBefore).map { pid, before in (ServerProcessInfo.cpuSeconds(pid) ?? before) - before }
+        let cpus = zip(side.pids, cpuBefore).map { pid, before in (ServerProcessInfo.cpuSeconds(pid) ?? before) - before
+        }
         let peaks = samplers.map { $0.stop() }
         if side.pids.count > 1 {
             let wall = (writeEnd - origin).seconds
@@ -230,7 +261,9 @@ struct ScaleRun {
                 let resident: Double = Double(peaks[k]) / 1_048_576
                 lines.append("\(name): " + String(format: "%.2f ms, %.0f%%, %.0f MiB", perWrite, share, resident))
             }
-            print("  each process (CPU ms per write, CPU share of the run, largest RSS): " + lines.joined(separator: "; "))
+            print(
+                "  each process (CPU ms per write, CPU share of the run, largest RSS): " + lines.joined(separator: "; ")
+            )
         }
         let (cpu, peak) = (cpus.reduce(0, +), peaks.reduce(0, +))
         stopProbes.withLock { $0 = true }
@@ -245,9 +278,10 @@ struct ScaleRun {
         let lags = zip(acknowledged.withLock { $0 }, arrived.withLock { $0 }).compactMap { ack, arrival -> Double? in
             ack.isNaN || arrival.isNaN ? nil : max(0, arrival - ack) * 1000
         }
-        return Writing(seconds: (writeEnd - origin).seconds, latencies: latencies.withLock { $0 }.sorted(), lags: lags.sorted(),
-                       places: placeLatencies.sorted(), pushes: pushLatencies.sorted(), cpuSeconds: cpu, peakMemory: peak,
-                       failures: failures.withLock { $0 })
+        return Writing(
+            seconds: (writeEnd - origin).seconds, latencies: latencies.withLock { $0 }.sorted(), lags: lags.sorted(),
+            places: placeLatencies.sorted(), pushes: pushLatencies.sorted(), cpuSeconds: cpu, peakMemory: peak,
+            failures: failures.withLock { $0 })
     }
 
     /// Counts a failed request; the first few are printed.
@@ -263,8 +297,10 @@ struct ScaleRun {
     /// connection (to the application API, or where devices write), until told to stop; each
     /// run's latency from when it was due (ms), or none if `body` says the probe does not apply
     /// to this server.
-    func probe(rate: Int, stop: Locked<Bool>, origin: ContinuousClock.Instant, application: Bool = true,
-               _ body: @escaping @Sendable (BenchConnection, Int) throws -> Bool) async throws -> [Double] {
+    func probe(
+        rate: Int, stop: Locked<Bool>, origin: ContinuousClock.Instant, application: Bool = true,
+        _ body: @escaping @Sendable (BenchConnection, Int) throws -> Bool
+    ) async throws -> [Double] {
         guard rate > 0 else { return [] }
         let side = side
         let port: Int
@@ -300,27 +336,35 @@ struct ScaleRun {
 
     /// One push cycle of a device, as a replicator pushes one new location: read the
     /// checkpoint, `_revs_diff`, `_bulk_docs` with `new_edits=false`, write the checkpoint.
-    static func pushCycle(_ connection: BenchConnection, device: (authorization: String, database: String), cycle: Int) throws {
+    static func pushCycle(
+        _ connection: BenchConnection, device: (authorization: String, database: String), cycle: Int
+    ) throws {
         let db = "/\(device.database)"
         let checkpoint = "\(db)/_local/scale-push-checkpoint"
         let existing = try connection.send("GET", checkpoint, authorization: device.authorization)
-        guard existing.status == 200 || existing.status == 404 else { try Bench.Client.check(existing, 200, "GET", checkpoint); return }
+        guard existing.status == 200 || existing.status == 404 else {
+            try Bench.Client.check(existing, 200, "GET", checkpoint); return
+        }
         let previous = existing.status == 200 ? try JSON.parse(existing.body)["_rev"] : nil
         let id = "push-\(cycle)"
         let hash = String(format: "%032x", cycle)
         let rev = "1-\(hash)"
-        let diff = try connection.send("POST", "\(db)/_revs_diff", authorization: device.authorization, body: JSON.object([id: [.string(rev)]]).bytes)
+        let diff = try connection.send(
+            "POST", "\(db)/_revs_diff", authorization: device.authorization,
+            body: JSON.object([id: [.string(rev)]]).bytes)
         try Bench.Client.check(diff, 200, "POST", "\(db)/_revs_diff")
         guard case var .object(document) = try JSON.parse(location(cycle)) else { return }
         document["_id"] = .string(id)
         document["_rev"] = .string(rev)
         document["_revisions"] = ["start": 1, "ids": [.string(hash)]]
-        let written = try connection.send("POST", "\(db)/_bulk_docs", authorization: device.authorization,
-                                          body: JSON.object(["new_edits": false, "docs": [.object(document)]]).bytes)
+        let written = try connection.send(
+            "POST", "\(db)/_bulk_docs", authorization: device.authorization,
+            body: JSON.object(["new_edits": false, "docs": [.object(document)]]).bytes)
         try Bench.Client.check(written, 201, "POST", "\(db)/_bulk_docs")
         var saved: JSONObject = ["last_seq": .int(cycle), "session_id": "scale"]
         if let previous { saved["_rev"] = previous }
-        let put = try connection.send("PUT", checkpoint, authorization: device.authorization, body: JSON.object(saved).bytes)
+        let put = try connection.send(
+            "PUT", checkpoint, authorization: device.authorization, body: JSON.object(saved).bytes)
         try Bench.Client.check(put, 201, "PUT", checkpoint)
     }
 
@@ -330,8 +374,12 @@ struct ScaleRun {
         let longitude: Double = -122.3 + Double(n % 1000) * 1e-4
         let latitude: Double = 37.3 + Double(n % 997) * 1e-4
         let geometry: JSON = ["type": "Point", "coordinates": [.double(longitude), .double(latitude)]]
-        let properties: JSON = ["timestamp": .double(time), "background": .bool(n % 3 == 0), "accuracy": .double(5 + Double(n % 20))]
-        return JSON.object(["type": "Feature", "created_at": .double(time), "geometry": geometry, "properties": properties]).bytes
+        let properties: JSON = [
+            "timestamp": .double(time), "background": .bool(n % 3 == 0), "accuracy": .double(5 + Double(n % 20)),
+        ]
+        return JSON.object([
+            "type": "Feature", "created_at": .double(time), "geometry": geometry, "properties": properties,
+        ]).bytes
     }
 
     /// Where the places prober asks from: around the sample places (Silicon Valley).
@@ -344,7 +392,9 @@ struct ScaleRun {
 
 /// The figures of a scale run, in the order they are printed.
 enum ScaleFigure: CaseIterable {
-    case registration, registrationP99, diskPerUser, memoryAfterRegistration, sweep, writesAchieved, writeP50, writeP99, writesFailed, consolidated, lagP50, lagP99, placesP50, placesP99, pushP50, pushP99, cpuPerWrite, memoryWhileWriting
+    case registration, registrationP99, diskPerUser, memoryAfterRegistration, sweep, writesAchieved, writeP50, writeP99,
+        writesFailed, consolidated, lagP50, lagP99, placesP50, placesP99, pushP50, pushP99, cpuPerWrite,
+        memoryWhileWriting
 
     var figure: CompareFigure {
         switch self {
@@ -352,11 +402,14 @@ enum ScaleFigure: CaseIterable {
         case .registrationP99: CompareFigure("registration latency p99", unit: "ms", better: .lower)
         case .diskPerUser: CompareFigure("disk per registered user", unit: "KiB", better: .lower)
         case .memoryAfterRegistration: CompareFigure("server RSS after registration", unit: "MiB", better: .lower)
-        case .sweep: CompareFigure("start-up sweep over every user's database (waited for before the writes)", unit: "s", better: .lower)
+        case .sweep:
+            CompareFigure(
+                "start-up sweep over every user's database (waited for before the writes)", unit: "s", better: .lower)
         case .writesAchieved: CompareFigure("location writes achieved", unit: "per s")
         case .writeP50: CompareFigure("write latency p50 (from when it was due)", unit: "ms", better: .lower)
         case .writeP99: CompareFigure("write latency p99", unit: "ms", better: .lower)
-        case .writesFailed: CompareFigure("location writes failed (error status or dropped connection)", unit: "%", better: .lower)
+        case .writesFailed:
+            CompareFigure("location writes failed (error status or dropped connection)", unit: "%", better: .lower)
         case .consolidated: CompareFigure("locations consolidated by the end of the tail", unit: "% of acknowledged")
         case .lagP50: CompareFigure("consolidation lag p50 (after the write's answer)", unit: "ms", better: .lower)
         case .lagP99: CompareFigure("consolidation lag p99", unit: "ms", better: .lower)

@@ -40,22 +40,29 @@ final class LTServeProcess {
         arguments: [String] = ["--database-only"], timeout: Duration = .seconds(60)
     ) async throws -> LTServeProcess {
         guard FileManager.default.isExecutableFile(atPath: binary.path) else {
-            throw ValidationError("no lt at \(binary.path): build it (swift build -c release --product lt) or pass --lt-binary")
+            throw ValidationError(
+                "no lt at \(binary.path): build it (swift build -c release --product lt) or pass --lt-binary")
         }
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let log = directory.appendingPathComponent("serve.log")
-        guard FileManager.default.createFile(atPath: log.path, contents: nil) else { throw ValidationError("cannot write \(log.path)") }
+        guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
+            throw ValidationError("cannot write \(log.path)")
+        }
         let output = try FileHandle(forWritingTo: log)
         let process = Process()
         process.executableURL = binary
         // Benchmarks register users by the thousand from one address (an lt from before the
         // limit, given to compare with, has no such option).
-        let limited = !arguments.contains("--database-only") && LTServeProcess.serveTakes("--max-registrations-per-hour", binary: binary)
+        let limited =
+            !arguments.contains("--database-only")
+            && LTServeProcess.serveTakes("--max-registrations-per-hour", binary: binary)
         let registrations = limited ? ["--max-registrations-per-hour", "1000000000"] : []
-        process.arguments = [
-            "serve", "--data", (data ?? directory.appendingPathComponent("data")).path, "--db-port", "0", "--port", "0",
-            "--admin", "\(admin.user):\(admin.password)", "--log-level", "info",
-        ] + registrations + arguments
+        process.arguments =
+            [
+                "serve", "--data", (data ?? directory.appendingPathComponent("data")).path, "--db-port", "0", "--port",
+                "0",
+                "--admin", "\(admin.user):\(admin.password)", "--log-level", "info",
+            ] + registrations + arguments
         process.standardOutput = output
         process.standardError = output
         let started = ContinuousClock.now
@@ -63,14 +70,17 @@ final class LTServeProcess {
         let deadline = started + timeout
         let wantsApplication = !arguments.contains("--database-only")
         func port(_ text: String, _ listener: String) -> Int? {
-            text.split(separator: "\n").first(where: { $0.contains("\(listener) listening on") })?.split(separator: ":").last.flatMap { Int($0) }
+            text.split(separator: "\n").first(where: { $0.contains("\(listener) listening on") })?.split(separator: ":")
+                .last.flatMap { Int($0) }
         }
         while true {
             let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
             if let databasePort = port(text, "database API") {
                 let applicationPort = port(text, "application API")
                 if !wantsApplication || applicationPort != nil {
-                    return LTServeProcess(process: process, port: databasePort, applicationPort: applicationPort, startup: started.duration(to: .now))
+                    return LTServeProcess(
+                        process: process, port: databasePort, applicationPort: applicationPort,
+                        startup: started.duration(to: .now))
                 }
             }
             guard process.isRunning, ContinuousClock.now < deadline else {
@@ -86,7 +96,8 @@ final class LTServeProcess {
     /// The lt to start: the one given, or the lt beside this lt-bench.
     static func executable(_ given: String?) -> URL {
         given.map { URL(fileURLWithPath: $0) }
-            ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("lt")
+            ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+            .appendingPathComponent("lt")
     }
 
     /// SIGTERM, and waits for it to exit.
@@ -112,7 +123,9 @@ struct PeerOptions: ParsableArguments {
     @Option(help: "The CouchDB to compare with, with admin credentials, e.g. http://admin:relax@127.0.0.1:5984.")
     var couchdb: String?
 
-    @Option(name: .customLong("couchdb-pid"), help: "The CouchDB server's process (default: the one listening on its port).")
+    @Option(
+        name: .customLong("couchdb-pid"), help: "The CouchDB server's process (default: the one listening on its port)."
+    )
     var couchdbPID: Int32?
 
     @OptionGroup var lt: LTBinaryOption
@@ -139,15 +152,20 @@ enum ServerProcessInfo {
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
                 // local_address is field 1, st (0A = LISTEN) field 3, inode field 9.
-                if fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] == "0A" { inodes.insert(String(fields[9])) }
+                if fields.count > 9, fields[1].hasSuffix(hexPort), fields[3] == "0A" {
+                    inodes.insert(String(fields[9]))
+                }
             }
         }
-        guard !inodes.isEmpty, let processes = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
+        guard !inodes.isEmpty, let processes = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else {
+            return nil
+        }
         for process in processes where process.allSatisfy(\.isNumber) {
             let fds = "/proc/\(process)/fd"
             for fd in (try? FileManager.default.contentsOfDirectory(atPath: fds)) ?? [] {
                 guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fds)/\(fd)"),
-                      target.hasPrefix("socket:[") else { continue }
+                    target.hasPrefix("socket:[")
+                else { continue }
                 if inodes.contains(String(target.dropFirst(8).dropLast())) { return Int32(process) }
             }
         }
@@ -157,7 +175,8 @@ enum ServerProcessInfo {
     /// CPU seconds the process has used (user + system, /proc/PID/stat), nil once it is gone.
     static func cpuSeconds(_ pid: Int32) -> Double? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return nil }
+            let close = text.lastIndex(of: ")")
+        else { return nil }
         // After the command's closing parenthesis: state is field 3, utime 14 and stime 15.
         let fields = text[text.index(after: close)...].split(separator: " ")
         guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
@@ -179,7 +198,8 @@ enum ServerProcessInfo {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         func bytes(_ field: String) -> Int? {
             guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
-                  let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) }) else { return nil }
+                let kilobytes = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+            else { return nil }
             return kilobytes <= Int.max / 1024 ? kilobytes * 1024 : nil
         }
         guard let resident = bytes("VmRSS:") else { return nil }

@@ -31,7 +31,8 @@ struct TLSBench: AsyncParsableCommand {
     @OptionGroup var lt: LTBinaryOption
 
     func validate() throws {
-        guard (1...10_000_000).contains(requests), (1...1_000_000).contains(handshakes), (1...20).contains(rounds) else {
+        guard (1...10_000_000).contains(requests), (1...1_000_000).contains(handshakes), (1...20).contains(rounds)
+        else {
             throw ValidationError("--requests 1…10,000,000, --handshakes 1…1,000,000, --rounds 1…20")
         }
     }
@@ -67,8 +68,13 @@ struct TLSBench: AsyncParsableCommand {
     private func measure(_ scratch: URL, _ http: HTTPClient) async throws {
         let binary = lt.executable
         let admin = (user: "bench", password: "bench-password")
-        let tls = ["--tls-cert", scratch.appendingPathComponent("server.pem").path, "--tls-key", scratch.appendingPathComponent("server.key").path]
-        print("lt-bench tls: \(requests) kept-alive GETs, \(handshakes) new connections, \(rounds) rounds per server; \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(Self.loadAverage())")
+        let tls = [
+            "--tls-cert", scratch.appendingPathComponent("server.pem").path, "--tls-key",
+            scratch.appendingPathComponent("server.key").path,
+        ]
+        print(
+            "lt-bench tls: \(requests) kept-alive GETs, \(handshakes) new connections, \(rounds) rounds per server; \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(Self.loadAverage())"
+        )
         var results: [String: [[Figure]]] = ["http": [], "https": []]
         for round in 1...rounds {
             for scheme in ["http", "https"] {
@@ -82,22 +88,30 @@ struct TLSBench: AsyncParsableCommand {
                 FileHandle.standardError.write(Data("  round \(round) \(scheme) done\n".utf8))
             }
         }
-        print("figure".padding(toLength: 60, withPad: " ", startingAt: 0) + "        http       https   https/http   CPU ms/request http → https")
+        print(
+            "figure".padding(toLength: 60, withPad: " ", startingAt: 0)
+                + "        http       https   https/http   CPU ms/request http → https")
         for (index, name) in Self.figures.enumerated() {
             func median(_ scheme: String, _ value: (Figure) -> Double) -> Double {
                 let sorted = results[scheme, default: []].map { value($0[index]) }.sorted()
                 return sorted[sorted.count / 2]
             }
             let (plain, secure) = (median("http", \.rate), median("https", \.rate))
-            print(name.padding(toLength: 60, withPad: " ", startingAt: 0)
-                + String(format: " %11.0f %11.0f %11.2f×   %.3f → %.3f", plain, secure, secure / plain,
-                         median("http", \.cpuMillisecondsPerRequest), median("https", \.cpuMillisecondsPerRequest)))
+            print(
+                name.padding(toLength: 60, withPad: " ", startingAt: 0)
+                    + String(
+                        format: " %11.0f %11.0f %11.2f×   %.3f → %.3f", plain, secure, secure / plain,
+                        median("http", \.cpuMillisecondsPerRequest), median("https", \.cpuMillisecondsPerRequest)))
         }
     }
 
     /// The three figures against one server.
-    private func rounds(_ base: String, _ authorization: String, _ http: HTTPClient, pid: Int32) async throws -> [Figure] {
-        @Sendable func send(_ method: HTTPMethod, _ path: String, _ body: JSON? = nil, close: Bool = false) async throws -> Int {
+    private func rounds(
+        _ base: String, _ authorization: String, _ http: HTTPClient, pid: Int32
+    ) async throws -> [Figure] {
+        @Sendable func send(
+            _ method: HTTPMethod, _ path: String, _ body: JSON? = nil, close: Bool = false
+        ) async throws -> Int {
             var request = HTTPClientRequest(url: base + path)
             request.method = method
             request.headers.add(name: "Authorization", value: authorization)
@@ -109,7 +123,8 @@ struct TLSBench: AsyncParsableCommand {
             let response = try await http.execute(request, timeout: .seconds(60))
             let collected = try await response.body.collect(upTo: 256 << 20)
             guard (200..<300).contains(response.status.code) else {
-                throw ValidationError("\(method) \(path): \(response.status.code) \(String(buffer: collected).prefix(200))")
+                throw ValidationError(
+                    "\(method) \(path): \(response.status.code) \(String(buffer: collected).prefix(200))")
             }
             return collected.readableBytes
         }
@@ -118,7 +133,9 @@ struct TLSBench: AsyncParsableCommand {
         _ = try await send(.POST, "/tls-bench/_bulk_docs", docs)
         _ = try await send(.PUT, "/tls-bench/probe", ["type": "probe", "n": 1])
         /// `count` requests by `concurrency` tasks; the rate and the server's CPU per request.
-        func timed(_ count: Int, concurrency: Int, _ body: @escaping @Sendable () async throws -> Void) async throws -> Figure {
+        func timed(
+            _ count: Int, concurrency: Int, _ body: @escaping @Sendable () async throws -> Void
+        ) async throws -> Figure {
             let cpuBefore = ServerProcessInfo.cpuSeconds(pid) ?? 0
             let start = ContinuousClock.now
             let next = Locked(0)
@@ -141,8 +158,12 @@ struct TLSBench: AsyncParsableCommand {
         }
         _ = try await timed(500, concurrency: 8) { _ = try await send(.GET, "/tls-bench/probe") }  // warm-up
         let kept = try await timed(requests, concurrency: 8) { _ = try await send(.GET, "/tls-bench/probe") }
-        let fresh = try await timed(handshakes, concurrency: 4) { _ = try await send(.GET, "/tls-bench/probe", close: true) }
-        let bulk = try await timed(40, concurrency: 2) { _ = try await send(.GET, "/tls-bench/_all_docs?include_docs=true") }
+        let fresh = try await timed(handshakes, concurrency: 4) {
+            _ = try await send(.GET, "/tls-bench/probe", close: true)
+        }
+        let bulk = try await timed(40, concurrency: 2) {
+            _ = try await send(.GET, "/tls-bench/_all_docs?include_docs=true")
+        }
         return [kept, fresh, bulk]
     }
 
@@ -155,19 +176,29 @@ struct TLSBench: AsyncParsableCommand {
             process.currentDirectoryURL = directory
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
-            do { try process.run() } catch { throw ValidationError("cannot run openssl (install it: apt-get install openssl): \(error)") }
+            do { try process.run() } catch {
+                throw ValidationError("cannot run openssl (install it: apt-get install openssl): \(error)")
+            }
             process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw ValidationError("openssl \(arguments.joined(separator: " ")) failed") }
+            guard process.terminationStatus == 0 else {
+                throw ValidationError("openssl \(arguments.joined(separator: " ")) failed")
+            }
         }
         let curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
-        try openssl(["req", "-x509"] + curve + ["-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=lt-bench CA"])
+        try openssl(
+            ["req", "-x509"] + curve + [
+                "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=lt-bench CA",
+            ])
         try openssl(["req"] + curve + ["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"])
         try Data("subjectAltName=IP:127.0.0.1\n".utf8).write(to: directory.appendingPathComponent("san.cnf"))
-        try openssl(["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                     "-out", "server.pem", "-days", "1", "-extfile", "san.cnf"])
+        try openssl([
+            "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.pem", "-days", "1", "-extfile", "san.cnf",
+        ])
     }
 
     static func loadAverage() -> String {
-        ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ").prefix(3).joined(separator: " ")
+        ((try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8)) ?? "?").split(separator: " ").prefix(3).joined(
+            separator: " ")
     }
 }

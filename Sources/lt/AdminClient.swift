@@ -15,9 +15,11 @@ struct AdminClient {
 
     /// - Parameter who: whose credentials the URL must carry, for the error message.
     init(_ url: String?, environment: String, who: String = "a server admin's") throws {
-        let usage = ValidationError("Give a URL with \(who) credentials: http://NAME:PASSWORD@HOST:PORT (or \(environment))")
+        let usage = ValidationError(
+            "Give a URL with \(who) credentials: http://NAME:PASSWORD@HOST:PORT (or \(environment))")
         guard let url = url ?? ProcessInfo.processInfo.environment[environment],
-              let server = try? CouchHTTPClient(url: url), server.credentials != nil else { throw usage }
+            let server = try? CouchHTTPClient(url: url), server.credentials != nil
+        else { throw usage }
         self.server = server
     }
 
@@ -48,9 +50,12 @@ struct AdminClient {
         return written
     }
 
-    private static func check(_ status: HTTPResponseStatus, _ reply: JSON, _ method: HTTPMethod, _ path: String) throws {
+    private static func check(_ status: HTTPResponseStatus, _ reply: JSON, _ method: HTTPMethod, _ path: String) throws
+    {
         guard (200..<300).contains(Int(status.code)) else {
-            throw CommandFailure("\(method) \(path): \(status.code) \(reply["reason"]?.stringValue ?? reply["error"]?.stringValue ?? "")")
+            throw CommandFailure(
+                "\(method) \(path): \(status.code) \(reply["reason"]?.stringValue ?? reply["error"]?.stringValue ?? "")"
+            )
         }
     }
 }

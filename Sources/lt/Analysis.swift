@@ -13,7 +13,8 @@ struct Analysis: AsyncParsableCommand {
         abstract: "Export locations (by user, time and area) and per-user statistics from a running server.",
         subcommands: [Export.self, Stats.self])
 
-    static let appHelp: ArgumentHelp = "The application API with an admin's or analyst's credentials, e.g. http://ann:secret@127.0.0.1:8080 (or LT_APP_URL)."
+    static let appHelp: ArgumentHelp =
+        "The application API with an admin's or analyst's credentials, e.g. http://ann:secret@127.0.0.1:8080 (or LT_APP_URL)."
 
     /// The client for `--app` (or `LT_APP_URL`).
     static func client(_ app: String?) throws -> AdminClient {
@@ -28,7 +29,9 @@ struct Analysis: AsyncParsableCommand {
     struct Export: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Stream locations as GeoJSON, CSV or GPX, to a file or standard output.",
-            discussion: "Filters combine: a user, a time window, and an area (a bounding box, or a centre and radius). The server streams the export, and so does this command: a million points are never held in memory.")
+            discussion:
+                "Filters combine: a user, a time window, and an area (a bounding box, or a centre and radius). The server streams the export, and so does this command: a million points are never held in memory."
+        )
 
         @Option(help: Analysis.appHelp)
         var app: String?
@@ -36,7 +39,10 @@ struct Analysis: AsyncParsableCommand {
         @Option(help: "Only this user's locations.")
         var user: String?
 
-        @Option(help: "Only fixes at or after this time: milliseconds since 1970, or ISO 8601 (2026-11-01, 2026-11-01T08:00:00Z).")
+        @Option(
+            help:
+                "Only fixes at or after this time: milliseconds since 1970, or ISO 8601 (2026-11-01, 2026-11-01T08:00:00Z)."
+        )
         var from: String?
 
         @Option(help: "Only fixes before this time (same forms as --from).")
@@ -55,7 +61,9 @@ struct Analysis: AsyncParsableCommand {
             if radiusParts.contains(true), radiusParts.contains(false) {
                 throw ValidationError("A radius filter needs all of --lat, --lon and --radius")
             }
-            if area.bbox != nil, area.radius != nil { throw ValidationError("Give --bbox or --lat/--lon/--radius, not both") }
+            if area.bbox != nil, area.radius != nil {
+                throw ValidationError("Give --bbox or --lat/--lon/--radius, not both")
+            }
         }
 
         func run() async throws {
@@ -65,14 +73,18 @@ struct Analysis: AsyncParsableCommand {
             if let from { query.append(("from", try Analysis.milliseconds(from, option: "--from"))) }
             if let to { query.append(("to", try Analysis.milliseconds(to, option: "--to"))) }
             if let bbox = area.bbox { query.append(("bbox", bbox)) }
-            if let lat = area.lat, let lon = area.lon, let radius = area.radius { query += [("lat", "\(lat)"), ("lon", "\(lon)"), ("radius", "\(radius)")] }
+            if let lat = area.lat, let lon = area.lon, let radius = area.radius {
+                query += [("lat", "\(lat)"), ("lon", "\(lon)"), ("radius", "\(radius)")]
+            }
             var components = URLComponents()
             components.queryItems = query.map { URLQueryItem(name: $0.0, value: $0.1) }
             let path = "/api/analysis/locations" + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
 
             let handle: FileHandle
             if let output {
-                guard FileManager.default.createFile(atPath: output, contents: nil) else { throw CommandFailure("Cannot write \(output)") }
+                guard FileManager.default.createFile(atPath: output, contents: nil) else {
+                    throw CommandFailure("Cannot write \(output)")
+                }
                 handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
             } else {
                 handle = FileHandle.standardOutput
@@ -95,13 +107,19 @@ struct Analysis: AsyncParsableCommand {
             }
             if let output {
                 let seconds = start.duration(to: .now).seconds
-                FileHandle.standardError.write(Data(String(format: "wrote %@ of %@ to %@ in %.1f s\n", Analysis.megabytes(written), format.rawValue, output, seconds).utf8))
+                FileHandle.standardError.write(
+                    Data(
+                        String(
+                            format: "wrote %@ of %@ to %@ in %.1f s\n", Analysis.megabytes(written), format.rawValue,
+                            output, seconds
+                        ).utf8))
             }
         }
     }
 
     struct Stats: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "A user's count of fixes, first and last fix, and distance travelled, as JSON.")
+        static let configuration = CommandConfiguration(
+            abstract: "A user's count of fixes, first and last fix, and distance travelled, as JSON.")
 
         @Argument(help: "The user.")
         var user: String
@@ -125,8 +143,11 @@ struct Analysis: AsyncParsableCommand {
         let withoutFraction = ISO8601DateFormatter()
         let dateOnly = ISO8601DateFormatter()
         dateOnly.formatOptions = [.withFullDate]
-        guard let date = withTime.date(from: text) ?? withoutFraction.date(from: text) ?? dateOnly.date(from: text) else {
-            throw ValidationError("\(option) must be milliseconds since 1970 or an ISO 8601 date (2026-11-01 or 2026-11-01T08:00:00Z), not \(text)")
+        guard let date = withTime.date(from: text) ?? withoutFraction.date(from: text) ?? dateOnly.date(from: text)
+        else {
+            throw ValidationError(
+                "\(option) must be milliseconds since 1970 or an ISO 8601 date (2026-11-01 or 2026-11-01T08:00:00Z), not \(text)"
+            )
         }
         return String(Int64((date.timeIntervalSince1970 * 1000).rounded()))
     }

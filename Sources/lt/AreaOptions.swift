@@ -4,7 +4,9 @@ import ArgumentParser
 /// and `lt places query`. Negative coordinates are values (`--bbox -122.5,37.2,-121.9,37.8`,
 /// `--lat -33.9`), not options.
 struct AreaOptions: ParsableArguments {
-    @Option(parsing: .unconditional, help: "Only inside minLon,minLat,maxLon,maxLat (negative values as they are: --bbox -122.5,37.2,-121.9,37.8).")
+    @Option(
+        parsing: .unconditional,
+        help: "Only inside minLon,minLat,maxLon,maxLat (negative values as they are: --bbox -122.5,37.2,-121.9,37.8).")
     var bbox: String?
 
     @Option(parsing: .unconditional, help: "The centre's latitude (with --lon).")

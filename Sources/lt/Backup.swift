@@ -31,7 +31,8 @@ struct Backup: AsyncParsableCommand {
     @Option(help: "The backup directory to create; it must not exist.")
     var to: String
 
-    @Option(help: "Databases copied at once: more is faster and takes more of the server's CPU from its clients meanwhile.")
+    @Option(
+        help: "Databases copied at once: more is faster and takes more of the server's CPU from its clients meanwhile.")
     var jobs = 2
 
     func validate() throws {
@@ -48,9 +49,11 @@ struct Backup: AsyncParsableCommand {
             throw CommandFailure("\(directory.path) is not an lt data directory (it has no dbs/)")
         }
         let source = try await BackupSource.open(directory)
-        let partial = target.deletingLastPathComponent().appendingPathComponent("\(target.lastPathComponent).partial-\(getpid())")
+        let partial = target.deletingLastPathComponent().appendingPathComponent(
+            "\(target.lastPathComponent).partial-\(getpid())")
         do {
-            try FileManager.default.createDirectory(at: partial.appendingPathComponent("dbs"), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: partial.appendingPathComponent("dbs"), withIntermediateDirectories: true)
             _ = chmod(partial.path, 0o700)  // server.json and every user's data
             let started = ContinuousClock.now
             let manifest = try await copy(from: source, into: partial)
@@ -60,13 +63,15 @@ struct Backup: AsyncParsableCommand {
             try Self.sync(directory: partial.appendingPathComponent("dbs"))
             try Self.sync(directory: partial)
             guard rename(partial.path, target.path) == 0 else {
-                throw CommandFailure("cannot rename \(partial.path) to \(target.path): \(String(cString: strerror(errno)))")
+                throw CommandFailure(
+                    "cannot rename \(partial.path) to \(target.path): \(String(cString: strerror(errno)))")
             }
             try Self.sync(directory: target.deletingLastPathComponent())
             let seconds = started.duration(to: .now).seconds
             let total = manifest.databases.reduce(Int64(0)) { $0 + $1.bytes }
-            print("backed up \(plural(manifest.databases.count, "database")) (\(ProgressLine.size(total))) of \(directory.path) to \(target.path) in "
-                  + String(format: "%.1f s", seconds) + (source.online ? ", while the server ran" : ""))
+            print(
+                "backed up \(plural(manifest.databases.count, "database")) (\(ProgressLine.size(total))) of \(directory.path) to \(target.path) in "
+                    + String(format: "%.1f s", seconds) + (source.online ? ", while the server ran" : ""))
         } catch {
             try? FileManager.default.removeItem(at: partial)
             throw error
@@ -76,9 +81,13 @@ struct Backup: AsyncParsableCommand {
     /// Syncs a directory's entries (the files' names) to disk.
     static func sync(directory: URL) throws {
         let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY)
-        guard descriptor >= 0 else { throw CommandFailure("cannot open \(directory.path): \(String(cString: strerror(errno)))") }
+        guard descriptor >= 0 else {
+            throw CommandFailure("cannot open \(directory.path): \(String(cString: strerror(errno)))")
+        }
         defer { close(descriptor) }
-        guard fsync(descriptor) == 0 else { throw CommandFailure("cannot sync \(directory.path) to disk: \(String(cString: strerror(errno)))") }
+        guard fsync(descriptor) == 0 else {
+            throw CommandFailure("cannot sync \(directory.path) to disk: \(String(cString: strerror(errno)))")
+        }
     }
 
     /// Every database's snapshot, `server.json` and `config.json` into `partial`, with progress.
@@ -103,7 +112,10 @@ struct Backup: AsyncParsableCommand {
                 guard let name = next.next() else { return }
                 group.addTask {
                     let file = DatabaseStore.fileName(of: name)
-                    guard let copied = try await source.snapshot(name, to: partial.appendingPathComponent("dbs").appendingPathComponent(file)) else {
+                    guard
+                        let copied = try await source.snapshot(
+                            name, to: partial.appendingPathComponent("dbs").appendingPathComponent(file))
+                    else {
                         return nil  // deleted since the list was taken
                     }
                     return .init(name: name, file: file, bytes: copied.bytes, sha256: copied.sha256)
@@ -140,13 +152,17 @@ enum BackupSource {
         let socket = ControlSocket.path(in: directory)
         // Asked for its (small) settings file: the list of databases may be long, and is asked for once, later.
         if FileManager.default.fileExists(atPath: socket),
-           let probe = try? await ControlSocketClient.request(socket, .GET, "/backup/server.json", deadline: .now() + .seconds(10)),
-           (try? await probe.body.collect(upTo: 16 << 20)) != nil, probe.status == .ok {
+            let probe = try? await ControlSocketClient.request(
+                socket, .GET, "/backup/server.json", deadline: .now() + .seconds(10)),
+            (try? await probe.body.collect(upTo: 16 << 20)) != nil, probe.status == .ok
+        {
             return .server(socket: socket)
         }
         let lock: DirectoryLock
         do { lock = try DirectoryLock(directory: directory) } catch let error as CouchError {
-            throw CommandFailure("\(error.reason), and its control socket \(socket) does not answer: is it an lt serve from before backups?")
+            throw CommandFailure(
+                "\(error.reason), and its control socket \(socket) does not answer: is it an lt serve from before backups?"
+            )
         }
         let store = try DatabaseStore(directory: directory, connections: LocationTrackerServer.connections)
         return .files(store, lock, directory)
@@ -155,10 +171,14 @@ enum BackupSource {
     func databaseNames() async throws -> [String] {
         switch self {
         case let .server(socket):
-            let response = try await ControlSocketClient.request(socket, .GET, "/backup/databases", deadline: .now() + .minutes(5))
+            let response = try await ControlSocketClient.request(
+                socket, .GET, "/backup/databases", deadline: .now() + .minutes(5))
             let body = try await response.body.collect(upTo: 256 << 20)
-            guard response.status == .ok, let names = (try? JSON.parse(Array(buffer: body)))?.arrayValue?.compactMap(\.stringValue) else {
-                throw CommandFailure("the server's control socket answered \(response.status.code) to the list of databases")
+            guard response.status == .ok,
+                let names = (try? JSON.parse(Array(buffer: body)))?.arrayValue?.compactMap(\.stringValue)
+            else {
+                throw CommandFailure(
+                    "the server's control socket answered \(response.status.code) to the list of databases")
             }
             return names
         case let .files(store, _, _):
@@ -169,9 +189,12 @@ enum BackupSource {
     func serverSettings() async throws -> Data {
         switch self {
         case let .server(socket):
-            let response = try await ControlSocketClient.request(socket, .GET, "/backup/server.json", deadline: .now() + .minutes(1))
+            let response = try await ControlSocketClient.request(
+                socket, .GET, "/backup/server.json", deadline: .now() + .minutes(1))
             let body = try await response.body.collect(upTo: 16 << 20)
-            guard response.status == .ok else { throw CommandFailure("the server's control socket answered \(response.status.code) for server.json") }
+            guard response.status == .ok else {
+                throw CommandFailure("the server's control socket answered \(response.status.code) for server.json")
+            }
             return Data(buffer: body)
         case let .files(_, _, directory):
             return try Data(contentsOf: directory.appendingPathComponent("server.json"))
@@ -182,10 +205,13 @@ enum BackupSource {
     func configurationChanges() async throws -> Data? {
         switch self {
         case let .server(socket):
-            let response = try await ControlSocketClient.request(socket, .GET, "/backup/config.json", deadline: .now() + .minutes(1))
+            let response = try await ControlSocketClient.request(
+                socket, .GET, "/backup/config.json", deadline: .now() + .minutes(1))
             let body = try await response.body.collect(upTo: 16 << 20)
             if response.status == .notFound { return nil }
-            guard response.status == .ok else { throw CommandFailure("the server's control socket answered \(response.status.code) for config.json") }
+            guard response.status == .ok else {
+                throw CommandFailure("the server's control socket answered \(response.status.code) for config.json")
+            }
             return Data(buffer: body)
         case let .files(_, _, directory):
             return FileManager.default.contents(atPath: directory.appendingPathComponent("config.json").path)
@@ -194,7 +220,8 @@ enum BackupSource {
 
     /// The snapshot of `name` written to `file`: its size and SHA-256; nil if the database is gone.
     func snapshot(_ name: String, to file: URL) async throws -> (bytes: Int64, sha256: String)? {
-        guard FileManager.default.createFile(atPath: file.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
+        guard FileManager.default.createFile(atPath: file.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        else {
             throw CommandFailure("cannot create \(file.path)")
         }
         let output = try FileHandle(forWritingTo: file)
@@ -203,14 +230,17 @@ enum BackupSource {
         var bytes: Int64 = 0
         switch self {
         case let .server(socket):
-            let path = "/backup/databases/" + (name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? name)
+            let path =
+                "/backup/databases/" + (name.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? name)
             let response = try await ControlSocketClient.request(socket, .POST, path, deadline: .now() + .hours(6))
             if response.status == .notFound {
                 try? FileManager.default.removeItem(at: file)
                 return nil
             }
             guard response.status == .ok else {
-                throw CommandFailure("the server could not snapshot \(name): \(String(buffer: try await response.body.collect(upTo: 1 << 20)))")
+                throw CommandFailure(
+                    "the server could not snapshot \(name): \(String(buffer: try await response.body.collect(upTo: 1 << 20)))"
+                )
             }
             for try await chunk in response.body {
                 chunk.withUnsafeReadableBytes { hash.update(bufferPointer: $0) }
@@ -256,9 +286,13 @@ struct BackupManifest {
         [
             "format": .string(Self.format), "version": 1,
             "created": .string(ISO8601DateFormatter().string(from: created)), "online": .bool(online),
-            "databases": .array(databases.map { database in
-                ["name": .string(database.name), "file": .string(database.file), "bytes": .int(Int(database.bytes)), "sha256": .string(database.sha256)]
-            }),
+            "databases": .array(
+                databases.map { database in
+                    [
+                        "name": .string(database.name), "file": .string(database.file),
+                        "bytes": .int(Int(database.bytes)), "sha256": .string(database.sha256),
+                    ]
+                }),
         ]
     }
 
@@ -272,22 +306,29 @@ struct BackupManifest {
         guard let data = FileManager.default.contents(atPath: path.path) else {
             throw CommandFailure("\(directory.path) is not an lt backup: it has no manifest.json")
         }
-        guard let json = try? JSON.parse(Array(data)), json["format"]?.stringValue == format, json["version"]?.intValue == 1,
-              let rows = json["databases"]?.arrayValue else {
+        guard let json = try? JSON.parse(Array(data)), json["format"]?.stringValue == format,
+            json["version"]?.intValue == 1,
+            let rows = json["databases"]?.arrayValue
+        else {
             throw CommandFailure("\(path.path) is not an lt backup manifest (format lt-backup, version 1)")
         }
         let databases = try rows.map { row -> Database in
-            guard let name = row["name"]?.stringValue, DatabaseStore.isValidName(name), let file = row["file"]?.stringValue,
-                  file == DatabaseStore.fileName(of: name), let bytes = row["bytes"]?.intValue, let sha256 = row["sha256"]?.stringValue else {
+            guard let name = row["name"]?.stringValue, DatabaseStore.isValidName(name),
+                let file = row["file"]?.stringValue,
+                file == DatabaseStore.fileName(of: name), let bytes = row["bytes"]?.intValue,
+                let sha256 = row["sha256"]?.stringValue
+            else {
                 throw CommandFailure("\(path.path): a database entry is damaged: \(row.text)")
             }
             return Database(name: name, file: file, bytes: Int64(bytes), sha256: sha256)
         }
         var seen = Set<String>()
         for database in databases where !seen.insert(database.name).inserted {
-            throw CommandFailure("\(path.path) lists the database \(database.name) twice: the manifest is damaged (nothing was changed)")
+            throw CommandFailure(
+                "\(path.path) lists the database \(database.name) twice: the manifest is damaged (nothing was changed)")
         }
-        return BackupManifest(created: (json["created"]?.stringValue).flatMap { ISO8601DateFormatter().date(from: $0) } ?? Date(),
-                              online: json["online"] == true, databases: databases)
+        return BackupManifest(
+            created: (json["created"]?.stringValue).flatMap { ISO8601DateFormatter().date(from: $0) } ?? Date(),
+            online: json["online"] == true, databases: databases)
     }
 }

@@ -10,7 +10,8 @@ extension Device {
     /// `lt device drive`: a route replayed as GPS fixes through the app's logic (`DeviceTracker`).
     struct Drive: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Drive a route: GPS fixes with noise through the location filter, stored, synced, places looked up.",
+            abstract:
+                "Drive a route: GPS fixes with noise through the location filter, stored, synced, places looked up.",
             discussion: """
                 Route time runs one fix per second (routes without times at --vehicle-speed); --speed \
                 compresses it. Windows are route times, as 10m-15m or 90s-2m30s, comma-separated. \
@@ -46,7 +47,9 @@ extension Device {
 
         func validate() throws {
             if speedFactor == nil { throw ValidationError("--speed is a factor like 20x or 1x, or max") }
-            if noiseMetres == nil { throw ValidationError("--noise is a distance like 8m (or a plain number of metres)") }
+            if noiseMetres == nil {
+                throw ValidationError("--noise is a distance like 8m (or a plain number of metres)")
+            }
             if vehicleSpeed <= 0 { throw ValidationError("--vehicle-speed must be positive") }
         }
 
@@ -75,7 +78,8 @@ extension Device {
             let backgroundWindows = try background.map(SimulatedDrive.windows) ?? []
             let steps = drive.steps()
 
-            let tracker = try await DeviceTracker(client: TrackerClient(baseURL: try state.server()), credentials: credentials, store: try state.store())
+            let tracker = try await DeviceTracker(
+                client: TrackerClient(baseURL: try state.server()), credentials: credentials, store: try state.store())
             let traceFile = try trace.map(Drive.openTrace)
             defer { try? traceFile?.close() }
             // Progress on standard error: a line redrawn in place on a terminal; piped, a plain
@@ -103,7 +107,9 @@ extension Device {
                 if !online { offlineFixes += 1 }
                 if inBackground { backgroundFixes += 1 }
                 let outcome = try await tracker.record(step.fix)
-                if let traceFile { try Drive.trace(outcome, step: step, online: online, background: inBackground, to: traceFile) }
+                if let traceFile {
+                    try Drive.trace(outcome, step: step, online: online, background: inBackground, to: traceFile)
+                }
                 if live, clock.now - lastDraw > .milliseconds(100) {
                     lastDraw = clock.now
                     await Drive.draw(tracker, step: step, of: drive.duration, online: online, background: inBackground)
@@ -111,27 +117,35 @@ extension Device {
                 let tenth = Int(step.elapsed / max(1, drive.duration) * 10)
                 if plain, tenth > lastTenth || online != wasOnline {
                     (lastTenth, wasOnline) = (max(lastTenth, tenth), online)
-                    let text = await Drive.progress(tracker, step: step, of: drive.duration, online: online, background: inBackground)
+                    let text = await Drive.progress(
+                        tracker, step: step, of: drive.duration, online: online, background: inBackground)
                     FileHandle.standardError.write(Data((text + "\n").utf8))
                 }
             }
-            if live { await Drive.draw(tracker, step: steps.last, of: drive.duration, online: true, background: false, finishing: true) }
+            if live {
+                await Drive.draw(
+                    tracker, step: steps.last, of: drive.duration, online: true, background: false, finishing: true)
+            }
             let (pushed, pending) = try await tracker.finish()
             if live { FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8)) }
-            try await report(tracker, drive: drive, pushed: pushed, pending: pending, offlineFixes: offlineFixes,
-                             backgroundFixes: backgroundFixes, wallSeconds: (clock.now - began).seconds)
+            try await report(
+                tracker, drive: drive, pushed: pushed, pending: pending, offlineFixes: offlineFixes,
+                backgroundFixes: backgroundFixes, wallSeconds: (clock.now - began).seconds)
         }
 
         /// The drive's summary: fixes kept and rejected (by reason), pushed and pending, places
         /// answers, sync state; as JSON with `--json`.
-        func report(_ tracker: DeviceTracker, drive: SimulatedDrive, pushed: Int, pending: Int, offlineFixes: Int,
-                    backgroundFixes: Int, wallSeconds: Double) async throws {
+        func report(
+            _ tracker: DeviceTracker, drive: SimulatedDrive, pushed: Int, pending: Int, offlineFixes: Int,
+            backgroundFixes: Int, wallSeconds: Double
+        ) async throws {
             let counters = await tracker.counters
             let syncStatus = await tracker.sync.status
             let summary: JSONObject = [
                 "route": .string(route), "fixes": .int(counters.fixes), "accepted": .int(counters.accepted),
                 "rejected": .int(counters.rejectedTotal),
-                "rejected_by": .object(JSONObject(counters.rejected.map { ($0.key.rawValue, JSON.int($0.value)) }.sorted { $0.0 < $1.0 })),
+                "rejected_by": .object(
+                    JSONObject(counters.rejected.map { ($0.key.rawValue, JSON.int($0.value)) }.sorted { $0.0 < $1.0 })),
                 "pushed": .int(pushed), "pending": .int(pending), "places_seen": .int(counters.placesSeen.count),
                 "places_answers": ["server": .int(counters.serverAnswers), "device": .int(counters.deviceAnswers)],
                 "server_failures": .int(counters.serverFailures), "region_pulls": .int(await tracker.places.pulls),
@@ -139,23 +153,31 @@ extension Device {
                 "route_seconds": .double(drive.duration), "wall_seconds": .double(wallSeconds),
                 "session_id": .string(tracker.sessionID), "sync": .string(syncStatus.description),
             ]
-            state.report(summary, text: """
-                drove \(route): \(counters.fixes) fixes in \(Drive.minutes(drive.duration)) of route time (\(String(format: "%.1f", wallSeconds)) s)
-                kept \(counters.accepted), rejected \(counters.rejectedTotal) (\(counters.rejected.map { "\($0.value) \($0.key.rawValue)" }.sorted().joined(separator: ", ")))
-                pushed \(pushed), \(pending) still only on the device; sync \(syncStatus)
-                \(counters.placesSeen.count) places seen: \(counters.serverAnswers) answers from the server, \(counters.deviceAnswers) from the device; \(await tracker.places.pulls) region pulls
-                """)
+            state.report(
+                summary,
+                text: """
+                    drove \(route): \(counters.fixes) fixes in \(Drive.minutes(drive.duration)) of route time (\(String(format: "%.1f", wallSeconds)) s)
+                    kept \(counters.accepted), rejected \(counters.rejectedTotal) (\(counters.rejected.map { "\($0.value) \($0.key.rawValue)" }.sorted().joined(separator: ", ")))
+                    pushed \(pushed), \(pending) still only on the device; sync \(syncStatus)
+                    \(counters.placesSeen.count) places seen: \(counters.serverAnswers) answers from the server, \(counters.deviceAnswers) from the device; \(await tracker.places.pulls) region pulls
+                    """)
         }
 
         /// One line of `--trace`: where the fix was kept, online or not, and the places answer.
-        static func trace(_ outcome: DeviceTracker.Outcome, step: SimulatedDrive.Step, online: Bool, background: Bool, to file: FileHandle) throws {
+        static func trace(
+            _ outcome: DeviceTracker.Outcome, step: SimulatedDrive.Step, online: Bool, background: Bool,
+            to file: FileHandle
+        ) throws {
             guard let location = outcome.location else { return }
             let line: JSON = [
-                "id": .string(outcome.id ?? ""), "elapsed": .double(step.elapsed), "lat": .double(location.coordinate.lat),
-                "lon": .double(location.coordinate.lon), "timestamp": .double(location.timestamp), "online": .bool(online),
+                "id": .string(outcome.id ?? ""), "elapsed": .double(step.elapsed),
+                "lat": .double(location.coordinate.lat),
+                "lon": .double(location.coordinate.lon), "timestamp": .double(location.timestamp),
+                "online": .bool(online),
                 "background": .bool(background), "places_source": .string(outcome.placesSource.rawValue),
                 "complete": .bool(outcome.complete),
-                "places": .array(outcome.places.map { ["id": .string($0.place.id ?? ""), "distance": .double($0.distance)] }),
+                "places": .array(
+                    outcome.places.map { ["id": .string($0.place.id ?? ""), "distance": .double($0.distance)] }),
             ]
             try file.write(contentsOf: Data((line.text + "\n").utf8))
         }
@@ -166,14 +188,21 @@ extension Device {
             return handle
         }
 
-        static func draw(_ tracker: DeviceTracker, step: SimulatedDrive.Step?, of duration: TimeInterval, online: Bool, background: Bool, finishing: Bool = false) async {
-            let text = await progress(tracker, step: step, of: duration, online: online, background: background, finishing: finishing)
+        static func draw(
+            _ tracker: DeviceTracker, step: SimulatedDrive.Step?, of duration: TimeInterval, online: Bool,
+            background: Bool, finishing: Bool = false
+        ) async {
+            let text = await progress(
+                tracker, step: step, of: duration, online: online, background: background, finishing: finishing)
             FileHandle.standardError.write(Data(("\r\u{1B}[2K" + text).utf8))
         }
 
         /// Where the drive is: route time, network, fixes kept and rejected, what waits to be pushed, places seen.
-        static func progress(_ tracker: DeviceTracker, step: SimulatedDrive.Step?, of duration: TimeInterval, online: Bool, background: Bool,
-                             finishing: Bool = false) async -> String {
+        static func progress(
+            _ tracker: DeviceTracker, step: SimulatedDrive.Step?, of duration: TimeInterval, online: Bool,
+            background: Bool,
+            finishing: Bool = false
+        ) async -> String {
             let counters = await tracker.counters
             let pending = (try? await tracker.sync.pendingPush()) ?? 0
             let elapsed = step?.elapsed ?? 0

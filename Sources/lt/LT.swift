@@ -9,6 +9,9 @@ struct LT: AsyncParsableCommand {
         commandName: "lt",
         abstract: "LocationTracker: an offline-first location tracking server with a CouchDB-compatible database.",
         version: LocationTrackerServer.version,
-        subcommands: [Serve.self, Backup.self, Restore.self, Status.self, Doctor.self, Users.self, Places.self, Analysis.self, Device.self, Replicate.self, JSServer.self],
+        subcommands: [
+            Serve.self, Backup.self, Restore.self, Status.self, Doctor.self, Users.self, Places.self, Analysis.self,
+            Device.self, Replicate.self, JSServer.self,
+        ],
         defaultSubcommand: Serve.self)
 }

@@ -22,15 +22,20 @@ struct Places: AsyncParsableCommand {
                 When anything changed, the places release (GET /api/places/version) grows by one, so devices pull the places again.
                 """)
 
-        @Argument(help: "A GeoJSON file: a FeatureCollection (or a {\"places\": [...]} list, as data/sample-places.json).")
+        @Argument(
+            help: "A GeoJSON file: a FeatureCollection (or a {\"places\": [...]} list, as data/sample-places.json).")
         var file: String
 
-        @Option(help: "The database API with a server admin's credentials, e.g. http://admin:secret@127.0.0.1:5984 (or LT_DB_URL).")
+        @Option(
+            help:
+                "The database API with a server admin's credentials, e.g. http://admin:secret@127.0.0.1:5984 (or LT_DB_URL)."
+        )
         var url: String?
 
         func run() async throws {
             guard let url = url ?? ProcessInfo.processInfo.environment["LT_DB_URL"] else {
-                throw ValidationError("Give a URL with a server admin's credentials: http://NAME:PASSWORD@HOST:PORT (or LT_DB_URL)")
+                throw ValidationError(
+                    "Give a URL with a server admin's credentials: http://NAME:PASSWORD@HOST:PORT (or LT_DB_URL)")
             }
             let json: JSON
             do { json = try JSON.parse(Array(try Data(contentsOf: URL(fileURLWithPath: file)))) } catch {
@@ -79,9 +84,13 @@ struct Places: AsyncParsableCommand {
     }
 
     struct Review: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List reported place corrections, or approve or reject one.")
+        static let configuration = CommandConfiguration(
+            abstract: "List reported place corrections, or approve or reject one.")
 
-        @Option(help: "The application API with a server admin's credentials, e.g. http://admin:secret@127.0.0.1:8080 (or LT_APP_URL).")
+        @Option(
+            help:
+                "The application API with a server admin's credentials, e.g. http://admin:secret@127.0.0.1:8080 (or LT_APP_URL)."
+        )
         var app: String?
 
         @Option(help: "Approve this report: the place moves and the dataset version grows.")
@@ -117,9 +126,14 @@ struct Places: AsyncParsableCommand {
 
     /// One line on what an import did: "50 places: 3 new, 1 updated, 46 unchanged; places release 7".
     static func summary(_ result: PlaceCatalog.PlacesImport, of total: Int) -> String {
-        var line = "\(total) \(total == 1 ? "place" : "places"): \(result.created) new, \(result.updated) updated, \(result.unchanged) unchanged"
+        var line =
+            "\(total) \(total == 1 ? "place" : "places"): \(result.created) new, \(result.updated) updated, \(result.unchanged) unchanged"
         if !result.failed.isEmpty { line += ", \(result.failed.count) not stored" }
-        if let version = result.dataVersion { line += "; places release \(version)" } else { line += "; places release unchanged" }
+        if let version = result.dataVersion {
+            line += "; places release \(version)"
+        } else {
+            line += "; places release unchanged"
+        }
         return line
     }
 }

@@ -20,7 +20,8 @@ extension Places {
                 --near -33.87,151.21 or --bbox -122.5,37.2,-121.9,37.8. No password is needed: places are public.
                 """)
 
-        @Option(name: .customLong("near"), parsing: .unconditional, help: "The centre as LAT,LON (e.g. 37.4945,-122.3046).")
+        @Option(
+            name: .customLong("near"), parsing: .unconditional, help: "The centre as LAT,LON (e.g. 37.4945,-122.3046).")
         var near: String?
 
         @OptionGroup var area: AreaOptions
@@ -37,7 +38,9 @@ extension Places {
         /// The centre asked for, from --near or --lat/--lon.
         func centre() throws -> Coordinate? {
             if let near {
-                let parts = near.split(separator: ",", omittingEmptySubsequences: false).map { Double($0.trimmingCharacters(in: .whitespaces)) }
+                let parts = near.split(separator: ",", omittingEmptySubsequences: false).map {
+                    Double($0.trimmingCharacters(in: .whitespaces))
+                }
                 guard parts.count == 2, let lat = parts[0], let lon = parts[1] else {
                     throw ValidationError("--near is LAT,LON, two numbers: --near 37.4945,-122.3046 (not \(near))")
                 }
@@ -47,7 +50,9 @@ extension Places {
         }
 
         func validate() throws {
-            if near != nil, area.lat != nil || area.lon != nil { throw ValidationError("Give --near LAT,LON or --lat and --lon, not both") }
+            if near != nil, area.lat != nil || area.lon != nil {
+                throw ValidationError("Give --near LAT,LON or --lat and --lon, not both")
+            }
             if (area.lat == nil) != (area.lon == nil) { throw ValidationError("--lat and --lon go together") }
             let centre = try centre()
             if let centre {
@@ -55,18 +60,26 @@ extension Places {
                     throw ValidationError("A latitude is from -90 to 90 and a longitude from -180 to 180")
                 }
             }
-            if centre == nil, area.bbox == nil { throw ValidationError("Give a centre (--near LAT,LON) or a box (--bbox minLon,minLat,maxLon,maxLat)") }
+            if centre == nil, area.bbox == nil {
+                throw ValidationError("Give a centre (--near LAT,LON) or a box (--bbox minLon,minLat,maxLon,maxLat)")
+            }
             if centre != nil, area.bbox != nil { throw ValidationError("Give a centre or a box, not both") }
             if let radius = area.radius, centre == nil || !(radius.isFinite && radius >= 0) {
-                throw ValidationError(centre == nil ? "--radius goes with a centre (--near)" : "--radius is a distance in metres, 0 or more")
+                throw ValidationError(
+                    centre == nil
+                        ? "--radius goes with a centre (--near)" : "--radius is a distance in metres, 0 or more")
             }
             guard (1...200).contains(limit) else { throw ValidationError("--limit is from 1 to 200") }
         }
 
         func run() async throws {
-            let base = app ?? ProcessInfo.processInfo.environment["LT_APP_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "http://127.0.0.1:8080"
+            let base =
+                app ?? ProcessInfo.processInfo.environment["LT_APP_URL"].flatMap { $0.isEmpty ? nil : $0 }
+                ?? "http://127.0.0.1:8080"
             let client: CouchHTTPClient
-            do { client = try CouchHTTPClient(url: base) } catch { throw ValidationError("--app must be a URL such as http://127.0.0.1:8080, not \(base)") }
+            do { client = try CouchHTTPClient(url: base) } catch {
+                throw ValidationError("--app must be a URL such as http://127.0.0.1:8080, not \(base)")
+            }
             var query: [(String, String)] = [("include_docs", "true"), ("limit", String(limit))]
             let centre = try centre()
             if let centre {
@@ -83,7 +96,9 @@ extension Places {
                 throw CommandFailure("cannot reach the application API at \(client.serverURL): \(error)")
             }
             guard reply.ok else {
-                throw CommandFailure("GET /api/places: \(reply.status) \(reply.json["reason"]?.stringValue ?? reply.json["error"]?.stringValue ?? "")")
+                throw CommandFailure(
+                    "GET /api/places: \(reply.status) \(reply.json["reason"]?.stringValue ?? reply.json["error"]?.stringValue ?? "")"
+                )
             }
             if json {
                 print(reply.json.text)
@@ -91,8 +106,13 @@ extension Places {
             }
             let rows = reply.json["rows"]?.arrayValue ?? []
             guard !rows.isEmpty else {
-                print(centre.map { centre in area.radius.map { "no places within \(String(format: "%g", $0)) m of \(centre.lat),\(centre.lon)" } ?? "no places near \(centre.lat),\(centre.lon)" }
-                      ?? "no places inside \(area.bbox ?? "")")
+                print(
+                    centre.map { centre in
+                        area.radius.map {
+                            "no places within \(String(format: "%g", $0)) m of \(centre.lat),\(centre.lon)"
+                        } ?? "no places near \(centre.lat),\(centre.lon)"
+                    }
+                        ?? "no places inside \(area.bbox ?? "")")
                 return
             }
             print(Self.table(rows, from: centre))
@@ -107,8 +127,12 @@ extension Places {
                 var line = ""
                 if let centre, let position {
                     let metres = Sphere.distance(centre, position)
-                    line += (metres < 1000 ? String(format: "%6.0f m ", metres)
-                             : metres < 100_000 ? String(format: "%6.1f km", metres / 1000) : String(format: "%6.0f km", metres / 1000)) + "  "
+                    line +=
+                        (metres < 1000
+                            ? String(format: "%6.0f m ", metres)
+                            : metres < 100_000
+                                ? String(format: "%6.1f km", metres / 1000) : String(format: "%6.0f km", metres / 1000))
+                        + "  "
                 }
                 line += name.padding(toLength: max(name.count, 34), withPad: " ", startingAt: 0) + "  "
                 line += position.map { String(format: "%9.5f,%10.5f", $0.lat, $0.lon) } ?? "?"

@@ -42,15 +42,21 @@ struct Replicate: AsyncParsableCommand {
 
     func validate() throws {
         if docIDs != nil, selector != nil { throw ValidationError("Use either --doc-ids or --selector, not both") }
-        if let selector, (try? JSON.parse(selector))?.objectValue == nil { throw ValidationError("--selector must be a JSON object") }
+        if let selector, (try? JSON.parse(selector))?.objectValue == nil {
+            throw ValidationError("--selector must be a JSON object")
+        }
     }
 
-    func endpoint(_ spec: String, stores: inout [String: DatabaseStore], locks: inout [DirectoryLock]) throws -> any ReplicationEndpoint {
+    func endpoint(
+        _ spec: String, stores: inout [String: DatabaseStore], locks: inout [DirectoryLock]
+    ) throws -> any ReplicationEndpoint {
         if spec.hasPrefix("http://") || spec.hasPrefix("https://") { return try RemoteEndpoint(url: spec) }
         let url = URL(fileURLWithPath: spec)
         let name = url.lastPathComponent
         let directory = url.deletingLastPathComponent().standardizedFileURL
-        guard DatabaseStore.isValidName(name) else { throw ValidationError("\(name) is not a valid database name (in \(spec))") }
+        guard DatabaseStore.isValidName(name) else {
+            throw ValidationError("\(name) is not a valid database name (in \(spec))")
+        }
         if stores[directory.path] == nil {
             locks.append(try DirectoryLock.forCommand(directory))
         }
@@ -72,7 +78,9 @@ struct Replicate: AsyncParsableCommand {
         var options = ReplicationOptions()
         options.continuous = continuous
         options.createTarget = createTarget
-        if let docIDs { options.filter = .docIDs(docIDs.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }) }
+        if let docIDs {
+            options.filter = .docIDs(docIDs.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+        }
         if let selector { options.filter = .selector(try JSON.parse(selector)) }
         let replication = Replication(source: sourceEndpoint, target: targetEndpoint, options: options)
 
@@ -97,8 +105,10 @@ struct Replicate: AsyncParsableCommand {
                 print(result.json.text)
             } else {
                 let s = result.status
-                print("\(sourceEndpoint.displayName) → \(targetEndpoint.displayName): \(s.missingChecked) revisions checked, "
-                    + "\(s.docsRead) read, \(s.docsWritten) written, \(s.docWriteFailures) rejected; last sequence \(result.sourceLastSeq.text)")
+                print(
+                    "\(sourceEndpoint.displayName) → \(targetEndpoint.displayName): \(s.missingChecked) revisions checked, "
+                        + "\(s.docsRead) read, \(s.docsWritten) written, \(s.docWriteFailures) rejected; last sequence \(result.sourceLastSeq.text)"
+                )
             }
             if result.status.docWriteFailures > 0 { throw ExitCode(2) }
         } catch let error as ReplicationError {
@@ -116,7 +126,9 @@ struct Replicate: AsyncParsableCommand {
             let total = max(1, done + pending)
             let width = 30
             let filled = min(width, width * done / total)
-            line += " [" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "] \(pending) pending"
+            line +=
+                " [" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+                + "] \(pending) pending"
         }
         if status.docWriteFailures > 0 { line += ", \(status.docWriteFailures) rejected" }
         if let error = status.error, status.state == .offline { line += " (retrying: \(error.prefix(60)))" }

@@ -73,9 +73,15 @@ final class ServeSettings {
         } catch let failure as ConfigurationFile.Failure {
             throw CommandFailure(failure.description)
         }
-        let holdsSecret = file.map { $0.values["admin"] != nil || $0.values["couchdb"].flatMap { URLComponents(string: $0)?.password } != nil } ?? false
+        let holdsSecret =
+            file.map {
+                $0.values["admin"] != nil || $0.values["couchdb"].flatMap { URLComponents(string: $0)?.password } != nil
+            } ?? false
         if let file, holdsSecret, file.readableByOthers {
-            FileHandle.standardError.write(Data("lt: warning: \(file.path) holds a secret (admin or couchdb) and other users may read it: chmod 600 \(file.path)\n".utf8))
+            FileHandle.standardError.write(
+                Data(
+                    "lt: warning: \(file.path) holds a secret (admin or couchdb) and other users may read it: chmod 600 \(file.path)\n"
+                        .utf8))
         }
     }
 
@@ -83,10 +89,11 @@ final class ServeSettings {
     func string(_ key: String, flag: String?, default fallback: String? = nil) -> String? {
         let setting = Self.byKey[key]!
         let found: (String, Source)? =
-            if let flag { (flag, .flag) }
-            else if let variable = setting.variable, let value = environment[variable], !value.isEmpty { (value, .environment) }
-            else if let value = file?.values[key] { (value, .file) }
-            else { fallback.map { ($0, .default) } }
+            if let flag {
+                (flag, .flag)
+            } else if let variable = setting.variable, let value = environment[variable], !value.isEmpty {
+                (value, .environment)
+            } else if let value = file?.values[key] { (value, .file) } else { fallback.map { ($0, .default) } }
         taken[key] = (found?.0, found?.1 ?? .default)
         return found?.0
     }
@@ -106,14 +113,17 @@ final class ServeSettings {
         switch text {
         case "true", "1", "yes", "on": return true
         case "false", "0", "no", "off", nil: return false
-        case let other?: throw ValidationError("\(Self.byKey[key]!.variable ?? key) must be true or false, not \(other)")
+        case let other?:
+            throw ValidationError("\(Self.byKey[key]!.variable ?? key) must be true or false, not \(other)")
         }
     }
 
     /// The settings taken, as a configuration file would give them, secrets masked, each with
     /// where it came from (`--print-config`).
     var printed: String {
-        var lines = ["# lt serve: the effective configuration (flag > LT_* variable > \(file?.path ?? "configuration file") > default)"]
+        var lines = [
+            "# lt serve: the effective configuration (flag > LT_* variable > \(file?.path ?? "configuration file") > default)"
+        ]
         for setting in Self.all {
             guard let (value, source) = taken[setting.key] else { continue }
             guard let value else {
@@ -121,11 +131,13 @@ final class ServeSettings {
                 continue
             }
             let shown = Self.masked(value, setting.secret)
-            let text: String = switch setting.kind {
-            case .integer, .boolean, .onOff: shown
-            case .list: "[" + shown.split(separator: ",").map { JSON.string(String($0)).text }.joined(separator: ", ") + "]"
-            case .string: JSON.string(shown).text
-            }
+            let text: String =
+                switch setting.kind {
+                case .integer, .boolean, .onOff: shown
+                case .list:
+                    "[" + shown.split(separator: ",").map { JSON.string(String($0)).text }.joined(separator: ", ") + "]"
+                case .string: JSON.string(shown).text
+                }
             lines.append("\(setting.key): \(text)  # \(source.rawValue)")
         }
         return lines.joined(separator: "\n") + "\n"

@@ -5,6 +5,9 @@ func plural(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count =
 
 /// The data directory a command works on: the one given, else `LT_DATA` (unless empty), else `./lt-data`.
 func dataDirectory(_ given: String?) -> URL {
-    URL(fileURLWithPath: given ?? ProcessInfo.processInfo.environment["LT_DATA"].flatMap { $0.isEmpty ? nil : $0 } ?? "./lt-data",
-        isDirectory: true).standardizedFileURL
+    URL(
+        fileURLWithPath: given ?? ProcessInfo.processInfo.environment["LT_DATA"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? "./lt-data",
+        isDirectory: true
+    ).standardizedFileURL
 }

@@ -77,6 +77,12 @@ def main():
         # Alice signs in and sees her track only.
         browser.navigate(f"{server.app}/dashboard/")
         browser.wait("!document.getElementById('sign-in').hidden", what="the sign-in form")
+        # The form shows only once the script takes it (the page as served has it hidden), and every
+        # form holding a password is sent by POST: a password never lands in the page's address.
+        page = urllib.request.urlopen(f"{server.app}/dashboard/").read().decode()
+        check(re.search(r'<section id="sign-in"[^>]*\bhidden\b', page) is not None
+              and browser.evaluate("[...document.querySelectorAll('form')].filter(f => f.querySelector('input[type=password]')).every(f => f.method === 'post')"),
+              "the sign-in form waits for the script, and password forms are sent by POST")
         browser.evaluate("""(() => {
             document.getElementById('username').value = 'alice';
             document.getElementById('password').value = 'pw-alice';

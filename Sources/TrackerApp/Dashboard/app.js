@@ -150,12 +150,8 @@ function marker(position, label, kind, title) {
 // MARK: Start, sign-in, sign-out
 
 async function start() {
-  state.config = await api('GET', 'config.json');
-  const who = await api('GET', '/api/session');
-  if (who && who.name) enter(who); else $('sign-in').hidden = false;
-  // Said once after leaving on purpose (a new password, a deleted account).
-  const farewell = sessionStorage.getItem('lt-farewell');
-  if (farewell) { sessionStorage.removeItem('lt-farewell'); $('sign-in-note').textContent = farewell; $('sign-in-note').hidden = false; }
+  // The sign-in form is hidden until this script takes its submissions: a form sent before that
+  // would reach no script (and, sent natively, would put the password in the page's address).
   $('sign-in-form').addEventListener('submit', async (event) => {
     event.preventDefault();
     $('sign-in-error').textContent = '';
@@ -165,6 +161,12 @@ async function start() {
       $('sign-in-error').textContent = error.status === 401 ? 'Name or password is incorrect.' : error.message;
     }
   });
+  state.config = await api('GET', 'config.json');
+  const who = await api('GET', '/api/session');
+  if (who && who.name) enter(who); else $('sign-in').hidden = false;
+  // Said once after leaving on purpose (a new password, a deleted account).
+  const farewell = sessionStorage.getItem('lt-farewell');
+  if (farewell) { sessionStorage.removeItem('lt-farewell'); $('sign-in-note').textContent = farewell; $('sign-in-note').hidden = false; }
   $('units').value = unitSystem();
   $('units').addEventListener('change', () => {
     localStorage.setItem('lt-units', $('units').value);

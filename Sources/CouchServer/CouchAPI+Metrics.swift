@@ -60,7 +60,7 @@ enum RouteFamily: String, Sendable {
     /// Passed through to the cluster (a shared database's readers in cluster mode).
     case cluster
     /// Answered before any route: refused credentials, preflights, paths and methods no route takes.
-    case none
+    case unrouted = "none"
 }
 
 /// The database API's metrics, by name.

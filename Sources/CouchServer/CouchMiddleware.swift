@@ -65,7 +65,7 @@ struct CouchRequestLog: RouterMiddleware {
                 user: user, client: context.client, requestID: requestID)
             metrics.recordRequest(
                 listener: inProcess ? "in_process" : "database", method: request.method, status: status,
-                family: (family ?? .none).rawValue, duration: duration)
+                family: (family ?? .unrouted).rawValue, duration: duration)
         }
         var response = try await next(request, context)
         status = response.status.code

@@ -44,8 +44,9 @@ extension Replication {
         private var readFrom: JSON
         /// Batches read and not yet written.
         private(set) var inFlight = 0
-        /// The source had nothing after `readFrom`; its `last_seq` then, when it gave one.
-        private var exhausted: JSON??
+        /// The source had nothing after `readFrom`: its `last_seq` then (`.null` when it gave none).
+        /// (Compared and cleared as `.none`: JSON takes a bare `nil` as its own null.)
+        private var exhausted: JSON?
         /// A batch was written more than `checkpointInterval` after the last checkpoint.
         private var checkpointWanted = false
         private var lastCheckpoint: Duration = .zero
@@ -72,12 +73,12 @@ extension Replication {
                     checkpointWanted = false
                     return .checkpoint(since)
                 }
-                if inFlight < depth, exhausted == nil { return .read(from: readFrom) }
+                if inFlight < depth, case .none = exhausted { return .read(from: readFrom) }
                 if inFlight > 0 { return .writeOldest }
                 // Nothing in flight and nothing more to read: caught up, at the source's end.
-                if case let last?? = exhausted, !last.isNull { since = last }
+                if let last = exhausted, !last.isNull { since = last }
                 readFrom = since
-                exhausted = nil
+                exhausted = .none
                 phase = .caughtUp
             }
             switch phase {
@@ -93,7 +94,7 @@ extension Replication {
         /// A read after `readFrom` came back: `count` changes, and the sequence after them.
         mutating func changesRead(count: Int, lastSeq: JSON) {
             if count == 0 {
-                exhausted = .some(lastSeq)
+                exhausted = lastSeq
             } else {
                 readFrom = lastSeq
                 inFlight += 1

@@ -524,3 +524,30 @@ struct CouchDBAnswersTests {
         #expect(try await s.request(.GET, "/_up").status == 200)
     }
 }
+
+/// Member order of a document, as CouchDB 3.4.3 writes it (`couch_doc:to_json_obj`), checked
+/// with curl against CouchDB 3.4.3 on the same three replicated revisions (session 36); the
+/// contract suite's recorded fixture holds the order for `_changes` and `_bulk_get`.
+@Suite("Answers as CouchDB 3.4.3 gives them: member order")
+struct CouchDBMemberOrderTests {
+    @Test("A document's members: the body, _deleted, _revisions, _revs_info, _conflicts, _deleted_conflicts, _local_seq, then _attachments")
+    func memberOrder() async throws {
+        let s = try TestServer()
+        defer { s.stop() }
+        _ = try await s.request(.PUT, "/order")
+        let b = String(repeating: "b", count: 32), a = String(repeating: "a", count: 32)
+        let written = try await s.request(.POST, "/order/_bulk_docs", json: ["new_edits": false, "docs": [
+            ["_id": "d", "_rev": .string("2-" + b), "_revisions": ["start": 2, "ids": [.string(b), .string(a)]], "x": 1,
+             "_attachments": ["a.txt": ["content_type": "text/plain", "revpos": 2, "data": "aGk="]]],
+            ["_id": "d", "_rev": .string("1-" + String(repeating: "c", count: 32)), "y": 2],
+            ["_id": "d", "_rev": .string("1-" + String(repeating: "d", count: 32)), "_deleted": true],
+        ]])
+        #expect(written.status == 201)
+        let all = try await s.request(.GET, "/order/d?revs=true&revs_info=true&conflicts=true&deleted_conflicts=true&local_seq=true")
+        // CouchDB 3.4.3 answered these keys, in this order.
+        #expect(all.json.objectValue?.members.map(\.key)
+            == ["_id", "_rev", "x", "_revisions", "_revs_info", "_conflicts", "_deleted_conflicts", "_local_seq", "_attachments"])
+        let deleted = try await s.request(.GET, "/order/d?rev=1-\(String(repeating: "d", count: 32))&revs=true")
+        #expect(deleted.json.objectValue?.members.map(\.key) == ["_id", "_rev", "_deleted", "_revisions"])
+    }
+}

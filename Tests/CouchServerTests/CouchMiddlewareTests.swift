@@ -3,6 +3,7 @@ import CouchJSON
 import CouchProtocol
 import CouchServer
 import Foundation
+import HTTPServing
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -23,6 +24,7 @@ struct CouchMiddlewareTests {
         let directory: TemporaryDirectory
         let api: CouchAPI
         let lines: LogLines
+        let metrics = ServerMetrics()
         static let origin = "https://app.example"
 
         init() async throws {
@@ -35,6 +37,7 @@ struct CouchMiddlewareTests {
             var options = CouchAPI.Options()
             options.corsOrigins = [Self.origin]
             options.pbkdf2Iterations = 10
+            options.metrics = metrics
             api = CouchAPI(store: try DatabaseStore(directory: directory.url), settings: settings, options: options, logger: logger)
             try await api.prepareSystemDatabases()
         }
@@ -75,6 +78,33 @@ struct CouchMiddlewareTests {
         #expect(created.metadata["listener"] == "database")
         let refused = try #require(server.lines.find { $0.message == "GET /places 401" })
         #expect(refused.metadata["user"] == nil)
+    }
+
+    @Test("Request times are labelled by the family the answering route names in the route table; a request no route answered is 'none'")
+    func routeFamilies() async throws {
+        let server = try await Server()
+        defer { server.directory.cleanup() }
+        let wrong: HTTPFields = [.authorization: "Basic " + Data("admin:wrong".utf8).base64EncodedString()]
+        try await server.test { client in
+            let asked: [(String, HTTPRequest.Method, HTTPFields, HTTPResponse.Status)] = [
+                ("/fam", .put, Self.adminHeaders, .created), ("/fam/doc", .put, Self.adminHeaders, .created),
+                ("/fam/_all_docs", .get, Self.adminHeaders, .ok), ("/fam/_changes", .get, Self.adminHeaders, .ok),
+                ("/fam/_revs_diff", .post, Self.adminHeaders, .ok), ("/_up", .get, [:], .ok),
+                ("/fam/doc", .get, wrong, .unauthorized),
+            ]
+            for (uri, method, headers, status) in asked {
+                let body = method == .put || method == .post ? ByteBuffer(string: "{}") : nil
+                try await client.execute(uri: uri, method: method, headers: headers, body: body) { response in
+                    #expect(response.status == status, "\(method) \(uri)")
+                }
+            }
+        }
+        let samples = await server.metrics.samples()
+        func count(_ family: String) -> Double {
+            samples.filter { $0.name == HTTPMetric.requestDuration.rawValue + "_count" && $0.labels["family"] == family }.reduce(0) { $0 + $1.value }
+        }
+        #expect(count("database") == 1 && count("documents") == 1 && count("bulk") == 1 && count("changes") == 1)
+        #expect(count("replication") == 1 && count("server") == 1 && count("none") == 1)
     }
 
     @Test("A CORS preflight is answered before credentials are asked for; a refused request still names the allowed origin")

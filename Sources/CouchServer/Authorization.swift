@@ -82,6 +82,10 @@ extension UserContext {
 extension APIRequest {
     /// 405 naming the allowed methods unless the request's is one of them (HEAD goes with GET).
     func requireMethod(_ allowed: HTTPRequest.Method...) throws {
+        try requireMethod(allowed)
+    }
+
+    func requireMethod(_ allowed: [HTTPRequest.Method]) throws {
         guard allowed.contains(method) || (method == .head && allowed.contains(.get)) else {
             throw CouchError.methodNotAllowed(allowed.map(\.rawValue).joined(separator: ","))
         }

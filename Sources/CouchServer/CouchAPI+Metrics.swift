@@ -55,7 +55,7 @@ extension CouchAPI {
 
 /// The family of routes a request of the database API was answered by, as the request-time
 /// histograms label it: each route in the URL table (`CouchRoutes.swift`) names its own.
-enum RouteFamily: String, Sendable {
+package enum RouteFamily: String, Sendable {
     case documents, bulk, changes, find, views, geo, replication, database, server
     /// Passed through to the cluster (a shared database's readers in cluster mode).
     case cluster

@@ -22,39 +22,12 @@ extension CouchAPI {
         if user.isListed(in: security["admins"]) || user.isListed(in: security["members"]) { return nil }
         return namespace
     }
-
-    /// A request of an owner to a shared database: the endpoints replicators and apps use,
-    /// each rewritten into the owner's namespace, run as the server, and answered with the
-    /// owner's ids. Everything else (design documents, views, `_security`, ...) is refused.
-    func ownerRequest(_ db: String, _ namespace: OwnerNamespace, _ request: APIRequest) async throws -> APIResponse {
-        let owner = OwnerRequest(api: self, db: db, namespace: namespace, request: request)
-        let rest = Array(request.path.dropFirst())
-        switch rest.first {
-        case nil:
-            switch request.method {
-            case .get, .head: return try await owner.info()
-            case .post: return try await owner.createDocument()
-            default: throw CouchError.forbidden("Only admins create or delete a shared database")
-            }
-        case "_all_docs": return try await owner.allDocs()
-        case "_changes": return try await owner.changes()
-        case "_bulk_docs": return try await owner.bulkDocs()
-        case "_bulk_get": return try await owner.bulkGet()
-        case "_revs_diff", "_missing_revs": return try await owner.revsDiff()
-        case "_find": return try await owner.find()
-        case "_ensure_full_commit": return try await owner.forward(path: ["_ensure_full_commit"], body: request.body)
-        case "_local":
-            guard rest.count >= 2 else { throw CouchError.badRequest("Invalid _local document id.") }
-            return try await owner.document(id: "_local/" + rest.dropFirst().joined(separator: "/"), attachment: [])
-        case let special? where special.hasPrefix("_"):
-            throw CouchError.forbidden("\(special) is not available to owners in a shared database")
-        case let id?:
-            return try await owner.document(id: id, attachment: Array(rest.dropFirst()))
-        }
-    }
 }
 
-/// One owner request to a shared database: how its ids go in and come back.
+/// One owner request to a shared database: the endpoints replicators and apps use (the route
+/// table, `CouchRoutes.swift`, names which route answers an owner with which of them), each
+/// rewritten into the owner's namespace, run as the server, and answered with the owner's ids.
+/// Everything else (design documents, views, `_security`, ...) is refused by the table.
 package struct OwnerRequest {
     let api: CouchAPI
     let db: String
@@ -250,6 +223,27 @@ package struct OwnerRequest {
     }
 
     // MARK: Endpoints
+
+    /// `/{db}`: its info, or a new document; creating or deleting it is for admins.
+    func database() async throws -> APIResponse {
+        switch request.method {
+        case .get, .head: return try await info()
+        case .post: return try await createDocument()
+        default: throw CouchError.forbidden("Only admins create or delete a shared database")
+        }
+    }
+
+    /// `/{db}/{id}[/{attachment}]`: an owner's document (not a `_` resource of the database).
+    func plainDocument() async throws -> APIResponse {
+        let id = request.path[1]
+        if id.hasPrefix("_") { throw CouchError.forbidden("\(id) is not available to owners in a shared database") }
+        return try await document(id: id, attachment: Array(request.path.dropFirst(2)))
+    }
+
+    /// `/{db}/_local/{id}`: an owner's local document (a replication checkpoint).
+    func localDocument() async throws -> APIResponse {
+        try await document(id: "_local/" + request.path.dropFirst(2).joined(separator: "/"), attachment: [])
+    }
 
     /// DocumentDatabase info without the figures that describe other owners' documents.
     func info() async throws -> APIResponse {

@@ -25,6 +25,9 @@ public struct CouchRequestContext: RequestContext {
     var body: [UInt8] = []
     /// For the server's own requests (`CouchAPI.perform`): who asks, trusted without credentials.
     var inProcessUser: UserContext?
+    /// For an owner of a shared database, their namespace there (`DatabaseAccess`): the route
+    /// table answers them through `OwnerRequest`.
+    var owner: OwnerNamespace?
     /// How many `_rewrite`s this request went through (`CouchRouteResponder`).
     var rewrites = 0
     /// What the inner steps learn that the outer ones report. Middleware passes the context on

@@ -50,16 +50,29 @@ extension CouchAPI {
     }
 
     /// The URL table. Under `/{db}` the name is checked and shared databases' owners are
-    /// answered first (`DatabaseAccess`); every route refuses path segments that are not UTF-8.
-    func makeRouter() -> Router<CouchRequestContext> {
+    /// marked (`DatabaseAccess`); every route refuses path segments that are not UTF-8. Each
+    /// route's declaration goes to `declarations` when given.
+    func makeRouter(declaring declarations: RouteDeclarations? = nil) -> Router<CouchRequestContext> {
         let router = Router(context: CouchRequestContext.self)
-        addServerRoutes(
-            CouchRouteTable(api: self, routes: router.group().add(middleware: ValidPathBytes()), family: .server))
+        func table(_ routes: RouterGroup<CouchRequestContext>, _ family: RouteFamily) -> CouchRouteTable {
+            CouchRouteTable(
+                api: self, routes: routes, family: family, underDatabase: family != .server,
+                declarations: declarations)
+        }
+        addServerRoutes(table(router.group().add(middleware: ValidPathBytes()), .server))
         let database = router.group(":db").add(middleware: ValidPathBytes()).add(middleware: DatabaseAccess(api: self))
-        addDatabaseRoutes(CouchRouteTable(api: self, routes: database, family: .database))
-        addDocumentRoutes(CouchRouteTable(api: self, routes: database, family: .documents))
-        addQueryRoutes(CouchRouteTable(api: self, routes: database, family: .views))
+        addDatabaseRoutes(table(database, .database))
+        addDocumentRoutes(table(database, .documents))
+        addQueryRoutes(table(database, .views))
         return router
+    }
+
+    /// Every route of the URL table as declared: its path, family, methods, access rule, and
+    /// whether owners of a shared database may use it.
+    package func routeDeclarations() -> [RouteDeclaration] {
+        let declarations = RouteDeclarations()
+        _ = makeRouter(declaring: declarations)
+        return declarations.all
     }
 
     /// `/` and `/_*`: the server, sessions, replication and its scheduler.
@@ -67,57 +80,69 @@ extension CouchAPI {
         server.on("/") { api, request in try api.welcome(request) }
         server.on("_up") { api, request in try api.server.up(request) }
         server.on("_uuids") { api, request in try api.server.uuids(request) }
-        server.on("_all_dbs") { api, request in try await api.server.allDatabases(request) }
-        server.on("_dbs_info") { api, request in try await api.server.databasesInfo(request) }
-        server.on("_db_updates") { api, request in try await api.server.databaseUpdates(request) }
+        server.on("_all_dbs", methods: [.get, .head], access: .serverAdmin) { api, request in
+            try await api.server.allDatabases(request)
+        }
+        server.on("_dbs_info", methods: [.get, .post], access: .serverAdmin) { api, request in
+            try await api.server.databasesInfo(request)
+        }
+        server.on("_db_updates", methods: [.get, .post], access: .serverAdmin) { api, request in
+            try await api.server.databaseUpdates(request)
+        }
         server.on("_session") { api, request in try await api.server.session(&request) }
         // As CouchDB: the rest of the path is ignored.
         server.on("_session/**") { api, request in try await api.server.session(&request) }
-        server.on("_active_tasks") { api, request in try api.server.activeTasks(request) }
-        server.on("_membership") { api, request in try api.server.membership(request) }
+        server.on("_active_tasks", methods: [.get, .head], access: .serverAdmin) { api, _ in api.server.activeTasks() }
+        server.on("_membership", methods: [.get], access: .serverAdmin) { api, _ in api.server.membership() }
         server.on("_node/**") { api, request in try await api.nodes.answer(request.path[1...], request) }
         server.on("_replicate", family: .replication) { api, request in try await api.replication.replicate(request) }
-        server.on("_scheduler", family: .replication) { api, request in try await api.replication.scheduler(request) }
-        server.on("_scheduler/**", family: .replication) { api, request in try await api.replication.scheduler(request)
+        for path in ["_scheduler", "_scheduler/**"] {
+            server.on(RouterPath(path), family: .replication, methods: [.get], access: .serverAdmin) { api, request in
+                try await api.replication.scheduler(request)
+            }
         }
     }
 
     /// `/{db}` and the database-wide resources: bulk reads and writes, replication's
     /// checkpoints and differences, security, maintenance, partitions.
     func addDatabaseRoutes(_ db: CouchRouteTable) {
-        db.on("") { api, request in try await api.databases.databaseEndpoint(request.path[0], &request) }
+        db.on("", owner: { try await $0.database() }) { api, request in
+            try await api.databases.databaseEndpoint(request.path[0], &request)
+        }
         db.on(
-            "_all_docs", family: .bulk, database: { api, db, request in try await api.databases.allDocs(db, request) })
+            "_all_docs", family: .bulk, methods: [.get, .head, .post], access: .reader,
+            owner: { try await $0.allDocs() },
+            database: { api, db, request in try await api.databases.allDocs(db, request) })
         db.on(
-            "_design_docs", family: .bulk,
+            "_design_docs", family: .bulk, methods: [.get, .head, .post], access: .reader,
             database: { api, db, request in
                 try await api.databases.allDocs(db, request, within: ("_design/", "_design0"), counted: true)
             })
         db.on(
-            "_local_docs", family: .bulk,
+            "_local_docs", family: .bulk, methods: [.get, .post], access: .reader,
             database: { api, db, request in try await api.databases.localDocs(db, request) })
         db.on(
-            "_bulk_docs", family: .bulk, database: { api, db, request in try await api.databases.bulkDocs(db, request) }
-        )
+            "_bulk_docs", family: .bulk, owner: { try await $0.bulkDocs() },
+            database: { api, db, request in try await api.databases.bulkDocs(db, request) })
         db.on(
-            "_bulk_get", family: .bulk, database: { api, db, request in try await api.databases.bulkGet(db, request) })
+            "_bulk_get", family: .bulk, methods: [.post], access: .reader, owner: { try await $0.bulkGet() },
+            database: { api, db, request in try await api.databases.bulkGet(db, request) })
         db.on(
-            "_revs_diff", family: .replication,
+            "_revs_diff", family: .replication, methods: [.post], access: .reader, owner: { try await $0.revsDiff() },
             database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: false) })
         db.on(
-            "_missing_revs", family: .replication,
+            "_missing_revs", family: .replication, methods: [.post], access: .reader,
+            owner: { try await $0.revsDiff() },
             database: { api, db, request in try await api.databases.revsDiff(db, request, legacy: true) })
         db.on(
-            "_ensure_full_commit", family: .replication,
-            database: { api, db, request in try api.databases.ensureFullCommit(db, request) })
+            "_ensure_full_commit", family: .replication, methods: [.post], access: .writer,
+            owner: { try await $0.forward(path: ["_ensure_full_commit"], body: $0.request.body) },
+            database: { _, _, _ in .json(["ok": true, "instance_start_time": "0"], status: .created) })
         db.on("_revs_limit", database: { api, db, request in try await api.databases.revsLimit(db, request) })
         // CouchDB 2 removed temporary views; CouchDB 3 answers 410 to a reader of the database.
-        db.on(
-            "_temp_view",
-            database: { _, db, request in
-                try request.user.authorize(.read, to: db)
-                throw CouchError(status: 410, error: "gone", reason: "Temporary views are not supported in CouchDB")
-            })
+        db.on("_temp_view", access: .reader) { _, _ in
+            throw CouchError(status: 410, error: "gone", reason: "Temporary views are not supported in CouchDB")
+        }
         db.on("_security", database: { api, db, request in try await api.databases.security(db, request) })
         db.on("_purge", database: { api, db, request in try await api.databases.purge(db, request) })
         db.on("_compact", database: { api, db, request in try await api.databases.compact(db, request) })
@@ -131,7 +156,7 @@ extension CouchAPI {
     /// Documents, their attachments, `_local` and design documents.
     func addDocumentRoutes(_ db: CouchRouteTable) {
         db.on(
-            ":doc",
+            ":doc", owner: { try await $0.plainDocument() },
             database: { api, db, request in
                 // `/db/_design%2Fname`: CouchDB redirects a read to `/db/_design/name` and takes a
                 // write as the design document's.
@@ -153,17 +178,17 @@ extension CouchAPI {
                     db, try api.databases.plainDocumentID(request.path[1], request), &request)
             })
         db.on(
-            ":doc/**",
+            ":doc/**", owner: { try await $0.plainDocument() },
             database: { api, db, request in
                 try await api.documents.attachmentEndpoint(
                     db, try api.databases.plainDocumentID(request.path[1], request),
                     request.path[2...].joined(separator: "/"), request)
             })
         db.on(
-            "_local", family: .replication,
+            "_local", family: .replication, owner: { _ in throw CouchError.badRequest("Invalid _local document id.") },
             database: { _, _, _ in throw CouchError.badRequest("Invalid _local document id.") })
         db.on(
-            "_local/**", family: .replication,
+            "_local/**", family: .replication, owner: { try await $0.localDocument() },
             database: { api, db, request in
                 // A local document's id is one segment: `/db/_local/a/b` is refused, as CouchDB does.
                 guard request.path.count == 3 else { throw CouchError.badRequest("Invalid _local document id.") }
@@ -189,12 +214,20 @@ extension CouchAPI {
 
     /// The feeds and queries: changes, Mango, views, design functions, geo.
     func addQueryRoutes(_ db: CouchRouteTable) {
-        db.on("_changes", family: .changes) { api, request in
+        db.on(
+            "_changes", family: .changes, methods: [.get, .post, .head], access: .reader,
+            owner: { try await $0.changes() }
+        ) {
+            api, request in
             if let recent = api.changeFeeds.recentChanges(request.path[0], request) { return recent }
             return try await api.changeFeeds.changes(try await api.store.open(request.path[0]), request)
         }
-        db.on("_find", family: .find, database: { api, db, request in try await api.mango.find(db, request) })
-        db.on("_explain", family: .find, database: { api, db, request in try await api.mango.explain(db, request) })
+        db.on(
+            "_find", family: .find, methods: [.post], access: .reader, owner: { try await $0.find() },
+            database: { api, db, request in try await api.mango.find(db, request) })
+        db.on(
+            "_explain", family: .find, methods: [.post], access: .reader,
+            database: { api, db, request in try await api.mango.explain(db, request) })
         db.on("_index", family: .find, database: { api, db, request in try await api.mango.index(db, &request) })
         db.on("_index/**", family: .find, database: { api, db, request in try await api.mango.index(db, &request) })
         db.on(
@@ -246,59 +279,6 @@ extension CouchAPI {
             "_design/:ddoc/_search/**",
             design: { _, _, _, _ in
                 throw CouchError.notImplemented("_search (Lucene full-text search) is not supported")
-            })
-    }
-}
-
-/// One area's routes: each registered for every method CouchDB routes (the handler answers 405
-/// for those it does not serve), as a handler of the request as `APIRequest`, with the family
-/// the request metrics label it by (the area's, unless the route names its own).
-struct CouchRouteTable {
-    unowned let api: CouchAPI
-    let routes: RouterGroup<CouchRequestContext>
-    let family: RouteFamily
-
-    /// The methods routed to handlers (each answers CouchDB's 404 or 405 for those it does not
-    /// serve); any other is 405 (`CouchRouteResponder`).
-    static let methods: [HTTPRequest.Method] = [
-        .get, .head, .put, .post, .delete, .patch, .options, .connect, .trace, HTTPRequest.Method("COPY")!,
-    ]
-
-    func on(
-        _ path: RouterPath, family: RouteFamily? = nil,
-        _ handle: @escaping @Sendable (CouchAPI, inout APIRequest) async throws -> APIResponse
-    ) {
-        let family = family ?? self.family
-        let handler: @Sendable (Request, CouchRequestContext) async throws -> Response = {
-            [unowned api] request, context in
-            // The route the client asked for names the family, not one a rewrite led to.
-            context.facts.withLockedValue { if $0.family == nil { $0.family = family } }
-            var request = APIRequest(request, context)
-            return try await handle(api, &request).response
-        }
-        for method in Self.methods { routes.on(path, method: method, use: handler) }
-    }
-
-    /// A route under `/{db}` whose handler needs the database open.
-    func on(
-        _ path: RouterPath, family: RouteFamily? = nil,
-        database handle: @escaping @Sendable (CouchAPI, DocumentDatabase, inout APIRequest) async throws -> APIResponse
-    ) {
-        on(path, family: family) { api, request in
-            try await handle(api, try await api.store.open(request.path[0]), &request)
-        }
-    }
-
-    /// A design function's route (`/{db}/_design/{ddoc}/_*`): a reader of the database may call it.
-    func on(
-        _ path: RouterPath, family: RouteFamily? = nil,
-        design handle: @escaping @Sendable (CouchAPI, DocumentDatabase, String, APIRequest) async throws -> APIResponse
-    ) {
-        on(
-            path, family: family,
-            database: { api, db, request in
-                try request.user.authorize(.read, to: db)
-                return try await handle(api, db, "_design/\(request.path[2])", request)
             })
     }
 }

@@ -24,8 +24,8 @@ struct ValidPathBytes: RouterMiddleware {
 }
 
 /// `/{db}/...`: the name checked by CouchDB's rules (a `_` name other than the system
-/// databases is none), and an owner's request to a shared database answered in the owner's
-/// namespace (`OwnerRequest`, `CouchAPI+SharedDatabase.swift`) instead of by the routes.
+/// databases is none), and an owner of a shared database marked as one (`CouchRequestContext.owner`):
+/// the route table answers them in their namespace (`OwnerRequest`), on the routes that allow it.
 struct DatabaseAccess: RouterMiddleware {
     typealias Context = CouchRequestContext
     unowned let api: CouchAPI
@@ -33,6 +33,7 @@ struct DatabaseAccess: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        var context = context
         let path = DatabasePath.segments(request.uri.path)
         let name = path.first ?? ""
         if !DatabaseStore.isValidName(name) || (name.hasPrefix("_") && !DatabaseStore.systemDatabases.contains(name)) {
@@ -40,9 +41,7 @@ struct DatabaseAccess: RouterMiddleware {
             if request.method == .put, path.count == 1 { throw CouchError.illegalDatabaseName(name) }
             throw CouchError.databaseNotFound
         }
-        guard let namespace = try await api.ownerAccess(name, context.user) else {
-            return try await next(request, context)
-        }
-        return try await api.ownerRequest(name, namespace, APIRequest(request, context)).response
+        context.owner = try await api.ownerAccess(name, context.user)
+        return try await next(request, context)
     }
 }

@@ -57,13 +57,6 @@ struct DatabaseEndpoints: Sendable {
         }
     }
 
-    /// `/{db}/_ensure_full_commit`: every acknowledged write is already durable.
-    func ensureFullCommit(_ db: DocumentDatabase, _ request: APIRequest) throws -> APIResponse {
-        try request.requireMethod(.post)
-        try request.user.authorize(.write, to: db)
-        return .json(["ok": true, "instance_start_time": "0"], status: .created)
-    }
-
     /// `/{db}/_revs_limit`: read (readers) or set (database admins).
     func revsLimit(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
         try request.requireMethod(.get, .put)
@@ -263,8 +256,6 @@ struct DatabaseEndpoints: Sendable {
         _ db: DocumentDatabase, _ request: APIRequest, within bounds: (low: String, high: String)? = nil,
         counted: Bool = false
     ) async throws -> APIResponse {
-        try request.requireMethod(.get, .head, .post)
-        try request.user.authorize(.read, to: db)
         if request.method == .post { try request.requireJSONContentType() }
         let body = request.method == .post ? try request.jsonObject() : nil
         var options = try allDocsOptions(request, body: body)
@@ -354,8 +345,6 @@ struct DatabaseEndpoints: Sendable {
     }
 
     func localDocs(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try request.requireMethod(.get, .post)
-        try request.user.authorize(.read, to: db)
         let options = try allDocsOptions(request, body: request.method == .post ? try request.jsonObject() : nil)
         let rows = try await db.local.list(options)
         return .json(["total_rows": .null, "offset": .null, "rows": .array(rows)])
@@ -497,8 +486,6 @@ struct DatabaseEndpoints: Sendable {
     }
 
     func bulkGet(_ db: DocumentDatabase, _ request: APIRequest) async throws -> APIResponse {
-        try request.requireMethod(.post)
-        try request.user.authorize(.read, to: db)
         let body = try request.jsonObject()
         guard case let .array(docs)? = body["docs"] else { throw CouchError.badRequest("Missing JSON list of 'docs'.") }
         var options = ReadOptions()
@@ -581,8 +568,6 @@ struct DatabaseEndpoints: Sendable {
     }
 
     func revsDiff(_ db: DocumentDatabase, _ request: APIRequest, legacy: Bool) async throws -> APIResponse {
-        try request.requireMethod(.post)
-        try request.user.authorize(.read, to: db)
         let body = try request.jsonObject()
         var query: [(id: String, revs: [Revision])] = []
         for (id, value) in body.members {
@@ -620,10 +605,16 @@ extension DatabaseEndpoints {
             try request.user.authorize(.read, to: db)
             return .json(.object(try await db.partitionInfo(partition)))
         case "_all_docs":
+            try request.requireMethod(.get, .post)
+            try request.user.authorize(.read, to: db)
             try api.design.checkLimit(request, partitioned: true)
             return try await allDocs(db, request, within: Partition.idRange(partition))
-        case "_find": return try await api.mango.find(db, request, partition: partition)
-        case "_explain": return try await api.mango.explain(db, request, partition: partition)
+        case "_find", "_explain":
+            try request.requireMethod(.post)
+            try request.user.authorize(.read, to: db)
+            return path[3] == "_find"
+                ? try await api.mango.find(db, request, partition: partition)
+                : try await api.mango.explain(db, request, partition: partition)
         default: throw CouchError.missing
         }
     }

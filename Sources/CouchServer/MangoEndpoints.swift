@@ -234,8 +234,6 @@ struct MangoEndpoints: Sendable {
     }
 
     func find(_ db: DocumentDatabase, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
-        try request.requireMethod(.post)
-        try request.user.authorize(.read, to: db)
         var find = try FindRequest(try request.jsonObject())
         find.partition = partition
         let (index, warning, _) = try await chooseIndex(db, find)
@@ -292,8 +290,6 @@ struct MangoEndpoints: Sendable {
     }
 
     func explain(_ db: DocumentDatabase, _ request: APIRequest, partition: String? = nil) async throws -> APIResponse {
-        try request.requireMethod(.post)
-        try request.user.authorize(.read, to: db)
         var find = try FindRequest(try request.jsonObject())
         find.partition = partition
         let (index, _, choice) = try await chooseIndex(db, find, explaining: true)

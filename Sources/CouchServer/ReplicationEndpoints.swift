@@ -88,8 +88,6 @@ struct ReplicationEndpoints: Sendable {
 
     /// `/_scheduler/jobs` and `/_scheduler/docs`.
     func scheduler(_ request: APIRequest) async throws -> APIResponse {
-        try request.requireMethod(.get)
-        try request.requireServerAdmin()
         switch request.path.count > 1 ? request.path[1] : "" {
         case "jobs":
             let rows = api.jobs.schedulerJobs()

@@ -186,12 +186,19 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Location histories read from the files people hold them in (Google Takeout and phone
+        // Timeline exports, OwnTracks, GPX, GeoJSON, CSV), as a stream: one location at a time.
+        .target(
+            name: "HistoryImport",
+            dependencies: ["CouchJSON", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict
+        ),
         // The Location Tracker application (users, private databases, places, consolidation, the
         // dashboard) over the CouchDB API only: it never sees the engine or the server behind it.
         .target(
             name: "TrackerApp",
             dependencies: [
-                "CouchJSON", "CouchProtocol", "HTTPServing", "Geo", "ExternalSort",
+                "CouchJSON", "CouchProtocol", "HTTPServing", "Geo", "ExternalSort", "HistoryImport",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -289,7 +296,7 @@ let package = Package(
         .target(
             name: "LTTestSupport",
             dependencies: [
-                "TrackerKit", "CouchJSON",
+                "TrackerKit", "CouchJSON", "HistoryImport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -304,6 +311,7 @@ let package = Package(
         .testTarget(name: "JavaScriptTests", dependencies: ["JavaScript", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ExternalSortTests", dependencies: ["ExternalSort", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "LinearRegexTests", dependencies: ["LinearRegex", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "HistoryImportTests", dependencies: ["HistoryImport", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "MIMEMultipartTests", dependencies: ["MIMEMultipart", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"], swiftSettings: strict),
@@ -354,7 +362,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "CommandSupport", "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "Geo", "HTTPServing", "LTServer", "TrackerKit", "LTTestSupport", "lt",
+                "CommandSupport", "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "Geo", "HTTPServing", "HistoryImport", "LTServer", "TrackerKit", "LTTestSupport", "lt",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),

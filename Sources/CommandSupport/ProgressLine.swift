@@ -23,19 +23,27 @@ public final class ProgressLine: @unchecked Sendable {
     public func update(done: Int, bytes: Int64, label: String = "") {
         let fraction = total == 0 ? 1 : Double(done) / Double(total)
         let size = ProgressLine.size(bytes)
+        update(
+            fraction: fraction, line: "\(done)/\(total) \(what)  \(size)  \(label.prefix(40))",
+            logLine: "\(done)/\(total) \(what), \(size)")
+    }
+
+    /// A fraction of the way done, and what to say of it: `line` on a terminal, `logLine`
+    /// (at each tenth of the way) otherwise.
+    public func update(fraction: Double, line text: String, logLine: String? = nil) {
+        let fraction = min(1, max(0, fraction))
         if onTerminal {
             let width = 24
             let filled = Int(fraction * Double(width))
             let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
             let percent = String(Int(fraction * 100))
-            let line =
-                "\r[\(bar)] \(String(repeating: " ", count: 3 - percent.count))\(percent)%  \(done)/\(total) \(what)  \(size)  \(label.prefix(40))"
+            let line = "\r[\(bar)] \(String(repeating: " ", count: 3 - percent.count))\(percent)%  \(text)"
             FileHandle.standardError.write(Data((line.padding(toLength: 110, withPad: " ", startingAt: 0)).utf8))
         } else {
             let tenth = Int(fraction * 10)
             guard tenth > lastTenth else { return }
             lastTenth = tenth
-            FileHandle.standardError.write(Data("\(tenth * 10)%: \(done)/\(total) \(what), \(size)\n".utf8))
+            FileHandle.standardError.write(Data("\(tenth * 10)%: \(logLine ?? text)\n".utf8))
         }
     }
 

@@ -168,6 +168,19 @@ public struct CouchHTTPClient: Sendable {
         body: [UInt8]? = nil, contentType: String = "application/json", accept: String? = "application/json",
         deadline: NIODeadline
     ) async throws -> HTTPClientResponse {
+        try await stream(
+            method, target, fromServerRoot: fromServerRoot, headers: headers,
+            requestBody: body.map { .bytes(ByteBuffer(bytes: $0)) }, contentType: contentType, accept: accept,
+            deadline: deadline)
+    }
+
+    /// `stream` with a request body of any kind: an upload streamed from a file, sent once
+    /// (with basic authentication; a streamed body cannot be sent again after a cookie expires).
+    public func stream(
+        _ method: HTTPMethod, _ target: String, fromServerRoot: Bool = false, headers: [(String, String)] = [],
+        requestBody body: HTTPClientRequest.Body?, contentType: String, accept: String? = "application/json",
+        deadline: NIODeadline
+    ) async throws -> HTTPClientResponse {
         func attempt(_ authorization: (String, String)?) async throws -> HTTPClientResponse {
             var request = HTTPClientRequest(url: (fromServerRoot ? serverURL : url) + target)
             request.method = method
@@ -176,7 +189,7 @@ public struct CouchHTTPClient: Sendable {
             if let authorization { request.headers.replaceOrAdd(name: authorization.0, value: authorization.1) }
             if let body {
                 request.headers.replaceOrAdd(name: "Content-Type", value: contentType)
-                request.body = .bytes(ByteBuffer(bytes: body))
+                request.body = body
             }
             do { return try await http.execute(request, deadline: deadline) } catch {
                 throw ClientTrust.classify(error, server: serverURL)

@@ -1,4 +1,5 @@
 import CouchJSON
+import HistoryImport
 
 /// The application API as an OpenAPI 3.1 document, served at `/api/openapi.json`.
 enum OpenAPI {
@@ -23,6 +24,39 @@ enum OpenAPI {
             "content": ["application/json": ["schema": ["$ref": "#/components/schemas/Error"]]],
         ]
     }
+
+    /// An import's query parameters.
+    static let importParameters: [JSON] = [
+        query(
+            "format",
+            ["type": "string", "enum": .array(HistoryFormat.allCases.map { .string($0.rawValue) })],
+            "The file's format (default: recognised by content)"),
+        query("dry_run", ["type": "boolean"], "Read and count; store nothing"),
+        query("name", ["type": "string"], "The file's name, for the list of imports"),
+        query("lat_column", ["type": "string"], "CSV: the latitude column's header"),
+        query("lon_column", ["type": "string"], "CSV: the longitude column's header"),
+        query("time_column", ["type": "string"], "CSV: the time column's header"),
+    ]
+
+    /// An import's summary (`ImportJob.json`).
+    static let importJob: JSON = [
+        "application/json": [
+            "schema": [
+                "type": "object", "required": ["id", "state", "bytes_read", "written", "duplicates", "skipped"],
+                "properties": [
+                    "id": ["type": "string"],
+                    "state": ["type": "string", "enum": ["running", "done", "failed", "cancelled"]],
+                    "format": ["type": ["string", "null"]], "file_name": ["type": "string"],
+                    "dry_run": ["type": "boolean"],
+                    "bytes_read": ["type": "integer"], "written": ["type": "integer"],
+                    "duplicates": ["type": "integer"],
+                    "skipped": ["type": "object", "additionalProperties": ["type": "integer"]],
+                    "error": ["type": "string"], "started_at": ["type": "string"], "finished_at": ["type": "string"],
+                    "seconds": ["type": "number"],
+                ],
+            ]
+        ]
+    ]
 
     /// The document as served: the operations below, each completed with the answers every
     /// operation of its kind can give (`completed`).
@@ -451,6 +485,65 @@ enum OpenAPI {
                         "403": error("Credentials of another user"),
                     ],
                 ]
+            ],
+            "/api/me/imports": [
+                "post": [
+                    "summary":
+                        "Import a location history file into your locations (Google Takeout Records.json or Semantic Location History, Android/iOS Timeline exports, OwnTracks JSON or .rec, GPX, GeoJSON, CSV; recognised by content), streamed; repeat-safe (ids from user, time and position). Answers when the file is read: its summary (docs/importing.md)",
+                    "security": [["basic": []], ["cookie": []]],
+                    "parameters": .array(importParameters),
+                    "requestBody": [
+                        "required": true,
+                        "content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]],
+                    ],
+                    "responses": [
+                        "200": ["description": "The import's summary (state done or cancelled)", "content": importJob],
+                        "400": [
+                            "description":
+                                "Not a history file, or one that stops part way: the summary with state failed and error (what was written before stays)",
+                            "content": importJob,
+                        ],
+                        "401": error("Bad credentials"),
+                    ],
+                ],
+                "get": [
+                    "summary": "Your running and recent imports, newest first, with their progress",
+                    "security": [["basic": []], ["cookie": []]],
+                    "responses": ["200": ["description": "{imports: [summary]}"], "401": error("Bad credentials")],
+                ],
+            ],
+            "/api/me/imports/{id}": [
+                "delete": [
+                    "summary": "Stop a running import after its current batch",
+                    "security": [["basic": []], ["cookie": []]],
+                    "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "responses": ["202": ["description": "Stopping"], "404": error("No running import by that id")],
+                ]
+            ],
+            "/api/users/{id}/imports": [
+                "post": [
+                    "summary":
+                        "Import a location history file for a user (admins; what lt import uses): as POST /api/me/imports",
+                    "security": [["basic": []]],
+                    "parameters": .array(
+                        [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]]
+                            + importParameters),
+                    "requestBody": [
+                        "required": true,
+                        "content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]],
+                    ],
+                    "responses": [
+                        "200": ["description": "The import's summary", "content": importJob],
+                        "400": ["description": "The summary with state failed and error", "content": importJob],
+                        "401": error("Not an admin"), "404": error("No such user"),
+                    ],
+                ],
+                "get": [
+                    "summary": "A user's running and recent imports (admins)",
+                    "security": [["basic": []]],
+                    "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "responses": ["200": ["description": "{imports: [summary]}"], "401": error("Not an admin")],
+                ],
             ],
             "/api/analysis/locations": [
                 "get": [

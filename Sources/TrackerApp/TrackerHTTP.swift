@@ -34,6 +34,8 @@ public struct TrackerHTTP: Sendable {
     let sessions = DashboardSessions()
     /// The installable tracker app at `/app/`.
     let phoneApp = PhoneAppFiles()
+    /// Location history imports, running and recent.
+    let imports: HistoryImports
     let limits: AppLimits
     /// Registrations per address (`AppLimits.registrationsPerHour`).
     let registrations: ClientRateLimit
@@ -51,6 +53,7 @@ public struct TrackerHTTP: Sendable {
         consolidator: Consolidator? = nil, servesTLS: Bool = false, databasePort: @escaping @Sendable () -> Int
     ) {
         self.service = service
+        imports = HistoryImports(service: service)
         assets = DashboardAssets(dashboard)
         self.limits = limits
         registrations = ClientRateLimit(limit: limits.registrationsPerHour, window: 3600)

@@ -29,6 +29,7 @@ extension TrackerHTTP {
         let api = router.group("api")
         sessionRoutes(api)
         userRoutes(api)
+        importRoutes(api)
         placeRoutes(api)
         analysisRoutes(api)
         return router

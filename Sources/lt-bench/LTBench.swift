@@ -12,7 +12,8 @@ struct LTBench: AsyncParsableCommand {
             "LocationTracker's benchmarks: the database API, the geo index, the application at scale, the device.",
         subcommands: [
             Bench.self, CompareBench.self, ScaleBench.self, PopulationBench.self, TLSBench.self, BackupBench.self,
-            ExportBench.self, RegexBench.self, CollationBench.self, GeoBench.self, AppBench.self, DeviceBench.self,
+            ExportBench.self, ImportBench.self, RegexBench.self, CollationBench.self, GeoBench.self, AppBench.self,
+            DeviceBench.self,
             JSServer.self,
         ],
         defaultSubcommand: Bench.self)

@@ -11,7 +11,7 @@ struct LT: AsyncParsableCommand {
         version: LocationTrackerServer.version,
         subcommands: [
             Serve.self, Backup.self, Restore.self, Status.self, Doctor.self, Users.self, Places.self, Analysis.self,
-            Device.self, Replicate.self, JSServer.self,
+            Device.self, Import.self, Replicate.self, JSServer.self,
         ],
         defaultSubcommand: Serve.self)
 }

@@ -77,6 +77,7 @@ struct TrackerAppTests {
             "/api/users/{id}", "/api/login", "/api/places", "/api/owntracks", "/api/analysis/locations", "/api/analysis/users", "/api/analysis/users/{name}/stats",
             "/api/places/version", "/api/places/{id}/adjustments", "/api/adjustments/mine", "/api/adjustments", "/api/adjustments/{id}/{decision}",
             "/api/openapi.json", "/api/keys", "/api/keys/{key}", "/api/places/{id}", "/api/session", "/api/me/locations", "/api/me/live", "/api/me/password", "/api/status",
+            "/api/me/imports", "/api/me/imports/{id}", "/api/users/{id}/imports",
         ])
         // The copy in the repository (JSON is YAML) is the document the server serves.
         let file = try JSON.parse(Array(Data(contentsOf: Repository.root.appendingPathComponent("docs/openapi.yaml"))))

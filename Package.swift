@@ -281,6 +281,7 @@ let package = Package(
         .target(
             name: "FuzzTargets",
             dependencies: [
+                "HistoryImport",
                 "CouchJSON", "CouchCollation", "CouchEngine", "CouchProtocol", "CouchServer", "ConfigFile", "Geo", "HTTPServing", "LinearRegex", "LTServer", "MIMEMultipart", "TrackerApp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

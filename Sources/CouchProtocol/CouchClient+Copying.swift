@@ -54,6 +54,26 @@ public struct WriteRefusal: Sendable, Equatable {
 /// CouchDB, a cluster): each is one request, and what does not answer as CouchDB does throws
 /// its `CouchError`.
 extension CouchClient {
+    public func existing(_ ids: [String], in db: String) async throws -> Set<String> {
+        guard !ids.isEmpty else { return [] }
+        let reply = try await request(
+            .post, CouchURL.path([db, "_all_docs"]), query: [:], body: ["keys": .array(ids.map(JSON.string))])
+        try reply.requireOK()
+        // A row with a `value` is a document (`value.deleted` when it is deleted); others are `not_found`.
+        return Set(
+            (reply.json["rows"]?.arrayValue ?? []).compactMap { row in
+                row["value"] != nil ? row["id"]?.stringValue : nil
+            })
+    }
+
+    public func store(_ docs: [JSON], in db: String) async throws -> [JSON] {
+        guard !docs.isEmpty else { return [] }
+        let reply = try await request(
+            .post, CouchURL.path([db, "_bulk_docs"]), query: [:], body: ["docs": .array(docs)])
+        try reply.requireOK()
+        return reply.json.arrayValue ?? []
+    }
+
     public func changes(of db: String, since: String, limit: Int) async throws -> DocumentChanges? {
         let reply = try await request(
             .get, CouchURL.path([db, "_changes"]),

@@ -28,6 +28,13 @@ public protocol CouchClient: Sendable {
     /// Stores documents with the revisions they carry, as a replicator does (`_bulk_docs`
     /// with `new_edits: false`): the ones refused, with CouchDB's error and reason.
     func storeReplicated(_ docs: [JSON], in db: String) async throws -> [WriteRefusal]
+
+    /// Which of `ids` name a document of `db`, deleted ones included (`_all_docs` with `keys`).
+    func existing(_ ids: [String], in db: String) async throws -> Set<String>
+
+    /// Stores new documents (`_bulk_docs`): one row per document, in order, as CouchDB answers
+    /// them (`ok`, `id`, `rev`; or `id`, `error`, `reason`).
+    func store(_ docs: [JSON], in db: String) async throws -> [JSON]
 }
 
 /// A CouchDB answer read whole: status, headers and body.

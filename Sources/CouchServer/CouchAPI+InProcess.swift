@@ -130,6 +130,20 @@ public struct InProcessCouch: CouchClient {
         return docs
     }
 
+    public func existing(_ ids: [String], in name: String) async throws -> Set<String> {
+        guard !ids.isEmpty else { return [] }
+        let db = try await api.store.open(name)
+        var options = AllDocsOptions()
+        options.keys = ids.map(JSON.string)
+        options.computeOffset = false
+        return Set(try await db.allDocs(options).rows.compactMap { $0["value"] != nil ? $0["id"]?.stringValue : nil })
+    }
+
+    public func store(_ docs: [JSON], in name: String) async throws -> [JSON] {
+        guard !docs.isEmpty else { return [] }
+        return try await api.databases.write(docs, to: try await api.store.open(name), newEdits: true, user: .system)
+    }
+
     public func storeReplicated(_ docs: [JSON], in name: String) async throws -> [WriteRefusal] {
         guard !docs.isEmpty else { return [] }
         let db = try await api.store.open(name)

@@ -2,6 +2,7 @@ import ConfigFile
 import CouchEngine
 import CouchCollation
 import CouchJSON
+import HistoryImport
 import CouchProtocol
 import CouchServer
 import Foundation
@@ -21,7 +22,7 @@ import TrackerApp
 /// value prints and parses back to itself; a request the server refuses gets a CouchDB-style
 /// JSON error, never a 500).
 enum Harness: String, CaseIterable {
-    case json, selector, regex, wkt, geo, multipart, revs, http, app, control, config, prometheus, rewrite
+    case json, selector, regex, wkt, geo, multipart, revs, http, app, control, config, prometheus, rewrite, history
 
     static let current: Harness = {
         let name = ProcessInfo.processInfo.environment["LT_FUZZ_TARGET"] ?? ""
@@ -50,6 +51,7 @@ enum Harness: String, CaseIterable {
         case .config: Harness.config(bytes)
         case .prometheus: Harness.prometheus(bytes)
         case .rewrite: Harness.rewrite(bytes)
+        case .history: Harness.history(bytes)
         }
     }
 
@@ -57,6 +59,42 @@ enum Harness: String, CaseIterable {
     static func finding(_ message: String) -> Never {
         FileHandle.standardError.write(Data("lt-fuzz finding: \(message)\n".utf8))
         abort()
+    }
+
+    /// History file readers (`HistoryImport`): the first byte picks the format and the size of
+    /// the pieces, the rest is the file. Read whole and read in pieces, the locations and the
+    /// failure must be the same; every location must be on the globe; detection must not trap.
+    static func history(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        let formats = HistoryFormat.allCases
+        let format = formats[Int(first) % formats.count]
+        let piece = 1 + Int(first) / formats.count
+        let file = Array(bytes.dropFirst())
+        _ = HistoryFormat.detect(Array(file.prefix(HistoryFormat.detectionWindow)))
+        func read(_ size: Int) -> ([ImportedLocation], String?) {
+            var reader = HistoryReader(format: format)
+            var out: [ImportedLocation] = []
+            do {
+                var start = 0
+                while start < file.count {
+                    let end = min(file.count, start + size)
+                    try reader.feed(file[start..<end]) { out.append($0) }
+                    start = end
+                }
+                try reader.finish { out.append($0) }
+                return (out, nil)
+            } catch {
+                return (out, "\(error)")
+            }
+        }
+        let whole = read(max(1, file.count))
+        let pieces = read(piece)
+        guard whole.0 == pieces.0, whole.1 == pieces.1 else {
+            finding(
+                "\(format.rawValue): read whole and in pieces of \(piece) differ: \(whole.1 ?? "ok") / \(pieces.1 ?? "ok")"
+            )
+        }
+        for location in whole.0 where !location.isValid { finding("\(format.rawValue): a location off the globe") }
     }
 
     /// JSON parser: any bytes; a parsed value must print and parse back to the same value.

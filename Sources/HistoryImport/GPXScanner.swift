@@ -42,7 +42,7 @@ struct GPXScanner: Sendable {
     /// The child of a point whose text is being read.
     private var child: String?
 
-    mutating func feed(_ bytes: some Collection<UInt8>, point emit: (Point) throws -> Void) throws {
+    mutating func feed(_ bytes: UnsafeRawBufferPointer, point emit: (Point) throws -> Void) throws {
         for byte in bytes {
             offset += 1
             if byte == UInt8(ascii: "\n") { line += 1 }

@@ -52,6 +52,11 @@ public struct HistoryReader: Sendable {
 
     /// Reads the next piece of the file, calling `emit` for every location it completes.
     public mutating func feed(_ bytes: some Collection<UInt8>, emit: (ImportedLocation) throws -> Void) throws {
+        try Array(bytes).withUnsafeBytes { try feed($0, emit: emit) }
+    }
+
+    /// Reads the next piece of the file, calling `emit` for every location it completes.
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, emit: (ImportedLocation) throws -> Void) throws {
         defer { bytesRead += bytes.count }
         switch engine {
         case var .json(stream):

@@ -61,6 +61,12 @@ public struct JSONElementStream: Sendable {
     private var sawValue = false
     /// The previous byte was part of a number or a literal.
     private var inScalar = false
+    /// The piece being read (only during `feed`), the byte at hand, and where the bytes of the
+    /// element being captured that are not copied yet begin in it.
+    // Unsafe only in name: it points into the caller's bytes during `feed` and is emptied when it returns.
+    nonisolated(unsafe) private var chunk = UnsafeRawBufferPointer(start: nil, count: 0)
+    private var index = 0
+    private var runStart: Int?
 
     public init(paths: [[String]]) {
         self.paths = paths
@@ -68,10 +74,58 @@ public struct JSONElementStream: Sendable {
 
     /// Reads the next piece, calling `emit` for each element it completes.
     public mutating func feed(_ bytes: some Collection<UInt8>, emit: (Element) throws -> Void) throws {
-        for byte in bytes {
-            try step(byte, emit: emit)
+        try Array(bytes).withUnsafeBytes { try feed($0, emit: emit) }
+    }
+
+    /// Reads the next piece, calling `emit` for each element it completes. An element's bytes
+    /// are copied a run at a time (when it ends, or the piece does), not byte by byte.
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer, emit: (Element) throws -> Void) throws {
+        chunk = bytes
+        defer { chunk = UnsafeRawBufferPointer(start: nil, count: 0) }
+        let count = bytes.count
+        index = 0
+        if elementDepth != nil { runStart = 0 }
+        while index < count {
+            // The bulk of a document: the inside of strings, and indentation. Taken a run at a time.
+            if inString, !escaped, !readingKey {
+                var j = index
+                while j < count, bytes[j] != UInt8(ascii: "\""), bytes[j] != UInt8(ascii: "\\") { j += 1 }
+                if j > index {
+                    try checkSize(upTo: j)
+                    offset += j - index
+                    index = j
+                    continue
+                }
+            } else if !inString, bytes[index] == UInt8(ascii: " ") {
+                var j = index
+                while j < count, bytes[j] == UInt8(ascii: " ") { j += 1 }
+                try checkSize(upTo: j)
+                inScalar = false
+                offset += j - index
+                index = j
+                continue
+            }
+            try checkSize(upTo: index + 1)
+            try step(bytes[index], emit: emit)
             offset += 1
+            index += 1
         }
+        if elementDepth != nil { copyRun(upTo: count) }
+        runStart = nil
+    }
+
+    /// An error unless the element being captured, with the piece's bytes before `end`, fits.
+    private mutating func checkSize(upTo end: Int) throws {
+        guard let runStart, element.count + (end - runStart) > maxElementBytes else { return }
+        offset += runStart + (maxElementBytes - element.count) - index
+        throw fail("An element is larger than \(maxElementBytes) bytes")
+    }
+
+    /// Copies the piece's bytes of the element being captured, up to `end`.
+    private mutating func copyRun(upTo end: Int) {
+        guard let start = runStart, end > start else { return }
+        element.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[start..<end]))
+        runStart = end
     }
 
     /// The end of the document: an error unless it was whole.
@@ -85,12 +139,6 @@ public struct JSONElementStream: Sendable {
     private mutating func fail(_ reason: String) -> Failure { Failure(reason: reason, offset: offset) }
 
     private mutating func step(_ byte: UInt8, emit: (Element) throws -> Void) throws {
-        if elementDepth != nil {
-            guard element.count < maxElementBytes else {
-                throw fail("An element is larger than \(maxElementBytes) bytes")
-            }
-            element.append(byte)
-        }
         if inString {
             if escaped {
                 escaped = false
@@ -148,7 +196,10 @@ public struct JSONElementStream: Sendable {
             guard let last = frames.popLast(), last.isArray == (byte == UInt8(ascii: "]")) else {
                 throw fail("A closing \(Character(UnicodeScalar(byte))) that closes nothing open")
             }
-            if let depth = elementDepth, frames.count == depth { try emitElement(emit) }
+            if let depth = elementDepth, frames.count == depth {
+                copyRun(upTo: index + 1)
+                try emitElement(emit)
+            }
         case UInt8(ascii: ","):
             try endScalarElement(emit)
             guard let last = frames.last else { throw fail("A comma outside any array or object") }
@@ -173,13 +224,13 @@ public struct JSONElementStream: Sendable {
         elementPath = chosen
         elementStart = offset
         element.removeAll(keepingCapacity: true)
-        element.append(byte)
+        runStart = index
         scalarElement = byte != UInt8(ascii: "{") && byte != UInt8(ascii: "[")
     }
 
     private mutating func endScalarElement(_ emit: (Element) throws -> Void) throws {
         guard scalarElement, let depth = elementDepth, frames.count == depth else { return }
-        element.removeLast()  // the delimiter
+        copyRun(upTo: index)  // not the delimiter
         try emitElement(emit)
     }
 
@@ -187,6 +238,7 @@ public struct JSONElementStream: Sendable {
         let done = Element(path: elementPath, bytes: element, offset: elementStart)
         elementDepth = nil
         scalarElement = false
+        runStart = nil
         try emit(done)
     }
 }

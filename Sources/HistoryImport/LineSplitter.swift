@@ -13,7 +13,7 @@ struct LineSplitter: Sendable {
     private var number = 1
 
     mutating func feed(
-        _ bytes: some Collection<UInt8>, line emit: (ArraySlice<UInt8>, _ offset: Int, _ number: Int) throws -> Void
+        _ bytes: UnsafeRawBufferPointer, line emit: (ArraySlice<UInt8>, _ offset: Int, _ number: Int) throws -> Void
     ) throws {
         for byte in bytes {
             offset += 1

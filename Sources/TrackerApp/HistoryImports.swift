@@ -18,7 +18,9 @@ public import NIOCore
 /// Running and recent imports are kept, with their progress, for the pages to poll.
 public final class HistoryImports: Sendable {
     /// How many locations are written at a time.
-    public static let batchSize = 1000
+    public static let batchSize = 2500
+    /// How many batches may be being stored at once while the file is read on.
+    static let batchesInFlight = 2
     /// How many finished imports are remembered per user.
     static let kept = 20
 
@@ -78,23 +80,42 @@ public final class HistoryImports: Sendable {
         var reader: HistoryReader?
         var pending: [(id: String, location: ImportedLocation)] = []
         var start: [UInt8] = []
+        // Batches are stored while the next are read (two at most in flight, which the database
+        // may commit together): the reading and the database each keep a core busy.
+        var inFlight: [Task<BatchResult, any Error>] = []
+        func submit(_ batch: [(id: String, location: ImportedLocation)]) async throws {
+            if inFlight.count >= Self.batchesInFlight { job.add(try await inFlight.removeFirst().value) }
+            let format = job.format ?? .csv
+            let dryRun = job.dryRun
+            inFlight.append(
+                Task {
+                    try await self.write(
+                        batch, format: format, dryRun: dryRun, db: db, namespace: namespace, user: user)
+                })
+        }
+        func drain() async throws {
+            while !inFlight.isEmpty { job.add(try await inFlight.removeFirst().value) }
+        }
+        func read(_ bytes: UnsafeRawBufferPointer) throws {
+            try reader!.feed(bytes) { pending.append(($0.documentID(user: user), $0)) }
+        }
         do {
             for try await chunk in body {
                 if reader == nil {
                     start += chunk.readableBytesView
                     guard start.count >= HistoryFormat.detectionWindow else { continue }
                     reader = try open(&job, request, start)
-                    try reader!.feed(start) { pending.append(($0.documentID(user: user), $0)) }
+                    try start.withUnsafeBytes { try read($0) }
                     start = []
                 } else {
-                    try reader!.feed(chunk.readableBytesView) { pending.append(($0.documentID(user: user), $0)) }
+                    try chunk.withUnsafeReadableBytes { try read($0) }
                 }
                 job.bytesRead = reader!.bytesRead
+                job.skipped = reader!.skipped
                 while pending.count >= Self.batchSize {
-                    try await write(pending.prefix(Self.batchSize), &job, db: db, namespace: namespace, user: user)
+                    try await submit(Array(pending.prefix(Self.batchSize)))
                     pending.removeFirst(Self.batchSize)
                 }
-                job.skipped = reader!.skipped
                 update(user, job)
                 if cancelled.withLockedValue({ $0.contains(job.id) }) {
                     job.state = .cancelled
@@ -104,21 +125,23 @@ public final class HistoryImports: Sendable {
             if job.state == .running {
                 if reader == nil {
                     reader = try open(&job, request, start)
-                    try reader!.feed(start) { pending.append(($0.documentID(user: user), $0)) }
+                    try start.withUnsafeBytes { try read($0) }
                 }
                 try reader!.finish { pending.append(($0.documentID(user: user), $0)) }
                 job.bytesRead = reader!.bytesRead
                 job.skipped = reader!.skipped
                 while !pending.isEmpty {
-                    let batch = pending.prefix(Self.batchSize)
-                    try await write(batch, &job, db: db, namespace: namespace, user: user)
+                    let batch = Array(pending.prefix(Self.batchSize))
+                    try await submit(batch)
                     pending.removeFirst(batch.count)
                 }
                 job.state = .done
             }
+            try await drain()
         } catch let failure as HistoryReader.Failure {
             // What came before the damage is written; the rest of the file is not read.
-            if !pending.isEmpty { try? await write(pending[...], &job, db: db, namespace: namespace, user: user) }
+            if !pending.isEmpty { try? await submit(pending) }
+            try? await drain()
             job.state = .failed
             job.error = failure.description
             job.skipped = reader?.skipped ?? [:]
@@ -126,6 +149,7 @@ public final class HistoryImports: Sendable {
             job.state = .failed
             job.error = failure.reason
         } catch {
+            try? await drain()
             job.state = .failed
             job.error = "\(error)"
             update(user, job.finished())
@@ -161,43 +185,43 @@ public final class HistoryImports: Sendable {
         return HistoryReader(format: format, columns: request.columns)
     }
 
+    /// What writing one batch did.
+    struct BatchResult: Sendable {
+        var written = 0
+        var duplicates = 0
+        var refused: [String: Int] = [:]
+    }
+
     /// Writes the locations of `batch` whose ids are not stored yet (a deleted one counts as
     /// stored: an import never brings back what its owner deleted).
     private func write(
-        _ batch: ArraySlice<(id: String, location: ImportedLocation)>, _ job: inout ImportJob, db: String,
+        _ batch: [(id: String, location: ImportedLocation)], format: HistoryFormat, dryRun: Bool, db: String,
         namespace: OwnerNamespace?, user: String
-    ) async throws {
+    ) async throws -> BatchResult {
+        var result = BatchResult()
         var seen = Set<String>()
         var fresh: [(id: String, location: ImportedLocation)] = []
         for entry in batch {
             let stored = namespace?.stored(entry.id) ?? entry.id
-            if seen.insert(stored).inserted { fresh.append((stored, entry.location)) } else { job.duplicates += 1 }
+            if seen.insert(stored).inserted { fresh.append((stored, entry.location)) } else { result.duplicates += 1 }
         }
-        let found = try await service.couch.request(
-            .post, "/\(db)/_all_docs", body: ["keys": .array(fresh.map { .string($0.id) })])
-        guard found.ok else { throw service.failure(found, "read which imported locations exist") }
-        let existing = Set(
-            (found.json["rows"]?.arrayValue ?? []).compactMap { row -> String? in
-                row["value"] != nil ? row["id"]?.stringValue : nil
-            })
+        let existing = try await service.couch.existing(fresh.map(\.id), in: db)
         let new = fresh.filter { !existing.contains($0.id) }
-        job.duplicates += fresh.count - new.count
-        guard !new.isEmpty else { return }
-        if job.dryRun {
-            job.written += new.count
-            return
+        result.duplicates += fresh.count - new.count
+        guard !new.isEmpty else { return result }
+        if dryRun {
+            result.written += new.count
+            return result
         }
-        let format = job.format ?? .csv
         let docs = new.map { $0.location.document(user: user, id: $0.id, format: format) }
-        let reply = try await service.couch.request(.post, "/\(db)/_bulk_docs", body: ["docs": .array(docs)])
-        guard reply.ok else { throw service.failure(reply, "write imported locations") }
-        for row in reply.json.arrayValue ?? [] {
+        for row in try await service.couch.store(docs, in: db) {
             switch row["error"]?.stringValue {
-            case nil: job.written += 1
-            case "conflict": job.duplicates += 1  // written meanwhile (another import of the same file)
-            case let error?: job.skipped["refused by the database: \(error)", default: 0] += 1
+            case nil: result.written += 1
+            case "conflict": result.duplicates += 1  // written meanwhile (another import of the same file)
+            case let error?: result.refused["refused by the database: \(error)", default: 0] += 1
             }
         }
+        return result
     }
 
     private func update(_ user: String, _ job: ImportJob) {
@@ -233,8 +257,15 @@ public struct ImportJob: Sendable, Equatable {
     public var written = 0
     /// Locations already stored (an earlier import, or twice in this file).
     public var duplicates = 0
-    /// Entries of the file that gave no location, by reason.
-    public var skipped: [String: Int] = [:]
+    /// Entries of the file that gave no location, by reason (and locations the database refused).
+    public var skipped: [String: Int] {
+        get { read.merging(refused, uniquingKeysWith: +) }
+        set { read = newValue }
+    }
+    /// What the reader skipped.
+    private var read: [String: Int] = [:]
+    /// Locations the database refused (a `validate_doc_update`), by its error.
+    private var refused: [String: Int] = [:]
     public var error: String?
     public var started = Date()
     public var finishedAt: Date?
@@ -243,6 +274,12 @@ public struct ImportJob: Sendable, Equatable {
         self.id = id
         self.fileName = fileName
         self.dryRun = dryRun
+    }
+
+    mutating func add(_ batch: HistoryImports.BatchResult) {
+        written += batch.written
+        duplicates += batch.duplicates
+        refused.merge(batch.refused, uniquingKeysWith: +)
     }
 
     func finished() -> ImportJob {

@@ -448,6 +448,35 @@ def main():
               f"the account page lists the devices and says what deleting does: {device[:40]} / {explained[:70]}")
         browser.screenshot(os.path.join(options.artifacts, "account.png"))
         check.accessible(browser.evaluate, "Account")
+        # A history imported from the account page, streamed from the browser: stored under carol's
+        # ids, the page says how many, its bar full; the same file again stores none.
+        records = {"locations": [{"latitudeE7": 488500000 + i * 1000, "longitudeE7": 23500000 + i * 700, "accuracy": 10 + i % 7,
+                                  "timestamp": f"2024-05-01T{8 + i // 3600:02d}:{i // 60 % 60:02d}:{i % 60:02d}.000Z"} for i in range(3000)]}
+        records["locations"].insert(7, {"timestamp": "2024-05-01T00:00:00Z"})  # no position: skipped, with its reason
+        text = json.dumps(records, indent=2)
+        def upload():
+            browser.evaluate(f"""(() => {{ const transfer = new DataTransfer();
+                transfer.items.add(new File([{json.dumps(text)}], 'Records.json', {{ type: 'application/json' }}));
+                document.getElementById('import-file').files = transfer.files;
+                document.getElementById('import-form').requestSubmit(); }})()""")
+        upload()
+        browser.wait("document.getElementById('import-status').textContent.includes('(google-records)')", what="the import's result")
+        status = browser.evaluate("document.getElementById('import-status').textContent")
+        check("3000 locations stored, 0 already there" in status and "1 no latitudeE7/longitudeE7" in status,
+              f"the account page imports a Records.json and says what it stored and skipped: {status[:160]}")
+        _, imported = request("GET", f"{server.db}/lt_locations_user_carol/_all_docs?start_key=%22imp-%22&end_key=%22imp.%22", auth=ADMIN)
+        check(len(imported["rows"]) == 3000, f"the imported locations are carol's: {len(imported['rows'])} in her database")
+        check(browser.evaluate("!document.getElementById('import-progress').hidden && document.getElementById('import-progress').value === 1"),
+              "the import's bar is shown, full")
+        browser.screenshot(os.path.join(options.artifacts, "import.png"))
+        upload()
+        browser.wait("document.getElementById('import-status').textContent.includes('0 locations stored')", what="the second import's result")
+        status = browser.evaluate("document.getElementById('import-status').textContent")
+        check("3000 already there" in status, f"the same file again stores nothing: {status[:120]}")
+        browser.evaluate("""(() => { const transfer = new DataTransfer();
+            transfer.items.add(new File(['just some notes'], 'notes.txt')); document.getElementById('import-file').files = transfer.files;
+            document.getElementById('import-form').requestSubmit(); })()""")
+        browser.wait("document.getElementById('import-error').textContent.includes('Records.json')", what="a file that is no history refused")
         browser.evaluate("window.confirm = () => true; document.querySelector('#devices-list li button').click()")
         browser.wait("document.querySelectorAll('#devices-list li[data-key]').length === 0", what="the device revoked")
         check(request("GET", f"{server.db}/lt_locations_user_carol", auth=carol_key)[0] == 401, "a revoked device's key stops working at once")

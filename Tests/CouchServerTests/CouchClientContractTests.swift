@@ -219,6 +219,36 @@ struct CouchClientContractTests {
         }
     }
 
+    @Test("Every client answers the import's calls as CouchDB does: store gives one row per document in order (ok, conflict, the rules' refusal), existing names stored and deleted documents and nothing else",
+          arguments: Peer.allCases)
+    func storeAndExisting(peer: Peer) async throws {
+        let answer = try await Self.withClient(peer) { couch -> [String] in
+            let db = "contract_store_\(Int.random(in: 0..<1_000_000))"
+            _ = try await couch.request(.put, "/\(db)", body: nil)
+            defer { Task { _ = try? await couch.request(.delete, "/\(db)", body: nil) } }
+            let rules: JSON = [
+                "_id": "_design/rules",
+                "validate_doc_update": "function(doc) { if (doc.refuse) { throw({forbidden: 'refused by the rules'}); } }",
+            ]
+            _ = try await couch.store([rules], in: db)
+            var out: [String] = []
+            let first = try await couch.store([["_id": "a", "n": 1], ["_id": "b", "refuse": true], ["_id": "c"], ["_id": "d"]], in: db)
+            out += first.map { "\($0["id"]?.stringValue ?? "") \($0["ok"] == true ? "ok" : $0["error"]?.stringValue ?? "?")" }
+            let rev = try #require(first.first(where: { $0["id"] == "d" })?["rev"]?.stringValue)
+            _ = try await couch.request(.delete, "/\(db)/d", query: ["rev": rev], body: nil)
+            let again = try await couch.store([["_id": "a", "n": 2], ["_id": "e"]], in: db)
+            out += again.map { "\($0["id"]?.stringValue ?? "") \($0["ok"] == true ? "ok" : $0["error"]?.stringValue ?? "?")" }
+            out.append("existing " + (try await couch.existing(["a", "b", "c", "d", "e", "zz"], in: db)).sorted().joined(separator: ","))
+            out.append("none " + (try await couch.existing([], in: db)).sorted().joined(separator: ","))
+            return out
+        }
+        guard let answer else {
+            print("skipped: \(peer) is not at hand (LT_TEST_COUCHDB_URL for CouchDB)")
+            return
+        }
+        #expect(answer == ["a ok", "b forbidden", "c ok", "d ok", "a conflict", "e ok", "existing a,c,d,e", "none "])
+    }
+
     /// CouchDB's answers to seed 7,777, recorded with LT_TEST_COUCHDB_URL and
     /// LT_CONTRACT_RECORD=1, so that every run compares with them without CouchDB.
     static let fixture = "couchdb-client-contract.json"

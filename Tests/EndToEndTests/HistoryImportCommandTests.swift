@@ -5,13 +5,16 @@ import LTTestSupport
 import NIOHTTP1
 import Testing
 
-/// `lt import` and `/api/.../imports` against a real `lt serve`, in both modes: what a file
+/// `lt import` and `/api/.../imports` against a real `lt serve`, in every mode: what a file
 /// holds becomes the user's locations (and reaches the consolidated database), again adds
 /// nothing, a file cut half way completes without duplicates when imported whole, and one user
 /// can neither import into, list nor stop another's imports.
 @Suite("History import", .serialized, .timeLimit(.minutes(4)))
 struct HistoryImportCommandTests {
-    static let modes: [[String]] = [[], ["--mode", "single-db"]]
+    /// A database per user, one shared database, and in front of a cluster (a stand-in, or
+    /// the real CouchDB given by LT_TEST_COUCHDB_URL).
+    enum Mode: String, CaseIterable, Sendable { case perUser, singleDB, cluster }
+    static let modes = Mode.allCases
 
     struct Setup {
         let server: TestServer
@@ -38,17 +41,18 @@ struct HistoryImportCommandTests {
         }
     }
 
-    func setUp(_ arguments: [String]) async throws -> Setup {
-        let server = try TestServer(extraArguments: arguments + ["--password-iterations", "1000"])
+    func setUp(_ mode: Mode) async throws -> Setup {
+        let arguments = mode == .singleDB ? ["--mode", "single-db"] : []
+        let server = try TestServer(cluster: mode == .cluster, extraArguments: arguments + ["--password-iterations", "1000"])
         for user in ["amy", "bob"] {
             #expect(try await server.app(.PUT, "/api/users/\(user)", json: ["password": .string("pw-\(user)-secret")]).status == 201)
         }
-        return Setup(server: server, directory: try TemporaryDirectory("lt-import"), single: arguments.contains("single-db"))
+        return Setup(server: server, directory: try TemporaryDirectory("lt-import"), single: mode == .singleDB)
     }
 
     @Test("lt import: a Records.json becomes the user's locations, field for field; again adds nothing; a file cut half way then whole completes without duplicates; the consolidated database gets them", arguments: modes)
-    func importTwiceAndResume(arguments: [String]) async throws {
-        let setup = try await setUp(arguments)
+    func importTwiceAndResume(mode: Mode) async throws {
+        let setup = try await setUp(mode)
         defer { setup.server.stop(); setup.directory.cleanup() }
         var files = HistoryFiles(seed: 46)
         let points = files.points(1500)
@@ -124,8 +128,8 @@ struct HistoryImportCommandTests {
     }
 
     @Test("One user against another: bob cannot import as amy, list or stop amy's imports; his own import lands in his locations only", arguments: modes)
-    func attacker(arguments: [String]) async throws {
-        let setup = try await setUp(arguments)
+    func attacker(mode: Mode) async throws {
+        let setup = try await setUp(mode)
         defer { setup.server.stop(); setup.directory.cleanup() }
         var files = HistoryFiles(seed: 3)
         let (bytes, _) = files.file(.ownTracksJSON, files.points(30))

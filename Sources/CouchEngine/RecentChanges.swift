@@ -131,7 +131,7 @@ public final class RecentChanges: Sendable {
     /// edited by the caller (taken out of the dictionary), so it is trimmed through `current`.
     /// Each tail is cut once, through the newest of its changes dropped: cutting it change by
     /// change moved the rest of its changes each time, a cost that grew with the tail (a
-    /// 200,000-location import spent a fifth of its time there).
+    /// 200,000-location import spent nearly a quarter of its time there).
     private func trim(_ state: inout State, keeping name: String, _ current: inout Tail) {
         guard state.bytes > budget else { return }
         var through: [String: Int] = [:]

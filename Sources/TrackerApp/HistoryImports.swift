@@ -23,6 +23,8 @@ public final class HistoryImports: Sendable {
     static let batchesInFlight = 2
     /// How many finished imports are remembered per user.
     static let kept = 20
+    /// How many imports one user may run at once (each holds a few megabytes while it runs).
+    public static let runningPerUser = 2
 
     let service: TrackerService
     private let jobs = NIOLockedValueBox<[String: [ImportJob]]>([:])
@@ -73,7 +75,12 @@ public final class HistoryImports: Sendable {
     ) async throws -> ImportJob {
         try await service.requireRegistered(user)
         var job = ImportJob(id: "import-" + Hex.random(bytes: 8), fileName: request.fileName, dryRun: request.dryRun)
-        update(user, job)
+        guard begin(user, job) else {
+            throw TrackerService.Failure(
+                429, "too_many_requests",
+                "\(user) already has \(Self.runningPerUser) imports running: wait for one to end (GET /api/me/imports) or stop one (DELETE /api/me/imports/{id})"
+            )
+        }
         defer { cancelled.withLockedValue { _ = $0.remove(job.id) } }
         let db = service.locationDatabase(for: user)
         let namespace = service.mode == .singleDatabase ? try TrackerService.namespace(of: user) : nil
@@ -222,6 +229,16 @@ public final class HistoryImports: Sendable {
             }
         }
         return result
+    }
+
+    /// Lists a new import of `user`, unless they already run as many as they may.
+    private func begin(_ user: String, _ job: ImportJob) -> Bool {
+        let running = jobs.withLockedValue { all -> Bool in
+            guard (all[user] ?? []).count(where: { $0.state == .running }) < Self.runningPerUser else { return false }
+            all[user, default: []].append(job)
+            return true
+        }
+        return running
     }
 
     private func update(_ user: String, _ job: ImportJob) {

@@ -54,9 +54,9 @@ extension TrackerHTTP {
             asked.columns = CSVColumns.Names(
                 latitude: query["lat_column"], longitude: query["lon_column"], time: query["time_column"])
         }
-        let job = try await imports.run(user: user, asked, body: request.body)
-        // A file that could not be read (or read to its end) is the uploader's: 400, with what was written.
-        return TrackerHTTP.reply(job.json, status: job.state == .failed ? .badRequest : .ok)
+        // The request succeeded whatever became of the file: the summary's state says (a file
+        // that is no history, or stops part way, is `failed` with its error and what was written).
+        return TrackerHTTP.reply(try await imports.run(user: user, asked, body: request.body).json)
     }
 
     private func listImports(of user: String) -> Response {

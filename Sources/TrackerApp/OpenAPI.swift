@@ -489,7 +489,7 @@ enum OpenAPI {
             "/api/me/imports": [
                 "post": [
                     "summary":
-                        "Import a location history file into your locations (Google Takeout Records.json or Semantic Location History, Android/iOS Timeline exports, OwnTracks JSON or .rec, GPX, GeoJSON, CSV; recognised by content), streamed; repeat-safe (ids from user, time and position). Answers when the file is read: its summary (docs/importing.md)",
+                        "Import a location history file into your locations (Google Takeout Records.json or Semantic Location History, Android/iOS Timeline exports, OwnTracks JSON or .rec, GPX, GeoJSON, CSV; recognised by content), streamed; repeat-safe (ids from user, time and position). Answers when the file is read: its summary, whose state says whether it was read to its end (docs/importing.md)",
                     "security": [["basic": []], ["cookie": []]],
                     "parameters": .array(importParameters),
                     "requestBody": [
@@ -497,13 +497,14 @@ enum OpenAPI {
                         "content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]],
                     ],
                     "responses": [
-                        "200": ["description": "The import's summary (state done or cancelled)", "content": importJob],
-                        "400": [
+                        "200": [
                             "description":
-                                "Not a history file, or one that stops part way: the summary with state failed and error (what was written before stays)",
+                                "The import's summary: state done, cancelled, or failed with error (not a history file, or one that stops part way; what was written before stays)",
                             "content": importJob,
                         ],
+                        "400": error("Invalid parameters"),
                         "401": error("Bad credentials"),
+                        "429": error("Two imports of this user are running already, or too many failed logins"),
                     ],
                 ],
                 "get": [
@@ -526,22 +527,33 @@ enum OpenAPI {
                         "Import a location history file for a user (admins; what lt import uses): as POST /api/me/imports",
                     "security": [["basic": []]],
                     "parameters": .array(
-                        [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]]
+                        [
+                            [
+                                "name": "id", "in": "path", "required": true,
+                                "schema": ["type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"],
+                            ]
+                        ]
                             + importParameters),
                     "requestBody": [
                         "required": true,
                         "content": ["application/octet-stream": ["schema": ["type": "string", "format": "binary"]]],
                     ],
                     "responses": [
-                        "200": ["description": "The import's summary", "content": importJob],
-                        "400": ["description": "The summary with state failed and error", "content": importJob],
+                        "200": ["description": "The import's summary (as POST /api/me/imports)", "content": importJob],
+                        "400": error("Invalid parameters"),
                         "401": error("Not an admin"), "404": error("No such user"),
+                        "429": error("Two imports of this user are running already, or too many failed logins"),
                     ],
                 ],
                 "get": [
                     "summary": "A user's running and recent imports (admins)",
                     "security": [["basic": []]],
-                    "parameters": [["name": "id", "in": "path", "required": true, "schema": ["type": "string"]]],
+                    "parameters": [
+                        [
+                            "name": "id", "in": "path", "required": true,
+                            "schema": ["type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"],
+                        ]
+                    ],
                     "responses": ["200": ["description": "{imports: [summary]}"], "401": error("Not an admin")],
                 ],
             ],

@@ -1,7 +1,9 @@
+import AsyncHTTPClient
 import CouchJSON
 import Foundation
 import HistoryImport
 import LTTestSupport
+import NIOCore
 import NIOHTTP1
 import Testing
 
@@ -125,6 +127,77 @@ struct HistoryImportCommandTests {
         let refused = try setup.runImport([junk.path, "--user", "amy"])
         #expect(refused.status != 0)
         #expect(refused.json["imports"]?[0]?["error"]?.stringValue?.contains("Records.json") == true)
+    }
+
+    /// An upload whose body arrives when the test says: its first piece at once.
+    struct SlowUpload {
+        let continuation: AsyncStream<ByteBuffer>.Continuation
+        let response: Task<(status: Int, json: JSON), any Error>
+
+        init(_ url: String, user: (String, String), first: [UInt8]) {
+            let (stream, continuation) = AsyncStream<ByteBuffer>.makeStream()
+            var request = HTTPClientRequest(url: url)
+            request.method = .POST
+            request.headers.add(name: "Authorization", value: TestServer.basic(user.0, user.1))
+            request.body = .stream(stream, length: .unknown)
+            self.continuation = continuation
+            response = Task {
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+                let body = try await response.body.collect(upTo: 1 << 20)
+                return (Int(response.status.code), (try? JSON.parse(Array(buffer: body))) ?? .null)
+            }
+            continuation.yield(ByteBuffer(bytes: first))
+        }
+
+        func finish(_ rest: ArraySlice<UInt8>) async throws -> (status: Int, json: JSON) {
+            var start = rest.startIndex
+            while start < rest.endIndex {
+                let end = min(rest.endIndex, start + 65_536)
+                continuation.yield(ByteBuffer(bytes: rest[start..<end]))
+                start = end
+            }
+            continuation.finish()
+            return try await response.value
+        }
+    }
+
+    @Test("A running import is listed with its progress, can be stopped, and one user runs at most two at once (429 beyond); the stopped import's locations stay", arguments: [Mode.perUser, .singleDB])
+    func cancelAndLimit(mode: Mode) async throws {
+        let setup = try await setUp(mode)
+        defer { setup.server.stop(); setup.directory.cleanup() }
+        var files = HistoryFiles(seed: 11)
+        let (bytes, _) = files.file(.googleRecords, files.points(4000))
+        let url = "http://127.0.0.1:\(setup.server.appPort)/api/me/imports"
+        let amy = ("amy", "pw-amy-secret")
+        let first = SlowUpload(url + "?name=one.json", user: amy, first: Array(bytes.prefix(100_000)))
+        let second = SlowUpload(url + "?name=two.json", user: amy, first: Array(bytes.prefix(100_000)))
+        func running() async throws -> [JSON] {
+            let list = try await setup.server.request(
+                .GET, "/api/me/imports", auth: .basic(amy.0, amy.1), base: "http://127.0.0.1:\(setup.server.appPort)")
+            return (list.json["imports"]?.arrayValue ?? []).filter { $0["state"] == "running" }
+        }
+        var jobs: [JSON] = []
+        for _ in 0..<100 {
+            jobs = try await running()
+            if jobs.count == 2, jobs.allSatisfy({ ($0["bytes_read"]?.intValue ?? 0) > 0 }) { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(jobs.count == 2 && jobs.allSatisfy { ($0["bytes_read"]?.intValue ?? 0) >= 65_536 }, "\(jobs)")
+        // A third at once is refused, saying why.
+        let third = try await setup.server.request(
+            .POST, "/api/me/imports", body: bytes, auth: .basic(amy.0, amy.1), base: "http://127.0.0.1:\(setup.server.appPort)")
+        #expect(third.status == 429 && third.json["reason"]?.stringValue?.contains("imports running") == true)
+        // Stopping one: it ends as cancelled, what it stored stays; the other completes.
+        let id = try #require(jobs.first { $0["file_name"] == "one.json" }?["id"]?.stringValue)
+        let stop = try await setup.server.request(
+            .DELETE, "/api/me/imports/\(id)", auth: .basic(amy.0, amy.1), base: "http://127.0.0.1:\(setup.server.appPort)")
+        #expect(stop.status == 202)
+        let stopped = try await first.finish(bytes[100_000...])
+        #expect(stopped.status == 200 && stopped.json["state"] == "cancelled", "\(stopped)")
+        let completed = try await second.finish(bytes[100_000...])
+        #expect(completed.json["state"] == "done" && completed.json["duplicates"]?.intValue ?? -1 >= 0)
+        #expect(try await setup.locations(of: "amy").count == 4000)
+        #expect(try await running().isEmpty)
     }
 
     @Test("One user against another: bob cannot import as amy, list or stop amy's imports; his own import lands in his locations only", arguments: modes)

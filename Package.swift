@@ -259,10 +259,11 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The command line: serve, backup, restore, device, replicate, places, users, status, analysis.
+        // The command line: serve, backup, restore, device, replicate, places, users, status, analysis, import.
         .executableTarget(
             name: "lt",
             dependencies: [
+                "HistoryImport",
                 "CommandSupport", "ConfigFile", "CouchJSON", "CouchEngine", "CouchProtocol", "CouchServer", "Geo", "HTTPServing", "LTServer", "Replication", "TrackerApp", "TrackerKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

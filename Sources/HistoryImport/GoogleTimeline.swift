@@ -78,7 +78,11 @@ enum GoogleTimeline {
                     continue
                 }
                 var when = time(point["time"])
-                if when == nil, let start, let minutes = number(point["durationMinutesOffsetFromStartTime"]) {
+                // Minutes after the start, within a century (a larger count is no offset, and
+                // would not fit the milliseconds).
+                if when == nil, let start, let minutes = number(point["durationMinutesOffsetFromStartTime"]),
+                    abs(minutes) < 60_000_000
+                {
                     when = (start.0 + Int64(minutes * 60_000), start.1)
                 }
                 guard let when else {

@@ -4,6 +4,7 @@ import CommandSupport
 import CouchJSON
 import CouchProtocol
 import Foundation
+import HistoryImport
 import NIOCore
 import NIOHTTP1
 
@@ -52,13 +53,10 @@ struct Import: AsyncParsableCommand {
     @Option(help: "CSV: the header of the time column (ISO 8601, or seconds or milliseconds since 1970).")
     var timeColumn: String?
 
-    static let formats =
-        "google-records, google-semantic, android-timeline, ios-timeline, owntracks-json, owntracks-rec, gpx, geojson, csv"
+    static let formats = HistoryFormat.allCases.map(\.rawValue).joined(separator: ", ")
 
     func validate() throws {
-        if let format,
-            !Self.formats.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }).contains(format)
-        {
+        if let format, HistoryFormat(rawValue: format) == nil {
             throw ValidationError("--format must be one of \(Self.formats)")
         }
     }
@@ -137,23 +135,34 @@ struct Import: AsyncParsableCommand {
                         text +=
                             "  \(job["written"]?.intValue ?? 0) \(dryRun ? "new" : "written"), \(job["duplicates"]?.intValue ?? 0) already there"
                     }
+                    guard !Task.isCancelled else { break }
                     line.update(
                         fraction: size == 0 ? 1 : Double(done) / Double(size),
                         line: text + "  \(file.lastPathComponent)")
                 }
             }
         }
-        defer {
+        // The progress line ends (its last redraw done) before the file's summary is printed.
+        func endProgress() async {
             watcher?.cancel()
+            _ = await watcher?.value
             progress?.finish()
         }
         let handle = try FileHandle(forReadingFrom: file)
         defer { try? handle.close() }
         let chunks = FileChunks(handle: handle, sent: sent)
-        let response = try await client.server.stream(
-            .POST, target, fromServerRoot: true, requestBody: .stream(chunks, length: .known(Int64(size))),
-            contentType: "application/octet-stream", deadline: .distantFuture)
-        let body = try await response.body.collect(upTo: 1 << 20)
+        let body: ByteBuffer
+        let response: HTTPClientResponse
+        do {
+            response = try await client.server.stream(
+                .POST, target, fromServerRoot: true, requestBody: .stream(chunks, length: .known(Int64(size))),
+                contentType: "application/octet-stream", deadline: .distantFuture)
+            body = try await response.body.collect(upTo: 1 << 20)
+        } catch {
+            await endProgress()
+            throw error
+        }
+        await endProgress()
         let answer = (try? JSON.parse(Array(buffer: body))) ?? .null
         guard response.status == .ok || answer["state"] != nil else {
             return [

@@ -33,12 +33,20 @@ struct GPXScanner: Sendable {
     private var tagStart = 0
     private var depth = 0
     private var sawGPX = false
-    /// The point being read: its position, and what its children said.
-    private var point:
-        (
-            lat: Double?, lon: Double?, time: (Int64, Int?)?, altitude: Double?, speed: Double?, course: Double?,
-            hdop: Double?, kind: String
-        )?
+    /// A point being read: its position, and what its children said.
+    private struct OpenPoint {
+        var lat: Double?
+        var lon: Double?
+        var time: (Int64, Int?)?
+        var altitude: Double?
+        var speed: Double?
+        var course: Double?
+        var hdop: Double?
+        var kind: String
+    }
+
+    /// The point being read.
+    private var point: OpenPoint?
     /// The child of a point whose text is being read.
     private var child: String?
 
@@ -128,11 +136,8 @@ struct GPXScanner: Sendable {
         if !selfClosing { depth += 1 }
         if ["trkpt", "rtept", "wpt"].contains(name) {
             let attributes = Self.attributes(body[nameEnd...])
-            let current = (
-                lat: attributes["lat"].flatMap(Double.init), lon: attributes["lon"].flatMap(Double.init),
-                time: (Int64, Int?)?.none, altitude: Double?.none, speed: Double?.none, course: Double?.none,
-                hdop: Double?.none, kind: name
-            )
+            let current = OpenPoint(
+                lat: attributes["lat"].flatMap(Double.init), lon: attributes["lon"].flatMap(Double.init), kind: name)
             if selfClosing { try emit(Self.finished(current)) } else { point = current }
         } else if point != nil, !selfClosing, ["time", "ele", "speed", "course", "hdop"].contains(name) {
             child = name
@@ -140,12 +145,7 @@ struct GPXScanner: Sendable {
         }
     }
 
-    private static func finished(
-        _ point: (
-            lat: Double?, lon: Double?, time: (Int64, Int?)?, altitude: Double?, speed: Double?, course: Double?,
-            hdop: Double?, kind: String
-        )
-    ) -> Point {
+    private static func finished(_ point: OpenPoint) -> Point {
         guard let lat = point.lat, let lon = point.lon else {
             return Point(location: nil, missing: "<\(point.kind)> without lat and lon")
         }

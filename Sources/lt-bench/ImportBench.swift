@@ -47,16 +47,9 @@ struct ImportBench: AsyncParsableCommand {
             throw ValidationError("lt serve started without its application")
         }
         let app = "http://\(admin.user):\(admin.password)@127.0.0.1:\(applicationPort)"
-        let register = Process()
-        register.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        register.arguments = [
-            "curl", "-sf", "-X", "PUT", "-H", "Content-Type: application/json", "-d", #"{"password":"pw-amy-secret"}"#,
-            "http://127.0.0.1:\(applicationPort)/api/users/amy",
-        ]
-        register.standardOutput = FileHandle.nullDevice
-        try register.run()
-        register.waitUntilExit()
-        guard register.terminationStatus == 0 else { throw ValidationError("could not register the user amy") }
+        // The user registers through the API, as the app does (no credentials: anyone may).
+        try BenchConnection(host: "127.0.0.1", port: applicationPort).expectSuccess(
+            "PUT", "/api/users/amy", authorization: "", json: ["password": "pw-amy-secret"])
         print(
             "lt-bench import: \(points) points, \(ProgressLine.size(Int64(size))) Records.json; "
                 + "\(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(TLSBench.loadAverage())")

@@ -190,9 +190,11 @@ let package = Package(
         // Timeline exports, OwnTracks, GPX, GeoJSON, CSV), as a stream: one location at a time.
         .target(
             name: "HistoryImport",
-            dependencies: ["CouchJSON", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["CouchJSON", "CZlib", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: strict
         ),
+        // zlib from Debian's zlib1g-dev: inflates the entries of ZIP archives (Takeout downloads).
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", providers: [.apt(["zlib1g-dev"])]),
         // The Location Tracker application (users, private databases, places, consolidation, the
         // dashboard) over the CouchDB API only: it never sees the engine or the server behind it.
         .target(

@@ -8,7 +8,7 @@
 # Harnesses: json, selector, regex ($regex patterns and subjects: linear work), wkt, geo, multipart, revs, http (the database API's handler end
 # to end), app (the application API's), control (the control socket's routes), config (lt serve's configuration file), prometheus (the
 # metrics text lt doctor reads from any server), rewrite (declarative _rewrite rules and paths), history (the history file readers:
-# read whole and in pieces alike). Each starts from Tests/Fuzz/corpus/<harness> and
+# read whole and in pieces alike), archive (ZIP archives of histories, likewise). Each starts from Tests/Fuzz/corpus/<harness> and
 # writes what it learns to .build-fuzz/corpus/<harness> (the committed corpus is not changed).
 # A crash stops the run, leaves the input in .build-fuzz/crashes/<harness>/ and exits 1: copy
 # it into Tests/Fuzz/corpus/<harness>/ once fixed, and `swift test` replays it from then on.
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(json selector regex wkt geo multipart revs http app control config prometheus rewrite history)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(json selector regex wkt geo multipart revs http app control config prometheus rewrite history archive)
 
 echo "building lt-fuzz with libFuzzer and AddressSanitizer (.build-fuzz)" >&2
 swift build --product lt-fuzz --scratch-path .build-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library >&2

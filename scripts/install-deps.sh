@@ -31,6 +31,10 @@ headers_changed=0
 if [ ! -f /usr/include/duktape.h ] || [ ! -f /usr/include/sqlite3.h ]; then
   apt_install "for the full build" duktape-dev libsqlite3-dev && headers_changed=1
 fi
+# zlib inflates the ZIP archives history imports read (Google Takeout downloads).
+if [ ! -f /usr/include/zlib.h ]; then
+  apt_install "for ZIP archives" zlib1g-dev
+fi
 # ICU's collator orders view keys and Mango values as CouchDB does (the same Debian libicu
 # CouchDB links); the build needs its headers.
 if [ ! -f /usr/include/unicode/ucol.h ]; then

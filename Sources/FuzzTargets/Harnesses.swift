@@ -22,7 +22,8 @@ import TrackerApp
 /// value prints and parses back to itself; a request the server refuses gets a CouchDB-style
 /// JSON error, never a 500).
 enum Harness: String, CaseIterable {
-    case json, selector, regex, wkt, geo, multipart, revs, http, app, control, config, prometheus, rewrite, history
+    case json, selector, regex, wkt, geo, multipart, revs, http, app, control, config, prometheus, rewrite, history,
+        archive
 
     static let current: Harness = {
         let name = ProcessInfo.processInfo.environment["LT_FUZZ_TARGET"] ?? ""
@@ -52,6 +53,7 @@ enum Harness: String, CaseIterable {
         case .prometheus: Harness.prometheus(bytes)
         case .rewrite: Harness.rewrite(bytes)
         case .history: Harness.history(bytes)
+        case .archive: Harness.archive(bytes)
         }
     }
 
@@ -95,6 +97,39 @@ enum Harness: String, CaseIterable {
             )
         }
         for location in whole.0 where !location.isValid { finding("\(format.rawValue): a location off the globe") }
+    }
+
+    /// ZIP archives of histories (`HistoryFile`, `ZipEntries`): the first byte sets the size of
+    /// the pieces, the rest is the file (an archive when it starts `PK\u{3}\u{4}`). Read whole
+    /// and in pieces, the locations, entries and failure must be the same.
+    static func archive(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        let piece = 1 + Int(first) * 97
+        let file = Array(bytes.dropFirst())
+        func read(_ size: Int) -> ([ImportedLocation], [HistoryFile.Entry], String?) {
+            var reader = HistoryFile()
+            var out: [ImportedLocation] = []
+            do {
+                var start = 0
+                while start < file.count {
+                    let end = min(file.count, start + size)
+                    try file[start..<end].withUnsafeBytes {
+                        try reader.feed($0) { location, _ in out.append(location) }
+                    }
+                    start = end
+                }
+                try reader.finish { location, _ in out.append(location) }
+                return (out, reader.entries, nil)
+            } catch {
+                return (out, reader.entries, "\(error)")
+            }
+        }
+        let whole = read(max(1, file.count))
+        let pieces = read(piece)
+        guard whole.0 == pieces.0, whole.1 == pieces.1, whole.2 == pieces.2 else {
+            finding("archive: read whole and in pieces of \(piece) differ: \(whole.2 ?? "ok") / \(pieces.2 ?? "ok")")
+        }
+        for location in whole.0 where !location.isValid { finding("archive: a location off the globe") }
     }
 
     /// JSON parser: any bytes; a parsed value must print and parse back to the same value.

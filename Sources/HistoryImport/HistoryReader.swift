@@ -13,9 +13,11 @@ public struct HistoryReader: Sendable {
         public var offset: Int
         /// The line, for line formats and GPX.
         public var line: Int?
+        /// The archive entry it is in (the offset and line are then the entry's).
+        public var entry: String?
         public var description: String {
             let place = line.map { "line \($0), byte \(offset)" } ?? "byte \(offset)"
-            return "\(format.map { "\($0.rawValue): " } ?? "")\(reason) (at \(place))"
+            return "\(entry.map { "\($0): " } ?? "")\(format.map { "\($0.rawValue): " } ?? "")\(reason) (at \(place))"
         }
     }
 

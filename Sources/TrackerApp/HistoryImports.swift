@@ -84,41 +84,34 @@ public final class HistoryImports: Sendable {
         defer { cancelled.withLockedValue { _ = $0.remove(job.id) } }
         let db = service.locationDatabase(for: user)
         let namespace = service.mode == .singleDatabase ? try TrackerService.namespace(of: user) : nil
-        var reader: HistoryReader?
-        var pending: [(id: String, location: ImportedLocation)] = []
-        var start: [UInt8] = []
+        var file = HistoryFile(format: request.format, columns: request.columns)
+        var pending: [Pending] = []
         // Batches are stored while the next are read (two at most in flight, which the database
         // may commit together): the reading and the database each keep a core busy.
         var inFlight: [Task<BatchResult, any Error>] = []
-        func submit(_ batch: [(id: String, location: ImportedLocation)]) async throws {
+        func submit(_ batch: [Pending]) async throws {
             if inFlight.count >= Self.batchesInFlight { job.add(try await inFlight.removeFirst().value) }
-            let format = job.format ?? .csv
             let dryRun = job.dryRun
             inFlight.append(
-                Task {
-                    try await self.write(
-                        batch, format: format, dryRun: dryRun, db: db, namespace: namespace, user: user)
-                })
+                Task { try await self.write(batch, dryRun: dryRun, db: db, namespace: namespace, user: user) })
         }
         func drain() async throws {
             while !inFlight.isEmpty { job.add(try await inFlight.removeFirst().value) }
         }
-        func read(_ bytes: UnsafeRawBufferPointer) throws {
-            try reader!.feed(bytes) { pending.append(($0.documentID(user: user), $0)) }
+        func take(_ location: ImportedLocation, _ format: HistoryFormat) {
+            pending.append(Pending(id: location.documentID(user: user), location: location, format: format))
+        }
+        func progress() {
+            job.bytesRead = file.bytesRead
+            job.skipped = file.skipped
+            job.format = file.format
+            job.archive = file.isArchive
+            job.entries = file.entries
         }
         do {
             for try await chunk in body {
-                if reader == nil {
-                    start += chunk.readableBytesView
-                    guard start.count >= HistoryFormat.detectionWindow else { continue }
-                    reader = try open(&job, request, start)
-                    try start.withUnsafeBytes { try read($0) }
-                    start = []
-                } else {
-                    try chunk.withUnsafeReadableBytes { try read($0) }
-                }
-                job.bytesRead = reader!.bytesRead
-                job.skipped = reader!.skipped
+                try chunk.withUnsafeReadableBytes { try file.feed($0, emit: take) }
+                progress()
                 while pending.count >= Self.batchSize {
                     try await submit(Array(pending.prefix(Self.batchSize)))
                     pending.removeFirst(Self.batchSize)
@@ -130,13 +123,8 @@ public final class HistoryImports: Sendable {
                 }
             }
             if job.state == .running {
-                if reader == nil {
-                    reader = try open(&job, request, start)
-                    try start.withUnsafeBytes { try read($0) }
-                }
-                try reader!.finish { pending.append(($0.documentID(user: user), $0)) }
-                job.bytesRead = reader!.bytesRead
-                job.skipped = reader!.skipped
+                try file.finish(emit: take)
+                progress()
                 while !pending.isEmpty {
                     let batch = Array(pending.prefix(Self.batchSize))
                     try await submit(batch)
@@ -149,12 +137,12 @@ public final class HistoryImports: Sendable {
             // What came before the damage is written; the rest of the file is not read.
             if !pending.isEmpty { try? await submit(pending) }
             try? await drain()
+            progress()
             job.state = .failed
             job.error = failure.description
-            job.skipped = reader?.skipped ?? [:]
-        } catch let failure as ImportJob.Refusal {
+        } catch let refusal as HistoryFile.Refusal {
             job.state = .failed
-            job.error = failure.reason
+            job.error = refusal.reason
         } catch {
             try? await drain()
             job.state = .failed
@@ -170,26 +158,11 @@ public final class HistoryImports: Sendable {
         return job
     }
 
-    /// The reader for the file whose first bytes are `start`: the format asked for, or the one
-    /// its content shows.
-    private func open(_ job: inout ImportJob, _ request: Request, _ start: [UInt8]) throws -> HistoryReader {
-        let format: HistoryFormat
-        if let asked = request.format {
-            format = asked
-        } else {
-            switch HistoryFormat.detect(start) {
-            case let .format(found): format = found
-            case let .refused(reason): throw ImportJob.Refusal(reason: reason)
-            case .unknown:
-                throw ImportJob.Refusal(
-                    reason: start.isEmpty
-                        ? "The file is empty"
-                        : "Not a location history this server reads (Google Takeout Records.json or Semantic Location History, an Android or iOS Timeline export, OwnTracks JSON or .rec, GPX, GeoJSON, CSV with a header)"
-                )
-            }
-        }
-        job.format = format
-        return HistoryReader(format: format, columns: request.columns)
+    /// A location read and not yet written, with its id and the format of the file that held it.
+    struct Pending: Sendable {
+        var id: String
+        var location: ImportedLocation
+        var format: HistoryFormat
     }
 
     /// What writing one batch did.
@@ -202,15 +175,14 @@ public final class HistoryImports: Sendable {
     /// Writes the locations of `batch` whose ids are not stored yet (a deleted one counts as
     /// stored: an import never brings back what its owner deleted).
     private func write(
-        _ batch: [(id: String, location: ImportedLocation)], format: HistoryFormat, dryRun: Bool, db: String,
-        namespace: OwnerNamespace?, user: String
+        _ batch: [Pending], dryRun: Bool, db: String, namespace: OwnerNamespace?, user: String
     ) async throws -> BatchResult {
         var result = BatchResult()
         var seen = Set<String>()
-        var fresh: [(id: String, location: ImportedLocation)] = []
-        for entry in batch {
-            let stored = namespace?.stored(entry.id) ?? entry.id
-            if seen.insert(stored).inserted { fresh.append((stored, entry.location)) } else { result.duplicates += 1 }
+        var fresh: [Pending] = []
+        for var entry in batch {
+            entry.id = namespace?.stored(entry.id) ?? entry.id
+            if seen.insert(entry.id).inserted { fresh.append(entry) } else { result.duplicates += 1 }
         }
         let existing = try await service.couch.existing(fresh.map(\.id), in: db)
         let new = fresh.filter { !existing.contains($0.id) }
@@ -220,7 +192,7 @@ public final class HistoryImports: Sendable {
             result.written += new.count
             return result
         }
-        let docs = new.map { $0.location.document(user: user, id: $0.id, format: format) }
+        let docs = new.map { $0.location.document(user: user, id: $0.id, format: $0.format) }
         for row in try await service.couch.store(docs, in: db) {
             switch row["error"]?.stringValue {
             case nil: result.written += 1
@@ -259,15 +231,15 @@ public struct ImportJob: Sendable, Equatable {
         case running, done, failed, cancelled
     }
 
-    /// An upload refused before any location was read (not a history file).
-    struct Refusal: Error {
-        var reason: String
-    }
-
     public var id: String
     public var fileName: String?
     public var dryRun: Bool
+    /// The format of a plain file (an archive's entries each have theirs).
     public var format: HistoryFormat?
+    /// Whether the upload is a ZIP archive.
+    public var archive = false
+    /// An archive's entries that held location histories.
+    public var entries: [HistoryFile.Entry] = []
     public var state = State.running
     public var bytesRead = 0
     /// Locations stored (with `dryRun`: that would be).
@@ -309,13 +281,24 @@ public struct ImportJob: Sendable, Equatable {
     public var json: JSON {
         var object: JSONObject = [
             "id": .string(id), "state": .string(state.rawValue), "dry_run": .bool(dryRun),
-            "format": format.map { .string($0.rawValue) } ?? .null, "bytes_read": .int(bytesRead),
+            "format": archive ? "zip" : format.map { .string($0.rawValue) } ?? .null, "bytes_read": .int(bytesRead),
             "written": .int(written), "duplicates": .int(duplicates),
             "skipped": .object(
                 JSONObject(skipped.sorted { $0.key < $1.key }.map { (key: $0.key, value: JSON.int($0.value)) })),
             "started_at": .string(ISO8601DateFormatter().string(from: started)),
         ]
         if let fileName { object["file_name"] = .string(fileName) }
+        if archive {
+            object["entries"] = .array(
+                entries.map { entry in
+                    var item: JSONObject = [
+                        "name": .string(entry.name), "format": .string(entry.format.rawValue),
+                        "locations": .int(entry.locations),
+                    ]
+                    if let error = entry.error { item["error"] = .string(error) }
+                    return .object(item)
+                })
+        }
         if let error { object["error"] = .string(error) }
         if let finishedAt {
             object["finished_at"] = .string(ISO8601DateFormatter().string(from: finishedAt))

@@ -53,6 +53,17 @@ enum OpenAPI {
                     "skipped": ["type": "object", "additionalProperties": ["type": "integer"]],
                     "error": ["type": "string"], "started_at": ["type": "string"], "finished_at": ["type": "string"],
                     "seconds": ["type": "number"],
+                    "entries": [
+                        "description": "A ZIP archive's entries that held location histories",
+                        "type": "array",
+                        "items": [
+                            "type": "object", "required": ["name", "format", "locations"],
+                            "properties": [
+                                "name": ["type": "string"], "format": ["type": "string"],
+                                "locations": ["type": "integer"], "error": ["type": "string"],
+                            ],
+                        ],
+                    ],
                 ],
             ]
         ]
@@ -489,7 +500,7 @@ enum OpenAPI {
             "/api/me/imports": [
                 "post": [
                     "summary":
-                        "Import a location history file into your locations (Google Takeout Records.json or Semantic Location History, Android/iOS Timeline exports, OwnTracks JSON or .rec, GPX, GeoJSON, CSV; recognised by content), streamed; repeat-safe (ids from user, time and position). Answers when the file is read: its summary, whose state says whether it was read to its end (docs/importing.md)",
+                        "Import a location history file into your locations (Google Takeout Records.json or Semantic Location History, Android/iOS Timeline exports, OwnTracks JSON or .rec, GPX, GeoJSON, CSV, or a ZIP archive of them such as a Takeout download; recognised by content), streamed; repeat-safe (ids from user, time and position). Answers when the file is read: its summary, whose state says whether it was read to its end (docs/importing.md)",
                     "security": [["basic": []], ["cookie": []]],
                     "parameters": .array(importParameters),
                     "requestBody": [

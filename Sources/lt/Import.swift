@@ -19,7 +19,9 @@ struct Import: AsyncParsableCommand {
             Formats are recognised by content: Google Takeout Records.json and Semantic Location History \
             (monthly files), the Timeline exports of Google Maps on Android (Timeline.json) and iOS \
             (location-history.json), OwnTracks JSON and Recorder .rec files, GPX, GeoJSON, and CSV with a header \
-            naming latitude, longitude and time columns. A directory is imported file by file (in name order). \
+            naming latitude, longitude and time columns; and ZIP archives of them, such as a Takeout download \
+            (read as they are sent; entries that are not location histories are passed over). A directory is \
+            imported file by file (in name order). \
             Importing the same file twice, or exports that overlap, stores each location once; an import \
             interrupted half way completes when run again. Example: \
             lt import ~/Takeout/Location\\ History/Records.json --user amy --app http://admin:secret@127.0.0.1:8080
@@ -177,7 +179,10 @@ struct Import: AsyncParsableCommand {
         let written = result["written"]?.intValue ?? 0
         let duplicates = result["duplicates"]?.intValue ?? 0
         let skipped = result["skipped"]?.objectValue?.members ?? []
-        var line = "\(path): \(result["format"]?.stringValue ?? "?"), "
+        let entries = result["entries"]?.arrayValue ?? []
+        let format = result["format"]?.stringValue ?? "?"
+        var line =
+            "\(path): \(format == "zip" ? "ZIP archive of \(entries.count) location file\(entries.count == 1 ? "" : "s")" : format), "
         line += result["dry_run"] == true ? "\(written) would be written" : "\(written) written"
         line += ", \(duplicates) already there"
         let skippedCount = skipped.compactMap { $0.value.intValue }.reduce(0, +)
@@ -189,6 +194,11 @@ struct Import: AsyncParsableCommand {
         if let seconds = result["seconds"]?.doubleValue { line += String(format: " in %.1f s", seconds) }
         if result["state"] != "done" {
             line += " — \(result["state"]?.stringValue ?? "failed"): \(result["error"]?.stringValue ?? "")"
+        }
+        for entry in entries {
+            line += "\n  \(entry["name"]?.stringValue ?? "?"): \(entry["format"]?.stringValue ?? "?"), "
+            line += "\(entry["locations"]?.intValue ?? 0) locations"
+            if let error = entry["error"]?.stringValue { line += " — not read to its end: \(error)" }
         }
         return line
     }

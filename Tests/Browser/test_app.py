@@ -9,7 +9,7 @@ here, independently); then tracks along the route with emulated geolocation: fix
 online, a fix, places near me and a photo while the network is cut, all in the user's database
 and lt_locations_all exactly once when it is back; the map with the track and the photo, a new
 places release reaching the phone, a place's wrong position reported from the map, a second
-user seeing none of it; the status kept across reopening (tracking starts again); one header
+user seeing none of it and importing a Takeout ZIP from the phone; the status kept across reopening (tracking starts again); one header
 status for offline and for a server that does not answer; sign-out never dropping a fix not sent
 without asking (it sends first, names the count, signs out once sent, or deletes only when told);
 signing in again bringing the history back from the server, the map fitted to it; sign-in's
@@ -21,7 +21,9 @@ Usage: test_app.py --lt PATH/TO/lt [--artifacts DIR]
 """
 
 import argparse
+import base64
 import gzip
+import io
 import json
 import math
 import os
@@ -30,6 +32,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zipfile
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -42,6 +45,19 @@ SAMPLE_PLACES = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__fi
 ROUTE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "data", "freeway-drive.json")
 # TrackerKit's LocationPolicy.original, restated here to check the page's filter independently.
 POLICY = {"foregroundAccuracy": 25, "backgroundAccuracy": 100, "foregroundDistance": 15, "backgroundDistance": 100, "minimumInterval": 15}
+
+
+class Unseekable(io.RawIOBase):
+    """A file zipfile cannot seek in: it writes each entry's sizes after its data, as streaming zippers do."""
+
+    def __init__(self, sink):
+        self.sink = sink
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        return self.sink.write(data)
 
 
 def haversine(a, b):
@@ -119,7 +135,7 @@ def main():
             return !((label && label.textContent.trim()) || el.textContent.trim() || el.getAttribute('aria-label') || el.title);
         }).map((el) => el.outerHTML.slice(0, 80))""")
         check(not unnamed, f"every control has an accessible name {unnamed or ''}")
-        scripts = ["app.js", "store.js", "sw.js"]
+        scripts = ["app.js", "store.js", "import-history.js", "sw.js"]
         compressed = sum(len(gzip.compress(urllib.request.urlopen(app + name).read())) for name in scripts)
         leaflet = json.load(urllib.request.urlopen(app + "config.json"))["leaflet"]
         with_map = compressed + len(gzip.compress(urllib.request.urlopen(app + leaflet).read()))
@@ -370,6 +386,37 @@ def main():
             seen = [r["id"] for r in (answer or {}).get("rows", []) if not r["id"].startswith("_design/")] if status == 200 else []
             check(shown == [0, 0, False] and (status in (401, 403) or (status == 200 and seen == [])) and not other.errors,
                   f"a second user sees none of walker's locations or photos, on their phone or through the server ({shown}, {status})")
+            # Runner brings a history from the phone: a Takeout download (a ZIP written as a
+            # streaming zipper writes it, with a file that is no history) through "Bring your
+            # history"; the page shows its result, the locations are runner's; again adds none.
+            records = {"locations": [{"latitudeE7": 377000000 + i * 900, "longitudeE7": -1224000000 + i * 500, "accuracy": 5 + i % 9,
+                                      "timestamp": f"2023-03-0{1 + i // 1000}T{i // 60 % 24:02d}:{i % 60:02d}:00Z"} for i in range(2000)]}
+            takeout = io.BytesIO()
+            with zipfile.ZipFile(Unseekable(takeout), "w", zipfile.ZIP_DEFLATED) as archive:
+                archive.writestr("Takeout/Location History/Settings.json", json.dumps({"deviceSettings": []}))
+                archive.writestr("Takeout/Location History/Records.json", json.dumps(records, indent=2))
+            def upload():
+                other.evaluate(f"""(() => {{ const bytes = Uint8Array.from(atob('{base64.b64encode(takeout.getvalue()).decode()}'), (c) => c.charCodeAt(0));
+                    const transfer = new DataTransfer(); transfer.items.add(new File([bytes], 'takeout-001.zip', {{ type: 'application/zip' }}));
+                    document.getElementById('history-import').open = true;
+                    document.getElementById('import-file').files = transfer.files;
+                    document.getElementById('import-form').requestSubmit(); }})()""")
+            other.evaluate("document.querySelector('#views [data-view=status]').click()")
+            upload()
+            other.wait("document.getElementById('import-status').textContent.includes('ZIP archive')", what="runner's import result")
+            said = other.evaluate("[document.getElementById('import-status').textContent, document.getElementById('import-progress').value]")
+            status, jobs = request("GET", f"{server.app}/api/me/imports", auth=(runner["apiKey"], runner["apiSecret"]))
+            last = (jobs or {}).get("imports", [{}])[0]
+            check("(a ZIP archive, 1 location file): 2000 locations stored, 0 already there" in said[0] and said[1] == 1
+                  and last.get("entries") == [{"name": "Takeout/Location History/Records.json", "format": "google-records", "locations": 2000}],
+                  f"the app imports a Takeout ZIP from the phone and says what it stored: {said[0][:120]}")
+            other.evaluate("document.getElementById('import-status').scrollIntoView()")
+            other.screenshot(os.path.join(options.artifacts, "import-phone.png"))
+            check.accessible(other.evaluate, "the history import")
+            upload()
+            other.wait("document.getElementById('import-status').textContent.includes('0 locations stored')", what="runner's second import")
+            check("2000 already there" in other.evaluate("document.getElementById('import-status').textContent"),
+                  "the same archive again stores nothing")
         finally:
             other.close()
 

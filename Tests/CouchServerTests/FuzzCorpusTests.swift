@@ -11,7 +11,7 @@ struct FuzzCorpusTests {
     static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fuzz/corpus")
 
-    @Test("Every committed input replays cleanly through its harness", arguments: ["json", "selector", "regex", "wkt", "geo", "multipart", "revs", "http", "app", "control", "config", "prometheus", "rewrite", "history"])
+    @Test("Every committed input replays cleanly through its harness", arguments: ["json", "selector", "regex", "wkt", "geo", "multipart", "revs", "http", "app", "control", "config", "prometheus", "rewrite", "history", "archive"])
     func replay(harness: String) throws {
         let directory = Self.corpus.appendingPathComponent(harness)
         let inputs = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { !$0.hasPrefix(".") }

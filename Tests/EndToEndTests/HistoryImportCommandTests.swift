@@ -9,7 +9,8 @@ import Testing
 
 /// `lt import` and `/api/.../imports` against a real `lt serve`, in every mode: what a file
 /// holds becomes the user's locations (and reaches the consolidated database), again adds
-/// nothing, a file cut half way completes without duplicates when imported whole, and one user
+/// nothing, a file cut half way completes without duplicates when imported whole, a Takeout
+/// ZIP archive's histories are read and its other files passed over, and one user
 /// can neither import into, list nor stop another's imports.
 @Suite("History import", .serialized, .timeLimit(.minutes(4)))
 struct HistoryImportCommandTests {
@@ -127,6 +128,53 @@ struct HistoryImportCommandTests {
         let refused = try setup.runImport([junk.path, "--user", "amy"])
         #expect(refused.status != 0)
         #expect(refused.json["imports"]?[0]?["error"]?.stringValue?.contains("Records.json") == true)
+
+        // A Takeout download as one ZIP archive (written by Python's zipfile): its history
+        // entries are read, its other files passed over; again adds nothing.
+        var takeout = HistoryFiles(seed: 48)
+        var members: [(name: String, bytes: [UInt8])] = [
+            ("Takeout/archive_browser.html", Array("<html><body>Takeout</body></html>".utf8)),
+            ("Takeout/Location History/Records.json", takeout.file(.googleRecords, takeout.points(500)).bytes),
+            ("Takeout/Location History/Semantic Location History/2024/2024_MAY.json",
+             takeout.file(.googleSemantic, takeout.points(300)).bytes),
+        ]
+        var expected = 0
+        for (format, member) in zip([HistoryFormat.googleRecords, .googleSemantic], members.dropFirst()) {
+            var reader = HistoryReader(format: format)
+            try reader.feed(member.bytes) { _ in expected += 1 }
+            try reader.finish { _ in expected += 1 }
+        }
+        members.append(("Takeout/Location History/Settings.json", Array(#"{"deviceSettings":[]}"#.utf8)))
+        let archive = setup.directory.url.appendingPathComponent("takeout-20240601.zip")
+        var arguments = [
+            "python3", "-c",
+            "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], 'w', zipfile.ZIP_DEFLATED); "
+                + "[z.write(p, a) for a, p in zip(sys.argv[2::2], sys.argv[3::2])]; z.close()",
+            archive.path,
+        ]
+        for (index, member) in members.enumerated() {
+            let path = setup.directory.url.appendingPathComponent("member\(index)")
+            try Data(member.bytes).write(to: path)
+            arguments += [member.name, path.path]
+        }
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = arguments
+        try python.run()
+        python.waitUntilExit()
+        #expect(python.terminationStatus == 0)
+        let zipped = try setup.runImport([archive.path, "--user", "bob"])
+        #expect(zipped.status == 0, "\(zipped.errors)")
+        let archiveSummary = try #require(zipped.json["imports"]?.arrayValue?.first)
+        #expect(archiveSummary["format"] == "zip" && archiveSummary["state"] == "done")
+        #expect(archiveSummary["entries"]?.arrayValue?.compactMap { $0["format"]?.stringValue } == ["google-records", "google-semantic"])
+        #expect(archiveSummary["written"] == .int(expected) && expected > 600)
+        #expect(archiveSummary["skipped"]?["archive entries that are not a location history"] == 2)
+        #expect(try await setup.locations(of: "bob").count == 1500 + expected)
+        let zippedAgain = try TestServer.runLT(["import", archive.path, "--user", "bob", "--app", setup.appURL])
+        #expect(zippedAgain.status == 0)
+        #expect(zippedAgain.output.contains("ZIP archive of 2 location files, 0 written, \(expected) already there"), "\(zippedAgain.output)")
+        #expect(zippedAgain.output.contains("Semantic Location History/2024/2024_MAY.json: google-semantic, "), "\(zippedAgain.output)")
     }
 
     /// An upload whose body arrives when the test says: its first piece at once.

@@ -210,6 +210,19 @@ function setUpSettings() {
   $('settings-reset').addEventListener('click', () => { saveSettings(Object.assign({}, DEFAULT_SETTINGS)).catch(report); });
 }
 
+// MARK: History import
+
+// A history file sent to the server with this phone's key (import-history.js does the rest).
+function importHistory() {
+  const file = $('import-file').files[0];
+  if (!file || !app.account) return;
+  if (!navigator.onLine) { $('import-error').textContent = 'Importing needs the server: try again when there is a network.'; return; }
+  self.ltImportHistory(file, {
+    headers: { Authorization: authorizationOf(app.account) }, bar: $('import-progress'), status: $('import-status'),
+    error: $('import-error'), button: $('import-form').querySelector('button'),
+  });
+}
+
 // What the Tracking screen says, kept across closing and reopening the app: the last fix, the
 // last sync and whether tracking was on (it starts again when the app reopens).
 function saveStatus() {
@@ -849,6 +862,7 @@ async function start() {
   form.addEventListener('submit', (event) => { event.preventDefault(); submit(signIn, $('sign-in'), 'Signing in…'); });
   $('register').addEventListener('click', () => submit(register, $('register'), 'Creating…'));
   $('tracking').addEventListener('click', () => (app.watch === null ? startTracking() : stopTracking()));
+  $('import-form').addEventListener('submit', (event) => { event.preventDefault(); importHistory(); });
   $('sign-out').addEventListener('click', () => requestSignOut().catch(report));
   $('sign-out-later').addEventListener('click', signOutOnceSent);
   $('sign-out-stay').addEventListener('click', () => { $('sign-out-dialog').close(); rememberSignOutWhenSent(false); showSyncNote(); });

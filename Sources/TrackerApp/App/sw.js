@@ -3,8 +3,8 @@
 // cached (they go to the network; the app keeps its data in IndexedDB).
 'use strict';
 
-const CACHE = 'lt-app-v2';
-const SHELL = ['./', 'index.html', 'app.js', 'store.js', 'app.css', 'manifest.webmanifest', 'icon.svg', 'icon-192.png', 'icon-512.png'];
+const CACHE = 'lt-app-v3';
+const SHELL = ['./', 'index.html', 'app.js', 'store.js', 'import-history.js', 'app.css', 'manifest.webmanifest', 'icon.svg', 'icon-192.png', 'icon-512.png'];
 
 // The shell, and the map's configuration and the Leaflet files it names, so the map opens offline too.
 self.addEventListener('install', (event) => {

@@ -948,47 +948,15 @@ function setUpAccount() {
   });
 }
 
-// A history file streamed to /api/me/imports; its progress read from the list of imports
-// while it runs, its summary shown at the end.
-async function importHistory() {
+// A history file streamed to /api/me/imports with the session (the tracker app's
+// import-history.js, served at /app/, does the rest).
+function importHistory() {
   const file = $('import-file').files[0];
   if (!file) return;
-  const bar = $('import-progress'), status = $('import-status');
-  $('import-error').textContent = '';
-  status.textContent = `Importing ${file.name}…`;
-  bar.hidden = false;
-  bar.value = 0;
-  $('import-form').querySelector('button').disabled = true;
-  const poll = setInterval(async () => {
-    try {
-      const running = ((await api('GET', '/api/me/imports')).imports || [])
-        .find((job) => job.state === 'running' && job.file_name === file.name);
-      if (!running) return;
-      bar.value = file.size ? Math.min(1, running.bytes_read / file.size) : 0;
-      status.textContent = `Importing ${file.name}: ${running.written} locations stored, ${running.duplicates} already there…`;
-    } catch (error) { /* the next poll tries again */ }
-  }, 500);
-  try {
-    const response = await fetch(`/api/me/imports?name=${encodeURIComponent(file.name)}`, {
-      method: 'POST', credentials: 'same-origin', body: file,
-      headers: { 'X-Requested-With': 'lt-dashboard', Accept: 'application/json', 'Content-Type': 'application/octet-stream' },
-    });
-    const job = await response.json().catch(() => ({}));
-    const skipped = Object.entries(job.skipped || {}).map(([reason, count]) => `${count} ${reason}`).join('; ');
-    const counts = `${job.written || 0} locations stored, ${job.duplicates || 0} already there${skipped ? `, skipped: ${skipped}` : ''}`;
-    if (job.state === 'done') {
-      bar.value = 1;
-      status.textContent = `${file.name} (${job.format}): ${counts}.`;
-    } else {
-      status.textContent = job.written ? `Before it stopped: ${counts}.` : '';
-      $('import-error').textContent = job.error || job.reason || `${response.status} ${response.statusText}`;
-    }
-  } catch (error) {
-    $('import-error').textContent = error.message;
-  } finally {
-    clearInterval(poll);
-    $('import-form').querySelector('button').disabled = false;
-  }
+  self.ltImportHistory(file, {
+    headers: { 'X-Requested-With': 'lt-dashboard' }, bar: $('import-progress'), status: $('import-status'),
+    error: $('import-error'), button: $('import-form').querySelector('button'),
+  });
 }
 
 // MARK: All locations (admins and analysts)

@@ -9,7 +9,15 @@ public struct ExactID: Hashable, Sendable, ExpressibleByStringLiteral, CustomStr
 
     public var description: String { id }
 
-    public static func == (a: ExactID, b: ExactID) -> Bool { a.id.utf8.elementsEqual(b.id.utf8) }
+    public static func == (a: ExactID, b: ExactID) -> Bool {
+        let (x, y) = (a.id.utf8, b.id.utf8)
+        guard x.count == y.count else { return false }
+        // Native strings compare their bytes in place; others (bridged) a byte at a time.
+        let inPlace = x.withContiguousStorageIfAvailable { p in
+            y.withContiguousStorageIfAvailable { q in p.elementsEqual(q) }
+        }
+        return (inPlace ?? nil) ?? x.elementsEqual(y)
+    }
 
     public func hash(into hasher: inout Hasher) {
         var id = id

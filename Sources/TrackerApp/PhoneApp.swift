@@ -10,7 +10,8 @@ import Hummingbird
 struct PhoneAppFiles: Sendable {
     let files: [String: [UInt8]]
     static let names = [
-        "index.html", "app.js", "store.js", "import-history.js", "app.css", "sw.js", "manifest.webmanifest", "icon.svg", "icon-192.png",
+        "index.html", "app.js", "store.js", "import-history.js", "app.css", "sw.js", "manifest.webmanifest", "icon.svg",
+        "icon-192.png",
         "icon-512.png",
     ]
     /// Scripts, styles, the manifest and the worker from this server only (Leaflet positions

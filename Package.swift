@@ -59,6 +59,8 @@ let package = Package(
         .target(name: "CouchCollation", dependencies: ["CouchJSON", "CICU"], swiftSettings: strict),
         // Geometry: GeoJSON, WKT, distances on the sphere, spatial relations, the in-memory point index.
         .target(name: "Geo", dependencies: ["CouchJSON"], swiftSettings: strict),
+        // A track turned into visits and trips (a day as people remember it): pure, no I/O.
+        .target(name: "Timeline", dependencies: ["Geo"], swiftSettings: strict),
         // Rows put in order however many there are (a temporary SQLite file's external sort).
         .target(
             name: "ExternalSort",
@@ -317,6 +319,7 @@ let package = Package(
         .testTarget(name: "LinearRegexTests", dependencies: ["LinearRegex", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "HistoryImportTests", dependencies: ["HistoryImport", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "GeoTests", dependencies: ["Geo", "CouchJSON", "LTTestSupport"], swiftSettings: strict),
+        .testTarget(name: "TimelineTests", dependencies: ["Timeline", "Geo", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "MIMEMultipartTests", dependencies: ["MIMEMultipart", "LTTestSupport"], swiftSettings: strict),
         .testTarget(name: "ConfigFileTests", dependencies: ["ConfigFile"], swiftSettings: strict),
         .testTarget(

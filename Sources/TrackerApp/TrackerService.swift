@@ -680,12 +680,19 @@ public final class TrackerService: CouchBacked {
             "username": .string(user), "timestamp": .double(tst * 1000), "background": true,
             "device": .string(deviceID), "source": "owntracks",
         ]
-        let names: [(String, String)] = [
-            ("acc", "accuracy"), ("alt", "altitude"), ("vel", "velocity"), ("cog", "course"),
-            ("batt", "battery"), ("vac", "vertical_accuracy"), ("t", "trigger"), ("tid", "tracker_id"),
-            ("conn", "connection"),
+        // Numbers in the units location documents hold (OwnTracks' `vel` is km/h, a document's
+        // `velocity` m/s, as devices and imports store it); a value of the wrong kind is left out.
+        let numbers: [(String, String)] = [
+            ("acc", "accuracy"), ("alt", "altitude"), ("cog", "course"), ("batt", "battery"),
+            ("vac", "vertical_accuracy"),
         ]
-        for (from, to) in names { if let value = message[from] { properties[to] = value } }
+        for (from, to) in numbers {
+            if let value = message[from], value.doubleValue?.isFinite == true { properties[to] = value }
+        }
+        if let kmh = message["vel"]?.doubleValue, kmh.isFinite { properties["velocity"] = .double(kmh / 3.6) }
+        for (from, to) in [("t", "trigger"), ("tid", "tracker_id"), ("conn", "connection")] {
+            if let value = message[from], value.stringValue != nil { properties[to] = value }
+        }
         let doc: JSON = [
             "type": "Feature", "created_at": JSON.milliseconds((tst * 1000).rounded()),
             "geometry": ["type": "Point", "coordinates": [.double(lon), .double(lat)]],

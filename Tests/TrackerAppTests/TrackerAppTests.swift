@@ -272,7 +272,8 @@ struct TrackerAppTests {
         defer { s.stop() }
         _ = try await s.app(.PUT, "/api/users/frank", json: ["password": "pw-frank"])
         let frank = try await login(s, "frank", "pw-frank")
-        let fix: JSON = ["_type": "location", "lat": 52.52, "lon": 13.405, "tst": 1_700_000_000, "acc": 12, "batt": 80, "tid": "fr"]
+        let fix: JSON = ["_type": "location", "lat": 52.52, "lon": 13.405, "tst": 1_700_000_000, "acc": 12, "batt": 80, "tid": "fr",
+                         "vel": 36, "cog": "north", "t": 7]
         for _ in 0..<2 {  // posted twice (OwnTracks retries), stored once
             let reply = try await s.app(.POST, "/api/owntracks?u=frank&d=phone", json: fix, auth: .basic(frank.key, frank.secret))
             #expect(reply.status == 200 && reply.json == [])
@@ -280,6 +281,9 @@ struct TrackerAppTests {
         let stored = try await s.request(.GET, "/\(frank.db)/owntracks-phone-1700000000")
         #expect(stored.json["geometry"] == ["type": "Point", "coordinates": [13.405, 52.52]])
         #expect(stored.json["properties"]?["accuracy"] == 12 && stored.json["properties"]?["username"] == "frank")
+        // OwnTracks' km/h as the m/s every location document holds; values of the wrong kind left out.
+        #expect(stored.json["properties"]?["velocity"]?.doubleValue == 10 && stored.json["properties"]?["tracker_id"] == "fr")
+        #expect(stored.json["properties"]?["course"] == .none && stored.json["properties"]?["trigger"] == .none)
         #expect(stored.json["_rev"]?.stringValue?.hasPrefix("1-") == true)
         // The user's own password with OwnTracks' identity headers.
         var headers: [(String, String)] = [("X-Limit-U", "frank"), ("X-Limit-D", "watch")]

@@ -55,6 +55,8 @@ public struct ZipEntries: Sendable {
         var hasDescriptor: Bool
         var zip64: Bool
         var wanted = true
+        /// Where its data starts in the archive.
+        var dataStart = 0
         var computedCRC: UInt = 0
         /// Every byte of its content went through the CRC (not so when passed over unread).
         var checksummed = true
@@ -64,7 +66,8 @@ public struct ZipEntries: Sendable {
     private var head: [UInt8] = []
     private var entry: Entry?
     private let inflater: Inflater
-    /// Bytes of the archive read so far.
+    /// Bytes of the archive read so far (advanced as each byte is taken, so an error names
+    /// the same byte whatever the pieces the archive arrived in).
     public private(set) var offset = 0
 
     public init() {
@@ -82,17 +85,20 @@ public struct ZipEntries: Sendable {
             switch phase {
             case .done:
                 used = rest.count
+                offset += used
             case .header:
                 used = try readHeader(rest, handle)
             case let .stored(remaining):
                 let piece = UnsafeRawBufferPointer(rebasing: rest.prefix(remaining))
                 entry!.computedCRC = crc32(entry!.computedCRC, piece.baseAddress, UInt32(piece.count))
-                if entry!.wanted { entry!.wanted = try handle(.data(piece)) }
                 used = piece.count
+                offset += used
                 phase = .stored(remaining: remaining - used)
+                if entry!.wanted { entry!.wanted = try handle(.data(piece)) }
                 if remaining == used { try endData(handle) }
             case let .skipping(remaining):
                 used = min(remaining, rest.count)
+                offset += used
                 phase = .skipping(remaining: remaining - used)
                 if remaining == used { try endData(handle) }
             case let .deflated(remaining):
@@ -101,7 +107,6 @@ public struct ZipEntries: Sendable {
                 used = try readDescriptor(rest, handle)
             }
             at += used
-            offset += used
         }
     }
 
@@ -123,7 +128,10 @@ public struct ZipEntries: Sendable {
 
     private mutating func gather(_ rest: UnsafeRawBufferPointer, upTo count: Int) -> Int {
         let take = min(count - head.count, rest.count)
-        if take > 0 { head += rest.prefix(take) }
+        if take > 0 {
+            head += rest.prefix(take)
+            offset += take
+        }
         return max(take, 0)
     }
 
@@ -143,7 +151,7 @@ public struct ZipEntries: Sendable {
             return used
         }
         guard signature == 0x0403_4B50 else {
-            throw Failure(reason: "Not a ZIP entry header (the archive is damaged)", offset: offset - head.count + used)
+            throw Failure(reason: "Not a ZIP entry header (the archive is damaged)", offset: offset - head.count)
         }
         used += gather(UnsafeRawBufferPointer(rebasing: rest[used...]), upTo: 30)
         guard head.count >= 30 else { return used }
@@ -169,9 +177,11 @@ public struct ZipEntries: Sendable {
             let size = half(extra + 2)
             if id == 0x0001 {
                 zip64 = true
+                // Within the field as declared and the header as read (a field may claim more).
+                let end = min(extra + 4 + size, head.count)
                 var field = extra + 4
-                if word(22) == UInt32.max, field + 8 <= extra + 4 + size { field += 8 }
-                if word(18) == UInt32.max, field + 8 <= extra + 4 + size { compressed = long(field) }
+                if word(22) == UInt32.max, field + 8 <= end { field += 8 }
+                if word(18) == UInt32.max, field + 8 <= end { compressed = long(field) }
             }
             extra += 4 + size
         }
@@ -183,7 +193,8 @@ public struct ZipEntries: Sendable {
         }
         let size = Int(compressed)
         var current = Entry(
-            name: name, crc: crc, compressedSize: size, hasDescriptor: hasDescriptor, zip64: zip64)
+            name: name, crc: crc, compressedSize: size, hasDescriptor: hasDescriptor, zip64: zip64,
+            dataStart: offset)
         let sizeKnown = !hasDescriptor || size > 0
         let isDirectory = name.hasSuffix("/")
         if flags & 0x01 != 0 || isDirectory || method != 0 && method != 8 {
@@ -231,9 +242,12 @@ public struct ZipEntries: Sendable {
             do {
                 step = try inflater.inflate(UnsafeRawBufferPointer(rebasing: input[used...]))
             } catch {
-                throw Failure(reason: "The entry \(entry!.name) is damaged (\(error))", offset: offset + used)
+                // Where zlib stops reading depends on the pieces it is given: the byte named is
+                // where the entry's data starts, the same however the archive arrived.
+                throw Failure(reason: "The entry \(entry!.name) is damaged (\(error))", offset: entry!.dataStart)
             }
             used += step.consumed
+            offset += step.consumed
             ended = step.ended
             if step.produced > 0 {
                 let output = inflater.output(step.produced)
@@ -255,11 +269,11 @@ public struct ZipEntries: Sendable {
             phase = .deflated(remaining: remaining - used)
             if !ended && remaining == used {
                 throw Failure(
-                    reason: "The entry \(entry!.name) ends before its compressed data does", offset: offset + used)
+                    reason: "The entry \(entry!.name) ends before its compressed data does", offset: offset)
             }
             if ended && remaining != used {
                 throw Failure(
-                    reason: "The entry \(entry!.name) holds more than its compressed data", offset: offset + used)
+                    reason: "The entry \(entry!.name) holds more than its compressed data", offset: offset)
             }
         }
         if ended { try endData(handle) }

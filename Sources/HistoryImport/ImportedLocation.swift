@@ -57,19 +57,9 @@ public struct ImportedLocation: Sendable, Equatable {
         let lon = Int64((longitude * 1e7).rounded())
         let digest = SHA256.hash(data: Array("\(user)\n\(time)\n\(lat)\n\(lon)".utf8))
         let digits = String(time)
-        var id: [UInt8] = Array("imp-".utf8)
-        id.reserveCapacity(4 + 13 + 1 + 16)
-        id += repeatElement(UInt8(ascii: "0"), count: max(0, 13 - digits.utf8.count))
-        id += digits.utf8
-        id.append(UInt8(ascii: "-"))
-        for byte in digest.prefix(8) {
-            id.append(Self.hexDigits[Int(byte >> 4)])
-            id.append(Self.hexDigits[Int(byte & 15)])
-        }
-        return String(decoding: id, as: UTF8.self)
+        return "imp-\(String(repeating: "0", count: max(0, 13 - digits.utf8.count)))\(digits)-"
+            + Hex.string(digest.prefix(8))
     }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// The location document, as devices write them (a GeoJSON Feature with `created_at` and
     /// `properties.username`, `timestamp`), with what the file said in `properties` and where

@@ -51,7 +51,6 @@ public struct ZipEntries: Sendable {
     private struct Entry: Sendable {
         var name: String
         var crc: UInt32
-        var compressedSize: Int
         var hasDescriptor: Bool
         var zip64: Bool
         var wanted = true
@@ -193,7 +192,7 @@ public struct ZipEntries: Sendable {
         }
         let size = Int(compressed)
         var current = Entry(
-            name: name, crc: crc, compressedSize: size, hasDescriptor: hasDescriptor, zip64: zip64,
+            name: name, crc: crc, hasDescriptor: hasDescriptor, zip64: zip64,
             dataStart: offset)
         let sizeKnown = !hasDescriptor || size > 0
         let isDirectory = name.hasSuffix("/")

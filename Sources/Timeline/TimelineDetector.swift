@@ -247,10 +247,9 @@ public enum TimelineDetector {
             var arrived: Int64
             var left: Int64
             var last: Coordinate
-            var standing: Bool {
-                left - arrived > 0 && Sphere.distance(at, last) / (Double(left - arrived) / 1000) < speedLimit
+            func standing(below speed: Double) -> Bool {
+                left - arrived > 0 && Sphere.distance(at, last) / (Double(left - arrived) / 1000) < speed
             }
-            var speedLimit: Double
         }
         var halts: [Halt] = []
         for fix in fixes {
@@ -258,10 +257,7 @@ public enum TimelineDetector {
                 halts[halts.count - 1].left = fix.time
                 halts[halts.count - 1].last = fix.coordinate
             } else {
-                halts.append(
-                    Halt(
-                        at: fix.coordinate, arrived: fix.time, left: fix.time, last: fix.coordinate,
-                        speedLimit: settings.speedThreshold))
+                halts.append(Halt(at: fix.coordinate, arrived: fix.time, left: fix.time, last: fix.coordinate))
             }
         }
         var distance = 0.0
@@ -270,7 +266,7 @@ public enum TimelineDetector {
         var speeds: [Double] = []
         for (a, b) in zip(halts, halts.dropFirst()) {
             let d = Sphere.distance(a.at, b.at)
-            let seconds = Double(b.arrived - (a.standing ? a.left : a.arrived)) / 1000
+            let seconds = Double(b.arrived - (a.standing(below: settings.speedThreshold) ? a.left : a.arrived)) / 1000
             distance += d
             let speed = seconds > 0 ? d / seconds : 0
             speeds.append(speed)
